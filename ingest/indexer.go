@@ -1,0 +1,311 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"syscall"
+
+	"gendex/store"
+)
+
+// Source is one input file and where its records go.
+type Source struct {
+	Path    string // absolute; the key the index remembers the file by
+	Dataset string
+	Stage   store.Stage // Prompts, Raw, Tokenized or Errors
+}
+
+// Indexer brings the new lines of files into the index. It is the one path
+// every record takes, whether from `gendex ingest` or from gen.
+type Indexer struct {
+	DB *store.DB
+	// Report receives every problem found; nil drops them.
+	Report func(Problem)
+	// A transaction is committed every BatchRecords lines or BatchBytes
+	// bytes (defaults 100,000 and 64 MiB).
+	BatchRecords int
+	BatchBytes   int64
+}
+
+// FileResult says what one IndexFile call did.
+type FileResult struct {
+	Source
+	Unchanged  bool   // nothing to read
+	Reindexed  string // why the file was indexed again from its start, if it was
+	Added      int    // new records
+	Duplicates int
+	Skipped    int   // lines left out (invalid JSON, no id)
+	Unknown    int   // records indexed without a token count
+	Bytes      int64 // bytes read
+	Torn       int   // bytes of an unfinished last line, not indexed
+	NextLine   int64 // the line number of that unfinished line
+}
+
+const headBytes = 4096
+
+type pending struct {
+	rec   store.Record
+	stage store.Stage
+}
+
+func (ix *Indexer) report(p Problem) {
+	if ix.Report != nil {
+		ix.Report(p)
+	}
+}
+
+// IndexFile reads what is new in src.Path since the last call and indexes
+// it, committing as it goes: after a crash the next call goes on from the
+// last commit. A file that shrank, was replaced by another, or whose first
+// bytes changed is forgotten and indexed again from the start, with a
+// Reindexed problem. On ctx cancellation it commits what it has read and
+// returns ctx.Err().
+func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error) {
+	res := FileResult{Source: src}
+	f, err := os.Open(src.Path)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return res, err
+	}
+	if fi.IsDir() {
+		return res, fmt.Errorf("%s is a directory", src.Path)
+	}
+	size, mtime := fi.Size(), fi.ModTime().UnixNano()
+	var dev, ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		dev, ino = uint64(st.Dev), st.Ino
+	}
+
+	var state store.FileState
+	var known bool
+	if err := ix.DB.View(func(v *store.View) (err error) {
+		state, known, err = v.File(src.Path)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if known && state.Dataset == src.Dataset && state.Stage == src.Stage &&
+		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
+		res.Unchanged = true
+		res.Torn = int(size - state.Offset)
+		res.NextLine = state.Lines + 1
+		return res, nil
+	}
+
+	reason := ""
+	switch {
+	case !known:
+	case state.Dataset != src.Dataset || state.Stage != src.Stage:
+		reason = fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage)
+	case state.Dev != dev || state.Ino != ino:
+		reason = "the file was replaced by another (new inode)"
+	case size < state.Offset:
+		reason = fmt.Sprintf("the file was truncated (%d bytes, %d were indexed)", size, state.Offset)
+	case state.HeadLen > 0:
+		sum, err := headSum(f, state.HeadLen)
+		if err != nil {
+			return res, err
+		}
+		if sum != state.HeadSum {
+			reason = "the file's first bytes changed"
+		}
+	}
+	if !known {
+		state = store.FileState{Path: src.Path}
+	}
+	if reason != "" {
+		var removed int
+		err := ix.DB.Update(func(tx *store.Tx) (err error) {
+			removed, err = tx.ForgetFile(&state)
+			if err != nil {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+		res.Reindexed = reason
+		ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: fmt.Sprintf("%s; its %d records were removed and it is indexed again from the start", reason, removed)})
+	}
+	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, dev, ino, mtime
+
+	if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
+		return res, err
+	}
+	lr := newLineReader(f, state.Offset)
+	maxRecords, maxBytes := ix.BatchRecords, ix.BatchBytes
+	if maxRecords <= 0 {
+		maxRecords = 100_000
+	}
+	if maxBytes <= 0 {
+		maxBytes = 64 << 20
+	}
+	batch := make([]pending, 0, min(maxRecords, 4096))
+	var problems []Problem
+	lines := state.Lines
+	var batchBytes int64
+
+	commit := func() error {
+		start := state.Offset
+		var added, dups, errDups int
+		var dupProblems []Problem
+		err := ix.DB.Update(func(tx *store.Tx) error {
+			added, dups, errDups, dupProblems = 0, 0, 0, dupProblems[:0]
+			st := state
+			if st.ID == 0 { // a new file: give it its id first
+				if err := tx.PutFile(&st); err != nil {
+					return err
+				}
+			}
+			for i := range batch {
+				p := &batch[i]
+				p.rec.File = st.ID
+				first, err := tx.Add(src.Dataset, p.stage, &p.rec)
+				if err != nil {
+					return err
+				}
+				if first == nil {
+					added++
+					continue
+				}
+				if p.stage != src.Stage {
+					errDups++
+					continue
+				}
+				dups++
+				where, _ := tx.FilePath(first.File)
+				dupProblems = append(dupProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
+					Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
+			}
+			st.Offset, st.Lines = lr.off, lines
+			st.Records += uint64(added)
+			st.Duplicates += uint64(dups)
+			st.ErrorDuplicates += uint64(errDups)
+			st.Skipped += uint64(countSkips(problems))
+			st.Unknown += uint64(countKind(problems, NoTokens))
+			if st.HeadLen < headBytes && st.Offset > st.HeadLen {
+				n := min(int64(headBytes), st.Offset)
+				sum, err := headSum(f, n)
+				if err != nil {
+					return err
+				}
+				st.HeadLen, st.HeadSum = n, sum
+			}
+			if err := tx.PutFile(&st); err != nil {
+				return err
+			}
+			state = st
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("indexing %s: %w", src.Path, err)
+		}
+		for _, p := range problems {
+			ix.report(p)
+		}
+		for _, p := range dupProblems {
+			ix.report(p)
+		}
+		res.Added += added
+		res.Duplicates += dups
+		res.Skipped += countSkips(problems)
+		res.Unknown += countKind(problems, NoTokens)
+		res.Bytes += state.Offset - start
+		batch, problems, batchBytes = batch[:0], problems[:0], 0
+		return nil
+	}
+
+	for {
+		line, start, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return res, fmt.Errorf("reading %s: %w", src.Path, err)
+		}
+		lines++
+		batchBytes += int64(len(line)) + 1
+		if isBlank(line) {
+			continue
+		}
+		p := pending{rec: store.Record{Offset: start, Length: int64(len(line)), Line: lines, Sum: store.LineSum(line)}}
+		stage, err := Normalize(line, src.Stage, &p.rec)
+		if err != nil {
+			kind := Invalid
+			if errors.Is(err, ErrNoID) {
+				kind = NoID
+			}
+			problems = append(problems, Problem{Path: src.Path, Line: lines, Kind: kind, Msg: describe(err) + "; line skipped"})
+		} else {
+			p.stage = stage
+			if stage == store.Raw && p.rec.CompletionTokens < 0 {
+				problems = append(problems, Problem{Path: src.Path, Line: lines, Kind: NoTokens,
+					Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens, response.body.usage.completion_tokens, output_ids); indexed as unknown"})
+			}
+			batch = append(batch, p)
+		}
+		if len(batch) >= maxRecords || batchBytes >= maxBytes {
+			if err := commit(); err != nil {
+				return res, err
+			}
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+		}
+	}
+	state.Size = lr.off + int64(lr.torn)
+	if err := commit(); err != nil {
+		return res, err
+	}
+	res.Torn = lr.torn
+	res.NextLine = lines + 1
+	return res, ctx.Err()
+}
+
+func countSkips(ps []Problem) int {
+	n := 0
+	for _, p := range ps {
+		if p.Kind.Skips() {
+			n++
+		}
+	}
+	return n
+}
+
+func countKind(ps []Problem, k Kind) int {
+	n := 0
+	for _, p := range ps {
+		if p.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if !isSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func headSum(f *os.File, n int64) (uint64, error) {
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	h := fnv.New64a()
+	h.Write(buf)
+	return h.Sum64(), nil
+}

@@ -1,0 +1,324 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// A small, validating JSON scanner over one line. It walks values without
+// building them, so a 10 KB array of token ids costs one tight loop; only the
+// fields the normalizer asks for are decoded. Its notion of valid JSON is
+// encoding/json's (checked by FuzzNormalize).
+
+const maxDepth = 10000 // encoding/json's nesting limit
+
+// syntaxError describes where a line stops being JSON.
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.off+1, e.msg) }
+
+func errAt(b []byte, i int, what string) error {
+	if i >= len(b) {
+		return &syntaxError{i, "unexpected end of line" + what}
+	}
+	return &syntaxError{i, fmt.Sprintf("unexpected %s%s", quoteByte(b[i]), what)}
+}
+
+func quoteByte(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the value starting at b[i] (no leading space).
+func skipValue(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return i, errAt(b, i, " (want a value)")
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, err := skipString(b, i)
+		return end, err
+	case c == '{':
+		return skipObject(b, i, depth+1)
+	case c == '[':
+		return skipArray(b, i, depth+1)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return skipNumber(b, i)
+	case c == 't':
+		return skipLiteral(b, i, "true")
+	case c == 'f':
+		return skipLiteral(b, i, "false")
+	case c == 'n':
+		return skipLiteral(b, i, "null")
+	}
+	return i, errAt(b, i, " (want a value)")
+}
+
+func skipLiteral(b []byte, i int, lit string) (int, error) {
+	for j := 0; j < len(lit); j++ {
+		if i+j >= len(b) || b[i+j] != lit[j] {
+			return i + j, errAt(b, i+j, " in literal "+lit)
+		}
+	}
+	return i + len(lit), nil
+}
+
+// skipString returns the end of the string at b[i] == '"' and whether it
+// holds escapes.
+func skipString(b []byte, i int) (end int, escaped bool, err error) {
+	i++
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return i + 1, escaped, errAt(b, i+1, " in string escape")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				for j := 2; j < 6; j++ {
+					if i+j >= len(b) || !isHex(b[i+j]) {
+						return i + j, escaped, errAt(b, i+j, " in \\u escape")
+					}
+				}
+				i += 6
+			default:
+				return i + 1, escaped, errAt(b, i+1, " in string escape")
+			}
+		case c < 0x20:
+			return i, escaped, errAt(b, i, " in string (control characters must be escaped)")
+		default:
+			i++
+		}
+	}
+	return i, escaped, errAt(b, i, " in string")
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func skipNumber(b []byte, i int) (int, error) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		}
+	default:
+		return i, errAt(b, i, " in number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return i, errAt(b, i, " in number")
+		}
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return i, errAt(b, i, " in number")
+		}
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		}
+	}
+	return i, nil
+}
+
+// skipArray returns the end of the array at b[i] == '[' and its length.
+func skipArray(b []byte, i, depth int) (int, error) {
+	end, _, err := scanArray(b, i, depth)
+	return end, err
+}
+
+func scanArray(b []byte, i, depth int) (end, n int, err error) {
+	if depth > maxDepth {
+		return i, 0, &syntaxError{i, "nesting too deep"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, 0, nil
+	}
+	for {
+		// Fast path for the common case: a plain non-negative integer.
+		if i < len(b) && b[i] >= '1' && b[i] <= '9' {
+			j := i + 1
+			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+				j++
+			}
+			if j < len(b) && (b[j] == ',' || b[j] == ']') {
+				i = j
+			} else if i, err = skipNumber(b, i); err != nil {
+				return i, n, err
+			}
+		} else if i, err = skipValue(b, i, depth); err != nil {
+			return i, n, err
+		}
+		n++
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, n, errAt(b, i, " in array")
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, n, nil
+		default:
+			return i, n, errAt(b, i, " in array (want , or ])")
+		}
+	}
+}
+
+func skipObject(b []byte, i, depth int) (int, error) {
+	return eachField(b, i, depth, nil)
+}
+
+// eachField walks the object at b[i] == '{', calling fn (when not nil) with
+// each key's raw bytes (quotes stripped; escaped reports backslashes) and
+// the value's span [vs, ve). It returns the end of the object.
+func eachField(b []byte, i, depth int, fn func(key []byte, escaped bool, vs, ve int) error) (int, error) {
+	if depth > maxDepth {
+		return i, &syntaxError{i, "nesting too deep"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, errAt(b, i, " in object (want a key)")
+		}
+		ks := i
+		ke, esc, err := skipString(b, i)
+		if err != nil {
+			return ke, err
+		}
+		i = skipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return i, errAt(b, i, " after object key (want :)")
+		}
+		i = skipSpace(b, i+1)
+		vs := i
+		if i, err = skipValue(b, i, depth); err != nil {
+			return i, err
+		}
+		if fn != nil {
+			if err := fn(b[ks+1:ke-1], esc, vs, i); err != nil {
+				return i, err
+			}
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, errAt(b, i, " in object")
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, errAt(b, i, " in object (want , or })")
+		}
+	}
+}
+
+// decodeString returns the text of the JSON string b (quotes included).
+func decodeString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	for _, c := range inner {
+		if c == '\\' || c >= 0x80 {
+			var s string
+			if err := json.Unmarshal(b, &s); err != nil {
+				return "", false
+			}
+			return s, true
+		}
+	}
+	return string(inner), true
+}
+
+// decodeKey returns an object key's text; escapes are rare and slow.
+func decodeKey(raw []byte, escaped bool) string {
+	if !escaped {
+		return string(raw)
+	}
+	var s string
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	if json.Unmarshal(q, &s) != nil {
+		return string(raw)
+	}
+	return s
+}
+
+// decodeCount reads a non-negative integer token count. A JSON number with
+// a zero fraction (12.0) counts; anything else (null, a string, -1, 1.5) is
+// not a count.
+func decodeCount(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	if len(b) <= 18 {
+		var n int64
+		digits := true
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				digits = false
+				break
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if digits {
+			return n, true
+		}
+	}
+	if b[0] < '0' || b[0] > '9' {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f < 0 || f != float64(int64(f)) || f > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// decodeFloat reads a JSON number.
+func decodeFloat(b []byte) (float64, bool) {
+	if len(b) == 0 || !(b[0] == '-' || (b[0] >= '0' && b[0] <= '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	return f, err == nil
+}

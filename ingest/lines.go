@@ -1,0 +1,66 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// lineReader yields the complete lines of a JSONL stream, of any length.
+// A last line without a newline is never returned: it may still be being
+// written, and half a line must never be indexed.
+type lineReader struct {
+	r    *bufio.Reader
+	long []byte // a line longer than the buffer, being assembled
+	off  int64  // offset of the next unread byte
+	// torn is the number of bytes after the last newline at EOF.
+	torn int
+}
+
+const readBuffer = 1 << 20
+
+func newLineReader(r io.Reader, off int64) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, readBuffer), off: off}
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// next returns the next line without its newline (and without a trailing
+// \r or, for the file's first line, a leading UTF-8 BOM), and the offset and
+// length of what it returned. The slice is valid until the next call.
+// At the end it returns io.EOF, with lr.torn set to the size of an
+// unfinished last line.
+func (lr *lineReader) next() (line []byte, start int64, err error) {
+	start = lr.off
+	lr.long = lr.long[:0]
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		switch {
+		case err == nil:
+			lr.off += int64(len(chunk))
+			if len(lr.long) > 0 {
+				lr.long = append(lr.long, chunk...)
+				chunk = lr.long
+			}
+			chunk = chunk[:len(chunk)-1]
+			if len(chunk) > 0 && chunk[len(chunk)-1] == '\r' {
+				chunk = chunk[:len(chunk)-1]
+			}
+			if start == 0 && bytes.HasPrefix(chunk, utf8BOM) {
+				chunk = chunk[len(utf8BOM):]
+				start = int64(len(utf8BOM))
+			}
+			return chunk, start, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			lr.long = append(lr.long, chunk...)
+			lr.off += int64(len(chunk))
+		case errors.Is(err, io.EOF):
+			lr.torn = len(lr.long) + len(chunk)
+			lr.off = start
+			return nil, start, io.EOF
+		default:
+			return nil, start, err
+		}
+	}
+}

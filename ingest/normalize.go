@@ -1,0 +1,428 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"gendex/store"
+)
+
+// Errors Normalize returns for lines that cannot be indexed.
+var (
+	ErrNotObject = errors.New("line is not a JSON object")
+	ErrNoID      = errors.New("line has no id (want a string or number in \"id\", or \"custom_id\")")
+)
+
+type span struct{ s, e int } // a value's bytes; e == 0 means absent
+
+func (sp span) ok() bool { return sp.e > sp.s }
+
+// fields are the spans of the keys the normalizer reads, from one object.
+type fields struct {
+	id, customID                                span
+	completion, prompt, cached, reasoning       span
+	finish, finishedAt, created                 span
+	metaInfo, usage, choices, response, errorV  span
+	outputIDs, inputIDs, text, messages, convos span
+	status, statusCode, body, message           span
+	promptDetails, completionDetails            span
+	sentTS, finishedTS, typ, code               span
+}
+
+func (f *fields) set(key []byte, sp span) {
+	switch string(key) { // no allocation: the compiler turns this into a comparison
+	case "id":
+		f.id = sp
+	case "custom_id":
+		f.customID = sp
+	case "completion_tokens":
+		f.completion = sp
+	case "prompt_tokens":
+		f.prompt = sp
+	case "cached_tokens":
+		f.cached = sp
+	case "reasoning_tokens":
+		f.reasoning = sp
+	case "finish_reason":
+		f.finish = sp
+	case "finished_at":
+		f.finishedAt = sp
+	case "created":
+		f.created = sp
+	case "meta_info":
+		f.metaInfo = sp
+	case "usage":
+		f.usage = sp
+	case "choices":
+		f.choices = sp
+	case "response":
+		f.response = sp
+	case "error":
+		f.errorV = sp
+	case "output_ids":
+		f.outputIDs = sp
+	case "input_ids":
+		f.inputIDs = sp
+	case "text":
+		f.text = sp
+	case "messages":
+		f.messages = sp
+	case "conversations":
+		f.convos = sp
+	case "status":
+		f.status = sp
+	case "status_code":
+		f.statusCode = sp
+	case "body":
+		f.body = sp
+	case "message":
+		f.message = sp
+	case "prompt_tokens_details":
+		f.promptDetails = sp
+	case "completion_tokens_details":
+		f.completionDetails = sp
+	case "response_sent_to_client_ts":
+		f.sentTS = sp
+	case "request_finished_ts":
+		f.finishedTS = sp
+	case "type":
+		f.typ = sp
+	case "code":
+		f.code = sp
+	}
+}
+
+// readObject collects the fields of the object at b[i] (b[i] must be '{')
+// and returns the object's end.
+func readObject(b []byte, i int, f *fields) (int, error) {
+	return eachField(b, i, 1, func(key []byte, escaped bool, vs, ve int) error {
+		if escaped {
+			f.set([]byte(decodeKey(key, true)), span{vs, ve})
+		} else {
+			f.set(key, span{vs, ve})
+		}
+		return nil
+	})
+}
+
+// sub reads the object spanned by sp (if it is one) into a fresh fields.
+func sub(b []byte, sp span) (fields, bool) {
+	var f fields
+	if !sp.ok() || b[sp.s] != '{' {
+		return f, false
+	}
+	// The outer scan validated it; errors cannot happen here.
+	_, _ = readObject(b, sp.s, &f)
+	return f, true
+}
+
+func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
+
+// Normalize reads one JSONL line that belongs to stage and fills rec with
+// what the index keeps; it returns the stage the record belongs in (a
+// response line that reports a failed request goes to store.Errors).
+// rec's location fields (File, Offset, Length, Line, Sum) are left alone.
+// A count the line does not carry is store.Unknown, never 0.
+func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, error) {
+	*rec = store.Record{
+		File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum,
+		PromptTokens: store.Unknown, CompletionTokens: store.Unknown,
+		CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
+	}
+	b := line
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		if _, err := skipValue(b, i, 0); err != nil {
+			return stage, err
+		}
+		return stage, ErrNotObject
+	}
+	var f fields
+	end, err := readObject(b, i, &f)
+	if err != nil {
+		return stage, err
+	}
+	if j := skipSpace(b, end); j < len(b) {
+		return stage, errAt(b, j, " after the object")
+	}
+
+	id, ok := idOf(b, f.customID)
+	if !ok {
+		id, ok = idOf(b, f.id)
+	}
+	if !ok {
+		return stage, ErrNoID
+	}
+	rec.ID = id
+
+	switch stage {
+	case store.Prompts:
+		rec.Shape = store.ShapePrompt
+		if n, ok := arrayLen(b, f.inputIDs); ok {
+			rec.PromptTokens = n
+		}
+		return stage, nil
+	case store.Tokenized:
+		rec.Shape = store.ShapeTokenized
+		if n, ok := arrayLen(b, f.inputIDs); ok {
+			rec.PromptTokens = n
+		}
+		return stage, nil
+	case store.Errors:
+		errorRecord(b, &f, rec)
+		return store.Errors, nil
+	}
+
+	// A response line. Batch output nests the response one level down.
+	var body fields
+	hasBody := false
+	if rf, ok := sub(b, f.response); ok {
+		if code, ok := decodeCount(val(b, rf.statusCode)); ok && code >= 400 {
+			errorRecord(b, &f, rec)
+			if bf, ok := sub(b, rf.body); ok {
+				if ef, ok := sub(b, bf.errorV); ok {
+					rec.Message = str(b, ef.message)
+				}
+			}
+			rec.Finish = "http " + strconv.FormatInt(code, 10)
+			return store.Errors, nil
+		}
+		body, hasBody = sub(b, rf.body)
+	}
+	if f.errorV.ok() && !isNull(b, f.errorV) && !hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
+		errorRecord(b, &f, rec)
+		return store.Errors, nil
+	}
+
+	meta, hasMeta := sub(b, f.metaInfo)
+	usage, hasUsage := sub(b, f.usage)
+	var bodyUsage fields
+	hasBodyUsage := false
+	if hasBody {
+		bodyUsage, hasBodyUsage = sub(b, body.usage)
+	}
+
+	// Counts: each from the first source that has it, in this order.
+	type source struct {
+		f     *fields
+		ok    bool
+		shape store.Shape
+	}
+	sources := [...]source{
+		{&f, true, store.ShapeFlat},
+		{&meta, hasMeta, store.ShapeSGLang},
+		{&usage, hasUsage, store.ShapeOpenAI},
+		{&bodyUsage, hasBodyUsage, store.ShapeBatch},
+	}
+	for _, s := range sources {
+		if !s.ok {
+			continue
+		}
+		if rec.CompletionTokens < 0 {
+			if n, ok := decodeCount(val(b, s.f.completion)); ok {
+				rec.CompletionTokens = n
+				rec.Shape = s.shape
+			}
+		}
+		if rec.PromptTokens < 0 {
+			if n, ok := decodeCount(val(b, s.f.prompt)); ok {
+				rec.PromptTokens = n
+			}
+		}
+		if rec.CachedTokens < 0 {
+			if n, ok := decodeCount(val(b, s.f.cached)); ok {
+				rec.CachedTokens = n
+			} else if d, ok := sub(b, s.f.promptDetails); ok {
+				if n, ok := decodeCount(val(b, d.cached)); ok {
+					rec.CachedTokens = n
+				}
+			}
+		}
+		if rec.ReasoningTokens < 0 {
+			if n, ok := decodeCount(val(b, s.f.reasoning)); ok {
+				rec.ReasoningTokens = n
+			} else if d, ok := sub(b, s.f.completionDetails); ok {
+				if n, ok := decodeCount(val(b, d.reasoning)); ok {
+					rec.ReasoningTokens = n
+				}
+			}
+		}
+	}
+	if rec.CompletionTokens < 0 {
+		if n, ok := arrayLen(b, f.outputIDs); ok {
+			rec.CompletionTokens = n
+			rec.Shape = store.ShapeIDsOnly
+		}
+	}
+	if rec.Shape == store.ShapeUnknown {
+		switch {
+		case hasMeta:
+			rec.Shape = store.ShapeSGLang
+		case hasUsage:
+			rec.Shape = store.ShapeOpenAI
+		case hasBody:
+			rec.Shape = store.ShapeBatch
+		}
+		if rec.CompletionTokens >= 0 {
+			rec.Shape = store.ShapeFlat
+		}
+	}
+
+	// Finish reason: flat string, SGLang object, or the first choice's.
+	rec.Finish = finishOf(b, f.finish)
+	if rec.Finish == "" && hasMeta {
+		rec.Finish = finishOf(b, meta.finish)
+	}
+	if rec.Finish == "" {
+		rec.Finish = firstChoiceFinish(b, f.choices)
+	}
+	if rec.Finish == "" && hasBody {
+		rec.Finish = firstChoiceFinish(b, body.choices)
+	}
+
+	// The record's own time.
+	if t, ok := rfc3339(b, f.finishedAt); ok {
+		rec.Time = t
+	} else if t, ok := unixSeconds(b, meta.sentTS); hasMeta && ok {
+		rec.Time = t
+	} else if t, ok := unixSeconds(b, meta.finishedTS); hasMeta && ok {
+		rec.Time = t
+	} else if t, ok := unixSeconds(b, f.created); ok {
+		rec.Time = t
+	} else if t, ok := unixSeconds(b, body.created); hasBody && ok {
+		rec.Time = t
+	}
+	rec.OwnTime = rec.Time != 0
+	return store.Raw, nil
+}
+
+func val(b []byte, sp span) []byte {
+	if !sp.ok() {
+		return nil
+	}
+	return b[sp.s:sp.e]
+}
+
+// idOf reads an id: a non-empty string, or a number (kept as written).
+func idOf(b []byte, sp span) (string, bool) {
+	if !sp.ok() {
+		return "", false
+	}
+	v := b[sp.s:sp.e]
+	switch {
+	case v[0] == '"':
+		s, ok := decodeString(v)
+		return s, ok && s != ""
+	case v[0] == '-' || (v[0] >= '0' && v[0] <= '9'):
+		return string(v), true
+	}
+	return "", false
+}
+
+func str(b []byte, sp span) string {
+	if !sp.ok() || b[sp.s] != '"' {
+		return ""
+	}
+	s, _ := decodeString(b[sp.s:sp.e])
+	return s
+}
+
+// arrayLen returns the number of elements of the array spanned by sp.
+func arrayLen(b []byte, sp span) (int64, bool) {
+	if !sp.ok() || b[sp.s] != '[' {
+		return 0, false
+	}
+	_, n, err := scanArray(b[:sp.e], sp.s, 1)
+	return int64(n), err == nil
+}
+
+// finishOf reads a finish reason: a string, or SGLang's {"type": ...}.
+func finishOf(b []byte, sp span) string {
+	if !sp.ok() {
+		return ""
+	}
+	switch b[sp.s] {
+	case '"':
+		return str(b, sp)
+	case '{':
+		o, _ := sub(b, sp)
+		return str(b, o.typ)
+	}
+	return ""
+}
+
+func firstChoiceFinish(b []byte, sp span) string {
+	if !sp.ok() || b[sp.s] != '[' {
+		return ""
+	}
+	i := skipSpace(b, sp.s+1)
+	if i >= sp.e || b[i] != '{' {
+		return ""
+	}
+	c, _ := sub(b, span{i, sp.e})
+	return finishOf(b, c.finish)
+}
+
+func rfc3339(b []byte, sp span) (int64, bool) {
+	s := str(b, sp)
+	if s == "" {
+		return 0, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.UnixMilli() <= 0 {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}
+
+// unixSeconds reads a Unix time in seconds (integer or fraction) as ms.
+func unixSeconds(b []byte, sp span) (int64, bool) {
+	f, ok := decodeFloat(val(b, sp))
+	if !ok || f <= 0 || f > 1e11 || math.IsNaN(f) {
+		return 0, false
+	}
+	return int64(math.Round(f * 1000)), true
+}
+
+// errorRecord fills rec from a failed request's line: gendex's errors.jsonl
+// ({"id","status","error":"msg"}) or a Batch error ({"error":{"code","message"}}).
+func errorRecord(b []byte, f *fields, rec *store.Record) {
+	rec.Shape = store.ShapeError
+	if code, ok := decodeCount(val(b, f.status)); ok {
+		rec.Finish = "http " + strconv.FormatInt(code, 10)
+	}
+	switch {
+	case f.errorV.ok() && b[f.errorV.s] == '"':
+		rec.Message = str(b, f.errorV)
+	case f.errorV.ok() && b[f.errorV.s] == '{':
+		e, _ := sub(b, f.errorV)
+		rec.Message = str(b, e.message)
+		if rec.Finish == "" {
+			if c := str(b, e.code); c != "" {
+				rec.Finish = c
+			} else if c, ok := decodeCount(val(b, e.code)); ok {
+				rec.Finish = "http " + strconv.FormatInt(c, 10)
+			} else {
+				rec.Finish = str(b, e.typ)
+			}
+		}
+	}
+	if rec.Message == "" {
+		rec.Message = str(b, f.message)
+	}
+	if rec.Finish == "" {
+		rec.Finish = "error"
+	}
+}
+
+// describe renders a normalize error for a report.
+func describe(err error) string {
+	var se *syntaxError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	return fmt.Sprint(err)
+}

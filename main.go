@@ -1,0 +1,392 @@
+// Command gendex runs synthetic-data generation against SGLang (and
+// OpenAI-compatible servers), indexes every record of every stage into a
+// bbolt file, and answers progress, token, missing-record and throughput
+// questions instantly, while generation is still running.
+//
+// Usage:
+//
+//	gendex [--db FILE] COMMAND [ARGS]
+//
+// Commands:
+//
+//	ingest [--follow] [--dataset NAME --stage STAGE] PATH...   index JSONL files
+//	query QUESTION [ARGS] [--format table|tsv|csv|json]        ask the index
+//	help                                                       this text
+//
+// The database is ./gendex.db, or $GENDEX_DB, or --db FILE.
+// Exit status: 0 ok, 1 error (or lines skipped), 2 usage, 130 interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+
+	"gendex/ingest"
+	"gendex/query"
+	"gendex/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	env := &Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		StdoutTTY: isTerminal(os.Stdout), StdinTTY: isTerminal(os.Stdin), StderrTTY: isTerminal(os.Stderr),
+		Getenv: os.Getenv, Now: time.Now,
+	}
+	err := run(ctx, env, os.Args[1:])
+	stop()
+	os.Exit(exitCode(env.Stderr, err))
+}
+
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+// Env is everything a command touches outside its arguments, so tests can
+// run commands with buffers and a fixed clock.
+type Env struct {
+	Stdin                          io.Reader
+	Stdout, Stderr                 io.Writer
+	StdinTTY, StdoutTTY, StderrTTY bool
+	Getenv                         func(string) string
+	Now                            func() time.Time
+}
+
+// errUsage marks a usage error (exit 2); its message has been printed.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// errSkipped: the command did its work but left input lines out (exit 1).
+var errSkipped = errors.New("some lines were skipped")
+
+func exitCode(stderr io.Writer, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "gendex: %s\n", ue.msg)
+		fmt.Fprintln(stderr, "Run 'gendex help' for usage.")
+		return 2
+	case errors.Is(err, query.ErrUsage):
+		fmt.Fprintf(stderr, "gendex: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "gendex: interrupted")
+		return 130
+	case errors.Is(err, errSkipped):
+		return 1
+	}
+	fmt.Fprintf(stderr, "gendex: %v\n", err)
+	return 1
+}
+
+const usage = `gendex: generate synthetic datasets with an LLM server and ask about them instantly.
+
+Usage:
+  gendex [--db FILE] COMMAND [ARGS]
+
+Commands:
+  ingest [--follow] PATH...         index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl),
+                                    one dataset folder, or one file (with --dataset NAME --stage STAGE)
+  query QUESTION [ARGS]             answer a question from the index, instantly:
+%s
+  help                              show this text
+
+Every command takes --db FILE (default ./gendex.db, or $GENDEX_DB).
+Output is a table on a terminal and TSV with a header when piped; --format table|tsv|csv|json.
+`
+
+func printUsage(w io.Writer) {
+	var qs strings.Builder
+	for _, q := range query.Questions {
+		fmt.Fprintf(&qs, "      %-56s %s\n", q.Usage, q.Help)
+	}
+	fmt.Fprintf(w, usage, strings.TrimRight(qs.String(), "\n"))
+}
+
+func run(ctx context.Context, env *Env, args []string) error {
+	global := flag.NewFlagSet("gendex", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	dbPath := global.String("db", "", "index file")
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(env.Stdout)
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	args = global.Args()
+	if len(args) == 0 {
+		printUsage(env.Stderr)
+		return &usageError{"no command given"}
+	}
+	c := &command{env: env, db: *dbPath}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "ingest":
+		return c.ingest(ctx, args)
+	case "query":
+		return c.query(ctx, args)
+	case "help", "-h", "-help", "--help":
+		printUsage(env.Stdout)
+		return nil
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+// command carries what every command shares.
+type command struct {
+	env *Env
+	db  string // from the global --db
+}
+
+// flags returns a flag set with --db, for one command.
+func (c *command) flags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	db := fs.String("db", "", "index file")
+	return fs, db
+}
+
+// dbPath picks the index file: the command's --db, the global --db,
+// $GENDEX_DB, or ./gendex.db.
+func (c *command) dbPath(flagValue string) string {
+	switch {
+	case flagValue != "":
+		return flagValue
+	case c.db != "":
+		return c.db
+	case c.env.Getenv("GENDEX_DB") != "":
+		return c.env.Getenv("GENDEX_DB")
+	}
+	return "gendex.db"
+}
+
+// parse parses flags given anywhere among the positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, usagef("%s: see 'gendex help'", fs.Name())
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func (c *command) ingest(ctx context.Context, args []string) error {
+	fs, dbFlag := c.flags("ingest")
+	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
+	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
+	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
+	paths, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usagef("ingest: give at least one PATH (a dataset root, a dataset folder or a file)")
+	}
+	var stage *store.Stage
+	if *stageName != "" {
+		st, err := store.ParseStage(*stageName)
+		if err != nil {
+			return usagef("ingest: %v", err)
+		}
+		stage = &st
+	}
+	db, err := store.Open(c.dbPath(*dbFlag), store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	rep := &ingest.Reporter{W: c.env.Stderr}
+	ix := &ingest.Indexer{DB: db, Report: rep.Report}
+	discover := func() ([]ingest.Source, error) {
+		var all []ingest.Source
+		for _, p := range paths {
+			srcs, err := ingest.Discover(p, *dataset, stage)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, srcs...)
+		}
+		return all, nil
+	}
+	srcs, err := discover()
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 0 && !*follow {
+		return fmt.Errorf("no prompts*, raw_responses*, tokenized* or errors* .jsonl files under %s", strings.Join(paths, ", "))
+	}
+	start := c.env.Now()
+	var total ingest.FileResult
+	files, unchanged := 0, 0
+	for _, src := range srcs {
+		res, err := ix.IndexFile(ctx, src)
+		accumulate(&total, res)
+		files++
+		if res.Unchanged {
+			unchanged++
+		}
+		if res.Torn > 0 && !*follow {
+			rep.Report(ingest.Problem{Path: src.Path, Line: res.NextLine, Kind: ingest.Torn,
+				Msg: fmt.Sprintf("last line has no newline (%d bytes); not indexed until it is completed", res.Torn)})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	elapsed := c.env.Now().Sub(start)
+	fmt.Fprintf(c.env.Stderr, "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
+		total.Added, files, unchanged, humanBytes(total.Bytes), elapsed.Round(time.Millisecond))
+	if *follow {
+		return c.follow(ctx, ix, rep, discover)
+	}
+	return ingestVerdict(c.env.Stderr, rep)
+}
+
+func accumulate(t *ingest.FileResult, r ingest.FileResult) {
+	t.Added += r.Added
+	t.Duplicates += r.Duplicates
+	t.Skipped += r.Skipped
+	t.Unknown += r.Unknown
+	t.Bytes += r.Bytes
+}
+
+// ingestVerdict prints the problem summary and says whether lines were skipped.
+func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
+	if rep.Count(ingest.Invalid)+rep.Count(ingest.NoID)+rep.Count(ingest.Duplicate)+rep.Count(ingest.NoTokens)+rep.Count(ingest.Torn)+rep.Count(ingest.Reindexed) > 0 {
+		fmt.Fprintln(w, "problems by file:")
+		rep.Summary(w)
+	}
+	if n := rep.Skipped(); n > 0 {
+		fmt.Fprintf(w, "gendex: %d lines were skipped (invalid JSON or no id); everything else is indexed\n", n)
+		return errSkipped
+	}
+	return nil
+}
+
+// follow keeps indexing until ctx is done: changed files every 200 ms,
+// new datasets and files every second.
+func (c *command) follow(ctx context.Context, ix *ingest.Indexer, rep *ingest.Reporter, discover func() ([]ingest.Source, error)) error {
+	fmt.Fprintln(c.env.Stderr, "following; Ctrl-C to stop")
+	var srcs []ingest.Source
+	lastDiscover := time.Time{}
+	lastLog := c.env.Now()
+	var added int
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if time.Since(lastDiscover) >= time.Second {
+			s, err := discover()
+			if err != nil {
+				fmt.Fprintf(c.env.Stderr, "warning: %v\n", err)
+			} else {
+				srcs = s
+			}
+			lastDiscover = time.Now()
+		}
+		for _, src := range srcs {
+			res, err := ix.IndexFile(ctx, src)
+			added += res.Added
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(c.env.Stderr, "warning: %v\n", err)
+			}
+		}
+		if now := c.env.Now(); added > 0 && now.Sub(lastLog) >= 10*time.Second {
+			fmt.Fprintf(c.env.Stderr, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
+			added, lastLog = 0, now
+		}
+		select {
+		case <-ctx.Done():
+			if added > 0 {
+				fmt.Fprintf(c.env.Stderr, "indexed %d new records\n", added)
+			}
+			ingestVerdict(c.env.Stderr, rep)
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (c *command) query(ctx context.Context, args []string) error {
+	var dbFlag string
+	rest := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ { // --db is the command's; the rest is the question's
+		a := args[i]
+		switch {
+		case a == "--db" || a == "-db":
+			if i+1 >= len(args) {
+				return usagef("query: --db needs a file")
+			}
+			dbFlag = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
+			dbFlag = a[strings.Index(a, "=")+1:]
+		default:
+			rest = append(rest, a)
+		}
+	}
+	q, err := query.Parse(rest)
+	if err != nil {
+		return err
+	}
+	if q.Format == query.Auto {
+		q.Format = query.TSV
+		if c.env.StdoutTTY {
+			q.Format = query.Table
+		}
+	}
+	path := c.dbPath(dbFlag)
+	db, err := store.Open(path, store.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
+	if err := query.Run(db, q, c.env.Now(), out); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+var _ = filepath.Join

@@ -1,0 +1,237 @@
+// Package query answers questions about the index: progress, token sums,
+// missing ids, throughput over a window, finish reasons, errors, and single
+// stored lines. Every answer comes from counters and keys in the store,
+// never from a scan of the data files (show reads one line at its offset).
+// The shell and the query command both go through Parse and Run, so they
+// give the same answer to the same question.
+package query
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"gendex/store"
+)
+
+// Questions lists every question with a one-line description, in help order.
+var Questions = []struct{ Name, Usage, Help string }{
+	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors and what is missing, per dataset"},
+	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts"},
+	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
+	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw) or without a tokenized record (tokenized)"},
+	{"finish", "finish [DATASET...]", "response counts per finish reason"},
+	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
+	{"datasets", "datasets", "the indexed datasets and their files"},
+	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors]", "the stored line of one record, read at its offset"},
+}
+
+// Query is a parsed question.
+type Query struct {
+	Question string
+	Datasets []string
+	Window   time.Duration // throughput
+	Stage    store.Stage   // missing (Raw or Tokenized), show
+	StageSet bool          // show: --stage given
+	ID       string        // show
+	Format   Format
+	NoHeader bool
+}
+
+// ErrUsage marks errors in how a question was asked.
+var ErrUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// Parse reads a question and its arguments, e.g.
+// ["throughput", "--window", "5m", "B1"]. Flags may come before or after
+// the positional arguments.
+func Parse(args []string) (Query, error) {
+	var q Query
+	if len(args) == 0 {
+		return q, usageErr("no question (want one of %s)", strings.Join(Names(), ", "))
+	}
+	q.Question = args[0]
+	if !known(q.Question) {
+		return q, usageErr("unknown question %q (want one of %s)", q.Question, strings.Join(Names(), ", "))
+	}
+	fs := flag.NewFlagSet(q.Question, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	format := fs.String("format", "", "table, tsv, csv or json")
+	fs.BoolVar(&q.NoHeader, "no-header", false, "TSV/CSV without the header line")
+	window := fs.String("window", "30s", "throughput window")
+	stage := fs.String("stage", "", "stage")
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return q, usageErr("%s: %v", q.Question, err)
+	}
+	if q.Format, err = ParseFormat(*format); err != nil {
+		return q, usageErr("%v", err)
+	}
+	if *stage != "" {
+		if q.Stage, err = store.ParseStage(*stage); err != nil {
+			return q, usageErr("%v", err)
+		}
+		q.StageSet = true
+	}
+	switch q.Question {
+	case "throughput":
+		d, err := parseWindow(*window)
+		if err != nil {
+			return q, usageErr("%v", err)
+		}
+		q.Window = d
+	case "missing":
+		if !q.StageSet {
+			q.Stage = store.Raw
+		}
+		if q.Stage != store.Raw && q.Stage != store.Tokenized {
+			return q, usageErr("missing --stage must be raw or tokenized")
+		}
+		if len(pos) != 1 {
+			return q, usageErr("usage: missing DATASET [--stage raw|tokenized]")
+		}
+	case "show":
+		if len(pos) != 2 {
+			return q, usageErr("usage: show DATASET ID [--stage raw|prompts|tokenized|errors]")
+		}
+		q.ID = pos[1]
+		pos = pos[:1]
+	case "datasets":
+		if len(pos) != 0 {
+			return q, usageErr("usage: datasets")
+		}
+	}
+	q.Datasets = pos
+	return q, nil
+}
+
+// parseInterspersed parses flags anywhere among positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func parseWindow(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad --window %q (want a duration such as 30s, 5m, 1h)", s)
+	}
+	if d < time.Second {
+		return 0, fmt.Errorf("--window %s is shorter than the index's one-second resolution", s)
+	}
+	return d.Truncate(time.Second), nil
+}
+
+// Names returns the question names.
+func Names() []string {
+	out := make([]string, len(Questions))
+	for i, q := range Questions {
+		out[i] = q.Name
+	}
+	return out
+}
+
+func known(name string) bool {
+	for _, q := range Questions {
+		if q.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Source is what questions are asked of: a *store.DB, or (for live reads)
+// anything that can give a read snapshot.
+type Source interface {
+	View(func(*store.View) error) error
+}
+
+// Run answers q from src at time now (throughput windows end at now),
+// sending the answer to out.
+func Run(src Source, q Query, now time.Time, out Sink) error {
+	return src.View(func(v *store.View) error {
+		names, err := datasets(v, q.Datasets)
+		if err != nil {
+			return err
+		}
+		switch q.Question {
+		case "progress":
+			return progress(v, names, out)
+		case "tokens":
+			return tokens(v, names, out)
+		case "throughput":
+			return throughput(v, names, q.Window, now, out)
+		case "missing":
+			return missing(v, names[0], q.Stage, out)
+		case "finish":
+			return finish(v, names, out)
+		case "errors":
+			return errorList(v, names, out)
+		case "datasets":
+			return datasetList(v, names, out)
+		case "show":
+			return show(v, names[0], q, out)
+		}
+		return usageErr("unknown question %q", q.Question)
+	})
+}
+
+// Answer runs q and collects the whole answer.
+func Answer(src Source, q Query, now time.Time) (*Result, error) {
+	var c Collect
+	if err := Run(src, q, now, &c); err != nil {
+		return nil, err
+	}
+	return &c.Result, nil
+}
+
+// datasets checks the asked names, or returns all datasets when none are asked.
+func datasets(v *store.View, asked []string) ([]string, error) {
+	if len(asked) == 0 {
+		return v.Datasets(), nil
+	}
+	for _, name := range asked {
+		if !v.HasDataset(name) {
+			all := v.Datasets()
+			if len(all) == 0 {
+				return nil, fmt.Errorf("no dataset %q: the index is empty (run 'gendex ingest ROOT' or 'gendex gen')", name)
+			}
+			return nil, fmt.Errorf("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
+		}
+	}
+	return asked, nil
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}

@@ -1,0 +1,344 @@
+package query
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"gendex/store"
+)
+
+// sum adds known values; one unknown makes the sum unknown.
+type sum struct {
+	v       uint64
+	unknown bool
+}
+
+func (s *sum) add(v any) {
+	switch x := v.(type) {
+	case uint64:
+		s.v += x
+	case int64:
+		s.v += uint64(x)
+	default:
+		s.unknown = true
+	}
+}
+
+func (s sum) value() any {
+	if s.unknown {
+		return nil
+	}
+	return s.v
+}
+
+func pct(num, den uint64) any {
+	if den == 0 {
+		return nil
+	}
+	return Fixed{100 * float64(num) / float64(den), 2}
+}
+
+func summaries(v *store.View, names []string) ([]store.Summary, error) {
+	out := make([]store.Summary, 0, len(names))
+	for _, n := range names {
+		s, err := v.Summary(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// progress: one row per dataset. prompts (and so missing_raw and done_pct)
+// are unknown for a dataset with no prompts file indexed. done_pct is the
+// share of prompts that have an outcome: a response or a final error.
+func progress(v *store.View, names []string, out Sink) error {
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "missing_tokenized", "done_pct"})
+	var tot [6]sum
+	var answered uint64
+	for _, s := range sums {
+		var prompts, missingRaw, done any
+		if s.Stage(store.Prompts).Files > 0 {
+			prompts = s.Stage(store.Prompts).Records
+			missingRaw = s.MissingRaw()
+			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
+		}
+		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
+			s.Overlap.ErrorsOpen, missingRaw, s.MissingTokenized(), done}
+		for i := range tot {
+			tot[i].add(row[i+1])
+		}
+		answered += s.Overlap.Answered
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	total := []any{"TOTAL"}
+	for _, t := range tot {
+		total = append(total, t.value())
+	}
+	var done any
+	if !tot[0].unknown {
+		done = pct(answered, tot[0].v)
+	}
+	return out.Total(append(total, done))
+}
+
+// hist is a completion-token histogram: sorted distinct values and counts.
+type hist map[int64]int64
+
+func (h hist) percentiles(qs ...float64) []any {
+	keys := make([]int64, 0, len(h))
+	var n int64
+	for k, c := range h {
+		keys = append(keys, k)
+		n += c
+	}
+	out := make([]any, len(qs))
+	if n == 0 {
+		return out
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	var seen int64
+	i := 0
+	for _, k := range keys {
+		seen += h[k]
+		for i < len(qs) && float64(seen) >= qs[i]*float64(n) {
+			out[i] = k
+			i++
+		}
+	}
+	return out
+}
+
+// tokens: sums over the records that carry a count; unknown_tokens counts
+// responses without a completion count, unknown_prompt_tokens those without
+// a prompt count. A sum over no known record is unknown, not 0.
+func tokens(v *store.View, names []string, out Sink) error {
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
+		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens"})
+	all := hist{}
+	var tot store.Stats
+	for _, s := range sums {
+		r := s.Stage(store.Raw)
+		h := hist{}
+		v.Histogram(s.Dataset, func(tokens, count int64) {
+			h[tokens] += count
+			all[tokens] += count
+		})
+		if err := out.Row(tokenRow(s.Dataset, r, h)); err != nil {
+			return err
+		}
+		tot.Records += r.Records
+		tot.PromptTokens += r.PromptTokens
+		tot.CompletionTokens += r.CompletionTokens
+		tot.UnknownCompletion += r.UnknownCompletion
+		tot.UnknownPrompt += r.UnknownPrompt
+	}
+	return out.Total(tokenRow("TOTAL", &tot, all))
+}
+
+func tokenRow(name string, r *store.Stats, h hist) []any {
+	var prompt, completion, avg any
+	if known := r.Records - r.UnknownPrompt; known > 0 {
+		prompt = r.PromptTokens
+	}
+	if known := r.Records - r.UnknownCompletion; known > 0 {
+		completion = r.CompletionTokens
+		avg = Fixed{float64(r.CompletionTokens) / float64(known), 1}
+	}
+	p := h.percentiles(0.50, 0.90, 0.99)
+	if r.Records == 0 {
+		prompt, completion = uint64(0), uint64(0)
+	}
+	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt}
+}
+
+// throughput: responses that finished in the window ending now, by their own
+// finish time (or the time they were indexed). The window is whole seconds
+// and includes the current one.
+func throughput(v *store.View, names []string, window time.Duration, now time.Time, out Sink) error {
+	out.Columns([]string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"})
+	w := int64(window / time.Second)
+	to := now.Unix() + 1
+	from := to - w
+	var tr, tt, tu int64
+	for _, n := range names {
+		r, t, u := v.Window(n, from, to)
+		tr, tt, tu = tr+r, tt+t, tu+u
+		if err := out.Row(rateRow(n, w, r, t, u)); err != nil {
+			return err
+		}
+	}
+	return out.Total(rateRow("TOTAL", w, tr, tt, tu))
+}
+
+func rateRow(name string, w, records, tokens, unknown int64) []any {
+	var tok, tokRate any = tokens, Fixed{float64(tokens) / float64(w), 1}
+	if records > 0 && unknown == records {
+		tok, tokRate = nil, nil
+	}
+	return []any{name, w, records, tok, Fixed{float64(records) / float64(w), 2}, tokRate, unknown}
+}
+
+// missing: ids of one dataset without a response (stage raw: prompts with
+// neither a response nor a final error) or without a tokenized record
+// (stage tokenized: responses not yet tokenized).
+func missing(v *store.View, name string, stage store.Stage, out Sink) error {
+	s, err := v.Summary(name)
+	if err != nil {
+		return err
+	}
+	out.Columns([]string{"dataset", "stage", "id"})
+	row := []any{name, stage.String(), ""}
+	emit := func(id string) error {
+		row[2] = id
+		return out.Row(row)
+	}
+	if stage == store.Raw {
+		if s.Stage(store.Prompts).Files == 0 {
+			return fmt.Errorf("dataset %s has no prompts file indexed, so which responses are missing is unknown (index its prompts*.jsonl)", name)
+		}
+		return v.Missing(name, store.Prompts, emit, store.Raw, store.Errors)
+	}
+	return v.Missing(name, store.Raw, emit, store.Tokenized)
+}
+
+// finish: responses per finish reason, the most common first; "unknown"
+// counts responses that carry none.
+func finish(v *store.View, names []string, out Sink) error {
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	all := map[string]uint64{}
+	for _, s := range sums {
+		for k, c := range s.Stage(store.Raw).Finish {
+			all[k] += c
+		}
+	}
+	reasons := sortedKeys(all)
+	cols := append([]string{"dataset", "records"}, reasons...)
+	out.Columns(append(cols, "unknown"))
+	total := make([]any, len(reasons)+3)
+	var tr, tu uint64
+	for _, s := range sums {
+		r := s.Stage(store.Raw)
+		row := []any{s.Dataset, r.Records}
+		var named uint64
+		for _, k := range reasons {
+			row = append(row, r.Finish[k])
+			named += r.Finish[k]
+		}
+		row = append(row, r.Records-named)
+		tr += r.Records
+		tu += r.Records - named
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	total[0], total[1] = "TOTAL", tr
+	for i, k := range reasons {
+		total[i+2] = all[k]
+	}
+	total[len(total)-1] = tu
+	return out.Total(total)
+}
+
+// errorList: failed requests with no response since, one row each.
+func errorList(v *store.View, names []string, out Sink) error {
+	out.Columns([]string{"dataset", "id", "reason", "message", "source"})
+	for _, n := range names {
+		var ids []string
+		if err := v.Missing(n, store.Errors, func(id string) error { ids = append(ids, id); return nil }, store.Raw); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, ok, err := v.Get(n, store.Errors, id)
+			if err != nil || !ok {
+				return err
+			}
+			path, _ := v.FilePath(r.File)
+			if err := out.Row([]any{n, id, r.Finish, r.Message, fmt.Sprintf("%s:%d", path, r.Line)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// datasetList: every dataset with its record counts per stage and its files.
+func datasetList(v *store.View, names []string, out Sink) error {
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	out.Columns([]string{"dataset", "files", "prompts", "raw", "tokenized", "errors"})
+	for _, s := range sums {
+		var files uint64
+		for st := store.Prompts; st <= store.Errors; st++ {
+			files += s.Stage(st).Files
+		}
+		row := []any{s.Dataset, files, s.Stage(store.Prompts).Records, s.Stage(store.Raw).Records,
+			s.Stage(store.Tokenized).Records, s.Stage(store.Errors).Records}
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// show: the stored line of one record, read at its offset. Without --stage
+// it looks in raw, errors, prompts and tokenized, in that order.
+func show(v *store.View, name string, q Query, out Sink) error {
+	order := []store.Stage{store.Raw, store.Errors, store.Prompts, store.Tokenized}
+	if q.StageSet {
+		order = []store.Stage{q.Stage}
+	}
+	for _, st := range order {
+		r, ok, err := v.Get(name, st, q.ID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		path, ok := v.FilePath(r.File)
+		if !ok {
+			return fmt.Errorf("dataset %s id %q: its file (id %d) is no longer in the index", name, q.ID, r.File)
+		}
+		line, err := readLine(path, r.Offset, r.Length)
+		if err != nil {
+			return fmt.Errorf("dataset %s id %q: %w", name, q.ID, err)
+		}
+		if store.LineSum(line) != r.Sum {
+			return fmt.Errorf("dataset %s id %q: %s:%d no longer holds this record (the file changed since it was indexed; run 'gendex ingest' on it)", name, q.ID, path, r.Line)
+		}
+		return out.Line(line)
+	}
+	return fmt.Errorf("dataset %s has no record with id %q", name, q.ID)
+}
+
+func readLine(path string, off, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return nil, fmt.Errorf("reading %s at byte %d: %w", path, off, err)
+	}
+	return buf, nil
+}

@@ -1,0 +1,238 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Stage is the pipeline step a record belongs to.
+type Stage uint8
+
+// The stages, in pipeline order.
+const (
+	Prompts Stage = iota
+	Raw
+	Tokenized
+	Errors
+	numStages
+)
+
+var stageNames = [numStages]string{"prompts", "raw", "tokenized", "errors"}
+
+func (s Stage) String() string {
+	if s < numStages {
+		return stageNames[s]
+	}
+	return fmt.Sprintf("stage(%d)", uint8(s))
+}
+
+// ParseStage reads a stage name as written on the command line.
+func ParseStage(name string) (Stage, error) {
+	for i, n := range stageNames {
+		if n == name {
+			return Stage(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown stage %q (want prompts, raw, tokenized or errors)", name)
+}
+
+// Shape says which input format a record was read from.
+type Shape uint8
+
+// The shapes the ingest normalizer recognises.
+const (
+	ShapeUnknown   Shape = iota // no token count anywhere
+	ShapeFlat                   // gendex / seed flat: completion_tokens at top level
+	ShapeSGLang                 // SGLang /generate: meta_info.*
+	ShapeOpenAI                 // OpenAI chat/completions: usage.*
+	ShapeBatch                  // OpenAI Batch / vLLM run-batch: response.body.usage.*
+	ShapeIDsOnly                // len(output_ids)
+	ShapePrompt                 // a prompt line
+	ShapeTokenized              // a tokenized training record
+	ShapeError                  // a failed request
+	numShapes
+)
+
+var shapeNames = [numShapes]string{"unknown", "flat", "sglang", "openai", "batch", "ids_only", "prompt", "tokenized", "error"}
+
+func (s Shape) String() string {
+	if s < numShapes {
+		return shapeNames[s]
+	}
+	return fmt.Sprintf("shape(%d)", uint8(s))
+}
+
+// Unknown marks a count the record does not carry. It is never summed as 0.
+const Unknown int64 = -1
+
+// Record is what the index keeps of one JSONL line.
+type Record struct {
+	ID    string
+	Shape Shape
+
+	// Token counts, or Unknown.
+	PromptTokens, CompletionTokens, CachedTokens, ReasoningTokens int64
+
+	// Finish is the finish reason ("stop", "length", ...); for error records,
+	// the failure reason ("http 400", "context_length_exceeded", ...).
+	Finish string
+	// Message is an error record's server message, possibly shortened.
+	Message string
+
+	// Time is when the response finished, in Unix milliseconds: the record's
+	// own timestamp, or the moment it was indexed when it has none.
+	Time int64
+	// OwnTime reports whether Time came from the record itself.
+	OwnTime bool
+
+	// Where the line lives: file id (see View.FilePath), byte offset and
+	// length (without the newline), and 1-based line number.
+	File   uint32
+	Offset int64
+	Length int64
+	Line   int64
+	// Sum is LineSum of the line, so a reader can tell the file still holds it.
+	Sum uint32
+}
+
+// LineSum is a cheap fingerprint of a line: its length and its first and
+// last 64 bytes, hashed (FNV-1a).
+func LineSum(line []byte) uint32 {
+	h := uint32(2166136261)
+	mix := func(b []byte) {
+		for _, c := range b {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+	}
+	n := len(line)
+	mix(line[:min(n, 64)])
+	mix(line[max(0, n-64):])
+	h ^= uint32(n)
+	h *= 16777619
+	return h
+}
+
+// Record encoding: a flags byte, then uvarints, then length-prefixed strings.
+const (
+	fPrompt = 1 << iota
+	fCompletion
+	fCached
+	fReasoning
+	fOwnTime
+	fMessage
+)
+
+const maxMessage = 512
+
+func (r *Record) appendBinary(b []byte) []byte {
+	var flags byte
+	if r.PromptTokens >= 0 {
+		flags |= fPrompt
+	}
+	if r.CompletionTokens >= 0 {
+		flags |= fCompletion
+	}
+	if r.CachedTokens >= 0 {
+		flags |= fCached
+	}
+	if r.ReasoningTokens >= 0 {
+		flags |= fReasoning
+	}
+	if r.OwnTime {
+		flags |= fOwnTime
+	}
+	if r.Message != "" {
+		flags |= fMessage
+	}
+	b = append(b, flags, byte(r.Shape))
+	for _, v := range [...]int64{r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.ReasoningTokens} {
+		if v >= 0 {
+			b = binary.AppendUvarint(b, uint64(v))
+		}
+	}
+	b = binary.AppendVarint(b, r.Time)
+	b = binary.AppendUvarint(b, uint64(r.File))
+	b = binary.AppendUvarint(b, uint64(r.Offset))
+	b = binary.AppendUvarint(b, uint64(r.Length))
+	b = binary.AppendUvarint(b, uint64(r.Line))
+	b = binary.BigEndian.AppendUint32(b, r.Sum)
+	b = binary.AppendUvarint(b, uint64(len(r.Finish)))
+	b = append(b, r.Finish...)
+	if r.Message != "" {
+		m := r.Message
+		if len(m) > maxMessage {
+			m = m[:maxMessage]
+		}
+		b = binary.AppendUvarint(b, uint64(len(m)))
+		b = append(b, m...)
+	}
+	return b
+}
+
+var errCorrupt = errors.New("corrupt record")
+
+// decodeRecord fills r (except ID) from its stored form.
+func decodeRecord(b []byte, r *Record) error {
+	if len(b) < 2 {
+		return errCorrupt
+	}
+	flags := b[0]
+	r.Shape = Shape(b[1])
+	b = b[2:]
+	uv := func() int64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return int64(v)
+	}
+	opt := func(bit byte) int64 {
+		if flags&bit == 0 {
+			return Unknown
+		}
+		return uv()
+	}
+	r.PromptTokens = opt(fPrompt)
+	r.CompletionTokens = opt(fCompletion)
+	r.CachedTokens = opt(fCached)
+	r.ReasoningTokens = opt(fReasoning)
+	t, n := binary.Varint(b)
+	if n <= 0 {
+		return errCorrupt
+	}
+	b = b[n:]
+	r.Time = t
+	r.OwnTime = flags&fOwnTime != 0
+	r.File = uint32(uv())
+	r.Offset = uv()
+	r.Length = uv()
+	r.Line = uv()
+	if len(b) < 4 {
+		return errCorrupt
+	}
+	r.Sum = binary.BigEndian.Uint32(b)
+	b = b[4:]
+	str := func() string {
+		n := uv()
+		if b == nil || n > int64(len(b)) {
+			b = nil
+			return ""
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	r.Finish = str()
+	r.Message = ""
+	if flags&fMessage != 0 {
+		r.Message = str()
+	}
+	if b == nil {
+		return errCorrupt
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package store
+
+// Stats are the counters kept for one stage of one dataset. Every field is
+// exact: updated in the transaction that adds or removes a record.
+type Stats struct {
+	Records uint64 `json:"records"`
+	// Files is how many files of this stage have been indexed.
+	Files uint64 `json:"files"`
+
+	// Token sums over the records that carry the count.
+	PromptTokens     uint64 `json:"prompt_tokens"`
+	CompletionTokens uint64 `json:"completion_tokens"`
+	CachedTokens     uint64 `json:"cached_tokens"`
+	ReasoningTokens  uint64 `json:"reasoning_tokens"`
+	// Records without the count (never summed as 0).
+	UnknownPrompt     uint64 `json:"unknown_prompt"`
+	UnknownCompletion uint64 `json:"unknown_completion"`
+
+	// Duplicates counts lines whose id was already indexed for this stage.
+	Duplicates uint64 `json:"duplicates"`
+
+	Finish map[string]uint64 `json:"finish,omitempty"`
+	Shapes map[string]uint64 `json:"shapes,omitempty"`
+
+	// FirstTime and LastTime bound the records' times (Unix ms), 0 when empty.
+	FirstTime int64 `json:"first_time,omitempty"`
+	LastTime  int64 `json:"last_time,omitempty"`
+}
+
+// Overlap counts ids present in several stages of one dataset.
+type Overlap struct {
+	// Answered is |prompts ∩ (raw ∪ errors)|: prompts that have an outcome.
+	Answered uint64 `json:"answered"`
+	// ErrorsOpen is |errors \ raw|: failures not answered since.
+	ErrorsOpen uint64 `json:"errors_open"`
+	// RawTokenized is |raw ∩ tokenized|.
+	RawTokenized uint64 `json:"raw_tokenized"`
+}
+
+// Summary is everything counted for one dataset.
+type Summary struct {
+	Dataset string           `json:"-"`
+	Stages  [numStages]Stats `json:"stages"`
+	Overlap Overlap          `json:"overlap"`
+}
+
+// Stage returns the counters of one stage.
+func (s *Summary) Stage(st Stage) *Stats { return &s.Stages[st] }
+
+// MissingRaw is the number of prompts with neither a response nor an error.
+func (s *Summary) MissingRaw() uint64 {
+	return s.Stages[Prompts].Records - s.Overlap.Answered
+}
+
+// MissingTokenized is the number of responses without a tokenized record.
+func (s *Summary) MissingTokenized() uint64 {
+	return s.Stages[Raw].Records - s.Overlap.RawTokenized
+}
+
+// membership is a bit set of the stages an id is in.
+type membership uint8
+
+func (m membership) has(s Stage) bool { return m&(1<<s) != 0 }
+
+// overlapOf evaluates the Overlap predicates for one id.
+func overlapOf(m membership) (answered, errorsOpen, rawTokenized uint64) {
+	p, r, e, t := m.has(Prompts), m.has(Raw), m.has(Errors), m.has(Tokenized)
+	if p && (r || e) {
+		answered = 1
+	}
+	if e && !r {
+		errorsOpen = 1
+	}
+	if r && t {
+		rawTokenized = 1
+	}
+	return
+}
+
+// apply adjusts o by the change of one id's membership from before to after.
+func (o *Overlap) apply(before, after membership) {
+	a0, e0, t0 := overlapOf(before)
+	a1, e1, t1 := overlapOf(after)
+	o.Answered += a1 - a0
+	o.ErrorsOpen += e1 - e0
+	o.RawTokenized += t1 - t0
+}
+
+func (s *Stats) add(r *Record, sign int) {
+	d := uint64(sign) // wraps to subtract when sign is -1
+	s.Records += d
+	if r.PromptTokens >= 0 {
+		s.PromptTokens += d * uint64(r.PromptTokens)
+	} else {
+		s.UnknownPrompt += d
+	}
+	if r.CompletionTokens >= 0 {
+		s.CompletionTokens += d * uint64(r.CompletionTokens)
+	} else {
+		s.UnknownCompletion += d
+	}
+	if r.CachedTokens >= 0 {
+		s.CachedTokens += d * uint64(r.CachedTokens)
+	}
+	if r.ReasoningTokens >= 0 {
+		s.ReasoningTokens += d * uint64(r.ReasoningTokens)
+	}
+	s.Finish = bump(s.Finish, r.Finish, d)
+	s.Shapes = bump(s.Shapes, r.Shape.String(), d)
+	if sign > 0 {
+		if s.FirstTime == 0 || r.Time < s.FirstTime {
+			s.FirstTime = r.Time
+		}
+		if r.Time > s.LastTime {
+			s.LastTime = r.Time
+		}
+	} else if s.Records == 0 {
+		s.FirstTime, s.LastTime = 0, 0
+	}
+}
+
+func bump(m map[string]uint64, k string, d uint64) map[string]uint64 {
+	if k == "" {
+		return m
+	}
+	if m == nil {
+		m = make(map[string]uint64)
+	}
+	m[k] += d
+	if m[k] == 0 {
+		delete(m, k)
+	}
+	return m
+}

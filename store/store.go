@@ -1,0 +1,135 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout version written into new files. Open refuses a
+// file with another version rather than misreading it.
+const SchemaVersion = 1
+
+// DefaultTimeout is how long Open waits for the file lock held by another process.
+const DefaultTimeout = 2 * time.Second
+
+// ErrLocked is returned by Open when another process holds the database.
+var ErrLocked = errors.New("database is in use by another process")
+
+// Options configures Open.
+type Options struct {
+	// ReadOnly opens the file with a shared lock and never creates it.
+	ReadOnly bool
+	// Timeout is how long to wait for the file lock; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// NoSync skips fsync on commit. Only for throwaway benchmark files.
+	NoSync bool
+}
+
+// DB is an open index.
+type DB struct {
+	bolt *bolt.DB
+	path string
+}
+
+// Open opens (read-write: creating) the index at path.
+func Open(path string, opts Options) (*DB, error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("open index %s: no such file (run 'gendex ingest' or 'gendex gen' first)", path)
+			}
+			return nil, fmt.Errorf("open index: %w", err)
+		}
+	} else if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open index: %w", err)
+		}
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         timeout,
+		ReadOnly:        opts.ReadOnly,
+		NoSync:          opts.NoSync,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 0,
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("open index %s: %w (is 'gendex gen' or 'gendex ingest --follow' running?)", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("open index %s: %w", path, err)
+	}
+	db := &DB{bolt: bdb, path: path}
+	if err := db.init(opts.ReadOnly); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) init(readOnly bool) error {
+	check := func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			if readOnly {
+				return nil // an empty file: every question answers with no datasets
+			}
+			return errNeedInit
+		}
+		v := m.Get(keyVersion)
+		if len(v) != 1 || int(v[0]) != SchemaVersion {
+			return fmt.Errorf("open index %s: schema version %v, this gendex reads %d (re-create it with 'gendex ingest')", db.path, v, SchemaVersion)
+		}
+		return nil
+	}
+	err := db.bolt.View(check)
+	if !errors.Is(err, errNeedInit) {
+		return err
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keyVersion, []byte{SchemaVersion})
+	})
+}
+
+var errNeedInit = errors.New("need init")
+
+// Path returns the file the index lives in.
+func (db *DB) Path() string { return db.path }
+
+// Close releases the file and its lock.
+func (db *DB) Close() error { return db.bolt.Close() }
+
+// Update runs fn in one read-write transaction, committed (and fsynced) when
+// fn returns nil. Counters touched through tx are written before the commit,
+// so records and counters are never out of step.
+func (db *DB) Update(fn func(*Tx) error) error {
+	return db.bolt.Update(func(btx *bolt.Tx) error {
+		tx := newTx(btx)
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return tx.flush()
+	})
+}
+
+// View runs fn in a read-only snapshot. Nothing read may be kept past fn's
+// return unless copied (every View method returns copies).
+func (db *DB) View(fn func(*View) error) error {
+	return db.bolt.View(func(btx *bolt.Tx) error {
+		return fn(&View{btx: btx})
+	})
+}

@@ -1,0 +1,263 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Tx is a read-write transaction. Its counters are kept in memory and
+// written once, just before the commit.
+type Tx struct {
+	btx  *bolt.Tx
+	now  int64 // Unix ms: the time given to records without their own
+	sets  map[string]*dsTx
+	arena []byte // encoded records: bbolt keeps Put's slices until commit
+}
+
+// alloc encodes r into the transaction's arena. Slices handed to bbolt must
+// not be reused before the commit, so the arena only grows.
+func (tx *Tx) alloc(r *Record) []byte {
+	if cap(tx.arena)-len(tx.arena) < 128+len(r.Finish)+min(len(r.Message), maxMessage) {
+		tx.arena = make([]byte, 0, 256<<10)
+	}
+	start := len(tx.arena)
+	tx.arena = r.appendBinary(tx.arena)
+	return tx.arena[start:len(tx.arena):len(tx.arena)]
+}
+
+type dsTx struct {
+	bucket *bolt.Bucket
+	stages [numStages]*bolt.Bucket
+	sum    Summary
+	hist   map[int64]int64   // completion tokens -> delta, raw stage
+	ts     map[int64]tsValue // unix second -> delta, raw stage
+}
+
+func newTx(btx *bolt.Tx) *Tx {
+	return &Tx{btx: btx, now: time.Now().UnixMilli(), sets: make(map[string]*dsTx)}
+}
+
+// Now returns the time given to records indexed in this transaction that
+// carry none of their own (Unix ms).
+func (tx *Tx) Now() int64 { return tx.now }
+
+// SetNow overrides the indexing time (for tests and replays).
+func (tx *Tx) SetNow(ms int64) { tx.now = ms }
+
+func (tx *Tx) dataset(name string) (*dsTx, error) {
+	if d := tx.sets[name]; d != nil {
+		return d, nil
+	}
+	if name == "" {
+		return nil, fmt.Errorf("empty dataset name")
+	}
+	b, err := tx.btx.Bucket(bucketDatasets).CreateBucketIfNotExists([]byte(name))
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", name, err)
+	}
+	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}}
+	for i, nm := range stageBuckets {
+		if d.stages[i], err = b.CreateBucketIfNotExists(nm); err != nil {
+			return nil, err
+		}
+		d.stages[i].FillPercent = 0.8
+	}
+	if v := b.Get(keyStats); v != nil {
+		if err := json.Unmarshal(v, &d.sum); err != nil {
+			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
+		}
+	}
+	d.sum.Dataset = name
+	tx.sets[name] = d
+	return d, nil
+}
+
+// membership reports which stages hold id, skipping stages that are empty.
+func (d *dsTx) membership(id []byte) membership {
+	var m membership
+	for s := Stage(0); s < numStages; s++ {
+		if d.sum.Stages[s].Records > 0 && d.stages[s].Get(id) != nil {
+			m |= 1 << s
+		}
+	}
+	return m
+}
+
+// Add indexes r under dataset and stage. If the id is already indexed for
+// that stage, nothing changes, the stage's Duplicates counter goes up and
+// the first record is returned as dup. Records with Time 0 get tx.Now().
+func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err error) {
+	if stage >= numStages {
+		return nil, fmt.Errorf("add: bad stage %d", stage)
+	}
+	if r.ID == "" {
+		return nil, fmt.Errorf("add: empty id")
+	}
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	id := []byte(r.ID)
+	st := &d.sum.Stages[stage]
+	if st.Records > 0 {
+		if v := d.stages[stage].Get(id); v != nil {
+			first := &Record{ID: r.ID}
+			if err := decodeRecord(v, first); err != nil {
+				return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
+			}
+			st.Duplicates++
+			return first, nil
+		}
+	}
+	if r.Time == 0 {
+		r.Time = tx.now
+		r.OwnTime = false
+	}
+	before := d.membership(id)
+	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
+	}
+	d.sum.Overlap.apply(before, before|1<<stage)
+	d.count(stage, r, 1)
+	return nil, nil
+}
+
+// count applies r to the counters with sign +1 (added) or -1 (removed).
+func (d *dsTx) count(stage Stage, r *Record, sign int64) {
+	d.sum.Stages[stage].add(r, int(sign))
+	if stage != Raw {
+		return
+	}
+	sec := r.Time / 1000
+	v := d.ts[sec]
+	v.records += sign
+	if r.CompletionTokens >= 0 {
+		v.tokens += sign * r.CompletionTokens
+		d.hist[r.CompletionTokens] += sign
+	} else {
+		v.unknown += sign
+	}
+	d.ts[sec] = v
+}
+
+// RemoveFile deletes every record that came from file id fileID (of the
+// given dataset and stage) and takes them out of every counter, so that the
+// file can be indexed again from its start.
+func (tx *Tx) RemoveFile(dataset string, stage Stage, fileID uint32) (removed int, err error) {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return 0, err
+	}
+	b := d.stages[stage]
+	var rec Record
+	var gone [][]byte
+	var recs []Record
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := decodeRecord(v, &rec); err != nil {
+			return 0, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, k, err)
+		}
+		if rec.File == fileID {
+			rec.ID = string(k)
+			gone = append(gone, bytes.Clone(k))
+			recs = append(recs, rec)
+		}
+	}
+	for i, k := range gone {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+		after := d.membership(k)
+		d.sum.Overlap.apply(after|1<<stage, after)
+		d.count(stage, &recs[i], -1)
+	}
+	return len(gone), nil
+}
+
+// AdjustDuplicates changes a stage's duplicate counter (used when a file's
+// duplicates are forgotten with the file).
+func (tx *Tx) AdjustDuplicates(dataset string, stage Stage, delta int64) error {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return err
+	}
+	d.sum.Stages[stage].Duplicates += uint64(delta)
+	return nil
+}
+
+// flush writes the counters of every dataset touched by the transaction.
+func (tx *Tx) flush() error {
+	for name, d := range tx.sets {
+		v, err := json.Marshal(&d.sum)
+		if err != nil {
+			return err
+		}
+		if err := d.bucket.Put(keyStats, v); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushHist(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushTS(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func flushHist(d *dsTx) error {
+	if len(d.hist) == 0 {
+		return nil
+	}
+	hb, err := d.bucket.CreateBucketIfNotExists(bucketHist)
+	if err != nil {
+		return err
+	}
+	for tokens, delta := range d.hist {
+		if delta == 0 {
+			continue
+		}
+		k := u32key(uint32(min(tokens, 1<<32-1)))
+		n, _ := binary.Varint(hb.Get(k))
+		n += delta
+		if n <= 0 {
+			err = hb.Delete(k)
+		} else {
+			err = hb.Put(k, binary.AppendVarint(nil, n))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func flushTS(d *dsTx) error {
+	if len(d.ts) == 0 {
+		return nil
+	}
+	tb, err := d.bucket.CreateBucketIfNotExists(bucketTS)
+	if err != nil {
+		return err
+	}
+	tb.FillPercent = 0.9
+	for sec, delta := range d.ts {
+		k := u64key(uint64(sec))
+		v := decodeTS(tb.Get(k))
+		v.add(delta)
+		if v.records <= 0 {
+			err = tb.Delete(k)
+		} else {
+			err = tb.Put(k, v.encode())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

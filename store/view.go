@@ -1,0 +1,186 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// View is a read-only snapshot of the index. Everything it returns is a copy.
+type View struct {
+	btx *bolt.Tx
+}
+
+func (v *View) datasetBucket(name string) *bolt.Bucket {
+	ds := v.btx.Bucket(bucketDatasets)
+	if ds == nil {
+		return nil
+	}
+	return ds.Bucket([]byte(name))
+}
+
+// Datasets returns the names of all datasets, sorted.
+func (v *View) Datasets() []string {
+	ds := v.btx.Bucket(bucketDatasets)
+	if ds == nil {
+		return nil
+	}
+	var names []string
+	c := ds.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		if val == nil {
+			names = append(names, string(k))
+		}
+	}
+	return names
+}
+
+// HasDataset reports whether name has been indexed.
+func (v *View) HasDataset(name string) bool { return v.datasetBucket(name) != nil }
+
+// Summary returns the counters of one dataset.
+func (v *View) Summary(name string) (Summary, error) {
+	s := Summary{Dataset: name}
+	b := v.datasetBucket(name)
+	if b == nil {
+		return s, fmt.Errorf("no dataset %q in the index", name)
+	}
+	if val := b.Get(keyStats); val != nil {
+		if err := json.Unmarshal(val, &s); err != nil {
+			return s, fmt.Errorf("dataset %q: reading counters: %w", name, err)
+		}
+	}
+	s.Dataset = name
+	return s, nil
+}
+
+// Histogram calls fn for each distinct completion-token count of a
+// dataset's responses, in increasing order, with how many responses have it.
+func (v *View) Histogram(name string, fn func(tokens, count int64)) {
+	b := v.datasetBucket(name)
+	if b == nil {
+		return
+	}
+	hb := b.Bucket(bucketHist)
+	if hb == nil {
+		return
+	}
+	c := hb.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		n, _ := binary.Varint(val)
+		fn(int64(binary.BigEndian.Uint32(k)), n)
+	}
+}
+
+// Window sums the raw stage's per-second throughput buckets with
+// from <= second < to.
+func (v *View) Window(name string, from, to int64) (records, tokens, unknown int64) {
+	b := v.datasetBucket(name)
+	if b == nil {
+		return
+	}
+	tb := b.Bucket(bucketTS)
+	if tb == nil {
+		return
+	}
+	hi := u64key(uint64(max(to, 0)))
+	c := tb.Cursor()
+	for k, val := c.Seek(u64key(uint64(max(from, 0)))); k != nil && bytes.Compare(k, hi) < 0; k, val = c.Next() {
+		t := decodeTS(val)
+		records += t.records
+		tokens += t.tokens
+		unknown += t.unknown
+	}
+	return
+}
+
+// Get returns the record of id in a dataset's stage.
+func (v *View) Get(name string, stage Stage, id string) (Record, bool, error) {
+	r := Record{ID: id}
+	b := v.datasetBucket(name)
+	if b == nil || stage >= numStages {
+		return r, false, nil
+	}
+	sb := b.Bucket(stageBuckets[stage])
+	if sb == nil {
+		return r, false, nil
+	}
+	val := sb.Get([]byte(id))
+	if val == nil {
+		return r, false, nil
+	}
+	if err := decodeRecord(val, &r); err != nil {
+		return r, false, fmt.Errorf("dataset %q %s id %q: %w", name, stage, id, err)
+	}
+	return r, true, nil
+}
+
+// Each calls fn for every record of a dataset's stage, in id order.
+func (v *View) Each(name string, stage Stage, fn func(*Record) error) error {
+	b := v.datasetBucket(name)
+	if b == nil || stage >= numStages {
+		return nil
+	}
+	sb := b.Bucket(stageBuckets[stage])
+	if sb == nil {
+		return nil
+	}
+	var r Record
+	c := sb.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		if err := decodeRecord(val, &r); err != nil {
+			return fmt.Errorf("dataset %q %s id %q: %w", name, stage, k, err)
+		}
+		r.ID = string(k)
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Missing calls fn, in id order, for every id of stage `of` that has no
+// record in any of the stages `in`: Missing(ds, Prompts, fn, Raw, Errors)
+// lists the prompts not yet answered.
+func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...Stage) error {
+	b := v.datasetBucket(name)
+	if b == nil {
+		return nil
+	}
+	src := b.Bucket(stageBuckets[of])
+	if src == nil {
+		return nil
+	}
+	var others []*bolt.Cursor
+	for _, s := range in {
+		if ob := b.Bucket(stageBuckets[s]); ob != nil {
+			others = append(others, ob.Cursor())
+		}
+	}
+	// Walk every bucket in key order together: a merge, not a lookup per id.
+	heads := make([][]byte, len(others))
+	for i, c := range others {
+		heads[i], _ = c.First()
+	}
+	c := src.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		found := false
+		for i, oc := range others {
+			for heads[i] != nil && bytes.Compare(heads[i], k) < 0 {
+				heads[i], _ = oc.Next()
+			}
+			if heads[i] != nil && bytes.Equal(heads[i], k) {
+				found = true
+			}
+		}
+		if !found {
+			if err := fn(string(k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
