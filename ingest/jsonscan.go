@@ -19,7 +19,9 @@ type syntaxError struct {
 	msg string
 }
 
-func (e *syntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.off+1, e.msg) }
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.off+1, e.msg)
+}
 
 func errAt(b []byte, i int, what string) error {
 	if i >= len(b) {

@@ -36,8 +36,8 @@ type FileState struct {
 	// ErrorDuplicates are duplicates among the error records a response
 	// file holds (they are counted in the errors stage).
 	ErrorDuplicates uint64 `json:"error_duplicates,omitempty"`
-	Skipped    uint64 `json:"skipped"`
-	Unknown    uint64 `json:"unknown_tokens"`
+	Skipped         uint64 `json:"skipped"`
+	Unknown         uint64 `json:"unknown_tokens"`
 }
 
 // File returns the stored state of path.

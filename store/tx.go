@@ -13,8 +13,8 @@ import (
 // Tx is a read-write transaction. Its counters are kept in memory and
 // written once, just before the commit.
 type Tx struct {
-	btx  *bolt.Tx
-	now  int64 // Unix ms: the time given to records without their own
+	btx   *bolt.Tx
+	now   int64 // Unix ms: the time given to records without their own
 	sets  map[string]*dsTx
 	arena []byte // encoded records: bbolt keeps Put's slices until commit
 }
