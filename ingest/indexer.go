@@ -103,6 +103,8 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	reason := ""
 	switch {
 	case !known:
+	case state.Offset == 0 && state.Dataset == src.Dataset && state.Stage == src.Stage:
+		// nothing read from it yet: nothing to forget
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
 		reason = fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage)
 	case state.Dev != dev || state.Ino != ino:
@@ -121,20 +123,22 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	if !known {
 		state = store.FileState{Path: src.Path}
 	}
+	var siblings []store.FileState
 	if reason != "" {
 		var removed int
 		err := ix.DB.Update(func(tx *store.Tx) (err error) {
-			removed, err = tx.ForgetFile(&state)
-			if err != nil {
-				return err
-			}
-			return nil
+			removed, siblings, err = tx.ForgetFile(&state)
+			return err
 		})
 		if err != nil {
 			return res, err
 		}
 		res.Reindexed = reason
-		ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: fmt.Sprintf("%s; its %d records were removed and it is indexed again from the start", reason, removed)})
+		msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
+		if len(siblings) > 0 {
+			msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
+		}
+		ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: msg})
 	}
 	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, dev, ino, mtime
 
@@ -268,6 +272,18 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 	res.Torn = lr.torn
 	res.NextLine = lines + 1
+	// Files whose duplicates may have pointed at what was removed are
+	// read again, so that no id is lost.
+	for _, sib := range siblings {
+		r, err := ix.IndexFile(ctx, Source{Path: sib.Path, Dataset: sib.Dataset, Stage: sib.Stage})
+		res.Added += r.Added
+		res.Duplicates += r.Duplicates
+		res.Skipped += r.Skipped
+		res.Unknown += r.Unknown
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, ctx.Err()
 }
 

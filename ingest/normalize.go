@@ -135,8 +135,12 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	b := line
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		if _, err := skipValue(b, i, 0); err != nil {
+		end, err := skipValue(b, i, 0)
+		if err != nil {
 			return stage, err
+		}
+		if j := skipSpace(b, end); j < len(b) {
+			return stage, errAt(b, j, " after the value")
 		}
 		return stage, ErrNotObject
 	}

@@ -93,12 +93,54 @@ func (tx *Tx) PutFile(fs *FileState) error {
 }
 
 // ForgetFile removes every record of fs from the index and its counters, and
-// resets fs so the file can be read again from its first byte. The file
-// keeps its id.
-func (tx *Tx) ForgetFile(fs *FileState) (removed int, err error) {
+// resets fs so the file can be read again from its first byte.
+//
+// A record removed this way may have been the first of an id that other
+// files of the same dataset repeat (their lines were counted as duplicates,
+// not indexed). So every such file, one that shares fs's stages and had
+// duplicates, is forgotten too, and returned: the caller must index them
+// again, or those ids would be lost.
+func (tx *Tx) ForgetFile(fs *FileState) (removed int, siblings []FileState, err error) {
 	if fs.ID == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
+	group := func(s Stage) bool {
+		if fs.Stage == Raw || fs.Stage == Errors {
+			return s == Raw || s == Errors
+		}
+		return s == fs.Stage
+	}
+	var others []FileState
+	err = (&View{btx: tx.btx}).Files(func(o FileState) error {
+		if o.Path != fs.Path && o.Dataset == fs.Dataset && group(o.Stage) && o.Duplicates+o.ErrorDuplicates > 0 {
+			others = append(others, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := tx.forget(fs)
+	if err != nil {
+		return 0, nil, err
+	}
+	removed += n
+	for i := range others {
+		n, err := tx.forget(&others[i])
+		if err != nil {
+			return 0, nil, err
+		}
+		removed += n
+		if err := tx.PutFile(&others[i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	return removed, others, nil
+}
+
+// forget removes fs's records and resets it (see ForgetFile). PutFile
+// counts it again and gives it a new id.
+func (tx *Tx) forget(fs *FileState) (removed int, err error) {
 	removed, err = tx.RemoveFile(fs.Dataset, fs.Stage, fs.ID)
 	if err != nil {
 		return 0, err
@@ -122,13 +164,10 @@ func (tx *Tx) ForgetFile(fs *FileState) (removed int, err error) {
 		return 0, err
 	}
 	d.sum.Stages[fs.Stage].Files--
-	fs.Offset, fs.Lines, fs.Records, fs.Duplicates, fs.ErrorDuplicates, fs.Skipped, fs.Unknown = 0, 0, 0, 0, 0, 0, 0
-	fs.HeadLen, fs.HeadSum = 0, 0
-	old := fs.ID
-	fs.ID = 0 // PutFile counts it again and gives it a new id
-	if err := tx.btx.Bucket(bucketFileIDs).Delete(u32key(old)); err != nil {
+	if err := tx.btx.Bucket(bucketFileIDs).Delete(u32key(fs.ID)); err != nil {
 		return 0, err
 	}
+	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage}
 	return removed, nil
 }
 

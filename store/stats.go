@@ -45,15 +45,15 @@ type Summary struct {
 }
 
 // Stage returns the counters of one stage.
-func (s *Summary) Stage(st Stage) *Stats { return &s.Stages[st] }
+func (s Summary) Stage(st Stage) Stats { return s.Stages[st] }
 
 // MissingRaw is the number of prompts with neither a response nor an error.
-func (s *Summary) MissingRaw() uint64 {
+func (s Summary) MissingRaw() uint64 {
 	return s.Stages[Prompts].Records - s.Overlap.Answered
 }
 
 // MissingTokenized is the number of responses without a tokenized record.
-func (s *Summary) MissingTokenized() uint64 {
+func (s Summary) MissingTokenized() uint64 {
 	return s.Stages[Raw].Records - s.Overlap.RawTokenized
 }
 

@@ -1,0 +1,248 @@
+package ingest
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/store"
+)
+
+const U = store.Unknown
+
+func ms(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMilli()
+}
+
+// TestNormalizeShapes checks one line of every shape in DESIGN.md's table.
+func TestNormalizeShapes(t *testing.T) {
+	tests := []struct {
+		name       string
+		line       string
+		stage      store.Stage
+		wantStage  store.Stage
+		id         string
+		shape      store.Shape
+		prompt     int64
+		completion int64
+		cached     int64
+		reasoning  int64
+		finish     string
+		time       int64
+	}{
+		{"flat", `{"id":"a","output_ids":[1,2,3],"text":"x","prompt_tokens":812,"completion_tokens":10,"cached_tokens":256,"reasoning_tokens":0,"finish_reason":"stop","finished_at":"2026-11-28T09:14:03.512Z"}`,
+			store.Raw, store.Raw, "a", store.ShapeFlat, 812, 10, 256, 0, "stop", ms("2026-11-28T09:14:03.512Z")},
+		{"sglang generate", `{"id":"b","text":"t","output_ids":[791,4320],"meta_info":{"id":"9f1c","finish_reason":{"type":"length","length":5},"prompt_tokens":640,"completion_tokens":5,"cached_tokens":0,"reasoning_tokens":0,"e2e_latency":12.5,"response_sent_to_client_ts":1796064752.115}}`,
+			store.Raw, store.Raw, "b", store.ShapeSGLang, 640, 5, 0, 0, "length", 1796064752115},
+		{"openai chat", `{"id":"c","object":"chat.completion","created":1796064752,"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop","matched_stop":163586}],"usage":{"prompt_tokens":301,"total_tokens":322,"completion_tokens":21,"prompt_tokens_details":null,"reasoning_tokens":0}}`,
+			store.Raw, store.Raw, "c", store.ShapeOpenAI, 301, 21, U, 0, "stop", 1796064752000},
+		{"openai details", `{"id":"c2","usage":{"prompt_tokens":3,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}`,
+			store.Raw, store.Raw, "c2", store.ShapeOpenAI, 3, 4, 2, 1, "", 0},
+		{"batch", `{"id":"batch_req_6a1f","custom_id":"B3-42","response":{"status_code":200,"request_id":"req_77","body":{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":55,"completion_tokens":2,"total_tokens":57}}},"error":null}`,
+			store.Raw, store.Raw, "B3-42", store.ShapeBatch, 55, 2, U, U, "stop", 0},
+		{"batch error", `{"id":"batch_req_6a20","custom_id":"B3-43","response":null,"error":{"code":"context_length_exceeded","message":"too long"}}`,
+			store.Raw, store.Errors, "B3-43", store.ShapeError, U, U, U, U, "context_length_exceeded", 0},
+		{"batch http error", `{"custom_id":"B3-44","response":{"status_code":429,"body":{"error":{"message":"slow down"}}},"error":null}`,
+			store.Raw, store.Errors, "B3-44", store.ShapeError, U, U, U, U, "http 429", 0},
+		{"ids only", `{"id":"d","output_ids":[17,29,31,2]}`,
+			store.Raw, store.Raw, "d", store.ShapeIDsOnly, U, 4, U, U, "", 0},
+		{"no counts", `{"id":"e","text":"hello"}`,
+			store.Raw, store.Raw, "e", store.ShapeUnknown, U, U, U, U, "", 0},
+		{"null counts", `{"id":"f","completion_tokens":null,"prompt_tokens":"12"}`,
+			store.Raw, store.Raw, "f", store.ShapeUnknown, U, U, U, U, "", 0},
+		{"flat wins over nested", `{"id":"g","completion_tokens":9,"usage":{"completion_tokens":1}}`,
+			store.Raw, store.Raw, "g", store.ShapeFlat, U, 9, U, U, "", 0},
+		{"zero is a count", `{"id":"h","completion_tokens":0}`,
+			store.Raw, store.Raw, "h", store.ShapeFlat, U, 0, U, U, "", 0},
+		{"numeric id", `{"id":17,"completion_tokens":1.0}`,
+			store.Raw, store.Raw, "17", store.ShapeFlat, U, 1, U, U, "", 0},
+		{"escaped id", `{"id":"a\"b\u00e9","completion_tokens":1}`,
+			store.Raw, store.Raw, "a\"bé", store.ShapeFlat, U, 1, U, U, "", 0},
+		{"last duplicate key wins", `{"id":"x","id":"y","completion_tokens":1}`,
+			store.Raw, store.Raw, "y", store.ShapeFlat, U, 1, U, U, "", 0},
+		{"gendex error line", `{"id":"i","status":400,"error":"The input (40000 tokens) is longer than the model's context length (32768 tokens).","server":"http://h"}`,
+			store.Errors, store.Errors, "i", store.ShapeError, U, U, U, U, "http 400", 0},
+		{"prompt ids", `{"id":"p","input_ids":[1,2,3],"max_new_tokens":10}`,
+			store.Prompts, store.Prompts, "p", store.ShapePrompt, 3, U, U, U, "", 0},
+		{"prompt messages", `{"id":"q","messages":[{"role":"user","content":"hi"}]}`,
+			store.Prompts, store.Prompts, "q", store.ShapePrompt, U, U, U, U, "", 0},
+		{"tokenized", `{"id":"t","input_ids":[1,2,3,4],"loss_mask":[0,0,1,1]}`,
+			store.Tokenized, store.Tokenized, "t", store.ShapeTokenized, 4, U, U, U, "", 0},
+		{"spaces everywhere", " { \"id\" : \"s\" , \"output_ids\" : [ 1 , 2 ] } ",
+			store.Raw, store.Raw, "s", store.ShapeIDsOnly, U, 2, U, U, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r store.Record
+			st, err := Normalize([]byte(tt.line), tt.stage, &r)
+			if err != nil {
+				t.Fatalf("Normalize: %v", err)
+			}
+			if st != tt.wantStage || r.ID != tt.id || r.Shape != tt.shape {
+				t.Errorf("stage, id, shape = %v, %q, %v; want %v, %q, %v", st, r.ID, r.Shape, tt.wantStage, tt.id, tt.shape)
+			}
+			got := [4]int64{r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.ReasoningTokens}
+			want := [4]int64{tt.prompt, tt.completion, tt.cached, tt.reasoning}
+			if got != want {
+				t.Errorf("prompt, completion, cached, reasoning = %v; want %v", got, want)
+			}
+			if r.Finish != tt.finish {
+				t.Errorf("finish = %q; want %q", r.Finish, tt.finish)
+			}
+			if r.Time != tt.time || r.OwnTime != (tt.time != 0) {
+				t.Errorf("time = %d (own %v); want %d", r.Time, r.OwnTime, tt.time)
+			}
+		})
+	}
+}
+
+func TestNormalizeErrorMessage(t *testing.T) {
+	var r store.Record
+	st, err := Normalize([]byte(`{"id":"i","status":400,"error":"bad prompt"}`), store.Errors, &r)
+	if err != nil || st != store.Errors || r.Message != "bad prompt" || r.Finish != "http 400" {
+		t.Fatalf("got %v %v %+v", st, err, r)
+	}
+}
+
+func TestNormalizeRejects(t *testing.T) {
+	tests := []struct {
+		line string
+		want error // nil means "a syntax error"
+	}{
+		{`{"id":"a",`, nil},
+		{`{"id":"a"} x`, nil},
+		{`{"id":"a\x01"}`, nil},
+		{`{"id":"a\q"}`, nil},
+		{`{"id":01}`, nil},
+		{`{"id":-}`, nil},
+		{`{"id":1.}`, nil},
+		{`{"id":tru}`, nil},
+		{`{'id':1}`, nil},
+		{``, nil},
+		{`[1,2]`, ErrNotObject},
+		{`"id"`, ErrNotObject},
+		{`{"text":"x"}`, ErrNoID},
+		{`{"id":""}`, ErrNoID},
+		{`{"id":null}`, ErrNoID},
+		{`{"id":{"a":1}}`, ErrNoID},
+	}
+	for _, tt := range tests {
+		var r store.Record
+		_, err := Normalize([]byte(tt.line), store.Raw, &r)
+		if err == nil {
+			t.Errorf("Normalize(%q) = nil error", tt.line)
+			continue
+		}
+		var se *syntaxError
+		if tt.want == nil && !errors.As(err, &se) {
+			t.Errorf("Normalize(%q) = %v; want a syntax error", tt.line, err)
+		}
+		if tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("Normalize(%q) = %v; want %v", tt.line, err, tt.want)
+		}
+	}
+}
+
+// reference extracts what Normalize must find, with encoding/json.
+func reference(line []byte) (id string, completion int64, ok bool) {
+	var m map[string]any
+	d := json.NewDecoder(strings.NewReader(string(line)))
+	d.UseNumber()
+	if d.Decode(&m) != nil || m == nil {
+		return "", 0, false
+	}
+	completion = U
+	if n, isNum := m["completion_tokens"].(json.Number); isNum {
+		if v, err := n.Int64(); err == nil && v >= 0 {
+			completion = v
+		}
+	}
+	switch v := m["id"].(type) {
+	case string:
+		id = v
+	case json.Number:
+		id = v.String()
+	}
+	if v, isStr := m["custom_id"].(string); isStr && v != "" {
+		id = v
+	}
+	return id, completion, true
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, path := range []string{"../testdata/shapes/demo/raw_responses.jsonl", "../testdata/shapes/demo/prompts.jsonl", "../testdata/broken/bad/raw_responses.jsonl"} {
+		fh, err := os.Open(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			f.Add(append([]byte(nil), sc.Bytes()...))
+		}
+		fh.Close()
+	}
+	f.Add([]byte(`{"id":"a","completion_tokens":12,"output_ids":[1,-2,3.5e3,{"x":[]}]}`))
+	f.Add([]byte(`{"id":"\ud800","completion_tokens":1e2}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var r store.Record
+		_, err := Normalize(line, store.Raw, &r)
+		valid := json.Valid(line)
+		var se *syntaxError
+		if errors.As(err, &se) == valid {
+			t.Fatalf("json.Valid = %v but Normalize error = %v for %q", valid, err, line)
+		}
+		id, completion, isObject := reference(line)
+		if !valid || !isObject {
+			return
+		}
+		if id == "" {
+			if !errors.Is(err, ErrNoID) && r.Shape != store.ShapeError {
+				t.Fatalf("no id in %q but Normalize = %v, %+v", line, err, r)
+			}
+			return
+		}
+		if err != nil {
+			// A number id that encoding/json reads differently, or an
+			// object id: both are "no id" here.
+			if errors.Is(err, ErrNoID) {
+				return
+			}
+			t.Fatalf("Normalize(%q) = %v", line, err)
+		}
+		if r.Shape == store.ShapeError {
+			return
+		}
+		if r.ID != id {
+			t.Fatalf("id = %q; encoding/json says %q (line %q)", r.ID, id, line)
+		}
+		if completion >= 0 && r.CompletionTokens != completion {
+			t.Fatalf("completion = %d; encoding/json says %d (line %q)", r.CompletionTokens, completion, line)
+		}
+	})
+}
+
+func BenchmarkNormalize(b *testing.B) {
+	long := `{"id":"B2-0000017","output_ids":[` + strings.Repeat("163606,2675,374,264,", 450) + `1],"text":"` + strings.Repeat("token ", 300) +
+		`","prompt_tokens":812,"completion_tokens":1801,"cached_tokens":256,"reasoning_tokens":0,"finish_reason":"stop","matched_stop":163586,"e2e_latency":41.207,"finished_at":"2026-11-28T09:14:03.512Z","server":"http://127.0.0.1:30000"}`
+	short := `{"id":"B2-0000017","text":"The answer is 42.","prompt_tokens":812,"completion_tokens":10,"finish_reason":"stop","finished_at":"2026-11-28T09:14:03.512Z"}`
+	for _, c := range []struct{ name, line string }{{"10KB", long}, {"200B", short}} {
+		b.Run(c.name, func(b *testing.B) {
+			line := []byte(c.line)
+			b.SetBytes(int64(len(line)))
+			var r store.Record
+			for b.Loop() {
+				if _, err := Normalize(line, store.Raw, &r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
