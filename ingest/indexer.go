@@ -52,6 +52,171 @@ type pending struct {
 	stage store.Stage
 }
 
+// chunk is one batch of parsed lines, committed in one transaction.
+type chunk struct {
+	recs     []pending
+	problems []Problem
+	off      int64 // end of the last complete line in the chunk
+	lines    int64 // lines before off
+	last     bool  // the file's end: torn is set
+	torn     int
+	err      error
+}
+
+// parseFile reads complete lines from off and sends them, parsed, in
+// chunks; the last chunk has last set (or err). It stops early when ctx is
+// done (sending what it has as the last chunk) or stop is closed.
+func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, maxRecords int, maxBytes int64,
+	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
+	defer close(out)
+	lr := newLineReader(f, off)
+	var c *chunk
+	var bytes int64
+	next := func() bool {
+		select {
+		case c = <-free:
+			c.recs, c.problems, c.last, c.torn, c.err = c.recs[:0], c.problems[:0], false, 0, nil
+			bytes = 0
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	send := func() bool {
+		c.off, c.lines = lr.off, lines
+		select {
+		case out <- c:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	if !next() {
+		return
+	}
+	for {
+		line, start, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			c.last, c.torn = true, lr.torn
+			send()
+			return
+		}
+		if err != nil {
+			c.err = err
+			send()
+			return
+		}
+		lines++
+		bytes += int64(len(line)) + 1
+		if !isBlank(line) {
+			c.add(src, line, start, lines)
+		}
+		if len(c.recs) >= maxRecords || bytes >= maxBytes {
+			if ctx.Err() != nil {
+				c.last, c.torn = true, 0
+				send()
+				return
+			}
+			if !send() || !next() {
+				return
+			}
+		}
+	}
+}
+
+// add parses one line into the chunk, or records why it cannot be indexed.
+func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
+	c.recs = append(c.recs, pending{})
+	p := &c.recs[len(c.recs)-1]
+	p.rec = store.Record{Offset: start, Length: int64(len(line)), Line: lineNo, Sum: store.LineSum(line)}
+	stage, err := Normalize(line, src.Stage, &p.rec)
+	if err != nil {
+		c.recs = c.recs[:len(c.recs)-1]
+		kind := Invalid
+		if errors.Is(err, ErrNoID) {
+			kind = NoID
+		}
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: kind, Msg: describe(err) + "; line skipped"})
+		return
+	}
+	p.stage = stage
+	if stage == store.Raw && p.rec.CompletionTokens < 0 {
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
+			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens, response.body.usage.completion_tokens, output_ids); indexed as unknown"})
+	}
+}
+
+// commit indexes a chunk and moves the file's offset past it, in one
+// transaction, then reports the chunk's problems.
+func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
+	start := state.Offset
+	var added, dups, errDups int
+	var dupProblems []Problem
+	err := ix.DB.Update(func(tx *store.Tx) error {
+		added, dups, errDups, dupProblems = 0, 0, 0, dupProblems[:0]
+		st := *state
+		if st.ID == 0 { // a new file: give it its id first
+			if err := tx.PutFile(&st); err != nil {
+				return err
+			}
+		}
+		for i := range c.recs {
+			p := &c.recs[i]
+			p.rec.File = st.ID
+			first, err := tx.Add(src.Dataset, p.stage, &p.rec)
+			if err != nil {
+				return err
+			}
+			if first == nil {
+				added++
+				continue
+			}
+			if p.stage != src.Stage {
+				errDups++
+				continue
+			}
+			dups++
+			where, _ := tx.FilePath(first.File)
+			dupProblems = append(dupProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
+				Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
+		}
+		st.Offset, st.Lines = c.off, c.lines
+		st.Records += uint64(added)
+		st.Duplicates += uint64(dups)
+		st.ErrorDuplicates += uint64(errDups)
+		st.Skipped += uint64(countSkips(c.problems))
+		st.Unknown += uint64(countKind(c.problems, NoTokens))
+		if st.HeadLen < headBytes && st.Offset > st.HeadLen {
+			n := min(int64(headBytes), st.Offset)
+			sum, err := headSum(f, n)
+			if err != nil {
+				return err
+			}
+			st.HeadLen, st.HeadSum = n, sum
+		}
+		if err := tx.PutFile(&st); err != nil {
+			return err
+		}
+		*state = st
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing %s: %w", src.Path, err)
+	}
+	for _, p := range c.problems {
+		ix.report(p)
+	}
+	for _, p := range dupProblems {
+		ix.report(p)
+	}
+	res.Added += added
+	res.Duplicates += dups
+	res.Skipped += countSkips(c.problems)
+	res.Unknown += countKind(c.problems, NoTokens)
+	res.Bytes += state.Offset - start
+	return nil
+}
+
 func (ix *Indexer) report(p Problem) {
 	if ix.Report != nil {
 		ix.Report(p)
@@ -145,7 +310,6 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
 		return res, err
 	}
-	lr := newLineReader(f, state.Offset)
 	maxRecords, maxBytes := ix.BatchRecords, ix.BatchBytes
 	if maxRecords <= 0 {
 		maxRecords = 100_000
@@ -153,125 +317,37 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	if maxBytes <= 0 {
 		maxBytes = 64 << 20
 	}
-	batch := make([]pending, 0, min(maxRecords, 4096))
-	var problems []Problem
-	lines := state.Lines
-	var batchBytes int64
 
-	commit := func() error {
-		start := state.Offset
-		var added, dups, errDups int
-		var dupProblems []Problem
-		err := ix.DB.Update(func(tx *store.Tx) error {
-			added, dups, errDups, dupProblems = 0, 0, 0, dupProblems[:0]
-			st := state
-			if st.ID == 0 { // a new file: give it its id first
-				if err := tx.PutFile(&st); err != nil {
-					return err
-				}
-			}
-			for i := range batch {
-				p := &batch[i]
-				p.rec.File = st.ID
-				first, err := tx.Add(src.Dataset, p.stage, &p.rec)
-				if err != nil {
-					return err
-				}
-				if first == nil {
-					added++
-					continue
-				}
-				if p.stage != src.Stage {
-					errDups++
-					continue
-				}
-				dups++
-				where, _ := tx.FilePath(first.File)
-				dupProblems = append(dupProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
-					Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
-			}
-			st.Offset, st.Lines = lr.off, lines
-			st.Records += uint64(added)
-			st.Duplicates += uint64(dups)
-			st.ErrorDuplicates += uint64(errDups)
-			st.Skipped += uint64(countSkips(problems))
-			st.Unknown += uint64(countKind(problems, NoTokens))
-			if st.HeadLen < headBytes && st.Offset > st.HeadLen {
-				n := min(int64(headBytes), st.Offset)
-				sum, err := headSum(f, n)
-				if err != nil {
-					return err
-				}
-				st.HeadLen, st.HeadSum = n, sum
-			}
-			if err := tx.PutFile(&st); err != nil {
-				return err
-			}
-			state = st
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("indexing %s: %w", src.Path, err)
-		}
-		for _, p := range problems {
-			ix.report(p)
-		}
-		for _, p := range dupProblems {
-			ix.report(p)
-		}
-		res.Added += added
-		res.Duplicates += dups
-		res.Skipped += countSkips(problems)
-		res.Unknown += countKind(problems, NoTokens)
-		res.Bytes += state.Offset - start
-		batch, problems, batchBytes = batch[:0], problems[:0], 0
-		return nil
-	}
+	// One goroutine reads and parses while this one commits, so parsing
+	// the next batch overlaps the bbolt work (and fsync) of this one.
+	chunks := make(chan *chunk, 1)
+	free := make(chan *chunk, 2)
+	free <- &chunk{}
+	free <- &chunk{}
+	stop := make(chan struct{})
+	defer close(stop)
+	go parseFile(ctx, f, src, state.Offset, state.Lines, maxRecords, maxBytes, chunks, free, stop)
 
-	for {
-		line, start, err := lr.next()
-		if errors.Is(err, io.EOF) {
+	for c := range chunks {
+		if c.err != nil {
+			return res, fmt.Errorf("reading %s: %w", src.Path, c.err)
+		}
+		if c.last {
+			state.Size = c.off + int64(c.torn)
+			res.Torn, res.NextLine = c.torn, c.lines+1
+		}
+		if err := ix.commit(f, src, &state, c, &res); err != nil {
+			return res, err
+		}
+		last := c.last
+		free <- c
+		if last {
 			break
 		}
-		if err != nil {
-			return res, fmt.Errorf("reading %s: %w", src.Path, err)
-		}
-		lines++
-		batchBytes += int64(len(line)) + 1
-		if isBlank(line) {
-			continue
-		}
-		p := pending{rec: store.Record{Offset: start, Length: int64(len(line)), Line: lines, Sum: store.LineSum(line)}}
-		stage, err := Normalize(line, src.Stage, &p.rec)
-		if err != nil {
-			kind := Invalid
-			if errors.Is(err, ErrNoID) {
-				kind = NoID
-			}
-			problems = append(problems, Problem{Path: src.Path, Line: lines, Kind: kind, Msg: describe(err) + "; line skipped"})
-		} else {
-			p.stage = stage
-			if stage == store.Raw && p.rec.CompletionTokens < 0 {
-				problems = append(problems, Problem{Path: src.Path, Line: lines, Kind: NoTokens,
-					Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens, response.body.usage.completion_tokens, output_ids); indexed as unknown"})
-			}
-			batch = append(batch, p)
-		}
-		if len(batch) >= maxRecords || batchBytes >= maxBytes {
-			if err := commit(); err != nil {
-				return res, err
-			}
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
 		}
 	}
-	state.Size = lr.off + int64(lr.torn)
-	if err := commit(); err != nil {
-		return res, err
-	}
-	res.Torn = lr.torn
-	res.NextLine = lines + 1
 	// Files whose duplicates may have pointed at what was removed are
 	// read again, so that no id is lost.
 	for _, sib := range siblings {

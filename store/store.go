@@ -55,13 +55,18 @@ func Open(path string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("open index: %w", err)
 		}
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         timeout,
-		ReadOnly:        opts.ReadOnly,
-		NoSync:          opts.NoSync,
-		FreelistType:    bolt.FreelistMapType,
-		InitialMmapSize: 0,
-	})
+	bopts := &bolt.Options{
+		Timeout:      timeout,
+		ReadOnly:     opts.ReadOnly,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	}
+	if !opts.ReadOnly {
+		// Address space, not memory: a large map spares the writer the
+		// remaps (and re-copies of every open node) as the file grows.
+		bopts.InitialMmapSize = 1 << 30
+	}
+	bdb, err := bolt.Open(path, 0o600, bopts)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("open index %s: %w (is 'gendex gen' or 'gendex ingest --follow' running?)", path, ErrLocked)
