@@ -635,3 +635,26 @@ func writeFile(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// Some pipelines write the literal finish reason "unknown" (or "length",
+// "stop", ...); the finish answer must still have one column per name.
+func TestFinishColumnsAreUnique(t *testing.T) {
+	t.Skip(`BUG: finish names a column after every finish reason found and then adds its own "unknown" column ` +
+		`(responses without a reason), so a dataset whose lines say "finish_reason":"unknown" gets two "unknown" ` +
+		`columns: --format json writes the key twice (a JSON reader keeps the last, the no-reason count) and the ` +
+		`two numbers cannot be told apart; reasons named "dataset" or "records" collide the same way`)
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "f", "raw_responses.jsonl"),
+		`{"id":"f1","completion_tokens":1,"finish_reason":"unknown"}`+"\n"+
+			`{"id":"f2","completion_tokens":1,"finish_reason":"unknown"}`+"\n"+
+			`{"id":"f3","completion_tokens":1}`+"\n")
+	db, _ := index(t, root)
+	r := answer(t, db, time.Now(), "finish")
+	seen := map[string]bool{}
+	for _, c := range r.Columns {
+		if seen[c] {
+			t.Errorf("column %q appears twice in %q (row %v)", c, r.Columns, r.Rows[0])
+		}
+		seen[c] = true
+	}
+}
