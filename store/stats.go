@@ -21,10 +21,6 @@ type Stats struct {
 
 	Finish map[string]uint64 `json:"finish,omitempty"`
 	Shapes map[string]uint64 `json:"shapes,omitempty"`
-
-	// FirstTime and LastTime bound the records' times (Unix ms), 0 when empty.
-	FirstTime int64 `json:"first_time,omitempty"`
-	LastTime  int64 `json:"last_time,omitempty"`
 }
 
 // Overlap counts ids present in several stages of one dataset.
@@ -107,16 +103,6 @@ func (s *Stats) add(r *Record, sign int) {
 	}
 	s.Finish = bump(s.Finish, r.Finish, d)
 	s.Shapes = bump(s.Shapes, r.Shape.String(), d)
-	if sign > 0 {
-		if s.FirstTime == 0 || r.Time < s.FirstTime {
-			s.FirstTime = r.Time
-		}
-		if r.Time > s.LastTime {
-			s.LastTime = r.Time
-		}
-	} else if s.Records == 0 {
-		s.FirstTime, s.LastTime = 0, 0
-	}
 }
 
 func bump(m map[string]uint64, k string, d uint64) map[string]uint64 {

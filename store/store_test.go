@@ -1,0 +1,206 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newDB(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "gendex.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gendex.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	start := time.Now()
+	_, err = Open(path, Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v; want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "running") {
+		t.Errorf("error %q should name the file and say what may hold it", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestReadOnlyMissing(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "nope.db"), Options{ReadOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "gendex ingest") {
+		t.Fatalf("got %v; want an error that says how to create the index", err)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, r := range []Record{
+		{Shape: ShapeFlat, PromptTokens: 812, CompletionTokens: 10, CachedTokens: 256, ReasoningTokens: 0, Finish: "stop", Time: 1796064752115, OwnTime: true, File: 3, Offset: 1 << 40, Length: 50 << 20, Line: 123456789, Sum: 0xdeadbeef},
+		{Shape: ShapeUnknown, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown},
+		{Shape: ShapeError, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "http 400", Message: "too long"},
+	} {
+		var got Record
+		if err := decodeRecord(r.appendBinary(nil), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+		}
+	}
+	if err := decodeRecord([]byte{0, 1, 2}, new(Record)); err == nil {
+		t.Error("decoding garbage succeeded")
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add((&Record{Finish: "stop", CompletionTokens: 5, PromptTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown}).appendBinary(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Record
+		if decodeRecord(b, &r) != nil {
+			return
+		}
+		var again Record
+		if err := decodeRecord(r.appendBinary(nil), &again); err != nil || !reflect.DeepEqual(again, r) {
+			t.Fatalf("re-encoding %+v: %v %+v", r, err, again)
+		}
+	})
+}
+
+type rec struct {
+	stage Stage
+	id    string
+	file  uint32
+	tok   int64
+	sec   int64
+}
+
+// state captures everything a dataset's counters say.
+func state(t *testing.T, db *DB, ds string) string {
+	t.Helper()
+	var out string
+	db.View(func(v *View) error {
+		s, err := v.Summary(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.Stages {
+			s.Stages[i].Files = 0
+		}
+		h := map[int64]int64{}
+		v.Histogram(ds, func(tok, n int64) { h[tok] = n })
+		r, tk, u := v.Window(ds, 0, 1<<40)
+		out = fmt.Sprintf("%+v hist=%v window=%d/%d/%d", s, h, r, tk, u)
+		return nil
+	})
+	return out
+}
+
+func addAll(t *testing.T, db *DB, recs []rec) {
+	t.Helper()
+	err := db.Update(func(tx *Tx) error {
+		for _, r := range recs {
+			x := Record{ID: r.id, File: r.file, CompletionTokens: r.tok, PromptTokens: 1, CachedTokens: Unknown, ReasoningTokens: Unknown, Time: r.sec * 1000, Finish: "stop"}
+			if _, err := tx.Add("ds", r.stage, &x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRemoveFileIsExactInverse: adding A then B and removing B leaves the
+// same counters as adding A alone, for random A and B.
+func TestRemoveFileIsExactInverse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := 0; round < 20; round++ {
+		var a, b []rec
+		used := map[string]bool{}
+		for i := 0; i < 200; i++ {
+			r := rec{stage: Stage(rng.IntN(int(numStages))), id: fmt.Sprintf("id%d", rng.IntN(60)), tok: int64(rng.IntN(20)) - 3, sec: 1000 + int64(rng.IntN(50))}
+			if r.tok < 0 {
+				r.tok = Unknown
+			}
+			key := fmt.Sprint(r.stage, r.id)
+			if used[key] { // duplicates are the indexer's business
+				continue
+			}
+			used[key] = true
+			if rng.IntN(2) == 0 {
+				r.file = 1
+				a = append(a, r)
+			} else {
+				r.file = 2
+				b = append(b, r)
+			}
+		}
+		only := newDB(t)
+		addAll(t, only, a)
+		both := newDB(t)
+		addAll(t, both, a)
+		addAll(t, both, b)
+		err := both.Update(func(tx *Tx) error {
+			for st := Stage(0); st < numStages; st++ {
+				if _, err := tx.RemoveFile("ds", st, 2); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := state(t, both, "ds"), state(t, only, "ds"); got != want {
+			t.Fatalf("round %d: after removing file 2:\n got %s\nwant %s", round, got, want)
+		}
+	}
+}
+
+func TestWindowAndMissing(t *testing.T) {
+	db := newDB(t)
+	addAll(t, db, []rec{
+		{Prompts, "a", 1, 0, 1}, {Prompts, "b", 1, 0, 1}, {Prompts, "c", 1, 0, 1}, {Prompts, "d", 1, 0, 1},
+		{Raw, "a", 2, 10, 100}, {Raw, "c", 2, 20, 101}, {Raw, "z", 2, Unknown, 102},
+		{Errors, "b", 3, Unknown, 100}, {Tokenized, "a", 4, 5, 200},
+	})
+	db.View(func(v *View) error {
+		if r, tk, u := v.Window("ds", 100, 102); r != 2 || tk != 30 || u != 0 {
+			t.Errorf("window [100,102) = %d %d %d", r, tk, u)
+		}
+		if r, tk, u := v.Window("ds", 101, 103); r != 2 || tk != 20 || u != 1 {
+			t.Errorf("window [101,103) = %d %d %d", r, tk, u)
+		}
+		var miss []string
+		v.Missing("ds", Prompts, func(id string) error { miss = append(miss, id); return nil }, Raw, Errors)
+		if fmt.Sprint(miss) != "[d]" {
+			t.Errorf("missing raw = %v", miss)
+		}
+		miss = nil
+		v.Missing("ds", Raw, func(id string) error { miss = append(miss, id); return nil }, Tokenized)
+		if fmt.Sprint(miss) != "[c z]" {
+			t.Errorf("missing tokenized = %v", miss)
+		}
+		s, _ := v.Summary("ds")
+		if s.MissingRaw() != 1 || s.MissingTokenized() != 2 || s.Overlap.ErrorsOpen != 1 {
+			t.Errorf("summary = %+v", s)
+		}
+		return nil
+	})
+}
