@@ -137,7 +137,7 @@ func tokens(v *store.View, names []string, out Sink) error {
 			h[tokens] += count
 			all[tokens] += count
 		})
-		if err := out.Row(tokenRow(s.Dataset, r, h)); err != nil {
+		if err := out.Row(tokenRow(s.Dataset, &r, h)); err != nil {
 			return err
 		}
 		tot.Records += r.Records
