@@ -1,0 +1,96 @@
+package sim
+
+import "time"
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultModel               = "sim-model"
+	DefaultContextLength       = 32768
+	DefaultSlots               = 128
+	DefaultMaxNewTokensDefault = 128
+)
+
+// Config describes the simulated server. The zero value of every field means
+// the documented default.
+type Config struct {
+	// Model is the served model name (--served-model-name), default
+	// DefaultModel.
+	Model string
+	// ContextLength is the model context length, default DefaultContextLength.
+	// It is reported as /v1/models data[0].max_model_len and bounds prompts.
+	ContextLength int
+	// Slots is like --max-running-requests: how many generation items decode
+	// at once (default DefaultSlots). Items beyond it queue, FIFO and without
+	// bound, as SGLang never rejects for load by default.
+	Slots int
+	// PrefillTokensPerSec is the prefill speed of one item; 0 means instant.
+	PrefillTokensPerSec float64
+	// DecodeTokensPerSec is the decode speed of each running item; 0 means
+	// instant.
+	DecodeTokensPerSec float64
+	// MaxNewTokensDefault is the /generate max_new_tokens used when the
+	// request omits it, default DefaultMaxNewTokensDefault (128, as SGLang).
+	MaxNewTokensDefault int
+	// APIKey, if set, is required as "Authorization: Bearer <APIKey>" on
+	// every endpoint except /health* and /metrics; otherwise the answer is
+	// 401 {"error":"Unauthorized"}.
+	APIKey string
+	// ReasoningParser simulates a reasoning model served with
+	// --reasoning-parser: outputs after a generation prompt start with a
+	// <think> section, chat splits it into reasoning_content and
+	// reasoning_tokens counts it.
+	ReasoningParser bool
+	// EnableMetrics serves /metrics (--enable-metrics). Without it /metrics
+	// is 404, as in SGLang.
+	EnableMetrics bool
+	// TokenizerMaxLength is the tokenizer model_max_length that /v1/tokenize
+	// reports as max_model_len; 0 means the HF sentinel TokenizerMaxLength.
+	TokenizerMaxLength int64
+
+	// StartupDelay makes ListenAndServe bind its port only after this long,
+	// so clients see connection refused, like SGLang loading weights.
+	StartupDelay time.Duration
+	// Warmup is how long after the server starts (see Server.Handler)
+	// /health, /health_generate and the generation endpoints answer 503.
+	// /v1/models and /model_info answer 200 meanwhile.
+	Warmup time.Duration
+	// ErrorRate is the fraction of generation requests answered with an
+	// injected 500 or 503.
+	ErrorRate float64
+	// ResetRate is the fraction of generation requests whose connection is
+	// reset without a response.
+	ResetRate float64
+	// AbortRate is the fraction of generation requests whose items are
+	// aborted part way: 200 with finish_reason type "abort".
+	AbortRate float64
+	// CrashAfter, if positive, crashes the server once that many generation
+	// requests have completed: the listener and every connection close.
+	CrashAfter int
+	// Seed makes outputs and injected faults reproducible.
+	Seed int64
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.ContextLength <= 0 {
+		c.ContextLength = DefaultContextLength
+	}
+	if c.Slots <= 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.MaxNewTokensDefault <= 0 {
+		c.MaxNewTokensDefault = DefaultMaxNewTokensDefault
+	}
+	return c
+}
+
+// maxReqInputLen is SGLang's max_req_input_len: min(context-1, pool-1) - 5,
+// with a KV pool that never binds.
+func (c Config) maxReqInputLen() int { return c.ContextLength - 1 - 5 }
+
+// maxTotalNumTokens is the simulated KV pool size, large enough for every
+// slot to hold a full context.
+func (c Config) maxTotalNumTokens() int { return c.ContextLength * c.Slots }

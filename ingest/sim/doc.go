@@ -1,0 +1,51 @@
+/*
+Package sim is an in-process HTTP simulator of an SGLang server, for dry runs
+and tests of clients that talk to SGLang.
+
+It serves the endpoints a generation client uses, with the request and
+response shapes, status codes and error messages of SGLang's own code (see
+/work/shared/sglang-api.md): /generate (single, batch, n>1, streaming),
+/v1/chat/completions, /v1/completions, /v1/tokenize, /v1/detokenize,
+/health, /health_generate, /v1/models, /model_info, /server_info (and their
+/get_* aliases), /flush_cache, /abort_request and, with
+Config.EnableMetrics, /metrics.
+
+# The simulated model
+
+The model has a small reversible tokenizer (see Encode, Decode and the token
+id constants): every byte b of text is the token ByteBase+b, and a few special
+tokens (BOS, EOS, chat-template markers, <think>) have ids below ByteBase.
+A chat prompt is rendered as
+
+	BOS {IMStart role content IMEnd}... IMStart Assistant
+
+Outputs are readable English-like words, deterministic: the output of a
+request is a pure function of its prompt ids, Config.Seed, and, unless the
+request is greedy (temperature 0 or top_k 1), its sampling_seed and its
+sample index within n>1. The temperature value itself does not change the
+text. Most outputs end with EOS before max_new_tokens ("stop"); about one in
+seven at the default budget runs into the limit ("length"). EOS is included in
+output_ids and completion_tokens but not in text, as in SGLang.
+
+With Config.ReasoningParser the model is a reasoning model served with
+--reasoning-parser: when the prompt ends with the assistant generation prompt,
+the output starts with a <think>...</think> section, chat responses split it
+into reasoning_content, and reasoning_tokens counts it.
+
+# Timing and load
+
+Each generation item waits FIFO for one of Config.Slots decode slots, then
+sleeps prompt/PrefillTokensPerSec plus completion/DecodeTokensPerSec
+(streams emit each token at its own time). Queues grow without bound, as in
+SGLang by default. A client disconnect or /abort_request frees the slot.
+Stats and OccupancySeries report load.
+
+# Faults
+
+Config can delay the bind (StartupDelay), answer 503 during a warmup
+(Warmup), fail, reset or abort a deterministic fraction of generation
+requests (ErrorRate, ResetRate, AbortRate, drawn from Seed and the request's
+arrival number), and crash the whole server after N completed requests
+(CrashAfter).
+*/
+package sim

@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// fault is the injected fault drawn for one generation request.
+type fault int
+
+const (
+	noFault fault = iota
+	fault500
+	fault503
+	faultReset
+	faultAbort
+)
+
+// drawFault draws the fault of the n-th generation request from Config.Seed.
+// The same Seed gives the same faults to the same arrival numbers.
+func (s *Server) drawFault(n uint64) (fault, float64) {
+	c := &s.cfg
+	if c.ErrorRate <= 0 && c.ResetRate <= 0 && c.AbortRate <= 0 {
+		return noFault, 0
+	}
+	r := rng{state: mix(uint64(c.Seed)^0xFA017) ^ n*0x9E3779B97F4A7C15}
+	u, v := r.float(), r.float()
+	switch {
+	case u < c.ErrorRate:
+		if v < 0.5 {
+			return fault500, v
+		}
+		return fault503, v
+	case u < c.ErrorRate+c.ResetRate:
+		return faultReset, v
+	case u < c.ErrorRate+c.ResetRate+c.AbortRate:
+		return faultAbort, v
+	}
+	return noFault, v
+}
+
+// outcome is how a generation request ended, for Stats.
+type outcome int
+
+const (
+	outCompleted outcome = iota
+	outError
+	outReset
+	outCanceled
+)
+
+// genRequest is one HTTP generation request in progress.
+type genRequest struct {
+	s       *Server
+	w       http.ResponseWriter
+	r       *http.Request
+	arrival time.Time
+	body    []byte
+	fault   fault
+	faultV  float64 // where an injected abort cuts the output, in [0, 1)
+	ended   bool
+}
+
+// beginGeneration admits a generation request: it counts it, answers 503
+// during warmup, reads the body and applies an injected error or reset. It
+// returns nil if the request has already been answered.
+func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genRequest {
+	s.stats.requests.Add(1)
+	n := s.stats.inFlight.Add(1)
+	for {
+		m := s.stats.maxInFlight.Load()
+		if n <= m || s.stats.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	g := &genRequest{s: s, w: w, r: r, arrival: time.Now()}
+	if s.warmingUp() {
+		writeOpenAIError(w, httpError(http.StatusServiceUnavailable, "503", "The server is warming up."))
+		g.end(outError)
+		return nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		g.end(outCanceled)
+		return nil
+	}
+	g.body = body
+	g.fault, g.faultV = s.drawFault(s.arrivals.Add(1))
+	switch g.fault {
+	case fault500:
+		writeInternalError(w)
+		g.end(outError)
+		return nil
+	case fault503:
+		writeOpenAIError(w, httpError(http.StatusServiceUnavailable, "503", "The request queue is full."))
+		g.end(outError)
+		return nil
+	case faultReset:
+		g.end(outReset)
+		resetConn(w)
+		return nil
+	}
+	return g
+}
+
+// end records the outcome of the request once. A completed request may
+// trigger the simulated crash; its answer is flushed first so the client
+// receives it.
+func (g *genRequest) end(o outcome) {
+	if g.ended {
+		return
+	}
+	g.ended = true
+	c := &g.s.stats
+	c.inFlight.Add(-1)
+	switch o {
+	case outCompleted:
+		n := c.completed.Add(1)
+		if k := g.s.cfg.CrashAfter; k > 0 && n >= int64(k) {
+			http.NewResponseController(g.w).Flush()
+			g.s.crash()
+		}
+	case outError:
+		c.errors.Add(1)
+	case outReset:
+		c.resets.Add(1)
+	case outCanceled:
+		c.canceled.Add(1)
+	}
+}
+
+// finishItems records the outcome of a request whose items ran: canceled
+// if the client went away, else completed, counting aborted items.
+func (g *genRequest) finishItems(items []*item, clientThere bool) {
+	for _, it := range items {
+		if it.finish != nil && (it.finish.kind == finishAbort || it.finish.kind == finishAbortQueued) {
+			g.s.stats.aborts.Add(1)
+		}
+	}
+	if !clientThere {
+		g.end(outCanceled)
+		return
+	}
+	g.end(outCompleted)
+}
+
+// applyFault marks the items of a request drawn for an injected abort: each
+// is cut at the same fraction of its planned output.
+func (g *genRequest) applyFault(items []*item) {
+	for _, it := range items {
+		it.abortAt = -1
+		if g.fault == faultAbort && it.plan != nil {
+			it.abortAt = int(g.faultV * float64(len(it.plan.ids)))
+		}
+	}
+}
+
+// resetConn drops the connection without an answer: a TCP reset when the
+// connection can be hijacked, else net/http's abort of the handler.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}

@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var metaKeys = []string{"id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions",
+	"reasoning_tokens", "completion_tokens", "cached_tokens", "dp_rank", "e2e_latency", "response_sent_to_client_ts"}
+
+func TestGenerateShape(t *testing.T) {
+	_, url := testServer(t, Config{})
+	resp, b := post(t, url+"/generate", `{"rid":"job42-000017","input_ids":[1,300,301,302],"sampling_params":{"max_new_tokens":256,"temperature":0.7,"top_p":0.95,"top_k":50,"min_p":0.0,"stop_token_ids":[4],"skip_special_tokens":true},"stream":false}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	wantKeys(t, b, []string{"text", "output_ids", "meta_info"})
+	wantKeys(t, b, metaKeys, "meta_info")
+	m := obj(t, decode(t, b))
+	meta := obj(t, m["meta_info"])
+	ids := ints(t, m["output_ids"])
+	if str(t, meta["id"]) != "job42-000017" || num(t, meta["prompt_tokens"]) != 4 || str(t, meta["weight_version"]) != "default" ||
+		num(t, meta["num_retractions"]) != 0 || num(t, meta["reasoning_tokens"]) != 0 || num(t, meta["cached_tokens"]) != 0 || meta["dp_rank"] != nil {
+		t.Errorf("meta_info %v", meta)
+	}
+	if num(t, meta["completion_tokens"]) != len(ids) {
+		t.Errorf("completion_tokens %v != len(output_ids) %d", meta["completion_tokens"], len(ids))
+	}
+	for _, k := range []string{"e2e_latency", "response_sent_to_client_ts"} {
+		if _, err := meta[k].(json.Number).Float64(); err != nil {
+			t.Errorf("%s is not a float: %v", k, meta[k])
+		}
+	}
+	fr := obj(t, meta["finish_reason"])
+	switch str(t, fr["type"]) {
+	case "stop":
+		wantKeys(t, b, []string{"type", "matched"}, "meta_info", "finish_reason")
+		if num(t, fr["matched"]) != EOSID || ids[len(ids)-1] != EOSID {
+			t.Errorf("stop finish %v, last id %d", fr, ids[len(ids)-1])
+		}
+		if text := str(t, m["text"]); text != Decode(ids[:len(ids)-1], true) || strings.Contains(text, "<|eos|>") {
+			t.Errorf("text %q does not match output_ids without EOS", text)
+		}
+	case "length":
+		if num(t, fr["length"]) != 256 || len(ids) != 256 {
+			t.Errorf("length finish %v with %d ids", fr, len(ids))
+		}
+	default:
+		t.Errorf("finish_reason %v", fr)
+	}
+}
+
+func TestGenerateDeterministic(t *testing.T) {
+	_, url := testServer(t, Config{Seed: 3})
+	body := `{"text":"What is the capital of France?"}`
+	a, b := postOK(t, url+"/generate", body), postOK(t, url+"/generate", body)
+	ma, mb := obj(t, a), obj(t, b)
+	if ma["text"] != mb["text"] || !reflect.DeepEqual(ma["output_ids"], mb["output_ids"]) {
+		t.Errorf("same prompt, different outputs: %v vs %v", ma["text"], mb["text"])
+	}
+	// /generate text adds BOS, so it equals input_ids with BOS.
+	c := obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"input_ids":%s}`, marshal(Encode("What is the capital of France?", true)))))
+	if c["text"] != ma["text"] {
+		t.Errorf("text prompt and its ids differ: %v vs %v", ma["text"], c["text"])
+	}
+	seeded := func(seed int) string {
+		m := obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":"x","sampling_params":{"sampling_seed":%d,"ignore_eos":true,"max_new_tokens":30}}`, seed)))
+		return str(t, m["text"])
+	}
+	if seeded(1) == seeded(2) || seeded(1) != seeded(1) {
+		t.Error("sampling_seed does not select a deterministic output")
+	}
+}
+
+func TestGenerateFinish(t *testing.T) {
+	_, url := testServer(t, Config{})
+	m := obj(t, postOK(t, url+"/generate", `{"text":"long","sampling_params":{"max_new_tokens":17,"ignore_eos":true}}`))
+	meta := obj(t, m["meta_info"])
+	if fr := obj(t, meta["finish_reason"]); str(t, fr["type"]) != "length" || num(t, fr["length"]) != 17 {
+		t.Errorf("finish %v", fr)
+	}
+	if ids := ints(t, m["output_ids"]); len(ids) != 17 || num(t, meta["completion_tokens"]) != 17 || len(str(t, m["text"])) != 17 {
+		t.Errorf("length output %d ids, %v tokens, text %q", len(ids), meta["completion_tokens"], m["text"])
+	}
+	// max_new_tokens 0 is an empty "length" output.
+	m = obj(t, postOK(t, url+"/generate", `{"text":"zero","sampling_params":{"max_new_tokens":0}}`))
+	if fr := obj(t, obj(t, m["meta_info"])["finish_reason"]); num(t, fr["length"]) != 0 || len(ints(t, m["output_ids"])) != 0 {
+		t.Errorf("max_new_tokens 0: %v", m)
+	}
+	// A stop string is trimmed from text and reported as matched.
+	full := str(t, obj(t, postOK(t, url+"/generate", `{"text":"s","sampling_params":{"max_new_tokens":60,"ignore_eos":true}}`))["text"])
+	word := strings.Fields(full)[1]
+	m = obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":"s","sampling_params":{"max_new_tokens":60,"ignore_eos":true,"stop":[%q]}}`, word)))
+	fr := obj(t, obj(t, m["meta_info"])["finish_reason"])
+	if fr["matched"] != word || strings.Contains(str(t, m["text"]), word) || !strings.HasPrefix(full, str(t, m["text"])+word) {
+		t.Errorf("stop %q: finish %v, text %q (full %q)", word, fr, m["text"], full)
+	}
+}
+
+func TestGenerateBatch(t *testing.T) {
+	_, url := testServer(t, Config{})
+	prompts := []string{"alpha", "beta", "gamma", "delta"}
+	single := make([]any, len(prompts))
+	for i, p := range prompts {
+		single[i] = obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":%q}`, p)))["text"]
+	}
+	out := arr(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":%s,"rid":"b7"}`, marshal(prompts))))
+	if len(out) != len(prompts) {
+		t.Fatalf("%d results for %d prompts", len(out), len(prompts))
+	}
+	for i, r := range out {
+		m := obj(t, r)
+		if id := str(t, obj(t, m["meta_info"])["id"]); id != fmt.Sprintf("b7_%d", i) {
+			t.Errorf("result %d has id %q", i, id)
+		}
+		if m["text"] != single[i] {
+			t.Errorf("result %d is out of order: %q, want %q", i, m["text"], single[i])
+		}
+	}
+	ids := arr(t, postOK(t, url+"/generate", `{"input_ids":[[1,300],[1,301]],"rid":["x","y"],"sampling_params":[{"max_new_tokens":3,"ignore_eos":true},{"max_new_tokens":5,"ignore_eos":true}]}`))
+	if len(ints(t, obj(t, ids[0])["output_ids"])) != 3 || len(ints(t, obj(t, ids[1])["output_ids"])) != 5 {
+		t.Error("per-item sampling_params not applied in order")
+	}
+	// n>1: prompt-major, fresh rids.
+	n := arr(t, postOK(t, url+"/generate", `{"text":["p","q"],"rid":"r","sampling_params":{"n":2,"max_new_tokens":8}}`))
+	if len(n) != 4 {
+		t.Fatalf("n=2 over 2 prompts gave %d results", len(n))
+	}
+	for i, r := range n {
+		meta := obj(t, obj(t, r)["meta_info"])
+		if num(t, meta["prompt_tokens"]) != 2 || strings.HasPrefix(str(t, meta["id"]), "r_") {
+			t.Errorf("sample %d meta %v", i, meta)
+		}
+	}
+	if one := arr(t, postOK(t, url+"/generate", `{"text":"p","sampling_params":{"n":3}}`)); len(one) != 3 {
+		t.Errorf("single prompt with n=3 gave %d results", len(one))
+	}
+}
+
+func TestGenerateStream(t *testing.T) {
+	_, url := testServer(t, Config{})
+	const body = `{"text":"stream me","sampling_params":{"max_new_tokens":40},"return_prompt_token_ids":true}`
+	want := obj(t, postOK(t, url+"/generate", strings.Replace(body, `{"text"`, `{"stream":false,"text"`, 1)))
+	resp, b := post(t, url+"/generate", strings.Replace(body, `{"text"`, `{"stream":true,"text"`, 1))
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+		t.Errorf("content type %q", ct)
+	}
+	events := sse(t, b)
+	if events[len(events)-1] != "[DONE]" {
+		t.Fatalf("stream does not end with [DONE]: %v", events[len(events)-1])
+	}
+	chunks := events[:len(events)-1]
+	wantIDs := ints(t, want["output_ids"])
+	if len(chunks) != len(wantIDs) {
+		t.Errorf("%d chunks for %d tokens", len(chunks), len(wantIDs))
+	}
+	for i, c := range chunks {
+		m := obj(t, decode(t, []byte(c)))
+		meta := obj(t, m["meta_info"])
+		ids := ints(t, m["output_ids"])
+		if !reflect.DeepEqual(ids, wantIDs[:len(ids)]) || num(t, meta["completion_tokens"]) != len(ids) || len(ids) != i+1 {
+			t.Errorf("chunk %d is not cumulative: %v", i, ids)
+		}
+		if !reflect.DeepEqual(ints(t, m["prompt_token_ids"]), Encode("stream me", true)) {
+			t.Errorf("chunk %d prompt_token_ids %v", i, m["prompt_token_ids"])
+		}
+		last := i == len(chunks)-1
+		_, hasE2E := meta["e2e_latency"]
+		_, hasTS := meta["response_sent_to_client_ts"]
+		if (meta["finish_reason"] != nil) != last || hasE2E != last || hasTS != (i == 0) {
+			t.Errorf("chunk %d: finish %v, e2e %v, ts %v", i, meta["finish_reason"], hasE2E, hasTS)
+		}
+		if last && m["text"] != want["text"] {
+			t.Errorf("final text %q, want %q", m["text"], want["text"])
+		}
+	}
+	// A batch stream carries an index on every chunk.
+	_, b = post(t, url+"/generate", `{"text":["a","b"],"stream":true,"sampling_params":{"max_new_tokens":4,"ignore_eos":true}}`)
+	seen := map[int]int{}
+	for _, c := range sse(t, b) {
+		if c != "[DONE]" {
+			seen[num(t, obj(t, decode(t, []byte(c)))["index"])]++
+		}
+	}
+	if !reflect.DeepEqual(seen, map[int]int{0: 4, 1: 4}) {
+		t.Errorf("batch stream chunks per index %v", seen)
+	}
+	// stream_interval groups tokens.
+	_, b = post(t, url+"/generate", `{"text":"a","stream":true,"sampling_params":{"max_new_tokens":10,"ignore_eos":true,"stream_interval":4}}`)
+	if got := len(sse(t, b)); got != 3+1 {
+		t.Errorf("stream_interval 4 over 10 tokens gave %d events", got)
+	}
+}
+
+func TestGenerateErrors(t *testing.T) {
+	_, url := testServer(t, Config{ContextLength: 100})
+	long := marshal(make([]int, 100))
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"too long", `{"input_ids":` + string(long) + `}`, 400, "The input (100 tokens) is longer than the model's context length (100 tokens)."},
+		{"total", `{"input_ids":[1,2,3,4,5,6,7,8,9,10],"sampling_params":{"max_new_tokens":91}}`, 400,
+			"Requested token count exceeds the model's maximum context length of 100 tokens. You requested a total of 101 tokens: 10 tokens from the input messages and 91 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."},
+		{"max_req_input_len", `{"input_ids":` + string(marshal(make([]int, 95))) + `,"sampling_params":{"max_new_tokens":1}}`, 400,
+			"Input length (95 tokens) exceeds the maximum allowed length (94 tokens). Use a shorter input or enable --allow-auto-truncate."},
+		{"empty ids", `{"input_ids":[]}`, 400, "input_ids cannot be empty."},
+		{"no input", `{"sampling_params":{}}`, 400, "Either text, input_ids or input_embeds should be provided."},
+		{"top_p", `{"text":"x","sampling_params":{"top_p":0.0}}`, 400, "top_p must be in (0, 1], got 0.0."},
+		{"dup in batch", `{"text":["a","b"],"rid":["r","r"]}`, 400, "Duplicate request IDs detected within the request: ['r']"},
+		{"rid count", `{"text":["a","b"],"rid":["r"]}`, 400, "The specified rids length mismatch with the batch_size for batch processing."},
+	} {
+		resp, b := post(t, url+"/generate", tc.body)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d: %s", tc.name, resp.StatusCode, b)
+			continue
+		}
+		wantKeys(t, b, []string{"error"})
+		if got := errMessage(t, b); got != tc.msg {
+			t.Errorf("%s: message\n got %q\nwant %q", tc.name, got, tc.msg)
+		}
+	}
+
+	resp, b := post(t, url+"/generate", `{"text":"x","sampling_params":{"max_tokens":5}}`)
+	if resp.StatusCode != 500 || string(b) != "Internal Server Error" {
+		t.Errorf("unknown sampling key: %d %q", resp.StatusCode, b)
+	}
+	for _, body := range []string{`{"text":"x","rid":5}`, `{"text":"x","stream":"maybe"}`, `{"text":`, `[1,2]`} {
+		resp, b := post(t, url+"/generate", body)
+		if resp.StatusCode != 400 {
+			t.Errorf("%s: status %d", body, resp.StatusCode)
+			continue
+		}
+		wantKeys(t, b, []string{"object", "message", "type", "param", "code"})
+		m := obj(t, decode(t, b))
+		if m["type"] != "Bad Request" || num(t, m["code"]) != 400 || m["param"] != nil || m["object"] != "error" {
+			t.Errorf("%s: %s", body, b)
+		}
+	}
+	if resp, _ := do(t, http.MethodPost, url+"/generate", "text/plain", `{"text":"x"}`); resp.StatusCode != 400 {
+		t.Errorf("text/plain body: status %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodPut, url+"/generate", "", `{"text":"x"}`); resp.StatusCode != 200 {
+		t.Errorf("PUT without content type: status %d", resp.StatusCode)
+	}
+	if resp, b := do(t, http.MethodGet, url+"/generate", "", ""); resp.StatusCode != 405 || errDetail(t, b) != "Method Not Allowed" {
+		t.Errorf("GET /generate: %d %s", resp.StatusCode, b)
+	}
+}
+
+// errDetail returns FastAPI's {"detail":…}.
+func errDetail(t *testing.T, b []byte) string {
+	t.Helper()
+	return str(t, obj(t, decode(t, b))["detail"])
+}
+
+func TestGenerateStreamErrors(t *testing.T) {
+	_, url := testServer(t, Config{ContextLength: 100})
+	// A ValueError arrives after the 200 header, inside the stream.
+	resp, b := post(t, url+"/generate", `{"text":"x","stream":true,"sampling_params":{"top_p":2}}`)
+	events := sse(t, b)
+	if resp.StatusCode != 200 || len(events) != 2 || events[1] != "[DONE]" {
+		t.Fatalf("status %d, events %q", resp.StatusCode, events)
+	}
+	e := obj(t, obj(t, decode(t, []byte(events[0])))["error"])
+	if e["message"] != "top_p must be in (0, 1], got 2." || e["type"] != "invalid_request_error" || num(t, e["code"]) != 400 || e["retryable"] != false {
+		t.Errorf("error chunk %v", e)
+	}
+	// The scheduler's length check aborts with status_code 400 in a chunk.
+	_, b = post(t, url+"/generate", `{"input_ids":`+string(marshal(make([]int, 96)))+`,"stream":true}`)
+	events = sse(t, b)
+	fr := obj(t, obj(t, obj(t, decode(t, []byte(events[0])))["meta_info"])["finish_reason"])
+	if fr["type"] != "abort" || num(t, fr["status_code"]) != 400 || fr["err_type"] != "BadRequestError" {
+		t.Errorf("scheduler abort chunk %v", fr)
+	}
+	// An unknown sampling key breaks the stream after the header.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/generate", strings.NewReader(`{"text":"x","stream":true,"sampling_params":{"max_tokens":5}}`))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	if _, err := io.ReadAll(r.Body); r.StatusCode != 200 || err == nil {
+		t.Errorf("unknown key in stream: status %d, read error %v", r.StatusCode, err)
+	}
+}
+
+func TestGenerateDuplicateInFlight(t *testing.T) {
+	s, url := testServer(t, Config{DecodeTokensPerSec: 100})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		post(t, url+"/generate", `{"rid":"dup","text":"x","sampling_params":{"max_new_tokens":30,"ignore_eos":true}}`)
+	})
+	waitFor(t, func() bool { return s.Stats().Running == 1 })
+	resp, b := post(t, url+"/generate", `{"rid":"dup","text":"y"}`)
+	if resp.StatusCode != 400 || errMessage(t, b) != "Duplicate request ID detected: dup" {
+		t.Errorf("duplicate rid: %d %s", resp.StatusCode, b)
+	}
+	wg.Wait()
+	if resp, _ := post(t, url+"/generate", `{"rid":"dup","text":"y"}`); resp.StatusCode != 200 {
+		t.Errorf("rid reuse after completion: %d", resp.StatusCode)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

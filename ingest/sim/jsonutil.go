@@ -1,0 +1,267 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// bufPool recycles buffers for marshal.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// marshal encodes v as one line of JSON without HTML escaping, as orjson and
+// msgspec write it. It panics on values that cannot be encoded, which would
+// be a bug in this package.
+func marshal(v any) []byte {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("sim: encoding %T: %v", v, err))
+	}
+	b := buf.Bytes()
+	return bytes.Clone(b[:len(b)-1])
+}
+
+// quote returns s as a JSON string literal.
+func quote(s string) []byte {
+	return marshal(s)
+}
+
+// pyNum is a JSON number that remembers whether it was written as an
+// integer, so messages can print it the way Python would.
+type pyNum struct {
+	f     float64
+	isInt bool
+	i     int64
+}
+
+// String formats n like Python's str(): 3, 0.5, 1e-07, 1e+16, 1.0.
+func (n pyNum) String() string {
+	if n.isInt {
+		return strconv.FormatInt(n.i, 10)
+	}
+	return pyFloat(n.f)
+}
+
+// parseNum parses a JSON number literal.
+func parseNum(raw json.RawMessage) (pyNum, bool) {
+	s := string(raw)
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return pyNum{}, false
+	}
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return pyNum{f: float64(i), isInt: true, i: i}, true
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return pyNum{}, false
+	}
+	return pyNum{f: f}, true
+}
+
+// pyFloat formats f like Python's repr(float): shortest round-trip digits,
+// scientific notation when the exponent is < -4 or >= 16, and always a '.'
+// or exponent.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, expStr, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expStr)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// pyStr formats s like Python's repr(str) for plain text.
+func pyStr(s string) string {
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}
+
+// orderedKeys returns the keys of a JSON object in document order, without
+// duplicates.
+func orderedKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return keys
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// jsonKind reports the JSON type of raw: "null", "bool", "number",
+// "string", "array", "object" or "" if raw is empty.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "bool"
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
+	}
+	return "number"
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	k := jsonKind(raw)
+	return k == "" || k == "null"
+}
+
+// decodeObject decodes a JSON object into its members. ok is false if raw is
+// not an object.
+func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	if jsonKind(raw) != "object" {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// decodeArray decodes a JSON array into its elements.
+func decodeArray(raw json.RawMessage) ([]json.RawMessage, bool) {
+	if jsonKind(raw) != "array" {
+		return nil, false
+	}
+	var a []json.RawMessage
+	if json.Unmarshal(raw, &a) != nil {
+		return nil, false
+	}
+	return a, true
+}
+
+// decodeInt decodes a JSON integer (an integral float such as 3.0 is
+// accepted, as pydantic's lax mode does).
+func decodeInt(raw json.RawMessage) (int, bool) {
+	n, ok := parseNum(bytes.TrimSpace(raw))
+	if !ok {
+		return 0, false
+	}
+	if n.isInt {
+		return int(n.i), true
+	}
+	if n.f == math.Trunc(n.f) && math.Abs(n.f) < 1<<53 {
+		return int(n.f), true
+	}
+	return 0, false
+}
+
+// decodeInts decodes a JSON array of integers.
+func decodeInts(raw json.RawMessage) ([]int, bool) {
+	a, ok := decodeArray(raw)
+	if !ok {
+		return nil, false
+	}
+	out := make([]int, len(a))
+	for i, v := range a {
+		if out[i], ok = decodeInt(v); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// decodeString decodes a JSON string.
+func decodeString(raw json.RawMessage) (string, bool) {
+	if jsonKind(raw) != "string" {
+		return "", false
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// decodeBool decodes a boolean the way pydantic's lax mode does: true,
+// false, 0, 1 and the strings "true", "false", "yes", "no", "on", "off",
+// "1", "0", "t", "f", "y", "n" in any case.
+func decodeBool(raw json.RawMessage) (bool, bool) {
+	switch jsonKind(raw) {
+	case "bool":
+		return bytes.TrimSpace(raw)[0] == 't', true
+	case "number":
+		if n, ok := decodeInt(raw); ok && (n == 0 || n == 1) {
+			return n == 1, true
+		}
+	case "string":
+		s, _ := decodeString(raw)
+		switch strings.ToLower(s) {
+		case "true", "yes", "on", "1", "t", "y":
+			return true, true
+		case "false", "no", "off", "0", "f", "n":
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// decodeStrings decodes a string or a list of strings.
+func decodeStrings(raw json.RawMessage) (list []string, isList, ok bool) {
+	if s, ok := decodeString(raw); ok {
+		return []string{s}, false, true
+	}
+	a, ok := decodeArray(raw)
+	if !ok {
+		return nil, false, false
+	}
+	list = make([]string, len(a))
+	for i, v := range a {
+		if list[i], ok = decodeString(v); !ok {
+			return nil, true, false
+		}
+	}
+	return list, true, true
+}

@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// params returns verified sampling params from a JSON object.
+func params(t *testing.T, js string) *samplingParams {
+	t.Helper()
+	m, ok := decodeObject([]byte(js))
+	if !ok {
+		t.Fatalf("bad params %s", js)
+	}
+	sp, err := parseSamplingParams(m, 128)
+	if err != nil {
+		t.Fatalf("params %s: %v", js, err)
+	}
+	return sp
+}
+
+func TestPlanDeterministic(t *testing.T) {
+	s := New(Config{Seed: 7})
+	sp := params(t, `{}`)
+	a := s.planOutput(Encode("same prompt", true), sp, 128, 0)
+	b := s.planOutput(Encode("same prompt", true), sp, 128, 0)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same prompt gave different plans")
+	}
+	c := New(Config{Seed: 8}).planOutput(Encode("same prompt", true), sp, 128, 0)
+	if reflect.DeepEqual(a.ids, c.ids) {
+		t.Error("another Seed gave the same output")
+	}
+}
+
+func TestPlanLengthDistribution(t *testing.T) {
+	s := New(Config{})
+	sp := params(t, `{}`)
+	const n, budget = 2000, 128
+	lengths := 0
+	for i := range n {
+		p := s.planOutput([]int{BOSID, ByteBase + i%256, ByteBase + i/256}, sp, budget, 0)
+		switch p.finish.kind {
+		case finishLength:
+			lengths++
+			if len(p.ids) != budget || p.finish.length != budget {
+				t.Fatalf("length finish with %d ids, length %d", len(p.ids), p.finish.length)
+			}
+		case finishStopToken:
+			if len(p.ids) > budget || p.ids[len(p.ids)-1] != EOSID {
+				t.Fatalf("stop finish with %d ids ending %d", len(p.ids), p.ids[len(p.ids)-1])
+			}
+		default:
+			t.Fatalf("finish %v", p.finish)
+		}
+		if txt := p.text(len(p.ids), sp, true); strings.ContainsFunc(txt, func(r rune) bool {
+			return !(r == ' ' || r == '.' || r == '\n' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) {
+			t.Fatalf("unreadable text %q", txt)
+		}
+	}
+	if frac := float64(lengths) / n; frac < 0.05 || frac > 0.3 {
+		t.Errorf("%.2f of outputs hit the length limit, want most to stop", frac)
+	}
+}
+
+func TestPlanIgnoreEOSAndPrefix(t *testing.T) {
+	s := New(Config{})
+	prompt := Encode("prefix property", true)
+	long := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 300, 0)
+	if len(long.ids) != 300 || long.finish.kind != finishLength {
+		t.Fatalf("ignore_eos gave %d ids, finish %v", len(long.ids), long.finish)
+	}
+	short := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 40, 0)
+	if !reflect.DeepEqual(short.ids, long.ids[:40]) {
+		t.Error("a smaller budget is not a prefix of a larger one")
+	}
+}
+
+func TestPlanStops(t *testing.T) {
+	s := New(Config{})
+	prompt := Encode("stops", true)
+	base := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200, 0)
+	text := base.text(200, params(t, `{}`), false)
+	space := strings.IndexByte(text, ' ')
+
+	p := s.planOutput(prompt, params(t, `{"ignore_eos":true,"stop_token_ids":[288]}`), 200, 0) // ' '
+	if len(p.ids) != space+1 || p.finish.matched() != int(ByteBase+' ') {
+		t.Fatalf("stop token: %d ids, matched %v; want %d", len(p.ids), p.finish.matched(), space+1)
+	}
+	if got := p.text(len(p.ids), params(t, `{}`), true); got != text[:space] {
+		t.Errorf("stop token text %q, want %q", got, text[:space])
+	}
+
+	word := text[space+1 : space+4]
+	p = s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200, 0)
+	sp := params(t, `{"ignore_eos":true,"stop":["`+word+`"]}`)
+	p = s.planOutput(prompt, sp, 200, 0)
+	end := strings.Index(text, word) + len(word)
+	if p.finish.matched() != word || len(p.ids) != end {
+		t.Fatalf("stop string: matched %v with %d ids, want %q at %d", p.finish.matched(), len(p.ids), word, end)
+	}
+	if got := p.text(len(p.ids), sp, true); got != text[:end-len(word)] {
+		t.Errorf("stop string text %q, want %q", got, text[:end-len(word)])
+	}
+	keep := params(t, `{"ignore_eos":true,"no_stop_trim":true,"stop":["`+word+`"]}`)
+	if got := p.text(len(p.ids), keep, true); got != text[:end] {
+		t.Errorf("no_stop_trim text %q, want %q", got, text[:end])
+	}
+
+	minNew := params(t, `{"ignore_eos":true,"min_new_tokens":50,"stop_token_ids":[288]}`)
+	if p = s.planOutput(prompt, minNew, 200, 0); len(p.ids) < 50 {
+		t.Errorf("min_new_tokens 50 stopped after %d", len(p.ids))
+	}
+}
+
+func TestPlanSamplingSeed(t *testing.T) {
+	s := New(Config{})
+	prompt := Encode("seeded", true)
+	a := s.planOutput(prompt, params(t, `{"sampling_seed":1,"ignore_eos":true}`), 64, 0)
+	b := s.planOutput(prompt, params(t, `{"sampling_seed":2,"ignore_eos":true}`), 64, 0)
+	if reflect.DeepEqual(a.ids, b.ids) {
+		t.Error("different sampling seeds gave the same output")
+	}
+	g1 := s.planOutput(prompt, params(t, `{"sampling_seed":1,"temperature":0,"ignore_eos":true}`), 64, 0)
+	g2 := s.planOutput(prompt, params(t, `{"sampling_seed":2,"temperature":0,"ignore_eos":true}`), 64, 3)
+	if !reflect.DeepEqual(g1.ids, g2.ids) {
+		t.Error("greedy output depends on sampling_seed or sample index")
+	}
+}
+
+func TestPlanReasoning(t *testing.T) {
+	s := New(Config{ReasoningParser: true})
+	prompt := applyChatTemplate([]chatMessage{{"user", "why"}}, chatTemplate{addGenerationPrompt: true})
+	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000, 0)
+	if p.ids[0] != ThinkStartID || p.thinkEnd < 0 || p.ids[p.thinkEnd-1] != ThinkEndID {
+		t.Fatalf("no think section: %v", p.ids[:min(10, len(p.ids))])
+	}
+	if got := p.reasoningTokens(len(p.ids)); got != p.thinkEnd {
+		t.Errorf("reasoning tokens %d, want %d", got, p.thinkEnd)
+	}
+	r, c := splitReasoning(p.text(len(p.ids), params(t, `{}`), true))
+	if r == "" || c == "" || strings.Contains(c, "think>") {
+		t.Errorf("split reasoning %q / content %q", r, c)
+	}
+	plain := s.planOutput(Encode("raw text", true), params(t, `{}`), 200, 0)
+	if plain.reasoning || plain.reasoningTokens(len(plain.ids)) != 0 {
+		t.Error("raw prompt made the model reason")
+	}
+}
+
+func TestSamplingParamErrors(t *testing.T) {
+	for _, tc := range []struct{ js, msg string }{
+		{`{"top_p":0.0}`, "top_p must be in (0, 1], got 0.0."},
+		{`{"top_p":0}`, "top_p must be in (0, 1], got 0."},
+		{`{"temperature":-0.5}`, "temperature must be a non-negative finite number, got -0.5."},
+		{`{"top_k":0}`, "top_k must be -1 (disable) or at least 1, got 0."},
+		{`{"min_p":1.5}`, "min_p must be in [0, 1], got 1.5."},
+		{`{"presence_penalty":3}`, "presence_penalty must be in [-2, 2], got 3."},
+		{`{"repetition_penalty":0.0}`, "repetition_penalty must be in (0, 2] (1.0 = no penalty), got 0.0."},
+		{`{"max_new_tokens":-1}`, "max_new_tokens must be at least 0, got -1."},
+		{`{"max_new_tokens":4,"min_new_tokens":5}`, "min_new_tokens must be in [0, max_new_tokens(4)], got 5."},
+		{`{"logit_bias":{"999999":1}}`, "logit_bias must has keys in [0, 151935], got 999999."},
+		{`{"regex":"a","ebnf":"b"}`, "Only one of regex, json_schema, or ebnf can be set."},
+	} {
+		m, _ := decodeObject([]byte(tc.js))
+		_, err := parseSamplingParams(m, 128)
+		if err == nil || err.kind != kindValue || err.msg != tc.msg {
+			t.Errorf("%s: got %v, want ValueError %q", tc.js, err, tc.msg)
+		}
+	}
+	for _, js := range []string{`{"max_tokens":3}`, `{"temperature":"hot"}`} {
+		m, _ := decodeObject([]byte(js))
+		if _, err := parseSamplingParams(m, 128); err == nil || err.kind != kindType {
+			t.Errorf("%s: got %v, want TypeError", js, err)
+		}
+	}
+	if sp := params(t, `{"temperature":null,"top_p":null,"max_new_tokens":null}`); sp.maxNewTokens != unlimited {
+		t.Errorf("null max_new_tokens = %d, want unlimited", sp.maxNewTokens)
+	}
+}
+
+func TestPyFloat(t *testing.T) {
+	for f, want := range map[float64]string{0: "0.0", 0.5: "0.5", -2.5: "-2.5", 1e-7: "1e-07", 1e16: "1e+16", 123456.0: "123456.0", 0.0001: "0.0001"} {
+		if got := pyFloat(f); got != want {
+			t.Errorf("pyFloat(%v) = %q, want %q", f, got, want)
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const chatBody = `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hello"}]}],"max_tokens":200,"seed":5}`
+
+func TestChatShape(t *testing.T) {
+	_, url := testServer(t, Config{})
+	resp, b := post(t, url+"/v1/chat/completions", chatBody)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	wantKeys(t, b, []string{"id", "object", "created", "model", "choices", "usage", "metadata"})
+	wantKeys(t, b, []string{"prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details", "reasoning_tokens"}, "usage")
+	if got := orderedKeys(firstChoice(t, b)); !reflect.DeepEqual(got, []string{"index", "message", "logprobs", "finish_reason", "matched_stop"}) {
+		t.Errorf("choice keys %v", got)
+	}
+	choice, _ := decodeObject(firstChoice(t, b))
+	if got := orderedKeys(choice["message"]); !reflect.DeepEqual(got, []string{"role", "content", "reasoning_content", "tool_calls"}) {
+		t.Errorf("message keys %v", got)
+	}
+	m := obj(t, decode(t, b))
+	if m["object"] != "chat.completion" || m["model"] != "m" || len(str(t, m["id"])) != 32 {
+		t.Errorf("header fields %v", m)
+	}
+	num(t, m["created"])
+	choices := arr(t, m["choices"])
+	if len(choices) != 1 {
+		t.Fatalf("%d choices", len(choices))
+	}
+	c := obj(t, choices[0])
+	msg := obj(t, c["message"])
+	if msg["role"] != "assistant" || msg["reasoning_content"] != nil || msg["tool_calls"] != nil || c["logprobs"] != nil || num(t, c["index"]) != 0 {
+		t.Errorf("choice %v", c)
+	}
+	u := obj(t, m["usage"])
+	prompt := applyChatTemplate([]chatMessage{{"system", "Be brief."}, {"user", "Hello"}}, chatTemplate{addGenerationPrompt: true})
+	if num(t, u["prompt_tokens"]) != len(prompt) || u["prompt_tokens_details"] != nil || num(t, u["reasoning_tokens"]) != 0 ||
+		num(t, u["total_tokens"]) != num(t, u["prompt_tokens"])+num(t, u["completion_tokens"]) {
+		t.Errorf("usage %v", u)
+	}
+	if !reflect.DeepEqual(m["metadata"], map[string]any{"weight_version": "default"}) {
+		t.Errorf("metadata %v", m["metadata"])
+	}
+	// Chat is /generate on the templated ids.
+	gen := obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"input_ids":%s,"sampling_params":{"max_new_tokens":200,"sampling_seed":5}}`, marshal(prompt))))
+	fr := obj(t, obj(t, gen["meta_info"])["finish_reason"])
+	if msg["content"] != gen["text"] || c["finish_reason"] != fr["type"] || fmt.Sprint(c["matched_stop"]) != fmt.Sprint(orNil(fr["matched"])) {
+		t.Errorf("chat %v / %v differs from /generate %q / %v", msg["content"], c["finish_reason"], gen["text"], fr)
+	}
+	if num(t, u["completion_tokens"]) != num(t, obj(t, gen["meta_info"])["completion_tokens"]) {
+		t.Error("completion_tokens differ from /generate")
+	}
+}
+
+func orNil(v any) any {
+	if v == nil {
+		return "<nil>"
+	}
+	return v
+}
+
+func TestChatOptions(t *testing.T) {
+	_, url := testServer(t, Config{})
+	m := obj(t, postOK(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"return_prompt_token_ids":true,"return_meta_info":true,"n":2,"temperature":0.8}`))
+	if m["model"] != "default" {
+		t.Errorf("default model %v", m["model"])
+	}
+	choices := arr(t, m["choices"])
+	if len(choices) != 2 {
+		t.Fatalf("n=2 gave %d choices", len(choices))
+	}
+	for i, c := range choices {
+		co := obj(t, c)
+		if num(t, co["index"]) != i || !reflect.DeepEqual(ints(t, co["prompt_token_ids"]), applyChatTemplate([]chatMessage{{"user", "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
+			t.Errorf("choice %d: %v", i, co)
+		}
+		obj(t, co["meta_info"])
+	}
+	u := obj(t, m["usage"])
+	if num(t, u["prompt_tokens"]) != 8 {
+		t.Errorf("n=2 prompt tokens %v, want counted once", u["prompt_tokens"])
+	}
+	// max_tokens null generates until EOS (no context check).
+	m = obj(t, postOK(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":null}`))
+	if fr := obj(t, arr(t, m["choices"])[0])["finish_reason"]; fr != "stop" {
+		t.Errorf("unbounded chat finished with %v", fr)
+	}
+}
+
+func TestChatErrors(t *testing.T) {
+	_, url := testServer(t, Config{ContextLength: 64})
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+		typ, msg       string
+	}{
+		{"content type", "text/plain", chatBody, 400, "Bad Request", ""},
+		{"no messages", "application/json", `{"model":"m"}`, 400, "Bad Request", ""},
+		{"bad role", "application/json", `{"messages":[{"role":"robot","content":"x"}]}`, 400, "Bad Request", ""},
+		{"empty", "application/json", `{"messages":[]}`, 400, "BadRequestError", "Messages cannot be empty."},
+		{"stream ids", "application/json", `{"messages":[{"role":"user","content":"x"}],"stream":true,"return_prompt_token_ids":true}`, 400, "BadRequest",
+			"return_prompt_token_ids is not supported with streaming. Please set stream=false when using return_prompt_token_ids=true."},
+		{"context", "application/json", `{"messages":[{"role":"user","content":"x"}],"max_tokens":60}`, 400, "BadRequestError",
+			"Requested token count exceeds the model's maximum context length of 64 tokens. You requested a total of 67 tokens: 7 tokens from the input messages and 60 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."},
+		{"top_p", "application/json", `{"messages":[{"role":"user","content":"x"}],"top_p":0}`, 400, "BadRequestError", "top_p must be in (0, 1], got 0."},
+	} {
+		resp, b := do(t, http.MethodPost, url+"/v1/chat/completions", tc.ct, tc.body)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d: %s", tc.name, resp.StatusCode, b)
+			continue
+		}
+		wantKeys(t, b, []string{"object", "message", "type", "param", "code"})
+		m := obj(t, decode(t, b))
+		if m["type"] != tc.typ || num(t, m["code"]) != tc.status || (tc.msg != "" && m["message"] != tc.msg) {
+			t.Errorf("%s: %s", tc.name, b)
+		}
+	}
+	_, b := do(t, http.MethodPost, url+"/v1/chat/completions", "text/plain", chatBody)
+	if !strings.Contains(errMessage(t, b), "Unsupported Media Type: Only 'application/json' is allowed") {
+		t.Errorf("content type message %s", b)
+	}
+}
+
+func TestChatStream(t *testing.T) {
+	_, url := testServer(t, Config{})
+	want := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", chatBody))["choices"])[0])
+	resp, b := post(t, url+"/v1/chat/completions", strings.Replace(chatBody, `"seed":5`, `"seed":5,"stream":true,"stream_options":{"include_usage":true}`, 1))
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("status %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := sse(t, b)
+	if events[len(events)-1] != "[DONE]" {
+		t.Fatal("no [DONE]")
+	}
+	first := []byte(events[0])
+	wantKeys(t, first, []string{"id", "object", "created", "model", "choices"})
+	c0 := obj(t, arr(t, obj(t, decode(t, first))["choices"])[0])
+	if !reflect.DeepEqual(c0["delta"], map[string]any{"reasoning_content": nil, "role": "assistant", "content": ""}) {
+		t.Errorf("first delta %v", c0["delta"])
+	}
+	var content strings.Builder
+	for _, e := range events[1 : len(events)-3] {
+		m := obj(t, decode(t, []byte(e)))
+		if m["object"] != "chat.completion.chunk" {
+			t.Errorf("chunk object %v", m["object"])
+		}
+		c := obj(t, arr(t, m["choices"])[0])
+		d := obj(t, c["delta"])
+		if c["finish_reason"] != nil || d["role"] != nil {
+			t.Errorf("content chunk %v", c)
+		}
+		content.WriteString(str(t, d["content"]))
+	}
+	if content.String() != want["message"].(map[string]any)["content"] {
+		t.Errorf("streamed content %q, want %q", content.String(), want["message"].(map[string]any)["content"])
+	}
+	fin := obj(t, arr(t, obj(t, decode(t, []byte(events[len(events)-3])))["choices"])[0])
+	if !reflect.DeepEqual(fin["delta"], map[string]any{"reasoning_content": nil}) || fin["finish_reason"] != want["finish_reason"] ||
+		fmt.Sprint(fin["matched_stop"]) != fmt.Sprint(want["matched_stop"]) {
+		t.Errorf("finish chunk %v, want %v", fin, want)
+	}
+	usage := []byte(events[len(events)-2])
+	wantKeys(t, usage, []string{"id", "object", "created", "model", "choices", "usage"})
+	u := obj(t, decode(t, usage))
+	if len(arr(t, u["choices"])) != 0 || obj(t, u["usage"])["prompt_tokens_details"] != nil {
+		t.Errorf("usage chunk %v", u)
+	}
+	// Without include_usage there is no usage chunk.
+	_, b = post(t, url+"/v1/chat/completions", strings.Replace(chatBody, `"seed":5`, `"seed":5,"stream":true`, 1))
+	if got := sse(t, b); len(got) != len(events)-1 {
+		t.Errorf("%d events without usage, want %d", len(got), len(events)-1)
+	}
+}
+
+func TestChatReasoning(t *testing.T) {
+	_, url := testServer(t, Config{ReasoningParser: true})
+	m := obj(t, postOK(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Why?"}],"max_tokens":4000}`))
+	msg := obj(t, obj(t, arr(t, m["choices"])[0])["message"])
+	rc, _ := msg["reasoning_content"].(string)
+	if rc == "" || strings.Contains(str(t, msg["content"]), "think>") || num(t, obj(t, m["usage"])["reasoning_tokens"]) == 0 {
+		t.Errorf("reasoning %q, content %q, usage %v", rc, msg["content"], m["usage"])
+	}
+	// /v1/tokenize with messages gives the ids chat uses; /generate on them
+	// returns the raw think section.
+	tok := obj(t, postOK(t, url+"/v1/tokenize", `{"messages":[{"role":"user","content":"Why?"}]}`))
+	gen := obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"input_ids":%s,"sampling_params":{"max_new_tokens":4000}}`, marshal(ints(t, tok["tokens"])))))
+	r, c := splitReasoning(str(t, gen["text"]))
+	if r != rc || c != msg["content"] || num(t, obj(t, gen["meta_info"])["reasoning_tokens"]) != num(t, obj(t, m["usage"])["reasoning_tokens"]) {
+		t.Errorf("/generate %q does not match chat", gen["text"])
+	}
+	// Streaming splits reasoning and content deltas.
+	_, b := post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Why?"}],"max_tokens":4000,"stream":true}`)
+	var rs, cs strings.Builder
+	for _, e := range sse(t, b) {
+		if e == "[DONE]" {
+			continue
+		}
+		d := obj(t, obj(t, arr(t, obj(t, decode(t, []byte(e)))["choices"])[0])["delta"])
+		if v, ok := d["reasoning_content"].(string); ok {
+			rs.WriteString(v)
+		}
+		if v, ok := d["content"].(string); ok {
+			cs.WriteString(v)
+		}
+	}
+	if strings.TrimSpace(rs.String()) != rc || cs.String() != msg["content"] {
+		t.Errorf("streamed reasoning %q / content %q", rs.String(), cs.String())
+	}
+	// Thinking off: no reasoning.
+	m = obj(t, postOK(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Why?"}],"chat_template_kwargs":{"enable_thinking":false}}`))
+	if msg := obj(t, obj(t, arr(t, m["choices"])[0])["message"]); msg["reasoning_content"] != nil {
+		t.Errorf("thinking disabled still reasons: %v", msg)
+	}
+}
+
+func TestCompletions(t *testing.T) {
+	_, url := testServer(t, Config{})
+	resp, b := post(t, url+"/v1/completions", `{"model":"m","prompt":"Once upon a time"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	wantKeys(t, b, []string{"id", "object", "created", "model", "choices", "usage", "metadata"})
+	m := obj(t, decode(t, b))
+	c := obj(t, arr(t, m["choices"])[0])
+	if got := orderedKeys(firstChoice(t, b)); !reflect.DeepEqual(got, []string{"index", "text", "logprobs", "finish_reason", "matched_stop"}) {
+		t.Errorf("choice keys %v", got)
+	}
+	if m["object"] != "text_completion" || num(t, obj(t, m["usage"])["completion_tokens"]) > 16 {
+		t.Errorf("completion %v", m)
+	}
+	gen := obj(t, postOK(t, url+"/generate", `{"text":"Once upon a time","sampling_params":{"max_new_tokens":16}}`))
+	if c["text"] != gen["text"] {
+		t.Errorf("completion %q differs from /generate %q", c["text"], gen["text"])
+	}
+	batch := arr(t, obj(t, postOK(t, url+"/v1/completions", `{"prompt":[[1,300],[1,301]],"max_tokens":5,"echo":true}`))["choices"])
+	if len(batch) != 2 || !strings.HasPrefix(str(t, obj(t, batch[0])["text"]), ",") || !strings.HasPrefix(str(t, obj(t, batch[1])["text"]), "-") {
+		t.Errorf("batch with echo %v", batch)
+	}
+	// Streaming: text deltas add up to the full text; usage without nulls.
+	_, b = post(t, url+"/v1/completions", `{"prompt":"Once upon a time","stream":true,"stream_options":{"include_usage":true}}`)
+	events := sse(t, b)
+	var text strings.Builder
+	for _, e := range events[:len(events)-2] {
+		ch := obj(t, decode(t, []byte(e)))
+		if _, ok := ch["usage"]; !ok {
+			t.Error("content chunk without usage key")
+		}
+		text.WriteString(str(t, obj(t, arr(t, ch["choices"])[0])["text"]))
+	}
+	if text.String() != c["text"] {
+		t.Errorf("streamed %q, want %q", text.String(), c["text"])
+	}
+	wantKeys(t, []byte(events[len(events)-2]), []string{"prompt_tokens", "total_tokens", "completion_tokens", "reasoning_tokens"}, "usage")
+	for body, msg := range map[string]string{
+		`{"prompt":""}`:                 "Prompt cannot be empty",
+		`{"prompt":"x","max_tokens":0}`: "",
+		`{"max_tokens":3}`:              "",
+	} {
+		resp, b := post(t, url+"/v1/completions", body)
+		if resp.StatusCode != 400 || (msg != "" && errMessage(t, b) != msg) {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+}
+
+func TestTokenize(t *testing.T) {
+	_, url := testServer(t, Config{})
+	resp, b := post(t, url+"/v1/tokenize", `{"prompt":"Hi"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	wantKeys(t, b, []string{"tokens", "count", "max_model_len"})
+	if !strings.Contains(string(b), `"max_model_len":1000000000000000019884624838656`) {
+		t.Errorf("max_model_len is not the tokenizer sentinel: %s", b)
+	}
+	m := obj(t, decode(t, b))
+	if !reflect.DeepEqual(ints(t, m["tokens"]), Encode("Hi", true)) || num(t, m["count"]) != 3 {
+		t.Errorf("tokenize %v", m)
+	}
+	m = obj(t, postOK(t, url+"/tokenize", `{"prompt":["Hi","Yo!"],"add_special_tokens":false}`))
+	if !reflect.DeepEqual(m["count"], decode(t, []byte("[2,3]"))) {
+		t.Errorf("list tokenize %v", m)
+	}
+	m = obj(t, postOK(t, url+"/v1/tokenize", `{"messages":[{"role":"user","content":"Hi"}]}`))
+	if !reflect.DeepEqual(ints(t, m["tokens"]), applyChatTemplate([]chatMessage{{"user", "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
+		t.Errorf("messages tokenize %v", m["tokens"])
+	}
+	for _, body := range []string{`{}`, `{"prompt":"a","messages":[{"role":"user","content":"b"}]}`} {
+		if resp, b := post(t, url+"/v1/tokenize", body); resp.StatusCode != 400 || !strings.Contains(errMessage(t, b), "Exactly one of 'prompt' or 'messages' must be provided.") {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	_, url2 := testServer(t, Config{TokenizerMaxLength: 4096})
+	if m := obj(t, postOK(t, url2+"/v1/tokenize", `{"prompt":"x"}`)); num(t, m["max_model_len"]) != 4096 {
+		t.Errorf("configured max_model_len %v", m["max_model_len"])
+	}
+
+	d := obj(t, postOK(t, url+"/v1/detokenize", fmt.Sprintf(`{"tokens":%s}`, marshal(Encode("Hé!", true)))))
+	if d["text"] != "Hé!" {
+		t.Errorf("detokenize %v", d)
+	}
+	d = obj(t, postOK(t, url+"/detokenize", `{"tokens":[[1,300],[2]],"skip_special_tokens":false}`))
+	if !reflect.DeepEqual(d["text"], []any{"<|bos|>,", "<|eos|>"}) {
+		t.Errorf("detokenize batch %v", d)
+	}
+}
+
+// firstChoice returns the raw JSON of choices[0].
+func firstChoice(t *testing.T, b []byte) json.RawMessage {
+	t.Helper()
+	m, _ := decodeObject(b)
+	a, ok := decodeArray(m["choices"])
+	if !ok || len(a) == 0 {
+		t.Fatalf("no choices in %s", b)
+	}
+	return a[0]
+}
