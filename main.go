@@ -70,13 +70,16 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// errHelp: -h was asked for; the usage has been printed (exit 0).
+var errHelp = errors.New("help")
+
 // errSkipped: the command did its work but left input lines out (exit 1).
 var errSkipped = errors.New("some lines were skipped")
 
 func exitCode(stderr io.Writer, err error) int {
 	var ue *usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "gendex: %s\n", ue.msg)
@@ -183,7 +186,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, usagef("%s: see 'gendex help'", fs.Name())
+				return nil, errHelp
 			}
 			return nil, usagef("%s: %v", fs.Name(), err)
 		}
@@ -205,6 +208,10 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
 	paths, err := parse(fs, args)
+	if errors.Is(err, errHelp) {
+		printUsage(c.env.Stdout)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -239,6 +246,9 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 		return all, nil
 	}
 	srcs, err := discover()
+	if errors.Is(err, ingest.ErrStageNeedsFile) {
+		return usagef("ingest: %v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -257,7 +267,7 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 		}
 		if res.Torn > 0 && !*follow {
 			rep.Report(ingest.Problem{Path: src.Path, Line: res.NextLine, Kind: ingest.Torn,
-				Msg: fmt.Sprintf("last line has no newline (%d bytes); not indexed until it is completed", res.Torn)})
+				Msg: fmt.Sprintf("last line has no newline (%d bytes); not indexed until it is completed (if the file is finished, add the newline: echo >> FILE)", res.Torn)})
 		}
 		if err != nil {
 			return err
@@ -288,6 +298,10 @@ func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
 	}
 	if n := rep.Skipped(); n > 0 {
 		fmt.Fprintf(w, "gendex: %d lines were skipped (invalid JSON or no id); everything else is indexed\n", n)
+		return errSkipped
+	}
+	if n := rep.Count(ingest.Torn); n > 0 {
+		fmt.Fprintf(w, "gendex: %d files end in a line without a newline, not indexed yet; everything else is indexed\n", n)
 		return errSkipped
 	}
 	return nil
@@ -370,12 +384,7 @@ func (c *command) query(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if q.Format == query.Auto {
-		q.Format = query.TSV
-		if c.env.StdoutTTY {
-			q.Format = query.Table
-		}
-	}
+	q.Resolve(c.env.StdoutTTY)
 	path := c.dbPath(dbFlag)
 	db, err := store.Open(path, store.Options{ReadOnly: true})
 	if err != nil {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,9 @@ var stagePrefixes = []struct {
 	{"tokenized", store.Tokenized},
 	{"errors", store.Errors},
 }
+
+// ErrStageNeedsFile: a stage was given for a folder.
+var ErrStageNeedsFile = errors.New("--stage applies to a single file, not a folder")
 
 // StageOf returns the stage a file belongs to by its name
 // (prompts*.jsonl, raw_responses*.jsonl, tokenized*.jsonl, errors*.jsonl).
@@ -64,7 +68,7 @@ func Discover(path, dataset string, stage *store.Stage) ([]Source, error) {
 		return []Source{src}, nil
 	}
 	if stage != nil {
-		return nil, fmt.Errorf("%s: --stage applies to a single file, not a folder", path)
+		return nil, fmt.Errorf("%s: %w", path, ErrStageNeedsFile)
 	}
 	own, err := datasetFiles(abs, dataset)
 	if err != nil {

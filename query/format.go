@@ -246,7 +246,16 @@ func tableRow(row []any) []string {
 		if !ok {
 			s = Unknown
 		}
-		out[i] = s
+		out[i] = strings.Map(printable, s)
 	}
 	return out
+}
+
+// printable keeps control characters (a server message's \r or escape
+// sequences) from reaching the terminal.
+func printable(r rune) rune {
+	if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		return ' '
+	}
+	return r
 }

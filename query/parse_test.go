@@ -129,11 +129,6 @@ func TestParseErrors(t *testing.T) {
 // Ids are kept as written, so numeric ids can be negative ("-1"); after "--"
 // nothing may be read as a flag, wherever the "--" stands.
 func TestParseDoubleDashEndsFlags(t *testing.T) {
-	t.Skip(`BUG: "--" does not end flag parsing in query.Parse (parseInterspersed; main.go's parse has the same loop): ` +
-		`flag.Parse consumes a leading "--" itself and the loop then parses flags again from the next positional on, ` +
-		`so the args[0]=="--" check never fires: Parse(["show","--","a","-1"]) fails with "flag provided but not defined: -1" ` +
-		`(numeric ids are kept as written, so "-1" is a real id), and Parse(["progress","--","a","--format","json"]) ` +
-		`reads --format as a flag instead of as dataset names`)
 	got, err := query.Parse([]string{"show", "--", "a", "-1"})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)

@@ -40,6 +40,7 @@ type Query struct {
 	ID       string        // show
 	Format   Format
 	NoHeader bool
+	Bare     bool // missing: ids only (see Resolve)
 }
 
 // ErrUsage marks errors in how a question was asked.
@@ -50,26 +51,26 @@ func usageErr(format string, a ...any) error {
 }
 
 // Parse reads a question and its arguments, e.g.
-// ["throughput", "--window", "5m", "B1"]. Flags may come before or after
-// the positional arguments.
+// ["throughput", "--window", "5m", "B1"]. Flags may come anywhere; "--"
+// ends them (so an id such as -1 can be asked for).
 func Parse(args []string) (Query, error) {
 	var q Query
-	if len(args) == 0 {
-		return q, usageErr("no question (want one of %s)", strings.Join(Names(), ", "))
-	}
-	q.Question = args[0]
-	if !known(q.Question) {
-		return q, usageErr("unknown question %q (want one of %s)", q.Question, strings.Join(Names(), ", "))
-	}
-	fs := flag.NewFlagSet(q.Question, flag.ContinueOnError)
+	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	format := fs.String("format", "", "table, tsv, csv or json")
 	fs.BoolVar(&q.NoHeader, "no-header", false, "TSV/CSV without the header line")
 	window := fs.String("window", "30s", "throughput window")
 	stage := fs.String("stage", "", "stage")
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return q, usageErr("%s: %v", q.Question, err)
+		return q, usageErr("%v", err)
+	}
+	if len(pos) == 0 {
+		return q, usageErr("no question (want one of %s)", strings.Join(Names(), ", "))
+	}
+	q.Question, pos = pos[0], pos[1:]
+	if !known(q.Question) {
+		return q, usageErr("unknown question %q (want one of %s)", q.Question, strings.Join(Names(), ", "))
 	}
 	if q.Format, err = ParseFormat(*format); err != nil {
 		return q, usageErr("%v", err)
@@ -112,8 +113,29 @@ func Parse(args []string) (Query, error) {
 	return q, nil
 }
 
-// parseInterspersed parses flags anywhere among positional arguments.
+// Resolve fixes the output format: Auto becomes a table on a terminal and
+// TSV otherwise. `missing` as headerless TSV prints bare ids, one per line,
+// for xargs and friends.
+func (q *Query) Resolve(terminal bool) {
+	if q.Format == Auto {
+		q.Format = TSV
+		if terminal {
+			q.Format = Table
+		}
+	}
+	q.Bare = q.Question == "missing" && q.Format == TSV && q.NoHeader
+}
+
+// parseInterspersed parses flags anywhere among positional arguments; all
+// arguments after "--" are positional.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			break
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -121,10 +143,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+			return append(pos, rest...), nil
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
@@ -182,7 +201,7 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 		case "throughput":
 			return throughput(v, names, q.Window, now, out)
 		case "missing":
-			return missing(v, names[0], q.Stage, out)
+			return missing(v, names[0], q.Stage, q.Bare, out)
 		case "finish":
 			return finish(v, names, out)
 		case "errors":
@@ -210,7 +229,14 @@ func datasets(v *store.View, asked []string) ([]string, error) {
 	if len(asked) == 0 {
 		return v.Datasets(), nil
 	}
+	var names []string
+	seen := map[string]bool{}
 	for _, name := range asked {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		names = append(names, name)
 		if !v.HasDataset(name) {
 			all := v.Datasets()
 			if len(all) == 0 {
@@ -219,7 +245,7 @@ func datasets(v *store.View, asked []string) ([]string, error) {
 			return nil, fmt.Errorf("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
 		}
 	}
-	return asked, nil
+	return names, nil
 }
 
 func sortedKeys(m map[string]uint64) []string {

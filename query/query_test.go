@@ -459,10 +459,6 @@ func TestShowChangedFile(t *testing.T) {
 }
 
 func TestShowDetectsEditInsideALongLine(t *testing.T) {
-	t.Skip("BUG: show does not notice that a stored line changed when the change is neither in its first nor " +
-		"its last 64 bytes: store.LineSum fingerprints only the length and the two ends, so an in-place edit of a " +
-		"count in the middle of a response line (same length) is printed as if it were the indexed record; show " +
-		"could also compare the file's size/mtime/inode with its FileState, or hash the whole line")
 	root := copyTree(t, fixtureRoot)
 	db, _ := index(t, root)
 	raw := filepath.Join(root, "alpha", "raw_responses.jsonl")
@@ -639,10 +635,6 @@ func writeFile(t *testing.T, path, data string) {
 // Some pipelines write the literal finish reason "unknown" (or "length",
 // "stop", ...); the finish answer must still have one column per name.
 func TestFinishColumnsAreUnique(t *testing.T) {
-	t.Skip(`BUG: finish names a column after every finish reason found and then adds its own "unknown" column ` +
-		`(responses without a reason), so a dataset whose lines say "finish_reason":"unknown" gets two "unknown" ` +
-		`columns: --format json writes the key twice (a JSON reader keeps the last, the no-reason count) and the ` +
-		`two numbers cannot be told apart; reasons named "dataset" or "records" collide the same way`)
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "f", "raw_responses.jsonl"),
 		`{"id":"f1","completion_tokens":1,"finish_reason":"unknown"}`+"\n"+

@@ -195,15 +195,18 @@ func rateRow(name string, w, records, tokens, unknown int64) []any {
 // missing: ids of one dataset without a response (stage raw: prompts with
 // neither a response nor a final error) or without a tokenized record
 // (stage tokenized: responses not yet tokenized).
-func missing(v *store.View, name string, stage store.Stage, out Sink) error {
+func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink) error {
 	s, err := v.Summary(name)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "stage", "id"})
-	row := []any{name, stage.String(), ""}
+	cols, row := []string{"dataset", "stage", "id"}, []any{name, stage.String(), ""}
+	if bare {
+		cols, row = cols[2:], row[2:]
+	}
+	out.Columns(cols)
 	emit := func(id string) error {
-		row[2] = id
+		row[len(row)-1] = id
 		return out.Row(row)
 	}
 	if stage == store.Raw {
@@ -225,11 +228,19 @@ func finish(v *store.View, names []string, out Sink) error {
 	all := map[string]uint64{}
 	for _, s := range sums {
 		for k, c := range s.Stage(store.Raw).Finish {
-			all[k] += c
+			if k != "unknown" { // a literal "unknown" joins the unknown column
+				all[k] += c
+			}
 		}
 	}
 	reasons := sortedKeys(all)
-	cols := append([]string{"dataset", "records"}, reasons...)
+	cols := []string{"dataset", "records"}
+	for _, k := range reasons {
+		if k == "dataset" || k == "records" {
+			k = "finish_" + k // keep column names unique
+		}
+		cols = append(cols, k)
+	}
 	out.Columns(append(cols, "unknown"))
 	total := make([]any, len(reasons)+3)
 	var tr, tu uint64

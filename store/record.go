@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"fmt"
 )
@@ -96,23 +97,11 @@ type Record struct {
 	Sum uint32
 }
 
-// LineSum is a cheap fingerprint of a line: its length and its first and
-// last 64 bytes, hashed (FNV-1a).
-func LineSum(line []byte) uint32 {
-	h := uint32(2166136261)
-	mix := func(b []byte) {
-		for _, c := range b {
-			h ^= uint32(c)
-			h *= 16777619
-		}
-	}
-	n := len(line)
-	mix(line[:min(n, 64)])
-	mix(line[max(0, n-64):])
-	h ^= uint32(n)
-	h *= 16777619
-	return h
-}
+// LineSum is a line's CRC-32C (hardware-accelerated), stored with its
+// record so that show can tell the file still holds exactly that line.
+func LineSum(line []byte) uint32 { return crc32.Checksum(line, castagnoli) }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Record encoding: a flags byte, then uvarints, then length-prefixed strings.
 const (
