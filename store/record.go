@@ -2,9 +2,9 @@ package store
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
 	"fmt"
+	"hash/crc32"
 )
 
 // Stage is the pipeline step a record belongs to.
