@@ -1,0 +1,241 @@
+package sglang
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ReadyState is what a readiness probe found.
+type ReadyState int
+
+const (
+	// StateRefused: the TCP connection was refused. SGLang binds its port
+	// only after the weights are loaded, so the model is still loading.
+	StateRefused ReadyState = iota
+	// StateWarmingUp: /health answered 503; the server runs its warmup
+	// request (or is shutting down).
+	StateWarmingUp
+	// StateUnavailable: any other temporary failure (reset, timeout, DNS,
+	// another 5xx, 429).
+	StateUnavailable
+	// StateReady: /health answered 2xx.
+	StateReady
+)
+
+// String describes s for a progress line.
+func (s ReadyState) String() string {
+	switch s {
+	case StateRefused:
+		return "connection refused (model loading)"
+	case StateWarmingUp:
+		return "warming up (503)"
+	case StateUnavailable:
+		return "unavailable"
+	case StateReady:
+		return "ready"
+	}
+	return fmt.Sprintf("ReadyState(%d)", int(s))
+}
+
+// Readiness is the outcome of one readiness probe.
+type Readiness struct {
+	State   ReadyState
+	Elapsed time.Duration // since WaitReady started
+	Status  int           // HTTP status of the probe, 0 when none arrived
+	Err     error         // the probe's error; nil when ready
+}
+
+// healthProbeTimeout bounds one /health probe. SGLang's /health runs a
+// one-token generation and waits up to 20 s for it.
+const healthProbeTimeout = 30 * time.Second
+
+// WaitReady polls GET /health every PollInterval until the server answers
+// 2xx, and calls report (if non-nil) after every probe so the caller can show
+// the state and a countdown. Connection refused, 503 and other transient
+// failures mean "not yet". It returns nil once ready; an *Error of Kind Auth
+// at once for 401/403; an *Error of Kind Permanent at once for 404 (no
+// /health) and other 4xx; and, when ctx ends first, an error that wraps
+// ctx.Err() and names the last state seen.
+func (c *Client) WaitReady(ctx context.Context, report func(Readiness)) error {
+	start := time.Now()
+	interval := c.PollInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	var last *Readiness
+	for {
+		r, err := c.probe(ctx)
+		if r.State != StateReady && ctx.Err() != nil {
+			return c.notReady(start, last, ctx.Err())
+		}
+		r.Elapsed = time.Since(start)
+		if report != nil {
+			report(r)
+		}
+		if err != nil {
+			return err
+		}
+		if r.State == StateReady {
+			return nil
+		}
+		last = &r
+		select {
+		case <-ctx.Done():
+			return c.notReady(start, last, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (c *Client) notReady(start time.Time, last *Readiness, cause error) error {
+	state := "no answer"
+	if last != nil {
+		state = last.State.String()
+		if last.Err != nil && last.State != StateWarmingUp {
+			state += ": " + last.Err.Error()
+		}
+	}
+	return fmt.Errorf("wait ready: server %s not ready after %s (last: %s): %w",
+		c.server(), time.Since(start).Round(time.Second), state, cause)
+}
+
+// probe sends one GET /health. It returns a non-nil error only when waiting
+// longer cannot help.
+func (c *Client) probe(ctx context.Context) (Readiness, error) {
+	pctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
+	defer cancel()
+	_, err := c.call(pctx, http.MethodGet, "/health", nil, nil)
+	if err == nil {
+		return Readiness{State: StateReady, Status: http.StatusOK}, nil
+	}
+	r := Readiness{State: StateUnavailable, Err: err}
+	var e *Error
+	if !errors.As(err, &e) {
+		return r, err
+	}
+	r.Status = e.Status
+	var dns *net.DNSError
+	switch {
+	case e.Kind == Auth:
+		return r, err
+	case e.Status == http.StatusServiceUnavailable:
+		r.State = StateWarmingUp
+	case e.Status == 0 && isRefused(e.Err):
+		r.State = StateRefused
+	case e.Status == 0 && (e.Kind == Transient || errors.As(e.Err, &dns)):
+		// keep waiting: reset, timeout, a name that does not resolve yet
+	case e.Kind == Transient:
+		// 5xx, 408, 429
+	default:
+		return r, err
+	}
+	return r, nil
+}
+
+// ModelInfo is the first entry of GET /v1/models.
+type ModelInfo struct {
+	ID          string // served model name
+	MaxModelLen int    // effective context length; 0 when not reported
+}
+
+// ServedModel returns data[0] of GET /v1/models.
+func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
+	const op = "GET /v1/models"
+	var out struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if _, err := c.call(ctx, http.MethodGet, "/v1/models", nil, &out); err != nil {
+		return ModelInfo{}, err
+	}
+	if len(out.Data) == 0 {
+		return ModelInfo{}, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
+			Message: "no model listed in /v1/models"}
+	}
+	return ModelInfo{ID: out.Data[0].ID, MaxModelLen: out.Data[0].MaxModelLen}, nil
+}
+
+// ContextLength returns the server's effective context length, data[0].
+// max_model_len of GET /v1/models. (The max_model_len of /v1/tokenize is the
+// tokenizer's model_max_length, often a huge sentinel, and is not used.)
+func (c *Client) ContextLength(ctx context.Context) (int, error) {
+	m, err := c.ServedModel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if m.MaxModelLen <= 0 {
+		return 0, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: "GET /v1/models",
+			Message: "no max_model_len in /v1/models"}
+	}
+	return m.MaxModelLen, nil
+}
+
+// ModelName returns the served model name, data[0].id of GET /v1/models.
+func (c *Client) ModelName(ctx context.Context) (string, error) {
+	m, err := c.ServedModel(ctx)
+	return m.ID, err
+}
+
+// Message is one chat message.
+type Message struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+}
+
+// TokenizeMessages returns the prompt token ids SGLang's chat endpoint would
+// use for messages (chat template applied, generation prompt added, no double
+// BOS), via POST /v1/tokenize {"messages": ...}. ChatTemplateKwargs and
+// Model are sent when set. When the server cannot do this the error wraps
+// ErrTokenizeUnsupported (test with errors.Is); the caller should then use
+// Chat for the rest of the run.
+func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]int, error) {
+	const op = "POST /v1/tokenize"
+	if len(messages) == 0 {
+		return nil, c.requestError(op, "no messages to tokenize")
+	}
+	body := map[string]any{"messages": messages}
+	if c.Model != "" {
+		body["model"] = c.Model
+	}
+	if c.ChatTemplateKwargs != nil {
+		body["chat_template_kwargs"] = c.ChatTemplateKwargs
+	}
+	var out struct {
+		Tokens json.RawMessage `json:"tokens"`
+	}
+	_, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && tokenizeUnsupported(e) {
+			e.Err = ErrTokenizeUnsupported
+		}
+		return nil, err
+	}
+	var ids []int
+	if err := json.Unmarshal(out.Tokens, &ids); err != nil || ids == nil {
+		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
+			Message: "response has no flat \"tokens\" list"}
+	}
+	return ids, nil
+}
+
+// tokenizeUnsupported reports whether e says /v1/tokenize does not exist
+// (404) or does not take messages (400 or 422 asking for "prompt").
+func tokenizeUnsupported(e *Error) bool {
+	switch e.Status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return strings.Contains(strings.ToLower(e.Message), "prompt")
+	}
+	return false
+}
