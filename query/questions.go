@@ -3,7 +3,7 @@ package query
 import (
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
 	"gendex/store"
@@ -91,31 +91,67 @@ func progress(v *store.View, names []string, out Sink) error {
 	return out.Total(append(total, done))
 }
 
-// hist is a completion-token histogram: sorted distinct values and counts.
-type hist map[int64]int64
+// ranker finds nearest-rank percentiles in one pass over a histogram given
+// in increasing order, when the total count n is known in advance.
+type ranker struct {
+	qs      []float64
+	n, seen int64
+	i       int
+	out     []any
+}
 
-func (h hist) percentiles(qs ...float64) []any {
-	keys := make([]int64, 0, len(h))
-	var n int64
-	for k, c := range h {
-		keys = append(keys, k)
-		n += c
+func newRanker(n int64, qs ...float64) *ranker {
+	return &ranker{qs: qs, n: n, out: make([]any, len(qs))}
+}
+
+func (r *ranker) add(v, c int64) {
+	r.seen += c
+	for r.i < len(r.qs) && float64(r.seen) >= r.qs[r.i]*float64(r.n) {
+		r.out[r.i] = v
+		r.i++
 	}
-	out := make([]any, len(qs))
-	if n == 0 {
-		return out
+}
+
+// sumHist adds histograms: dense below denseLimit tokens, sparse above.
+type sumHist struct {
+	dense  []int64
+	sparse map[int64]int64
+	n      int64
+}
+
+const denseLimit = 1 << 20
+
+func (h *sumHist) add(v, c int64) {
+	h.n += c
+	if v >= denseLimit {
+		if h.sparse == nil {
+			h.sparse = map[int64]int64{}
+		}
+		h.sparse[v] += c
+		return
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	var seen int64
-	i := 0
-	for _, k := range keys {
-		seen += h[k]
-		for i < len(qs) && float64(seen) >= qs[i]*float64(n) {
-			out[i] = k
-			i++
+	if int(v) >= len(h.dense) {
+		h.dense = append(h.dense, make([]int64, int(v)+1-len(h.dense))...)
+	}
+	h.dense[v] += c
+}
+
+func (h *sumHist) percentiles(qs ...float64) []any {
+	r := newRanker(h.n, qs...)
+	for v, c := range h.dense {
+		if c > 0 {
+			r.add(int64(v), c)
 		}
 	}
-	return out
+	big := make([]int64, 0, len(h.sparse))
+	for v := range h.sparse {
+		big = append(big, v)
+	}
+	slices.Sort(big)
+	for _, v := range big {
+		r.add(v, h.sparse[v])
+	}
+	return r.out
 }
 
 // tokens: sums over the records that carry a count; unknown_tokens counts
@@ -128,16 +164,20 @@ func tokens(v *store.View, names []string, out Sink) error {
 	}
 	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
 		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens"})
-	all := hist{}
+	var all sumHist
 	var tot store.Stats
 	for _, s := range sums {
 		r := s.Stage(store.Raw)
-		h := hist{}
-		v.Histogram(s.Dataset, func(tokens, count int64) {
-			h[tokens] += count
-			all[tokens] += count
+		rank := newRanker(int64(r.Records-r.UnknownCompletion), 0.50, 0.90, 0.99)
+		v.Histogram(s.Dataset, func(base int64, counts []int64) {
+			for i, c := range counts {
+				if c > 0 {
+					rank.add(base+int64(i), c)
+					all.add(base+int64(i), c)
+				}
+			}
 		})
-		if err := out.Row(tokenRow(s.Dataset, &r, h)); err != nil {
+		if err := out.Row(tokenRow(s.Dataset, &r, rank.out)); err != nil {
 			return err
 		}
 		tot.Records += r.Records
@@ -146,10 +186,10 @@ func tokens(v *store.View, names []string, out Sink) error {
 		tot.UnknownCompletion += r.UnknownCompletion
 		tot.UnknownPrompt += r.UnknownPrompt
 	}
-	return out.Total(tokenRow("TOTAL", &tot, all))
+	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99)))
 }
 
-func tokenRow(name string, r *store.Stats, h hist) []any {
+func tokenRow(name string, r *store.Stats, p []any) []any {
 	var prompt, completion, avg any
 	if known := r.Records - r.UnknownPrompt; known > 0 {
 		prompt = r.PromptTokens
@@ -158,7 +198,6 @@ func tokenRow(name string, r *store.Stats, h hist) []any {
 		completion = r.CompletionTokens
 		avg = Fixed{float64(r.CompletionTokens) / float64(known), 1}
 	}
-	p := h.percentiles(0.50, 0.90, 0.99)
 	if r.Records == 0 {
 		prompt, completion = uint64(0), uint64(0)
 	}

@@ -102,7 +102,13 @@ func state(t *testing.T, db *DB, ds string) string {
 			s.Stages[i].Files = 0
 		}
 		h := map[int64]int64{}
-		v.Histogram(ds, func(tok, n int64) { h[tok] = n })
+		v.Histogram(ds, func(base int64, counts []int64) {
+			for i, n := range counts {
+				if n != 0 {
+					h[base+int64(i)] = n
+				}
+			}
+		})
 		r, tk, u := v.Window(ds, 0, 1<<40)
 		out = fmt.Sprintf("%+v hist=%v window=%d/%d/%d", s, h, r, tk, u)
 		return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -218,17 +217,25 @@ func flushHist(d *dsTx) error {
 	if err != nil {
 		return err
 	}
+	// Group the changes by chunk, then rewrite each touched chunk once.
+	byChunk := map[uint32][]histDelta{}
 	for tokens, delta := range d.hist {
-		if delta == 0 {
-			continue
+		if delta != 0 {
+			c := uint32(min(tokens, maxHistTokens) / histChunk)
+			byChunk[c] = append(byChunk[c], histDelta{min(tokens, maxHistTokens) % histChunk, delta})
 		}
-		k := u32key(uint32(min(tokens, 1<<32-1)))
-		n, _ := binary.Varint(hb.Get(k))
-		n += delta
-		if n <= 0 {
+	}
+	for c, deltas := range byChunk {
+		k := u32key(c)
+		var counts [histChunk]int64
+		decodeHistChunk(hb.Get(k), func(off, n int64) { counts[off] = n })
+		for _, hd := range deltas {
+			counts[hd.off] += hd.delta
+		}
+		if v := encodeHistChunk(&counts); v == nil {
 			err = hb.Delete(k)
 		} else {
-			err = hb.Put(k, binary.AppendVarint(nil, n))
+			err = hb.Put(k, v)
 		}
 		if err != nil {
 			return err

@@ -57,9 +57,10 @@ func (v *View) Summary(name string) (Summary, error) {
 	return s, nil
 }
 
-// Histogram calls fn for each distinct completion-token count of a
-// dataset's responses, in increasing order, with how many responses have it.
-func (v *View) Histogram(name string, fn func(tokens, count int64)) {
+// Histogram calls fn, in increasing order of base, with the counts of
+// responses of a dataset by completion tokens: counts[i] responses have
+// base+i tokens. Runs of zeros may be skipped; counts is reused.
+func (v *View) Histogram(name string, fn func(base int64, counts []int64)) {
 	b := v.datasetBucket(name)
 	if b == nil {
 		return
@@ -68,10 +69,12 @@ func (v *View) Histogram(name string, fn func(tokens, count int64)) {
 	if hb == nil {
 		return
 	}
+	var counts [histChunk]int64
 	c := hb.Cursor()
 	for k, val := c.First(); k != nil; k, val = c.Next() {
-		n, _ := binary.Varint(val)
-		fn(int64(binary.BigEndian.Uint32(k)), n)
+		clear(counts[:])
+		decodeHistChunk(val, func(off, n int64) { counts[off] = n })
+		fn(int64(binary.BigEndian.Uint32(k))*histChunk, counts[:])
 	}
 }
 
