@@ -9,6 +9,8 @@
 //
 // Commands:
 //
+//	gen --server URL [FLAGS] ROOT|DATASET_DIR...               generate every missing answer
+//	sim --listen 127.0.0.1:PORT [FLAGS]                        an SGLang-compatible simulator
 //	ingest [--follow] [--dataset NAME --stage STAGE] PATH...   index JSONL files
 //	query QUESTION [ARGS] [--format table|tsv|csv|json]        ask the index
 //	help                                                       this text
@@ -23,9 +25,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +37,9 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"gendex/ingest"
+	"gendex/ingest/gen"
+	"gendex/ingest/sglang"
+	"gendex/ingest/sim"
 	"gendex/query"
 	"gendex/store"
 )
@@ -104,6 +111,11 @@ Usage:
   gendex [--db FILE] COMMAND [ARGS]
 
 Commands:
+  gen --server URL [FLAGS] ROOT|DATASET_DIR...
+                                    answer every dataset's prompts with an SGLang (or OpenAI-compatible)
+                                    server: each prompt exactly once, through crashes and restarts;
+                                    --server sim runs against a built-in simulator (a dry run)
+  sim --listen 127.0.0.1:PORT       an SGLang-compatible simulator, for dry runs and tests
   ingest [--follow] PATH...         index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl),
                                     one dataset folder, or one file (with --dataset NAME --stage STAGE)
   query QUESTION [ARGS]             answer a question from the index, instantly:
@@ -145,6 +157,10 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return c.ingest(ctx, args)
 	case "query":
 		return c.query(ctx, args)
+	case "gen":
+		return c.gen(ctx, args)
+	case "sim":
+		return c.sim(ctx, args)
 	case "help", "-h", "-help", "--help":
 		printUsage(env.Stdout)
 		return nil
@@ -399,3 +415,223 @@ func (c *command) query(ctx context.Context, args []string) error {
 }
 
 var _ = filepath.Join
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (c *command) gen(ctx context.Context, args []string) error {
+	fs, dbFlag := c.flags("gen")
+	var servers stringList
+	fs.Var(&servers, "server", "server URL (repeatable), or sim for the built-in simulator")
+	api := fs.String("api", "generate", "generate (SGLang /generate), chat or completions (OpenAI-compatible)")
+	concurrency := fs.Int("concurrency", 128, "requests in flight")
+	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
+	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
+	retryErrors := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error")
+	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY)")
+	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
+	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
+	maxAttempts := fs.Int("max-attempts", 20, "HTTP errors (429, 5xx, aborts) one prompt may get before it is recorded as an error")
+	sp, err := samplingFlags(fs)
+	if err != nil {
+		return err
+	}
+	simCfg := simFlags(fs, "sim-")
+	paths, err := parse(fs, args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprintln(c.env.Stdout, "usage: gendex gen --server URL [--server URL]... [flags] ROOT|DATASET_DIR...")
+		fs.SetOutput(c.env.Stdout)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usagef("gen: give at least one ROOT or DATASET_DIR holding prompts*.jsonl")
+	}
+	if len(servers) == 0 {
+		return usagef("gen: give at least one --server URL (or --server sim for a dry run)")
+	}
+	cfg := gen.Config{
+		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
+		RetryErrors: *retryErrors, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
+		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
+	}
+	switch cfg.API {
+	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
+	default:
+		return usagef("gen: --api %q: want generate, chat or completions", *api)
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = c.env.Getenv("SGLANG_API_KEY")
+	}
+	if err := cfg.Sampling.Validate(); err != nil {
+		return usagef("gen: %v", err)
+	}
+	sets, err := gen.FindDatasets(paths, *out)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		if s != "sim" {
+			cfg.Servers = append(cfg.Servers, s)
+			continue
+		}
+		url, stop, err := startSim(ctx, *simCfg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(c.env.Stderr, "gen: --server sim: a built-in SGLang simulator at %s (deterministic answers; no GPU)\n", url)
+		cfg.Servers = append(cfg.Servers, url)
+	}
+	db, err := store.Open(c.dbPath(*dbFlag), store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// A second interrupt quits at once: what is written is fsynced and the
+	// index catches up from the files on the next start.
+	go func() {
+		<-ctx.Done()
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		<-again
+		fmt.Fprintln(c.env.Stderr, "gendex: interrupted twice: quitting now")
+		os.Exit(130)
+	}()
+	_, err = gen.Run(ctx, db, cfg, sets)
+	return err
+}
+
+// samplingFlags declares the sampling flags, named as SGLang names them.
+// Only the flags given are sent, except max_new_tokens, which is always
+// sent (SGLang's /generate default of 128 made explicit).
+func samplingFlags(fs *flag.FlagSet) (*sglang.SamplingParams, error) {
+	sp := &sglang.SamplingParams{}
+	maxNew := 128
+	sp.MaxNewTokens = &maxNew
+	intFlag := func(name, usage string, dst **int) {
+		fs.Func(name, usage, func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("want an integer")
+			}
+			*dst = &n
+			return nil
+		})
+	}
+	floatFlag := func(name, usage string, dst **float64) {
+		fs.Func(name, usage, func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("want a number")
+			}
+			*dst = &f
+			return nil
+		})
+	}
+	boolFlag := func(name, usage string, dst **bool) {
+		fs.BoolFunc(name, usage, func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			*dst = &b
+			return nil
+		})
+	}
+	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped to the context length minus the prompt)", &sp.MaxNewTokens)
+	intFlag("min-new-tokens", "tokens to generate at least (server default 0)", &sp.MinNewTokens)
+	floatFlag("temperature", "sampling temperature (server default 1.0; 0 is greedy)", &sp.Temperature)
+	floatFlag("top-p", "nucleus sampling (server default 1.0)", &sp.TopP)
+	intFlag("top-k", "top-k sampling (server default -1: all)", &sp.TopK)
+	floatFlag("min-p", "min-p sampling (server default 0)", &sp.MinP)
+	floatFlag("frequency-penalty", "server default 0", &sp.FrequencyPenalty)
+	floatFlag("presence-penalty", "server default 0", &sp.PresencePenalty)
+	floatFlag("repetition-penalty", "server default 1.0", &sp.RepetitionPenalty)
+	boolFlag("ignore-eos", "keep generating past EOS (server default false)", &sp.IgnoreEOS)
+	boolFlag("skip-special-tokens", "leave special tokens out of text (server default true)", &sp.SkipSpecialTokens)
+	boolFlag("no-stop-trim", "keep the stop string in text (server default false)", &sp.NoStopTrim)
+	fs.Func("stop", "stop string (repeatable)", func(v string) error { sp.Stop = append(sp.Stop, v); return nil })
+	fs.Func("stop-token-ids", "comma-separated token ids that stop generation", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("want comma-separated integers")
+			}
+			sp.StopTokenIDs = append(sp.StopTokenIDs, n)
+		}
+		return nil
+	})
+	fs.Func("seed", "sampling_seed", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer")
+		}
+		sp.SamplingSeed = &n
+		return nil
+	})
+	return sp, nil
+}
+
+// simFlags declares the simulator's settings under prefix.
+func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
+	cfg := &sim.Config{}
+	fs.StringVar(&cfg.Model, prefix+"model", sim.DefaultModel, "simulator: served model name")
+	fs.IntVar(&cfg.ContextLength, prefix+"context", sim.DefaultContextLength, "simulator: context length")
+	fs.IntVar(&cfg.Slots, prefix+"slots", sim.DefaultSlots, "simulator: requests decoding at once (--max-running-requests)")
+	fs.Float64Var(&cfg.DecodeTokensPerSec, prefix+"decode-tps", 0, "simulator: decode tokens/s per request (0: instant)")
+	fs.Float64Var(&cfg.PrefillTokensPerSec, prefix+"prefill-tps", 0, "simulator: prefill tokens/s per request (0: instant)")
+	fs.DurationVar(&cfg.StartupDelay, prefix+"startup-delay", 0, "simulator: refuse connections this long (model loading)")
+	fs.DurationVar(&cfg.Warmup, prefix+"warmup", 0, "simulator: answer 503 this long after binding (warmup)")
+	fs.Float64Var(&cfg.ErrorRate, prefix+"error-rate", 0, "simulator: fraction of requests answered 500/503")
+	fs.Float64Var(&cfg.ResetRate, prefix+"reset-rate", 0, "simulator: fraction of connections reset")
+	fs.Float64Var(&cfg.AbortRate, prefix+"abort-rate", 0, "simulator: fraction of requests aborted (200, finish_reason abort)")
+	fs.IntVar(&cfg.CrashAfter, prefix+"crash-after", 0, "simulator: crash after this many answers (0: never)")
+	fs.Int64Var(&cfg.Seed, prefix+"seed", 0, "simulator: seed for answers and faults")
+	fs.StringVar(&cfg.APIKey, prefix+"api-key", "", "simulator: require this API key")
+	fs.BoolVar(&cfg.ReasoningParser, prefix+"reasoning", false, "simulator: a reasoning model (reasoning_content, reasoning_tokens)")
+	fs.BoolVar(&cfg.EnableMetrics, prefix+"metrics", false, "simulator: serve /metrics")
+	return cfg
+}
+
+// startSim runs a simulator on a loopback port in this process.
+func startSim(ctx context.Context, cfg sim.Config) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := sim.New(cfg)
+	done := make(chan struct{})
+	go func() { s.Serve(sctx, ln); close(done) }()
+	return "http://" + ln.Addr().String(), func() { cancel(); <-done }, nil
+}
+
+func (c *command) sim(ctx context.Context, args []string) error {
+	fs, _ := c.flags("sim")
+	listen := fs.String("listen", "127.0.0.1:30000", "address to listen on")
+	cfg := simFlags(fs, "")
+	if _, err := parse(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			fmt.Fprintln(c.env.Stdout, "usage: gendex sim --listen 127.0.0.1:PORT [flags]")
+			fs.SetOutput(c.env.Stdout)
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	s := sim.New(*cfg)
+	fmt.Fprintf(c.env.Stderr, "gendex sim: an SGLang-compatible simulator on http://%s (model %s, %d slots); Ctrl-C to stop\n", *listen, cfg.Model, cfg.Slots)
+	err := s.ListenAndServe(ctx, *listen)
+	if ctx.Err() != nil {
+		st := s.Stats()
+		fmt.Fprintf(c.env.Stderr, "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)
+		return nil
+	}
+	return err
+}

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"gendex/store"
@@ -130,6 +131,12 @@ func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
 	p := &c.recs[len(c.recs)-1]
 	p.rec = store.Record{Offset: start, Length: int64(len(line)), Line: lineNo, Sum: store.LineSum(line)}
 	stage, err := Normalize(line, src.Stage, &p.rec)
+	if err != nil && stage == store.Prompts && errors.Is(err, ErrNoID) {
+		p.rec.ID = LineID(src.Path, lineNo)
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: LineIDKind,
+			Msg: fmt.Sprintf("prompt has no id; it is known as %q (stable while the file's lines stay in place)", p.rec.ID)})
+		err = nil
+	}
 	if err != nil {
 		c.recs = c.recs[:len(c.recs)-1]
 		kind := Invalid
@@ -361,6 +368,12 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		}
 	}
 	return res, ctx.Err()
+}
+
+// LineID is the id given to a prompt line that has none: the file's name
+// and the line number, e.g. "prompts.jsonl:17".
+func LineID(path string, line int64) string {
+	return fmt.Sprintf("%s:%d", filepath.Base(path), line)
 }
 
 func countSkips(ps []Problem) int {

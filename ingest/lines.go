@@ -64,3 +64,25 @@ func (lr *lineReader) next() (line []byte, start int64, err error) {
 		}
 	}
 }
+
+// ReadLines calls fn for each complete line of r (as the indexer sees it:
+// no newline, no trailing \r, no BOM on the first line), with its 1-based
+// number. It returns the size of an unfinished last line, which fn never
+// sees.
+func ReadLines(r io.Reader, fn func(line []byte, lineNo int64) error) (torn int, err error) {
+	lr := newLineReader(r, 0)
+	var n int64
+	for {
+		line, _, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return lr.torn, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		n++
+		if err := fn(line, n); err != nil {
+			return 0, err
+		}
+	}
+}

@@ -125,7 +125,8 @@ func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
 // what the index keeps; it returns the stage the record belongs in (a
 // response line that reports a failed request goes to store.Errors).
 // rec's location fields (File, Offset, Length, Line, Sum) are left alone.
-// A count the line does not carry is store.Unknown, never 0.
+// A count the line does not carry is store.Unknown, never 0. A prompt line
+// without an id returns ErrNoID with the rest of rec filled in.
 func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, error) {
 	*rec = store.Record{
 		File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum,
@@ -157,7 +158,7 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	if !ok {
 		id, ok = idOf(b, f.id)
 	}
-	if !ok {
+	if !ok && stage != store.Prompts {
 		return stage, ErrNoID
 	}
 	rec.ID = id
@@ -167,6 +168,9 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 		rec.Shape = store.ShapePrompt
 		if n, ok := arrayLen(b, f.inputIDs); ok {
 			rec.PromptTokens = n
+		}
+		if !ok { // the caller may give it an id from its line number
+			return stage, ErrNoID
 		}
 		return stage, nil
 	case store.Tokenized:

@@ -19,10 +19,11 @@ const (
 	NoTokens              // no token count anywhere: indexed as unknown
 	Torn                  // last line has no newline yet: not indexed until complete
 	Reindexed             // file truncated or replaced: its records were indexed again
+	LineIDKind            // a prompt without an id: indexed under its LineID
 	numKinds
 )
 
-var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed"}
+var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id"}
 
 func (k Kind) String() string { return kindNames[k] }
 

@@ -1,0 +1,158 @@
+package gen
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gendex/store"
+)
+
+// rateWindow counts answers and tokens per second over the last minute.
+type rateWindow struct {
+	mu   sync.Mutex
+	secs [64]struct{ sec, n, tokens int64 }
+}
+
+func (w *rateWindow) add(now time.Time, n, tokens int64) {
+	sec := now.Unix()
+	w.mu.Lock()
+	b := &w.secs[sec%int64(len(w.secs))]
+	if b.sec != sec {
+		b.sec, b.n, b.tokens = sec, 0, 0
+	}
+	b.n += n
+	b.tokens += tokens
+	w.mu.Unlock()
+}
+
+// rate returns answers/s and tokens/s over the last span seconds before now
+// (the current second excluded, as it is not over).
+func (w *rateWindow) rate(now time.Time, span int64) (perSec, tokensPerSec float64) {
+	end := now.Unix()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n, tok int64
+	for _, b := range w.secs {
+		if b.sec >= end-span && b.sec < end {
+			n += b.n
+			tok += b.tokens
+		}
+	}
+	return float64(n) / float64(span), float64(tok) / float64(span)
+}
+
+// rateSpan is the window progress rates are measured over, shortened at the
+// start of the run so the first rates are not diluted by seconds before it.
+func (r *run) rateSpan(now time.Time) int64 {
+	return max(1, min(30, int64(now.Sub(r.started)/time.Second)))
+}
+
+// progress reports until stop is closed: live lines on a terminal, else a
+// log line per dataset every LogEvery.
+func (r *run) progress(stop <-chan struct{}) {
+	every := r.cfg.LogEvery
+	if r.cfg.Terminal {
+		every = time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	drawn := 0
+	for {
+		select {
+		case <-stop:
+			if r.cfg.Terminal && drawn > 0 {
+				fmt.Fprintf(r.cfg.Log, "\x1b[%dA\x1b[J", drawn)
+			}
+			return
+		case <-tick.C:
+		}
+		lines := r.statusLines(time.Now())
+		if r.cfg.Terminal {
+			var b strings.Builder
+			if drawn > 0 {
+				fmt.Fprintf(&b, "\x1b[%dA", drawn)
+			}
+			for _, l := range lines {
+				b.WriteString("\x1b[2K" + l + "\n")
+			}
+			fmt.Fprint(r.cfg.Log, b.String())
+			drawn = len(lines)
+		} else {
+			stamp := time.Now().Format(time.TimeOnly)
+			for _, l := range lines {
+				fmt.Fprintf(r.cfg.Log, "%s %s\n", stamp, l)
+			}
+		}
+	}
+}
+
+// statusLines describes the run now: one line for the servers, one per
+// dataset that is not finished (or was worked on in this run).
+func (r *run) statusLines(now time.Time) []string {
+	span := r.rateSpan(now)
+	perSec, tokPerSec := r.all.rate(now, span)
+	servers := fmt.Sprintf("%d/%d servers up", r.pool.upCount(), len(r.pool.servers))
+	for _, s := range r.pool.servers {
+		if !s.up.Load() {
+			servers += fmt.Sprintf(", %s down %s", s.url, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second))
+		}
+	}
+	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %.0f tokens/s (last %ds)", servers, r.pool.inFlight(), perSec, tokPerSec, span)}
+	sums := map[string]store.Summary{}
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sets {
+			if s, err := v.Summary(ds.Name); err == nil {
+				sums[ds.Name] = s
+			}
+		}
+		return nil
+	})
+	for _, ds := range r.sets {
+		s := sums[ds.Name]
+		total := s.Stage(store.Prompts).Records
+		done := total - s.MissingRaw()
+		ps, ts := ds.rate.rate(now, span)
+		eta := "ETA unknown"
+		left := s.MissingRaw()
+		switch {
+		case left == 0:
+			eta = "done"
+		case ps > 0:
+			eta = "ETA " + (time.Duration(float64(left)/ps) * time.Second).Round(time.Second).String()
+		}
+		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
+			continue // finished before this run
+		}
+		errs := ""
+		if n := s.Overlap.ErrorsOpen; n > 0 {
+			errs = fmt.Sprintf(", %d errors", n)
+		}
+		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %.0f tokens/s, %s",
+			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, ps, ts, eta))
+	}
+	return lines
+}
+
+// final prints the run's summary.
+func (r *run) final(sum *Summary) {
+	secs := sum.Elapsed.Seconds()
+	r.logf("gen: %d answers (%d tokens) and %d errors in %s: %.1f answers/s, %.0f tokens/s",
+		sum.Responses, sum.Tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs, float64(sum.Tokens)/secs)
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sortedSets() {
+			s, err := v.Summary(ds.Name)
+			if err != nil {
+				continue
+			}
+			total := s.Stage(store.Prompts).Records
+			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing -> %s",
+				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.Raw)
+		}
+		return nil
+	})
+	if n := r.rep.Count(0) + r.rep.Count(1); n > 0 {
+		r.logf("gen: %d prompt lines could not be read (see above)", n)
+	}
+}

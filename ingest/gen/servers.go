@@ -1,0 +1,110 @@
+package gen
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gendex/ingest/sglang"
+)
+
+// server is one generation endpoint and what gen knows of its state.
+type server struct {
+	url    string
+	client *sglang.Client
+	ctxLen int // context length from /v1/models; 0 when unknown
+
+	inFlight atomic.Int64
+	done     atomic.Int64
+	up       atomic.Bool
+	downAt   atomic.Int64 // unix ms when last marked down
+	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
+	tokenize atomic.Int32
+}
+
+// pool spreads requests over servers by least outstanding requests and
+// keeps the ones that stopped answering out until they answer again.
+type pool struct {
+	servers []*server
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when a server comes up
+	probe   func(ctx context.Context, s *server)
+}
+
+func newPool(servers []*server) *pool {
+	p := &pool{servers: servers, changed: make(chan struct{})}
+	for _, s := range servers {
+		s.up.Store(true)
+	}
+	return p
+}
+
+var errNoServer = errors.New("no server is up")
+
+// pick returns the up server with the fewest requests in flight (and
+// counts one more on it), waiting while every server is down.
+func (p *pool) pick(ctx context.Context) (*server, error) {
+	for {
+		p.mu.Lock()
+		var best *server
+		for _, s := range p.servers {
+			if s.up.Load() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
+				best = s
+			}
+		}
+		if best != nil {
+			best.inFlight.Add(1)
+			p.mu.Unlock()
+			return best, nil
+		}
+		wait := p.changed
+		p.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (p *pool) release(s *server) { s.inFlight.Add(-1) }
+
+// markDown takes s out of rotation and starts probing it (once).
+func (p *pool) markDown(ctx context.Context, s *server) {
+	if !s.up.CompareAndSwap(true, false) {
+		return
+	}
+	s.downAt.Store(time.Now().UnixMilli())
+	go func() {
+		p.probe(ctx, s)
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		s.up.Store(true)
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+	}()
+}
+
+// upCount returns how many servers are up.
+func (p *pool) upCount() int {
+	n := 0
+	for _, s := range p.servers {
+		if s.up.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *pool) inFlight() int64 {
+	var n int64
+	for _, s := range p.servers {
+		n += s.inFlight.Load()
+	}
+	return n
+}
