@@ -709,7 +709,10 @@ func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, at
 // write appends answers to their files: every FlushEvery (or 4 MiB), one
 // write and an fsync per file, then the new lines are indexed.
 func (r *run) write() error {
-	type bufs struct{ raw, errs []byte; ok, failed, tokens int64 }
+	type bufs struct {
+		raw, errs          []byte
+		ok, failed, tokens int64
+	}
 	pending := map[*dsRun]*bufs{}
 	size := 0
 	tick := time.NewTicker(r.cfg.FlushEvery)
