@@ -757,8 +757,7 @@ func (r *run) write() error {
 				b.errs = append(b.errs, res.line...)
 				b.failed++
 			} else {
-				b.raw = append(b.raw, res.line...)
-				b.raw = append(b.raw, '\n')
+				b.raw = append(b.raw, res.line...) // AppendJSONL ends it with \n
 				b.ok++
 				b.tokens += res.tokens
 			}

@@ -1,0 +1,454 @@
+package gen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gendex/ingest"
+	"gendex/ingest/sglang"
+	"gendex/ingest/sim"
+	"gendex/store"
+)
+
+// syncBuffer is a log that several goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func simServer(t testing.TB, cfg sim.Config) (*sim.Server, string) {
+	t.Helper()
+	s := sim.New(cfg)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return s, hs.URL
+}
+
+// writePrompts writes n prompts of the given shape to root/name/prompts.jsonl.
+func writePrompts(t testing.TB, root, name, shape string, n int) {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	os.MkdirAll(dir, 0o755)
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("%s-%05d", name, i)
+		var line any
+		switch shape {
+		case "ids":
+			line = map[string]any{"id": id, "input_ids": sim.Encode(fmt.Sprintf("prompt number %d", i), true)}
+		case "text":
+			line = map[string]any{"id": id, "text": fmt.Sprintf("write about %d", i)}
+		case "messages":
+			line = map[string]any{"id": id, "messages": []map[string]string{{"role": "user", "content": fmt.Sprintf("explain %d", i)}}, "max_new_tokens": 40}
+		case "sharegpt":
+			line = map[string]any{"id": id, "conversations": []map[string]string{{"from": "human", "value": fmt.Sprintf("why %d", i)}, {"from": "gpt", "value": "old"}}}
+		}
+		j, _ := json.Marshal(line)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openDB(t testing.TB, path string) *store.DB {
+	t.Helper()
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func runGen(t testing.TB, ctx context.Context, dbPath string, cfg Config, roots ...string) (*Summary, string, error) {
+	t.Helper()
+	var log syncBuffer
+	cfg.Log = &log
+	if cfg.LogEvery == 0 {
+		cfg.LogEvery = time.Hour
+	}
+	sets, err := FindDatasets(roots, cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, dbPath)
+	defer db.Close()
+	sum, err := Run(ctx, db, cfg, sets)
+	return sum, log.String(), err
+}
+
+// outputLines reads a raw_responses file: id -> decoded lines.
+func outputLines(t testing.TB, path string) map[string][]map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]map[string]any{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+		}
+		id := m["id"].(string)
+		out[id] = append(out[id], m)
+	}
+	return out
+}
+
+// checkExactlyOnce checks that every prompt of dataset under root has exactly
+// one answer line in its output, that the index agrees with the file, and
+// (when url is set) that each answer is the simulator's answer to that very
+// prompt.
+func checkExactlyOnce(t *testing.T, dbPath, root, name, out, url string, maxNew int) {
+	t.Helper()
+	rawPath := filepath.Join(out, name, "raw_responses.jsonl")
+	lines := outputLines(t, rawPath)
+	var prompts []map[string]any
+	pf, _ := os.ReadFile(filepath.Join(root, name, "prompts.jsonl"))
+	for _, l := range strings.Split(strings.TrimSpace(string(pf)), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		prompts = append(prompts, m)
+	}
+	for _, p := range prompts {
+		id := p["id"].(string)
+		if n := len(lines[id]); n != 1 {
+			t.Errorf("%s: %d answer lines; want exactly 1", id, n)
+		}
+	}
+	if len(lines) != len(prompts) {
+		t.Errorf("%d distinct answers for %d prompts", len(lines), len(prompts))
+	}
+	// The index agrees with the file: a fresh index of the file counts the same.
+	db := openDB(t, dbPath)
+	var s store.Summary
+	db.View(func(v *store.View) (err error) { s, err = v.Summary(name); return err })
+	db.Close()
+	fresh, err := store.Open(filepath.Join(t.TempDir(), "fresh.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	ix := &ingest.Indexer{DB: fresh}
+	if _, err := ix.IndexFile(context.Background(), ingest.Source{Path: rawPath, Dataset: name, Stage: store.Raw}); err != nil {
+		t.Fatal(err)
+	}
+	var fs store.Summary
+	fresh.View(func(v *store.View) (err error) { fs, err = v.Summary(name); return err })
+	got, want := s.Stage(store.Raw), fs.Stage(store.Raw)
+	if got.Records != want.Records || got.CompletionTokens != want.CompletionTokens || got.Duplicates != 0 || s.MissingRaw() != 0 {
+		t.Errorf("index: raw %+v missing %d; the file says %+v", got, s.MissingRaw(), want)
+	}
+	if url == "" {
+		return
+	}
+	// Each answer is the simulator's answer to its own prompt.
+	c := sglang.New(url, sglang.Options{})
+	for _, p := range prompts {
+		id := p["id"].(string)
+		if len(lines[id]) == 0 {
+			continue
+		}
+		ids, ok := p["input_ids"].([]any)
+		if !ok {
+			continue
+		}
+		in := make([]int, len(ids))
+		for i, v := range ids {
+			in[i] = int(v.(float64))
+		}
+		res, err := c.Generate(context.Background(), sglang.GenerateRequest{InputIDs: in, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(res.OutputIDs)
+		got, _ := json.Marshal(lines[id][0]["output_ids"])
+		if string(got) != string(want) {
+			t.Errorf("%s: answer %s is not the answer to its prompt (%s)", id, got, want)
+		}
+	}
+}
+
+func TestGenShapes(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 1})
+	root, out := t.TempDir(), t.TempDir()
+	for _, shape := range []string{"ids", "text", "messages", "sharegpt"} {
+		writePrompts(t, root, "D_"+shape, shape, 30)
+	}
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	maxNew := 50
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 8,
+		Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if sum.Responses != 120 || sum.Errors != 0 {
+		t.Fatalf("summary %+v\n%s", sum, log)
+	}
+	for _, shape := range []string{"ids", "text", "messages", "sharegpt"} {
+		checkExactlyOnce(t, dbPath, root, "D_"+shape, out, url, maxNew)
+	}
+	// A flat, self-describing line.
+	lines := outputLines(t, filepath.Join(out, "D_ids", "raw_responses.jsonl"))
+	l := lines["D_ids-00001"][0]
+	for _, k := range []string{"output_ids", "text", "prompt_tokens", "completion_tokens", "cached_tokens", "finish_reason", "e2e_latency", "finished_at", "server"} {
+		if _, ok := l[k]; !ok {
+			t.Errorf("answer line lacks %q: %v", k, l)
+		}
+	}
+	// The messages prompts' max_new_tokens of 40 wins over the run's 50.
+	for id, ls := range outputLines(t, filepath.Join(out, "D_messages", "raw_responses.jsonl")) {
+		if n := ls[0]["completion_tokens"].(float64); n > 40 {
+			t.Errorf("%s: %v completion tokens; the prompt asked for at most 40", id, n)
+		}
+	}
+	// A second run has nothing to do.
+	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root)
+	if err != nil || sum.Responses != 0 || !strings.Contains(log, "nothing to do") {
+		t.Fatalf("second run: %+v %v\n%s", sum, err, log)
+	}
+}
+
+func TestGenChatAndCompletions(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 2, ReasoningParser: true})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "M", "messages", 10)
+	writePrompts(t, root, "T", "text", 10)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	_, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: sglang.APIChat}, filepath.Join(root, "M"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	for id, ls := range outputLines(t, filepath.Join(out, "M", "raw_responses.jsonl")) {
+		rc, _ := ls[0]["reasoning_content"].(string)
+		text, _ := ls[0]["text"].(string)
+		if rc == "" || strings.Contains(text, "<think>") || ls[0]["reasoning_tokens"].(float64) <= 0 {
+			t.Errorf("%s: reasoning not kept apart: %v", id, ls[0])
+		}
+	}
+	_, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: sglang.APICompletions}, filepath.Join(root, "T"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	checkExactlyOnce(t, dbPath, root, "M", out, "", 0)
+	checkExactlyOnce(t, dbPath, root, "T", out, "", 0)
+}
+
+// TestGenFaults: error answers, resets and aborts are retried until every
+// prompt has its one answer; none becomes an error record.
+func TestGenFaults(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 3, ErrorRate: 0.2, ResetRate: 0.1, AbortRate: 0.1})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "F", "ids", 150)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	maxNew := 128
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 16,
+		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
+	if err != nil || sum.Responses != 150 || sum.Errors != 0 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	_, clean := simServer(t, sim.Config{Seed: 3}) // same answers, no faults
+	checkExactlyOnce(t, dbPath, root, "F", out, clean, maxNew)
+}
+
+// TestGenPermanentErrors: a prompt longer than the context is recorded in
+// errors.jsonl with the server's status and message, counted, and tried
+// again with RetryErrors.
+func TestGenPermanentErrors(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 4, ContextLength: 64})
+	root, out := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "E")
+	os.MkdirAll(dir, 0o755)
+	long, _ := json.Marshal(map[string]any{"id": "long", "input_ids": make([]int, 100)})
+	short, _ := json.Marshal(map[string]any{"id": "short", "input_ids": sim.Encode("hi", true)})
+	bad := `{"id":"bad","text":"x","sampling_params":{"max_tokens":5}}`
+	none := `{"id":"none","foo":1}`
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(string(long)+"\n"+string(short)+"\n"+bad+"\n"+none+"\n"), 0o644)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	maxNew := 1000 // clipped to the context for "short"
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+	if err != nil || sum.Responses != 1 || sum.Errors != 3 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	errs := outputLines(t, filepath.Join(out, "E", "errors.jsonl"))
+	if e := errs["long"]; len(e) != 1 || e[0]["status"].(float64) != 400 || !strings.Contains(e[0]["error"].(string), "longer than the model's context length") {
+		t.Errorf("long: %v", e)
+	}
+	if e := errs["bad"]; len(e) != 1 || !strings.Contains(e[0]["error"].(string), "max_new_tokens") {
+		t.Errorf("bad sampling key: %v", e)
+	}
+	if e := errs["none"]; len(e) != 1 || !strings.Contains(e[0]["error"].(string), "prompts.jsonl:4") {
+		t.Errorf("no prompt field: %v", e)
+	}
+	db := openDB(t, dbPath)
+	var s store.Summary
+	db.View(func(v *store.View) (err error) { s, err = v.Summary("E"); return err })
+	db.Close()
+	if s.Overlap.ErrorsOpen != 3 || s.MissingRaw() != 0 || s.Stage(store.Raw).Records != 1 {
+		t.Errorf("summary: %+v", s)
+	}
+	// Retried, they fail again (same answer from the server): still 3 open errors, nothing lost.
+	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, RetryErrors: true}, root)
+	if err != nil || sum.Errors != 3 {
+		t.Fatalf("retry: %+v %v\n%s", sum, err, log)
+	}
+}
+
+// TestGenWaitsForServer: a server that refuses connections while it
+// loads, then answers 503 while it warms up, is waited for.
+func TestGenWaitsForServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := sim.New(sim.Config{Seed: 5, StartupDelay: 700 * time.Millisecond, Warmup: 700 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go s.ListenAndServe(ctx, addr)
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "W", "ids", 20)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{"http://" + addr}, Out: out, LogEvery: 100 * time.Millisecond}, root)
+	if err != nil || sum.Responses != 20 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	if !strings.Contains(log, "connection refused") || !strings.Contains(log, "warming up") {
+		t.Errorf("the wait was not shown:\n%s", log)
+	}
+}
+
+// TestGenServerRestart: the server dies mid-run and comes back on the same
+// address; gen waits for it and finishes by itself.
+func TestGenServerRestart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first := sim.New(sim.Config{Seed: 6, CrashAfter: 40, DecodeTokensPerSec: 2000})
+	go first.Serve(t.Context(), ln)
+	go func() {
+		// Restart once the first one has crashed.
+		for first.Stats().Completed < 40 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		second := sim.New(sim.Config{Seed: 6, DecodeTokensPerSec: 2000})
+		for {
+			if err := second.ListenAndServe(t.Context(), addr); err == nil || t.Context().Err() != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "R", "ids", 120)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8,
+		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}}, root)
+	if err != nil || sum.Responses != 120 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	if !strings.Contains(log, "stopped answering") || !strings.Contains(log, "is back") {
+		t.Errorf("the outage was not reported:\n%s", log)
+	}
+	checkExactlyOnce(t, dbPath, root, "R", out, "http://"+addr, 128)
+}
+
+// TestGenInterruptAndResume: an interrupt stops the run; the next run
+// answers the rest, each prompt once.
+func TestGenInterruptAndResume(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 7, Slots: 4, DecodeTokensPerSec: 1000})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "I", "ids", 80)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	sum, log, err := runGen(t, ctx, dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4, Grace: 50 * time.Millisecond}, root)
+	if err == nil || sum == nil || sum.Responses == 0 || sum.Responses >= 80 {
+		t.Fatalf("interrupted run: %+v %v\n%s", sum, err, log)
+	}
+	sum2, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4}, root)
+	if err != nil || sum.Responses+sum2.Responses != 80 {
+		t.Fatalf("resumed: %+v + %+v %v\n%s", sum, sum2, err, log)
+	}
+	checkExactlyOnce(t, dbPath, root, "I", out, url, 128)
+}
+
+// TestGenCutsTornLine: a torn last line left in the output is cut, and
+// its prompt answered (once).
+func TestGenCutsTornLine(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 8})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "C", "ids", 10)
+	os.MkdirAll(filepath.Join(out, "C"), 0o755)
+	os.WriteFile(filepath.Join(out, "C", "raw_responses.jsonl"), []byte(`{"id":"C-00001","output_ids":[1,2],"completion_tokens":2}`+"\n"+`{"id":"C-00002","outp`), 0o644)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root)
+	if err != nil || sum.Responses != 9 || !strings.Contains(log, "cut an unfinished last line") {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	checkExactlyOnce(t, dbPath, root, "C", out, "", 0)
+}
+
+// TestGenSeveralServers: the load is shared.
+func TestGenSeveralServers(t *testing.T) {
+	a, urlA := simServer(t, sim.Config{Seed: 9, DecodeTokensPerSec: 5000})
+	b, urlB := simServer(t, sim.Config{Seed: 9, DecodeTokensPerSec: 5000})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "S", "ids", 100)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{urlA, urlB}, Out: out, Concurrency: 16}, root)
+	if err != nil || sum.Responses != 100 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	na, nb := a.Stats().Completed, b.Stats().Completed
+	if na+nb != 100 || na < 20 || nb < 20 {
+		t.Errorf("servers answered %d and %d; want the 100 shared", na, nb)
+	}
+}
+
+func TestGenAuth(t *testing.T) {
+	_, url := simServer(t, sim.Config{APIKey: "sekret"})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "A", "ids", 3)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	_, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, APIKey: "wrong"}, root)
+	if err == nil || !strings.Contains(err.Error(), "api-key") || strings.Contains(err.Error()+log, "wrong") {
+		t.Fatalf("wrong key: %v\n%s", err, log)
+	}
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, APIKey: "sekret"}, root)
+	if err != nil || sum.Responses != 3 || strings.Contains(log, "sekret") {
+		t.Fatalf("right key: %+v %v\n%s", sum, err, log)
+	}
+}
