@@ -490,7 +490,28 @@ func (r *run) connect() error {
 	if up == 0 {
 		return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
 	}
+	r.warm(servers)
 	return nil
+}
+
+// warm opens the connections the run will use before the first prompt is
+// sent, so the server's slots fill at once rather than one dial at a time.
+// It asks for /v1/models, which costs the server nothing.
+func (r *run) warm(servers []*server) {
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		if !s.up.Load() {
+			continue
+		}
+		for range max(1, r.cfg.Concurrency/len(servers)) {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
+				defer cancel()
+				s.client.ServedModel(ctx)
+			})
+		}
+	}
+	wg.Wait()
 }
 
 // feed sends every dataset's unanswered prompts, in file order, dataset
