@@ -31,6 +31,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -223,6 +225,7 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
+	listen := fs.String("listen", "", "with --follow: also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
 	paths, err := parse(fs, args)
 	if errors.Is(err, errHelp) {
 		printUsage(c.env.Stdout)
@@ -247,6 +250,14 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
+	if *listen != "" && !*follow {
+		return usagef("ingest: --listen goes with --follow")
+	}
+	stopLive, err := c.serveLive(ctx, db, *listen, nil)
+	if err != nil {
+		return err
+	}
+	defer stopLive()
 
 	rep := &ingest.Reporter{W: c.env.Stderr}
 	ix := &ingest.Indexer{DB: db, Report: rep.Report}
@@ -402,16 +413,72 @@ func (c *command) query(ctx context.Context, args []string) error {
 	}
 	q.Resolve(c.env.StdoutTTY)
 	path := c.dbPath(dbFlag)
-	db, err := store.Open(path, store.Options{ReadOnly: true})
+	asker, done, err := openAsker(ctx, path)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer done()
 	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
-	if err := query.Run(db, q, c.env.Now(), out); err != nil {
+	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
 		return err
 	}
 	return out.Close()
+}
+
+// openAsker finds who can answer questions about the index at path: the
+// process writing it (over its socket), or the file itself, opened
+// read-only. Neither hangs: a writer that holds the file serves the socket.
+func openAsker(ctx context.Context, path string) (query.Asker, func(), error) {
+	sock := query.SocketPath(path)
+	if r, err := query.Dial(ctx, sock); err == nil {
+		return r, func() {}, nil
+	}
+	db, err := store.Open(path, store.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, store.ErrLocked) {
+		// A writer may have started since: it serves the socket at once.
+		if r, err2 := query.Dial(ctx, sock); err2 == nil {
+			return r, func() {}, nil
+		}
+		return nil, nil, fmt.Errorf("%w; its writer does not answer on %s either (an older gendex, or a bbolt tool, holds the file)", err, sock)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return query.Local{Src: db}, func() { db.Close() }, nil
+}
+
+// serveLive serves questions about db on its socket (and on listen, when
+// given, with /metrics) while the calling command writes it.
+func (c *command) serveLive(ctx context.Context, db *store.DB, listen string, extra func(io.Writer)) (stop func(), err error) {
+	srv := &query.Server{Src: db, Extra: extra}
+	sctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	ln, err := query.Listen(query.SocketPath(db.Path()))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	wg.Go(func() { srv.Serve(sctx, ln) })
+	if listen != "" {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, usagef("--listen %q: want HOST:PORT or :PORT", listen)
+		}
+		if host == "" {
+			host = "127.0.0.1" // loopback unless asked otherwise
+		}
+		tl, err := net.Listen("tcp", net.JoinHostPort(host, port))
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		fmt.Fprintf(c.env.Stderr, "serving answers on http://%s/v1/query?arg=progress and Prometheus metrics on http://%s/metrics\n", tl.Addr(), tl.Addr())
+		wg.Go(func() { srv.Serve(sctx, tl) })
+	}
+	return func() { cancel(); wg.Wait() }, nil
 }
 
 var _ = filepath.Join
@@ -435,6 +502,7 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
 	maxAttempts := fs.Int("max-attempts", 20, "HTTP errors (429, 5xx, aborts) one prompt may get before it is recorded as an error")
+	listen := fs.String("listen", "", "also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
 	sp, err := samplingFlags(fs)
 	if err != nil {
 		return err
@@ -494,6 +562,17 @@ func (c *command) gen(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
+	var metrics atomic.Pointer[func(io.Writer)]
+	cfg.OnMetrics = func(f func(io.Writer)) { metrics.Store(&f) }
+	stopLive, err := c.serveLive(ctx, db, *listen, func(w io.Writer) {
+		if f := metrics.Load(); f != nil {
+			(*f)(w)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer stopLive()
 	// A second interrupt quits at once: what is written is fsynced and the
 	// index catches up from the files on the next start.
 	go func() {

@@ -75,6 +75,10 @@ func TestParse(t *testing.T) {
 			if len(got.Datasets) == 0 {
 				got.Datasets = nil
 			}
+			if !reflect.DeepEqual(got.Args, tc.args) {
+				t.Errorf("Args = %q; want the words parsed, %q", got.Args, tc.args)
+			}
+			got.Args = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Parse(%q)\n got %+v\nwant %+v", tc.args, got, tc.want)
 			}

@@ -41,6 +41,8 @@ type Query struct {
 	Format   Format
 	NoHeader bool
 	Bare     bool // missing: ids only (see Resolve)
+	// Args are the words Parse read, to ask the same question elsewhere.
+	Args []string
 }
 
 // ErrUsage marks errors in how a question was asked.
@@ -54,7 +56,7 @@ func usageErr(format string, a ...any) error {
 // ["throughput", "--window", "5m", "B1"]. Flags may come anywhere; "--"
 // ends them (so an id such as -1 can be asked for).
 func Parse(args []string) (Query, error) {
-	var q Query
+	q := Query{Args: append([]string(nil), args...)}
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	format := fs.String("format", "", "table, tsv, csv or json")

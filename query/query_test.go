@@ -508,8 +508,14 @@ func TestThroughputOwnTimes(t *testing.T) {
 		if records != int64(tc.records) {
 			t.Errorf("window %s: the model has %d records, the fixture was written for %d", tc.window, records, tc.records)
 		}
-		want := [][]any{{"clock", tc.seconds, records, tokens,
-			fixed(float64(records)/float64(tc.seconds), 2), fixed(float64(tokens)/float64(tc.seconds), 1), unknown}}
+		// The window starts no earlier than the dataset's first response.
+		first := int64(1 << 62)
+		for _, r := range m["clock"].raw {
+			first = min(first, r.own.Unix())
+		}
+		seconds := min(tc.seconds, now.Unix()+1-first)
+		want := [][]any{{"clock", seconds, records, tokens,
+			fixed(float64(records)/float64(seconds), 2), fixed(float64(tokens)/float64(seconds), 1), unknown}}
 		r := answer(t, db, now, "throughput", "--window", tc.window, "clock")
 		checkRows(t, "throughput "+tc.window, r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"}, want)
 	}
@@ -541,8 +547,14 @@ func TestThroughputIndexingTime(t *testing.T) {
 	}
 	n := int64(len(m["beta"].raw))
 	window := after.Sub(before).Truncate(time.Second) + 10*time.Second
-	w := int64(window / time.Second)
+	// The window starts at the first response, indexed between before and after.
+	w := after.Unix() + 1 - before.Unix()
 	r := answer(t, db, after, "throughput", "beta", "--window", window.String())
+	if got := normRow(r.Rows[0]); got[1] != w && got[1] != w-1 {
+		t.Errorf("window_s = %v; want the seconds since indexing, %d", got[1], w)
+	} else {
+		w = got[1].(int64)
+	}
 	checkRows(t, "throughput beta", r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"},
 		[][]any{{"beta", w, n, tokens, fixed(float64(n)/float64(w), 2), fixed(float64(tokens)/float64(w), 1), unknown}})
 	// A window that ended before the indexing sees none of them.

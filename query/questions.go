@@ -206,21 +206,25 @@ func tokenRow(name string, r *store.Stats, p []any) []any {
 
 // throughput: responses that finished in the window ending now, by their own
 // finish time (or the time they were indexed). The window is whole seconds
-// and includes the current one.
+// and includes the current one; it starts no earlier than the dataset's
+// first response, so a run that began 10 s ago is measured over 10 s, not
+// diluted over 30 (window_s says which).
 func throughput(v *store.View, names []string, window time.Duration, now time.Time, out Sink) error {
 	out.Columns([]string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"})
-	w := int64(window / time.Second)
 	to := now.Unix() + 1
-	from := to - w
-	var tr, tt, tu int64
+	var tr, tt, tu, tw int64
 	for _, n := range names {
+		from := to - int64(window/time.Second)
+		if first, ok := v.FirstSecond(n); ok && first > from && first < to {
+			from = first
+		}
 		r, t, u := v.Window(n, from, to)
-		tr, tt, tu = tr+r, tt+t, tu+u
-		if err := out.Row(rateRow(n, w, r, t, u)); err != nil {
+		tr, tt, tu, tw = tr+r, tt+t, tu+u, max(tw, to-from)
+		if err := out.Row(rateRow(n, to-from, r, t, u)); err != nil {
 			return err
 		}
 	}
-	return out.Total(rateRow("TOTAL", w, tr, tt, tu))
+	return out.Total(rateRow("TOTAL", max(tw, 1), tr, tt, tu))
 }
 
 func rateRow(name string, w, records, tokens, unknown int64) []any {

@@ -100,6 +100,24 @@ func (v *View) Window(name string, from, to int64) (records, tokens, unknown int
 	return
 }
 
+// FirstSecond returns the earliest second with a response in the raw
+// stage's throughput buckets.
+func (v *View) FirstSecond(name string) (int64, bool) {
+	b := v.datasetBucket(name)
+	if b == nil {
+		return 0, false
+	}
+	tb := b.Bucket(bucketTS)
+	if tb == nil {
+		return 0, false
+	}
+	k, _ := tb.Cursor().First()
+	if k == nil {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(k)), true
+}
+
 // Get returns the record of id in a dataset's stage.
 func (v *View) Get(name string, stage Stage, id string) (Record, bool, error) {
 	r := Record{ID: id}

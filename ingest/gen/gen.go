@@ -68,6 +68,10 @@ type Config struct {
 	Log      io.Writer
 	Terminal bool
 	LogEvery time.Duration
+	// OnMetrics, when set, is given a function that writes gen's own
+	// Prometheus samples (requests in flight, servers up) once the servers
+	// are known.
+	OnMetrics func(func(io.Writer))
 }
 
 func (c *Config) defaults() {
@@ -491,7 +495,30 @@ func (r *run) connect() error {
 		return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
 	}
 	r.warm(servers)
+	if r.cfg.OnMetrics != nil {
+		r.cfg.OnMetrics(r.writeMetrics)
+	}
 	return nil
+}
+
+// writeMetrics writes the requests in flight and whether each server is up.
+func (r *run) writeMetrics(w io.Writer) {
+	fmt.Fprintf(w, "# HELP gendex_in_flight Requests in flight, by server.\n# TYPE gendex_in_flight gauge\n")
+	for _, s := range r.pool.servers {
+		fmt.Fprintf(w, "gendex_in_flight{server=%q} %d\n", s.url, s.inFlight.Load())
+	}
+	fmt.Fprintf(w, "# HELP gendex_server_up Whether a server answers (1) or is waited for (0).\n# TYPE gendex_server_up gauge\n")
+	for _, s := range r.pool.servers {
+		up := 0
+		if s.up.Load() {
+			up = 1
+		}
+		fmt.Fprintf(w, "gendex_server_up{server=%q} %d\n", s.url, up)
+	}
+	fmt.Fprintf(w, "# HELP gendex_answers_total Answers written by this run, by server.\n# TYPE gendex_answers_total counter\n")
+	for _, s := range r.pool.servers {
+		fmt.Fprintf(w, "gendex_answers_total{server=%q} %d\n", s.url, s.done.Load())
+	}
 }
 
 // warm opens the connections the run will use before the first prompt is

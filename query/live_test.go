@@ -1,0 +1,106 @@
+package query_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/query"
+)
+
+// TestRemoteAnswersAsLocal: every question asked over the writer's socket
+// gets the answer the index itself gives.
+func TestRemoteAnswersAsLocal(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	sock := filepath.Join(t.TempDir(), "g.db.sock")
+	ln, err := query.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- (&query.Server{Src: db}).Serve(ctx, ln) }()
+	remote, err := query.Dial(t.Context(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, args := range [][]string{
+		{"progress"}, {"tokens"}, {"finish"}, {"errors"}, {"datasets"},
+		{"throughput", "--window", "1h"}, {"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"},
+		{"show", "alpha", "B2_opencodeinstruct-0000017"}, {"progress", "alpha", "beta"},
+	} {
+		q, err := query.Parse(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var local, viaSocket query.Collect
+		if err := (query.Local{Src: db}).Ask(t.Context(), q, now, &local); err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Ask(t.Context(), q, now, &viaSocket); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if args[0] == "throughput" { // the server's clock is its own
+			local.Result.Rows, viaSocket.Result.Rows, local.Result.Total, viaSocket.Result.Total = nil, nil, nil, nil
+		}
+		for _, f := range []query.Format{query.JSON, query.Table, query.TSV} {
+			var a, b strings.Builder
+			query.Write(&a, &local.Result, query.Options{Format: f})
+			query.Write(&b, &viaSocket.Result, query.Options{Format: f})
+			if a.String() != b.String() || a.Len() == 0 {
+				t.Errorf("%v as %v:\n local\n%s\n socket\n%s", args, f, a.String(), b.String())
+			}
+		}
+	}
+	// Errors come back as errors; usage errors as usage errors.
+	q, _ := query.Parse([]string{"progress", "nope"})
+	if err := remote.Ask(t.Context(), q, now, &query.Collect{}); err == nil || errors.Is(err, query.ErrUsage) {
+		t.Errorf("unknown dataset over the socket: %v", err)
+	}
+	// A second server on the same socket is refused while the first runs.
+	if _, err := query.Listen(sock); err == nil {
+		t.Error("a second Listen on a served socket succeeded")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind after Serve: %v", err)
+	}
+	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrNoWriter) {
+		t.Errorf("Dial after the writer left: %v", err)
+	}
+}
+
+// TestListenReplacesStaleSocket: a socket file left by a process that died
+// is replaced.
+func TestListenReplacesStaleSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "g.db.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // the file stays; nobody answers
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrNoWriter) {
+		t.Errorf("Dial on a stale socket: %v", err)
+	}
+	ln2, err := query.Listen(sock)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	ln2.Close()
+}
