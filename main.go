@@ -43,19 +43,39 @@ import (
 	"gendex/ingest/sglang"
 	"gendex/ingest/sim"
 	"gendex/query"
+	"gendex/shell"
 	"gendex/store"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	env := &Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		StdoutTTY: isTerminal(os.Stdout), StdinTTY: isTerminal(os.Stdin), StderrTTY: isTerminal(os.Stderr),
 		Getenv: os.Getenv, Now: time.Now,
 	}
+	ctx, stop := context.Background(), func() {}
+	if !(commandOf(os.Args[1:]) == "shell" && env.StdinTTY && env.StdoutTTY) {
+		// The interactive shell handles Ctrl-C itself: it cancels the
+		// running command, not the shell.
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
 	err := run(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(exitCode(env.Stderr, err))
+}
+
+// commandOf returns the command word of a command line (after --db FILE).
+func commandOf(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--db" || a == "-db":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
+		}
+	}
+	return ""
 }
 
 func isTerminal(f *os.File) bool {
@@ -122,6 +142,7 @@ Commands:
                                     one dataset folder, or one file (with --dataset NAME --stage STAGE)
   query QUESTION [ARGS]             answer a question from the index, instantly:
 %s
+  shell                             ask the same questions interactively; watch a run live
   help                              show this text
 
 Every command takes --db FILE (default ./gendex.db, or $GENDEX_DB).
@@ -163,6 +184,8 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return c.gen(ctx, args)
 	case "sim":
 		return c.sim(ctx, args)
+	case "shell":
+		return c.shell(ctx, args)
 	case "help", "-h", "-help", "--help":
 		printUsage(env.Stdout)
 		return nil
@@ -413,16 +436,43 @@ func (c *command) query(ctx context.Context, args []string) error {
 	}
 	q.Resolve(c.env.StdoutTTY)
 	path := c.dbPath(dbFlag)
-	asker, done, err := openAsker(ctx, path)
+	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
+	if err := (pathAsker{path}).Ask(ctx, q, c.env.Now(), out); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// pathAsker answers each question from whoever can answer for the index
+// at path at that moment (see openAsker), holding nothing open between
+// questions: a shell left open never keeps gen from starting.
+type pathAsker struct{ path string }
+
+func (a pathAsker) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
+	asker, done, err := openAsker(ctx, a.path)
 	if err != nil {
 		return err
 	}
 	defer done()
-	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
-	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
+	return asker.Ask(ctx, q, now, out)
+}
+
+func (c *command) shell(ctx context.Context, args []string) error {
+	fs, dbFlag := c.flags("shell")
+	if rest, err := parse(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			fmt.Fprintln(c.env.Stdout, "usage: gendex shell [--db FILE]   (then type help)")
+		}
 		return err
+	} else if len(rest) > 0 {
+		return usagef("shell takes no arguments (commands come on its input)")
 	}
-	return out.Close()
+	sh := &shell.Shell{
+		Ask: pathAsker{c.dbPath(*dbFlag)}, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,
+		Interactive: c.env.StdinTTY && c.env.StdoutTTY, Now: c.env.Now,
+		HistoryPath: shell.HistoryPath(c.env.Getenv),
+	}
+	return sh.Run(ctx)
 }
 
 // openAsker finds who can answer questions about the index at path: the

@@ -1,0 +1,470 @@
+// Package shell is gendex's interactive shell: every query question, plus
+// watch, format, help and quit, over the same query package as `gendex
+// query`, so the same question gets the same answer. On a terminal it edits
+// lines with liner (history, tab completion, Ctrl-C cancels the running
+// command, Ctrl-D leaves); otherwise it reads commands line by line, with no
+// prompt, and prints plain output, so it scripts like any Unix tool.
+//
+// shell is the only package that imports liner.
+package shell
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/peterh/liner"
+
+	"gendex/query"
+)
+
+// Shell is one session.
+type Shell struct {
+	Ask query.Asker
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// Interactive: stdin and stdout are a terminal; use liner.
+	Interactive bool
+	// HistoryPath is where command history is kept (mode 0600); "" keeps none.
+	HistoryPath string
+	Now         func() time.Time
+
+	format    query.Format
+	datasets  []string
+	fetchedAt time.Time
+	mu        sync.Mutex
+}
+
+const prompt = "gendex> "
+
+// Run reads and runs commands until quit, end of input, or ctx is done.
+// Off a terminal it returns an error if any command failed.
+func (s *Shell) Run(ctx context.Context) error {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	s.format = query.TSV
+	if s.Interactive {
+		s.format = query.Table
+		return s.interactive(ctx)
+	}
+	sc := bufio.NewScanner(s.In)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	failed := 0
+	for sc.Scan() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		quit, err := s.exec(ctx, sc.Text())
+		if err != nil {
+			fmt.Fprintf(s.Err, "gendex: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+			failed++
+		}
+		if quit {
+			break
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading commands: %w", err)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d commands failed", failed)
+	}
+	return nil
+}
+
+func (s *Shell) interactive(ctx context.Context) (err error) {
+	line := liner.NewLiner()
+	defer line.Close() // restores the terminal on every way out, panics included
+	line.SetCtrlCAborts(true)
+	line.SetTabCompletionStyle(liner.TabPrints)
+	line.SetWordCompleter(s.complete)
+	s.loadHistory(line)
+	fmt.Fprintln(s.Out, "gendex shell: type help for the commands, Ctrl-D to leave.")
+
+	// Ctrl-C while a command runs cancels that command, not the shell.
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+
+	for {
+		text, err := line.Prompt(prompt)
+		switch {
+		case errors.Is(err, liner.ErrPromptAborted):
+			continue // Ctrl-C at the prompt: a fresh line
+		case errors.Is(err, io.EOF):
+			fmt.Fprintln(s.Out)
+			return nil
+		case err != nil:
+			return err
+		}
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		if len(text) < 4000 { // longer lines would break the history file
+			line.AppendHistory(text)
+			s.saveHistory(line)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-interrupts:
+				cancel()
+			case <-done:
+			}
+		}()
+		quit, err := s.exec(cctx, text)
+		close(done)
+		canceled := cctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case canceled:
+			fmt.Fprintln(s.Out, "^C")
+		case err != nil:
+			fmt.Fprintf(s.Err, "gendex: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+		}
+		if quit || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Drain a Ctrl-C that raced the end of the command.
+		select {
+		case <-interrupts:
+		default:
+		}
+	}
+}
+
+// exec runs one command line and reports whether the shell should end.
+func (s *Shell) exec(ctx context.Context, text string) (quit bool, err error) {
+	words, err := split(text)
+	if err != nil || len(words) == 0 || strings.HasPrefix(words[0], "#") {
+		return false, err
+	}
+	switch words[0] {
+	case "quit", "exit", `\q`:
+		return true, nil
+	case "help", "?":
+		s.help()
+		return false, nil
+	case "format":
+		if len(words) != 2 {
+			return false, fmt.Errorf("usage: format table|tsv|csv|json (now %s)", s.format)
+		}
+		f, err := query.ParseFormat(words[1])
+		if err != nil || f == query.Auto {
+			return false, fmt.Errorf("usage: format table|tsv|csv|json")
+		}
+		s.format = f
+		return false, nil
+	case "watch":
+		return false, s.watch(ctx, words[1:])
+	}
+	return false, s.ask(ctx, words, s.Out)
+}
+
+// ask answers one question in the shell's format (a --format flag wins).
+func (s *Shell) ask(ctx context.Context, words []string, w io.Writer) error {
+	q, err := query.Parse(words)
+	if err != nil {
+		return err
+	}
+	if q.Format == query.Auto {
+		q.Format = s.format
+	}
+	q.Resolve(s.Interactive)
+	out := query.NewWriter(w, query.Options{Format: q.Format, NoHeader: q.NoHeader})
+	if err := s.Ask.Ask(ctx, q, s.Now(), out); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+func (s *Shell) help() {
+	fmt.Fprintln(s.Out, "Questions (the same as 'gendex query'):")
+	for _, q := range query.Questions {
+		fmt.Fprintf(s.Out, "  %-58s %s\n", q.Usage, q.Help)
+	}
+	fmt.Fprint(s.Out, `  Flags: --format table|tsv|csv|json, --no-header (TSV/CSV), anywhere on the line.
+Shell commands:
+  watch [SECONDS] [QUESTION...]   refresh a question every SECONDS (default 2) until Ctrl-C;
+                                  with no question: progress, answers and tokens per second over
+                                  the last 30 s and 5 m, and the ETA of every dataset
+  format table|tsv|csv|json       the output format from now on
+  help                            this text
+  quit                            leave (or Ctrl-D)
+`)
+}
+
+// split cuts a command line into words; '...' and "..." group words.
+func split(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unclosed %c", quote)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// watch refreshes a question (or the dashboard) until ctx is canceled.
+func (s *Shell) watch(ctx context.Context, args []string) error {
+	every := 2 * time.Second
+	if len(args) > 0 {
+		if n, err := strconv.ParseFloat(args[0], 64); err == nil {
+			if n < 0.2 {
+				return fmt.Errorf("watch: refresh every %gs is too often (0.2 s at least)", n)
+			}
+			every = time.Duration(n * float64(time.Second))
+			args = args[1:]
+		}
+	}
+	if len(args) > 0 {
+		if _, err := query.Parse(args); err != nil {
+			return err
+		}
+	}
+	for {
+		var b strings.Builder
+		var err error
+		if len(args) == 0 {
+			err = s.dashboard(ctx, &b)
+		} else {
+			err = s.ask(ctx, args, &b)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		title := strings.Join(args, " ")
+		if title == "" {
+			title = "progress"
+		}
+		if s.Interactive {
+			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home and clear
+		}
+		fmt.Fprintf(s.Out, "every %s: %s    %s    (Ctrl-C to stop)\n\n%s\n", every, title, s.Now().Format(time.TimeOnly), b.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// dashboard writes, per dataset: done/total, errors, answers and tokens per
+// second over the last 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
+// one when nothing finished in the last 30 s).
+func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
+	collect := func(args ...string) (*query.Result, error) {
+		q, err := query.Parse(args)
+		if err != nil {
+			return nil, err
+		}
+		var c query.Collect
+		if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
+			return nil, err
+		}
+		return &c.Result, nil
+	}
+	prog, err := collect("progress")
+	if err != nil {
+		return err
+	}
+	short, err := collect("throughput", "--window", "30s")
+	if err != nil {
+		return err
+	}
+	long, err := collect("throughput", "--window", "5m")
+	if err != nil {
+		return err
+	}
+	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors",
+		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
+	col := func(r *query.Result, row int, name string) any {
+		i := slices.Index(r.Columns, name)
+		if i < 0 || row >= len(r.Rows) {
+			return nil
+		}
+		return r.Rows[row][i]
+	}
+	for i, row := range prog.Rows {
+		prompts, missing := col(prog, i, "prompts"), col(prog, i, "missing_raw")
+		var done any
+		if p, ok := asFloat(prompts); ok {
+			m, _ := asFloat(missing)
+			done = uint64(p - m)
+		}
+		eta := any("unknown")
+		if m, ok := asFloat(missing); ok {
+			rate, _ := asFloat(col(short, i, "records_per_s"))
+			if rate == 0 {
+				rate, _ = asFloat(col(long, i, "records_per_s"))
+			}
+			switch {
+			case m == 0:
+				eta = "done"
+			case rate > 0:
+				eta = (time.Duration(m/rate) * time.Second).Round(time.Second).String()
+			}
+		}
+		res.Rows = append(res.Rows, []any{row[0], done, prompts, col(prog, i, "done_pct"), col(prog, i, "errors"),
+			col(short, i, "records_per_s"), col(short, i, "tokens_per_s"), col(long, i, "records_per_s"), col(long, i, "tokens_per_s"), eta})
+	}
+	format := s.format
+	if format == query.Auto {
+		format = query.Table
+	}
+	return query.Write(w, res, query.Options{Format: format})
+}
+
+func asFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case uint64:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case query.Fixed:
+		return x.V, true
+	}
+	return 0, false
+}
+
+// complete completes the word under the cursor: a command, a flag, a flag's
+// value, or a dataset name.
+func (s *Shell) complete(line string, pos int) (head string, completions []string, tail string) {
+	rs := []rune(line)
+	pos = min(pos, len(rs))
+	start := pos
+	for start > 0 && rs[start-1] != ' ' {
+		start--
+	}
+	head, word, tail := string(rs[:start]), string(rs[start:pos]), string(rs[pos:])
+	before := strings.Fields(head)
+	var candidates []string
+	switch {
+	case len(before) == 0:
+		candidates = append(query.Names(), "watch", "format", "help", "quit")
+	case before[len(before)-1] == "--stage":
+		candidates = []string{"raw", "tokenized", "prompts", "errors"}
+	case before[len(before)-1] == "--format" || before[0] == "format" && len(before) == 1:
+		candidates = []string{"table", "tsv", "csv", "json"}
+	case before[len(before)-1] == "--window":
+		candidates = []string{"30s", "5m", "1h"}
+	case strings.HasPrefix(word, "-"):
+		candidates = []string{"--format", "--no-header", "--window", "--stage"}
+	case before[0] == "watch" && len(before) == 1 || before[0] == "watch" && len(before) == 2 && isNumber(before[1]):
+		candidates = append(query.Names(), s.names()...)
+	default:
+		candidates = s.names()
+	}
+	for _, c := range candidates {
+		if strings.HasPrefix(c, word) {
+			completions = append(completions, c+" ")
+		}
+	}
+	return head, completions, tail
+}
+
+func isNumber(s string) bool { _, err := strconv.ParseFloat(s, 64); return err == nil }
+
+// names returns the dataset names, asked for at most every 5 s.
+func (s *Shell) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.fetchedAt) < 5*time.Second {
+		return s.datasets
+	}
+	q, _ := query.Parse([]string{"datasets"})
+	var c query.Collect
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s.Ask.Ask(ctx, q, s.Now(), &c) == nil {
+		s.datasets = s.datasets[:0]
+		for _, row := range c.Result.Rows {
+			if name, ok := row[0].(string); ok {
+				s.datasets = append(s.datasets, name)
+			}
+		}
+		s.fetchedAt = time.Now()
+	}
+	return s.datasets
+}
+
+func (s *Shell) loadHistory(line *liner.State) {
+	if s.HistoryPath == "" {
+		return
+	}
+	if f, err := os.Open(s.HistoryPath); err == nil {
+		line.ReadHistory(f)
+		f.Close()
+	}
+}
+
+func (s *Shell) saveHistory(line *liner.State) {
+	if s.HistoryPath == "" {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(s.HistoryPath), 0o700); err != nil {
+		return
+	}
+	tmp := s.HistoryPath + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return
+	}
+	_, err = line.WriteHistory(f)
+	if cerr := f.Close(); err == nil && cerr == nil {
+		os.Rename(tmp, s.HistoryPath)
+	}
+}
+
+// HistoryPath returns where the shell keeps its history:
+// $XDG_STATE_HOME/gendex/history, or ~/.local/state/gendex/history.
+func HistoryPath(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "gendex", "history")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "state", "gendex", "history")
+	}
+	return ""
+}
