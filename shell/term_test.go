@@ -1,0 +1,225 @@
+package shell_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests drive the real shell in a real terminal: tmux.
+
+func buildGendex(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gendex")
+	if out, err := exec.Command("go", "build", "-o", bin, "gendex").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type term struct {
+	t    *testing.T
+	sock string
+}
+
+// newTerm starts a 160x48 terminal running bash in dir, on a tmux server
+// of the test's own.
+func newTerm(t *testing.T, dir string, env ...string) *term {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (.ci/run installs it)")
+	}
+	tm := &term{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
+	cmd := append([]string{"env", "TERM=xterm-256color", "PS1=$ "}, env...)
+	cmd = append(cmd, "bash", "--norc", "--noprofile")
+	tm.tmux(append([]string{"-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "160", "-y", "48", "-c", dir}, cmd...)...)
+	t.Cleanup(func() { exec.Command("tmux", "-S", tm.sock, "kill-server").Run() })
+	tm.waitFor("$")
+	return tm
+}
+
+func (tm *term) tmux(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", tm.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// send types keys: text, or tmux key names such as Enter, Tab, C-c, C-d, Up.
+func (tm *term) send(keys ...string) { tm.tmux(append([]string{"send-keys", "-t", "t"}, keys...)...) }
+
+// typeLine types text and Enter.
+func (tm *term) typeLine(text string) {
+	tm.send("-l", text)
+	tm.send("Enter")
+}
+
+func (tm *term) screen() string { return tm.tmux("capture-pane", "-t", "t", "-p", "-S", "-300") }
+
+// lastLine returns the last non-empty line of the screen.
+func (tm *term) lastLine() string {
+	lines := strings.Split(strings.TrimRight(tm.screen(), "\n "), "\n")
+	return lines[len(lines)-1]
+}
+
+// waitFor waits until the screen holds s after the mark'th occurrence.
+func (tm *term) waitFor(s string) {
+	tm.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(tm.screen(), s) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.t.Fatalf("the terminal never showed %q:\n%s", s, tm.screen())
+}
+
+// waitCount waits until s appears at least n times on the screen.
+func (tm *term) waitCount(s string, n int) {
+	tm.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Count(tm.screen(), s) >= n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.t.Fatalf("the terminal never showed %q %d times:\n%s", s, n, tm.screen())
+}
+
+func indexShapes(t *testing.T, bin, db string) {
+	t.Helper()
+	if out, err := exec.Command(bin, "--db", db, "ingest", "../testdata/shapes").CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+}
+
+func TestShellInATerminal(t *testing.T) {
+	bin := buildGendex(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "g.db")
+	indexShapes(t, bin, db)
+	state := filepath.Join(dir, "state")
+	tm := newTerm(t, dir, "XDG_STATE_HOME="+state)
+	shellCmd := bin + " --db " + db + " shell"
+
+	tm.typeLine("stty -a > before.txt")
+	tm.typeLine(shellCmd)
+	tm.waitFor("gendex>")
+
+	// Completion of a question, then of a dataset name.
+	tm.send("-l", "prog")
+	tm.send("Tab")
+	tm.waitFor("gendex> progress")
+	tm.send("Enter")
+	tm.waitFor("done_pct")
+	tm.send("-l", "tokens de")
+	tm.send("Tab")
+	tm.waitFor("gendex> tokens demo")
+	tm.send("Enter")
+	tm.waitFor("avg_completion_tokens")
+	tm.send("-l", "finish --fo")
+	tm.send("Tab")
+	tm.waitFor("finish --format")
+	tm.send("-l", "js")
+	tm.send("Tab")
+	tm.send("Enter")
+	tm.waitFor(`"stop": 3`)
+
+	// Ctrl-C at the prompt clears the line; the shell stays.
+	tm.send("-l", "half a command")
+	tm.send("C-c")
+	tm.typeLine("datasets")
+	tm.waitFor("files  prompts")
+
+	// Ctrl-C stops watch, not the shell.
+	tm.typeLine("watch 0.3")
+	tm.waitCount("Ctrl-C to stop", 1)
+	time.Sleep(700 * time.Millisecond)
+	tm.send("C-c")
+	tm.waitFor("^C")
+	tm.typeLine("errors")
+	tm.waitFor("context_length_exceeded")
+
+	// Ctrl-D leaves, and the terminal is as it was.
+	tm.send("C-d")
+	tm.typeLine("stty -a > after.txt; cmp before.txt after.txt && echo TERMINAL-SAME")
+	tm.waitFor("TERMINAL-SAME")
+
+	// History survives into the next session, in a private file.
+	hist := filepath.Join(state, "gendex", "history")
+	fi, err := os.Stat(hist)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("history file: %v %v", fi, err)
+	}
+	tm.typeLine("clear")
+	tm.typeLine(shellCmd)
+	tm.waitFor("gendex>")
+	tm.send("Up")
+	time.Sleep(300 * time.Millisecond)
+	if got := tm.lastLine(); !strings.HasSuffix(strings.TrimSpace(got), "gendex> errors") {
+		t.Errorf("Up in a new session shows %q; want the last command of the previous one", got)
+	}
+	tm.send("Up")
+	time.Sleep(300 * time.Millisecond)
+	if got := tm.lastLine(); !strings.Contains(got, "watch 0.3") {
+		t.Errorf("second Up shows %q", got)
+	}
+	tm.send("C-c")
+	tm.typeLine("quit")
+	tm.typeLine("echo LEFT")
+	tm.waitFor("LEFT")
+}
+
+// TestShellWhileGenWrites: the shell answers from the database gen is
+// writing at that very moment, through gen's socket.
+func TestShellWhileGenWrites(t *testing.T) {
+	bin := buildGendex(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "g.db")
+	root := filepath.Join(dir, "prompts", "live")
+	os.MkdirAll(root, 0o755)
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, `{"id":"p%05d","text":"say something"}`+"\n", i)
+	}
+	os.WriteFile(filepath.Join(root, "prompts.jsonl"), []byte(b.String()), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gen := exec.CommandContext(ctx, bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "100", "--concurrency", "16",
+		"--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
+	gen.Cancel = func() error { return gen.Process.Signal(syscall.SIGINT) }
+	if err := gen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(db + ".sock"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gen never opened its socket")
+		}
+	}
+	tm := newTerm(t, dir)
+	tm.typeLine(bin + " --db " + db + " shell")
+	tm.waitFor("gendex>")
+	tm.typeLine("progress")
+	tm.waitFor(" live ")
+	tm.typeLine("throughput --window 30s")
+	tm.waitFor("records_per_s")
+	if s := tm.screen(); strings.Contains(s, "locked") || strings.Contains(s, "in use") || strings.Contains(s, "gendex: ") {
+		t.Errorf("the shell reported an error while gen runs:\n%s", s)
+	}
+	tm.send("C-d")
+	cancel()
+}
