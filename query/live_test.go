@@ -3,7 +3,11 @@ package query_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,4 +107,38 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
 	ln2.Close()
+}
+
+func TestMetrics(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	srv := &query.Server{Src: db, Extra: func(w io.Writer) { io.WriteString(w, "gendex_in_flight{server=\"s\"} 3\n") }}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := model(t, fixtureRoot)
+	for _, want := range []string{
+		"# TYPE gendex_records gauge",
+		fmt.Sprintf(`gendex_records{dataset="alpha",stage="raw"} %d`, len(m["alpha"].raw)),
+		`gendex_unknown_token_records{dataset="alpha"} 1`,
+		`gendex_in_flight{server="s"} 3`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	// Every sample line is "name{labels} integer".
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[0], "gendex_") {
+			t.Errorf("malformed sample %q", line)
+		}
+	}
 }

@@ -1,11 +1,16 @@
 package gen
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"gendex/query"
 
 	"gendex/ingest/sglang"
 	"gendex/ingest/sim"
@@ -84,5 +89,85 @@ func BenchmarkGenOccupancy(b *testing.B) {
 		b.ReportMetric(100*lowest, "min_busy_%")
 		b.ReportMetric(100*mean, "mean_busy_%")
 		b.ReportMetric(float64(full), "full_seconds")
+	}
+}
+
+// BenchmarkLiveQuery: questions asked through the writer's socket while gen
+// writes thousands of answers a second. It runs gen twice over the same
+// prompts, without and with a client asking `progress` and
+// `throughput --window 30s` back to back (with a 10 ms pause), and reports
+// the questions' p50 and p99 latency and how much the writing rate dropped.
+func BenchmarkLiveQuery(b *testing.B) {
+	_, url := simServer(b, sim.Config{Seed: 1, DecodeTokensPerSec: 2000})
+	root := b.TempDir()
+	n := *benchPrompts
+	writePrompts(b, root, "L", "ids", n)
+	maxNew := 50
+	run := func(withQueries bool) (rate float64, lat []time.Duration) {
+		out := b.TempDir()
+		dbPath := filepath.Join(out, "g.db")
+		db := openDB(b, dbPath)
+		defer db.Close()
+		sets, _ := FindDatasets([]string{root}, out)
+		ln, err := query.Listen(query.SocketPath(dbPath))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(b.Context())
+		defer cancel()
+		go (&query.Server{Src: db}).Serve(ctx, ln)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if !withQueries {
+				return
+			}
+			remote, err := query.Dial(ctx, query.SocketPath(dbPath))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			qs := []query.Query{}
+			for _, args := range [][]string{{"progress"}, {"throughput", "--window", "30s"}} {
+				q, _ := query.Parse(args)
+				qs = append(qs, q)
+			}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				start := time.Now()
+				if err := remote.Ask(ctx, qs[i%2], time.Now(), &query.Collect{}); err != nil {
+					b.Error(err)
+					return
+				}
+				lat = append(lat, time.Since(start))
+			}
+		}()
+		sum, err := Run(b.Context(), db, Config{Servers: []string{url}, Out: out, Log: io.Discard, LogEvery: time.Hour,
+			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, sets)
+		close(stop)
+		<-done
+		if err != nil || sum.Responses != int64(n) {
+			b.Fatalf("%+v %v", sum, err)
+		}
+		return float64(sum.Responses) / sum.Elapsed.Seconds(), lat
+	}
+	for b.Loop() {
+		quiet, _ := run(false)
+		busy, lat := run(true)
+		slices.Sort(lat)
+		if len(lat) == 0 {
+			b.Fatal("no question was answered")
+		}
+		b.ReportMetric(quiet, "answers/s_alone")
+		b.ReportMetric(busy, "answers/s_with_queries")
+		b.ReportMetric(100*(quiet-busy)/quiet, "drop_%")
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+		b.ReportMetric(float64(len(lat)), "questions")
 	}
 }
