@@ -342,7 +342,7 @@ func accumulate(t *ingest.FileResult, r ingest.FileResult) {
 
 // ingestVerdict prints the problem summary and says whether lines were skipped.
 func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
-	if rep.Count(ingest.Invalid)+rep.Count(ingest.NoID)+rep.Count(ingest.Duplicate)+rep.Count(ingest.NoTokens)+rep.Count(ingest.Torn)+rep.Count(ingest.Reindexed) > 0 {
+	if rep.Total() > 0 {
 		fmt.Fprintln(w, "problems by file:")
 		rep.Summary(w)
 	}

@@ -133,7 +133,7 @@ func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
 	stage, err := Normalize(line, src.Stage, &p.rec)
 	if err != nil && stage == store.Prompts && errors.Is(err, ErrNoID) {
 		p.rec.ID = LineID(src.Path, lineNo)
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: LineIDKind,
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: LineIDGiven,
 			Msg: fmt.Sprintf("prompt has no id; it is known as %q (stable while the file's lines stay in place)", p.rec.ID)})
 		err = nil
 	}

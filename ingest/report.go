@@ -13,13 +13,13 @@ type Kind int
 // The kinds of problem. Skipped lines are lost to the index until fixed;
 // the others are indexed (or waited for) and only reported.
 const (
-	Invalid    Kind = iota // not JSON, or not an object: skipped
-	NoID                   // no id: skipped
-	Duplicate              // id already indexed for this stage: counted once
-	NoTokens               // no token count anywhere: indexed as unknown
-	Torn                   // last line has no newline yet: not indexed until complete
-	Reindexed              // file truncated or replaced: its records were indexed again
-	LineIDKind             // a prompt without an id: indexed under its LineID
+	Invalid     Kind = iota // not JSON, or not an object: skipped
+	NoID                    // no id: skipped
+	Duplicate               // id already indexed for this stage: counted once
+	NoTokens                // no token count anywhere: indexed as unknown
+	Torn                    // last line has no newline yet: not indexed until complete
+	Reindexed               // file truncated or replaced: its records were indexed again
+	LineIDGiven             // a prompt without an id: indexed under its LineID
 	numKinds
 )
 
@@ -90,6 +90,15 @@ func (r *Reporter) Count(k Kind) int {
 	n := 0
 	for _, c := range r.counts {
 		n += c[k]
+	}
+	return n
+}
+
+// Total returns how many problems were reported, of every kind.
+func (r *Reporter) Total() int {
+	n := 0
+	for k := Kind(0); k < numKinds; k++ {
+		n += r.Count(k)
 	}
 	return n
 }

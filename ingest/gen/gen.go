@@ -363,13 +363,18 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	if ds.rawFile, err = openOutput(d.Raw); err != nil {
 		return ds, err
 	}
-	if ds.errFile, err = openOutput(d.Errors); err != nil {
-		return ds, err
-	}
-	for _, out := range []struct {
+	type output struct {
 		src ingest.Source
 		f   *os.File
-	}{{ds.raw, ds.rawFile}, {ds.errs, ds.errFile}} {
+	}
+	outputs := []output{{ds.raw, ds.rawFile}}
+	if _, err := os.Stat(d.Errors); err == nil { // else created with the first error
+		if ds.errFile, err = openOutput(d.Errors); err != nil {
+			return ds, err
+		}
+		outputs = append(outputs, output{ds.errs, ds.errFile})
+	}
+	for _, out := range outputs {
 		res, err := r.ix.IndexFile(context.Background(), out.src)
 		if err != nil {
 			return ds, err
@@ -770,6 +775,9 @@ func (r *run) write() error {
 		for ds, b := range pending {
 			if failed == nil {
 				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
+			}
+			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
+				ds.errFile, failed = openOutput(ds.Errors)
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.errFile, ds.errs, b.errs)
