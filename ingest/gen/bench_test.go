@@ -16,7 +16,10 @@ import (
 	"gendex/ingest/sim"
 )
 
-var benchPrompts = flag.Int("prompts", 20000, "prompts in BenchmarkGenOverhead")
+var (
+	benchPrompts = flag.Int("prompts", 20000, "prompts in BenchmarkGenOverhead and BenchmarkLiveQuery")
+	liveDecode   = flag.Float64("live-decode-tps", 1600, "BenchmarkLiveQuery: the simulator's decode speed, which sets gen's rate (about 5,000 answers/s at 1600)")
+)
 
 // BenchmarkGenOverhead measures the client's own cost: gen against a
 // zero-latency simulator in the same process, every answer written,
@@ -98,7 +101,7 @@ func BenchmarkGenOccupancy(b *testing.B) {
 // `throughput --window 30s` back to back (with a 10 ms pause), and reports
 // the questions' p50 and p99 latency and how much the writing rate dropped.
 func BenchmarkLiveQuery(b *testing.B) {
-	_, url := simServer(b, sim.Config{Seed: 1, DecodeTokensPerSec: 2000})
+	_, url := simServer(b, sim.Config{Seed: 1, DecodeTokensPerSec: *liveDecode})
 	root := b.TempDir()
 	n := *benchPrompts
 	writePrompts(b, root, "L", "ids", n)
