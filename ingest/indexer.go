@@ -27,7 +27,7 @@ type Indexer struct {
 	// Report receives every problem found; nil drops them.
 	Report func(Problem)
 	// A transaction is committed every BatchRecords lines or BatchBytes
-	// bytes (defaults 100,000 and 64 MiB).
+	// bytes (defaults 32,768 and 64 MiB).
 	BatchRecords int
 	BatchBytes   int64
 }
@@ -319,7 +319,7 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 	maxRecords, maxBytes := ix.BatchRecords, ix.BatchBytes
 	if maxRecords <= 0 {
-		maxRecords = 100_000
+		maxRecords = 32_768
 	}
 	if maxBytes <= 0 {
 		maxBytes = 64 << 20
