@@ -99,16 +99,23 @@ func (r *run) statusLines(now time.Time) []string {
 			servers += fmt.Sprintf(", %s down %s", s.url, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second))
 		}
 	}
-	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %.0f tokens/s (last %ds)", servers, r.pool.inFlight(), perSec, tokPerSec, span)}
 	sums := map[string]store.Summary{}
+	var left uint64
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
+				left += s.MissingRaw()
 			}
 		}
 		return nil
 	})
+	eta := "ETA unknown"
+	if perSec > 0 {
+		eta = "ETA " + etaOf(float64(left), perSec)
+	}
+	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %.0f tokens/s (last %ds), %d to go, %s",
+		servers, r.pool.inFlight(), perSec, tokPerSec, span, left, eta)}
 	for _, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
@@ -120,7 +127,7 @@ func (r *run) statusLines(now time.Time) []string {
 		case left == 0:
 			eta = "done"
 		case ps > 0:
-			eta = "ETA " + (time.Duration(float64(left)/ps) * time.Second).Round(time.Second).String()
+			eta = "ETA " + etaOf(float64(left), ps)
 		}
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
@@ -133,6 +140,10 @@ func (r *run) statusLines(now time.Time) []string {
 			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, ps, ts, eta))
 	}
 	return lines
+}
+
+func etaOf(left, perSec float64) string {
+	return time.Duration(left / perSec * float64(time.Second)).Round(time.Second).String()
 }
 
 // final prints the run's summary.
