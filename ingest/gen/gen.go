@@ -191,16 +191,14 @@ type run struct {
 
 type dsRun struct {
 	Dataset
-	raw, errs   ingest.Source
-	rawFile     *os.File
-	errFile     *os.File
-	todo        int64 // prompts to send at the start
-	ok, failed  atomic.Int64
-	tokens      atomic.Int64
-	rate        rateWindow
-	fed         atomic.Bool
-	summary     store.Summary
-	summaryLock sync.Mutex
+	raw, errs  ingest.Source
+	rawFile    *os.File
+	errFile    *os.File
+	todo       int64 // prompts to send at the start
+	ok, failed atomic.Int64
+	tokens     atomic.Int64
+	rate       rateWindow
+	fed        atomic.Bool
 }
 
 type job struct {
@@ -398,7 +396,6 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		if err != nil {
 			return err
 		}
-		ds.summary = s
 		ds.todo = int64(s.MissingRaw())
 		if r.cfg.RetryErrors {
 			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent

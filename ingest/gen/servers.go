@@ -2,7 +2,6 @@ package gen
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +39,6 @@ func newPool(servers []*server) *pool {
 	}
 	return p
 }
-
-var errNoServer = errors.New("no server is up")
 
 // pick returns the up server with the fewest requests in flight (and
 // counts one more on it), waiting while every server is down.

@@ -94,7 +94,6 @@ func TestPlanStops(t *testing.T) {
 	}
 
 	word := text[space+1 : space+4]
-	p = s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200, 0)
 	sp := params(t, `{"ignore_eos":true,"stop":["`+word+`"]}`)
 	p = s.planOutput(prompt, sp, 200, 0)
 	end := strings.Index(text, word) + len(word)
