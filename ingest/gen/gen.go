@@ -185,6 +185,7 @@ type run struct {
 	fail       context.CancelCauseFunc
 
 	started  time.Time
+	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
 	all      rateWindow
 }
@@ -223,7 +224,11 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		return nil, errors.New("no --server given")
 	}
 	r := &run{cfg: cfg, db: db, started: time.Now()}
-	r.rep = &ingest.Reporter{W: cfg.Log}
+	if cfg.Terminal {
+		r.live = &liveLog{w: cfg.Log}
+		r.cfg.Log = r.live
+	}
+	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
 	stop, fail := context.WithCancelCause(ctx)
 	defer fail(nil)

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -49,36 +50,67 @@ func (r *run) rateSpan(now time.Time) int64 {
 	return max(1, min(30, int64(now.Sub(r.started)/time.Second)))
 }
 
+// liveLog is the log on a terminal: live status lines stay at the bottom,
+// and anything else written first clears them (the next tick redraws them).
+type liveLog struct {
+	mu    sync.Mutex
+	w     io.Writer
+	drawn int // status lines on screen
+}
+
+func (l *liveLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clear()
+	return l.w.Write(p)
+}
+
+func (l *liveLog) clear() {
+	if l.drawn > 0 {
+		fmt.Fprintf(l.w, "\x1b[%dA\x1b[J", l.drawn)
+		l.drawn = 0
+	}
+}
+
+// draw replaces the status lines.
+func (l *liveLog) draw(lines []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	if l.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", l.drawn)
+	}
+	for _, s := range lines {
+		b.WriteString("\x1b[2K" + s + "\n")
+	}
+	b.WriteString("\x1b[J")
+	io.WriteString(l.w, b.String())
+	l.drawn = len(lines)
+}
+
 // progress reports until stop is closed: live lines on a terminal, else a
 // log line per dataset every LogEvery.
 func (r *run) progress(stop <-chan struct{}) {
 	every := r.cfg.LogEvery
-	if r.cfg.Terminal {
+	if r.live != nil {
 		every = time.Second
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	drawn := 0
 	for {
 		select {
 		case <-stop:
-			if r.cfg.Terminal && drawn > 0 {
-				fmt.Fprintf(r.cfg.Log, "\x1b[%dA\x1b[J", drawn)
+			if r.live != nil {
+				r.live.mu.Lock()
+				r.live.clear()
+				r.live.mu.Unlock()
 			}
 			return
 		case <-tick.C:
 		}
 		lines := r.statusLines(time.Now())
-		if r.cfg.Terminal {
-			var b strings.Builder
-			if drawn > 0 {
-				fmt.Fprintf(&b, "\x1b[%dA", drawn)
-			}
-			for _, l := range lines {
-				b.WriteString("\x1b[2K" + l + "\n")
-			}
-			fmt.Fprint(r.cfg.Log, b.String())
-			drawn = len(lines)
+		if r.live != nil {
+			r.live.draw(lines)
 		} else {
 			stamp := time.Now().Format(time.TimeOnly)
 			for _, l := range lines {
