@@ -452,3 +452,32 @@ func TestGenAuth(t *testing.T) {
 		t.Fatalf("right key: %+v %v\n%s", sum, err, log)
 	}
 }
+
+// TestGenPromptWithoutID: a prompt line without an id gets a stable one from
+// its line number, with a warning, and is answered once under it.
+func TestGenPromptWithoutID(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 12})
+	root, out := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "N")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"text":"first"}`+"\n"+`{"id":"named","text":"second"}`+"\n"+`{"text":"third"}`+"\n"), 0o644)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	for run := 0; run < 2; run++ {
+		sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		if run == 0 && (sum.Responses != 3 || !strings.Contains(log, `known as "prompts.jsonl:1"`)) {
+			t.Fatalf("first run: %+v\n%s", sum, log)
+		}
+		if run == 1 && sum.Responses != 0 {
+			t.Fatalf("second run answered %d again", sum.Responses)
+		}
+	}
+	lines := outputLines(t, filepath.Join(out, "N", "raw_responses.jsonl"))
+	for _, id := range []string{"prompts.jsonl:1", "named", "prompts.jsonl:3"} {
+		if len(lines[id]) != 1 {
+			t.Errorf("%s: %d answers", id, len(lines[id]))
+		}
+	}
+}
