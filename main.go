@@ -223,24 +223,14 @@ func (c *command) dbPath(flagValue string) string {
 
 // parse parses flags given anywhere among the positional arguments.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, usagef("%s: %v", fs.Name(), err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := query.ParseFlags(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, errHelp
+	case err != nil:
+		return nil, usagef("%s: %v", fs.Name(), err)
 	}
+	return pos, nil
 }
 
 func (c *command) ingest(ctx context.Context, args []string) error {

@@ -63,7 +63,7 @@ func Parse(args []string) (Query, error) {
 	fs.BoolVar(&q.NoHeader, "no-header", false, "TSV/CSV without the header line")
 	window := fs.String("window", "30s", "throughput window")
 	stage := fs.String("stage", "", "stage")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return q, usageErr("%v", err)
 	}
@@ -128,9 +128,10 @@ func (q *Query) Resolve(terminal bool) {
 	q.Bare = q.Question == "missing" && q.Format == TSV && q.NoHeader
 }
 
-// parseInterspersed parses flags anywhere among positional arguments; all
-// arguments after "--" are positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+// ParseFlags parses fs's flags anywhere among the positional arguments,
+// which it returns; every argument after "--" is positional. (The flag
+// package alone stops at the first positional argument.)
+func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for i, a := range args {
 		if a == "--" {
