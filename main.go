@@ -28,7 +28,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -521,7 +520,6 @@ func (c *command) serveLive(ctx context.Context, db *store.DB, listen string, ex
 	return func() { cancel(); wg.Wait() }, nil
 }
 
-var _ = filepath.Join
 
 // stringList is a repeatable string flag.
 type stringList []string
