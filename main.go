@@ -520,7 +520,6 @@ func (c *command) serveLive(ctx context.Context, db *store.DB, listen string, ex
 	return func() { cancel(); wg.Wait() }, nil
 }
 
-
 // stringList is a repeatable string flag.
 type stringList []string
 
