@@ -538,6 +538,7 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY)")
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
+	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "HTTP errors (429, 5xx, aborts) one prompt may get before it is recorded as an error")
 	listen := fs.String("listen", "", "also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
 	sp, err := samplingFlags(fs)
@@ -564,7 +565,8 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	cfg := gen.Config{
 		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
-		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
+		RequestTimeout: *requestTimeout,
+		Sampling:       *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
 	switch cfg.API {
 	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:

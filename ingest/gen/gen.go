@@ -54,6 +54,9 @@ type Config struct {
 	// one prompt gets before it is recorded as an error; a server that does
 	// not answer at all is waited for, without limit. Default 20.
 	MaxAttempts int
+	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
+	// out counts as an HTTP error toward MaxAttempts.
+	RequestTimeout time.Duration
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// FlushEvery is the longest a response waits before it is written,
@@ -650,7 +653,13 @@ func (r *run) answer(j job) {
 		if err != nil {
 			return // abandoned; answered by the next run
 		}
-		res, err := r.send(s, j)
+		ctx, cancel := r.reqs, context.CancelFunc(func() {})
+		if r.cfg.RequestTimeout > 0 {
+			ctx, cancel = context.WithTimeout(r.reqs, r.cfg.RequestTimeout)
+		}
+		res, err := r.send(ctx, s, j)
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+		cancel()
 		r.pool.release(s)
 		if err == nil {
 			s.done.Add(1)
@@ -664,6 +673,11 @@ func (r *run) answer(j job) {
 		}
 		var e *sglang.Error
 		errors.As(err, &e)
+		if timedOut { // the server is there but slow: an error, not an outage
+			e = &sglang.Error{Kind: sglang.Transient, Server: s.url,
+				Message: fmt.Sprintf("no answer within --request-timeout %s", r.cfg.RequestTimeout)}
+			err = e
+		}
 		switch sglang.KindOf(err) {
 		case sglang.Canceled:
 			return
@@ -678,7 +692,7 @@ func (r *run) answer(j job) {
 			r.results <- r.errorLine(j.ds, j.p.ID, status, msg, s.url, attempt+1)
 			return
 		}
-		if e != nil && e.Status == 0 {
+		if e != nil && e.Status == 0 && !timedOut {
 			r.pool.markDown(r.reqs, s) // no answer at all: wait for the server
 		} else if serverErrors++; serverErrors >= r.cfg.MaxAttempts {
 			status, msg := 0, err.Error()
@@ -700,10 +714,9 @@ func (r *run) answer(j job) {
 }
 
 // send makes one request for j on s, by the run's API and the prompt's shape.
-func (r *run) send(s *server, j job) (*sglang.Result, error) {
+func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error) {
 	p := j.p
 	sp := r.cfg.Sampling.Merge(p.Sampling)
-	ctx := r.reqs
 	api := r.cfg.API
 	ids := p.InputIDs
 	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {

@@ -481,3 +481,29 @@ func TestGenPromptWithoutID(t *testing.T) {
 		}
 	}
 }
+
+// TestGenRequestTimeout: a server that takes too long is not waited for
+// forever: each attempt runs out, counts as an error, and after
+// MaxAttempts the prompt is recorded as one.
+func TestGenRequestTimeout(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 13, DecodeTokensPerSec: 20})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "T", "ids", 3)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	maxNew := 100 // 5 s at 20 tokens/s, unless EOS comes first
+	minNew := 100
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, RequestTimeout: 100 * time.Millisecond,
+		MaxAttempts: 2, Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+		Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew, MinNewTokens: &minNew}}, root)
+	if err != nil || sum.Errors != 3 || sum.Responses != 0 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	for id, e := range outputLines(t, filepath.Join(out, "T", "errors.jsonl")) {
+		if msg := e[0]["error"].(string); !strings.Contains(msg, "request-timeout") || e[0]["attempts"].(float64) != 2 {
+			t.Errorf("%s: %v", id, e[0])
+		}
+	}
+	if strings.Contains(log, "stopped answering") {
+		t.Errorf("a slow server was taken for a dead one:\n%s", log)
+	}
+}
