@@ -319,35 +319,41 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	}
 	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors",
 		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
-	col := func(r *query.Result, row int, name string) any {
-		i := slices.Index(r.Columns, name)
-		if i < 0 || row >= len(r.Rows) {
-			return nil
+	get := func(r *query.Result, row []any, name string) any {
+		if i := slices.Index(r.Columns, name); i >= 0 && i < len(row) {
+			return row[i]
 		}
-		return r.Rows[row][i]
+		return nil
 	}
-	for i, row := range prog.Rows {
-		prompts, missing := col(prog, i, "prompts"), col(prog, i, "missing_raw")
+	line := func(p, sh, lo []any) []any {
+		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
 		var done any
-		if p, ok := asFloat(prompts); ok {
-			m, _ := asFloat(missing)
-			done = uint64(p - m)
-		}
 		eta := any("unknown")
-		if m, ok := asFloat(missing); ok {
-			rate, _ := asFloat(col(short, i, "records_per_s"))
+		if n, ok := asFloat(prompts); ok {
+			m, _ := asFloat(missing)
+			done = uint64(n - m)
+			rate, _ := asFloat(get(short, sh, "records_per_s"))
 			if rate == 0 {
-				rate, _ = asFloat(col(long, i, "records_per_s"))
+				rate, _ = asFloat(get(long, lo, "records_per_s"))
 			}
 			switch {
 			case m == 0:
 				eta = "done"
 			case rate > 0:
-				eta = (time.Duration(m/rate) * time.Second).Round(time.Second).String()
+				eta = time.Duration(m / rate * float64(time.Second)).Round(time.Second).String()
 			}
 		}
-		res.Rows = append(res.Rows, []any{row[0], done, prompts, col(prog, i, "done_pct"), col(prog, i, "errors"),
-			col(short, i, "records_per_s"), col(short, i, "tokens_per_s"), col(long, i, "records_per_s"), col(long, i, "tokens_per_s"), eta})
+		return []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"),
+			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
+	}
+	for i, row := range prog.Rows {
+		if i >= len(short.Rows) || i >= len(long.Rows) {
+			break // a dataset that appeared between the questions
+		}
+		res.Rows = append(res.Rows, line(row, short.Rows[i], long.Rows[i]))
+	}
+	if prog.Total != nil && short.Total != nil && long.Total != nil {
+		res.Total = line(prog.Total, short.Total, long.Total)
 	}
 	format := s.format
 	if format == query.Auto {
