@@ -142,3 +142,26 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestFiles(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	r := answer(t, db, time.Now(), "files", "alpha")
+	if len(r.Rows) == 0 {
+		t.Fatal("no files")
+	}
+	for _, row := range r.Rows {
+		if row[0] != "alpha" {
+			t.Errorf("files alpha lists %v", row)
+		}
+		path := row[2].(string)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Everything was read, up to the end (or an unfinished last line).
+		indexed, pending := row[8].(int64), row[9].(int64)
+		if indexed+pending != fi.Size() || indexed <= 0 {
+			t.Errorf("%s: indexed %d + pending %d != size %d", path, indexed, pending, fi.Size())
+		}
+	}
+}

@@ -27,6 +27,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets and their files"},
+	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors]", "the stored line of one record, read at its offset"},
 }
 
@@ -211,6 +212,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return errorList(v, names, out)
 		case "datasets":
 			return datasetList(v, names, out)
+		case "files":
+			return fileList(v, names, out)
 		case "show":
 			return show(v, names[0], q, out)
 		}

@@ -353,6 +353,28 @@ func datasetList(v *store.View, names []string, out Sink) error {
 	return nil
 }
 
+// fileList: every file of the datasets, with where the index stands in
+// it. pending_bytes is what lies past the last indexed line: an unfinished
+// line, or lines written since the last ingest.
+func fileList(v *store.View, names []string, out Sink) error {
+	out.Columns([]string{"dataset", "stage", "path", "lines", "records", "duplicates", "skipped", "unknown_tokens", "indexed_bytes", "pending_bytes"})
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	return v.Files(func(fs store.FileState) error {
+		if !want[fs.Dataset] {
+			return nil
+		}
+		var pending any
+		if fi, err := os.Stat(fs.Path); err == nil {
+			pending = max(0, fi.Size()-fs.Offset)
+		}
+		return out.Row([]any{fs.Dataset, fs.Stage.String(), fs.Path, fs.Lines, fs.Records, fs.Duplicates + fs.ErrorDuplicates,
+			fs.Skipped, fs.Unknown, fs.Offset, pending})
+	})
+}
+
 // show: the stored line of one record, read at its offset. Without --stage
 // it looks in raw, errors, prompts and tokenized, in that order.
 func show(v *store.View, name string, q Query, out Sink) error {
