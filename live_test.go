@@ -8,9 +8,47 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// gendexBinary builds the gendex binary once per test run. The sequential
+// TestQueriesWhileGenRuns builds it before the parallel tests resume:
+// building it while parallel tests were starting processes made the exec
+// of the new file fail now and then with EACCES.
+func gendexBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gendex-test-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gendex")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
 
 // TestQueriesWhileGenRuns runs gen against the simulator and, meanwhile,
 // asks `gendex query progress` and `gendex query throughput --window 30s`
@@ -21,10 +59,7 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gendex")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gendexBinary(t)
 	prompts := filepath.Join(dir, "prompts", "live")
 	os.MkdirAll(prompts, 0o755)
 	var b strings.Builder

@@ -608,11 +608,7 @@ func TestBinary(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gendex")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gendexBinary(t)
 	db := filepath.Join(dir, "g.db")
 	runBin := func(args ...string) (int, string, string) {
 		cmd := exec.CommandContext(t.Context(), bin, args...)
