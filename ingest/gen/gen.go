@@ -184,7 +184,6 @@ type run struct {
 	reqs       context.Context // done: abandon requests in flight
 	cancelReqs context.CancelFunc
 	failOnce   sync.Once
-	failErr    error
 	fail       context.CancelCauseFunc
 
 	started  time.Time
@@ -311,18 +310,15 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 	if werr != nil {
 		return sum, werr
 	}
-	if cause := context.Cause(r.stop); cause != nil && !errors.Is(cause, errFinished) {
+	if cause := context.Cause(r.stop); cause != nil {
 		return sum, cause
 	}
 	return sum, nil
 }
 
-var errFinished = errors.New("finished")
-
 // abort ends the run with err (the first one wins).
 func (r *run) abort(err error) {
 	r.failOnce.Do(func() {
-		r.failErr = err
 		r.fail(err)
 		r.cancelReqs()
 	})
