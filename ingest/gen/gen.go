@@ -474,6 +474,11 @@ func (r *run) connect() error {
 			info, err := s.client.ServedModel(ctx)
 			if err == nil {
 				s.ctxLen = info.MaxModelLen
+				if s.client.Model == "" {
+					// The OpenAI-compatible endpoints of some servers (vLLM)
+					// want "model"; send the one the server serves.
+					s.client.Model = info.ID
+				}
 				r.logf("gen: %s is ready: model %s, context length %d", s.url, info.ID, info.MaxModelLen)
 			} else if sglang.KindOf(err) == sglang.Auth {
 				errs[i] = err
