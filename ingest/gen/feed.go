@@ -1,0 +1,93 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gendex/ingest"
+	"gendex/store"
+)
+
+var errStop = errors.New("stop")
+
+// feed sends every dataset's unanswered prompts, in file order, dataset
+// after dataset without a pause between them.
+func (r *run) feed() {
+	defer close(r.jobs)
+	for _, ds := range r.sets {
+		for _, path := range ds.Prompts {
+			if err := r.feedFile(ds, path); err != nil {
+				if !r.stopping() {
+					r.abort(fmt.Errorf("reading %s: %w", path, err))
+				}
+				return
+			}
+		}
+		ds.fed.Store(true)
+	}
+}
+
+func (r *run) feedFile(ds *dsRun, path string) error {
+	var state store.FileState
+	if err := r.db.View(func(v *store.View) (err error) {
+		state, _, err = v.File(path)
+		return err
+	}); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = ingest.ReadLines(io.LimitReader(f, state.Offset), func(line []byte, n int64) error {
+		if r.stopping() {
+			return errStop
+		}
+		var rec store.Record
+		_, err := ingest.Normalize(line, store.Prompts, &rec)
+		switch {
+		case errors.Is(err, ingest.ErrNoID):
+			rec.ID = ingest.LineID(path, n)
+		case err != nil:
+			return nil // invalid: the indexer has reported it
+		}
+		send := false
+		if err := r.db.View(func(v *store.View) error {
+			p, ok, err := v.Get(ds.Name, store.Prompts, rec.ID)
+			if err != nil || !ok || p.File != state.ID || p.Line != n {
+				return err // not the first line with this id
+			}
+			if _, done, _ := v.Get(ds.Name, store.Raw, rec.ID); done {
+				return nil
+			}
+			if _, failed, _ := v.Get(ds.Name, store.Errors, rec.ID); failed && !r.cfg.RetryErrors {
+				return nil
+			}
+			send = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		if !send {
+			return nil
+		}
+		p, err := ParsePrompt(line, rec.ID, n)
+		if err != nil {
+			r.results <- r.errorLine(ds, rec.ID, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
+			return nil
+		}
+		select {
+		case r.jobs <- job{ds: ds, p: p}:
+			return nil
+		case <-r.stop.Done():
+			return errStop
+		}
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}

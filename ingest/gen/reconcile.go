@@ -1,0 +1,101 @@
+package gen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"gendex/ingest"
+	"gendex/store"
+)
+
+// reconcile brings the index level with the dataset's files before the
+// first request: prompts and outputs indexed to their ends, a torn last
+// line of an output file cut off.
+func (r *run) reconcile(d Dataset) (*dsRun, error) {
+	ds := &dsRun{Dataset: d,
+		raw:  ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
+		errs: ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors}}
+	for _, p := range d.Prompts {
+		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
+		if err != nil {
+			return ds, err
+		}
+		if res.Torn > 0 {
+			r.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(d.Raw), 0o755); err != nil {
+		return ds, fmt.Errorf("output folder: %w", err)
+	}
+	var err error
+	if ds.rawFile, err = openOutput(d.Raw); err != nil {
+		return ds, err
+	}
+	type output struct {
+		src ingest.Source
+		f   *os.File
+	}
+	outputs := []output{{ds.raw, ds.rawFile}}
+	if _, err := os.Stat(d.Errors); err == nil { // else created with the first error
+		if ds.errFile, err = openOutput(d.Errors); err != nil {
+			return ds, err
+		}
+		outputs = append(outputs, output{ds.errs, ds.errFile})
+	}
+	for _, out := range outputs {
+		res, err := r.ix.IndexFile(context.Background(), out.src)
+		if err != nil {
+			return ds, err
+		}
+		if res.Torn > 0 {
+			fi, err := out.f.Stat()
+			if err != nil {
+				return ds, err
+			}
+			if err := out.f.Truncate(fi.Size() - int64(res.Torn)); err != nil {
+				return ds, fmt.Errorf("cutting the torn last line of %s: %w", out.src.Path, err)
+			}
+			if err := out.f.Sync(); err != nil {
+				return ds, err
+			}
+			r.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; its prompt will be answered again", out.src.Path, res.NextLine, res.Torn)
+		}
+	}
+	err = r.db.View(func(v *store.View) error {
+		s, err := v.Summary(d.Name)
+		if err != nil {
+			return err
+		}
+		ds.todo = int64(s.MissingRaw())
+		if r.cfg.RetryErrors {
+			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent
+		}
+		return nil
+	})
+	return ds, err
+}
+
+// openOutput opens an output file for appending, locked against a second
+// gen writing it.
+func openOutput(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s is being written by another gen (lock: %v)", path, err)
+	}
+	return f, nil
+}
+
+func (ds *dsRun) close() {
+	for _, f := range []*os.File{ds.rawFile, ds.errFile} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

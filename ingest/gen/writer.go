@@ -1,0 +1,95 @@
+package gen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"gendex/ingest"
+)
+
+// write appends answers to their files: every FlushEvery (or 4 MiB), one
+// write and an fsync per file, then the new lines are indexed.
+func (r *run) write() error {
+	type bufs struct {
+		raw, errs          []byte
+		ok, failed, tokens int64
+	}
+	pending := map[*dsRun]*bufs{}
+	size := 0
+	tick := time.NewTicker(r.cfg.FlushEvery)
+	defer tick.Stop()
+	var failed error
+	flush := func() {
+		for ds, b := range pending {
+			if failed == nil {
+				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
+			}
+			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
+				ds.errFile, failed = openOutput(ds.Errors)
+			}
+			if failed == nil {
+				failed = r.flushFile(ds.errFile, ds.errs, b.errs)
+			}
+			if failed == nil {
+				now := time.Now()
+				ds.ok.Add(b.ok)
+				ds.failed.Add(b.failed)
+				ds.tokens.Add(b.tokens)
+				ds.rate.add(now, b.ok, b.tokens)
+				r.all.add(now, b.ok, b.tokens)
+			}
+			delete(pending, ds)
+		}
+		size = 0
+		if failed != nil {
+			r.abort(failed)
+		}
+	}
+	for {
+		select {
+		case res, ok := <-r.results:
+			if !ok {
+				flush()
+				return failed
+			}
+			b := pending[res.ds]
+			if b == nil {
+				b = &bufs{}
+				pending[res.ds] = b
+			}
+			if res.isErr {
+				b.errs = append(b.errs, res.line...)
+				b.failed++
+			} else {
+				b.raw = append(b.raw, res.line...) // AppendJSONL ends it with \n
+				b.ok++
+				b.tokens += res.tokens
+			}
+			size += len(res.line)
+			if size >= 4<<20 {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}
+
+// flushFile writes data in one write, fsyncs, and indexes it.
+func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w (the answers not written will be asked for again on the next run)", src.Path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", src.Path, err)
+	}
+	if _, err := r.ix.IndexFile(context.Background(), src); err != nil {
+		return err
+	}
+	return nil
+}
