@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,5 +151,68 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	}
 	if answered < 45 {
 		t.Errorf("only %d of 50 progress questions were answered", answered)
+	}
+}
+
+// TestGenListen: gen --listen serves the same answers over TCP, and
+// Prometheus metrics with gen's own gauges.
+func TestGenListen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "prompts", "m")
+	os.MkdirAll(prompts, 0o755)
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, `{"id":"p%04d","text":"prompt"}`+"\n", i)
+	}
+	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
+	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "50",
+		"--concurrency", "8", "--listen", "127.0.0.1:0", "--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
+	stderr, err := gen.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { gen.Process.Signal(os.Interrupt); gen.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	addr := ""
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "Prometheus metrics on http://"); ok {
+			addr = strings.TrimSuffix(rest, "/metrics")
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("gen never said where it listens")
+	}
+	go io.Copy(io.Discard, stderr)
+	get := func(path string) string {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "gendex_in_flight") || !strings.Contains(path, "metrics") {
+					return string(body)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+		}
+	}
+	metrics := get("/metrics")
+	for _, want := range []string{`gendex_records{dataset="m",stage="prompts"} 400`, "gendex_server_up{server=", "gendex_in_flight{server="} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
+	if answer := get("/v1/query?arg=progress"); !strings.Contains(answer, `"columns"`) || !strings.Contains(answer, `"end":true`) {
+		t.Errorf("/v1/query: %s", answer)
 	}
 }
