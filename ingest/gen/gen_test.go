@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -505,5 +506,41 @@ func TestGenRequestTimeout(t *testing.T) {
 	}
 	if strings.Contains(log, "stopped answering") {
 		t.Errorf("a slow server was taken for a dead one:\n%s", log)
+	}
+}
+
+// TestGenTokenizeFallback: a server without /v1/tokenize for messages (older
+// SGLang, or vLLM) gets chat prompts on its chat endpoint instead, said once.
+func TestGenTokenizeFallback(t *testing.T) {
+	s := sim.New(sim.Config{Seed: 14})
+	h := s.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/tokenize" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "F", "messages", 12)
+	writePrompts(t, root, "G", "ids", 5)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{hs.URL}, Out: out, Concurrency: 4}, root)
+	if err != nil || sum.Responses != 17 || sum.Errors != 0 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	if n := strings.Count(log, "cannot turn messages into token ids"); n != 1 {
+		t.Errorf("the fallback was said %d times:\n%s", n, log)
+	}
+	for id, ls := range outputLines(t, filepath.Join(out, "F", "raw_responses.jsonl")) {
+		if _, hasIDs := ls[0]["output_ids"]; hasIDs || ls[0]["text"] == nil {
+			t.Errorf("%s: not a chat answer: %v", id, ls[0])
+		}
+	}
+	for id, ls := range outputLines(t, filepath.Join(out, "G", "raw_responses.jsonl")) {
+		if _, hasIDs := ls[0]["output_ids"]; !hasIDs {
+			t.Errorf("%s: token-id prompts should still use /generate: %v", id, ls[0])
+		}
 	}
 }
