@@ -253,7 +253,20 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 	}
 	r.logf("gen: %d datasets, %d prompts to answer; %s", len(r.sets), todo, r.settings())
 	if todo == 0 {
-		r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
+		var failed uint64
+		r.db.View(func(v *store.View) error {
+			for _, ds := range r.sets {
+				if s, err := v.Summary(ds.Name); err == nil {
+					failed += s.Overlap.ErrorsOpen
+				}
+			}
+			return nil
+		})
+		if failed > 0 {
+			r.logf("gen: nothing to do: every prompt has an answer or a final error (%d errors: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
+		} else {
+			r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
+		}
 		return &Summary{}, nil
 	}
 	if err := r.connect(); err != nil {

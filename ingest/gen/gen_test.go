@@ -316,6 +316,10 @@ func TestGenPermanentErrors(t *testing.T) {
 	if s.Overlap.ErrorsOpen != 3 || s.MissingRaw() != 0 || s.Stage(store.Raw).Records != 1 {
 		t.Errorf("summary: %+v", s)
 	}
+	// Without --retry-errors a second run has nothing to do, and says why.
+	if _, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root); err != nil || !strings.Contains(log, "3 errors") {
+		t.Fatalf("second run: %v\n%s", err, log)
+	}
 	// Retried, they fail again (same answer from the server): still 3 open errors, nothing lost.
 	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, RetryErrors: true}, root)
 	if err != nil || sum.Errors != 3 {
