@@ -235,28 +235,16 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 				rec.Shape = s.shape
 			}
 		}
-		if rec.PromptTokens < 0 {
-			if n, ok := decodeCount(val(b, s.f.prompt)); ok {
-				rec.PromptTokens = n
-			}
+		known(b, &rec.PromptTokens, s.f.prompt)
+		known(b, &rec.CachedTokens, s.f.cached)
+		if rec.CachedTokens < 0 && s.f.promptDetails.ok() {
+			d, _ := sub(b, s.f.promptDetails)
+			known(b, &rec.CachedTokens, d.cached)
 		}
-		if rec.CachedTokens < 0 {
-			if n, ok := decodeCount(val(b, s.f.cached)); ok {
-				rec.CachedTokens = n
-			} else if d, ok := sub(b, s.f.promptDetails); ok {
-				if n, ok := decodeCount(val(b, d.cached)); ok {
-					rec.CachedTokens = n
-				}
-			}
-		}
-		if rec.ReasoningTokens < 0 {
-			if n, ok := decodeCount(val(b, s.f.reasoning)); ok {
-				rec.ReasoningTokens = n
-			} else if d, ok := sub(b, s.f.completionDetails); ok {
-				if n, ok := decodeCount(val(b, d.reasoning)); ok {
-					rec.ReasoningTokens = n
-				}
-			}
+		known(b, &rec.ReasoningTokens, s.f.reasoning)
+		if rec.ReasoningTokens < 0 && s.f.completionDetails.ok() {
+			d, _ := sub(b, s.f.completionDetails)
+			known(b, &rec.ReasoningTokens, d.reasoning)
 		}
 	}
 	if rec.CompletionTokens < 0 {
@@ -305,6 +293,15 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	}
 	rec.OwnTime = rec.Time != 0
 	return store.Raw, nil
+}
+
+// known sets *dst from the count at sp, unless *dst is already known.
+func known(b []byte, dst *int64, sp span) {
+	if *dst < 0 {
+		if n, ok := decodeCount(val(b, sp)); ok {
+			*dst = n
+		}
+	}
 }
 
 func val(b []byte, sp span) []byte {

@@ -384,15 +384,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.streamChat(g, o, items, reasoning)
 		return
 	}
-	for _, it := range items {
-		if it.schedErr != "" {
-			writeOpenAIError(w, valueError("%s", it.schedErr))
-			g.end(outError)
-			return
-		}
-	}
-	if !s.runAll(r.Context(), items, nil) {
-		g.finishItems(items, false)
+	if !s.runOpenAI(w, r, g, items) {
 		return
 	}
 	resp := chatResponse{
@@ -485,13 +477,8 @@ type chatStreamState struct {
 // then [DONE]. The 200 header goes out with the first chunk.
 func (s *Server) streamChat(g *genRequest, o *openAIRequest, items []*item, reasoning bool) {
 	sse := newSSEWriter(g.w)
-	for _, it := range items {
-		if it.schedErr != "" {
-			sse.send(marshal(errorBody{Object: "error", Message: it.schedErr, Type: "BAD_REQUEST", Code: 400}))
-			sse.done()
-			g.end(outError)
-			return
-		}
+	if !streamSchedErr(sse, g, items) {
+		return
 	}
 	var mu sync.Mutex
 	state := make([]chatStreamState, len(items))
@@ -733,15 +720,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.streamCompletions(g, o, items, echoText)
 		return
 	}
-	for _, it := range items {
-		if it.schedErr != "" {
-			writeOpenAIError(w, valueError("%s", it.schedErr))
-			g.end(outError)
-			return
-		}
-	}
-	if !s.runAll(r.Context(), items, nil) {
-		g.finishItems(items, false)
+	if !s.runOpenAI(w, r, g, items) {
 		return
 	}
 	resp := completionResponse{
@@ -763,13 +742,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) streamCompletions(g *genRequest, o *openAIRequest, items []*item, echoText func(*item) string) {
 	sse := newSSEWriter(g.w)
 	created := time.Now().Unix()
-	for _, it := range items {
-		if it.schedErr != "" {
-			sse.send(marshal(errorBody{Object: "error", Message: it.schedErr, Type: "BAD_REQUEST", Code: 400}))
-			sse.done()
-			g.end(outError)
-			return
-		}
+	if !streamSchedErr(sse, g, items) {
+		return
 	}
 	var mu sync.Mutex
 	lastID := items[0].rid
@@ -818,4 +792,36 @@ func (s *Server) streamCompletions(g *genRequest, o *openAIRequest, items []*ite
 		ok = sse.done()
 	}
 	g.finishItems(items, ok)
+}
+
+// runOpenAI runs a non-streaming chat or completions request's items to the
+// end. When one could not be scheduled, or they did not finish, it has
+// answered (or ended) the request and returns false.
+func (s *Server) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest, items []*item) bool {
+	for _, it := range items {
+		if it.schedErr != "" {
+			writeOpenAIError(w, valueError("%s", it.schedErr))
+			g.end(outError)
+			return false
+		}
+	}
+	if !s.runAll(r.Context(), items, nil) {
+		g.finishItems(items, false)
+		return false
+	}
+	return true
+}
+
+// streamSchedErr sends, on a chat or completions stream, the error of an
+// item that could not be scheduled, ends the stream and returns false.
+func streamSchedErr(sse *sseWriter, g *genRequest, items []*item) bool {
+	for _, it := range items {
+		if it.schedErr != "" {
+			sse.send(marshal(errorBody{Object: "error", Message: it.schedErr, Type: "BAD_REQUEST", Code: 400}))
+			sse.done()
+			g.end(outError)
+			return false
+		}
+	}
+	return true
 }
