@@ -23,7 +23,8 @@ func ms(s string) int64 {
 	return t.UnixMilli()
 }
 
-// TestNormalizeShapes checks one line of every shape in DESIGN.md's table.
+// TestNormalizeShapes checks one line of every shape in README.md's table
+// ("Formats it reads").
 func TestNormalizeShapes(t *testing.T) {
 	tests := []struct {
 		name       string
