@@ -91,8 +91,8 @@ func (tm *term) waitLastLine(what string, ok func(line string) bool) {
 	tm.waitUntil("a last line "+what, func(string) bool { return ok(tm.lastLine()) })
 }
 
-// watchClock finds the time in watch's header (the last one on the screen
-// comes first: the screen is captured with its history).
+// watchClock finds the time in watch's header; the greedy (?s).* makes it
+// the newest header, as the screen is captured with its history.
 var watchClock = regexp.MustCompile(`(?s).*(\d\d:\d\d:\d\d) +\(Ctrl-C to stop\)`)
 
 func indexShapes(t *testing.T, bin, db string) {
