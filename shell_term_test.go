@@ -213,14 +213,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gen.Wait()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(db + ".sock"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("gen never opened its socket")
-		}
-	}
+	waitFor(t, "gen's socket", func() bool { _, err := os.Stat(db + ".sock"); return err == nil })
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")
