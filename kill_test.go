@@ -168,6 +168,20 @@ func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *sglang.Cl
 		t.Errorf("%s: progress %s (%v); want raw %d, missing_raw 0", name, p, err, len(ps))
 	}
 
+	var files []struct {
+		Stage      string `json:"stage"`
+		Duplicates int    `json:"duplicates"`
+	}
+	f := mustGendex(t, testEnv(nil), "--db", db, "query", "files", name, "--format", "json").stdout
+	if err := json.Unmarshal([]byte(f), &files); err != nil {
+		t.Fatalf("%s: files: %v\n%s", name, err, f)
+	}
+	for _, fl := range files {
+		if fl.Duplicates != 0 {
+			t.Errorf("%s: the index counted duplicates: %s", name, f)
+		}
+	}
+
 	maxNew := 128
 	for _, p := range ps {
 		if len(answers[p.ID]) == 0 {
