@@ -495,24 +495,34 @@ func TestQueryWhileLocked(t *testing.T) {
 	}
 }
 
-// A one-shot ingest of a finished file whose last line has no newline
-// (many JSONL writers end that way).
+// A one-shot ingest of a file whose last line has no newline (a writer may
+// still be writing it): README, ingest, "Bad input": the complete line is
+// indexed, the torn one is not (half a line is never indexed), and the exit
+// status is 1 because a line was left out.
 func TestIngestLastLineWithoutNewline(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "ds", "raw_responses.jsonl")
-	os.MkdirAll(filepath.Dir(file), 0o755)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(file, []byte(`{"id":"a","completion_tokens":1}`+"\n"+`{"id":"b","completion_tokens":2}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "g.db")
 	r := gendex(t, testEnv(nil), "--db", db, "ingest", dir)
-	if !strings.Contains(r.stderr, file+":2:") {
-		t.Errorf("stderr does not point at line 2\n%s", r)
+	if r.code != 1 || !strings.Contains(r.stderr, file+":2:") {
+		t.Errorf("ingest of a file with a torn last line: want exit 1 and a warning at line 2\n%s", r)
 	}
-	q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--no-header")
-	if r.code == 0 && q.stdout != "ds\t1\t0\t2\t0\t0\n" {
-		t.Errorf("ingest exited 0 but the index holds %q, want both records", q.stdout)
+	// dataset, files, prompts, raw, tokenized, errors: one raw record.
+	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--no-header"); q.stdout != "ds\t1\t0\t1\t0\t0\n" {
+		t.Errorf("the index holds %q; want exactly one raw record", q.stdout)
+	}
+	if q := gendex(t, testEnv(nil), "--db", db, "query", "show", "ds", "a"); q.code != 0 || !strings.Contains(q.stdout, `"completion_tokens":1`) {
+		t.Errorf("the complete line is not indexed:\n%s", q)
+	}
+	if q := gendex(t, testEnv(nil), "--db", db, "query", "show", "ds", "b"); q.code != 1 || !strings.Contains(q.stderr, `no record with id "b"`) {
+		t.Errorf("the torn line is indexed:\n%s", q)
 	}
 }
 
@@ -567,13 +577,22 @@ func TestIngestFollow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, env, []string{"--db", db, "ingest", "--follow", data}) }()
 
-	time.Sleep(400 * time.Millisecond)
+	// Each step waits until the running ingest, asked through its socket,
+	// has indexed what the step before wrote.
+	tokens := func() string {
+		r := gendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "csv", "--no-header")
+		return r.stdout
+	}
+	waitFor(t, "x1 indexed", func() bool { return strings.HasPrefix(tokens(), "one,1,") })
 	appendTo(one, `{"id":"x2","completion_tokens":2}`+"\n"+`{"id":"x3","compl`) // x3 is still being written
 	os.MkdirAll(filepath.Dir(two), 0o755)
 	appendTo(two, `{"id":"y1","completion_tokens":7}`+"\n")
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, "x2 and the new dataset indexed", func() bool {
+		got := tokens()
+		return strings.HasPrefix(got, "one,2,,3,") && strings.Contains(got, "\ntwo,1,,7,")
+	})
 	appendTo(one, `etion_tokens":3}`+"\n")
-	time.Sleep(800 * time.Millisecond)
+	waitFor(t, "x3 indexed once completed", func() bool { return strings.HasPrefix(tokens(), "one,3,,6,") })
 	cancel()
 	var err error
 	select {
@@ -606,9 +625,9 @@ func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
 	t.Parallel()
 	dir := t.TempDir()
-	bin := gendexBinary(t)
 	db := filepath.Join(dir, "g.db")
 	runBin := func(args ...string) (int, string, string) {
 		cmd := exec.CommandContext(t.Context(), bin, args...)
@@ -662,5 +681,15 @@ func TestBinary(t *testing.T) {
 	}
 	if code, _, errOut = runBin("--db", db, "ingest", brokenRaw); code != 1 || !strings.Contains(errOut, "raw_responses.jsonl:3:") {
 		t.Errorf("ingest of invalid lines: exit %d, want 1 with file:line\n%s", code, errOut)
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds, for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
 	}
 }

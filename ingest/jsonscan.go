@@ -285,35 +285,116 @@ func decodeKey(raw []byte, escaped bool) string {
 	return s
 }
 
-// decodeCount reads a non-negative integer token count. A JSON number with
-// a zero fraction (12.0) counts; anything else (null, a string, -1, 1.5) is
-// not a count.
+// maxCount is the largest token count: 2^53, the largest whole number that
+// every JSON reader (a float64) holds exactly. A bigger "count" is garbage.
+const maxCount = 1 << 53
+
+// decodeCount reads a token count: a JSON number whose value is a whole
+// number from 0 to maxCount, however it is written (12, 12.0, 1.2e1, -0).
+// Anything else (null, a string, -1, 1.5, 1e300) is not a count. This is
+// deliberately looser than encoding/json into an integer, which rejects
+// 12.0 (Python writes float counts so) and, for uint64, -0.
 func decodeCount(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	if len(b) <= 18 {
+	if len(b) > 0 && len(b) <= 15 { // fast path: plain digits, always <= maxCount
 		var n int64
-		digits := true
 		for _, c := range b {
 			if c < '0' || c > '9' {
-				digits = false
-				break
+				return wholeNumber(b)
 			}
 			n = n*10 + int64(c-'0')
 		}
-		if digits {
-			return n, true
+		return n, true
+	}
+	return wholeNumber(b)
+}
+
+// wholeNumber reads the JSON number b exactly, as digits times a power of
+// ten, and returns its value if that is a whole number in [0, maxCount].
+func wholeNumber(b []byte) (int64, bool) {
+	i := 0
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	// The value is n × 10^scale, n being the significant digits read so
+	// far; zeros are held back until a non-zero digit follows them, so the
+	// trailing ones end up in scale. A whole number <= maxCount has at most
+	// 16 significant digits: more means too big or a fraction.
+	var n, zeros, sig, scale int64
+	intPart, seen := true, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c >= '0' && c <= '9':
+			seen = true
+			if !intPart {
+				scale--
+			}
+			if c == '0' {
+				zeros++
+				continue
+			}
+			if sig > 0 {
+				sig += zeros
+			}
+			sig++
+			if sig > 16 {
+				return 0, false
+			}
+			for ; zeros > 0; zeros-- {
+				n *= 10
+			}
+			n = n*10 + int64(c-'0')
+		case c == '.' && intPart:
+			intPart = false
+		case c == 'e' || c == 'E':
+			exp, ok := exponent(b[i+1:])
+			if !ok {
+				return 0, false
+			}
+			scale += exp
+			i = len(b)
+		default:
+			return 0, false
 		}
 	}
-	if b[0] < '0' || b[0] > '9' {
+	if n == 0 { // 0, -0, 0.0e5
+		return 0, seen
+	}
+	scale += zeros
+	if neg || scale < 0 || sig+scale > 16 {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || f < 0 || f != float64(int64(f)) || f > 1<<53 {
+	for ; scale > 0; scale-- {
+		n *= 10
+	}
+	return n, n <= maxCount
+}
+
+// exponent reads a JSON number's exponent (after the e), saturating far
+// beyond any line's length so that it cannot overflow.
+func exponent(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 {
 		return 0, false
 	}
-	return int64(f), true
+	var e int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if e < 1<<40 {
+			e = e*10 + int64(c-'0')
+		}
+	}
+	if neg {
+		e = -e
+	}
+	return e, true
 }
 
 // decodeFloat reads a JSON number.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"os"
 	"strings"
 	"testing"
@@ -22,7 +23,8 @@ func ms(s string) int64 {
 	return t.UnixMilli()
 }
 
-// TestNormalizeShapes checks one line of every shape in DESIGN.md's table.
+// TestNormalizeShapes checks one line of every shape in README.md's table
+// ("Formats it reads").
 func TestNormalizeShapes(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -151,30 +153,65 @@ func TestNormalizeRejects(t *testing.T) {
 	}
 }
 
-// reference extracts what Normalize must find, with encoding/json.
-func reference(line []byte) (id string, completion int64, ok bool) {
+// reference is what Normalize must find in a line, read with encoding/json.
+// Where the normalizer deliberately differs from decoding into Go integers,
+// its rule is stated here on encoding/json's exact value of the number:
+//
+//   - A count is a JSON number whose value is a whole number in [0, 2^53],
+//     however it is written: 12.0, 1.2e1 and -0 count. (encoding/json into
+//     an int64 rejects 12.0 and 1.2e1; into a uint64 it also rejects -0.)
+//   - An id is a non-empty string or a number, as written (json.Number's
+//     text: 17, 1e2), from "custom_id" when it has one, else from "id".
+//
+// completion is U when completion_tokens is absent or not a count, and
+// countKnown is false when big.Rat cannot say (an exponent past 10^6) or
+// is not asked: a number past 1000 bytes, as big.Rat's cost grows with the
+// square of its length (TestDecodeCount has long numbers).
+func reference(line []byte) (r refResult, ok bool) {
 	var m map[string]any
 	d := json.NewDecoder(strings.NewReader(string(line)))
 	d.UseNumber()
 	if d.Decode(&m) != nil || m == nil {
-		return "", 0, false
+		return r, false
 	}
-	completion = U
+	r.completion, r.countKnown = U, true
 	if n, isNum := m["completion_tokens"].(json.Number); isNum {
-		if v, err := n.Int64(); err == nil && v >= 0 {
-			completion = v
+		v, exact := new(big.Rat), false
+		if len(n) <= 1000 {
+			_, exact = v.SetString(n.String())
+		}
+		switch {
+		case !exact:
+			r.countKnown = false
+		case v.IsInt() && v.Sign() >= 0 && v.Num().Cmp(big.NewInt(1<<53)) <= 0:
+			r.completion = v.Num().Int64()
 		}
 	}
-	switch v := m["id"].(type) {
-	case string:
-		id = v
-	case json.Number:
-		id = v.String()
+	idOf := func(v any) string {
+		switch v := v.(type) {
+		case string:
+			return v
+		case json.Number:
+			return v.String()
+		}
+		return ""
 	}
-	if v, isStr := m["custom_id"].(string); isStr && v != "" {
-		id = v
+	if r.id = idOf(m["custom_id"]); r.id == "" {
+		r.id = idOf(m["id"])
 	}
-	return id, completion, true
+	for _, k := range []string{"meta_info", "usage", "response", "output_ids"} {
+		if _, has := m[k]; has {
+			r.otherCounts = true
+		}
+	}
+	return r, true
+}
+
+type refResult struct {
+	id          string
+	completion  int64
+	countKnown  bool
+	otherCounts bool // the line has other places a count may come from
 }
 
 func FuzzNormalize(f *testing.F) {
@@ -191,6 +228,17 @@ func FuzzNormalize(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"a","completion_tokens":12,"output_ids":[1,-2,3.5e3,{"x":[]}]}`))
 	f.Add([]byte(`{"id":"\ud800","completion_tokens":1e2}`))
+	// Regressions: a negative zero count is 0; a numeric custom_id is an id.
+	f.Add([]byte(`{"id":"a","completion_tokens":-0}`))
+	f.Add([]byte(`{"custom_id":5,"completion_tokens":1}`))
+	f.Add([]byte(`{"id":"a","custom_id":5}`))
+	// The edges of a count: 2^53 is one, 2^53+1 and fractions are not.
+	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740992}`))
+	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740993}`))
+	f.Add([]byte(`{"id":"a","completion_tokens":900719925474099.2e1}`))
+	f.Add([]byte(`{"id":"a","completion_tokens":1.0000000000000000001}`))
+	f.Add([]byte(`{"id":"a","completion_tokens":0.05e2}`))
+	f.Add([]byte(`{"id":"a","completion_tokens":-0.0e-99999999999}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var r store.Record
 		_, err := Normalize(line, store.Raw, &r)
@@ -199,32 +247,30 @@ func FuzzNormalize(f *testing.F) {
 		if errors.As(err, &se) == valid {
 			t.Fatalf("json.Valid = %v but Normalize error = %v for %q", valid, err, line)
 		}
-		id, completion, isObject := reference(line)
+		ref, isObject := reference(line)
 		if !valid || !isObject {
 			return
 		}
-		if id == "" {
-			if !errors.Is(err, ErrNoID) && r.Shape != store.ShapeError {
+		if ref.id == "" {
+			if !errors.Is(err, ErrNoID) {
 				t.Fatalf("no id in %q but Normalize = %v, %+v", line, err, r)
 			}
 			return
 		}
 		if err != nil {
-			// A number id that encoding/json reads differently, or an
-			// object id: both are "no id" here.
-			if errors.Is(err, ErrNoID) {
-				return
-			}
 			t.Fatalf("Normalize(%q) = %v", line, err)
 		}
-		if r.Shape == store.ShapeError {
+		if r.ID != ref.id {
+			t.Fatalf("id = %q; encoding/json says %q (line %q)", r.ID, ref.id, line)
+		}
+		if r.Shape == store.ShapeError || !ref.countKnown {
 			return
 		}
-		if r.ID != id {
-			t.Fatalf("id = %q; encoding/json says %q (line %q)", r.ID, id, line)
-		}
-		if completion >= 0 && r.CompletionTokens != completion {
-			t.Fatalf("completion = %d; encoding/json says %d (line %q)", r.CompletionTokens, completion, line)
+		switch {
+		case ref.completion >= 0 && r.CompletionTokens != ref.completion:
+			t.Fatalf("completion = %d; encoding/json says %d (line %q)", r.CompletionTokens, ref.completion, line)
+		case ref.completion < 0 && !ref.otherCounts && r.CompletionTokens != U:
+			t.Fatalf("completion = %d; encoding/json says no count (line %q)", r.CompletionTokens, line)
 		}
 	})
 }
@@ -244,5 +290,34 @@ func BenchmarkNormalize(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeCount pins the count rule that reference states: a whole number
+// in [0, 2^53], however the JSON number is written.
+func TestDecodeCount(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64 // U: not a count
+	}{
+		{"0", 0}, {"-0", 0}, {"-0.0", 0}, {"0e5", 0}, {"0.000e-7", 0},
+		{"12", 12}, {"12.0", 12}, {"1.2e1", 12}, {"120e-1", 12}, {"0.05e2", 5},
+		{"1E2", 100}, {"1e+2", 100}, {"100000000000000000000e-20", 1},
+		{"9007199254740992", 1 << 53}, {"9007199254740993", U}, {"1e16", U},
+		{"999999999999999", 999999999999999}, {"1e300", U}, {"1e99999999999999999999", U},
+		{"-1", U}, {"-0.5", U}, {"1.5", U}, {"12.5e-1", U}, {"1.0000000000000000001", U},
+		{"1." + strings.Repeat("0", 5000), 1}, {"0." + strings.Repeat("0", 5000), 0},
+		{"0." + strings.Repeat("0", 5000) + "1e5001", 1}, {"0." + strings.Repeat("0", 5000) + "1e5000", U},
+		{"1" + strings.Repeat("0", 5000) + "e-4999", 10}, {"1" + strings.Repeat("0", 5000) + "1e-4999", U},
+		{"null", U}, {`"12"`, U}, {"true", U}, {"[1]", U}, {"", U},
+	}
+	for _, tt := range tests {
+		got, ok := decodeCount([]byte(tt.in))
+		if !ok {
+			got = U
+		}
+		if got != tt.want {
+			t.Errorf("decodeCount(%s) = %d; want %d", tt.in, got, tt.want)
+		}
 	}
 }

@@ -3,7 +3,7 @@ package query_test
 // An independent model of the fixture datasets, read with encoding/json
 // from the files themselves, so that the expected numbers in query_test.go
 // are computed here and not copied from what gendex prints. It follows the
-// shape table of DESIGN.md ("Records and formats"), not the ingest code.
+// shape table of README.md ("Formats it reads"), not the ingest code.
 
 import (
 	"bytes"
@@ -164,7 +164,7 @@ func failure(m map[string]any) (reason, message string) {
 }
 
 // response fills counts, finish reason and time from a response line: the
-// first place that has each, in the order of DESIGN.md's shape table.
+// first place that has each, in the order of README.md's shape table.
 func response(m map[string]any, r *mRec) {
 	meta, usage := obj(m["meta_info"]), obj(m["usage"])
 	body := obj(obj(m["response"])["body"])

@@ -1,7 +1,7 @@
 // Command benchgen writes synthetic generation datasets for gendex's
 // benchmarks: ROOT/<dataset>/prompts.jsonl and ROOT/<dataset>/raw_responses.jsonl,
-// in the response shapes of /work/shared/examples (gendex's flat line, SGLang
-// /generate, OpenAI chat.completion, ids only).
+// in four of the response shapes of README.md's "Formats it reads" (gendex's
+// flat line, SGLang /generate, OpenAI chat.completion, ids only).
 //
 // Usage:
 //

@@ -1,4 +1,4 @@
-package shell_test
+package main
 
 import (
 	"context"
@@ -6,22 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// These tests drive the real shell in a real terminal: tmux.
-
-func buildGendex(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gendex")
-	if out, err := exec.Command("go", "build", "-o", bin, "gendex").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// These tests drive the real shell of the real binary in a real terminal:
+// tmux.
 
 type term struct {
 	t    *testing.T
@@ -66,45 +60,54 @@ func (tm *term) screen() string { return tm.tmux("capture-pane", "-t", "t", "-p"
 
 // lastLine returns the last non-empty line of the screen.
 func (tm *term) lastLine() string {
-	lines := strings.Split(strings.TrimRight(tm.screen(), "\n "), "\n")
-	return lines[len(lines)-1]
+	ls := strings.Split(strings.TrimRight(tm.screen(), "\n "), "\n")
+	return ls[len(ls)-1]
 }
 
-// waitFor waits until the screen holds s after the mark'th occurrence.
+// waitUntil polls the screen until ok holds, for up to 10 s; what says
+// what was awaited.
+func (tm *term) waitUntil(what string, ok func(screen string) bool) {
+	tm.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s := tm.screen()
+		if ok(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("the terminal never showed %s:\n%s", what, s)
+		}
+	}
+}
+
+// waitFor waits until the screen holds s.
 func (tm *term) waitFor(s string) {
 	tm.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Contains(tm.screen(), s) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	tm.t.Fatalf("the terminal never showed %q:\n%s", s, tm.screen())
+	tm.waitUntil(strconv.Quote(s), func(screen string) bool { return strings.Contains(screen, s) })
 }
 
-// waitCount waits until s appears at least n times on the screen.
-func (tm *term) waitCount(s string, n int) {
+// waitLastLine waits until the last non-empty line satisfies ok.
+func (tm *term) waitLastLine(what string, ok func(line string) bool) {
 	tm.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Count(tm.screen(), s) >= n {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	tm.t.Fatalf("the terminal never showed %q %d times:\n%s", s, n, tm.screen())
+	tm.waitUntil("a last line "+what, func(string) bool { return ok(tm.lastLine()) })
 }
+
+// watchClock finds the time in watch's header; the greedy (?s).* makes it
+// the newest header, as the screen is captured with its history.
+var watchClock = regexp.MustCompile(`(?s).*(\d\d:\d\d:\d\d) +\(Ctrl-C to stop\)`)
 
 func indexShapes(t *testing.T, bin, db string) {
 	t.Helper()
-	if out, err := exec.Command(bin, "--db", db, "ingest", "../testdata/shapes").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "--db", db, "ingest", filepath.Join("testdata", "shapes")).CombinedOutput(); err != nil {
 		t.Fatalf("ingest: %v\n%s", err, out)
 	}
 }
 
 func TestShellInATerminal(t *testing.T) {
-	bin := buildGendex(t)
+	if testing.Short() {
+		t.Skip("runs the binary in tmux")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")
 	indexShapes(t, bin, db)
@@ -142,9 +145,19 @@ func TestShellInATerminal(t *testing.T) {
 	tm.waitFor("files  prompts")
 
 	// Ctrl-C stops watch, not the shell.
+	// It is stopped once it has refreshed: its clock has moved.
 	tm.typeLine("watch 0.3")
-	tm.waitCount("Ctrl-C to stop", 1)
-	time.Sleep(700 * time.Millisecond)
+	var first string
+	tm.waitUntil("watch refreshing", func(s string) bool {
+		m := watchClock.FindStringSubmatch(s)
+		if m == nil {
+			return false
+		}
+		if first == "" {
+			first = m[1]
+		}
+		return m[1] != first
+	})
 	tm.send("C-c")
 	tm.waitFor("^C")
 	tm.typeLine("errors")
@@ -164,16 +177,10 @@ func TestShellInATerminal(t *testing.T) {
 	tm.typeLine("clear")
 	tm.typeLine(shellCmd)
 	tm.waitFor("gendex>")
+	tm.send("Up") // the last command of the previous session
+	tm.waitLastLine(`ending in "gendex> errors"`, func(l string) bool { return strings.HasSuffix(strings.TrimSpace(l), "gendex> errors") })
 	tm.send("Up")
-	time.Sleep(300 * time.Millisecond)
-	if got := tm.lastLine(); !strings.HasSuffix(strings.TrimSpace(got), "gendex> errors") {
-		t.Errorf("Up in a new session shows %q; want the last command of the previous one", got)
-	}
-	tm.send("Up")
-	time.Sleep(300 * time.Millisecond)
-	if got := tm.lastLine(); !strings.Contains(got, "watch 0.3") {
-		t.Errorf("second Up shows %q", got)
-	}
+	tm.waitLastLine(`holding "watch 0.3"`, func(l string) bool { return strings.Contains(l, "watch 0.3") })
 	tm.send("C-c")
 	tm.typeLine("quit")
 	tm.typeLine("echo LEFT")
@@ -183,7 +190,11 @@ func TestShellInATerminal(t *testing.T) {
 // TestShellWhileGenWrites: the shell answers from the database gen is
 // writing at that very moment, through gen's socket.
 func TestShellWhileGenWrites(t *testing.T) {
-	bin := buildGendex(t)
+	if testing.Short() {
+		t.Skip("runs gen and the binary in tmux")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")
 	root := filepath.Join(dir, "prompts", "live")
@@ -202,14 +213,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gen.Wait()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(db + ".sock"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("gen never opened its socket")
-		}
-	}
+	waitFor(t, "gen's socket", func() bool { _, err := os.Stat(db + ".sock"); return err == nil })
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gendex/ingest/sglang"
+	"gendex/ingest/sim"
+)
+
+// TestGenSurvivesSIGKILL kills a running `gendex gen` with SIGKILL at random
+// moments, 25 times, resuming each time; then lets it finish. Every prompt
+// must have exactly one answer, the index must agree with the files, and
+// every answer must be the answer to its own prompt (README, gen, "Exactly
+// once").
+func TestGenSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real process")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 11, Slots: 32, DecodeTokensPerSec: 400})
+	root, out := t.TempDir(), t.TempDir()
+	sets := []string{"K1", "K2"}
+	for _, name := range sets {
+		writeIDPrompts(t, filepath.Join(root, name), name, 200)
+	}
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills := 0
+	for i := range 25 {
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// The random moment of the kill is what is under test.
+		select {
+		case <-time.After(time.Duration(5+rng.IntN(400)) * time.Millisecond):
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			kills++
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d ended on its own with %v", i, err)
+			}
+		}
+	}
+	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, outp)
+	}
+	if kills < 20 {
+		t.Errorf("only %d of the runs were killed; the test wants at least 20", kills)
+	}
+	clean := sglang.New(simURL(t, sim.Config{Seed: 11}), sglang.Options{})
+	for _, name := range sets {
+		checkAnsweredOnce(t, db, filepath.Join(root, name, "prompts.jsonl"), filepath.Join(out, name, "raw_responses.jsonl"), name, clean)
+	}
+	if _, err := os.Stat(filepath.Join(out, "K1", "errors.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("an errors.jsonl exists though no prompt failed: %v", err)
+	}
+}
+
+// simURL serves an in-process simulator for the test's lifetime.
+func simURL(t *testing.T, cfg sim.Config) string {
+	t.Helper()
+	hs := httptest.NewServer(sim.New(cfg).Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// writeIDPrompts writes n pre-tokenized prompts, ids name-00001..., to
+// dir/prompts.jsonl.
+func writeIDPrompts(t *testing.T, dir, name string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		line, _ := json.Marshal(map[string]any{
+			"id":        fmt.Sprintf("%s-%05d", name, i),
+			"input_ids": sim.Encode(fmt.Sprintf("prompt number %d", i), true),
+		})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAnsweredOnce checks that every prompt has exactly one answer line in
+// raw, that the index in db agrees with a fresh index of raw, and that each
+// answer is the one the simulator c gives to that very prompt (at gen's
+// default of 128 new tokens).
+func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *sglang.Client) {
+	t.Helper()
+	type line struct {
+		ID        string `json:"id"`
+		InputIDs  []int  `json:"input_ids"`
+		OutputIDs []int  `json:"output_ids"`
+	}
+	read := func(path string) []line {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var ls []line
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			var l line
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.ID == "" {
+				t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+			}
+			ls = append(ls, l)
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ls
+	}
+	answers := map[string][]line{}
+	for _, l := range read(raw) {
+		answers[l.ID] = append(answers[l.ID], l)
+	}
+	ps := read(prompts)
+	for _, p := range ps {
+		if n := len(answers[p.ID]); n != 1 {
+			t.Errorf("%s: %d answer lines; want exactly 1", p.ID, n)
+		}
+	}
+	if len(answers) != len(ps) {
+		t.Errorf("%s: %d distinct answers for %d prompts", name, len(answers), len(ps))
+	}
+
+	// The index agrees with the file: a fresh index of the file counts the same.
+	tokens := func(db string) string {
+		return mustGendex(t, testEnv(nil), "--db", db, "query", "tokens", name, "--format", "tsv", "--no-header").stdout
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", "--dataset", name, "--stage", "raw", raw)
+	if got, want := tokens(db), tokens(fresh); got != want {
+		t.Errorf("%s: the index says tokens %q; a fresh index of the file says %q", name, got, want)
+	}
+	var progress []struct {
+		Raw        int  `json:"raw"`
+		MissingRaw *int `json:"missing_raw"`
+	}
+	p := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", name, "--format", "json").stdout
+	if err := json.Unmarshal([]byte(p), &progress); err != nil || len(progress) != 1 ||
+		progress[0].Raw != len(ps) || progress[0].MissingRaw == nil || *progress[0].MissingRaw != 0 {
+		t.Errorf("%s: progress %s (%v); want raw %d, missing_raw 0", name, p, err, len(ps))
+	}
+
+	var files []struct {
+		Stage      string `json:"stage"`
+		Duplicates int    `json:"duplicates"`
+	}
+	f := mustGendex(t, testEnv(nil), "--db", db, "query", "files", name, "--format", "json").stdout
+	if err := json.Unmarshal([]byte(f), &files); err != nil {
+		t.Fatalf("%s: files: %v\n%s", name, err, f)
+	}
+	for _, fl := range files {
+		if fl.Duplicates != 0 {
+			t.Errorf("%s: the index counted duplicates: %s", name, f)
+		}
+	}
+
+	maxNew := 128
+	for _, p := range ps {
+		if len(answers[p.ID]) == 0 {
+			continue
+		}
+		res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: p.InputIDs, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := answers[p.ID][0].OutputIDs; !reflect.DeepEqual(got, res.OutputIDs) {
+			t.Errorf("%s: answer %v is not the answer to its prompt (%v)", p.ID, got, res.OutputIDs)
+		}
+	}
+}
