@@ -207,7 +207,7 @@ func decodeRecord(b []byte, r *Record) error {
 	b = b[4:]
 	str := func() string {
 		n := uv()
-		if b == nil || n > int64(len(b)) {
+		if b == nil || n < 0 || n > int64(len(b)) {
 			b = nil
 			return ""
 		}

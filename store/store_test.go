@@ -69,6 +69,8 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Finish: "stop", CompletionTokens: 5, PromptTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown}).appendBinary(nil))
+	// A string length past MaxInt64 turned negative and sliced out of range.
+	f.Add([]byte("00000000000\xbc\xad\x9a\x9a\x9a\x9a\x9a\x9a\x9a\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Record
 		if decodeRecord(b, &r) != nil {
