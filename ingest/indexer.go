@@ -30,6 +30,9 @@ type Indexer struct {
 	// bytes (defaults 32,768 and 64 MiB).
 	BatchRecords int
 	BatchBytes   int64
+	// ForgetBatch is how many old records of a forgotten file are removed
+	// per transaction (default store.DefaultForgetBatch).
+	ForgetBatch int
 }
 
 // FileResult says what one IndexFile call did.
@@ -257,14 +260,26 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 
 	var state store.FileState
-	var known bool
-	if err := ix.DB.View(func(v *store.View) (err error) {
+	var known, forgetting bool
+	view := func(v *store.View) (err error) {
+		forgetting = v.Forgetting()
 		state, known, err = v.File(src.Path)
 		return err
-	}); err != nil {
+	}
+	if err := ix.DB.View(view); err != nil {
 		return res, err
 	}
-	if known && state.Dataset == src.Dataset && state.Stage == src.Stage &&
+	if forgetting {
+		// An earlier run began to forget files and stopped: no line may be
+		// read before their old records are gone.
+		if err := ix.finishForgets(ctx); err != nil {
+			return res, err
+		}
+		if err := ix.DB.View(view); err != nil {
+			return res, err
+		}
+	}
+	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage &&
 		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
 		res.Unchanged = true
 		res.Torn = int(size - state.Offset)
@@ -274,7 +289,9 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 
 	reason := ""
 	switch {
-	case !known:
+	case !known || state.ID == 0:
+		// nothing indexed from it: nothing to forget. ID 0 is also a file
+		// forgotten earlier and not read since; it is read from the start.
 	case state.Offset == 0 && state.Dataset == src.Dataset && state.Stage == src.Stage:
 		// nothing read from it yet: nothing to forget
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
@@ -292,20 +309,36 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			reason = "the file's first bytes changed"
 		}
 	}
+	reread := known && state.ID == 0 // forgotten by an earlier run
 	if !known {
 		state = store.FileState{Path: src.Path}
 	}
 	var siblings []store.FileState
 	if reason != "" {
-		var removed int
+		// One transaction stores the file (and the files that repeat its
+		// ids) reset and in phase Forgetting, then the old records go in
+		// batches. A crash anywhere leaves a state the next run resumes.
 		err := ix.DB.Update(func(tx *store.Tx) (err error) {
-			removed, siblings, err = tx.ForgetFile(&state)
+			siblings, err = tx.ForgetFile(&state)
 			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("forgetting %s: %w", src.Path, err)
+		}
+		var removed uint64
+		err = ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(_ string, n uint64, done bool) {
+			if done {
+				removed += n
+			}
 		})
 		if err != nil {
 			return res, err
 		}
+		if err := ix.DB.View(view); err != nil { // now Ready, ID 0, Offset 0
+			return res, err
+		}
 		res.Reindexed = reason
+		reread = true
 		msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
 		if len(siblings) > 0 {
 			msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
@@ -356,18 +389,67 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		}
 	}
 	// Files whose duplicates may have pointed at what was removed are
-	// read again, so that no id is lost.
-	for _, sib := range siblings {
-		r, err := ix.IndexFile(ctx, Source{Path: sib.Path, Dataset: sib.Dataset, Stage: sib.Stage})
-		res.Added += r.Added
-		res.Duplicates += r.Duplicates
-		res.Skipped += r.Skipped
-		res.Unknown += r.Unknown
+	// read again, so that no id is lost: those forgotten with this one,
+	// and, after a crash, any file of its dataset left forgotten (ID 0).
+	if reread {
+		more, err := ix.forgotten(src, siblings)
 		if err != nil {
 			return res, err
 		}
+		for _, sib := range more {
+			r, err := ix.IndexFile(ctx, sib)
+			res.Added += r.Added
+			res.Duplicates += r.Duplicates
+			res.Skipped += r.Skipped
+			res.Unknown += r.Unknown
+			if err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, ctx.Err()
+}
+
+// finishForgets completes the removals an earlier run began.
+func (ix *Indexer) finishForgets(ctx context.Context) error {
+	return ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(path string, _ uint64, done bool) {
+		if done {
+			ix.report(Problem{Path: path, Kind: Reindexed, Msg: "the removal of its old records, interrupted by an earlier run, is finished; it is indexed again from the start"})
+		}
+	})
+}
+
+// forgotten returns the files to read again after src was forgotten or
+// found forgotten: siblings, plus every other file of src's dataset and
+// stage group whose stored state has ID 0 (forgotten, not read since) and
+// that still exists.
+func (ix *Indexer) forgotten(src Source, siblings []store.FileState) ([]Source, error) {
+	group := func(s store.Stage) bool {
+		if src.Stage == store.Raw || src.Stage == store.Errors {
+			return s == store.Raw || s == store.Errors
+		}
+		return s == src.Stage
+	}
+	seen := map[string]bool{src.Path: true}
+	var out []Source
+	for _, sib := range siblings {
+		if !seen[sib.Path] {
+			seen[sib.Path] = true
+			out = append(out, Source{Path: sib.Path, Dataset: sib.Dataset, Stage: sib.Stage})
+		}
+	}
+	err := ix.DB.View(func(v *store.View) error {
+		return v.Files(func(fs store.FileState) error {
+			if fs.ID == 0 && !seen[fs.Path] && fs.Dataset == src.Dataset && group(fs.Stage) {
+				seen[fs.Path] = true
+				if _, err := os.Stat(fs.Path); err == nil {
+					out = append(out, Source{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage})
+				}
+			}
+			return nil
+		})
+	})
+	return out, err
 }
 
 // LineID is the id given to a prompt line that has none: the file's name

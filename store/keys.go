@@ -7,17 +7,33 @@ var (
 	bucketFiles    = []byte("files")
 	bucketFileIDs  = []byte("fileids")
 	bucketDatasets = []byte("datasets")
+	// bucketForgetting lists the files whose old records are being removed
+	// (path -> empty), so that a pending removal is found in O(1).
+	bucketForgetting = []byte("forgetting")
 
 	keyVersion = []byte("version")
 	keyStats   = []byte("stats")
 	bucketHist = []byte("hist")
 	bucketTS   = []byte("ts")
+	// bucketByFile is a dataset's per-file key index: fileKey(file, stage,
+	// id) -> empty, one entry per record, so a file's records are found
+	// without scanning its stage.
+	bucketByFile = []byte("byfile")
 )
 
 var stageBuckets = [numStages][]byte{[]byte("prompts"), []byte("raw"), []byte("tokenized"), []byte("errors")}
 
 func u32key(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// fileKey is the byfile key of record id of a stage, read from file:
+// big-endian file id, stage byte, id. All of a file's keys share its
+// 4-byte prefix.
+func appendFileKey(b []byte, file uint32, stage Stage, id []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, file)
+	b = append(b, byte(stage))
+	return append(b, id...)
+}
 
 // tsValue is one second of throughput: records, known completion tokens, and
 // records whose completion count is unknown.

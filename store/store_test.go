@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -162,15 +163,43 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 		both := newDB(t)
 		addAll(t, both, a)
 		addAll(t, both, b)
-		err := both.Update(func(tx *Tx) error {
-			for st := Stage(0); st < numStages; st++ {
-				if _, err := tx.RemoveFile("ds", st, 2); err != nil {
+		// Remove file 2 in small batches, one transaction each: through
+		// the per-file key index, or (odd rounds) by scanning the stages,
+		// as for a file indexed before the key index existed.
+		limit := 1 + rng.IntN(20)
+		for st := Stage(0); st < numStages; st++ {
+			var after []byte
+			for done := false; !done; {
+				err := both.Update(func(tx *Tx) error {
+					if round%2 == 0 {
+						_, d, err := tx.removeKeyed("ds", 2, limit)
+						done = d
+						return err
+					}
+					_, next, err := tx.removeScan("ds", st, 2, after, limit)
+					after, done = next, next == nil
 					return err
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
 			}
-			return nil
-		})
-		if err != nil {
+		}
+		if err := both.View(func(v *View) error {
+			// The key index lists exactly file 1's records.
+			n := 0
+			err := v.btx.Bucket(bucketDatasets).Bucket([]byte("ds")).Bucket(bucketByFile).ForEach(func(k, _ []byte) error {
+				if binary.BigEndian.Uint32(k) != 1 {
+					t.Errorf("key index still lists %x", k)
+				}
+				n++
+				return nil
+			})
+			if n != len(a) {
+				t.Errorf("key index lists %d records of file 1; want %d", n, len(a))
+			}
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := state(t, both, "ds"), state(t, only, "ds"); got != want {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -29,9 +30,20 @@ func (tx *Tx) alloc(r *Record) []byte {
 	return tx.arena[start:len(tx.arena):len(tx.arena)]
 }
 
+// allocFileKey is appendFileKey into the arena (see alloc).
+func (tx *Tx) allocFileKey(file uint32, stage Stage, id []byte) []byte {
+	if cap(tx.arena)-len(tx.arena) < 5+len(id) {
+		tx.arena = make([]byte, 0, max(256<<10, 5+len(id)))
+	}
+	start := len(tx.arena)
+	tx.arena = appendFileKey(tx.arena, file, stage, id)
+	return tx.arena[start:len(tx.arena):len(tx.arena)]
+}
+
 type dsTx struct {
 	bucket *bolt.Bucket
 	stages [numStages]*bolt.Bucket
+	byfile *bolt.Bucket // per-file key index, see appendFileKey
 	sum    Summary
 	hist   map[int64]int64   // completion tokens -> delta, raw stage
 	ts     map[int64]tsValue // unix second -> delta, raw stage
@@ -66,6 +78,10 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 		}
 		d.stages[i].FillPercent = 0.8
 	}
+	if d.byfile, err = b.CreateBucketIfNotExists(bucketByFile); err != nil {
+		return nil, err
+	}
+	d.byfile.FillPercent = 0.8
 	if v := b.Get(keyStats); v != nil {
 		if err := json.Unmarshal(v, &d.sum); err != nil {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
@@ -87,9 +103,10 @@ func (d *dsTx) membership(id []byte) membership {
 	return m
 }
 
-// Add indexes r under dataset and stage. If the id is already indexed for
-// that stage, nothing changes, the stage's Duplicates counter goes up and
-// the first record is returned as dup. Records with Time 0 get tx.Now().
+// Add indexes r under dataset and stage, and lists it under r.File in the
+// per-file key index. If the id is already indexed for that stage, nothing
+// changes, the stage's Duplicates counter goes up and the first record is
+// returned as dup. Records with Time 0 get tx.Now().
 func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err error) {
 	if stage >= numStages {
 		return nil, fmt.Errorf("add: bad stage %d", stage)
@@ -121,6 +138,9 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
+	if err := d.byfile.Put(tx.allocFileKey(r.File, stage, id), []byte{}); err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
+	}
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
 	return nil, nil
@@ -144,38 +164,103 @@ func (d *dsTx) count(stage Stage, r *Record, sign int64) {
 	d.ts[sec] = v
 }
 
-// RemoveFile deletes every record that came from file id fileID (of the
-// given dataset and stage) and takes them out of every counter, so that the
-// file can be indexed again from its start.
-func (tx *Tx) RemoveFile(dataset string, stage Stage, fileID uint32) (removed int, err error) {
+// remove deletes the record of id k (whose stored form is rec) from a
+// stage, from the per-file key index, and from every counter.
+func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
+	if err := d.stages[stage].Delete(k); err != nil {
+		return err
+	}
+	after := d.membership(k)
+	d.sum.Overlap.apply(after|1<<stage, after)
+	d.count(stage, rec, -1)
+	return d.byfile.Delete(appendFileKey(nil, rec.File, stage, k))
+}
+
+// removeKeyed removes up to limit records of file id from dataset, found
+// through the per-file key index, and reports whether none are left. Only
+// the batch's keys are held in memory.
+func (tx *Tx) removeKeyed(dataset string, file uint32, limit int) (removed int, done bool, err error) {
 	d, err := tx.dataset(dataset)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	b := d.stages[stage]
+	prefix := binary.BigEndian.AppendUint32(nil, file)
+	var keys [][]byte
+	c := d.byfile.Cursor()
+	k, _ := c.Seek(prefix)
+	for ; k != nil && bytes.HasPrefix(k, prefix) && len(keys) < limit; k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	done = k == nil || !bytes.HasPrefix(k, prefix)
+	// Delete after the walk: Cursor.Delete during iteration may skip keys.
 	var rec Record
-	var gone [][]byte
-	var recs []Record
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := decodeRecord(v, &rec); err != nil {
-			return 0, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, k, err)
+	for _, fk := range keys {
+		stage, id := Stage(fk[4]), fk[5:]
+		if stage >= numStages {
+			return 0, false, fmt.Errorf("dataset %q: bad per-file key %x", dataset, fk)
 		}
-		if rec.File == fileID {
+		v := d.stages[stage].Get(id)
+		if v != nil {
+			if err := decodeRecord(v, &rec); err != nil {
+				return 0, false, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, id, err)
+			}
+		}
+		if v == nil || rec.File != file { // stale entry: drop it alone
+			if err := d.byfile.Delete(fk); err != nil {
+				return 0, false, err
+			}
+			continue
+		}
+		rec.ID = string(id)
+		if err := d.remove(stage, id, &rec); err != nil {
+			return 0, false, err
+		}
+		removed++
+	}
+	return removed, done, nil
+}
+
+// removeScan removes records of file from one stage of dataset by walking
+// the stage from the key after `after` (nil: the first), for files indexed
+// before the per-file key index existed. It looks at no more than 8*limit
+// keys and removes no more than limit records, and returns where it
+// stopped: next is nil when the stage is done.
+func (tx *Tx) removeScan(dataset string, stage Stage, file uint32, after []byte, limit int) (removed int, next []byte, err error) {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return 0, nil, err
+	}
+	var keys [][]byte
+	var recs []Record
+	var rec Record
+	c := d.stages[stage].Cursor()
+	var k, v []byte
+	if after == nil {
+		k, v = c.First()
+	} else if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+		k, v = c.Next()
+	}
+	for seen := 0; k != nil && seen < 8*limit && len(keys) < limit; k, v = c.Next() {
+		seen++
+		next = bytes.Clone(k)
+		if err := decodeRecord(v, &rec); err != nil {
+			return 0, nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, k, err)
+		}
+		if rec.File == file {
 			rec.ID = string(k)
-			gone = append(gone, bytes.Clone(k))
+			keys = append(keys, next)
 			recs = append(recs, rec)
 		}
 	}
-	for i, k := range gone {
-		if err := b.Delete(k); err != nil {
-			return 0, err
-		}
-		after := d.membership(k)
-		d.sum.Overlap.apply(after|1<<stage, after)
-		d.count(stage, &recs[i], -1)
+	if k == nil {
+		next = nil
 	}
-	return len(gone), nil
+	for i, k := range keys {
+		if err := d.remove(stage, k, &recs[i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	return len(keys), next, nil
 }
 
 // AdjustDuplicates changes a stage's duplicate counter (used when a file's
