@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func newDB(t testing.TB) *DB {
@@ -238,4 +243,136 @@ func TestWindowAndMissing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestForgetV1File: a file indexed by schema version 1 (no per-file key
+// index, Keyed false) is forgotten by scanning its stages in bounded
+// batches; failing any commit and finishing after a reopen leaves the
+// counters of the other file alone, exactly.
+func TestForgetV1File(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a, b []rec
+	for i := 0; i < 120; i++ {
+		r := rec{stage: []Stage{Raw, Errors}[rng.IntN(2)], id: fmt.Sprintf("id%03d", i), tok: int64(rng.IntN(20)), sec: 1000 + int64(rng.IntN(50))}
+		if i%3 == 0 {
+			r.file = 2
+			b = append(b, r)
+		} else {
+			r.file = 1
+			a = append(a, r)
+		}
+	}
+	only := newDB(t)
+	addAll(t, only, b)
+	want := state(t, only, "ds")
+	for k := 1; ; k++ {
+		path := filepath.Join(t.TempDir(), "v1.db")
+		db, err := Open(path, Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(tx *Tx) error {
+			for _, p := range []string{"/a", "/b"} {
+				if err := tx.PutFile(&FileState{Path: p, Dataset: "ds", Stage: Raw}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		addAll(t, db, a)
+		addAll(t, db, b)
+		// Make it what version 1 wrote.
+		err = db.bolt.Update(func(btx *bolt.Tx) error {
+			if err := btx.Bucket(bucketDatasets).Bucket([]byte("ds")).DeleteBucket(bucketByFile); err != nil {
+				return err
+			}
+			if err := btx.DeleteBucket(bucketForgetting); err != nil {
+				return err
+			}
+			for _, p := range []string{"/a", "/b"} {
+				fs, _, err := getFile(btx, p)
+				if err != nil {
+					return err
+				}
+				fs.Keyed = false
+				v, _ := json.Marshal(fs)
+				if err := btx.Bucket(bucketFiles).Put([]byte(p), v); err != nil {
+					return err
+				}
+			}
+			return btx.Bucket(bucketMeta).Put(keyVersion, []byte{1})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+
+		failed := false
+		db, err = Open(path, Options{NoSync: true, FailCommit: func(n int) error {
+			if n == k {
+				failed = true
+				return errors.New("injected")
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *Tx) error {
+			fs, _, err := tx.File("/a")
+			if err != nil {
+				return err
+			}
+			_, err = tx.ForgetFile(&fs)
+			return err
+		})
+		if err == nil {
+			err = db.FinishForgets(context.Background(), 7, nil)
+		}
+		if failed != (err != nil) {
+			t.Fatalf("commit %d: injected %v, got %v", k, failed, err)
+		}
+		db.Close()
+		if db, err = Open(path, Options{NoSync: true}); err != nil {
+			t.Fatal(err)
+		}
+		// The restarted run forgets /a unless the forget had begun.
+		if err := db.Update(func(tx *Tx) error {
+			fs, _, err := tx.File("/a")
+			if err != nil || fs.ID == 0 {
+				return err
+			}
+			_, err = tx.ForgetFile(&fs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishForgets(context.Background(), 7, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := state(t, db, "ds")
+		var fs FileState
+		var version []byte
+		db.View(func(v *View) (err error) {
+			fs, _, err = v.File("/a")
+			version = bytes.Clone(v.btx.Bucket(bucketMeta).Get(keyVersion))
+			return err
+		})
+		db.Close()
+		if got != want {
+			t.Fatalf("commit %d failed; after finishing:\n got %s\nwant %s", k, got, want)
+		}
+		if fs.ID != 0 || fs.Phase != PhaseReady || fs.Offset != 0 || !bytes.Equal(version, []byte{SchemaVersion}) {
+			t.Fatalf("commit %d failed; /a is %+v, schema version %v", k, fs, version)
+		}
+		if !failed {
+			t.Logf("%d commits, each failed once", k-1)
+			if k < 10 {
+				t.Fatalf("only %d commits: the scan did not run in batches", k-1)
+			}
+			return
+		}
+	}
 }
