@@ -15,14 +15,16 @@
 //	                           id -> Record (binary, see record.go)
 //	    hist/                  completion tokens (big-endian uint32) -> count, raw stage
 //	    ts/                    unix second (big-endian uint64) -> records, tokens, unknown
-//	    byfile/                file id (big-endian uint32) | stage byte | id -> empty:
-//	                           the per-file key index, one entry per record
+//	    byfile/                file id (big-endian uint32) | sequence (big-endian uint64) ->
+//	                           the (stage, id) pairs one transaction added from that file:
+//	                           the per-file key index, one Put per file per commit
 //
 // Forgetting a file (truncated, replaced) is a state machine whose every
 // step is one transaction: Tx.ForgetFile stores the file reset (ID 0,
 // Offset 0) in phase PhaseForgetting and takes its duplicates and file count
 // off the counters; DB.FinishForgets removes its records through byfile, a
-// bounded batch per transaction, and the last batch makes it PhaseReady.
+// bounded batch per transaction with its position saved in the FileState,
+// and the last batch makes it PhaseReady.
 // Files indexed by version 1 have no byfile entries (FileState.Keyed
 // false): their removal scans their stages, also in bounded batches with a
 // saved cursor. Nothing is rebuilt at open.

@@ -92,6 +92,8 @@ type Forgetting struct {
 	Dataset string `json:"dataset"` // where they are
 	Stage   Stage  `json:"stage"`
 	Keyed   bool   `json:"keyed"` // listed in the per-file key index
+	// Where the removal stands in the file's key chunks.
+	chunkPos
 	// The scan of an unkeyed file: which of its stages (index into
 	// forgetStages), and the last id looked at there.
 	ScanPass  int    `json:"scan_pass,omitempty"`
@@ -327,7 +329,7 @@ func (tx *Tx) forgetStep(path string, batch int) (fs FileState, done bool, err e
 	// Records listed in the key index go first (an unkeyed file may have
 	// some: lines appended since the upgrade); then an unkeyed file's
 	// stages are scanned.
-	n, done, err = tx.removeKeyed(f.Dataset, f.ID, batch)
+	n, done, err = tx.removeKeyed(f.Dataset, f.ID, &f.chunkPos, batch)
 	if err != nil {
 		return fs, false, err
 	}

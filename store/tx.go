@@ -30,23 +30,15 @@ func (tx *Tx) alloc(r *Record) []byte {
 	return tx.arena[start:len(tx.arena):len(tx.arena)]
 }
 
-// allocFileKey is appendFileKey into the arena (see alloc).
-func (tx *Tx) allocFileKey(file uint32, stage Stage, id []byte) []byte {
-	if cap(tx.arena)-len(tx.arena) < 5+len(id) {
-		tx.arena = make([]byte, 0, max(256<<10, 5+len(id)))
-	}
-	start := len(tx.arena)
-	tx.arena = appendFileKey(tx.arena, file, stage, id)
-	return tx.arena[start:len(tx.arena):len(tx.arena)]
-}
-
 type dsTx struct {
 	bucket *bolt.Bucket
 	stages [numStages]*bolt.Bucket
-	byfile *bolt.Bucket // per-file key index, see appendFileKey
-	sum    Summary
-	hist   map[int64]int64   // completion tokens -> delta, raw stage
-	ts     map[int64]tsValue // unix second -> delta, raw stage
+	byfile *bolt.Bucket // per-file key index, see chunkKey
+	// added holds, per file, the chunk of ids added in this transaction.
+	added map[uint32][]byte
+	sum   Summary
+	hist  map[int64]int64   // completion tokens -> delta, raw stage
+	ts    map[int64]tsValue // unix second -> delta, raw stage
 }
 
 func newTx(btx *bolt.Tx) *Tx {
@@ -71,7 +63,7 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", name, err)
 	}
-	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}}
+	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}, added: map[uint32][]byte{}}
 	for i, nm := range stageBuckets {
 		if d.stages[i], err = b.CreateBucketIfNotExists(nm); err != nil {
 			return nil, err
@@ -138,9 +130,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
-	if err := d.byfile.Put(tx.allocFileKey(r.File, stage, id), []byte{}); err != nil {
-		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
-	}
+	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
 	return nil, nil
@@ -165,7 +155,8 @@ func (d *dsTx) count(stage Stage, r *Record, sign int64) {
 }
 
 // remove deletes the record of id k (whose stored form is rec) from a
-// stage, from the per-file key index, and from every counter.
+// stage and from every counter. Its entry in the per-file key index goes
+// with its chunk.
 func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 	if err := d.stages[stage].Delete(k); err != nil {
 		return err
@@ -173,51 +164,73 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 	after := d.membership(k)
 	d.sum.Overlap.apply(after|1<<stage, after)
 	d.count(stage, rec, -1)
-	return d.byfile.Delete(appendFileKey(nil, rec.File, stage, k))
+	return nil
 }
 
-// removeKeyed removes up to limit records of file id from dataset, found
-// through the per-file key index, and reports whether none are left. Only
-// the batch's keys are held in memory.
-func (tx *Tx) removeKeyed(dataset string, file uint32, limit int) (removed int, done bool, err error) {
+// chunkPos is where a removal stands in a file's chunks: the chunk being
+// read (nil: the file's first) and the byte offset of its next entry.
+type chunkPos struct {
+	Key []byte `json:"chunk,omitempty"`
+	Off int    `json:"chunk_off,omitempty"`
+}
+
+// removeKeyed removes the records of file listed in dataset's per-file key
+// index, looking at no more than limit ids, deleting each chunk once read
+// to its end; pos is where it starts and is moved to where it stopped. done
+// reports that no chunk of the file is left. Only one chunk is held in
+// memory.
+func (tx *Tx) removeKeyed(dataset string, file uint32, pos *chunkPos, limit int) (removed int, done bool, err error) {
 	d, err := tx.dataset(dataset)
 	if err != nil {
 		return 0, false, err
 	}
 	prefix := binary.BigEndian.AppendUint32(nil, file)
-	var keys [][]byte
-	c := d.byfile.Cursor()
-	k, _ := c.Seek(prefix)
-	for ; k != nil && bytes.HasPrefix(k, prefix) && len(keys) < limit; k, _ = c.Next() {
-		keys = append(keys, bytes.Clone(k))
-	}
-	done = k == nil || !bytes.HasPrefix(k, prefix)
-	// Delete after the walk: Cursor.Delete during iteration may skip keys.
 	var rec Record
-	for _, fk := range keys {
-		stage, id := Stage(fk[4]), fk[5:]
-		if stage >= numStages {
-			return 0, false, fmt.Errorf("dataset %q: bad per-file key %x", dataset, fk)
+	for seen := 0; seen < limit; {
+		k, v := d.byfile.Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			*pos = chunkPos{}
+			return removed, true, nil
 		}
-		v := d.stages[stage].Get(id)
-		if v != nil {
+		off := 0
+		if bytes.Equal(k, pos.Key) {
+			off = min(pos.Off, len(v))
+		}
+		key, rest := bytes.Clone(k), bytes.Clone(v[off:])
+		for len(rest) > 0 && seen < limit {
+			stage, id, next, ok := nextChunkEntry(rest)
+			if !ok {
+				return 0, false, fmt.Errorf("dataset %q: corrupt per-file key chunk %x (re-create the index with 'gendex ingest')", dataset, key)
+			}
+			off += len(rest) - len(next)
+			rest = next
+			seen++
+			v := d.stages[stage].Get(id)
+			if v == nil {
+				continue // removed before, or never kept
+			}
 			if err := decodeRecord(v, &rec); err != nil {
 				return 0, false, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, id, err)
 			}
-		}
-		if v == nil || rec.File != file { // stale entry: drop it alone
-			if err := d.byfile.Delete(fk); err != nil {
+			if rec.File != file {
+				continue
+			}
+			rec.ID = string(id)
+			if err := d.remove(stage, id, &rec); err != nil {
 				return 0, false, err
 			}
-			continue
+			removed++
 		}
-		rec.ID = string(id)
-		if err := d.remove(stage, id, &rec); err != nil {
+		if len(rest) > 0 {
+			*pos = chunkPos{Key: key, Off: off}
+			return removed, false, nil
+		}
+		if err := d.byfile.Delete(key); err != nil {
 			return 0, false, err
 		}
-		removed++
+		*pos = chunkPos{}
 	}
-	return removed, done, nil
+	return removed, false, nil
 }
 
 // removeScan removes records of file from one stage of dataset by walking
@@ -289,6 +302,24 @@ func (tx *Tx) flush() error {
 		}
 		if err := flushTS(d); err != nil {
 			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushChunks(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// flushChunks writes one per-file key chunk for each file that added
+// records in the transaction.
+func flushChunks(d *dsTx) error {
+	for file, ids := range d.added {
+		seq, err := d.byfile.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := d.byfile.Put(chunkKey(file, seq), ids); err != nil {
+			return err
 		}
 	}
 	return nil
