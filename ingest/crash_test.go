@@ -222,6 +222,9 @@ type crashCase struct {
 	restore func(t *testing.T, dir string, fs crashFiles)
 	// The indexer's batch sizes.
 	readBatch, forgetBatch int
+	// restartOnly, when set, is the one file the restarted run indexes
+	// (as gen indexes only its own output), instead of the whole folder.
+	restartOnly string
 }
 
 func truncateTo(t *testing.T, path string, lines []string) {
@@ -268,6 +271,13 @@ var crashCases = []crashCase{
 		fs["raw_responses.2.jsonl"] = fs["raw_responses.2.jsonl"][:5]
 		truncateTo(t, filepath.Join(dir, "raw_responses.2.jsonl"), fs["raw_responses.2.jsonl"])
 	}},
+	{name: "sibling-truncated-restart-one-file", n: 60, readBatch: 16, forgetBatch: 7, restartOnly: "raw_responses.2.jsonl",
+		// As sibling-truncated, but the next run indexes the changed file
+		// only: the files forgotten with it must be read again all the same.
+		change: func(t *testing.T, dir string, fs crashFiles) {
+			fs["raw_responses.2.jsonl"] = fs["raw_responses.2.jsonl"][:5]
+			truncateTo(t, filepath.Join(dir, "raw_responses.2.jsonl"), fs["raw_responses.2.jsonl"])
+		}},
 	{name: "prompts-truncated-then-restored", n: 40, readBatch: 8, forgetBatch: 5,
 		// The prompts file is cut, and after the failed run put back as it
 		// was: same inode, size and mtime as the index stored before the
@@ -371,7 +381,12 @@ func runCrash(t *testing.T, tc crashCase, k int) (clean bool) {
 	// Restart: a new process over the same files.
 	db = openAt(t, dbPath, nil)
 	defer db.Close()
-	if err := indexDir(t, newIx(db), dir); err != nil {
+	if tc.restartOnly != "" {
+		src := Source{Path: filepath.Join(dir, tc.restartOnly), Dataset: "ds", Stage: store.Raw}
+		if _, err := newIx(db).IndexFile(context.Background(), src); err != nil {
+			t.Fatalf("commit %d failed; the next run: %v", k, err)
+		}
+	} else if err := indexDir(t, newIx(db), dir); err != nil {
 		t.Fatalf("commit %d failed; the next run: %v", k, err)
 	}
 	if got := indexSnapshot(t, db, "ds"); got != want {

@@ -62,7 +62,8 @@ type chunk struct {
 	problems []Problem
 	off      int64 // end of the last complete line in the chunk
 	lines    int64 // lines before off
-	last     bool  // the file's end: torn is set
+	last     bool  // no chunk follows: the file's end (eof), or ctx was done
+	eof      bool  // the file was read to its end: torn is set
 	torn     int
 	err      error
 }
@@ -79,7 +80,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 	next := func() bool {
 		select {
 		case c = <-free:
-			c.recs, c.problems, c.last, c.torn, c.err = c.recs[:0], c.problems[:0], false, 0, nil
+			c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
 			bytes = 0
 			return true
 		case <-stop:
@@ -101,7 +102,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 	for {
 		line, start, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			c.last, c.torn = true, lr.torn
+			c.last, c.eof, c.torn = true, true, lr.torn
 			send()
 			return
 		}
@@ -207,6 +208,12 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		if err := tx.PutFile(&st); err != nil {
 			return err
 		}
+		if c.eof {
+			// Read to its end: if it was forgotten, it is whole again.
+			if err := tx.MarkRead(src.Path); err != nil {
+				return err
+			}
+		}
 		*state = st
 		return nil
 	})
@@ -260,9 +267,9 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 
 	var state store.FileState
-	var known, forgetting bool
+	var known, forgetting, unread, selfUnread bool
 	view := func(v *store.View) (err error) {
-		forgetting = v.Forgetting()
+		forgetting, unread, selfUnread = v.Forgetting(), v.HasUnread(), v.IsUnread(src.Path)
 		state, known, err = v.File(src.Path)
 		return err
 	}
@@ -284,6 +291,14 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		res.Unchanged = true
 		res.Torn = int(size - state.Offset)
 		res.NextLine = state.Lines + 1
+		if selfUnread { // read to its end by a run that stopped before saying so
+			if err := ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(src.Path) }); err != nil {
+				return res, err
+			}
+		}
+		if unread {
+			return res, ix.rereadForgotten(ctx, src, nil, &res)
+		}
 		return res, nil
 	}
 
@@ -309,7 +324,6 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			reason = "the file's first bytes changed"
 		}
 	}
-	reread := known && state.ID == 0 // forgotten by an earlier run
 	if !known {
 		state = store.FileState{Path: src.Path}
 	}
@@ -338,7 +352,7 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			return res, err
 		}
 		res.Reindexed = reason
-		reread = true
+		unread = true
 		msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
 		if len(siblings) > 0 {
 			msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
@@ -388,23 +402,9 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			return res, ctx.Err()
 		}
 	}
-	// Files whose duplicates may have pointed at what was removed are
-	// read again, so that no id is lost: those forgotten with this one,
-	// and, after a crash, any file of its dataset left forgotten (ID 0).
-	if reread {
-		more, err := ix.forgotten(src, siblings)
-		if err != nil {
+	if unread {
+		if err := ix.rereadForgotten(ctx, src, siblings, &res); err != nil {
 			return res, err
-		}
-		for _, sib := range more {
-			r, err := ix.IndexFile(ctx, sib)
-			res.Added += r.Added
-			res.Duplicates += r.Duplicates
-			res.Skipped += r.Skipped
-			res.Unknown += r.Unknown
-			if err != nil {
-				return res, err
-			}
 		}
 	}
 	return res, ctx.Err()
@@ -419,11 +419,12 @@ func (ix *Indexer) finishForgets(ctx context.Context) error {
 	})
 }
 
-// forgotten returns the files to read again after src was forgotten or
-// found forgotten: siblings, plus every other file of src's dataset and
-// stage group whose stored state has ID 0 (forgotten, not read since) and
-// that still exists.
-func (ix *Indexer) forgotten(src Source, siblings []store.FileState) ([]Source, error) {
+// rereadForgotten indexes again the files whose duplicates may have pointed
+// at records that were removed, so that no id is lost: siblings (forgotten
+// with src just now) and every other file of src's dataset and stage group
+// that an earlier run forgot and did not read again (store.View.Unread), if
+// it still exists. Their counts are added to res.
+func (ix *Indexer) rereadForgotten(ctx context.Context, src Source, siblings []store.FileState, res *FileResult) error {
 	group := func(s store.Stage) bool {
 		if src.Stage == store.Raw || src.Stage == store.Errors {
 			return s == store.Raw || s == store.Errors
@@ -431,25 +432,40 @@ func (ix *Indexer) forgotten(src Source, siblings []store.FileState) ([]Source, 
 		return s == src.Stage
 	}
 	seen := map[string]bool{src.Path: true}
-	var out []Source
-	for _, sib := range siblings {
-		if !seen[sib.Path] {
-			seen[sib.Path] = true
-			out = append(out, Source{Path: sib.Path, Dataset: sib.Dataset, Stage: sib.Stage})
+	var todo []Source
+	add := func(fs store.FileState) {
+		if !seen[fs.Path] {
+			seen[fs.Path] = true
+			todo = append(todo, Source{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage})
 		}
 	}
+	for _, sib := range siblings {
+		add(sib)
+	}
 	err := ix.DB.View(func(v *store.View) error {
-		return v.Files(func(fs store.FileState) error {
-			if fs.ID == 0 && !seen[fs.Path] && fs.Dataset == src.Dataset && group(fs.Stage) {
-				seen[fs.Path] = true
+		return v.Unread(func(fs store.FileState) error {
+			if fs.Dataset == src.Dataset && group(fs.Stage) {
 				if _, err := os.Stat(fs.Path); err == nil {
-					out = append(out, Source{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage})
+					add(fs)
 				}
 			}
 			return nil
 		})
 	})
-	return out, err
+	if err != nil {
+		return err
+	}
+	for _, sib := range todo {
+		r, err := ix.IndexFile(ctx, sib)
+		res.Added += r.Added
+		res.Duplicates += r.Duplicates
+		res.Skipped += r.Skipped
+		res.Unknown += r.Unknown
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LineID is the id given to a prompt line that has none: the file's name

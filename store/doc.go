@@ -9,6 +9,7 @@
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed
+//	reread/                    absolute path -> empty: files forgotten and not read to their end since
 //	datasets/<name>/
 //	    stats                  key -> dataset Summary (JSON): per-stage Stats and Overlap
 //	    prompts/ raw/ tokenized/ errors/

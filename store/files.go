@@ -191,8 +191,10 @@ func (tx *Tx) putState(fs *FileState) error {
 // files of the same dataset repeat (their lines were counted as duplicates,
 // not indexed). So every such file, one that shares fs's stages and had
 // duplicates, is forgotten too, in the same transaction, and returned: the
-// caller must index them again, or those ids would be lost. Their stored
-// ID 0 says so to any later run.
+// caller must index them again, or those ids would be lost. Every file
+// forgotten stays listed by View.Unread until the caller says, with
+// Tx.MarkRead, that it was read to its end, so a run that stops first
+// leaves that work to the next one.
 //
 // fs must be the stored state; a file with ID 0 has nothing to forget.
 func (tx *Tx) ForgetFile(fs *FileState) (siblings []FileState, err error) {
@@ -249,7 +251,51 @@ func (tx *Tx) beginForget(fs *FileState) error {
 	if err := tx.putState(fs); err != nil {
 		return err
 	}
+	if err := tx.btx.Bucket(bucketReread).Put([]byte(fs.Path), []byte{}); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketForgetting).Put([]byte(fs.Path), []byte{})
+}
+
+// MarkRead records that path, forgotten earlier, has been read again to its
+// end: View.Unread no longer lists it.
+func (tx *Tx) MarkRead(path string) error {
+	return tx.btx.Bucket(bucketReread).Delete([]byte(path))
+}
+
+// IsUnread reports whether path was forgotten and not read again to its end
+// since (see Unread).
+func (v *View) IsUnread(path string) bool {
+	b := v.btx.Bucket(bucketReread)
+	return b != nil && b.Get([]byte(path)) != nil
+}
+
+// HasUnread reports, in O(1), whether some forgotten file has not been read
+// again since (see Unread).
+func (v *View) HasUnread() bool {
+	b := v.btx.Bucket(bucketReread)
+	if b == nil {
+		return false
+	}
+	k, _ := b.Cursor().First()
+	return k != nil
+}
+
+// Unread calls fn with the state of every file that was forgotten and has
+// not been read again to its end since (see Tx.MarkRead): the index lacks
+// some or all of its records until it is.
+func (v *View) Unread(fn func(FileState) error) error {
+	b := v.btx.Bucket(bucketReread)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, _ []byte) error {
+		fs, ok, err := getFile(v.btx, string(k))
+		if err != nil || !ok {
+			return err
+		}
+		return fn(fs)
+	})
 }
 
 // Forgetting reports whether some file's old records are still being

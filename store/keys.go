@@ -10,6 +10,9 @@ var (
 	// bucketForgetting lists the files whose old records are being removed
 	// (path -> empty), so that a pending removal is found in O(1).
 	bucketForgetting = []byte("forgetting")
+	// bucketReread lists the files forgotten and not read since (path ->
+	// empty): they hold nothing in the index until read again.
+	bucketReread = []byte("reread")
 
 	keyVersion = []byte("version")
 	keyStats   = []byte("stats")

@@ -121,7 +121,7 @@ func (db *DB) init(readOnly bool) error {
 		return err
 	}
 	return db.bolt.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets, bucketForgetting} {
+		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets, bucketForgetting, bucketReread} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
