@@ -93,7 +93,7 @@ type Forgetting struct {
 	Stage   Stage  `json:"stage"`
 	Keyed   bool   `json:"keyed"` // listed in the per-file key index
 	// Where the removal stands in the file's key chunks.
-	chunkPos
+	ChunkPos
 	// The scan of an unkeyed file: which of its stages (index into
 	// forgetStages), and the last id looked at there.
 	ScanPass  int    `json:"scan_pass,omitempty"`
@@ -309,17 +309,19 @@ func (v *View) Forgetting() bool {
 	return k != nil
 }
 
-// DefaultForgetBatch is how many records FinishForgets removes per
+// DefaultForgetBatch is how many ids FinishForgets looks at per
 // transaction when given 0.
 const DefaultForgetBatch = 32_768
 
-// FinishForgets removes the old records of every file in phase Forgetting,
-// at most batch records per transaction (0: DefaultForgetBatch), saving its
-// progress with each, and moves each such file to PhaseReady (with ID 0) in the
-// transaction that removes its last record. It holds one batch of keys in
-// memory at a time. After a crash, calling it again goes on from the last
-// commit. progress, when not nil, is called after each commit. It stops
-// between transactions when ctx is done, returning ctx.Err().
+// FinishForgets removes the old records of every file in phase
+// PhaseForgetting, looking at no more than batch ids per transaction (0:
+// DefaultForgetBatch; an unkeyed file's scan looks at up to 8*batch keys),
+// saving its position with each, and moves each such file to PhaseReady
+// (with ID 0) in the transaction that removes its last record. It holds one
+// key chunk, or one batch of scanned keys, in memory at a time. After a
+// crash, calling it again goes on from the last commit. progress, when not
+// nil, is called after each commit. It stops between transactions when ctx
+// is done, returning ctx.Err().
 func (db *DB) FinishForgets(ctx context.Context, batch int, progress func(path string, removed uint64, done bool)) error {
 	if batch <= 0 {
 		batch = DefaultForgetBatch
@@ -375,7 +377,7 @@ func (tx *Tx) forgetStep(path string, batch int) (fs FileState, done bool, err e
 	// Records listed in the key index go first (an unkeyed file may have
 	// some: lines appended since the upgrade); then an unkeyed file's
 	// stages are scanned.
-	n, done, err = tx.removeKeyed(f.Dataset, f.ID, &f.chunkPos, batch)
+	n, done, err = tx.removeKeyed(f.Dataset, f.ID, &f.ChunkPos, batch)
 	if err != nil {
 		return fs, false, err
 	}

@@ -173,7 +173,7 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 		// as for a file indexed before the key index existed.
 		limit := 1 + rng.IntN(20)
 		if round%2 == 0 {
-			var pos chunkPos
+			var pos ChunkPos
 			for done := false; !done; {
 				err := both.Update(func(tx *Tx) (err error) {
 					_, done, err = tx.removeKeyed("ds", 2, &pos, limit)

@@ -167,9 +167,10 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 	return nil
 }
 
-// chunkPos is where a removal stands in a file's chunks: the chunk being
-// read (nil: the file's first) and the byte offset of its next entry.
-type chunkPos struct {
+// ChunkPos is where a removal stands in a file's per-file key chunks: the
+// chunk being read (nil: the file's first) and the byte offset of its next
+// entry.
+type ChunkPos struct {
 	Key []byte `json:"chunk,omitempty"`
 	Off int    `json:"chunk_off,omitempty"`
 }
@@ -179,7 +180,7 @@ type chunkPos struct {
 // to its end; pos is where it starts and is moved to where it stopped. done
 // reports that no chunk of the file is left. Only one chunk is held in
 // memory.
-func (tx *Tx) removeKeyed(dataset string, file uint32, pos *chunkPos, limit int) (removed int, done bool, err error) {
+func (tx *Tx) removeKeyed(dataset string, file uint32, pos *ChunkPos, limit int) (removed int, done bool, err error) {
 	d, err := tx.dataset(dataset)
 	if err != nil {
 		return 0, false, err
@@ -189,7 +190,7 @@ func (tx *Tx) removeKeyed(dataset string, file uint32, pos *chunkPos, limit int)
 	for seen := 0; seen < limit; {
 		k, v := d.byfile.Cursor().Seek(prefix)
 		if k == nil || !bytes.HasPrefix(k, prefix) {
-			*pos = chunkPos{}
+			*pos = ChunkPos{}
 			return removed, true, nil
 		}
 		off := 0
@@ -222,13 +223,13 @@ func (tx *Tx) removeKeyed(dataset string, file uint32, pos *chunkPos, limit int)
 			removed++
 		}
 		if len(rest) > 0 {
-			*pos = chunkPos{Key: key, Off: off}
+			*pos = ChunkPos{Key: key, Off: off}
 			return removed, false, nil
 		}
 		if err := d.byfile.Delete(key); err != nil {
 			return 0, false, err
 		}
-		*pos = chunkPos{}
+		*pos = ChunkPos{}
 	}
 	return removed, false, nil
 }
