@@ -30,6 +30,9 @@ type Indexer struct {
 	// bytes (defaults 32,768 and 64 MiB).
 	BatchRecords int
 	BatchBytes   int64
+	// ForgetBatch is how many old records of a forgotten file are removed
+	// per transaction (default store.DefaultForgetBatch).
+	ForgetBatch int
 }
 
 // FileResult says what one IndexFile call did.
@@ -59,7 +62,8 @@ type chunk struct {
 	problems []Problem
 	off      int64 // end of the last complete line in the chunk
 	lines    int64 // lines before off
-	last     bool  // the file's end: torn is set
+	last     bool  // no chunk follows: the file's end (eof), or ctx was done
+	eof      bool  // the file was read to its end: torn is set
 	torn     int
 	err      error
 }
@@ -76,7 +80,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 	next := func() bool {
 		select {
 		case c = <-free:
-			c.recs, c.problems, c.last, c.torn, c.err = c.recs[:0], c.problems[:0], false, 0, nil
+			c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
 			bytes = 0
 			return true
 		case <-stop:
@@ -98,7 +102,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 	for {
 		line, start, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			c.last, c.torn = true, lr.torn
+			c.last, c.eof, c.torn = true, true, lr.torn
 			send()
 			return
 		}
@@ -204,6 +208,12 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		if err := tx.PutFile(&st); err != nil {
 			return err
 		}
+		if c.eof {
+			// Read to its end: if it was forgotten, it is whole again.
+			if err := tx.MarkRead(src.Path); err != nil {
+				return err
+			}
+		}
 		*state = st
 		return nil
 	})
@@ -257,24 +267,46 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 
 	var state store.FileState
-	var known bool
-	if err := ix.DB.View(func(v *store.View) (err error) {
+	var known, forgetting, unread, selfUnread bool
+	view := func(v *store.View) (err error) {
+		forgetting, unread, selfUnread = v.Forgetting(), v.HasUnread(), v.IsUnread(src.Path)
 		state, known, err = v.File(src.Path)
 		return err
-	}); err != nil {
+	}
+	if err := ix.DB.View(view); err != nil {
 		return res, err
 	}
-	if known && state.Dataset == src.Dataset && state.Stage == src.Stage &&
+	if forgetting {
+		// An earlier run began to forget files and stopped: no line may be
+		// read before their old records are gone.
+		if err := ix.finishForgets(ctx); err != nil {
+			return res, err
+		}
+		if err := ix.DB.View(view); err != nil {
+			return res, err
+		}
+	}
+	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage &&
 		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
 		res.Unchanged = true
 		res.Torn = int(size - state.Offset)
 		res.NextLine = state.Lines + 1
+		if selfUnread { // read to its end by a run that stopped before saying so
+			if err := ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(src.Path) }); err != nil {
+				return res, err
+			}
+		}
+		if unread {
+			return res, ix.rereadForgotten(ctx, src, nil, &res)
+		}
 		return res, nil
 	}
 
 	reason := ""
 	switch {
-	case !known:
+	case !known || state.ID == 0:
+		// nothing indexed from it: nothing to forget. ID 0 is also a file
+		// forgotten earlier and not read since; it is read from the start.
 	case state.Offset == 0 && state.Dataset == src.Dataset && state.Stage == src.Stage:
 		// nothing read from it yet: nothing to forget
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
@@ -297,15 +329,30 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	}
 	var siblings []store.FileState
 	if reason != "" {
-		var removed int
+		// One transaction stores the file (and the files that repeat its
+		// ids) reset and in phase Forgetting, then the old records go in
+		// batches. A crash anywhere leaves a state the next run resumes.
 		err := ix.DB.Update(func(tx *store.Tx) (err error) {
-			removed, siblings, err = tx.ForgetFile(&state)
+			siblings, err = tx.ForgetFile(&state)
 			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("forgetting %s: %w", src.Path, err)
+		}
+		var removed uint64
+		err = ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(_ string, n uint64, done bool) {
+			if done {
+				removed += n
+			}
 		})
 		if err != nil {
 			return res, err
 		}
+		if err := ix.DB.View(view); err != nil { // now Ready, ID 0, Offset 0
+			return res, err
+		}
 		res.Reindexed = reason
+		unread = true
 		msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
 		if len(siblings) > 0 {
 			msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
@@ -355,19 +402,70 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			return res, ctx.Err()
 		}
 	}
-	// Files whose duplicates may have pointed at what was removed are
-	// read again, so that no id is lost.
+	if unread {
+		if err := ix.rereadForgotten(ctx, src, siblings, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, ctx.Err()
+}
+
+// finishForgets completes the removals an earlier run began.
+func (ix *Indexer) finishForgets(ctx context.Context) error {
+	return ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(path string, _ uint64, done bool) {
+		if done {
+			ix.report(Problem{Path: path, Kind: Reindexed, Msg: "the removal of its old records, interrupted by an earlier run, is finished; it is indexed again from the start"})
+		}
+	})
+}
+
+// rereadForgotten indexes again the files whose duplicates may have pointed
+// at records that were removed, so that no id is lost: siblings (forgotten
+// with src just now) and every other file of src's dataset and stage group
+// that an earlier run forgot and did not read again (store.View.Unread), if
+// it still exists. Their counts are added to res.
+func (ix *Indexer) rereadForgotten(ctx context.Context, src Source, siblings []store.FileState, res *FileResult) error {
+	group := func(s store.Stage) bool {
+		if src.Stage == store.Raw || src.Stage == store.Errors {
+			return s == store.Raw || s == store.Errors
+		}
+		return s == src.Stage
+	}
+	seen := map[string]bool{src.Path: true}
+	var todo []Source
+	add := func(fs store.FileState) {
+		if !seen[fs.Path] {
+			seen[fs.Path] = true
+			todo = append(todo, Source{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage})
+		}
+	}
 	for _, sib := range siblings {
-		r, err := ix.IndexFile(ctx, Source{Path: sib.Path, Dataset: sib.Dataset, Stage: sib.Stage})
+		add(sib)
+	}
+	err := ix.DB.View(func(v *store.View) error {
+		return v.Unread(func(fs store.FileState) error {
+			if fs.Dataset == src.Dataset && group(fs.Stage) {
+				if _, err := os.Stat(fs.Path); err == nil {
+					add(fs)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, sib := range todo {
+		r, err := ix.IndexFile(ctx, sib)
 		res.Added += r.Added
 		res.Duplicates += r.Duplicates
 		res.Skipped += r.Skipped
 		res.Unknown += r.Unknown
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
-	return res, ctx.Err()
+	return nil
 }
 
 // LineID is the id given to a prompt line that has none: the file's name

@@ -5,15 +5,30 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version
-//	files/                     absolute path -> FileState (JSON)
+//	meta/                      "version" -> schema version (2; a version-1 file is upgraded on open)
+//	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
+//	forgetting/                absolute path -> empty: files whose old records are being removed
+//	reread/                    absolute path -> empty: files forgotten and not read to their end since
 //	datasets/<name>/
 //	    stats                  key -> dataset Summary (JSON): per-stage Stats and Overlap
 //	    prompts/ raw/ tokenized/ errors/
 //	                           id -> Record (binary, see record.go)
 //	    hist/                  completion tokens (big-endian uint32) -> count, raw stage
 //	    ts/                    unix second (big-endian uint64) -> records, tokens, unknown
+//	    byfile/                file id (big-endian uint32) | sequence (big-endian uint64) ->
+//	                           the (stage, id) pairs one transaction added from that file:
+//	                           the per-file key index, one Put per file per commit
+//
+// Forgetting a file (truncated, replaced) is a state machine whose every
+// step is one transaction: Tx.ForgetFile stores the file reset (ID 0,
+// Offset 0) in phase PhaseForgetting and takes its duplicates and file count
+// off the counters; DB.FinishForgets removes its records through byfile, a
+// bounded batch per transaction with its position saved in the FileState,
+// and the last batch makes it PhaseReady.
+// Files indexed by version 1 have no byfile entries (FileState.Keyed
+// false): their removal scans their stages, also in bounded batches with a
+// saved cursor. Nothing is rebuilt at open.
 //
 // store is the only package that imports bbolt. One process opens the file
 // read-write at a time (bbolt holds an exclusive flock); Open fails after

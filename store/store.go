@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,8 +13,9 @@ import (
 )
 
 // SchemaVersion is the layout version written into new files. Open refuses a
-// file with another version rather than misreading it.
-const SchemaVersion = 1
+// file with another version rather than misreading it, except version 1,
+// which a read-write Open upgrades in place (see init).
+const SchemaVersion = 2
 
 // DefaultTimeout is how long Open waits for the file lock held by another process.
 const DefaultTimeout = 2 * time.Second
@@ -29,12 +31,20 @@ type Options struct {
 	Timeout time.Duration
 	// NoSync skips fsync on commit. Only for throwaway benchmark files.
 	NoSync bool
+	// FailCommit, when set, is called before each read-write transaction
+	// commits, with n counting those transactions from 1 since Open; an
+	// error it returns rolls the transaction back and is returned by
+	// Update. It exists for crash-safety tests: failing commit n leaves the
+	// file exactly as a crash just before that commit would.
+	FailCommit func(n int) error
 }
 
 // DB is an open index.
 type DB struct {
-	bolt *bolt.DB
-	path string
+	bolt       *bolt.DB
+	path       string
+	failCommit func(n int) error
+	commits    atomic.Int64
 }
 
 // Open opens (read-write: creating) the index at path.
@@ -73,7 +83,7 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
-	db := &DB{bolt: bdb, path: path}
+	db := &DB{bolt: bdb, path: path, failCommit: opts.FailCommit}
 	if err := db.init(opts.ReadOnly); err != nil {
 		bdb.Close()
 		return nil, err
@@ -91,6 +101,16 @@ func (db *DB) init(readOnly bool) error {
 			return errNeedInit
 		}
 		v := m.Get(keyVersion)
+		if len(v) == 1 && v[0] == 1 {
+			// Version 1 lacks the forgetting bucket and the per-file key
+			// index. Its files' states have Keyed false, so forgetting one
+			// falls back to scanning its stages (see Forgetting); nothing
+			// is rebuilt at open.
+			if readOnly {
+				return nil
+			}
+			return errNeedInit
+		}
 		if len(v) != 1 || int(v[0]) != SchemaVersion {
 			return fmt.Errorf("open index %s: schema version %v, this gendex reads %d (re-create it with 'gendex ingest')", db.path, v, SchemaVersion)
 		}
@@ -101,7 +121,7 @@ func (db *DB) init(readOnly bool) error {
 		return err
 	}
 	return db.bolt.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets} {
+		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets, bucketForgetting, bucketReread} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -127,7 +147,13 @@ func (db *DB) Update(fn func(*Tx) error) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
-		return tx.flush()
+		if err := tx.flush(); err != nil {
+			return err
+		}
+		if db.failCommit != nil {
+			return db.failCommit(int(db.commits.Add(1)))
+		}
+		return nil
 	})
 }
 

@@ -1,6 +1,10 @@
 package store
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func newDB(t testing.TB) *DB {
@@ -164,15 +170,62 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 		both := newDB(t)
 		addAll(t, both, a)
 		addAll(t, both, b)
-		err := both.Update(func(tx *Tx) error {
-			for st := Stage(0); st < numStages; st++ {
-				if _, err := tx.RemoveFile("ds", st, 2); err != nil {
+		// Remove file 2 in small batches, one transaction each: through
+		// the per-file key index, or (odd rounds) by scanning the stages,
+		// as for a file indexed before the key index existed.
+		limit := 1 + rng.IntN(20)
+		if round%2 == 0 {
+			var pos ChunkPos
+			for done := false; !done; {
+				err := both.Update(func(tx *Tx) (err error) {
+					_, done, err = tx.removeKeyed("ds", 2, &pos, limit)
 					return err
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
 			}
-			return nil
-		})
-		if err != nil {
+		} else {
+			for st := Stage(0); st < numStages; st++ {
+				var after []byte
+				for done := false; !done; {
+					err := both.Update(func(tx *Tx) error {
+						_, next, err := tx.removeScan("ds", st, 2, after, limit)
+						after, done = next, next == nil
+						return err
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if err := both.View(func(v *View) error {
+			// The key index lists exactly file 1's records (and, after a
+			// scan, file 2's stale chunks, which a removal skips).
+			n := 0
+			err := v.btx.Bucket(bucketDatasets).Bucket([]byte("ds")).Bucket(bucketByFile).ForEach(func(k, val []byte) error {
+				file := binary.BigEndian.Uint32(k)
+				if file == 2 && round%2 == 0 {
+					t.Errorf("key index still has chunk %x", k)
+				}
+				for len(val) > 0 {
+					_, _, rest, ok := nextChunkEntry(val)
+					if !ok {
+						t.Fatalf("corrupt chunk %x", k)
+					}
+					val = rest
+					if file == 1 {
+						n++
+					}
+				}
+				return nil
+			})
+			if n != len(a) {
+				t.Errorf("key index lists %d records of file 1; want %d", n, len(a))
+			}
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := state(t, both, "ds"), state(t, only, "ds"); got != want {
@@ -211,4 +264,136 @@ func TestWindowAndMissing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestForgetV1File: a file indexed by schema version 1 (no per-file key
+// index, Keyed false) is forgotten by scanning its stages in bounded
+// batches; failing any commit and finishing after a reopen leaves the
+// counters of the other file alone, exactly.
+func TestForgetV1File(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a, b []rec
+	for i := 0; i < 120; i++ {
+		r := rec{stage: []Stage{Raw, Errors}[rng.IntN(2)], id: fmt.Sprintf("id%03d", i), tok: int64(rng.IntN(20)), sec: 1000 + int64(rng.IntN(50))}
+		if i%3 == 0 {
+			r.file = 2
+			b = append(b, r)
+		} else {
+			r.file = 1
+			a = append(a, r)
+		}
+	}
+	only := newDB(t)
+	addAll(t, only, b)
+	want := state(t, only, "ds")
+	for k := 1; ; k++ {
+		path := filepath.Join(t.TempDir(), "v1.db")
+		db, err := Open(path, Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(tx *Tx) error {
+			for _, p := range []string{"/a", "/b"} {
+				if err := tx.PutFile(&FileState{Path: p, Dataset: "ds", Stage: Raw}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		addAll(t, db, a)
+		addAll(t, db, b)
+		// Make it what version 1 wrote.
+		err = db.bolt.Update(func(btx *bolt.Tx) error {
+			if err := btx.Bucket(bucketDatasets).Bucket([]byte("ds")).DeleteBucket(bucketByFile); err != nil {
+				return err
+			}
+			if err := btx.DeleteBucket(bucketForgetting); err != nil {
+				return err
+			}
+			for _, p := range []string{"/a", "/b"} {
+				fs, _, err := getFile(btx, p)
+				if err != nil {
+					return err
+				}
+				fs.Keyed = false
+				v, _ := json.Marshal(fs)
+				if err := btx.Bucket(bucketFiles).Put([]byte(p), v); err != nil {
+					return err
+				}
+			}
+			return btx.Bucket(bucketMeta).Put(keyVersion, []byte{1})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+
+		failed := false
+		db, err = Open(path, Options{NoSync: true, FailCommit: func(n int) error {
+			if n == k {
+				failed = true
+				return errors.New("injected")
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *Tx) error {
+			fs, _, err := tx.File("/a")
+			if err != nil {
+				return err
+			}
+			_, err = tx.ForgetFile(&fs)
+			return err
+		})
+		if err == nil {
+			err = db.FinishForgets(context.Background(), 7, nil)
+		}
+		if failed != (err != nil) {
+			t.Fatalf("commit %d: injected %v, got %v", k, failed, err)
+		}
+		db.Close()
+		if db, err = Open(path, Options{NoSync: true}); err != nil {
+			t.Fatal(err)
+		}
+		// The restarted run forgets /a unless the forget had begun.
+		if err := db.Update(func(tx *Tx) error {
+			fs, _, err := tx.File("/a")
+			if err != nil || fs.ID == 0 {
+				return err
+			}
+			_, err = tx.ForgetFile(&fs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishForgets(context.Background(), 7, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := state(t, db, "ds")
+		var fs FileState
+		var version []byte
+		db.View(func(v *View) (err error) {
+			fs, _, err = v.File("/a")
+			version = bytes.Clone(v.btx.Bucket(bucketMeta).Get(keyVersion))
+			return err
+		})
+		db.Close()
+		if got != want {
+			t.Fatalf("commit %d failed; after finishing:\n got %s\nwant %s", k, got, want)
+		}
+		if fs.ID != 0 || fs.Phase != PhaseReady || fs.Offset != 0 || !bytes.Equal(version, []byte{SchemaVersion}) {
+			t.Fatalf("commit %d failed; /a is %+v, schema version %v", k, fs, version)
+		}
+		if !failed {
+			t.Logf("%d commits, each failed once", k-1)
+			if k < 10 {
+				t.Fatalf("only %d commits: the scan did not run in batches", k-1)
+			}
+			return
+		}
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -32,9 +33,12 @@ func (tx *Tx) alloc(r *Record) []byte {
 type dsTx struct {
 	bucket *bolt.Bucket
 	stages [numStages]*bolt.Bucket
-	sum    Summary
-	hist   map[int64]int64   // completion tokens -> delta, raw stage
-	ts     map[int64]tsValue // unix second -> delta, raw stage
+	byfile *bolt.Bucket // per-file key index, see chunkKey
+	// added holds, per file, the chunk of ids added in this transaction.
+	added map[uint32][]byte
+	sum   Summary
+	hist  map[int64]int64   // completion tokens -> delta, raw stage
+	ts    map[int64]tsValue // unix second -> delta, raw stage
 }
 
 func newTx(btx *bolt.Tx) *Tx {
@@ -59,13 +63,17 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", name, err)
 	}
-	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}}
+	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}, added: map[uint32][]byte{}}
 	for i, nm := range stageBuckets {
 		if d.stages[i], err = b.CreateBucketIfNotExists(nm); err != nil {
 			return nil, err
 		}
 		d.stages[i].FillPercent = 0.8
 	}
+	if d.byfile, err = b.CreateBucketIfNotExists(bucketByFile); err != nil {
+		return nil, err
+	}
+	d.byfile.FillPercent = 0.8
 	if v := b.Get(keyStats); v != nil {
 		if err := json.Unmarshal(v, &d.sum); err != nil {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
@@ -87,9 +95,10 @@ func (d *dsTx) membership(id []byte) membership {
 	return m
 }
 
-// Add indexes r under dataset and stage. If the id is already indexed for
-// that stage, nothing changes, the stage's Duplicates counter goes up and
-// the first record is returned as dup. Records with Time 0 get tx.Now().
+// Add indexes r under dataset and stage, and lists it under r.File in the
+// per-file key index. If the id is already indexed for that stage, nothing
+// changes, the stage's Duplicates counter goes up and the first record is
+// returned as dup. Records with Time 0 get tx.Now().
 func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err error) {
 	if stage >= numStages {
 		return nil, fmt.Errorf("add: bad stage %d", stage)
@@ -121,6 +130,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
+	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
 	return nil, nil
@@ -144,38 +154,127 @@ func (d *dsTx) count(stage Stage, r *Record, sign int64) {
 	d.ts[sec] = v
 }
 
-// RemoveFile deletes every record that came from file id fileID (of the
-// given dataset and stage) and takes them out of every counter, so that the
-// file can be indexed again from its start.
-func (tx *Tx) RemoveFile(dataset string, stage Stage, fileID uint32) (removed int, err error) {
+// remove deletes the record of id k (whose stored form is rec) from a
+// stage and from every counter. Its entry in the per-file key index goes
+// with its chunk.
+func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
+	if err := d.stages[stage].Delete(k); err != nil {
+		return err
+	}
+	after := d.membership(k)
+	d.sum.Overlap.apply(after|1<<stage, after)
+	d.count(stage, rec, -1)
+	return nil
+}
+
+// ChunkPos is where a removal stands in a file's per-file key chunks: the
+// chunk being read (nil: the file's first) and the byte offset of its next
+// entry.
+type ChunkPos struct {
+	Key []byte `json:"chunk,omitempty"`
+	Off int    `json:"chunk_off,omitempty"`
+}
+
+// removeKeyed removes the records of file listed in dataset's per-file key
+// index, looking at no more than limit ids, deleting each chunk once read
+// to its end; pos is where it starts and is moved to where it stopped. done
+// reports that no chunk of the file is left. Only one chunk is held in
+// memory.
+func (tx *Tx) removeKeyed(dataset string, file uint32, pos *ChunkPos, limit int) (removed int, done bool, err error) {
 	d, err := tx.dataset(dataset)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	b := d.stages[stage]
+	prefix := binary.BigEndian.AppendUint32(nil, file)
 	var rec Record
-	var gone [][]byte
-	var recs []Record
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := decodeRecord(v, &rec); err != nil {
-			return 0, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, k, err)
+	for seen := 0; seen < limit; {
+		k, v := d.byfile.Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			*pos = ChunkPos{}
+			return removed, true, nil
 		}
-		if rec.File == fileID {
+		off := 0
+		if bytes.Equal(k, pos.Key) {
+			off = min(pos.Off, len(v))
+		}
+		key, rest := bytes.Clone(k), bytes.Clone(v[off:])
+		for len(rest) > 0 && seen < limit {
+			stage, id, next, ok := nextChunkEntry(rest)
+			if !ok {
+				return 0, false, fmt.Errorf("dataset %q: corrupt per-file key chunk %x (re-create the index with 'gendex ingest')", dataset, key)
+			}
+			off += len(rest) - len(next)
+			rest = next
+			seen++
+			v := d.stages[stage].Get(id)
+			if v == nil {
+				continue // removed before, or never kept
+			}
+			if err := decodeRecord(v, &rec); err != nil {
+				return 0, false, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, id, err)
+			}
+			if rec.File != file {
+				continue
+			}
+			rec.ID = string(id)
+			if err := d.remove(stage, id, &rec); err != nil {
+				return 0, false, err
+			}
+			removed++
+		}
+		if len(rest) > 0 {
+			*pos = ChunkPos{Key: key, Off: off}
+			return removed, false, nil
+		}
+		if err := d.byfile.Delete(key); err != nil {
+			return 0, false, err
+		}
+		*pos = ChunkPos{}
+	}
+	return removed, false, nil
+}
+
+// removeScan removes records of file from one stage of dataset by walking
+// the stage from the key after `after` (nil: the first), for files indexed
+// before the per-file key index existed. It looks at no more than 8*limit
+// keys and removes no more than limit records, and returns where it
+// stopped: next is nil when the stage is done.
+func (tx *Tx) removeScan(dataset string, stage Stage, file uint32, after []byte, limit int) (removed int, next []byte, err error) {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return 0, nil, err
+	}
+	var keys [][]byte
+	var recs []Record
+	var rec Record
+	c := d.stages[stage].Cursor()
+	var k, v []byte
+	if after == nil {
+		k, v = c.First()
+	} else if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+		k, v = c.Next()
+	}
+	for seen := 0; k != nil && seen < 8*limit && len(keys) < limit; k, v = c.Next() {
+		seen++
+		next = bytes.Clone(k)
+		if err := decodeRecord(v, &rec); err != nil {
+			return 0, nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, k, err)
+		}
+		if rec.File == file {
 			rec.ID = string(k)
-			gone = append(gone, bytes.Clone(k))
+			keys = append(keys, next)
 			recs = append(recs, rec)
 		}
 	}
-	for i, k := range gone {
-		if err := b.Delete(k); err != nil {
-			return 0, err
-		}
-		after := d.membership(k)
-		d.sum.Overlap.apply(after|1<<stage, after)
-		d.count(stage, &recs[i], -1)
+	if k == nil {
+		next = nil
 	}
-	return len(gone), nil
+	for i, k := range keys {
+		if err := d.remove(stage, k, &recs[i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	return len(keys), next, nil
 }
 
 // AdjustDuplicates changes a stage's duplicate counter (used when a file's
@@ -204,6 +303,24 @@ func (tx *Tx) flush() error {
 		}
 		if err := flushTS(d); err != nil {
 			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushChunks(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// flushChunks writes one per-file key chunk for each file that added
+// records in the transaction.
+func flushChunks(d *dsTx) error {
+	for file, ids := range d.added {
+		seq, err := d.byfile.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := d.byfile.Put(chunkKey(file, seq), ids); err != nil {
+			return err
 		}
 	}
 	return nil
