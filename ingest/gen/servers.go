@@ -11,9 +11,18 @@ import (
 
 // server is one generation endpoint and what gen knows of its state.
 type server struct {
-	url    string
-	client *sglang.Client
-	ctxLen int // context length from /v1/models; 0 when unknown
+	// name is the URL with credentials redacted (sglang.RedactURL): the
+	// only form of it gen prints, stores or uses as a metrics label.
+	name string
+	// cl is the client; replaced (never changed) when /v1/models names
+	// another model after a restart.
+	cl atomic.Pointer[sglang.Client]
+	// ctxLen is the context length from /v1/models; 0 when unknown. It is
+	// read again whenever the server comes back.
+	ctxLen atomic.Int64
+	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
+	// prompts are not clipped).
+	countTokens atomic.Int32
 
 	inFlight atomic.Int64
 	done     atomic.Int64
@@ -67,6 +76,8 @@ func (p *pool) pick(ctx context.Context) (*server, error) {
 }
 
 func (p *pool) release(s *server) { s.inFlight.Add(-1) }
+
+func (s *server) client() *sglang.Client { return s.cl.Load() }
 
 // markDown takes s out of rotation and starts probing it (once).
 func (p *pool) markDown(ctx context.Context, s *server) {
