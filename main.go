@@ -734,6 +734,7 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.Float64Var(&cfg.ResetRate, prefix+"reset-rate", 0, "simulator: fraction of connections reset")
 	fs.Float64Var(&cfg.AbortRate, prefix+"abort-rate", 0, "simulator: fraction of requests aborted (200, finish_reason abort)")
 	fs.IntVar(&cfg.CrashAfter, prefix+"crash-after", 0, "simulator: crash after this many answers (0: never)")
+	fs.StringVar(&cfg.CrashOn, prefix+"crash-on", "", "simulator: crash when a request's prompt holds this text (a prompt that kills the server)")
 	fs.Int64Var(&cfg.Seed, prefix+"seed", 0, "simulator: seed for answers and faults")
 	fs.StringVar(&cfg.APIKey, prefix+"api-key", "", "simulator: require this API key")
 	fs.BoolVar(&cfg.ReasoningParser, prefix+"reasoning", false, "simulator: a reasoning model (reasoning_content, reasoning_tokens)")

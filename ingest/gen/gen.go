@@ -452,8 +452,8 @@ func (r *run) connect() error {
 		wg.Go(func() {
 			lastLog := time.Time{}
 			errs[i] = s.client().WaitReady(ctx, func(rd sglang.Readiness) {
-				if rd.State == sglang.StateReady {
-					return
+				if k := sglang.KindOf(rd.Err); rd.State == sglang.StateReady || k == sglang.Auth || k == sglang.Setup {
+					return // ready, or about to stop the run
 				}
 				if time.Since(lastLog) >= r.cfg.LogEvery || lastLog.IsZero() {
 					left := r.cfg.WaitReady - rd.Elapsed
