@@ -367,3 +367,23 @@ func TestGenRedactsCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestGenConnectionFailuresCount: connections lost while the server stays
+// up count toward MaxAttempts, so a prompt does not loop forever.
+func TestGenConnectionFailuresCount(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 27, ResetRate: 1})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "R", "ids", 4)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, MaxAttempts: 3,
+		Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
+	if err != nil || sum.Errors != 4 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	for id, e := range outputLines(t, filepath.Join(out, "R", "errors.jsonl")) {
+		if msg := e[0]["error"].(string); !strings.Contains(msg, "gave up after 3 attempts") {
+			t.Errorf("%s: %v", id, e[0])
+		}
+	}
+}

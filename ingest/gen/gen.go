@@ -7,10 +7,19 @@
 // The protocol (DESIGN.md, "Crash consistency"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
 // fsynced, then indexed from the file's stored offset in one transaction.
-// On start, every output file is indexed up to its end first (a crash
-// between write and index), a torn last line is cut off (gen is the only
-// writer of its files), and the prompts already answered, per the index,
-// are skipped. One prompt is never in flight twice.
+// On start, every stage file of each dataset (prompts*, raw_responses*,
+// tokenized*, errors*, as ingest.Discover finds them) is indexed up to its
+// end first (a crash between write and index, or shards from other runs),
+// a torn last line of gen's own files is cut off (gen is their only
+// writer), and the prompts already answered, per the index, are skipped.
+// One prompt is never in flight twice.
+//
+// Failures, by scope: a prompt-level error (HTTP 400 for one prompt) is
+// recorded in errors.jsonl; a server-level one (refused, reset, 5xx) is
+// retried, the server waited for and its /v1/models read again when it
+// comes back, with a budget per prompt (Config.MaxAttempts,
+// Config.MaxCrashes); a run-level one (401/403, 404/405 on the route, an
+// unknown model) stops the run at once and records nothing.
 package gen
 
 import (
@@ -405,10 +414,10 @@ func (r *run) settings() string {
 	return fmt.Sprintf("api %s, concurrency %d, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, b)
 }
 
-// connect waits for the servers and reads their context lengths. A server
-// not ready within WaitReady is waited for in the background (the run
-// starts when one is ready); whenever a server comes back, its /v1/models
-// facts are read again.
+// connect waits up to WaitReady for every server and reads their
+// /v1/models facts; a server not ready by then is waited for in the
+// background while the others work, and whenever a server comes back its
+// facts are read again. An Auth or Setup error stops the run.
 func (r *run) connect() error {
 	hc := r.cfg.HTTP
 	if hc == nil {

@@ -124,10 +124,11 @@ func (e *Error) ModelNotFound() bool {
 	return e.Status == http.StatusNotFound && strings.Contains(strings.ToLower(e.Message), "model")
 }
 
-// ErrTokenizeUnsupported is returned (wrapped in an *Error) by
+// ErrTokenizeUnsupported is returned (wrapped in a Permanent *Error) by
 // TokenizeMessages when the server cannot tokenize chat messages: it answers
-// 404 (SGLang older than v0.5.3.post1, or vLLM) or 400 asking for "prompt"
-// (SGLang before PR #23981). Callers should fall back to Chat.
+// 404 or 405 (SGLang older than v0.5.3.post1, or vLLM) or 400 asking for
+// "prompt" (SGLang before PR #23981); callers should fall back to Chat. It
+// is also returned by CountTokens when the server has no /v1/tokenize.
 var ErrTokenizeUnsupported = errors.New("server cannot tokenize chat messages")
 
 // KindOf returns the Kind of err: the Kind of an *Error in its chain,

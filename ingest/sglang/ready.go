@@ -240,8 +240,9 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 
 // CountTokens returns how many tokens /generate would see for text sent as
 // "text" (BOS and other special tokens included), via POST /v1/tokenize
-// {"prompt": text}. When the server has no /v1/tokenize (404: SGLang older
-// than v0.5.3.post1) the error wraps ErrTokenizeUnsupported.
+// {"prompt": text}. When the server has no /v1/tokenize (404 or 405: SGLang
+// older than v0.5.3.post1) the error wraps ErrTokenizeUnsupported and is
+// Permanent, not Setup: the endpoint is optional.
 func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 	const op = "POST /v1/tokenize"
 	body := map[string]any{"prompt": text}
@@ -254,7 +255,7 @@ func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 	}
 	if _, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out); err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		if errors.As(err, &e) && (e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed) {
 			e.Err = ErrTokenizeUnsupported
 			e.Kind = Permanent
 		}
@@ -271,10 +272,10 @@ func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 }
 
 // tokenizeUnsupported reports whether e says /v1/tokenize does not exist
-// (404) or does not take messages (400 or 422 asking for "prompt").
+// (404, 405) or does not take messages (400 or 422 asking for "prompt").
 func tokenizeUnsupported(e *Error) bool {
 	switch e.Status {
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
 		return true
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return strings.Contains(strings.ToLower(e.Message), "prompt")
