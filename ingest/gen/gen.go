@@ -46,7 +46,7 @@ import (
 type Config struct {
 	Servers     []string
 	API         sglang.API // default APIGenerate
-	Concurrency int        // requests in flight, default 128
+	Concurrency int        // requests in flight, default 128 (plus one crash suspect; see MaxCrashes)
 	Sampling    sglang.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
@@ -68,8 +68,9 @@ type Config struct {
 	// is in flight (the request got no answer and /health then fails) before
 	// that prompt is recorded as an error: a prompt that crashes the server
 	// (out of memory) is not resent after every restart. A prompt that was
-	// in flight in a crash is retried alone among such suspects, so the
-	// others in flight with it are not blamed for it. A refused connection
+	// in flight in a crash is retried alone among such suspects (one
+	// request beyond Concurrency), so the others in flight with it are not
+	// blamed for it. A refused connection
 	// (the request never reached the server) counts toward nothing and is
 	// waited out; a connection failure while the server stays up counts
 	// toward MaxAttempts. Default 3.
