@@ -387,3 +387,23 @@ func TestGenConnectionFailuresCount(t *testing.T) {
 		}
 	}
 }
+
+// TestGenStartsWithTheFirstServer: a server that is not up at startup does
+// not hold back the run (for --wait-ready, 30 minutes by default): the run
+// starts with the servers that are ready and waits for it in the
+// background.
+func TestGenStartsWithTheFirstServer(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 28})
+	dead := "http://" + freeAddr(t)
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "F", "ids", 20)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{dead, url}, Out: out}, root)
+	if err != nil || sum.Responses != 20 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	if !strings.Contains(log, "waiting for "+dead) {
+		t.Errorf("the missing server was not mentioned:\n%s", log)
+	}
+}

@@ -415,10 +415,11 @@ func (r *run) settings() string {
 	return fmt.Sprintf("api %s, concurrency %d, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, b)
 }
 
-// connect waits up to WaitReady for every server and reads their
-// /v1/models facts; a server not ready by then is waited for in the
-// background while the others work, and whenever a server comes back its
-// facts are read again. An Auth or Setup error stops the run.
+// connect waits for the first server to be ready and reads its /v1/models
+// facts; the others are waited for in the background while it works (each
+// with the same progress lines), and put in rotation when ready. Whenever
+// a server comes back, its facts are read again. It fails when no server
+// is ready within WaitReady, or at once on an Auth or Setup error.
 func (r *run) connect() error {
 	hc := r.cfg.HTTP
 	if hc == nil {
@@ -429,39 +430,47 @@ func (r *run) connect() error {
 		c := sglang.New(u, sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model})
 		s := &server{name: c.Server()}
 		s.cl.Store(c)
+		s.downAt.Store(time.Now().UnixMilli())
 		servers = append(servers, s)
 	}
 	r.pool = newPool(servers)
 	r.pool.probe = func(ctx context.Context, s *server) {
-		r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)
+		if s.everUp.Load() {
+			r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)
+		} else {
+			r.logf("gen: still waiting for %s in the background (the other servers go on)", s.name)
+		}
 		start := time.Now()
 		for ctx.Err() == nil {
 			err := s.client().WaitReady(ctx, nil)
 			if err == nil {
-				break
+				if err = r.learn(ctx, s); err == nil {
+					break
+				}
 			}
 			if k := sglang.KindOf(err); k == sglang.Auth || k == sglang.Setup {
 				r.abort(r.setupError(err))
 				return
 			}
-			select { // a server that answers /health with 4xx: try again later
+			select { // a server that answers /health with another 4xx: try again later
 			case <-time.After(r.cfg.Backoff.Delay(4)):
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && s.everUp.Load() {
 			r.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
-			r.learn(ctx, s)
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.stop, r.cfg.WaitReady)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(servers))
-	for i, s := range servers {
-		wg.Go(func() {
+	// The first wait is bounded by WaitReady and stopped by an interrupt;
+	// it goes on in the background after connect returns.
+	wait, cancelWait := context.WithTimeout(r.stop, r.cfg.WaitReady)
+	context.AfterFunc(r.reqs, cancelWait)
+	ready := make(chan *server, len(servers))
+	notReady := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
 			lastLog := time.Time{}
-			errs[i] = s.client().WaitReady(ctx, func(rd sglang.Readiness) {
+			err := s.client().WaitReady(wait, func(rd sglang.Readiness) {
 				if k := sglang.KindOf(rd.Err); rd.State == sglang.StateReady || k == sglang.Auth || k == sglang.Setup {
 					return // ready, or about to stop the run
 				}
@@ -471,34 +480,38 @@ func (r *run) connect() error {
 					lastLog = time.Now()
 				}
 			})
-			if errs[i] == nil {
-				errs[i] = r.learn(ctx, s)
+			if err == nil {
+				err = r.learn(wait, s)
 			}
-		})
+			switch k := sglang.KindOf(err); {
+			case err == nil:
+				r.pool.markUp(s)
+				ready <- s
+			case k == sglang.Auth || k == sglang.Setup:
+				r.abort(r.setupError(err))
+			case r.stopping():
+			default:
+				r.logf("gen: %s is not ready: %v", s.name, err)
+				notReady <- err
+				r.pool.watch(r.reqs, s)
+			}
+		}()
 	}
-	wg.Wait()
-	up := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			up++
-		case sglang.KindOf(err) == sglang.Auth || sglang.KindOf(err) == sglang.Setup:
-			return r.setupError(err)
-		case r.stopping():
-			return r.stop.Err()
-		default:
-			r.logf("gen: %s is not ready: %v", servers[i].name, err)
-			r.pool.markDown(r.reqs, servers[i])
+	for failed := 0; failed < len(servers); {
+		select {
+		case <-ready:
+			r.warm()
+			if r.cfg.OnMetrics != nil {
+				r.cfg.OnMetrics(r.writeMetrics)
+			}
+			return nil
+		case <-notReady:
+			failed++
+		case <-r.stop.Done():
+			return context.Cause(r.stop)
 		}
 	}
-	if up == 0 {
-		return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
-	}
-	r.warm(servers)
-	if r.cfg.OnMetrics != nil {
-		r.cfg.OnMetrics(r.writeMetrics)
-	}
-	return nil
+	return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
 }
 
 // learn reads a ready server's /v1/models: its context length (for
@@ -587,16 +600,19 @@ func (r *run) writeMetrics(w io.Writer) {
 	}
 }
 
-// warm opens the connections the run will use before the first prompt is
-// sent, so the server's slots fill at once rather than one dial at a time.
-// It asks for /v1/models, which costs the server nothing.
-func (r *run) warm(servers []*server) {
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		if !s.up.Load() {
-			continue
+// warm opens the connections the run will use on the servers up now,
+// before the first prompt is sent, so their slots fill at once rather than
+// one dial at a time. It asks for /v1/models, which costs a server nothing.
+func (r *run) warm() {
+	var up []*server
+	for _, s := range r.pool.servers {
+		if s.up.Load() {
+			up = append(up, s)
 		}
-		for range max(1, r.cfg.Concurrency/len(servers)) {
+	}
+	var wg sync.WaitGroup
+	for _, s := range up {
+		for range max(1, r.cfg.Concurrency/len(r.pool.servers)) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
 				defer cancel()

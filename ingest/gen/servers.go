@@ -27,13 +27,16 @@ type server struct {
 	inFlight atomic.Int64
 	done     atomic.Int64
 	up       atomic.Bool
-	downAt   atomic.Int64 // unix ms when last marked down
+	everUp   atomic.Bool  // was up once in this run
+	downAt   atomic.Int64 // unix ms when last marked down, or when the run began
 	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
 	tokenize atomic.Int32
 }
 
 // pool spreads requests over servers by least outstanding requests and
-// keeps the ones that stopped answering out until they answer again.
+// keeps the ones that are not ready (yet, or any more) out until they
+// answer. probe waits for a server to be ready and reads its facts; it
+// returns early only when its context ends or the run stops.
 type pool struct {
 	servers []*server
 	mu      sync.Mutex
@@ -41,12 +44,10 @@ type pool struct {
 	probe   func(ctx context.Context, s *server)
 }
 
+// newPool returns a pool of servers that are all down: each is put in
+// rotation by markUp once it is ready.
 func newPool(servers []*server) *pool {
-	p := &pool{servers: servers, changed: make(chan struct{})}
-	for _, s := range servers {
-		s.up.Store(true)
-	}
-	return p
+	return &pool{servers: servers, changed: make(chan struct{})}
 }
 
 // pick returns the up server with the fewest requests in flight (and
@@ -79,23 +80,32 @@ func (p *pool) release(s *server) { s.inFlight.Add(-1) }
 
 func (s *server) client() *sglang.Client { return s.cl.Load() }
 
+// markUp puts s in rotation and wakes the requests waiting for a server.
+func (p *pool) markUp(s *server) {
+	p.mu.Lock()
+	s.up.Store(true)
+	s.everUp.Store(true)
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
 // markDown takes s out of rotation and starts probing it (once).
 func (p *pool) markDown(ctx context.Context, s *server) {
 	if !s.up.CompareAndSwap(true, false) {
 		return
 	}
 	s.downAt.Store(time.Now().UnixMilli())
-	go func() {
-		p.probe(ctx, s)
-		if ctx.Err() != nil {
-			return
-		}
-		p.mu.Lock()
-		s.up.Store(true)
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
-	}()
+	go p.watch(ctx, s)
+}
+
+// watch waits (probe) until s is ready again, then puts it in rotation,
+// unless ctx ends first.
+func (p *pool) watch(ctx context.Context, s *server) {
+	p.probe(ctx, s)
+	if ctx.Err() == nil {
+		p.markUp(s)
+	}
 }
 
 // upCount returns how many servers are up.
