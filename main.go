@@ -686,7 +686,7 @@ func samplingFlags(fs *flag.FlagSet) (*sglang.SamplingParams, error) {
 			return nil
 		})
 	}
-	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped to the context length minus the prompt)", &sp.MaxNewTokens)
+	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped so prompt + max-new-tokens stays 16 below the context length)", &sp.MaxNewTokens)
 	intFlag("min-new-tokens", "tokens to generate at least (server default 0)", &sp.MinNewTokens)
 	floatFlag("temperature", "sampling temperature (server default 1.0; 0 is greedy)", &sp.Temperature)
 	floatFlag("top-p", "nucleus sampling (server default 1.0)", &sp.TopP)
