@@ -535,11 +535,13 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
 	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
 	retryErrors := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error")
-	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY)")
+	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY); other users see it in ps: prefer --api-key-file or $SGLANG_API_KEY")
+	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (a trailing newline is trimmed)")
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
-	maxAttempts := fs.Int("max-attempts", 20, "HTTP errors (429, 5xx, aborts) one prompt may get before it is recorded as an error")
+	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
+	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
 	listen := fs.String("listen", "", "also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
 	sp, err := samplingFlags(fs)
 	if err != nil {
@@ -565,15 +567,22 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	cfg := gen.Config{
 		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
-		RequestTimeout: *requestTimeout,
-		Sampling:       *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
+		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
+		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
 	switch cfg.API {
 	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
 	default:
 		return usagef("gen: --api %q: want generate, chat or completions", *api)
 	}
-	if cfg.APIKey == "" {
+	switch {
+	case *apiKeyFile != "" && cfg.APIKey != "":
+		return usagef("gen: give --api-key or --api-key-file, not both")
+	case *apiKeyFile != "":
+		if cfg.APIKey, err = readAPIKey(*apiKeyFile); err != nil {
+			return err
+		}
+	case cfg.APIKey == "":
 		cfg.APIKey = c.env.Getenv("SGLANG_API_KEY")
 	}
 	if err := cfg.Sampling.Validate(); err != nil {
@@ -626,6 +635,20 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	return err
 }
 
+// readAPIKey returns the API key held in path, without its trailing
+// newline.
+func readAPIKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("gen: --api-key-file: %w (give a readable file holding the API key)", err)
+	}
+	key := strings.TrimRight(string(b), "\r\n")
+	if strings.TrimSpace(key) == "" {
+		return "", fmt.Errorf("gen: --api-key-file %s is empty: put the server's API key in it", path)
+	}
+	return key, nil
+}
+
 // samplingFlags declares the sampling flags, named as SGLang names them.
 // Only the flags given are sent, except max_new_tokens, which is always
 // sent (SGLang's /generate default of 128 made explicit).
@@ -663,7 +686,7 @@ func samplingFlags(fs *flag.FlagSet) (*sglang.SamplingParams, error) {
 			return nil
 		})
 	}
-	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped to the context length minus the prompt)", &sp.MaxNewTokens)
+	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped so prompt + max-new-tokens stays 16 below the context length)", &sp.MaxNewTokens)
 	intFlag("min-new-tokens", "tokens to generate at least (server default 0)", &sp.MinNewTokens)
 	floatFlag("temperature", "sampling temperature (server default 1.0; 0 is greedy)", &sp.Temperature)
 	floatFlag("top-p", "nucleus sampling (server default 1.0)", &sp.TopP)
@@ -711,6 +734,7 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.Float64Var(&cfg.ResetRate, prefix+"reset-rate", 0, "simulator: fraction of connections reset")
 	fs.Float64Var(&cfg.AbortRate, prefix+"abort-rate", 0, "simulator: fraction of requests aborted (200, finish_reason abort)")
 	fs.IntVar(&cfg.CrashAfter, prefix+"crash-after", 0, "simulator: crash after this many answers (0: never)")
+	fs.StringVar(&cfg.CrashOn, prefix+"crash-on", "", "simulator: crash when a request's prompt holds this text (a prompt that kills the server)")
 	fs.Int64Var(&cfg.Seed, prefix+"seed", 0, "simulator: seed for answers and faults")
 	fs.StringVar(&cfg.APIKey, prefix+"api-key", "", "simulator: require this API key")
 	fs.BoolVar(&cfg.ReasoningParser, prefix+"reasoning", false, "simulator: a reasoning model (reasoning_content, reasoning_tokens)")

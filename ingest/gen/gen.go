@@ -7,10 +7,19 @@
 // The protocol (DESIGN.md, "Crash consistency"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
 // fsynced, then indexed from the file's stored offset in one transaction.
-// On start, every output file is indexed up to its end first (a crash
-// between write and index), a torn last line is cut off (gen is the only
-// writer of its files), and the prompts already answered, per the index,
-// are skipped. One prompt is never in flight twice.
+// On start, every stage file of each dataset (prompts*, raw_responses*,
+// tokenized*, errors*, as ingest.Discover finds them) is indexed up to its
+// end first (a crash between write and index, or shards from other runs),
+// a torn last line of gen's own files is cut off (gen is their only
+// writer), and the prompts already answered, per the index, are skipped.
+// One prompt is never in flight twice.
+//
+// Failures, by scope: a prompt-level error (HTTP 400 for one prompt) is
+// recorded in errors.jsonl; a server-level one (refused, reset, 5xx) is
+// retried, the server waited for and its /v1/models read again when it
+// comes back, with a budget per prompt (Config.MaxAttempts,
+// Config.MaxCrashes); a run-level one (401/403, 404/405 on the route, an
+// unknown model) stops the run at once and records nothing.
 package gen
 
 import (
@@ -37,7 +46,7 @@ import (
 type Config struct {
 	Servers     []string
 	API         sglang.API // default APIGenerate
-	Concurrency int        // requests in flight, default 128
+	Concurrency int        // requests in flight, default 128 (plus one crash suspect; see MaxCrashes)
 	Sampling    sglang.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
@@ -48,10 +57,24 @@ type Config struct {
 	WaitReady time.Duration
 	// RetryErrors sends again the prompts whose last outcome was an error.
 	RetryErrors bool
-	// MaxAttempts bounds the answers with an HTTP error (429, 5xx, abort)
-	// one prompt gets before it is recorded as an error; a server that does
-	// not answer at all is waited for, without limit. Default 20.
+	// MaxAttempts bounds the failed attempts one prompt gets before it is
+	// recorded as an error: HTTP errors (408, 429, 5xx, aborts), timeouts
+	// (RequestTimeout) and connections lost while the server stays up. A
+	// server that refuses connections is waited for without limit; one that
+	// goes down with the prompt in flight counts toward MaxCrashes. Default
+	// 20.
 	MaxAttempts int
+	// MaxCrashes bounds the times a server may go down while one prompt
+	// is in flight (the request got no answer and /health then fails) before
+	// that prompt is recorded as an error: a prompt that crashes the server
+	// (out of memory) is not resent after every restart. A prompt that was
+	// in flight in a crash is retried alone among such suspects (one
+	// request beyond Concurrency), so the others in flight with it are not
+	// blamed for it. A refused connection
+	// (the request never reached the server) counts toward nothing and is
+	// waited out; a connection failure while the server stays up counts
+	// toward MaxAttempts. Default 3.
+	MaxCrashes int
 	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
 	// out counts as an HTTP error toward MaxAttempts.
 	RequestTimeout time.Duration
@@ -85,6 +108,9 @@ func (c *Config) defaults() {
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 20
 	}
+	if c.MaxCrashes <= 0 {
+		c.MaxCrashes = 3
+	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second
 	}
@@ -108,6 +134,11 @@ type Dataset struct {
 	Prompts []string // prompts*.jsonl, sorted
 	Raw     string   // raw_responses.jsonl
 	Errors  string   // errors.jsonl
+	// Others are the dataset's other stage files (raw_responses*,
+	// tokenized*, errors* shards other than Raw and Errors), found by
+	// ingest.Discover beside the prompts and in the output folder. They are
+	// indexed before deciding what is left to answer, and never written.
+	Others []ingest.Source
 }
 
 // FindDatasets lists the datasets under each path: a folder holding
@@ -144,8 +175,22 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 			}
 			d.Prompts = append(d.Prompts, s.Path)
 		}
+		for _, s := range srcs {
+			if d := byName[s.Dataset]; d != nil && s.Stage != store.Prompts && s.Path != d.Raw && s.Path != d.Errors {
+				d.Others = append(d.Others, s)
+			}
+		}
 		for _, name := range order {
 			d := byName[name]
+			if out != "" { // the output folder may hold shards too
+				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
+					for _, s := range more {
+						if s.Stage != store.Prompts && s.Path != d.Raw && s.Path != d.Errors && filepath.Dir(s.Path) != filepath.Dir(d.Prompts[0]) {
+							d.Others = append(d.Others, s)
+						}
+					}
+				}
+			}
 			if prev, dup := seen[name]; dup {
 				return nil, fmt.Errorf("two datasets are named %s (%s and %s); rename one folder", name, prev, filepath.Dir(d.Prompts[0]))
 			}
@@ -162,8 +207,12 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 // Summary is what a run did.
 type Summary struct {
 	Responses, Errors int64
-	Tokens            int64
-	Elapsed           time.Duration
+	// Tokens sums the completion tokens of the answers that report them;
+	// UnknownTokens counts the answers that do not (so Tokens is then a
+	// lower bound).
+	Tokens        int64
+	UnknownTokens int64
+	Elapsed       time.Duration
 }
 
 // run is one Run's state.
@@ -177,6 +226,8 @@ type run struct {
 
 	jobs    chan job
 	results chan result
+	workers sync.WaitGroup
+	suspect chan struct{} // held by the one crash suspect in flight
 
 	stop       context.Context // done: send nothing new (interrupt or failure)
 	reqs       context.Context // done: abandon requests in flight
@@ -198,6 +249,7 @@ type dsRun struct {
 	todo       int64 // prompts to send at the start
 	ok, failed atomic.Int64
 	tokens     atomic.Int64
+	unknown    atomic.Int64 // answers without a token count
 	rate       rateWindow
 	fed        atomic.Bool
 }
@@ -205,13 +257,22 @@ type dsRun struct {
 type job struct {
 	ds *dsRun
 	p  *Prompt
+	tries
+}
+
+// tries is what one prompt went through in this run.
+type tries struct {
+	attempts     int  // requests sent
+	serverErrors int  // HTTP errors and timeouts, toward MaxAttempts
+	crashes      int  // the server went away with it in flight, toward MaxCrashes
+	suspect      bool // retried alone among suspects (see MaxCrashes)
 }
 
 type result struct {
 	ds     *dsRun
 	line   []byte
 	isErr  bool
-	tokens int64
+	tokens int64 // -1: the answer has no token count
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when
@@ -275,9 +336,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
-	var workers sync.WaitGroup
+	r.suspect = make(chan struct{}, 1)
 	for range cfg.Concurrency {
-		workers.Go(r.work)
+		r.workers.Go(r.work)
 	}
 	go r.feed()
 	writerDone := make(chan error, 1)
@@ -304,7 +365,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		}
 	}()
 
-	workers.Wait()
+	r.workers.Wait()
 	close(r.results)
 	werr := <-writerDone
 	close(progressStop)
@@ -316,6 +377,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()
 		sum.Tokens += ds.tokens.Load()
+		sum.UnknownTokens += ds.unknown.Load()
 	}
 	r.final(sum)
 	if werr != nil {
@@ -353,7 +415,11 @@ func (r *run) settings() string {
 	return fmt.Sprintf("api %s, concurrency %d, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, b)
 }
 
-// connect waits for the servers and reads their context lengths.
+// connect waits for the first server to be ready and reads its /v1/models
+// facts; the others are waited for in the background while it works (each
+// with the same progress lines), and put in rotation when ready. Whenever
+// a server comes back, its facts are read again. It fails when no server
+// is ready within WaitReady, or at once on an Auth or Setup error.
 func (r *run) connect() error {
 	hc := r.cfg.HTTP
 	if hc == nil {
@@ -362,83 +428,163 @@ func (r *run) connect() error {
 	var servers []*server
 	for _, u := range r.cfg.Servers {
 		c := sglang.New(u, sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model})
-		servers = append(servers, &server{url: c.BaseURL, client: c})
+		s := &server{name: c.Server()}
+		s.cl.Store(c)
+		s.downAt.Store(time.Now().UnixMilli())
+		servers = append(servers, s)
 	}
 	r.pool = newPool(servers)
 	r.pool.probe = func(ctx context.Context, s *server) {
-		r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.url)
+		if s.everUp.Load() {
+			r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)
+		} else {
+			r.logf("gen: still waiting for %s in the background (the other servers go on)", s.name)
+		}
 		start := time.Now()
-		s.client.WaitReady(ctx, nil)
-		if ctx.Err() == nil {
-			r.logf("gen: %s is back after %s", s.url, time.Since(start).Round(time.Second))
+		for ctx.Err() == nil {
+			err := s.client().WaitReady(ctx, nil)
+			if err == nil {
+				if err = r.learn(ctx, s); err == nil {
+					break
+				}
+			}
+			if k := sglang.KindOf(err); k == sglang.Auth || k == sglang.Setup {
+				r.abort(r.setupError(err))
+				return
+			}
+			select { // a server that answers /health with another 4xx: try again later
+			case <-time.After(r.cfg.Backoff.Delay(4)):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() == nil && s.everUp.Load() {
+			r.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.stop, r.cfg.WaitReady)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(servers))
-	for i, s := range servers {
-		wg.Go(func() {
+	// The first wait is bounded by WaitReady and stopped by an interrupt;
+	// it goes on in the background after connect returns.
+	wait, cancelWait := context.WithTimeout(r.stop, r.cfg.WaitReady)
+	context.AfterFunc(r.reqs, cancelWait)
+	ready := make(chan *server, len(servers))
+	notReady := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
 			lastLog := time.Time{}
-			errs[i] = s.client.WaitReady(ctx, func(rd sglang.Readiness) {
-				if rd.State == sglang.StateReady {
-					return
+			err := s.client().WaitReady(wait, func(rd sglang.Readiness) {
+				if k := sglang.KindOf(rd.Err); rd.State == sglang.StateReady || k == sglang.Auth || k == sglang.Setup {
+					return // ready, or about to stop the run
 				}
 				if time.Since(lastLog) >= r.cfg.LogEvery || lastLog.IsZero() {
 					left := r.cfg.WaitReady - rd.Elapsed
-					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.url, rd.State, rd.Elapsed.Round(time.Second), left.Round(time.Second))
+					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, rd.State, rd.Elapsed.Round(time.Second), left.Round(time.Second))
 					lastLog = time.Now()
 				}
 			})
-			if errs[i] != nil {
-				return
-			}
-			info, err := s.client.ServedModel(ctx)
 			if err == nil {
-				s.ctxLen = info.MaxModelLen
-				if s.client.Model == "" {
-					// The OpenAI-compatible endpoints of some servers (vLLM)
-					// want "model"; send the one the server serves.
-					s.client.Model = info.ID
-				}
-				r.logf("gen: %s is ready: model %s, context length %d", s.url, info.ID, info.MaxModelLen)
-			} else if sglang.KindOf(err) == sglang.Auth {
-				errs[i] = err
-			} else {
-				r.logf("gen: %s is ready; context length unknown (%v): max_new_tokens is not clipped", s.url, err)
+				err = r.learn(wait, s)
 			}
-		})
+			switch k := sglang.KindOf(err); {
+			case err == nil:
+				r.pool.markUp(s)
+				ready <- s
+			case k == sglang.Auth || k == sglang.Setup:
+				r.abort(r.setupError(err))
+			case r.stopping():
+			default:
+				r.logf("gen: %s is not ready: %v", s.name, err)
+				notReady <- err
+				r.pool.watch(r.reqs, s)
+			}
+		}()
 	}
-	wg.Wait()
-	up := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			up++
-		case sglang.KindOf(err) == sglang.Auth:
-			return fmt.Errorf("%w (check --api-key or $SGLANG_API_KEY)", err)
-		case r.stopping():
-			return r.stop.Err()
-		default:
-			r.logf("gen: %s is not ready: %v", servers[i].url, err)
-			r.pool.markDown(r.reqs, servers[i])
+	for failed := 0; failed < len(servers); {
+		select {
+		case <-ready:
+			r.warm()
+			if r.cfg.OnMetrics != nil {
+				r.cfg.OnMetrics(r.writeMetrics)
+			}
+			return nil
+		case <-notReady:
+			failed++
+		case <-r.stop.Done():
+			return context.Cause(r.stop)
 		}
 	}
-	if up == 0 {
-		return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
+	return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
+}
+
+// learn reads a ready server's /v1/models: its context length (for
+// clipping) and, unless --model was given, the model name the
+// OpenAI-compatible endpoints want. It returns only an Auth error; any other
+// failure leaves the context length unknown, said in the log.
+func (r *run) learn(ctx context.Context, s *server) error {
+	c := s.client()
+	info, err := c.ServedModel(ctx)
+	switch {
+	case sglang.KindOf(err) == sglang.Auth:
+		return err
+	case err != nil:
+		s.ctxLen.Store(0)
+		r.logf("gen: %s is ready; context length unknown (%v): max_new_tokens is not clipped", s.name, err)
+		return nil
 	}
-	r.warm(servers)
-	if r.cfg.OnMetrics != nil {
-		r.cfg.OnMetrics(r.writeMetrics)
+	s.ctxLen.Store(int64(info.MaxModelLen))
+	if r.cfg.Model == "" && c.Model != info.ID {
+		// The OpenAI-compatible endpoints of some servers (vLLM) want
+		// "model"; send the one the server serves.
+		if c.Model != "" {
+			r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
+		}
+		nc := *c
+		nc.Model = info.ID
+		s.cl.Store(&nc)
 	}
+	r.logf("gen: %s is ready: model %s, context length %d", s.name, info.ID, info.MaxModelLen)
 	return nil
 }
+
+// setupError is the error that stops the run for a server error no prompt
+// can get past (see sglang.Setup and sglang.Auth): it names the server, the
+// status, the server's message and what to fix.
+func (r *run) setupError(err error) error {
+	var e *sglang.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	var hint string
+	switch {
+	case e.Kind == sglang.Auth:
+		hint = "check --api-key, --api-key-file or $SGLANG_API_KEY"
+	case e.ModelNotFound():
+		hint = "check --model (GET /v1/models lists the model the server serves; leave --model out to use it)"
+	case e.Op == "GET /health":
+		hint = "check that --server is the server's root URL, such as http://host:30000"
+	default:
+		hint = fmt.Sprintf("check --api (now %s; an OpenAI-compatible server such as vLLM has no /generate: use --api chat or completions) and that --server is the server's root URL", r.cfg.API)
+	}
+	return &stopError{err: e, hint: hint}
+}
+
+// stopError is a run-level failure: the run stopped at once and marked no
+// prompt failed.
+type stopError struct {
+	err  *sglang.Error
+	hint string
+}
+
+func (s *stopError) Error() string {
+	return fmt.Sprintf("stopped: server %s answered %s with HTTP %d: %s; %s (no prompt was marked failed)",
+		s.err.Server, s.err.Op, s.err.Status, s.err.Message, s.hint)
+}
+
+func (s *stopError) Unwrap() error { return s.err }
 
 // writeMetrics writes the requests in flight and whether each server is up.
 func (r *run) writeMetrics(w io.Writer) {
 	fmt.Fprintf(w, "# HELP gendex_in_flight Requests in flight, by server.\n# TYPE gendex_in_flight gauge\n")
 	for _, s := range r.pool.servers {
-		fmt.Fprintf(w, "gendex_in_flight{server=%q} %d\n", s.url, s.inFlight.Load())
+		fmt.Fprintf(w, "gendex_in_flight{server=%q} %d\n", s.name, s.inFlight.Load())
 	}
 	fmt.Fprintf(w, "# HELP gendex_server_up Whether a server answers (1) or is waited for (0).\n# TYPE gendex_server_up gauge\n")
 	for _, s := range r.pool.servers {
@@ -446,28 +592,31 @@ func (r *run) writeMetrics(w io.Writer) {
 		if s.up.Load() {
 			up = 1
 		}
-		fmt.Fprintf(w, "gendex_server_up{server=%q} %d\n", s.url, up)
+		fmt.Fprintf(w, "gendex_server_up{server=%q} %d\n", s.name, up)
 	}
 	fmt.Fprintf(w, "# HELP gendex_answers_total Answers written by this run, by server.\n# TYPE gendex_answers_total counter\n")
 	for _, s := range r.pool.servers {
-		fmt.Fprintf(w, "gendex_answers_total{server=%q} %d\n", s.url, s.done.Load())
+		fmt.Fprintf(w, "gendex_answers_total{server=%q} %d\n", s.name, s.done.Load())
 	}
 }
 
-// warm opens the connections the run will use before the first prompt is
-// sent, so the server's slots fill at once rather than one dial at a time.
-// It asks for /v1/models, which costs the server nothing.
-func (r *run) warm(servers []*server) {
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		if !s.up.Load() {
-			continue
+// warm opens the connections the run will use on the servers up now,
+// before the first prompt is sent, so their slots fill at once rather than
+// one dial at a time. It asks for /v1/models, which costs a server nothing.
+func (r *run) warm() {
+	var up []*server
+	for _, s := range r.pool.servers {
+		if s.up.Load() {
+			up = append(up, s)
 		}
-		for range max(1, r.cfg.Concurrency/len(servers)) {
+	}
+	var wg sync.WaitGroup
+	for _, s := range up {
+		for range max(1, r.cfg.Concurrency/len(r.pool.servers)) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
 				defer cancel()
-				s.client.ServedModel(ctx)
+				s.client().ServedModel(ctx)
 			})
 		}
 	}

@@ -361,31 +361,38 @@ func TestGenServerRestart(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	first := sim.New(sim.Config{Seed: 6, CrashAfter: 40, DecodeTokensPerSec: 2000})
-	go first.Serve(t.Context(), ln)
+	crashed := make(chan error, 1)
+	go func() { crashed <- first.Serve(t.Context(), ln) }()
+	var log syncBuffer
 	go func() {
-		// Restart once the first one has crashed.
-		for first.Stats().Completed < 40 {
-			time.Sleep(10 * time.Millisecond)
+		// Restart once the first one has crashed (Serve returned) and gen
+		// has seen it go (it said so).
+		if err := <-crashed; err == nil {
+			return
 		}
-		time.Sleep(300 * time.Millisecond)
-		second := sim.New(sim.Config{Seed: 6, DecodeTokensPerSec: 2000})
-		for {
-			if err := second.ListenAndServe(t.Context(), addr); err == nil || t.Context().Err() != nil {
+		for !strings.Contains(log.String(), "stopped answering") {
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-t.Context().Done():
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		second := sim.New(sim.Config{Seed: 6, DecodeTokensPerSec: 2000})
+		second.ListenAndServe(t.Context(), addr) // Serve closed the old listener before returning
 	}()
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "R", "ids", 120)
 	dbPath := filepath.Join(t.TempDir(), "g.db")
-	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}}, root)
+	sets, _ := FindDatasets([]string{root}, out)
+	db := openDB(t, dbPath)
+	sum, err := Run(t.Context(), db, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8, Log: &log, LogEvery: time.Hour,
+		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}}, sets)
+	db.Close()
 	if err != nil || sum.Responses != 120 {
-		t.Fatalf("%+v %v\n%s", sum, err, log)
+		t.Fatalf("%+v %v\n%s", sum, err, log.String())
 	}
-	if !strings.Contains(log, "stopped answering") || !strings.Contains(log, "is back") {
-		t.Errorf("the outage was not reported:\n%s", log)
+	if !strings.Contains(log.String(), "stopped answering") || !strings.Contains(log.String(), "is back") {
+		t.Errorf("the outage was not reported:\n%s", log.String())
 	}
 	checkExactlyOnce(t, dbPath, root, "R", out, "http://"+addr, 128)
 }

@@ -13,35 +13,51 @@ import (
 // rateWindow counts answers and tokens per second over the last minute.
 type rateWindow struct {
 	mu   sync.Mutex
-	secs [64]struct{ sec, n, tokens int64 }
+	secs [64]struct{ sec, n, tokens, unknown int64 }
 }
 
-func (w *rateWindow) add(now time.Time, n, tokens int64) {
+// add counts n answers with tokens completion tokens, unknown of which
+// reported no token count.
+func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	sec := now.Unix()
 	w.mu.Lock()
 	b := &w.secs[sec%int64(len(w.secs))]
 	if b.sec != sec {
-		b.sec, b.n, b.tokens = sec, 0, 0
+		b.sec, b.n, b.tokens, b.unknown = sec, 0, 0, 0
 	}
 	b.n += n
 	b.tokens += tokens
+	b.unknown += unknown
 	w.mu.Unlock()
 }
 
-// rate returns answers/s and tokens/s over the last span seconds before now
-// (the current second excluded, as it is not over).
-func (w *rateWindow) rate(now time.Time, span int64) (perSec, tokensPerSec float64) {
+// rate returns answers/s and a tokens/s text over the last span seconds
+// before now (the current second excluded, as it is not over).
+func (w *rateWindow) rate(now time.Time, span int64) (perSec float64, tokensPerSec string) {
 	end := now.Unix()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var n, tok int64
+	var n, tok, unknown int64
 	for _, b := range w.secs {
 		if b.sec >= end-span && b.sec < end {
 			n += b.n
 			tok += b.tokens
+			unknown += b.unknown
 		}
 	}
-	return float64(n) / float64(span), float64(tok) / float64(span)
+	return float64(n) / float64(span), tokenRate(n, tok, unknown, float64(span))
+}
+
+// tokenRate describes a token rate honestly: "unknown" when no answer
+// reported a count, a lower bound when some did not.
+func tokenRate(n, tokens, unknown int64, secs float64) string {
+	switch {
+	case n > 0 && unknown == n:
+		return "tokens/s unknown"
+	case unknown > 0:
+		return fmt.Sprintf(">=%.0f tokens/s (%d answers without a token count)", float64(tokens)/secs, unknown)
+	}
+	return fmt.Sprintf("%.0f tokens/s", float64(tokens)/secs)
 }
 
 // rateSpan is the window progress rates are measured over, shortened at the
@@ -128,7 +144,7 @@ func (r *run) statusLines(now time.Time) []string {
 	servers := fmt.Sprintf("%d/%d servers up", r.pool.upCount(), len(r.pool.servers))
 	for _, s := range r.pool.servers {
 		if !s.up.Load() {
-			servers += fmt.Sprintf(", %s down %s", s.url, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second))
+			servers += fmt.Sprintf(", %s down %s", s.name, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second))
 		}
 	}
 	sums := map[string]store.Summary{}
@@ -146,7 +162,7 @@ func (r *run) statusLines(now time.Time) []string {
 	if perSec > 0 {
 		eta = "ETA " + etaOf(float64(left), perSec)
 	}
-	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %.0f tokens/s (last %ds), %d to go, %s",
+	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %s (last %ds), %d to go, %s",
 		servers, r.pool.inFlight(), perSec, tokPerSec, span, left, eta)}
 	for _, ds := range r.sets {
 		s := sums[ds.Name]
@@ -168,7 +184,7 @@ func (r *run) statusLines(now time.Time) []string {
 		if n := s.Overlap.ErrorsOpen; n > 0 {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
-		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %.0f tokens/s, %s",
+		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
 			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, ps, ts, eta))
 	}
 	return lines
@@ -181,8 +197,16 @@ func etaOf(left, perSec float64) string {
 // final prints the run's summary.
 func (r *run) final(sum *Summary) {
 	secs := sum.Elapsed.Seconds()
-	r.logf("gen: %d answers (%d tokens) and %d errors in %s: %.1f answers/s, %.0f tokens/s",
-		sum.Responses, sum.Tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs, float64(sum.Tokens)/secs)
+	tokens := fmt.Sprintf("%d tokens", sum.Tokens)
+	switch {
+	case sum.UnknownTokens > 0 && sum.UnknownTokens == sum.Responses:
+		tokens = "tokens unknown: the server reported no counts"
+	case sum.UnknownTokens > 0:
+		tokens = fmt.Sprintf(">=%d tokens; %d answers without a count", sum.Tokens, sum.UnknownTokens)
+	}
+	r.logf("gen: %d answers (%s) and %d errors in %s: %.1f answers/s, %s",
+		sum.Responses, tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
+		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {
 			s, err := v.Summary(ds.Name)

@@ -12,8 +12,9 @@ import (
 )
 
 // reconcile brings the index level with the dataset's files before the
-// first request: prompts and outputs indexed to their ends, a torn last
-// line of an output file cut off.
+// first request: prompts, every other stage file of the dataset
+// (Dataset.Others) and gen's outputs indexed to their ends, a torn last
+// line of gen's own output files cut off.
 func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	ds := &dsRun{Dataset: d,
 		raw:  ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
@@ -25,6 +26,17 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		}
 		if res.Torn > 0 {
 			r.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
+		}
+	}
+	// The dataset's other stage files (shards written by other runs or
+	// tools) count too: a prompt answered there is not asked again.
+	for _, src := range d.Others {
+		res, err := r.ix.IndexFile(context.Background(), src)
+		if err != nil {
+			return ds, err
+		}
+		if res.Torn > 0 {
+			r.logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(d.Raw), 0o755); err != nil {

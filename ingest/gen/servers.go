@@ -11,20 +11,32 @@ import (
 
 // server is one generation endpoint and what gen knows of its state.
 type server struct {
-	url    string
-	client *sglang.Client
-	ctxLen int // context length from /v1/models; 0 when unknown
+	// name is the URL with credentials redacted (sglang.RedactURL): the
+	// only form of it gen prints, stores or uses as a metrics label.
+	name string
+	// cl is the client; replaced (never changed) when /v1/models names
+	// another model after a restart.
+	cl atomic.Pointer[sglang.Client]
+	// ctxLen is the context length from /v1/models; 0 when unknown. It is
+	// read again whenever the server comes back.
+	ctxLen atomic.Int64
+	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
+	// prompts are not clipped).
+	countTokens atomic.Int32
 
 	inFlight atomic.Int64
 	done     atomic.Int64
 	up       atomic.Bool
-	downAt   atomic.Int64 // unix ms when last marked down
+	everUp   atomic.Bool  // was up once in this run
+	downAt   atomic.Int64 // unix ms when last marked down, or when the run began
 	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
 	tokenize atomic.Int32
 }
 
 // pool spreads requests over servers by least outstanding requests and
-// keeps the ones that stopped answering out until they answer again.
+// keeps the ones that are not ready (yet, or any more) out until they
+// answer. probe waits for a server to be ready and reads its facts; it
+// returns early only when its context ends or the run stops.
 type pool struct {
 	servers []*server
 	mu      sync.Mutex
@@ -32,12 +44,10 @@ type pool struct {
 	probe   func(ctx context.Context, s *server)
 }
 
+// newPool returns a pool of servers that are all down: each is put in
+// rotation by markUp once it is ready.
 func newPool(servers []*server) *pool {
-	p := &pool{servers: servers, changed: make(chan struct{})}
-	for _, s := range servers {
-		s.up.Store(true)
-	}
-	return p
+	return &pool{servers: servers, changed: make(chan struct{})}
 }
 
 // pick returns the up server with the fewest requests in flight (and
@@ -68,23 +78,34 @@ func (p *pool) pick(ctx context.Context) (*server, error) {
 
 func (p *pool) release(s *server) { s.inFlight.Add(-1) }
 
+func (s *server) client() *sglang.Client { return s.cl.Load() }
+
+// markUp puts s in rotation and wakes the requests waiting for a server.
+func (p *pool) markUp(s *server) {
+	p.mu.Lock()
+	s.up.Store(true)
+	s.everUp.Store(true)
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
 // markDown takes s out of rotation and starts probing it (once).
 func (p *pool) markDown(ctx context.Context, s *server) {
 	if !s.up.CompareAndSwap(true, false) {
 		return
 	}
 	s.downAt.Store(time.Now().UnixMilli())
-	go func() {
-		p.probe(ctx, s)
-		if ctx.Err() != nil {
-			return
-		}
-		p.mu.Lock()
-		s.up.Store(true)
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
-	}()
+	go p.watch(ctx, s)
+}
+
+// watch waits (probe) until s is ready again, then puts it in rotation,
+// unless ctx ends first.
+func (p *pool) watch(ctx context.Context, s *server) {
+	p.probe(ctx, s)
+	if ctx.Err() == nil {
+		p.markUp(s)
+	}
 }
 
 // upCount returns how many servers are up.

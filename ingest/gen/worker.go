@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"gendex/ingest/sglang"
@@ -23,12 +26,23 @@ func (r *run) work() {
 
 // answer sends one prompt until it has an answer or a final error. One
 // prompt is never in flight twice: retries happen here, one after another,
-// each under a fresh rid.
+// each under a fresh rid. A prompt that was in flight when its server went
+// away is handed to a goroutine of its own that retries it alone among such
+// suspects, and the worker takes the next prompt.
 func (r *run) answer(j job) {
-	serverErrors := 0
-	for attempt := 0; ; attempt++ {
+	for {
+		if j.suspect {
+			select {
+			case r.suspect <- struct{}{}:
+			case <-r.stop.Done():
+				return
+			}
+		}
 		s, err := r.pool.pick(r.reqs)
 		if err != nil {
+			if j.suspect {
+				<-r.suspect
+			}
 			return // abandoned; answered by the next run
 		}
 		ctx, cancel := r.reqs, context.CancelFunc(func() {})
@@ -39,9 +53,13 @@ func (r *run) answer(j job) {
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		r.pool.release(s)
+		if j.suspect {
+			<-r.suspect
+		}
+		j.attempts++
 		if err == nil {
 			s.done.Add(1)
-			var tokens int64
+			tokens := int64(-1)
 			if res.CompletionTokens != nil {
 				tokens = int64(*res.CompletionTokens)
 			}
@@ -52,43 +70,102 @@ func (r *run) answer(j job) {
 		var e *sglang.Error
 		errors.As(err, &e)
 		if timedOut { // the server is there but slow: an error, not an outage
-			e = &sglang.Error{Kind: sglang.Transient, Server: s.url,
+			e = &sglang.Error{Kind: sglang.Transient, Server: s.name,
 				Message: fmt.Sprintf("no answer within --request-timeout %s", r.cfg.RequestTimeout)}
 			err = e
+		}
+		msg, status := err.Error(), 0
+		if e != nil {
+			msg, status = e.Message, e.Status
 		}
 		switch sglang.KindOf(err) {
 		case sglang.Canceled:
 			return
-		case sglang.Auth:
-			r.abort(fmt.Errorf("%w (check --api-key or $SGLANG_API_KEY)", err))
+		case sglang.Auth, sglang.Setup:
+			r.abort(r.setupError(err))
 			return
 		case sglang.Permanent:
-			status, msg := 0, err.Error()
-			if e != nil {
-				status, msg = e.Status, e.Message
-			}
-			r.results <- r.errorLine(j.ds, j.p.ID, status, msg, s.url, attempt+1)
+			r.results <- r.errorLine(j.ds, j.p.ID, status, msg, s.name, j.attempts)
 			return
 		}
+		crashed := false
 		if e != nil && e.Status == 0 && !timedOut {
-			r.pool.markDown(r.reqs, s) // no answer at all: wait for the server
-		} else if serverErrors++; serverErrors >= r.cfg.MaxAttempts {
-			status, msg := 0, err.Error()
-			if e != nil {
-				status, msg = e.Status, e.Message
+			// No answer at all. A refused connection never reached the
+			// server; otherwise ask the server whether it is still there:
+			// if not, it went down with this prompt in flight.
+			crashed = reachedServer(e) && r.wentDown(s)
+			if crashed || !reachedServer(e) {
+				r.pool.markDown(r.reqs, s) // wait for the server
 			}
-			r.results <- r.errorLine(j.ds, j.p.ID, status, fmt.Sprintf("gave up after %d attempts: %s", serverErrors, msg), s.url, attempt+1)
-			return
+		}
+		switch {
+		case crashed:
+			j.crashes++
+			if j.crashes >= r.cfg.MaxCrashes {
+				r.results <- r.errorLine(j.ds, j.p.ID, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name, j.attempts)
+				return
+			}
+			if !j.suspect {
+				j.suspect = true
+				r.workers.Go(func() { r.answer(j) })
+				return
+			}
+		case e != nil && e.Status == 0 && !timedOut && !reachedServer(e):
+			// not sent: wait for the server, without limit
+		default:
+			if j.serverErrors++; j.serverErrors >= r.cfg.MaxAttempts {
+				r.results <- r.errorLine(j.ds, j.p.ID, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name, j.attempts)
+				return
+			}
 		}
 		if r.stopping() {
 			return
 		}
 		select {
-		case <-time.After(r.cfg.Backoff.DelayFor(err, min(attempt, 6))):
+		case <-time.After(r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))):
 		case <-r.stop.Done():
 			return
 		}
 	}
+}
+
+// wentDown reports whether s no longer answers /health, asked right after a
+// request to it got no answer.
+func (r *run) wentDown(s *server) bool {
+	if !s.up.Load() {
+		return true // already found down by another request
+	}
+	return s.client().Health(r.reqs) != nil && r.reqs.Err() == nil
+}
+
+// reachedServer reports whether a request that got no answer may have
+// reached the server: anything but a refused connection, a name that does
+// not resolve, or a stale keep-alive connection closed before the request
+// was written.
+func reachedServer(e *sglang.Error) bool {
+	var dns *net.DNSError
+	return !errors.Is(e.Err, syscall.ECONNREFUSED) && !errors.As(e.Err, &dns) &&
+		!strings.Contains(e.Message, "server closed idle connection")
+}
+
+// clipMargin is kept free below the context length when max_new_tokens is
+// clipped. SGLang rejects prompt + max_new_tokens > context length (400),
+// older versions rejected equality too, its scheduler keeps prompts below
+// max_req_input_len = context length - 6, and speculative decoding needs
+// room for draft tokens beyond the last one kept.
+const clipMargin = 16
+
+// clipped returns max_new_tokens clipped so that promptLen + it stays
+// clipMargin below ctxLen, or want when it fits or nothing sensible fits
+// (the server's 400 then says why).
+func clipped(want *int, ctxLen, promptLen int) *int {
+	if want == nil || ctxLen <= 0 {
+		return want
+	}
+	if room := ctxLen - clipMargin - promptLen; room > 0 && room < *want {
+		return &room
+	}
+	return want
 }
 
 // send makes one request for j on s, by the run's API and the prompt's shape.
@@ -97,12 +174,14 @@ func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error
 	sp := r.cfg.Sampling.Merge(p.Sampling)
 	api := r.cfg.API
 	ids := p.InputIDs
+	c := s.client()
+	ctxLen := int(s.ctxLen.Load())
 	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		t, err := s.client.TokenizeMessages(ctx, p.Messages)
+		t, err := c.TokenizeMessages(ctx, p.Messages)
 		switch {
 		case errors.Is(err, sglang.ErrTokenizeUnsupported):
 			s.tokenize.Store(-1)
-			r.once("tokenize "+s.url, "gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.url)
+			r.once("tokenize "+s.name, "gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		case err != nil:
 			return nil, err
 		default:
@@ -110,16 +189,31 @@ func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error
 			ids = t
 		}
 	}
-	if len(ids) > 0 && s.ctxLen > 0 && sp.MaxNewTokens != nil {
-		if room := s.ctxLen - len(ids); room > 0 && room < *sp.MaxNewTokens {
-			sp.MaxNewTokens = &room
+	textOut := ids == nil && p.Messages == nil && (api == sglang.APIGenerate || api == sglang.APICompletions)
+	switch {
+	case len(ids) > 0:
+		sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, len(ids))
+	case textOut && ctxLen > 0 && sp.MaxNewTokens != nil && s.countTokens.Load() >= 0 &&
+		len(p.Text)+textSlack+*sp.MaxNewTokens > ctxLen-clipMargin:
+		// The text may not fit with max_new_tokens: count its tokens (a
+		// token is at least one byte, so shorter texts always fit).
+		n, err := c.CountTokens(ctx, p.Text)
+		switch {
+		case errors.Is(err, sglang.ErrTokenizeUnsupported):
+			s.countTokens.Store(-1)
+			r.once("count "+s.name, "gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
+		case err != nil:
+			return nil, err
+		default:
+			s.countTokens.Store(1)
+			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, n)
 		}
 	}
 	switch {
 	case api == sglang.APIGenerate && (ids != nil || p.Messages == nil):
-		return s.client.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Text: p.Text, Sampling: sp})
+		return c.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Text: p.Text, Sampling: sp})
 	case api == sglang.APICompletions && p.Messages == nil:
-		return s.client.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
+		return c.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
 	}
 	req := sglang.ChatRequest{Messages: p.Messages, Sampling: sp}
 	switch {
@@ -132,8 +226,12 @@ func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error
 	if api == sglang.APICompletions {
 		r.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
-	return s.client.Chat(ctx, req)
+	return c.Chat(ctx, req)
 }
+
+// textSlack bounds the special tokens (BOS and the like) a tokenizer adds
+// to a text beyond one token per byte.
+const textSlack = 8
 
 // errorLine builds an errors.jsonl line.
 func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, attempts int) result {

@@ -13,8 +13,8 @@ import (
 // write and an fsync per file, then the new lines are indexed.
 func (r *run) write() error {
 	type bufs struct {
-		raw, errs          []byte
-		ok, failed, tokens int64
+		raw, errs                   []byte
+		ok, failed, tokens, unknown int64
 	}
 	pending := map[*dsRun]*bufs{}
 	size := 0
@@ -37,8 +37,9 @@ func (r *run) write() error {
 				ds.ok.Add(b.ok)
 				ds.failed.Add(b.failed)
 				ds.tokens.Add(b.tokens)
-				ds.rate.add(now, b.ok, b.tokens)
-				r.all.add(now, b.ok, b.tokens)
+				ds.unknown.Add(b.unknown)
+				ds.rate.add(now, b.ok, b.tokens, b.unknown)
+				r.all.add(now, b.ok, b.tokens, b.unknown)
 			}
 			delete(pending, ds)
 		}
@@ -65,7 +66,11 @@ func (r *run) write() error {
 			} else {
 				b.raw = append(b.raw, res.line...) // AppendJSONL ends it with \n
 				b.ok++
-				b.tokens += res.tokens
+				if res.tokens < 0 {
+					b.unknown++
+				} else {
+					b.tokens += res.tokens
+				}
 			}
 			size += len(res.line)
 			if size >= 4<<20 {

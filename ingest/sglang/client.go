@@ -135,16 +135,35 @@ func redactedKey(k string) string {
 	return "REDACTED"
 }
 
-// server returns BaseURL with any userinfo password redacted.
-func (c *Client) server() string {
-	if !strings.Contains(c.BaseURL, "@") {
-		return c.BaseURL
+// server returns BaseURL redacted for printing (see RedactURL).
+func (c *Client) server() string { return RedactURL(c.BaseURL) }
+
+// Server returns the server's base URL with any credentials redacted: the
+// form to print, log, store in output lines or use as a metrics label.
+func (c *Client) Server() string { return c.server() }
+
+// RedactURL returns raw fit to print or store: the userinfo of a URL
+// ("http://user:pw@host") becomes "REDACTED@" and a query string becomes
+// "REDACTED", since either may carry credentials. A string that does not
+// parse as a URL but contains "@" or "?" is replaced by "(unprintable
+// URL)"; anything else is returned as is. It is the one function gendex
+// uses wherever a server URL is printed or stored.
+func RedactURL(raw string) string {
+	if !strings.ContainsAny(raw, "@?") {
+		return raw
 	}
-	u, err := url.Parse(c.BaseURL)
+	u, err := url.Parse(raw)
 	if err != nil {
-		return "(invalid URL)"
+		return "(unprintable URL)"
 	}
-	return u.Redacted()
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "REDACTED"
+	}
+	u.ForceQuery = false
+	return u.String()
 }
 
 // redact removes the API key from s.

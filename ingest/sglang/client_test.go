@@ -316,7 +316,7 @@ func TestWaitReadyStopsAtOnce(t *testing.T) {
 		kind   Kind
 	}{
 		{http.StatusUnauthorized, `{"error":"Unauthorized"}`, Auth},
-		{http.StatusNotFound, `{"detail":"Not Found"}`, Permanent},
+		{http.StatusNotFound, `{"detail":"Not Found"}`, Setup},
 	} {
 		f := newFake(t, reply(tc.status, tc.body))
 		c := f.client(Options{PollInterval: time.Millisecond})

@@ -5,8 +5,10 @@ OpenAI-compatible servers such as vLLM. It uses only the standard library.
 One Client talks to one server. Every generation call sends exactly one prompt
 (batches are rejected by the gateway) under a fresh request id, and returns a
 flat *Result or an *Error whose Kind tells the caller whether to retry
-(Transient), record the failure (Permanent), stop (Auth) or just return
-(Canceled). The client never retries on its own; Backoff computes delays for
+(Transient), record the failure (Permanent), stop because no request can
+succeed until the settings change (Auth: the API key; Setup: a missing
+route or an unknown model) or just return (Canceled). RedactURL is the one
+way to print a server URL: it hides userinfo and query credentials. The client never retries on its own; Backoff computes delays for
 callers that do.
 
 	hc := &http.Client{Transport: sglang.NewTransport(concurrency)}

@@ -31,8 +31,8 @@ const (
 	Transient Kind = iota + 1
 	// Permanent errors will fail again for the same request: HTTP 400 (for
 	// example "The input (N tokens) is longer than the model's context
-	// length"), other 4xx such as 404 for an unknown route, a malformed
-	// answer, or a request the client refuses to send.
+	// length"), other 4xx except those below, a malformed answer, or a
+	// request the client refuses to send.
 	Permanent
 	// Auth errors (HTTP 401 and 403) fail every request until the API key
 	// is fixed.
@@ -40,6 +40,12 @@ const (
 	// Canceled means the caller's context was canceled; nothing is wrong
 	// with the request or the server.
 	Canceled
+	// Setup errors fail every request to the server until the caller's
+	// settings change: HTTP 404 or 405 on the route (the server has no such
+	// endpoint: a wrong API or URL), including vLLM's and OpenAI's 404 for a
+	// model the server does not serve ("The model `x` does not exist.").
+	// Error.ModelNotFound tells the two apart.
+	Setup
 )
 
 // String returns the lower-case name of k.
@@ -53,6 +59,8 @@ func (k Kind) String() string {
 		return "auth"
 	case Canceled:
 		return "canceled"
+	case Setup:
+		return "setup"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -108,10 +116,19 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrTokenizeUnsupported is returned (wrapped in an *Error) by
+// ModelNotFound reports whether e is a 404 about the model rather than the
+// route: vLLM answers {"message":"The model `x` does not exist.",
+// "type":"NotFoundError"} and OpenAI "The model `x` does not exist or you do
+// not have access to it." (code "model_not_found").
+func (e *Error) ModelNotFound() bool {
+	return e.Status == http.StatusNotFound && strings.Contains(strings.ToLower(e.Message), "model")
+}
+
+// ErrTokenizeUnsupported is returned (wrapped in a Permanent *Error) by
 // TokenizeMessages when the server cannot tokenize chat messages: it answers
-// 404 (SGLang older than v0.5.3.post1, or vLLM) or 400 asking for "prompt"
-// (SGLang before PR #23981). Callers should fall back to Chat.
+// 404 or 405 (SGLang older than v0.5.3.post1, or vLLM) or 400 asking for
+// "prompt" (SGLang before PR #23981); callers should fall back to Chat. It
+// is also returned by CountTokens when the server has no /v1/tokenize.
 var ErrTokenizeUnsupported = errors.New("server cannot tokenize chat messages")
 
 // KindOf returns the Kind of err: the Kind of an *Error in its chain,
@@ -135,6 +152,8 @@ func kindForStatus(status int) Kind {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return Auth
+	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
+		return Setup
 	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
 		return Transient
 	}
@@ -372,7 +391,7 @@ func (c *Client) abortError(op, message string, code *int) *Error {
 	kind, msg := Transient, "request aborted"
 	if code != nil && *code != 0 {
 		kind = kindForStatus(*code)
-		if kind == Auth {
+		if kind == Auth || kind == Setup { // about this request, not the route
 			kind = Permanent
 		}
 		msg = fmt.Sprintf("request aborted (status %d)", *code)

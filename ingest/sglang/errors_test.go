@@ -30,7 +30,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"422 remapped", 400, "", `{"object":"error","message":"1 validation error: input_ids must be a list","type":"Bad Request","param":null,"code":400}`, Permanent, "1 validation error: input_ids must be a list", 0},
 		{"unauthorized", 401, "", `{"error":"Unauthorized"}`, Auth, "Unauthorized", 0},
 		{"forbidden", 403, "", `Forbidden`, Auth, "Forbidden", 0},
-		{"unknown route", 404, "", `{"detail":"Not Found"}`, Permanent, "Not Found", 0},
+		{"unknown route", 404, "", `{"detail":"Not Found"}`, Setup, "Not Found", 0},
 		{"validation detail list", 422, "", `{"detail":[{"loc":["body","rid"],"msg":"bad"}]}`, Permanent, `[{"loc":["body","rid"],"msg":"bad"}]`, 0},
 		{"request timeout", 408, "", ``, Transient, "Request Timeout", 0},
 		{"gateway rate limit", 429, "3", `Too many requests`, Transient, "Too many requests", 3 * time.Second},

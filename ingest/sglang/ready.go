@@ -59,8 +59,8 @@ const healthProbeTimeout = 30 * time.Second
 // 2xx, and calls report (if non-nil) after every probe so the caller can show
 // the state and a countdown. Connection refused, 503 and other transient
 // failures mean "not yet". It returns nil once ready; an *Error of Kind Auth
-// at once for 401/403; an *Error of Kind Permanent at once for 404 (no
-// /health) and other 4xx; and, when ctx ends first, an error that wraps
+// at once for 401/403; an *Error of Kind Setup at once for 404 or 405 (no
+// /health: not a server's root URL); Permanent for other 4xx; and, when ctx ends first, an error that wraps
 // ctx.Err() and names the last state seen.
 func (c *Client) WaitReady(ctx context.Context, report func(Readiness)) error {
 	start := time.Now()
@@ -136,6 +136,15 @@ func (c *Client) probe(ctx context.Context) (Readiness, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// Health sends one GET /health and returns nil when it answers 2xx within
+// healthProbeTimeout (SGLang's /health runs a one-token generation).
+func (c *Client) Health(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
+	defer cancel()
+	_, err := c.call(pctx, http.MethodGet, "/health", nil, nil)
+	return err
 }
 
 // ModelInfo is the first entry of GET /v1/models.
@@ -217,6 +226,7 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 		var e *Error
 		if errors.As(err, &e) && tokenizeUnsupported(e) {
 			e.Err = ErrTokenizeUnsupported
+			e.Kind = Permanent // an optional endpoint, not a wrong setup
 		}
 		return nil, err
 	}
@@ -228,11 +238,44 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 	return ids, nil
 }
 
+// CountTokens returns how many tokens /generate would see for text sent as
+// "text" (BOS and other special tokens included), via POST /v1/tokenize
+// {"prompt": text}. When the server has no /v1/tokenize (404 or 405: SGLang
+// older than v0.5.3.post1) the error wraps ErrTokenizeUnsupported and is
+// Permanent, not Setup: the endpoint is optional.
+func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
+	const op = "POST /v1/tokenize"
+	body := map[string]any{"prompt": text}
+	if c.Model != "" {
+		body["model"] = c.Model
+	}
+	var out struct {
+		Count  *int  `json:"count"`
+		Tokens []int `json:"tokens"`
+	}
+	if _, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out); err != nil {
+		var e *Error
+		if errors.As(err, &e) && (e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed) {
+			e.Err = ErrTokenizeUnsupported
+			e.Kind = Permanent
+		}
+		return 0, err
+	}
+	switch {
+	case out.Count != nil:
+		return *out.Count, nil
+	case out.Tokens != nil:
+		return len(out.Tokens), nil
+	}
+	return 0, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
+		Message: "response has neither \"count\" nor \"tokens\""}
+}
+
 // tokenizeUnsupported reports whether e says /v1/tokenize does not exist
-// (404) or does not take messages (400 or 422 asking for "prompt").
+// (404, 405) or does not take messages (400 or 422 asking for "prompt").
 func tokenizeUnsupported(e *Error) bool {
 	switch e.Status {
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
 		return true
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return strings.Contains(strings.ToLower(e.Message), "prompt")

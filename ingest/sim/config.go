@@ -66,6 +66,11 @@ type Config struct {
 	// CrashAfter, if positive, crashes the server once that many generation
 	// requests have completed: the listener and every connection close.
 	CrashAfter int
+	// CrashOn, if set, crashes the server when a generation request whose
+	// body contains it arrives (a text prompt or a chat message holding
+	// this string): like a prompt that runs SGLang out of memory, the
+	// request gets no answer and the listener and every connection close.
+	CrashOn string
 	// Seed makes outputs and injected faults reproducible.
 	Seed int64
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -87,6 +88,12 @@ func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genReq
 		return nil
 	}
 	g.body = body
+	if s.cfg.CrashOn != "" && bytes.Contains(body, []byte(s.cfg.CrashOn)) {
+		g.end(outReset)
+		s.crash()
+		resetConn(w)
+		return nil
+	}
 	g.fault, g.faultV = s.drawFault(s.arrivals.Add(1))
 	switch g.fault {
 	case fault500:

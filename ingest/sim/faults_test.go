@@ -183,6 +183,42 @@ func TestCrashAfter(t *testing.T) {
 	}
 }
 
+// TestCrashOn: a request holding the trigger crashes the server, with the
+// requests in flight; requests without it are answered before.
+func TestCrashOn(t *testing.T) {
+	s := New(Config{CrashOn: "BOOM", Slots: 1, DecodeTokensPerSec: 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(t.Context(), ln) }()
+	url := "http://" + ln.Addr().String()
+	postOK(t, url+"/generate", `{"text":"fine","sampling_params":{"max_new_tokens":1}}`)
+	slow := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/generate", strings.NewReader(`{"text":"slow","sampling_params":{"max_new_tokens":1000,"ignore_eos":true}}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		slow <- err
+	}()
+	waitFor(t, func() bool { return s.Stats().Running == 1 })
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"BOOM"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("the crashing request got status %d", resp.StatusCode)
+	}
+	if err := <-done; !errors.Is(err, ErrCrashed) {
+		t.Errorf("Serve returned %v, want ErrCrashed", err)
+	}
+	if err := <-slow; err == nil {
+		t.Error("a request in flight during the crash got an answer")
+	}
+}
+
 func TestSlotLimit(t *testing.T) {
 	s, url := testServer(t, Config{Slots: 4, DecodeTokensPerSec: 500})
 	var wg sync.WaitGroup
