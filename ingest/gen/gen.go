@@ -4,7 +4,7 @@
 // through the same path as `gendex ingest`, so that every prompt is
 // answered exactly once through crashes and restarts.
 //
-// The protocol (DESIGN.md, "Crash consistency"): responses are buffered for
+// The protocol (README.md, gen, "Exactly once"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
 // fsynced, then indexed from the file's stored offset in one transaction.
 // On start, every stage file of each dataset (prompts*, raw_responses*,

@@ -3,8 +3,8 @@ Package sim is an in-process HTTP simulator of an SGLang server, for dry runs
 and tests of clients that talk to SGLang.
 
 It serves the endpoints a generation client uses, with the request and
-response shapes, status codes and error messages of SGLang's own code (see
-/work/shared/sglang-api.md): /generate (single, batch, n>1, streaming),
+response shapes, status codes and error messages of SGLang's own HTTP server
+(README.md, "sim"): /generate (single, batch, n>1, streaming),
 /v1/chat/completions, /v1/completions, /v1/tokenize, /v1/detokenize,
 /health, /health_generate, /v1/models, /model_info, /server_info (and their
 /get_* aliases), /flush_cache, /abort_request and, with
