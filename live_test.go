@@ -428,8 +428,11 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 
 // TestStalledReaderDoesNotHoldGen: a reader that asks for a long `missing`
 // answer and then stops reading neither slows gen's answers nor delays its
-// exit on Ctrl-C. -stall sets how long the reader stalls (the default is
-// short; -stall 60s is the full check).
+// exit on Ctrl-C. -stall sets how long the reader stalls and how long each
+// rate is measured (the default is short; -stall 60s is the full check).
+// The index here stays under bbolt's initial mmap (1 GiB, fixed in
+// store.Open), so the remap is not exercised directly; Close, which the
+// exit waits for, takes the same mmap lock the remap does.
 func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -482,8 +485,15 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 		t.Fatalf("gen has only %d prompts left: the test needs more prompts or a slower simulator", left)
 	}
 	t.Logf("gen answers/s: %.1f without a stalled reader, %.1f with one stalled for %v", base, stalled, *stall)
-	if stalled < 0.95*base {
-		t.Errorf("a stalled reader slowed gen from %.1f to %.1f answers/s", base, stalled)
+	// Rates over a few seconds on a shared machine vary by more than 5%
+	// (the first window also sees gen ramp up): the 5% bound is checked
+	// over windows of 30 s and more, a loose one over short windows.
+	tolerance := 0.05
+	if *stall < 30*time.Second {
+		tolerance = 0.25
+	}
+	if stalled < (1-tolerance)*base {
+		t.Errorf("a stalled reader slowed gen from %.1f to %.1f answers/s (more than %.0f%%)", base, stalled, 100*tolerance)
 	}
 
 	start := time.Now()
@@ -565,7 +575,9 @@ func TestListenMetricsOnly(t *testing.T) {
 	}
 
 	// Beyond loopback, no token: refused at start.
-	cmd := exec.Command(gendexBinary(t), "--db", filepath.Join(t.TempDir(), "h.db"), "ingest", "--follow", "--listen", "0.0.0.0:0", root)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a writer that starts runs until stopped
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gendexBinary(t), "--db", filepath.Join(t.TempDir(), "h.db"), "ingest", "--follow", "--listen", "0.0.0.0:0", root)
 	cmd.Env = append(os.Environ(), "GENDEX_TOKEN=")
 	out, err := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "GENDEX_TOKEN") {
