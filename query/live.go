@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,7 +215,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Content-Length", fmt.Sprint(sp.Len()))
+	w.Header().Set("Content-Length", strconv.FormatInt(sp.Len(), 10))
 	sp.WriteTo(w)
 }
 

@@ -140,7 +140,7 @@ func checkSocket(sock string) error {
 // user's socket, a file) is refused with ErrUnsafeSocket and left alone.
 func Listen(path string) (net.Listener, error) {
 	if len(path) > maxSocketPath {
-		return nil, fmt.Errorf("socket path %s is %d bytes, over the %d a socket address holds (use query.SocketPath)", path, len(path), maxSocketPath)
+		return nil, fmt.Errorf("socket path %s is %d bytes, over the %d a socket address holds (set XDG_RUNTIME_DIR, or TMPDIR, to a shorter folder)", path, len(path), maxSocketPath)
 	}
 	if dir := filepath.Dir(path); dir == RuntimeDir() {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
