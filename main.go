@@ -146,6 +146,8 @@ Commands:
 
 Every command takes --db FILE (default ./gendex.db, or $GENDEX_DB).
 Output is a table on a terminal and TSV with a header when piped; --format table|tsv|csv|json.
+gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the
+answers too); beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.
 `
 
 func printUsage(w io.Writer) {
@@ -237,7 +239,7 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
-	listen := fs.String("listen", "", "with --follow: also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
+	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := parse(fs, args)
 	if errors.Is(err, errHelp) {
 		printUsage(c.env.Stdout)
@@ -262,10 +264,10 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if *listen != "" && !*follow {
+	if (*listen.addr != "" || *listen.queries) && !*follow {
 		return usagef("ingest: --listen goes with --follow")
 	}
-	stopLive, err := c.serveLive(ctx, db, *listen, nil)
+	stopLive, err := c.serveLive(ctx, db, listen, nil)
 	if err != nil {
 		return err
 	}
@@ -426,24 +428,51 @@ func (c *command) query(ctx context.Context, args []string) error {
 	q.Resolve(c.env.StdoutTTY)
 	path := c.dbPath(dbFlag)
 	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
-	if err := (pathAsker{path}).Ask(ctx, q, c.env.Now(), out); err != nil {
+	asker := newPathAsker(path)
+	defer asker.Close()
+	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
 		return err
 	}
 	return out.Close()
 }
 
 // pathAsker answers each question from whoever can answer for the index
-// at path at that moment (see openAsker), holding nothing open between
-// questions: a shell left open never keeps gen from starting.
-type pathAsker struct{ path string }
+// at path at that moment: the process writing it, over one connection to
+// its socket kept for the process's life (reconnecting when the writer
+// changes), or else the file itself, opened read-only for that one
+// question. Between questions it holds no file open, so a shell left open
+// never keeps gen from starting. Close it when done.
+type pathAsker struct {
+	path   string
+	remote *query.Remote
+}
 
-func (a pathAsker) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
-	asker, done, err := openAsker(ctx, a.path)
+func newPathAsker(path string) *pathAsker {
+	return &pathAsker{path: path, remote: query.NewRemote(query.SocketPath(path))}
+}
+
+// Close closes the connection to the writer, if one is open.
+func (a *pathAsker) Close() error { return a.remote.Close() }
+
+func (a *pathAsker) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
+	err := a.remote.Ask(ctx, q, now, out)
+	if !errors.Is(err, query.ErrNoWriter) {
+		return err // answered by the writer, or failed there
+	}
+	db, err := store.Open(a.path, store.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, store.ErrLocked) {
+		// A writer may have started since: it serves the socket at once.
+		err2 := a.remote.Ask(ctx, q, now, out)
+		if !errors.Is(err2, query.ErrNoWriter) {
+			return err2
+		}
+		return fmt.Errorf("%w; its writer does not answer on %s either (an older gendex, or a bbolt tool, holds the file)", err, a.remote.Socket)
+	}
 	if err != nil {
 		return err
 	}
-	defer done()
-	return asker.Ask(ctx, q, now, out)
+	defer db.Close()
+	return query.Local{Src: db}.Ask(ctx, q, now, out)
 }
 
 func (c *command) shell(ctx context.Context, args []string) error {
@@ -456,66 +485,78 @@ func (c *command) shell(ctx context.Context, args []string) error {
 	} else if len(rest) > 0 {
 		return usagef("shell takes no arguments (commands come on its input)")
 	}
+	asker := newPathAsker(c.dbPath(*dbFlag))
+	defer asker.Close()
 	sh := &shell.Shell{
-		Ask: pathAsker{c.dbPath(*dbFlag)}, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,
+		Ask: asker, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,
 		Interactive: c.env.StdinTTY && c.env.StdoutTTY, Now: c.env.Now,
 		HistoryPath: shell.HistoryPath(c.env.Getenv),
 	}
 	return sh.Run(ctx)
 }
 
-// openAsker finds who can answer questions about the index at path: the
-// process writing it (over its socket), or the file itself, opened
-// read-only. Neither hangs: a writer that holds the file serves the socket.
-func openAsker(ctx context.Context, path string) (query.Asker, func(), error) {
-	sock := query.SocketPath(path)
-	if r, err := query.Dial(ctx, sock); err == nil {
-		return r, func() {}, nil
-	}
-	db, err := store.Open(path, store.Options{ReadOnly: true, Timeout: time.Second})
-	if errors.Is(err, store.ErrLocked) {
-		// A writer may have started since: it serves the socket at once.
-		if r, err2 := query.Dial(ctx, sock); err2 == nil {
-			return r, func() {}, nil
-		}
-		return nil, nil, fmt.Errorf("%w; its writer does not answer on %s either (an older gendex, or a bbolt tool, holds the file)", err, sock)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return query.Local{Src: db}, func() { db.Close() }, nil
+// listenFlags are --listen and --listen-queries, for gen and ingest --follow.
+type listenFlags struct {
+	addr    *string
+	queries *bool
 }
 
-// serveLive serves questions about db on its socket (and on listen, when
-// given, with /metrics) while the calling command writes it.
-func (c *command) serveLive(ctx context.Context, db *store.DB, listen string, extra func(io.Writer)) (stop func(), err error) {
-	srv := &query.Server{Src: db, Extra: extra}
-	sctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	ln, err := query.Listen(query.SocketPath(db.Path()))
-	if err != nil {
-		cancel()
-		return nil, err
+func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
+	return listenFlags{
+		addr: fs.String("listen", "", prefix+"also serve Prometheus /metrics over HTTP on HOST:PORT (loopback when HOST is empty); "+
+			"beyond loopback it needs $GENDEX_TOKEN, sent by clients as 'Authorization: Bearer TOKEN'"),
+		queries: fs.Bool("listen-queries", false, "with --listen: serve the answers there too (/v1/query: prompts, responses, file paths, missing ids)"),
 	}
-	wg.Go(func() { srv.Serve(sctx, ln) })
-	if listen != "" {
-		host, port, err := net.SplitHostPort(listen)
+}
+
+// serveLive serves questions about db on its socket and, when l.addr is
+// given, /metrics (and the answers, with --listen-queries) on that TCP
+// address, while the calling command writes db. A TCP address beyond
+// loopback is refused unless $GENDEX_TOKEN is set; when it is set, every
+// TCP request must carry it.
+func (c *command) serveLive(ctx context.Context, db *store.DB, l listenFlags, extra func(io.Writer)) (stop func(), err error) {
+	srv := &query.Server{Src: db, Extra: extra}
+	var tl net.Listener
+	if *l.addr != "" {
+		host, port, err := net.SplitHostPort(*l.addr)
 		if err != nil {
-			cancel()
-			wg.Wait()
-			return nil, usagef("--listen %q: want HOST:PORT or :PORT", listen)
+			return nil, usagef("--listen %q: want HOST:PORT or :PORT", *l.addr)
 		}
 		if host == "" {
 			host = "127.0.0.1" // loopback unless asked otherwise
 		}
-		tl, err := net.Listen("tcp", net.JoinHostPort(host, port))
-		if err != nil {
-			cancel()
-			wg.Wait()
+		if tl, err = net.Listen("tcp", net.JoinHostPort(host, port)); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(c.env.Stderr, "serving answers on http://%s/v1/query?arg=progress and Prometheus metrics on http://%s/metrics\n", tl.Addr(), tl.Addr())
-		wg.Go(func() { srv.Serve(sctx, tl) })
+		token := c.env.Getenv("GENDEX_TOKEN")
+		if addr, ok := tl.Addr().(*net.TCPAddr); token == "" && (!ok || !addr.IP.IsLoopback()) {
+			tl.Close()
+			return nil, usagef("--listen %s is reachable from other machines: set GENDEX_TOKEN to a secret (clients send 'Authorization: Bearer $GENDEX_TOKEN'), or listen on 127.0.0.1", *l.addr)
+		}
+	} else if *l.queries {
+		return nil, usagef("--listen-queries goes with --listen HOST:PORT")
+	}
+	ln, err := query.Listen(query.SocketPath(db.Path()))
+	if err != nil {
+		if tl != nil {
+			tl.Close()
+		}
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.Serve(sctx, ln) })
+	if tl != nil {
+		opts := query.PublicOptions{Queries: *l.queries, Token: c.env.Getenv("GENDEX_TOKEN")}
+		what := fmt.Sprintf("Prometheus metrics on http://%s/metrics", tl.Addr())
+		if opts.Queries {
+			what = fmt.Sprintf("answers on http://%s/v1/query?arg=progress and %s", tl.Addr(), what)
+		}
+		if opts.Token != "" {
+			what += " (with Authorization: Bearer $GENDEX_TOKEN)"
+		}
+		fmt.Fprintf(c.env.Stderr, "serving %s\n", what)
+		wg.Go(func() { srv.ServePublic(sctx, tl, opts) })
 	}
 	return func() { cancel(); wg.Wait() }, nil
 }
@@ -542,7 +583,7 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
-	listen := fs.String("listen", "", "also serve answers and /metrics over HTTP on HOST:PORT (loopback by default)")
+	listen := addListenFlags(fs, "")
 	sp, err := samplingFlags(fs)
 	if err != nil {
 		return err
@@ -612,7 +653,7 @@ func (c *command) gen(ctx context.Context, args []string) error {
 	defer db.Close()
 	var metrics atomic.Pointer[func(io.Writer)]
 	cfg.OnMetrics = func(f func(io.Writer)) { metrics.Store(&f) }
-	stopLive, err := c.serveLive(ctx, db, *listen, func(w io.Writer) {
+	stopLive, err := c.serveLive(ctx, db, listen, func(w io.Writer) {
 		if f := metrics.Load(); f != nil {
 			(*f)(w)
 		}

@@ -583,16 +583,16 @@ func TestIngestFollow(t *testing.T) {
 		r := gendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "csv", "--no-header")
 		return r.stdout
 	}
-	waitFor(t, "x1 indexed", func() bool { return strings.HasPrefix(tokens(), "one,1,") })
+	waitFor(t, 10*time.Second, "x1 indexed", func() bool { return strings.HasPrefix(tokens(), "one,1,") })
 	appendTo(one, `{"id":"x2","completion_tokens":2}`+"\n"+`{"id":"x3","compl`) // x3 is still being written
 	os.MkdirAll(filepath.Dir(two), 0o755)
 	appendTo(two, `{"id":"y1","completion_tokens":7}`+"\n")
-	waitFor(t, "x2 and the new dataset indexed", func() bool {
+	waitFor(t, 10*time.Second, "x2 and the new dataset indexed", func() bool {
 		got := tokens()
 		return strings.HasPrefix(got, "one,2,,3,") && strings.Contains(got, "\ntwo,1,,7,")
 	})
 	appendTo(one, `etion_tokens":3}`+"\n")
-	waitFor(t, "x3 indexed once completed", func() bool { return strings.HasPrefix(tokens(), "one,3,,6,") })
+	waitFor(t, 10*time.Second, "x3 indexed once completed", func() bool { return strings.HasPrefix(tokens(), "one,3,,6,") })
 	cancel()
 	var err error
 	select {
@@ -681,15 +681,5 @@ func TestBinary(t *testing.T) {
 	}
 	if code, _, errOut = runBin("--db", db, "ingest", brokenRaw); code != 1 || !strings.Contains(errOut, "raw_responses.jsonl:3:") {
 		t.Errorf("ingest of invalid lines: exit %d, want 1 with file:line\n%s", code, errOut)
-	}
-}
-
-// waitFor polls cond every 20 ms until it holds, for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
 	}
 }

@@ -2,18 +2,20 @@ package query
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"gendex/store"
@@ -21,14 +23,20 @@ import (
 
 // Live reads. bbolt lets one process open a database read-write and nobody
 // else in at the same time, so the process that writes (gen, ingest) serves
-// questions on a Unix socket beside the database, and query and shell ask
-// it there. The answer streams as JSON lines:
+// questions on a Unix socket (see SocketPath), and query and shell ask it
+// there. The answer comes as JSON lines:
 //
 //	{"columns":[...]}  {"row":[...]}...  {"total":[...]}  {"end":true}
 //	{"line":"..."}     (show)
 //	{"error":"...","usage":false}
 //
 // Cells are null (unknown), integers, strings, or {"fixed":"12.34"}.
+//
+// A reader never holds the writer: an answer is computed into a spool
+// (memory, then an unlinked temporary file past spoolMemory) inside the
+// read transaction, and only sent once the transaction is over; a reader
+// that stops reading is cut off after StallTimeout, and on exit after
+// shutdownGrace.
 
 // Asker answers questions, from an open index (Local) or from the process
 // that writes it (Remote).
@@ -44,8 +52,18 @@ func (l Local) Ask(ctx context.Context, q Query, now time.Time, out Sink) error 
 	return Run(l.Src, q, now, out)
 }
 
-// SocketPath is where the writer of db serves questions.
-func SocketPath(db string) string { return db + ".sock" }
+const (
+	// DefaultStallTimeout is Server.StallTimeout's default.
+	DefaultStallTimeout = 30 * time.Second
+	// idleTimeout closes a connection that asks nothing for this long.
+	idleTimeout = 2 * time.Minute
+	// shutdownGrace is how long Serve, on exit, lets answers being sent
+	// finish before it closes their connections.
+	shutdownGrace = time.Second
+	// spoolMemory is how much of one answer is kept in memory before the
+	// rest goes to a temporary file.
+	spoolMemory = 4 << 20
+)
 
 // Server answers questions over HTTP: on the writer's Unix socket and,
 // when asked, on a TCP port, where /metrics serves Prometheus text too.
@@ -54,38 +72,209 @@ type Server struct {
 	// Extra, when set, writes more Prometheus samples (gen's requests in
 	// flight and servers up).
 	Extra func(w io.Writer)
+	// StallTimeout is how long one write of an answer may wait on a reader
+	// that does not read before the connection is closed; 0 means
+	// DefaultStallTimeout. A slow reader that keeps reading is not cut off.
+	StallTimeout time.Duration
 }
 
 // Handler serves GET /v1/query?arg=...&arg=...[&bare=1], GET /metrics and
-// GET /v1/health.
+// GET /v1/health, to anyone who can connect: it is for the Unix socket,
+// which only its owner can open.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /v1/health", health)
 	mux.HandleFunc("GET /v1/query", s.query)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	return mux
 }
 
+// PublicOptions says what a TCP port serves.
+type PublicOptions struct {
+	// Queries serves /v1/query too (prompts and answers, file paths,
+	// missing ids); without it only /metrics and /v1/health are served.
+	Queries bool
+	// Token, when set, must come with every request as
+	// "Authorization: Bearer TOKEN"; requests without it get 401.
+	Token string
+}
+
+// PublicHandler is the handler for a TCP port (see PublicOptions).
+func (s *Server) PublicHandler(o PublicOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", health)
+	mux.HandleFunc("GET /metrics", s.metrics)
+	if o.Queries {
+		mux.HandleFunc("GET /v1/query", s.query)
+	} else {
+		mux.HandleFunc("GET /v1/query", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "this port serves /metrics only (start the writer with --listen-queries to serve answers here)", http.StatusNotFound)
+		})
+	}
+	if o.Token == "" {
+		return mux
+	}
+	// Hashes of equal length: the comparison takes the same time whatever
+	// the header holds.
+	want := sha256.Sum256([]byte("Bearer " + o.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gendex"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer $GENDEX_TOKEN", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func health(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }
+
+// Serve answers on ln with Handler until ctx is done.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, s.Handler())
+}
+
+// ServePublic answers on ln with PublicHandler(o) until ctx is done.
+func (s *Server) ServePublic(ctx context.Context, ln net.Listener, o PublicOptions) error {
+	return s.serve(ctx, ln, s.PublicHandler(o))
+}
+
+// serve serves h on ln until ctx is done. When it returns, every
+// connection is closed: answers still being sent get shutdownGrace, then
+// their connections are closed, so a reader that stopped reading never
+// delays the exit by more than that.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	stall := s.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	hs := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Every response starts with a fresh write deadline (the
+			// connection keeps the last one set); stallWriter moves it on
+			// as an answer is sent.
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(stall))
+			h.ServeHTTP(&stallWriter{ResponseWriter: w, stall: stall}, r)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       idleTimeout,
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if hs.Shutdown(sctx) != nil {
+			hs.Close()
+		}
+	}()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-closed
+		return nil
+	}
+	return err
+}
+
+// stallWriter gives each write StallTimeout to get through.
+type stallWriter struct {
+	http.ResponseWriter
+	stall time.Duration
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.stall))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (s *Server) query(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	bw := bufio.NewWriterSize(w, 32<<10)
-	defer bw.Flush()
+	sp := &spool{}
+	defer sp.Close()
+	bw := bufio.NewWriterSize(sp, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	q, err := Parse(r.URL.Query()["arg"])
 	if err == nil {
 		q.Bare = r.URL.Query().Get("bare") == "1"
-		err = Run(s.Src, q, time.Now(), &streamSink{enc: enc})
+		// The whole answer goes to the spool inside the read transaction;
+		// nothing goes to the network before Run has released it.
+		err = Run(s.Src, q, time.Now(), &streamSink{enc: enc, ctx: r.Context()})
 	}
 	if err != nil {
 		enc.Encode(map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, ErrUsage)})
+	} else {
+		enc.Encode(map[string]bool{"end": true})
+	}
+	if err := bw.Flush(); err != nil {
+		http.Error(w, "spooling the answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	enc.Encode(map[string]bool{"end": true})
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Length", strconv.FormatInt(sp.Len(), 10))
+	sp.WriteTo(w)
 }
 
-// streamSink writes an answer as JSON lines.
-type streamSink struct{ enc *json.Encoder }
+// spool keeps an answer until it can be sent: in memory up to spoolMemory
+// bytes, the rest in an unlinked temporary file.
+type spool struct {
+	mem bytes.Buffer
+	f   *os.File
+	n   int64
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.f == nil && s.mem.Len()+len(p) > spoolMemory {
+		f, err := os.CreateTemp("", "gendex-answer-*")
+		if err != nil {
+			return 0, err
+		}
+		os.Remove(f.Name())
+		s.f = f
+		if _, err := s.mem.WriteTo(f); err != nil {
+			return 0, err
+		}
+	}
+	s.n += int64(len(p))
+	if s.f != nil {
+		return s.f.Write(p)
+	}
+	return s.mem.Write(p)
+}
+
+// Len is the number of bytes written.
+func (s *spool) Len() int64 { return s.n }
+
+// WriteTo sends what was written to w.
+func (s *spool) WriteTo(w io.Writer) (int64, error) {
+	if s.f == nil {
+		return s.mem.WriteTo(w)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.CopyBuffer(w, s.f, make([]byte, 64<<10))
+}
+
+// Close frees the temporary file, if any.
+func (s *spool) Close() error {
+	if s.f != nil {
+		return s.f.Close()
+	}
+	return nil
+}
+
+// streamSink writes an answer as JSON lines. It stops the answer when ctx
+// is done (the reader went away, or the server is closing).
+type streamSink struct {
+	enc  *json.Encoder
+	ctx  context.Context
+	rows int
+}
 
 func encodeRow(row []any) []any {
 	out := make([]any, len(row))
@@ -103,6 +292,9 @@ func (s *streamSink) Columns(cols []string) error {
 	return s.enc.Encode(map[string][]string{"columns": cols})
 }
 func (s *streamSink) Row(row []any) error {
+	if s.rows++; s.rows%4096 == 0 && s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
 	return s.enc.Encode(map[string][]any{"row": encodeRow(row)})
 }
 func (s *streamSink) Total(row []any) error {
@@ -112,185 +304,12 @@ func (s *streamSink) Line(line []byte) error {
 	return s.enc.Encode(map[string]string{"line": string(line)})
 }
 
-// Listen opens the Unix socket at path, mode 0600. A socket left there by
-// a process that died is replaced; one that answers is not (another writer
-// serves it).
-func Listen(path string) (net.Listener, error) {
-	if _, err := os.Lstat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("%s: another process serves this database", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
-		}
-	}
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	return ln, nil
-}
-
-// Serve answers on ln until ctx is done.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		hs.Shutdown(sctx)
-	}()
-	err := hs.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// Remote asks the process that writes the index, over its socket.
-type Remote struct {
-	Socket string
-	hc     *http.Client
-}
-
-// ErrNoWriter: no process serves the socket.
-var ErrNoWriter = errors.New("no process serves the socket")
-
-// Dial connects to the writer's socket, or returns ErrNoWriter quickly.
-func Dial(ctx context.Context, socket string) (*Remote, error) {
-	if _, err := os.Stat(socket); err != nil {
-		return nil, ErrNoWriter
-	}
-	r := &Remote{Socket: socket, hc: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConnsPerHost: 4,
-	}}}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gendex/v1/health", nil)
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoWriter, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: %s answered %s", ErrNoWriter, socket, resp.Status)
-	}
-	return r, nil
-}
-
-// Ask sends q's words to the writer and streams its answer to out.
-func (r *Remote) Ask(ctx context.Context, q Query, now time.Time, out Sink) error {
-	v := url.Values{"arg": q.Args}
-	if q.Bare {
-		v.Set("bare", "1")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://gendex/v1/query?"+v.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("asking the writer at %s: %w", r.Socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("asking the writer at %s: %s", r.Socket, resp.Status)
-	}
-	dec := json.NewDecoder(resp.Body)
-	dec.UseNumber()
-	for {
-		var m struct {
-			Columns []string          `json:"columns"`
-			Row     []json.RawMessage `json:"row"`
-			Total   []json.RawMessage `json:"total"`
-			Line    *string           `json:"line"`
-			Error   *string           `json:"error"`
-			Usage   bool              `json:"usage"`
-			End     bool              `json:"end"`
-		}
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("asking the writer at %s: the answer was cut short", r.Socket)
-			}
-			return fmt.Errorf("asking the writer at %s: %w", r.Socket, err)
-		}
-		switch {
-		case m.Error != nil:
-			if m.Usage {
-				return usageErr("%s", *m.Error)
-			}
-			return errors.New(*m.Error)
-		case m.End:
-			return nil
-		case m.Columns != nil:
-			err = out.Columns(m.Columns)
-		case m.Row != nil:
-			err = out.Row(decodeRow(m.Row))
-		case m.Total != nil:
-			err = out.Total(decodeRow(m.Total))
-		case m.Line != nil:
-			err = out.Line([]byte(*m.Line))
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func decodeRow(raw []json.RawMessage) []any {
-	row := make([]any, len(raw))
-	for i, c := range raw {
-		row[i] = decodeCell(c)
-	}
-	return row
-}
-
-func decodeCell(c json.RawMessage) any {
-	switch {
-	case len(c) == 0 || string(c) == "null":
-		return nil
-	case c[0] == '"':
-		var s string
-		json.Unmarshal(c, &s)
-		return s
-	case c[0] == '{':
-		var f struct{ Fixed string }
-		json.Unmarshal(c, &f)
-		v, _ := strconv.ParseFloat(f.Fixed, 64)
-		prec := 0
-		if i := strings.IndexByte(f.Fixed, '.'); i >= 0 {
-			prec = len(f.Fixed) - i - 1
-		}
-		return Fixed{V: v, Prec: prec}
-	}
-	s := string(c)
-	if strings.HasPrefix(s, "-") {
-		n, _ := strconv.ParseInt(s, 10, 64)
-		return n
-	}
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
-}
-
 // metrics writes Prometheus text: per dataset, records by stage, token
-// sums, open errors, records without a token count, and missing answers.
+// sums, open errors, records without a token count, and missing answers;
+// then the Extra samples and the serving process's goroutine count.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
+	// Written to memory inside the read transaction, sent after it.
+	bw := &bytes.Buffer{}
 	err := s.Src.View(func(v *store.View) error {
 		var sums []store.Summary
 		for _, name := range v.Datasets() {
@@ -332,6 +351,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.Extra != nil {
 		s.Extra(bw)
 	}
+	fmt.Fprintf(bw, "# HELP gendex_goroutines Goroutines in the process that serves these metrics.\n# TYPE gendex_goroutines gauge\ngendex_goroutines %d\n", runtime.NumGoroutine())
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	bw.WriteTo(w)
 }
 
 type sample struct {

@@ -11,10 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"gendex/query"
+	"gendex/store"
 )
 
 // TestRemoteAnswersAsLocal: every question asked over the writer's socket
@@ -36,6 +41,7 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer remote.Close()
 	now := time.Now()
 	for _, args := range [][]string{
 		{"progress"}, {"tokens"}, {"finish"}, {"errors"}, {"datasets"},
@@ -162,6 +168,379 @@ func TestFiles(t *testing.T) {
 		indexed, pending := row[8].(int64), row[9].(int64)
 		if indexed+pending != fi.Size() || indexed <= 0 {
 			t.Errorf("%s: indexed %d + pending %d != size %d", path, indexed, pending, fi.Size())
+		}
+	}
+}
+
+// bigIndex indexes one dataset "big" of n prompts and no responses, so that
+// `missing big` answers with n ids.
+func bigIndex(t *testing.T, n int) *store.DB {
+	t.Helper()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "big"), 0o755)
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":"prompt-%07d","text":"p"}`+"\n", i)
+	}
+	os.WriteFile(filepath.Join(root, "big", "prompts.jsonl"), []byte(b.String()), 0o644)
+	db, _ := index(t, root)
+	return db
+}
+
+// views counts the read transactions open on a Source, and those done.
+type views struct {
+	src        query.Source
+	open, done atomic.Int32
+}
+
+func (v *views) View(fn func(*store.View) error) error {
+	v.open.Add(1)
+	defer v.done.Add(1)
+	defer v.open.Add(-1)
+	return v.src.View(fn)
+}
+
+// serve serves srv on a fresh socket until the test ends; stop stops it
+// and reports how long Serve took to return.
+func serve(t *testing.T, srv *query.Server) (sock string, stop func() time.Duration) {
+	t.Helper()
+	sock = filepath.Join(t.TempDir(), "g.db.sock")
+	ln, err := query.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	stop = func() time.Duration {
+		start := time.Now()
+		cancel()
+		<-done
+		return time.Since(start)
+	}
+	t.Cleanup(func() { stop() })
+	return sock, stop
+}
+
+// until polls cond every 10 ms until it holds, or fails the test after d.
+func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+	}
+}
+
+// stalledReader asks for path on sock and never reads the answer. It
+// returns the connection and a function that reports how many bytes of the
+// answer wait unread in its receive buffer.
+func stalledReader(t *testing.T, sock, path string) (*net.UnixConn, func() int) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	uc := c.(*net.UnixConn)
+	uc.SetReadBuffer(4096)
+	fmt.Fprintf(uc, "GET %s HTTP/1.1\r\nHost: gendex\r\n\r\n", path)
+	raw, _ := uc.SyscallConn()
+	queued := func() int {
+		n := 0
+		var v int32
+		raw.Control(func(fd uintptr) {
+			syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v)))
+		})
+		n = int(v)
+		return n
+	}
+	return uc, queued
+}
+
+// TestStalledReaderHoldsNoTransaction: a reader that asks for a long answer
+// and stops reading holds no read transaction in the writer (bbolt's remap,
+// and Close, wait for every open one), its connection is cut after the
+// stall timeout, and Serve returns promptly on exit while it is stalled.
+func TestStalledReaderHoldsNoTransaction(t *testing.T) {
+	db := bigIndex(t, 60_000) // ~2 MB of answer: far more than socket buffers hold
+	src := &views{src: db}
+	sock, stop := serve(t, &query.Server{Src: src, StallTimeout: time.Hour})
+	_, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
+	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
+	until(t, 10*time.Second, fmt.Sprintf("a stalled reader holds %d read transactions open", src.open.Load()),
+		func() bool { return src.open.Load() == 0 && src.done.Load() >= 1 })
+	// The writer's commits go on while the reader is stalled.
+	if err := db.Update(func(*store.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if took := stop(); took > 3*time.Second {
+		t.Errorf("Serve took %v to return with a stalled reader", took)
+	}
+}
+
+// TestStallTimeoutCutsOffReader: a reader that reads nothing for the stall
+// timeout loses its connection (the writer closes its end).
+func TestStallTimeoutCutsOffReader(t *testing.T) {
+	db := bigIndex(t, 60_000)
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	sock, _ := serve(t, &query.Server{Src: db, StallTimeout: 200 * time.Millisecond})
+	before := fds()
+	c, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
+	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
+	// Our end stays open; the writer's end must close.
+	until(t, 10*time.Second, "the writer kept a stalled reader's connection open", func() bool { return fds() <= before+1 })
+	body, _ := io.ReadAll(c)
+	if strings.Contains(string(body), `{"end":true}`) {
+		t.Error("the cut-off answer is whole")
+	}
+}
+
+// TestRemoteReusesOneConnection: one Remote asks many questions over one
+// connection, and Close closes it.
+func TestRemoteReusesOneConnection(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	sock := filepath.Join(t.TempDir(), "g.db.sock")
+	ln, err := query.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go (&query.Server{Src: db}).Serve(ctx, cl)
+	r := query.NewRemote(sock)
+	q, _ := query.Parse([]string{"progress"})
+	for range 500 {
+		if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cl.n.Load(); n != 1 {
+		t.Errorf("500 questions opened %d connections, want 1", n)
+	}
+	r.Close()
+	until(t, 5*time.Second, "Close left the connection open", func() bool { return cl.open() == 0 })
+}
+
+type countingListener struct {
+	net.Listener
+	n      atomic.Int32
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+		c = &trackedConn{Conn: c, l: l}
+	}
+	return c, err
+}
+
+func (l *countingListener) open() int32 { return l.n.Load() - l.closed.Load() }
+
+type trackedConn struct {
+	net.Conn
+	l    *countingListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.l.closed.Add(1) })
+	return c.Conn.Close()
+}
+
+// TestNoWriter: with no socket, or a socket nobody serves, Ask says
+// ErrNoWriter (so the caller opens the file instead).
+func TestNoWriter(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "g.db.sock")
+	q, _ := query.Parse([]string{"progress"})
+	r := query.NewRemote(sock)
+	defer r.Close()
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrNoWriter) {
+		t.Errorf("no socket: %v", err)
+	}
+}
+
+// TestSocketPathFits: a database path too long for a socket address gets
+// a short socket in the runtime dir, the same for every process that asks
+// (by any path to the same file), and it serves.
+func TestSocketPathFits(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	os.MkdirAll(long, 0o755)
+	dbPath := filepath.Join(long, "g.db")
+	if len(dbPath+".sock") <= 108 {
+		t.Fatalf("test path too short: %d", len(dbPath))
+	}
+	db, _ := index(t, fixtureRoot)
+	sock := query.SocketPath(dbPath)
+	if len(sock) > 107 || filepath.Dir(sock) != query.RuntimeDir() {
+		t.Fatalf("SocketPath(%s) = %s", dbPath, sock)
+	}
+	// The same file by a relative path and through a symlink.
+	os.Symlink(long, filepath.Join(dir, "l"))
+	t.Chdir(filepath.Join(long, ".."))
+	for _, p := range []string{filepath.Join(filepath.Base(long), "g.db"), filepath.Join(dir, "l", "g.db")} {
+		if got := query.SocketPath(p); got != sock {
+			t.Errorf("SocketPath(%s) = %s, want %s", p, got, sock)
+		}
+	}
+	ln, err := query.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(query.RuntimeDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("runtime dir: %v %v", fi.Mode(), err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go (&query.Server{Src: db}).Serve(ctx, ln)
+	r, err := query.Dial(t.Context(), query.SocketPath(dbPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	q, _ := query.Parse([]string{"progress"})
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); err != nil {
+		t.Fatal(err)
+	}
+	// A short path keeps its socket beside the database.
+	if got, want := query.SocketPath(filepath.Join(dir, "g.db")), filepath.Join(dir, "g.db.sock"); got != want {
+		t.Errorf("SocketPath = %s, want %s", got, want)
+	}
+}
+
+// TestUnsafeSocketRefused: a socket of another user is neither connected
+// to nor replaced; a runtime dir open to others, or of another user, is
+// refused; a database folder writable by everyone (not sticky) does not
+// hold the socket.
+func TestUnsafeSocketRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a socket to another user")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "g.db.sock")
+	planted, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer planted.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := planted.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	if err := os.Lchown(sock, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := query.Listen(sock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
+		t.Errorf("Listen over another user's socket: %v", err)
+	}
+	if _, err := os.Lstat(sock); err != nil {
+		t.Errorf("Listen removed another user's socket: %v", err)
+	}
+	q, _ := query.Parse([]string{"progress"})
+	r := query.NewRemote(sock)
+	defer r.Close()
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrUnsafeSocket) {
+		t.Errorf("Ask on another user's socket: %v", err)
+	}
+	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrUnsafeSocket) {
+		t.Errorf("Dial on another user's socket: %v", err)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("a reader connected %d times to another user's socket", n)
+	}
+
+	// The runtime dir: open to others, then another user's.
+	rd := query.RuntimeDir()
+	longDB := filepath.Join(dir, strings.Repeat("x", 120), "g.db")
+	rsock := query.SocketPath(longDB)
+	if filepath.Dir(rsock) != rd {
+		t.Fatalf("SocketPath(%s) = %s, not in %s", longDB, rsock, rd)
+	}
+	os.Mkdir(rd, 0o700)
+	os.Chmod(rd, 0o777)
+	if _, err := query.Listen(rsock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("Listen in a runtime dir of mode 0777: %v", err)
+	}
+	os.Chmod(rd, 0o700)
+	os.Chown(rd, 4242, 4242)
+	if _, err := query.Listen(rsock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
+		t.Errorf("Listen in another user's runtime dir: %v", err)
+	}
+	if err := query.NewRemote(rsock).Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrUnsafeSocket) {
+		t.Errorf("Ask in another user's runtime dir: %v", err)
+	}
+	os.Chown(rd, 0, 0)
+	ln, err := query.Listen(rsock)
+	if err != nil {
+		t.Fatalf("Listen in a sound runtime dir: %v", err)
+	}
+	ln.Close()
+
+	// A database folder anyone can write to keeps no socket; a sticky one may.
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if got := query.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
+		t.Errorf("socket for a db in a 0777 folder: %s", got)
+	}
+	os.Chmod(open, 0o777|os.ModeSticky)
+	if got, want := query.SocketPath(filepath.Join(open, "g.db")), filepath.Join(open, "g.db.sock"); got != want {
+		t.Errorf("socket for a db in a sticky folder: %s, want %s", got, want)
+	}
+}
+
+// TestPublicHandler: a TCP port serves /metrics only unless queries are
+// asked for, and with a token wants it on every request.
+func TestPublicHandler(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	srv := &query.Server{Src: db}
+	get := func(h http.Handler, path, auth string) int {
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		o          query.PublicOptions
+		path, auth string
+		want       int
+	}{
+		{query.PublicOptions{}, "/metrics", "", 200},
+		{query.PublicOptions{}, "/v1/query?arg=progress", "", 404},
+		{query.PublicOptions{Queries: true}, "/v1/query?arg=progress", "", 200},
+		{query.PublicOptions{Token: "s3cret"}, "/metrics", "", 401},
+		{query.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer wrong", 401},
+		{query.PublicOptions{Token: "s3cret"}, "/metrics", "s3cret", 401},
+		{query.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer s3cret", 200},
+		{query.PublicOptions{Token: "s3cret"}, "/v1/query?arg=progress", "Bearer s3cret", 404},
+		{query.PublicOptions{Token: "s3cret", Queries: true}, "/v1/query?arg=progress", "Bearer s3cret", 200},
+	} {
+		if got := get(srv.PublicHandler(c.o), c.path, c.auth); got != c.want {
+			t.Errorf("%+v GET %s (Authorization %q): %d, want %d", c.o, c.path, c.auth, got, c.want)
 		}
 	}
 }
