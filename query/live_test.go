@@ -18,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"gendex/ingest"
 	"gendex/query"
 	"gendex/store"
 )
@@ -276,6 +277,68 @@ func TestStalledReaderHoldsNoTransaction(t *testing.T) {
 	}
 	if took := stop(); took > 3*time.Second {
 		t.Errorf("Serve took %v to return with a stalled reader", took)
+	}
+}
+
+// TestStalledReaderDoesNotBlockRemap: while a reader that stopped reading
+// waits on a long answer, the writer grows the index far past its mapped
+// size. bbolt's remap takes the lock every open read transaction holds, so
+// a writer that streamed answers from inside a transaction would wait for
+// the reader here until the stall timeout (an hour in this test).
+func TestStalledReaderDoesNotBlockRemap(t *testing.T) {
+	root := t.TempDir()
+	write := func(ds string, n int) {
+		os.MkdirAll(filepath.Join(root, ds), 0o755)
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `{"id":"%s-%07d","text":"p"}`+"\n", ds, i)
+		}
+		os.WriteFile(filepath.Join(root, ds, "prompts.jsonl"), []byte(b.String()), 0o644)
+	}
+	write("big", 60_000)
+	path := filepath.Join(t.TempDir(), "index.db")
+	db, err := store.Open(path, store.Options{InitialMmapSize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ix := &ingest.Indexer{DB: db}
+	indexAll := func() error {
+		srcs, err := ingest.Discover(root, "", nil)
+		if err != nil {
+			return err
+		}
+		for _, src := range srcs {
+			if _, err := ix.IndexFile(context.Background(), src); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := indexAll(); err != nil {
+		t.Fatal(err)
+	}
+	sock, _ := serve(t, &query.Server{Src: db, StallTimeout: time.Hour})
+	_, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
+	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
+
+	size := func() int64 { fi, _ := os.Stat(path); return fi.Size() }
+	before := size()
+	write("more", 400_000)
+	done := make(chan error, 1)
+	go func() { done <- indexAll() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the writer's commits waited on a stalled reader (index %d bytes, was %d)", size(), before)
+	}
+	// The map is at most twice the file's size at open; four times that
+	// size means bbolt remapped at least once while the reader stalled.
+	if after := size(); after < 4*before {
+		t.Errorf("the index grew from %d to %d bytes only: no remap was exercised", before, after)
 	}
 }
 

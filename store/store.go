@@ -37,6 +37,10 @@ type Options struct {
 	// Update. It exists for crash-safety tests: failing commit n leaves the
 	// file exactly as a crash just before that commit would.
 	FailCommit func(n int) error
+	// InitialMmapSize, when positive, replaces a writer's initial 1 GiB
+	// map of the file. Tests set a small one so that bbolt remaps as the
+	// index grows (a remap waits for every open read transaction).
+	InitialMmapSize int
 }
 
 // DB is an open index.
@@ -75,6 +79,9 @@ func Open(path string, opts Options) (*DB, error) {
 		// Address space, not memory: a large map spares the writer the
 		// remaps (and re-copies of every open node) as the file grows.
 		bopts.InitialMmapSize = 1 << 30
+		if opts.InitialMmapSize > 0 {
+			bopts.InitialMmapSize = opts.InitialMmapSize
+		}
 	}
 	bdb, err := bolt.Open(path, 0o600, bopts)
 	if err != nil {
