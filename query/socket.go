@@ -28,8 +28,7 @@ var geteuid = os.Geteuid
 // where readers look for it. Both sides compute it the same way from the
 // database's absolute path (symlinks in its folder resolved):
 // <db>.sock beside the database when that fits in a socket address (107
-// bytes) and the folder is not writable by others (or is sticky, as /tmp
-// is); otherwise <runtime dir>/<hash of the path>.sock, where the runtime
+// bytes) and the folder is not writable by others; otherwise <runtime dir>/<hash of the path>.sock, where the runtime
 // dir is $XDG_RUNTIME_DIR/gendex, or os.TempDir()/gendex-<uid> when that is
 // unset. SocketPath checks nothing beyond that choice: Listen and the
 // readers check the owner and mode of what they find there.
@@ -68,14 +67,16 @@ func canonical(db string) string {
 
 // sharedDirOK checks a database's folder before a socket is put or looked
 // for in it: another user must not be able to create or replace files in
-// it, so it must not be writable by others unless it is sticky.
+// it, so it must not be writable by others. A sticky folder such as /tmp
+// is refused too: there another user could not replace the socket, but
+// could make one of that name first and so keep the writer from serving.
 func sharedDirOK(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	if fi.Mode().Perm()&0o002 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return fmt.Errorf("%w: %s is writable by every user and not sticky (chmod o-w or chmod +t it)", ErrUnsafeSocket, dir)
+	if fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("%w: %s is writable by every user (chmod o-w it)", ErrUnsafeSocket, dir)
 	}
 	return nil
 }
