@@ -5,7 +5,7 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version (2; a version-1 file is upgraded on open)
+//	meta/                      "version" -> schema version (3; versions 1 and 2 are upgraded on open)
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed
