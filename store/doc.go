@@ -30,6 +30,11 @@
 // false): their removal scans their stages, also in bounded batches with a
 // saved cursor. Nothing is rebuilt at open.
 //
+// A record that cannot be stored (an id over MaxIDLen, bbolt's key limit,
+// since ids are stage keys as they are; see CheckRecord) is refused by
+// Tx.Add with ErrUnstorable before anything changes, so the caller leaves
+// that one line out and commits the rest.
+//
 // store is the only package that imports bbolt. One process opens the file
 // read-write at a time (bbolt holds an exclusive flock); Open fails after
 // Options.Timeout with ErrLocked instead of hanging.
