@@ -73,10 +73,14 @@ func ClipFinish(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) <= MaxFinish {
+	return clip(s, MaxFinish)
+}
+
+// clip returns s cut to at most n bytes at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := MaxFinish
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -93,6 +94,28 @@ func forgetAll(t *testing.T, db *DB, path string) {
 }
 
 // newDBWithDataset is an index whose dataset "ds" exists and is empty.
+// TestMessageCutAtCharacter: a long error message is stored shortened,
+// still valid UTF-8.
+func TestMessageCutAtCharacter(t *testing.T) {
+	db := newDB(t)
+	err := db.Update(func(tx *Tx) error {
+		r := rawRec("m", 1, 1)
+		r.Message = strings.Repeat("€", 1000)
+		_, err := tx.Add("ds", Errors, &r)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.View(func(v *View) error {
+		r, _, _ := v.Get("ds", Errors, "m")
+		if len(r.Message) > maxMessage || len(r.Message) < maxMessage-3 || !utf8.ValidString(r.Message) {
+			t.Errorf("message stored as %d bytes, valid UTF-8 %v", len(r.Message), utf8.ValidString(r.Message))
+		}
+		return nil
+	})
+}
+
 func newDBWithDataset(t *testing.T) *DB {
 	db := newDB(t)
 	if err := db.Update(func(tx *Tx) error { _, err := tx.dataset("ds"); return err }); err != nil {
@@ -138,6 +161,13 @@ func TestFinishCountedAsStored(t *testing.T) {
 			if len(k) > MaxFinish {
 				t.Errorf("a finish reason of %d bytes is counted", len(k))
 			}
+		}
+		return nil
+	})
+	db.View(func(v *View) error {
+		r, _, _ := v.Get("ds", Raw, "b")
+		if len(r.Finish) > MaxFinish || !utf8.ValidString(r.Finish) {
+			t.Errorf("finish stored as %q", r.Finish)
 		}
 		return nil
 	})
