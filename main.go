@@ -338,7 +338,7 @@ func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
 		rep.Summary(w)
 	}
 	if n := rep.Skipped(); n > 0 {
-		fmt.Fprintf(w, "gendex: %d lines were skipped (invalid JSON or no id); everything else is indexed\n", n)
+		fmt.Fprintf(w, "gendex: %d lines were skipped (invalid JSON, no id, or beyond the index's limits); everything else is indexed\n", n)
 		return errSkipped
 	}
 	if n := rep.Count(ingest.Torn); n > 0 {

@@ -68,6 +68,17 @@ func crashDataset(n int) crashFiles {
 		if i%2 == 0 {
 			fs["tokenized.jsonl"] = append(fs["tokenized.jsonl"], fmt.Sprintf(`{"id":"id-%04d","input_ids":[1,2]}`+"\n", i))
 		}
+		// Lines left out, which the skipped counters must follow: an id
+		// over the index's key limit, invalid JSON, no id.
+		if i%13 == 6 {
+			fs["raw_responses.jsonl"] = append(fs["raw_responses.jsonl"], fmt.Sprintf(`{"id":"%0*d","completion_tokens":1}`+"\n", store.MaxIDLen+1, i))
+		}
+		if i%17 == 3 {
+			fs["prompts.jsonl"] = append(fs["prompts.jsonl"], "{not json\n")
+		}
+		if i%9 == 2 {
+			fs["raw_responses.2.jsonl"] = append(fs["raw_responses.2.jsonl"], `{"completion_tokens":1}`+"\n")
+		}
 	}
 	return fs
 }
@@ -158,10 +169,12 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 		}
 		var files []string
 		files2 := map[store.Stage]uint64{}
+		skipped := map[store.Stage]uint64{}
 		err = v.Files(func(fs store.FileState) error {
 			if fs.ID != 0 {
 				files2[fs.Stage]++
 			}
+			skipped[fs.Stage] += fs.Skipped
 			fs.ID = 0
 			files = append(files, fmt.Sprintf("file %+v", fs))
 			return nil
@@ -173,6 +186,9 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 		for st := store.Prompts; st <= store.Errors; st++ {
 			if files2[st] != s.Stages[st].Files {
 				fmt.Fprintf(&b, "stage %s: %d files with an id, counter says %d\n", st, files2[st], s.Stages[st].Files)
+			}
+			if skipped[st] != s.Stages[st].Skipped {
+				fmt.Fprintf(&b, "stage %s: its files skipped %d lines, counter says %d\n", st, skipped[st], s.Stages[st].Skipped)
 			}
 		}
 		return err
@@ -389,6 +405,9 @@ func runCrash(t *testing.T, tc crashCase, k int) (clean bool) {
 	} else if err := indexDir(t, newIx(db), dir); err != nil {
 		t.Fatalf("commit %d failed; the next run: %v", k, err)
 	}
+	if strings.Contains(want, "counter says") {
+		t.Fatalf("a new index's counters disagree with its files:\n%s", want)
+	}
 	if got := indexSnapshot(t, db, "ds"); got != want {
 		t.Fatalf("commit %d failed; after a restart the index differs from a new one:\n%s", k, diffLines(got, want))
 	}
@@ -466,6 +485,9 @@ func TestCrashBetweenRemovalBatches(t *testing.T) {
 			defer db.Close()
 			if err := indexDir(t, &Indexer{DB: db, ForgetBatch: batch}, dir); err != nil {
 				t.Fatal(err)
+			}
+			if strings.Contains(want, "counter says") {
+				t.Fatalf("a new index's counters disagree with its files:\n%s", want)
 			}
 			if got := indexSnapshot(t, db, "ds"); got != want {
 				t.Fatalf("after the restart the index differs from a new one:\n%s", diffLines(got, want))

@@ -42,7 +42,7 @@ type FileResult struct {
 	Reindexed  string // why the file was indexed again from its start, if it was
 	Added      int    // new records
 	Duplicates int
-	Skipped    int   // lines left out (invalid JSON, no id)
+	Skipped    int   // lines left out (invalid JSON, no id, not storable)
 	Unknown    int   // records indexed without a token count
 	Bytes      int64 // bytes read
 	Torn       int   // bytes of an unfinished last line, not indexed
@@ -151,20 +151,55 @@ func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
 		return
 	}
 	p.stage = stage
-	if stage == store.Raw && p.rec.CompletionTokens < 0 {
+	over := clipCounts(&p.rec)
+	if err := store.CheckRecord(&p.rec); err != nil {
+		c.recs = c.recs[:len(c.recs)-1]
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
+		return
+	}
+	switch {
+	case stage == store.Raw && p.rec.CompletionTokens < 0 && over != "":
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
+			Msg: over + "; indexed with its completion count unknown"})
+	case stage == store.Raw && p.rec.CompletionTokens < 0:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens, response.body.usage.completion_tokens, output_ids); indexed as unknown"})
+	case over != "":
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: BadCount, Msg: over + "; indexed with that count unknown"})
 	}
+}
+
+// clipCounts makes every count of r above store.MaxTokens unknown (no
+// answer holds that many tokens: it is not a count, like 1e30, which the
+// normalizer already leaves unknown) and says which, or returns "".
+func clipCounts(r *store.Record) string {
+	msg := ""
+	for _, c := range [...]struct {
+		name string
+		v    *int64
+	}{{"completion_tokens", &r.CompletionTokens}, {"prompt_tokens", &r.PromptTokens},
+		{"cached_tokens", &r.CachedTokens}, {"reasoning_tokens", &r.ReasoningTokens}} {
+		if *c.v > store.MaxTokens {
+			if msg == "" {
+				msg = fmt.Sprintf("%s %d is more than any answer holds (the limit is %d)", c.name, *c.v, int64(store.MaxTokens))
+			}
+			*c.v = store.Unknown
+		}
+	}
+	if r.CompletionTokens < 0 && r.Shape == store.ShapeFlat {
+		r.Shape = store.ShapeUnknown // as for a flat line with no count
+	}
+	return msg
 }
 
 // commit indexes a chunk and moves the file's offset past it, in one
 // transaction, then reports the chunk's problems.
 func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
 	start := state.Offset
-	var added, dups, errDups int
-	var dupProblems []Problem
+	var added, dups, errDups, refused int
+	var txProblems []Problem
 	err := ix.DB.Update(func(tx *store.Tx) error {
-		added, dups, errDups, dupProblems = 0, 0, 0, dupProblems[:0]
+		added, dups, errDups, refused, txProblems = 0, 0, 0, 0, txProblems[:0]
 		st := *state
 		if st.ID == 0 { // a new file: give it its id first
 			if err := tx.PutFile(&st); err != nil {
@@ -175,6 +210,11 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			p := &c.recs[i]
 			p.rec.File = st.ID
 			first, err := tx.Add(src.Dataset, p.stage, &p.rec)
+			if errors.Is(err, store.ErrUnstorable) { // Add changed nothing
+				refused++
+				txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -188,14 +228,14 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			}
 			dups++
 			where, _ := tx.FilePath(first.File)
-			dupProblems = append(dupProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
+			txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
 				Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
 		}
 		st.Offset, st.Lines = c.off, c.lines
 		st.Records += uint64(added)
 		st.Duplicates += uint64(dups)
 		st.ErrorDuplicates += uint64(errDups)
-		st.Skipped += uint64(countSkips(c.problems))
+		st.Skipped += uint64(countSkips(c.problems) + refused)
 		st.Unknown += uint64(countKind(c.problems, NoTokens))
 		if st.HeadLen < headBytes && st.Offset > st.HeadLen {
 			n := min(int64(headBytes), st.Offset)
@@ -223,12 +263,12 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	for _, p := range c.problems {
 		ix.report(p)
 	}
-	for _, p := range dupProblems {
+	for _, p := range txProblems {
 		ix.report(p)
 	}
 	res.Added += added
 	res.Duplicates += dups
-	res.Skipped += countSkips(c.problems)
+	res.Skipped += countSkips(c.problems) + refused
 	res.Unknown += countKind(c.problems, NoTokens)
 	res.Bytes += state.Offset - start
 	return nil

@@ -20,15 +20,18 @@ const (
 	Torn                    // last line has no newline yet: not indexed until complete
 	Reindexed               // file truncated or replaced: its records were indexed again
 	LineIDGiven             // a prompt without an id: indexed under its LineID
+	Unstorable              // beyond the index's limits (store.CheckRecord): skipped
+	BadCount                // a count out of range: indexed with that count unknown
 	numKinds
 )
 
-var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id"}
+var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id",
+	"not storable", "count out of range"}
 
 func (k Kind) String() string { return kindNames[k] }
 
 // Skips reports whether a problem of this kind leaves a line out of the index.
-func (k Kind) Skips() bool { return k == Invalid || k == NoID }
+func (k Kind) Skips() bool { return k == Invalid || k == NoID || k == Unstorable }
 
 // Problem is one finding, located by file and line.
 type Problem struct {
@@ -104,7 +107,15 @@ func (r *Reporter) Total() int {
 }
 
 // Skipped returns how many lines were left out of the index.
-func (r *Reporter) Skipped() int { return r.Count(Invalid) + r.Count(NoID) }
+func (r *Reporter) Skipped() int {
+	n := 0
+	for k := Kind(0); k < numKinds; k++ {
+		if k.Skips() {
+			n += r.Count(k)
+		}
+	}
+	return n
+}
 
 // Summary writes one line per file that had problems, with counts by kind.
 func (r *Reporter) Summary(w io.Writer) {

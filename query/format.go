@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
@@ -202,7 +203,62 @@ func writeJSONValue(w *bufio.Writer, v any) {
 	}
 }
 
+// zeroHidden are the columns a table leaves out when they are 0 in every
+// row and in the total: counts that matter only when they are not 0.
+// TSV, CSV and JSON always have them, so that scripts see stable columns.
+var zeroHidden = map[string]bool{"skipped": true}
+
+// hideZeroColumns returns cols, rows and total without the zeroHidden
+// columns that are 0 everywhere.
+func hideZeroColumns(cols []string, rows [][]any, total []any) ([]string, [][]any, []any) {
+	var drop []int
+	for j, c := range cols {
+		if !zeroHidden[c] {
+			continue
+		}
+		zero := total == nil || (j < len(total) && isZero(total[j]))
+		for _, row := range rows {
+			zero = zero && isZero(row[j])
+		}
+		if zero {
+			drop = append(drop, j)
+		}
+	}
+	if len(drop) == 0 {
+		return cols, rows, total
+	}
+	keep := func(row []any) []any {
+		if row == nil {
+			return nil
+		}
+		out := make([]any, 0, len(row))
+		for j, v := range row {
+			if !slices.Contains(drop, j) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	var kc []string
+	for j, c := range cols {
+		if !slices.Contains(drop, j) {
+			kc = append(kc, c)
+		}
+	}
+	kr := make([][]any, len(rows))
+	for i, row := range rows {
+		kr[i] = keep(row)
+	}
+	return kc, kr, keep(total)
+}
+
+func isZero(v any) bool {
+	s, ok := cell(v)
+	return ok && s == "0"
+}
+
 func writeTable(w io.Writer, cols []string, rows [][]any, total []any) error {
+	cols, rows, total = hideZeroColumns(cols, rows, total)
 	align := make([]tw.Align, len(cols))
 	for j := range cols {
 		align[j] = tw.AlignLeft

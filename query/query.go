@@ -20,8 +20,8 @@ import (
 
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
-	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors and what is missing, per dataset"},
-	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts"},
+	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, what is missing and lines skipped, per dataset"},
+	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw) or without a tokenized record (tokenized)"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},

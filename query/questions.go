@@ -55,14 +55,17 @@ func summaries(v *store.View, names []string) ([]store.Summary, error) {
 // progress: one row per dataset. prompts (and so missing_raw and done_pct)
 // are unknown for a dataset with no prompts file indexed. done_pct is the
 // share of prompts that have an outcome: a response or a final error.
+// skipped is the number of lines of the dataset's files, every stage, left
+// out of the index (invalid JSON, no id, not storable): prompts among them
+// are in neither prompts nor missing_raw.
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "missing_tokenized", "done_pct"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "missing_tokenized", "done_pct", "skipped"})
 	var tot [6]sum
-	var answered uint64
+	var answered, skipped uint64
 	for _, s := range sums {
 		var prompts, missingRaw, done any
 		if s.Stage(store.Prompts).Files > 0 {
@@ -71,11 +74,12 @@ func progress(v *store.View, names []string, out Sink) error {
 			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.MissingTokenized(), done}
+			s.Overlap.ErrorsOpen, missingRaw, s.MissingTokenized(), done, s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
 		answered += s.Overlap.Answered
+		skipped += s.Skipped()
 		if err := out.Row(row); err != nil {
 			return err
 		}
@@ -88,7 +92,7 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !tot[0].unknown {
 		done = pct(answered, tot[0].v)
 	}
-	return out.Total(append(total, done))
+	return out.Total(append(total, done, skipped))
 }
 
 // ranker finds nearest-rank percentiles in one pass over a histogram given
@@ -156,16 +160,18 @@ func (h *sumHist) percentiles(qs ...float64) []any {
 
 // tokens: sums over the records that carry a count; unknown_tokens counts
 // responses without a completion count, unknown_prompt_tokens those without
-// a prompt count. A sum over no known record is unknown, not 0.
+// a prompt count. A sum over no known record is unknown, not 0. skipped is
+// as in progress: lines left out, whose tokens no sum can hold.
 func tokens(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
 	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
-		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens"})
+		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "skipped"})
 	var all sumHist
 	var tot store.Stats
+	var skipped uint64
 	for _, s := range sums {
 		r := s.Stage(store.Raw)
 		rank := newRanker(int64(r.Records-r.UnknownCompletion), 0.50, 0.90, 0.99)
@@ -177,19 +183,20 @@ func tokens(v *store.View, names []string, out Sink) error {
 				}
 			}
 		})
-		if err := out.Row(tokenRow(s.Dataset, &r, rank.out)); err != nil {
+		if err := out.Row(tokenRow(s.Dataset, &r, rank.out, s.Skipped())); err != nil {
 			return err
 		}
+		skipped += s.Skipped()
 		tot.Records += r.Records
 		tot.PromptTokens += r.PromptTokens
 		tot.CompletionTokens += r.CompletionTokens
 		tot.UnknownCompletion += r.UnknownCompletion
 		tot.UnknownPrompt += r.UnknownPrompt
 	}
-	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99)))
+	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99), skipped))
 }
 
-func tokenRow(name string, r *store.Stats, p []any) []any {
+func tokenRow(name string, r *store.Stats, p []any, skipped uint64) []any {
 	var prompt, completion, avg any
 	if known := r.Records - r.UnknownPrompt; known > 0 {
 		prompt = r.PromptTokens
@@ -201,7 +208,7 @@ func tokenRow(name string, r *store.Stats, p []any) []any {
 	if r.Records == 0 {
 		prompt, completion = uint64(0), uint64(0)
 	}
-	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt}
+	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt, skipped}
 }
 
 // throughput: responses that finished in the window ending now, by their own

@@ -5,7 +5,7 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version (2; a version-1 file is upgraded on open)
+//	meta/                      "version" -> schema version (3; versions 1 and 2 are upgraded on open)
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed
@@ -29,6 +29,11 @@
 // Files indexed by version 1 have no byfile entries (FileState.Keyed
 // false): their removal scans their stages, also in bounded batches with a
 // saved cursor. Nothing is rebuilt at open.
+//
+// A record that cannot be stored (an id over MaxIDLen, bbolt's key limit,
+// since ids are stage keys as they are; see CheckRecord) is refused by
+// Tx.Add with ErrUnstorable before anything changes, so the caller leaves
+// that one line out and commits the rest.
 //
 // store is the only package that imports bbolt. One process opens the file
 // read-write at a time (bbolt holds an exclusive flock); Open fails after

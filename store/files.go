@@ -141,6 +141,8 @@ func getFile(btx *bolt.Tx, path string) (FileState, bool, error) {
 // stage's Files. It refuses a file whose old records are still being
 // removed (stored Phase Forgetting) and a state that is not PhaseReady: only
 // ForgetFile and FinishForgets move a file through Forgetting.
+// The stage's Skipped counter moves by the change in fs.Skipped, so it
+// stays the sum over the stored states.
 func (tx *Tx) PutFile(fs *FileState) error {
 	if fs.Phase != PhaseReady {
 		return fmt.Errorf("file state of %s: PutFile stores only ready files (phase %s)", fs.Path, fs.Phase)
@@ -151,6 +153,16 @@ func (tx *Tx) PutFile(fs *FileState) error {
 	}
 	if ok && old.Phase == PhaseForgetting {
 		return fmt.Errorf("%s: its old records are still being removed; index it again (the removal is finished first)", fs.Path)
+	}
+	if ok && old.Skipped > 0 {
+		if err := tx.addSkipped(old.Dataset, old.Stage, -int64(old.Skipped)); err != nil {
+			return err
+		}
+	}
+	if fs.Skipped > 0 {
+		if err := tx.addSkipped(fs.Dataset, fs.Stage, int64(fs.Skipped)); err != nil {
+			return err
+		}
 	}
 	if fs.ID == 0 {
 		seq, err := tx.btx.Bucket(bucketFiles).NextSequence()
@@ -171,6 +183,16 @@ func (tx *Tx) PutFile(fs *FileState) error {
 	return tx.putState(fs)
 }
 
+// addSkipped moves a stage's Skipped counter by delta.
+func (tx *Tx) addSkipped(dataset string, stage Stage, delta int64) error {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return err
+	}
+	d.sum.Stages[stage].Skipped += uint64(delta) // wraps to subtract
+	return nil
+}
+
 func (tx *Tx) putState(fs *FileState) error {
 	v, err := json.Marshal(fs)
 	if err != nil {
@@ -181,8 +203,8 @@ func (tx *Tx) putState(fs *FileState) error {
 
 // ForgetFile begins to forget fs, in this transaction: fs is stored reset
 // (ID 0, Offset 0, no identity, so that it is read again from its first
-// byte) in phase Forgetting, its Duplicates and its place in Files are taken
-// off the counters, and its records are left for DB.FinishForgets to remove
+// byte) in phase Forgetting, its Duplicates, Skipped and its place in Files
+// are taken off the counters, and its records are left for DB.FinishForgets to remove
 // in bounded batches. The caller must run FinishForgets after the commit and
 // before reading any file of the dataset again; a crash in between is
 // mended by the next FinishForgets.
@@ -227,8 +249,8 @@ func (tx *Tx) ForgetFile(fs *FileState) (siblings []FileState, err error) {
 	return siblings, nil
 }
 
-// beginForget takes fs's duplicates and file count off the counters and
-// stores it reset, in phase Forgetting (see ForgetFile).
+// beginForget takes fs's duplicates, skipped lines and file count off the
+// counters and stores it reset, in phase Forgetting (see ForgetFile).
 func (tx *Tx) beginForget(fs *FileState) error {
 	if fs.Phase != PhaseReady {
 		return fmt.Errorf("file state of %s: already %s", fs.Path, fs.Phase)
@@ -246,6 +268,7 @@ func (tx *Tx) beginForget(fs *FileState) error {
 		return err
 	}
 	d.sum.Stages[fs.Stage].Files--
+	d.sum.Stages[fs.Stage].Skipped -= fs.Skipped
 	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, Phase: PhaseForgetting,
 		Forget: &Forgetting{ID: fs.ID, Dataset: fs.Dataset, Stage: fs.Stage, Keyed: fs.Keyed}}
 	if err := tx.putState(fs); err != nil {

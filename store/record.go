@@ -78,7 +78,8 @@ type Record struct {
 	// Finish is the finish reason ("stop", "length", ...); for error records,
 	// the failure reason ("http 400", "context_length_exceeded", ...).
 	Finish string
-	// Message is an error record's server message, possibly shortened.
+	// Message is an error record's server message, stored shortened to
+	// 512 bytes at a character boundary.
 	Message string
 
 	// Time is when the response finished, in Unix milliseconds: the record's
@@ -150,10 +151,7 @@ func (r *Record) appendBinary(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Finish)))
 	b = append(b, r.Finish...)
 	if r.Message != "" {
-		m := r.Message
-		if len(m) > maxMessage {
-			m = m[:maxMessage]
-		}
+		m := clip(r.Message, maxMessage)
 		b = binary.AppendUvarint(b, uint64(len(m)))
 		b = append(b, m...)
 	}

@@ -18,6 +18,10 @@ type Stats struct {
 
 	// Duplicates counts lines whose id was already indexed for this stage.
 	Duplicates uint64 `json:"duplicates"`
+	// Skipped counts the lines of this stage's files that were left out
+	// (invalid JSON, no id, not storable): the sum of their
+	// FileState.Skipped, kept in step by Tx.PutFile and Tx.ForgetFile.
+	Skipped uint64 `json:"skipped,omitempty"`
 
 	Finish map[string]uint64 `json:"finish,omitempty"`
 	Shapes map[string]uint64 `json:"shapes,omitempty"`
@@ -42,6 +46,16 @@ type Summary struct {
 
 // Stage returns the counters of one stage.
 func (s Summary) Stage(st Stage) Stats { return s.Stages[st] }
+
+// Skipped is the number of lines of the dataset's files, every stage,
+// that were left out of the index.
+func (s Summary) Skipped() uint64 {
+	var n uint64
+	for _, st := range s.Stages {
+		n += st.Skipped
+	}
+	return n
+}
 
 // MissingRaw is the number of prompts with neither a response nor an error.
 func (s Summary) MissingRaw() uint64 {

@@ -13,9 +13,11 @@ import (
 )
 
 // SchemaVersion is the layout version written into new files. Open refuses a
-// file with another version rather than misreading it, except version 1,
-// which a read-write Open upgrades in place (see init).
-const SchemaVersion = 2
+// file with another version rather than misreading it, except versions 1
+// and 2, which a read-write Open upgrades in place (see init). Version 3
+// adds Stats.Skipped; a read-only Open of an older file sums it from the
+// file states for each Summary.
+const SchemaVersion = 3
 
 // DefaultTimeout is how long Open waits for the file lock held by another process.
 const DefaultTimeout = 2 * time.Second
@@ -49,6 +51,9 @@ type DB struct {
 	path       string
 	failCommit func(n int) error
 	commits    atomic.Int64
+	// skippedFromFiles: the file predates Stats.Skipped and is open
+	// read-only, so View.Summary sums it from the file states.
+	skippedFromFiles bool
 }
 
 // Open opens (read-write: creating) the index at path.
@@ -108,6 +113,12 @@ func (db *DB) init(readOnly bool) error {
 			return errNeedInit
 		}
 		v := m.Get(keyVersion)
+		if len(v) == 1 && (v[0] == 1 || v[0] == 2) && readOnly {
+			db.skippedFromFiles = true
+		}
+		if len(v) == 1 && v[0] == 2 {
+			return errNeedInit // Stats.Skipped is summed from the file states
+		}
 		if len(v) == 1 && v[0] == 1 {
 			// Version 1 lacks the forgetting bucket and the per-file key
 			// index. Its files' states have Keyed false, so forgetting one
@@ -124,17 +135,55 @@ func (db *DB) init(readOnly bool) error {
 		return nil
 	}
 	err := db.bolt.View(check)
-	if !errors.Is(err, errNeedInit) {
+	if !errors.Is(err, errNeedInit) || readOnly {
+		if errors.Is(err, errNeedInit) {
+			err = nil
+		}
 		return err
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.bolt.Update(func(btx *bolt.Tx) error {
+		upgrade := btx.Bucket(bucketMeta) != nil
 		for _, name := range [][]byte{bucketMeta, bucketFiles, bucketFileIDs, bucketDatasets, bucketForgetting, bucketReread} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			if _, err := btx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyVersion, []byte{SchemaVersion})
+		if upgrade {
+			if err := sumSkipped(btx); err != nil {
+				return fmt.Errorf("open index %s: upgrading it: %w", db.path, err)
+			}
+		}
+		return btx.Bucket(bucketMeta).Put(keyVersion, []byte{SchemaVersion})
 	})
+}
+
+// sumSkipped sets every stage's Skipped counter to the sum of its files'
+// Skipped: the upgrade of a file written before the counter existed.
+func sumSkipped(btx *bolt.Tx) error {
+	tx := newTx(btx)
+	sums := map[string]*[numStages]uint64{}
+	err := (&View{btx: btx}).Files(func(fs FileState) error {
+		if fs.Phase == PhaseReady && fs.Skipped > 0 && fs.Stage < numStages {
+			if sums[fs.Dataset] == nil {
+				sums[fs.Dataset] = new([numStages]uint64)
+			}
+			sums[fs.Dataset][fs.Stage] += fs.Skipped
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for name, n := range sums {
+		d, err := tx.dataset(name)
+		if err != nil {
+			return err
+		}
+		for st := range n {
+			d.sum.Stages[st].Skipped = n[st]
+		}
+	}
+	return tx.flush()
 }
 
 var errNeedInit = errors.New("need init")
@@ -168,6 +217,6 @@ func (db *DB) Update(fn func(*Tx) error) error {
 // return unless copied (every View method returns copies).
 func (db *DB) View(fn func(*View) error) error {
 	return db.bolt.View(func(btx *bolt.Tx) error {
-		return fn(&View{btx: btx})
+		return fn(&View{btx: btx, skippedFromFiles: db.skippedFromFiles})
 	})
 }

@@ -98,14 +98,17 @@ func (d *dsTx) membership(id []byte) membership {
 // Add indexes r under dataset and stage, and lists it under r.File in the
 // per-file key index. If the id is already indexed for that stage, nothing
 // changes, the stage's Duplicates counter goes up and the first record is
-// returned as dup. Records with Time 0 get tx.Now().
+// returned as dup. Records with Time 0 get tx.Now(); r.Finish is stored
+// as ClipFinish makes it. A record CheckRecord refuses returns an error
+// matching ErrUnstorable and changes nothing: the transaction goes on.
 func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err error) {
 	if stage >= numStages {
 		return nil, fmt.Errorf("add: bad stage %d", stage)
 	}
-	if r.ID == "" {
-		return nil, fmt.Errorf("add: empty id")
+	if err := CheckRecord(r); err != nil {
+		return nil, err
 	}
+	r.Finish = ClipFinish(r.Finish)
 	d, err := tx.dataset(dataset)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,8 @@ import (
 
 // View is a read-only snapshot of the index. Everything it returns is a copy.
 type View struct {
-	btx *bolt.Tx
+	btx              *bolt.Tx
+	skippedFromFiles bool // see DB.skippedFromFiles
 }
 
 func (v *View) datasetBucket(name string) *bolt.Bucket {
@@ -54,6 +55,20 @@ func (v *View) Summary(name string) (Summary, error) {
 		}
 	}
 	s.Dataset = name
+	if v.skippedFromFiles {
+		for st := range s.Stages {
+			s.Stages[st].Skipped = 0
+		}
+		err := v.Files(func(fs FileState) error {
+			if fs.Dataset == name && fs.Phase == PhaseReady && fs.Stage < numStages {
+				s.Stages[fs.Stage].Skipped += fs.Skipped
+			}
+			return nil
+		})
+		if err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 

@@ -214,12 +214,16 @@ func (r *run) final(sum *Summary) {
 				continue
 			}
 			total := s.Stage(store.Prompts).Records
-			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing -> %s",
-				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.Raw)
+			left := ""
+			if n := s.Skipped(); n > 0 {
+				left = fmt.Sprintf(", %d lines left out of the index", n)
+			}
+			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s -> %s",
+				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), left, ds.Raw)
 		}
 		return nil
 	})
-	if n := r.rep.Count(0) + r.rep.Count(1); n > 0 {
-		r.logf("gen: %d prompt lines could not be read (see above)", n)
+	if n := r.rep.Skipped(); n > 0 {
+		r.logf("gen: %d lines were left out of the index (see above); a prompt among them is not sent", n)
 	}
 }
