@@ -20,10 +20,11 @@ const (
 	Torn                    // last line has no newline yet: not indexed until complete
 	Reindexed               // file truncated or replaced: its records were indexed again
 	LineIDGiven             // a prompt without an id: indexed under its LineID
+	ServerID                // indexed under the server's request id: matches no prompt
 	numKinds
 )
 
-var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id"}
+var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id", "server request id"}
 
 func (k Kind) String() string { return kindNames[k] }
 
