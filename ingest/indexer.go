@@ -165,7 +165,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: kind, Msg: describe(err) + "; line skipped"})
 		return
 	}
-	p.stage, p.chunk = stage, info.chunk
+	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
 	if info.serverID != "" && !*warned {
 		*warned = true
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID,
