@@ -11,7 +11,7 @@
 //
 //	gen --server URL [FLAGS] ROOT|DATASET_DIR...               generate every missing answer
 //	sim --listen 127.0.0.1:PORT [FLAGS]                        an SGLang-compatible simulator
-//	ingest [--follow] [--dataset NAME --stage STAGE] PATH...   index JSONL files
+//	ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH...   index JSONL files
 //	query QUESTION [ARGS] [--format table|tsv|csv|json]        ask the index
 //	help                                                       this text
 //
@@ -138,7 +138,8 @@ Commands:
                                     --server sim runs against a built-in simulator (a dry run)
   sim --listen 127.0.0.1:PORT       an SGLang-compatible simulator, for dry runs and tests
   ingest [--follow] PATH...         index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl),
-                                    one dataset folder, or one file (with --dataset NAME --stage STAGE)
+                                    one dataset folder, or one file (with --dataset NAME --stage STAGE);
+                                    --id PATH reads ids from a dotted path (question_id, meta.uid)
   query QUESTION [ARGS]             answer a question from the index, instantly:
 %s
   shell                             ask the same questions interactively; watch a run live
@@ -239,6 +240,7 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
+	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
 	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := parse(fs, args)
 	if errors.Is(err, errHelp) {
@@ -258,6 +260,9 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 			return usagef("ingest: %v", err)
 		}
 		stage = &st
+	}
+	if _, err := ingest.ParseIDPath(*idPath); err != nil {
+		return usagef("ingest: --id: %v", err)
 	}
 	db, err := store.Open(c.dbPath(*dbFlag), store.Options{})
 	if err != nil {
@@ -281,6 +286,9 @@ func (c *command) ingest(ctx context.Context, args []string) error {
 			srcs, err := ingest.Discover(p, *dataset, stage)
 			if err != nil {
 				return nil, err
+			}
+			for i := range srcs {
+				srcs[i].IDPath = *idPath
 			}
 			all = append(all, srcs...)
 		}

@@ -138,7 +138,7 @@ func TestShellInATerminal(t *testing.T) {
 	tm.send("-l", "js")
 	tm.send("Tab")
 	tm.send("Enter")
-	tm.waitFor(`"stop": 3`)
+	tm.waitFor(`"stop": 7`) // testdata/shapes/demo: 7 answers finished with stop
 
 	// Ctrl-C at the prompt clears the line; the shell stays.
 	tm.send("-l", "half a command")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"gendex/store"
@@ -18,6 +19,13 @@ type Source struct {
 	Path    string // absolute; the key the index remembers the file by
 	Dataset string
 	Stage   store.Stage // Prompts, Raw, Tokenized or Errors
+	// IDPath is where the file's lines keep their id, a dotted path such as
+	// "question_id" or "meta.uid" (see ParseIDPath). The index remembers it
+	// with the file; empty means the path it remembers, or the default
+	// rules for a file it has none for. A file indexed under another path is
+	// forgotten and indexed again from its start, as when its dataset or
+	// stage changes.
+	IDPath string
 }
 
 // Indexer brings the new lines of files into the index. It is the one path
@@ -33,6 +41,9 @@ type Indexer struct {
 	// ForgetBatch is how many old records of a forgotten file are removed
 	// per transaction (default store.DefaultForgetBatch).
 	ForgetBatch int
+
+	mu       sync.Mutex
+	serverID map[string]bool // files whose ServerID warning was reported
 }
 
 // FileResult says what one IndexFile call did.
@@ -43,7 +54,7 @@ type FileResult struct {
 	Added      int    // new records
 	Duplicates int
 	Skipped    int   // lines left out (invalid JSON, no id, not storable)
-	Unknown    int   // records indexed without a token count
+	Unknown    int   // records indexed without a token count (net: less stream records that got theirs)
 	Bytes      int64 // bytes read
 	Torn       int   // bytes of an unfinished last line, not indexed
 	NextLine   int64 // the line number of that unfinished line
@@ -54,6 +65,7 @@ const headBytes = 4096
 type pending struct {
 	rec   store.Record
 	stage store.Stage
+	chunk bool // a stream chunk: merged with the file's earlier chunks of its id
 }
 
 // chunk is one batch of parsed lines, committed in one transaction.
@@ -71,9 +83,10 @@ type chunk struct {
 // parseFile reads complete lines from off and sends them, parsed, in
 // chunks; the last chunk has last set (or err). It stops early when ctx is
 // done (sending what it has as the last chunk) or stop is closed.
-func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, maxRecords int, maxBytes int64,
+func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, lines int64, maxRecords int, maxBytes int64,
 	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
 	defer close(out)
+	warned := false // the ServerID warning, once a read
 	lr := newLineReader(f, off)
 	var c *chunk
 	var bytes int64
@@ -114,7 +127,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 		lines++
 		bytes += int64(len(line)) + 1
 		if !isBlank(line) {
-			c.add(src, line, start, lines)
+			c.add(src, idPath, line, start, lines, &warned)
 		}
 		if len(c.recs) >= maxRecords || bytes >= maxBytes {
 			if ctx.Err() != nil {
@@ -130,11 +143,13 @@ func parseFile(ctx context.Context, f *os.File, src Source, off, lines int64, ma
 }
 
 // add parses one line into the chunk, or records why it cannot be indexed.
-func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
+// The first line indexed under a server's request id is reported (warned
+// says whether one was).
+func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64, warned *bool) {
 	c.recs = append(c.recs, pending{})
 	p := &c.recs[len(c.recs)-1]
 	p.rec = store.Record{Offset: start, Length: int64(len(line)), Line: lineNo, Sum: store.LineSum(line)}
-	stage, err := Normalize(line, src.Stage, &p.rec)
+	stage, info, err := normalize(line, src.Stage, idPath, &p.rec)
 	if err != nil && stage == store.Prompts && errors.Is(err, ErrNoID) {
 		p.rec.ID = LineID(src.Path, lineNo)
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: LineIDGiven,
@@ -150,20 +165,27 @@ func (c *chunk) add(src Source, line []byte, start, lineNo int64) {
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: kind, Msg: describe(err) + "; line skipped"})
 		return
 	}
-	p.stage = stage
+	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
 	over := clipCounts(&p.rec)
 	if err := store.CheckRecord(&p.rec); err != nil {
 		c.recs = c.recs[:len(c.recs)-1]
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
 		return
 	}
+	if info.serverID != "" && !*warned {
+		*warned = true
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID,
+			Msg: fmt.Sprintf("no id or custom_id: indexed under the server's request id (%s), and so are the file's other such lines; no prompt carries it, so these answers cannot be matched to prompts (give --id PATH if the lines keep the prompt's id elsewhere)", info.serverID)})
+	}
+	// A stream chunk's counts may come with a later chunk: the commit
+	// counts its record as unknown or not once merged.
 	switch {
-	case stage == store.Raw && p.rec.CompletionTokens < 0 && over != "":
+	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && over != "":
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: over + "; indexed with its completion count unknown"})
-	case stage == store.Raw && p.rec.CompletionTokens < 0:
+	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
-			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens, response.body.usage.completion_tokens, output_ids); indexed as unknown"})
+			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens or output_tokens, response.body.usage, response.usage, output_ids); indexed as unknown"})
 	case over != "":
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: BadCount, Msg: over + "; indexed with that count unknown"})
 	}
@@ -197,9 +219,11 @@ func clipCounts(r *store.Record) string {
 func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
 	start := state.Offset
 	var added, dups, errDups, refused int
+	var chunkUnknown int64 // stream records without a count, net of merges
 	var txProblems []Problem
 	err := ix.DB.Update(func(tx *store.Tx) error {
 		added, dups, errDups, refused, txProblems = 0, 0, 0, 0, txProblems[:0]
+		chunkUnknown = 0
 		st := *state
 		if st.ID == 0 { // a new file: give it its id first
 			if err := tx.PutFile(&st); err != nil {
@@ -209,6 +233,16 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		for i := range c.recs {
 			p := &c.recs[i]
 			p.rec.File = st.ID
+			if p.chunk {
+				old, err := tx.Merge(src.Dataset, p.stage, &p.rec)
+				if err != nil {
+					return err
+				}
+				if old != nil {
+					chunkUnknown += unknownOf(&p.rec) - unknownOf(old)
+					continue
+				}
+			}
 			first, err := tx.Add(src.Dataset, p.stage, &p.rec)
 			if errors.Is(err, store.ErrUnstorable) { // Add changed nothing
 				refused++
@@ -220,6 +254,9 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			}
 			if first == nil {
 				added++
+				if p.chunk {
+					chunkUnknown += unknownOf(&p.rec)
+				}
 				continue
 			}
 			if p.stage != src.Stage {
@@ -236,7 +273,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		st.Duplicates += uint64(dups)
 		st.ErrorDuplicates += uint64(errDups)
 		st.Skipped += uint64(countSkips(c.problems) + refused)
-		st.Unknown += uint64(countKind(c.problems, NoTokens))
+		st.Unknown += uint64(int64(countKind(c.problems, NoTokens)) + chunkUnknown)
 		if st.HeadLen < headBytes && st.Offset > st.HeadLen {
 			n := min(int64(headBytes), st.Offset)
 			sum, err := headSum(f, n)
@@ -269,15 +306,36 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	res.Added += added
 	res.Duplicates += dups
 	res.Skipped += countSkips(c.problems) + refused
-	res.Unknown += countKind(c.problems, NoTokens)
+	res.Unknown += countKind(c.problems, NoTokens) + int(chunkUnknown)
 	res.Bytes += state.Offset - start
 	return nil
 }
 
+// report passes p on; a file's ServerID warning only the first time.
 func (ix *Indexer) report(p Problem) {
+	if p.Kind == ServerID {
+		ix.mu.Lock()
+		seen := ix.serverID[p.Path]
+		if ix.serverID == nil {
+			ix.serverID = map[string]bool{}
+		}
+		ix.serverID[p.Path] = true
+		ix.mu.Unlock()
+		if seen {
+			return
+		}
+	}
 	if ix.Report != nil {
 		ix.Report(p)
 	}
+}
+
+// unknownOf is 1 for a record without a completion count, else 0.
+func unknownOf(r *store.Record) int64 {
+	if r.CompletionTokens < 0 {
+		return 1
+	}
+	return 0
 }
 
 // IndexFile reads what is new in src.Path since the last call and indexes
@@ -288,6 +346,9 @@ func (ix *Indexer) report(p Problem) {
 // returns ctx.Err().
 func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error) {
 	res := FileResult{Source: src}
+	if _, err := ParseIDPath(src.IDPath); err != nil {
+		return res, err
+	}
 	f, err := os.Open(src.Path)
 	if err != nil {
 		return res, err
@@ -326,7 +387,8 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			return res, err
 		}
 	}
-	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage &&
+	sameIDPath := src.IDPath == "" || src.IDPath == state.IDPath
+	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage && sameIDPath &&
 		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
 		res.Unchanged = true
 		res.Torn = int(size - state.Offset)
@@ -351,6 +413,8 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		// nothing read from it yet: nothing to forget
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
 		reason = fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage)
+	case !sameIDPath:
+		reason = fmt.Sprintf("its ids are now read from %s (were from %s)", src.IDPath, idRules(state.IDPath))
 	case state.Dev != dev || state.Ino != ino:
 		reason = "the file was replaced by another (new inode)"
 	case size < state.Offset:
@@ -400,6 +464,13 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: msg})
 	}
 	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, dev, ino, mtime
+	if src.IDPath != "" {
+		state.IDPath = src.IDPath
+	}
+	idPath, err := ParseIDPath(state.IDPath)
+	if err != nil {
+		return res, fmt.Errorf("%s: the id path the index remembers: %w", src.Path, err)
+	}
 
 	if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
 		return res, err
@@ -420,7 +491,7 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 	free <- &chunk{}
 	stop := make(chan struct{})
 	defer close(stop)
-	go parseFile(ctx, f, src, state.Offset, state.Lines, maxRecords, maxBytes, chunks, free, stop)
+	go parseFile(ctx, f, src, idPath, state.Offset, state.Lines, maxRecords, maxBytes, chunks, free, stop)
 
 	for c := range chunks {
 		if c.err != nil {
@@ -506,6 +577,14 @@ func (ix *Indexer) rereadForgotten(ctx context.Context, src Source, siblings []s
 		}
 	}
 	return nil
+}
+
+// idRules names where ids were read from under a stored id path.
+func idRules(path string) string {
+	if path == "" {
+		return "custom_id or id"
+	}
+	return path
 }
 
 // LineID is the id given to a prompt line that has none: the file's name

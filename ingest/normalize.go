@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"gendex/store"
@@ -13,8 +14,17 @@ import (
 // Errors Normalize returns for lines that cannot be indexed.
 var (
 	ErrNotObject = errors.New("line is not a JSON object")
-	ErrNoID      = errors.New("line has no id (want a string or number in \"id\", or \"custom_id\")")
+	ErrNoID      = errors.New("line has no id (want a string or number in \"id\", or \"custom_id\", or a server's \"meta_info.id\" or \"request_id\"; or give --id PATH)")
 )
+
+// noIDAt is ErrNoID (errors.Is matches it) when an id path was given.
+type noIDAt struct{ path IDPath }
+
+func (e noIDAt) Error() string {
+	return fmt.Sprintf("line has no id at %s (the --id path; want a non-empty string or a number there)", e.path)
+}
+
+func (noIDAt) Is(target error) bool { return target == ErrNoID }
 
 type span struct{ s, e int } // a value's bytes; e == 0 means absent
 
@@ -30,6 +40,8 @@ type fields struct {
 	status, statusCode, body, message           span
 	promptDetails, completionDetails            span
 	sentTS, finishedTS, typ, code               span
+	object, requestID, output, stopReason       span
+	inputTokens, outputTokens                   span
 }
 
 func (f *fields) set(key []byte, sp span) {
@@ -92,6 +104,18 @@ func (f *fields) set(key []byte, sp span) {
 		f.typ = sp
 	case "code":
 		f.code = sp
+	case "object":
+		f.object = sp
+	case "request_id":
+		f.requestID = sp
+	case "output":
+		f.output = sp
+	case "stop_reason":
+		f.stopReason = sp
+	case "input_tokens":
+		f.inputTokens = sp
+	case "output_tokens":
+		f.outputTokens = sp
 	}
 }
 
@@ -106,6 +130,70 @@ func readObject(b []byte, i int, f *fields) (int, error) {
 		}
 		return nil
 	})
+}
+
+// readObjectKey is readObject that also returns the span of key's value
+// (the last one, as for every field), for an id path's first key.
+func readObjectKey(b []byte, i int, f *fields, key string) (int, span, error) {
+	var at span
+	end, err := eachField(b, i, 1, func(k []byte, escaped bool, vs, ve int) error {
+		if escaped {
+			k = []byte(decodeKey(k, true))
+		}
+		f.set(k, span{vs, ve})
+		if string(k) == key {
+			at = span{vs, ve}
+		}
+		return nil
+	})
+	return end, at, err
+}
+
+// IDPath is where a line keeps its id when it is not at "custom_id" or
+// "id": the keys of nested objects, outermost first ("meta.uid" is
+// {"meta":{"uid":...}}). A nil IDPath means the default rules (see
+// Normalize).
+type IDPath []string
+
+// ParseIDPath reads a dotted path such as "question_id" or "meta.uid". The
+// empty string is the nil IDPath. A key that itself holds a dot cannot be
+// named.
+func ParseIDPath(s string) (IDPath, error) {
+	if s == "" {
+		return nil, nil
+	}
+	p := IDPath(strings.Split(s, "."))
+	for _, k := range p {
+		if k == "" {
+			return nil, fmt.Errorf("id path %q has an empty key (want keys joined by dots, e.g. meta.uid)", s)
+		}
+	}
+	return p, nil
+}
+
+func (p IDPath) String() string { return strings.Join(p, ".") }
+
+// lookup follows rest from the value at sp, one object key at a time, and
+// returns the span of the value it names (absent when a key is missing or
+// a value on the way is not an object). The line was validated already.
+func lookup(b []byte, sp span, rest []string) span {
+	for _, key := range rest {
+		if !sp.ok() || b[sp.s] != '{' {
+			return span{}
+		}
+		var at span
+		_, _ = eachField(b, sp.s, 1, func(k []byte, escaped bool, vs, ve int) error {
+			if escaped {
+				k = []byte(decodeKey(k, true))
+			}
+			if string(k) == key {
+				at = span{vs, ve}
+			}
+			return nil
+		})
+		sp = at
+	}
+	return sp
 }
 
 // sub reads the object spanned by sp (if it is one) into a fresh fields.
@@ -127,7 +215,31 @@ func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
 // rec's location fields (File, Offset, Length, Line, Sum) are left alone.
 // A count the line does not carry is store.Unknown, never 0. A prompt line
 // without an id returns ErrNoID with the rest of rec filled in.
+//
+// The id is "custom_id" when the line has one, else "id": a non-empty
+// string, or a number kept as written (17, 1e2). A line of any stage but
+// Prompts that has neither takes the server's request id, SGLang's
+// "meta_info.id" or DashScope's "request_id", if it has one.
 func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, error) {
+	st, _, err := normalize(line, stage, nil, rec)
+	return st, err
+}
+
+// lineInfo is what normalize tells the indexer beyond the record.
+type lineInfo struct {
+	// serverID names the field the id was taken from when it is a server's
+	// request id ("meta_info.id", "request_id"), which no prompt carries.
+	serverID string
+	// chunk reports an OpenAI stream chunk ("object":
+	// "chat.completion.chunk"): the lines of one id in one file are parts of
+	// one response, to be merged into one record.
+	chunk bool
+}
+
+// normalize is Normalize with the id read from path when path is not nil
+// (with the same rule for its value, and no other place tried).
+func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (store.Stage, lineInfo, error) {
+	var info lineInfo
 	*rec = store.Record{
 		File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum,
 		PromptTokens: store.Unknown, CompletionTokens: store.Unknown,
@@ -138,28 +250,52 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	if i >= len(b) || b[i] != '{' {
 		end, err := skipValue(b, i, 0)
 		if err != nil {
-			return stage, err
+			return stage, info, err
 		}
 		if j := skipSpace(b, end); j < len(b) {
-			return stage, errAt(b, j, " after the value")
+			return stage, info, errAt(b, j, " after the value")
 		}
-		return stage, ErrNotObject
+		return stage, info, ErrNotObject
 	}
 	var f fields
-	end, err := readObject(b, i, &f)
+	var end int
+	var err error
+	var at span
+	if path == nil {
+		end, err = readObject(b, i, &f)
+	} else {
+		end, at, err = readObjectKey(b, i, &f, path[0])
+	}
 	if err != nil {
-		return stage, err
+		return stage, info, err
 	}
 	if j := skipSpace(b, end); j < len(b) {
-		return stage, errAt(b, j, " after the object")
+		return stage, info, errAt(b, j, " after the object")
 	}
 
-	id, ok := idOf(b, f.customID)
-	if !ok {
-		id, ok = idOf(b, f.id)
+	meta, hasMeta := sub(b, f.metaInfo)
+	var id string
+	var ok bool
+	if path != nil {
+		id, ok = idOf(b, lookup(b, at, path[1:]))
+	} else {
+		id, ok = idOf(b, f.customID)
+		if !ok {
+			id, ok = idOf(b, f.id)
+		}
+		if !ok && stage != store.Prompts {
+			if id, ok = idOf(b, meta.id); ok {
+				info.serverID = "meta_info.id"
+			} else if id, ok = idOf(b, f.requestID); ok {
+				info.serverID = "request_id"
+			}
+		}
 	}
 	if !ok && stage != store.Prompts {
-		return stage, ErrNoID
+		if path != nil {
+			return stage, info, noIDAt{path}
+		}
+		return stage, info, ErrNoID
 	}
 	rec.ID = id
 
@@ -170,21 +306,23 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 			rec.PromptTokens = n
 		}
 		if !ok { // the caller may give it an id from its line number
-			return stage, ErrNoID
+			return stage, info, ErrNoID
 		}
-		return stage, nil
+		return stage, info, nil
 	case store.Tokenized:
 		rec.Shape = store.ShapeTokenized
 		if n, ok := arrayLen(b, f.inputIDs); ok {
 			rec.PromptTokens = n
 		}
-		return stage, nil
+		return stage, info, nil
 	case store.Errors:
 		errorRecord(b, &f, rec)
-		return store.Errors, nil
+		return store.Errors, info, nil
 	}
 
-	// A response line. Batch output nests the response one level down.
+	// A response line. Batch output nests the response one level down, in
+	// response.body; old vLLM run-batch output has the completion itself at
+	// response (no status_code, no body).
 	var body fields
 	hasBody := false
 	if rf, ok := sub(b, f.response); ok {
@@ -196,16 +334,18 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 				}
 			}
 			rec.Finish = "http " + strconv.FormatInt(code, 10)
-			return store.Errors, nil
+			return store.Errors, info, nil
 		}
 		body, hasBody = sub(b, rf.body)
+		if !rf.body.ok() && (rf.usage.ok() || rf.choices.ok()) {
+			body, hasBody = rf, true
+		}
 	}
 	if f.errorV.ok() && !isNull(b, f.errorV) && !hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
 		errorRecord(b, &f, rec)
-		return store.Errors, nil
+		return store.Errors, info, nil
 	}
 
-	meta, hasMeta := sub(b, f.metaInfo)
 	usage, hasUsage := sub(b, f.usage)
 	var bodyUsage fields
 	hasBodyUsage := false
@@ -214,28 +354,38 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	}
 
 	// Counts: each from the first source that has it, in this order.
+	// A usage object may name them input_tokens and output_tokens
+	// (DashScope, Anthropic), after the OpenAI names.
 	type source struct {
 		f     *fields
 		ok    bool
 		shape store.Shape
+		usage bool
 	}
 	sources := [...]source{
-		{&f, true, store.ShapeFlat},
-		{&meta, hasMeta, store.ShapeSGLang},
-		{&usage, hasUsage, store.ShapeOpenAI},
-		{&bodyUsage, hasBodyUsage, store.ShapeBatch},
+		{&f, true, store.ShapeFlat, false},
+		{&meta, hasMeta, store.ShapeSGLang, false},
+		{&usage, hasUsage, store.ShapeOpenAI, true},
+		{&bodyUsage, hasBodyUsage, store.ShapeBatch, true},
 	}
 	for _, s := range sources {
 		if !s.ok {
 			continue
 		}
 		if rec.CompletionTokens < 0 {
-			if n, ok := decodeCount(val(b, s.f.completion)); ok {
+			n, ok := decodeCount(val(b, s.f.completion))
+			if !ok && s.usage {
+				n, ok = decodeCount(val(b, s.f.outputTokens))
+			}
+			if ok {
 				rec.CompletionTokens = n
 				rec.Shape = s.shape
 			}
 		}
 		known(b, &rec.PromptTokens, s.f.prompt)
+		if s.usage {
+			known(b, &rec.PromptTokens, s.f.inputTokens)
+		}
 		known(b, &rec.CachedTokens, s.f.cached)
 		if rec.CachedTokens < 0 && s.f.promptDetails.ok() {
 			d, _ := sub(b, s.f.promptDetails)
@@ -267,7 +417,8 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 		}
 	}
 
-	// Finish reason: flat string, SGLang object, or the first choice's.
+	// Finish reason: flat string, SGLang object, the first choice's,
+	// DashScope's output.finish_reason, or Anthropic's stop_reason.
 	rec.Finish = finishOf(b, f.finish)
 	if rec.Finish == "" && hasMeta {
 		rec.Finish = finishOf(b, meta.finish)
@@ -278,6 +429,15 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	if rec.Finish == "" && hasBody {
 		rec.Finish = firstChoiceFinish(b, body.choices)
 	}
+	if rec.Finish == "" && f.output.ok() {
+		if o, ok := sub(b, f.output); ok {
+			rec.Finish = finishOf(b, o.finish)
+		}
+	}
+	if rec.Finish == "" {
+		rec.Finish = str(b, f.stopReason)
+	}
+	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 
 	// The record's own time.
 	if t, ok := rfc3339(b, f.finishedAt); ok {
@@ -292,7 +452,7 @@ func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 		rec.Time = t
 	}
 	rec.OwnTime = rec.Time != 0
-	return store.Raw, nil
+	return store.Raw, info, nil
 }
 
 // known sets *dst from the count at sp, unless *dst is already known.

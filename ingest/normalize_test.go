@@ -80,6 +80,21 @@ func TestNormalizeShapes(t *testing.T) {
 			store.Tokenized, store.Tokenized, "t", store.ShapeTokenized, 4, U, U, U, "", 0},
 		{"spaces everywhere", " { \"id\" : \"s\" , \"output_ids\" : [ 1 , 2 ] } ",
 			store.Raw, store.Raw, "s", store.ShapeIDsOnly, U, 2, U, U, "", 0},
+		// Shapes other tools write (modelled on ../shared/realworld).
+		{"old vllm run-batch: response is the completion", `{"id":"vllm-7a1","custom_id":"req-9","response":{"id":"cmpl-3b","object":"chat.completion","created":1715000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":17,"total_tokens":29,"completion_tokens":12}},"error":null}`,
+			store.Raw, store.Raw, "req-9", store.ShapeBatch, 17, 12, U, U, "length", 1715000000000},
+		{"dashscope native: request_id, input/output tokens", `{"status_code":200,"request_id":"5c0e-77","code":"","message":"","output":{"text":null,"finish_reason":"stop","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]},"usage":{"input_tokens":40,"output_tokens":7,"total_tokens":47}}`,
+			store.Raw, store.Raw, "5c0e-77", store.ShapeOpenAI, 40, 7, U, U, "stop", 0},
+		{"dashscope text output", `{"status_code":200,"request_id":"5c0e-78","output":{"text":"ok","finish_reason":"length"},"usage":{"input_tokens":4,"output_tokens":30}}`,
+			store.Raw, store.Raw, "5c0e-78", store.ShapeOpenAI, 4, 30, U, U, "length", 0},
+		{"anthropic message", `{"id":"msg_01X","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":25,"output_tokens":9}}`,
+			store.Raw, store.Raw, "msg_01X", store.ShapeOpenAI, 25, 9, U, U, "end_turn", 0},
+		{"openai names win over input/output", `{"id":"u","usage":{"output_tokens":1,"completion_tokens":2,"input_tokens":3,"prompt_tokens":4}}`,
+			store.Raw, store.Raw, "u", store.ShapeOpenAI, 4, 2, U, U, "", 0},
+		{"sglang native: only the server's meta_info.id", `{"text":" Paris.","output_ids":[12,13],"meta_info":{"id":"4d2f0a","finish_reason":{"type":"stop","matched":2},"prompt_tokens":6,"completion_tokens":2,"cached_tokens":0}}`,
+			store.Raw, store.Raw, "4d2f0a", store.ShapeSGLang, 6, 2, 0, U, "stop", 0},
+		{"stream chunk with usage", `{"id":"chatcmpl-s1","choices":[],"created":1762500000,"model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":9,"prompt_tokens":56,"total_tokens":65,"prompt_tokens_details":null}}`,
+			store.Raw, store.Raw, "chatcmpl-s1", store.ShapeOpenAI, 56, 9, U, U, "", 1762500000000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,7 +176,8 @@ func TestNormalizeRejects(t *testing.T) {
 //     however it is written: 12.0, 1.2e1 and -0 count. (encoding/json into
 //     an int64 rejects 12.0 and 1.2e1; into a uint64 it also rejects -0.)
 //   - An id is a non-empty string or a number, as written (json.Number's
-//     text: 17, 1e2), from "custom_id" when it has one, else from "id".
+//     text: 17, 1e2), from "custom_id" when it has one, else from "id",
+//     else from a server's request id: "meta_info.id", then "request_id".
 //
 // completion is U when completion_tokens is absent or not a count, and
 // countKnown is false when big.Rat cannot say (an exponent past 10^6) or
@@ -198,6 +214,12 @@ func reference(line []byte) (r refResult, ok bool) {
 	}
 	if r.id = idOf(m["custom_id"]); r.id == "" {
 		r.id = idOf(m["id"])
+	}
+	if mi, isObj := m["meta_info"].(map[string]any); isObj && r.id == "" {
+		r.id = idOf(mi["id"])
+	}
+	if r.id == "" {
+		r.id = idOf(m["request_id"])
 	}
 	for _, k := range []string{"meta_info", "usage", "response", "output_ids"} {
 		if _, has := m[k]; has {
@@ -319,5 +341,87 @@ func TestDecodeCount(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("decodeCount(%s) = %d; want %d", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestNormalizeIDPath reads ids from a dotted path, with the rule of the
+// default places for the value: a non-empty string, or a number as written.
+func TestNormalizeIDPath(t *testing.T) {
+	tests := []struct {
+		path, line string
+		stage      store.Stage
+		id         string // "": ErrNoID
+	}{
+		{"question_id", `{"question_id":101,"answer_id":"TF","choices":[{"index":0,"turns":["a"]}]}`, store.Raw, "101"},
+		{"question_id", `{"question_id":-3.5e1,"id":"x"}`, store.Raw, "-3.5e1"},
+		{"meta.uid", `{"id":"not-this","meta":{"src":"a","uid":"u-7"},"completion_tokens":3}`, store.Raw, "u-7"},
+		{"meta.uid", `{"meta":{"uid":"first"},"meta":{"uid":"last"}}`, store.Raw, "last"},
+		{`a\u0062`, `{"a\u0062":"escaped-key"}`, store.Raw, ""}, // the path names the key as decoded: "ab"
+		{"ab", `{"a\u0062":"escaped-key"}`, store.Raw, "escaped-key"},
+		{"meta.uid", `{"meta":{"uid":""}}`, store.Raw, ""},
+		{"meta.uid", `{"meta":["uid"],"id":"x"}`, store.Raw, ""},
+		{"meta.uid", `{"meta":null,"custom_id":"x"}`, store.Raw, ""},
+		{"question_id", `{"id":"x","meta_info":{"id":"rid"}}`, store.Raw, ""}, // no fallback to id or the server's
+		{"question_id", `{"question_id":81,"turns":["q"]}`, store.Prompts, "81"},
+		{"question_id", `{"question_id":{"n":1}}`, store.Errors, ""},
+	}
+	for _, tt := range tests {
+		p, err := ParseIDPath(tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r store.Record
+		_, _, err = normalize([]byte(tt.line), tt.stage, p, &r)
+		if tt.id == "" {
+			if !errors.Is(err, ErrNoID) || !strings.Contains(err.Error(), tt.path) {
+				t.Errorf("%s in %s: err = %v; want ErrNoID naming the path", tt.path, tt.line, err)
+			}
+			continue
+		}
+		if err != nil || r.ID != tt.id {
+			t.Errorf("%s in %s: id %q, err %v; want %q", tt.path, tt.line, r.ID, err, tt.id)
+		}
+	}
+	for _, bad := range []string{".", "a.", ".a", "a..b"} {
+		if _, err := ParseIDPath(bad); err == nil {
+			t.Errorf("ParseIDPath(%q) = nil error", bad)
+		}
+	}
+}
+
+// TestNormalizeServerID: the server's request id is the id of a response
+// line with no other, and says so; it is never a prompt's id, and never
+// wins over "id" or "custom_id".
+func TestNormalizeServerID(t *testing.T) {
+	tests := []struct {
+		line   string
+		stage  store.Stage
+		id     string // "": ErrNoID
+		server string
+	}{
+		{`{"text":"x","meta_info":{"id":"rid-1","completion_tokens":1}}`, store.Raw, "rid-1", "meta_info.id"},
+		{`{"id":"mine","meta_info":{"id":"rid-1","completion_tokens":1}}`, store.Raw, "mine", ""},
+		{`{"custom_id":"mine","request_id":"rid-2"}`, store.Raw, "mine", ""},
+		{`{"request_id":"rid-2","usage":{"output_tokens":3}}`, store.Raw, "rid-2", "request_id"},
+		{`{"request_id":"rid-3","status_code":400,"code":"InvalidParameter","message":"bad"}`, store.Errors, "rid-3", "request_id"},
+		{`{"meta_info":{"id":""},"request_id":"rid-4"}`, store.Raw, "rid-4", "request_id"},
+		{`{"completion_tokens":54181,"benchmark":"mtbench"}`, store.Raw, "", ""},
+	}
+	for _, tt := range tests {
+		var r store.Record
+		_, info, err := normalize([]byte(tt.line), tt.stage, nil, &r)
+		if tt.id == "" {
+			if !errors.Is(err, ErrNoID) {
+				t.Errorf("%s: err = %v; want ErrNoID", tt.line, err)
+			}
+			continue
+		}
+		if err != nil || r.ID != tt.id || info.serverID != tt.server {
+			t.Errorf("%s: id %q from server %q, err %v; want %q from %q", tt.line, r.ID, info.serverID, err, tt.id, tt.server)
+		}
+	}
+	var r store.Record
+	if _, err := Normalize([]byte(`{"meta_info":{"id":"rid"},"text":"a prompt"}`), store.Prompts, &r); !errors.Is(err, ErrNoID) {
+		t.Errorf("a prompt took the server's id: %q, %v", r.ID, err)
 	}
 }

@@ -22,11 +22,12 @@ const (
 	LineIDGiven             // a prompt without an id: indexed under its LineID
 	Unstorable              // beyond the index's limits (store.CheckRecord): skipped
 	BadCount                // a count out of range: indexed with that count unknown
+	ServerID                // indexed under the server's request id: matches no prompt
 	numKinds
 )
 
 var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id",
-	"not storable", "count out of range"}
+	"not storable", "count out of range", "server request id"}
 
 func (k Kind) String() string { return kindNames[k] }
 

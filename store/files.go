@@ -16,6 +16,11 @@ type FileState struct {
 	ID      uint32 `json:"id"`
 	Dataset string `json:"dataset"`
 	Stage   Stage  `json:"stage"`
+	// IDPath is where the file's lines keep their id ("question_id",
+	// "meta.uid"), as given to `ingest --id`; empty: the default rules. It
+	// is stored with the records read under it and kept while the file is
+	// forgotten, so every later read of the file uses it.
+	IDPath string `json:"id_path,omitempty"`
 
 	// Offset is the end of the last complete line indexed; Lines is how many
 	// lines lie before it (so the next line is number Lines+1).
@@ -269,7 +274,7 @@ func (tx *Tx) beginForget(fs *FileState) error {
 	}
 	d.sum.Stages[fs.Stage].Files--
 	d.sum.Stages[fs.Stage].Skipped -= fs.Skipped
-	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, Phase: PhaseForgetting,
+	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, IDPath: fs.IDPath, Phase: PhaseForgetting,
 		Forget: &Forgetting{ID: fs.ID, Dataset: fs.Dataset, Stage: fs.Stage, Keyed: fs.Keyed}}
 	if err := tx.putState(fs); err != nil {
 		return err

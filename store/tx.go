@@ -139,6 +139,75 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	return nil, nil
 }
 
+// Merge folds r into the record the stage already holds for r.ID when that
+// record came from the same file (r.File): the lines are parts of one
+// response, such as the chunks of a streamed one. The stored record takes
+// each of r's known counts, r's finish reason and message when r has them,
+// r's shape when r has a completion count (or the stored one has no shape),
+// and r's time when it has its own and the stored one has none; it keeps
+// its place (the first line's offset, length, line and sum). The counters
+// change exactly: the old record is taken off them and the merged one
+// added. On return *r is the merged record and old the record before it.
+//
+// When the stage holds no record of r.ID, or holds one from another file,
+// Merge changes nothing and returns nil: the caller then calls Add, which
+// indexes r or counts it as a duplicate.
+func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err error) {
+	if stage >= numStages {
+		return nil, fmt.Errorf("merge: bad stage %d", stage)
+	}
+	if r.ID == "" {
+		return nil, fmt.Errorf("merge: empty id")
+	}
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	if d.sum.Stages[stage].Records == 0 {
+		return nil, nil
+	}
+	id := []byte(r.ID)
+	v := d.stages[stage].Get(id)
+	if v == nil {
+		return nil, nil
+	}
+	old = &Record{ID: r.ID}
+	if err := decodeRecord(v, old); err != nil {
+		return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
+	}
+	if old.File != r.File {
+		return nil, nil
+	}
+	m := *old
+	for _, c := range [...]struct{ dst, src *int64 }{
+		{&m.PromptTokens, &r.PromptTokens}, {&m.CompletionTokens, &r.CompletionTokens},
+		{&m.CachedTokens, &r.CachedTokens}, {&m.ReasoningTokens, &r.ReasoningTokens},
+	} {
+		if *c.src >= 0 {
+			*c.dst = *c.src
+		}
+	}
+	if r.Finish != "" {
+		m.Finish = r.Finish
+	}
+	if r.Message != "" {
+		m.Message = r.Message
+	}
+	if r.CompletionTokens >= 0 || m.Shape == ShapeUnknown {
+		m.Shape = r.Shape
+	}
+	if !m.OwnTime && r.OwnTime && r.Time != 0 {
+		m.Time, m.OwnTime = r.Time, true
+	}
+	if err := d.stages[stage].Put(id, tx.alloc(&m)); err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
+	}
+	d.count(stage, old, -1)
+	d.count(stage, &m, 1)
+	*r = m
+	return old, nil
+}
+
 // count applies r to the counters with sign +1 (added) or -1 (removed).
 func (d *dsTx) count(stage Stage, r *Record, sign int64) {
 	d.sum.Stages[stage].add(r, int(sign))
