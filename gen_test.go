@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sim"
 )
 
 // genPrompts writes n token-id prompts to a new dataset folder and returns

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/sglang"
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 )
 
 // TestGenSurvivesSIGKILL kills a running `gendex gen` with SIGKILL at random

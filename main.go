@@ -39,8 +39,8 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/gen"
-	"gendex/ingest/sglang"
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 	"gendex/query"
 	"gendex/shell"
 	"gendex/store"

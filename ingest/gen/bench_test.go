@@ -12,8 +12,8 @@ import (
 
 	"gendex/query"
 
-	"gendex/ingest/sglang"
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 )
 
 var (

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/sglang"
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 )
 
 // freeAddr returns a loopback address nothing listens on (yet).

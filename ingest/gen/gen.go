@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/sglang"
+	"gendex/ingest/gen/sglang"
 	"gendex/store"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/sglang"
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gendex/ingest/sglang"
+	"gendex/ingest/gen/sglang"
 )
 
 // Prompt is one line of a prompts file, ready to be sent.

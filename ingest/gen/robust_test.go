@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/ingest/sim"
+	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gendex/ingest/sglang"
+	"gendex/ingest/gen/sglang"
 )
 
 // server is one generation endpoint and what gen knows of its state.

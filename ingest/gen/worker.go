@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"gendex/ingest/sglang"
+	"gendex/ingest/gen/sglang"
 )
 
 // work answers jobs until there are none, or the run stops.
