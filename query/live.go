@@ -8,7 +8,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"gendex/query/prom"
 	"gendex/store"
 )
 
@@ -310,6 +310,7 @@ func (s *streamSink) Line(line []byte) error {
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// Written to memory inside the read transaction, sent after it.
 	bw := &bytes.Buffer{}
+	p := prom.NewWriter(bw)
 	err := s.Src.View(func(v *store.View) error {
 		var sums []store.Summary
 		for _, name := range v.Datasets() {
@@ -320,22 +321,22 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			sums = append(sums, sm)
 		}
 		gauge := func(name, help string, each func(sm store.Summary) []sample) {
-			fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+			p.Family(name, help, prom.Gauge)
 			for _, sm := range sums {
 				for _, x := range each(sm) {
-					fmt.Fprintf(bw, "%s{dataset=%q%s} %d\n", name, sm.Dataset, x.labels, x.v)
+					p.Uint(x.v, append([]string{"dataset", sm.Dataset}, x.labels...)...)
 				}
 			}
 		}
 		gauge("gendex_records", "Records indexed, by dataset and stage.", func(sm store.Summary) []sample {
 			var out []sample
 			for _, st := range []store.Stage{store.Prompts, store.Raw, store.Tokenized, store.Errors} {
-				out = append(out, sample{fmt.Sprintf(",stage=%q", st), sm.Stage(st).Records})
+				out = append(out, sample{[]string{"stage", st.String()}, sm.Stage(st).Records})
 			}
 			return out
 		})
 		one := func(f func(sm store.Summary) uint64) func(sm store.Summary) []sample {
-			return func(sm store.Summary) []sample { return []sample{{"", f(sm)}} }
+			return func(sm store.Summary) []sample { return []sample{{nil, f(sm)}} }
 		}
 		gauge("gendex_prompt_tokens", "Prompt tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).PromptTokens }))
 		gauge("gendex_completion_tokens", "Completion tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).CompletionTokens }))
@@ -351,12 +352,15 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.Extra != nil {
 		s.Extra(bw)
 	}
-	fmt.Fprintf(bw, "# HELP gendex_goroutines Goroutines in the process that serves these metrics.\n# TYPE gendex_goroutines gauge\ngendex_goroutines %d\n", runtime.NumGoroutine())
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	p.Family("gendex_goroutines", "Goroutines in the process that serves these metrics.", prom.Gauge)
+	p.Int(int64(runtime.NumGoroutine()))
+	w.Header().Set("Content-Type", prom.ContentType)
 	bw.WriteTo(w)
 }
 
+// sample is one value of a metrics family for a dataset, with the labels
+// (name, value pairs) beside the dataset's.
 type sample struct {
-	labels string
+	labels []string
 	v      uint64
 }

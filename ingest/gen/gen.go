@@ -39,6 +39,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/gen/sglang"
+	"gendex/query/prom"
 	"gendex/store"
 )
 
@@ -580,23 +581,25 @@ func (s *stopError) Error() string {
 
 func (s *stopError) Unwrap() error { return s.err }
 
-// writeMetrics writes the requests in flight and whether each server is up.
+// writeMetrics writes the requests in flight, whether each server is up
+// and the answers each wrote, labelled by the server's redacted URL.
 func (r *run) writeMetrics(w io.Writer) {
-	fmt.Fprintf(w, "# HELP gendex_in_flight Requests in flight, by server.\n# TYPE gendex_in_flight gauge\n")
+	p := prom.NewWriter(w)
+	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
 	for _, s := range r.pool.servers {
-		fmt.Fprintf(w, "gendex_in_flight{server=%q} %d\n", s.name, s.inFlight.Load())
+		p.Int(s.inFlight.Load(), "server", s.name)
 	}
-	fmt.Fprintf(w, "# HELP gendex_server_up Whether a server answers (1) or is waited for (0).\n# TYPE gendex_server_up gauge\n")
+	p.Family("gendex_server_up", "Whether a server answers (1) or is waited for (0).", prom.Gauge)
 	for _, s := range r.pool.servers {
-		up := 0
+		up := int64(0)
 		if s.up.Load() {
 			up = 1
 		}
-		fmt.Fprintf(w, "gendex_server_up{server=%q} %d\n", s.name, up)
+		p.Int(up, "server", s.name)
 	}
-	fmt.Fprintf(w, "# HELP gendex_answers_total Answers written by this run, by server.\n# TYPE gendex_answers_total counter\n")
+	p.Family("gendex_answers_total", "Answers written by this run, by server.", prom.Counter)
 	for _, s := range r.pool.servers {
-		fmt.Fprintf(w, "gendex_answers_total{server=%q} %d\n", s.name, s.done.Load())
+		p.Int(s.done.Load(), "server", s.name)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"gendex/query/prom"
 )
 
 // kv is one member of an ordered JSON object.
@@ -281,24 +283,22 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics serves /metrics in the Prometheus text format with SGLang's
-// metric names.
+// metric names and labels; as SGLang's Python client does, a counter's
+// family is named with its _total.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	st := s.Stats()
-	labels := fmt.Sprintf(`{engine_type="unified",model_name=%q,pp_rank="0",tp_rank="0"}`, s.cfg.Model)
 	var b bytes.Buffer
-	metric := func(name, typ, help string, v float64) {
-		sample := name
-		if typ == "counter" {
-			sample += "_total"
-		}
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s%s %s\n", name, help, name, typ, sample, labels, pyFloat(v))
+	p := prom.NewWriter(&b)
+	metric := func(name string, typ prom.Type, help string, v float64) {
+		p.Family(name, help, typ)
+		p.Float(v, "engine_type", "unified", "model_name", s.cfg.Model, "pp_rank", "0", "tp_rank", "0")
 	}
-	metric("sglang:num_running_reqs", "gauge", "The number of running requests.", float64(st.Running))
-	metric("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", float64(st.Queued))
-	metric("sglang:context_len", "gauge", "The context length.", float64(s.cfg.ContextLength))
-	metric("sglang:prompt_tokens", "counter", "Number of prefill tokens processed.", float64(st.PromptTokens))
-	metric("sglang:generation_tokens", "counter", "Number of generation tokens processed.", float64(st.GeneratedTokens))
-	metric("sglang:num_requests", "counter", "The number of processed requests.", float64(s.stats.items.Load()))
-	metric("sglang:num_aborted_requests", "counter", "Number of requests aborted.", float64(st.Aborts))
-	writeRaw(w, http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", b.Bytes())
+	metric("sglang:num_running_reqs", prom.Gauge, "The number of running requests.", float64(st.Running))
+	metric("sglang:num_queue_reqs", prom.Gauge, "The number of requests in the waiting queue.", float64(st.Queued))
+	metric("sglang:context_len", prom.Gauge, "The context length.", float64(s.cfg.ContextLength))
+	metric("sglang:prompt_tokens_total", prom.Counter, "Number of prefill tokens processed.", float64(st.PromptTokens))
+	metric("sglang:generation_tokens_total", prom.Counter, "Number of generation tokens processed.", float64(st.GeneratedTokens))
+	metric("sglang:num_requests_total", prom.Counter, "The number of processed requests.", float64(s.stats.items.Load()))
+	metric("sglang:num_aborted_requests_total", prom.Counter, "Number of requests aborted.", float64(st.Aborts))
+	writeRaw(w, http.StatusOK, prom.ContentType, b.Bytes())
 }

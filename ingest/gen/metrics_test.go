@@ -1,0 +1,49 @@
+package gen
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/query/prom/promtest"
+)
+
+// TestWriteMetrics: gen's samples are labelled by each server's URL,
+// redacted and then escaped as the exposition format asks (a quote, a
+// backslash; a zero-width joiner as it is), and promtool reads them.
+func TestWriteMetrics(t *testing.T) {
+	var servers []*server
+	for _, u := range []string{"http://alice:hunter2@gpu-1:30000", "http://router/数据\"集\\👩\u200d💻"} {
+		servers = append(servers, &server{name: sglang.New(u, sglang.Options{}).Server()})
+	}
+	servers[0].up.Store(true)
+	servers[0].inFlight.Store(4)
+	servers[0].done.Store(17)
+	r := &run{pool: newPool(servers)}
+	var b bytes.Buffer
+	r.writeMetrics(&b)
+	want := `# HELP gendex_in_flight Requests in flight, by server.
+# TYPE gendex_in_flight gauge
+gendex_in_flight{server="http://REDACTED@gpu-1:30000"} 4
+gendex_in_flight{server="ROUTER"} 0
+# HELP gendex_server_up Whether a server answers (1) or is waited for (0).
+# TYPE gendex_server_up gauge
+gendex_server_up{server="http://REDACTED@gpu-1:30000"} 1
+gendex_server_up{server="ROUTER"} 0
+# HELP gendex_answers_total Answers written by this run, by server.
+# TYPE gendex_answers_total counter
+gendex_answers_total{server="http://REDACTED@gpu-1:30000"} 17
+gendex_answers_total{server="ROUTER"} 0
+`
+	// The second server's label: its quote and backslash escaped, the rest
+	// as it is.
+	want = strings.ReplaceAll(want, "ROUTER", "http://router/数据\\\"集\\\\👩\u200d💻")
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if strings.Contains(b.String(), "hunter2") {
+		t.Error("the metrics show the password")
+	}
+	promtest.Check(t, b.Bytes())
+}
