@@ -172,6 +172,37 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestCommandHelp: for every command in the table, 'gendex help NAME',
+// 'gendex NAME --help' and 'gendex NAME -h' print the same help to stdout
+// (its usage lines and summary from the table) and exit 0; a usage error
+// of that command points at 'gendex help NAME'.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range commands {
+		t.Run(cmd.Name, func(t *testing.T) {
+			r := mustGendex(t, testEnv(nil), "help", cmd.Name)
+			if want := "usage: gendex " + cmd.Usage[0] + "\n"; !strings.HasPrefix(r.stdout, want) || !strings.Contains(r.stdout, "\n"+cmd.Summary+"\n") || r.stderr != "" {
+				t.Errorf("help %s: want stdout starting with %q and holding the summary\n%s", cmd.Name, want, r)
+			}
+			for _, h := range []string{"--help", "-h"} {
+				if r2 := mustGendex(t, testEnv(nil), cmd.Name, h); r2.stdout != r.stdout {
+					t.Errorf("%s %s differs from help %s\n%s", cmd.Name, h, cmd.Name, r2)
+				}
+			}
+			if cmd.Name == "help" {
+				return
+			}
+			u := gendex(t, testEnv(nil), cmd.Name, "--bogus")
+			if u.code != 2 || !strings.Contains(u.stderr, "Run 'gendex help "+cmd.Name+"' for usage.") {
+				t.Errorf("%s --bogus: want exit 2 pointing at 'gendex help %s'\n%s", cmd.Name, cmd.Name, u)
+			}
+		})
+	}
+	if r := gendex(t, testEnv(nil), "help", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "Run 'gendex help' for usage.") {
+		t.Errorf("help of an unknown command: want exit 2 pointing at 'gendex help'\n%s", r)
+	}
+}
+
 func TestIngestInvalidLines(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "g.db")
