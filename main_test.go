@@ -333,6 +333,39 @@ func TestDBFlagPlacesAndEnvironment(t *testing.T) {
 	}
 }
 
+// TestTakeDB: every spelling of --db, before or after the command's name,
+// goes through the one parser: the command's wins over the global one,
+// both over $GENDEX_DB, and a --db after "--" is an argument.
+func TestTakeDB(t *testing.T) {
+	t.Parallel()
+	env := testEnv(map[string]string{"GENDEX_DB": "env.db"})
+	for _, tc := range []struct {
+		args    []string
+		db      string
+		cmdArgs []string
+	}{
+		{[]string{"query", "progress"}, "env.db", []string{"progress"}},
+		{[]string{"--db", "a.db", "query", "progress"}, "a.db", []string{"progress"}},
+		{[]string{"-db=a.db", "query", "progress"}, "a.db", []string{"progress"}},
+		{[]string{"query", "progress", "-db", "b.db"}, "b.db", []string{"progress"}},
+		{[]string{"query", "--db=b.db", "progress"}, "b.db", []string{"progress"}},
+		{[]string{"--db", "a.db", "query", "--db", "b.db", "progress"}, "b.db", []string{"progress"}},
+		{[]string{"query", "--db", "a.db", "progress", "--db", "b.db"}, "b.db", []string{"progress"}},
+		{[]string{"query", "show", "d", "--", "--db", "x"}, "env.db", []string{"show", "d", "--", "--db", "x"}},
+	} {
+		global, name, rest := splitCommand(tc.args)
+		globalDB, _, err1 := takeDB(global)
+		cmdDB, rest, err2 := takeDB(rest)
+		if err1 != nil || err2 != nil || name != "query" {
+			t.Errorf("%q: command %q, errors %v, %v", tc.args, name, err1, err2)
+			continue
+		}
+		if got := dbPath(env, cmdDB, globalDB); got != tc.db || !reflect.DeepEqual(rest, tc.cmdArgs) {
+			t.Errorf("%q: --db %q, arguments %q; want %q, %q", tc.args, got, rest, tc.db, tc.cmdArgs)
+		}
+	}
+}
+
 func TestDefaultDBIsInTheWorkingDirectory(t *testing.T) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
