@@ -172,6 +172,37 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestCommandHelp: for every command in the table, 'gendex help NAME',
+// 'gendex NAME --help' and 'gendex NAME -h' print the same help to stdout
+// (its usage lines and summary from the table) and exit 0; a usage error
+// of that command points at 'gendex help NAME'.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range commands {
+		t.Run(cmd.Name, func(t *testing.T) {
+			r := mustGendex(t, testEnv(nil), "help", cmd.Name)
+			if want := "usage: gendex " + cmd.Usage[0] + "\n"; !strings.HasPrefix(r.stdout, want) || !strings.Contains(r.stdout, "\n"+cmd.Summary+"\n") || r.stderr != "" {
+				t.Errorf("help %s: want stdout starting with %q and holding the summary\n%s", cmd.Name, want, r)
+			}
+			for _, h := range []string{"--help", "-h"} {
+				if r2 := mustGendex(t, testEnv(nil), cmd.Name, h); r2.stdout != r.stdout {
+					t.Errorf("%s %s differs from help %s\n%s", cmd.Name, h, cmd.Name, r2)
+				}
+			}
+			if cmd.Name == "help" {
+				return
+			}
+			u := gendex(t, testEnv(nil), cmd.Name, "--bogus")
+			if u.code != 2 || !strings.Contains(u.stderr, "Run 'gendex help "+cmd.Name+"' for usage.") {
+				t.Errorf("%s --bogus: want exit 2 pointing at 'gendex help %s'\n%s", cmd.Name, cmd.Name, u)
+			}
+		})
+	}
+	if r := gendex(t, testEnv(nil), "help", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "Run 'gendex help' for usage.") {
+		t.Errorf("help of an unknown command: want exit 2 pointing at 'gendex help'\n%s", r)
+	}
+}
+
 func TestIngestInvalidLines(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "g.db")
@@ -299,6 +330,39 @@ func TestDBFlagPlacesAndEnvironment(t *testing.T) {
 				t.Errorf("query datasets:\n%s", q)
 			}
 		})
+	}
+}
+
+// TestTakeDB: every spelling of --db, before or after the command's name,
+// goes through the one parser: the command's wins over the global one,
+// both over $GENDEX_DB, and a --db after "--" is an argument.
+func TestTakeDB(t *testing.T) {
+	t.Parallel()
+	env := testEnv(map[string]string{"GENDEX_DB": "env.db"})
+	for _, tc := range []struct {
+		args    []string
+		db      string
+		cmdArgs []string
+	}{
+		{[]string{"query", "progress"}, "env.db", []string{"progress"}},
+		{[]string{"--db", "a.db", "query", "progress"}, "a.db", []string{"progress"}},
+		{[]string{"-db=a.db", "query", "progress"}, "a.db", []string{"progress"}},
+		{[]string{"query", "progress", "-db", "b.db"}, "b.db", []string{"progress"}},
+		{[]string{"query", "--db=b.db", "progress"}, "b.db", []string{"progress"}},
+		{[]string{"--db", "a.db", "query", "--db", "b.db", "progress"}, "b.db", []string{"progress"}},
+		{[]string{"query", "--db", "a.db", "progress", "--db", "b.db"}, "b.db", []string{"progress"}},
+		{[]string{"query", "show", "d", "--", "--db", "x"}, "env.db", []string{"show", "d", "--", "--db", "x"}},
+	} {
+		global, name, rest := splitCommand(tc.args)
+		globalDB, _, err1 := takeDB(global)
+		cmdDB, rest, err2 := takeDB(rest)
+		if err1 != nil || err2 != nil || name != "query" {
+			t.Errorf("%q: command %q, errors %v, %v", tc.args, name, err1, err2)
+			continue
+		}
+		if got := dbPath(env, cmdDB, globalDB); got != tc.db || !reflect.DeepEqual(rest, tc.cmdArgs) {
+			t.Errorf("%q: --db %q, arguments %q; want %q, %q", tc.args, got, rest, tc.db, tc.cmdArgs)
+		}
 	}
 }
 

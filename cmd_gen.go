@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"gendex/ingest/gen"
+	"gendex/ingest/gen/sglang"
+	"gendex/store"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// runGen answers every dataset's prompts that have no answer yet, and
+// indexes each answer as it is written.
+func runGen(ctx context.Context, c *call, args []string) error {
+	fs := c.flags()
+	var servers stringList
+	fs.Var(&servers, "server", "server URL (repeatable), or sim for the built-in simulator")
+	api := fs.String("api", "generate", "generate (SGLang /generate), chat or completions (OpenAI-compatible)")
+	concurrency := fs.Int("concurrency", 128, "requests in flight")
+	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
+	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
+	retryErrors := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error")
+	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY); other users see it in ps: prefer --api-key-file or $SGLANG_API_KEY")
+	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (a trailing newline is trimmed)")
+	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
+	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
+	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
+	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
+	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
+	listen := addListenFlags(fs, "")
+	sp := samplingFlags(fs)
+	simCfg := simFlags(fs, "sim-")
+	paths, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usagef("gen: give at least one ROOT or DATASET_DIR holding prompts*.jsonl")
+	}
+	if len(servers) == 0 {
+		return usagef("gen: give at least one --server URL (or --server sim for a dry run)")
+	}
+	cfg := gen.Config{
+		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
+		RetryErrors: *retryErrors, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
+		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
+		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
+	}
+	switch cfg.API {
+	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
+	default:
+		return usagef("gen: --api %q: want generate, chat or completions", *api)
+	}
+	switch {
+	case *apiKeyFile != "" && cfg.APIKey != "":
+		return usagef("gen: give --api-key or --api-key-file, not both")
+	case *apiKeyFile != "":
+		if cfg.APIKey, err = readAPIKey(*apiKeyFile); err != nil {
+			return err
+		}
+	case cfg.APIKey == "":
+		cfg.APIKey = c.env.Getenv("SGLANG_API_KEY")
+	}
+	if err := cfg.Sampling.Validate(); err != nil {
+		return usagef("gen: %v", err)
+	}
+	sets, err := gen.FindDatasets(paths, *out)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		if s != "sim" {
+			cfg.Servers = append(cfg.Servers, s)
+			continue
+		}
+		url, stop, err := startSim(ctx, *simCfg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(c.env.Stderr, "gen: --server sim: a built-in SGLang simulator at %s (deterministic answers; no GPU)\n", url)
+		cfg.Servers = append(cfg.Servers, url)
+	}
+	db, err := store.Open(c.db, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var metrics atomic.Pointer[func(io.Writer)]
+	cfg.OnMetrics = func(f func(io.Writer)) { metrics.Store(&f) }
+	stopLive, err := serveLive(db, listen.options(c.env, func(w io.Writer) {
+		if f := metrics.Load(); f != nil {
+			(*f)(w)
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	defer stopLive()
+	// A second interrupt quits at once: what is written is fsynced and the
+	// index catches up from the files on the next start.
+	exitOnSecondInterrupt(ctx, c.env.Stderr)
+	_, err = gen.Run(ctx, db, cfg, sets)
+	return err
+}
+
+// readAPIKey returns the API key held in path, without its trailing
+// newline.
+func readAPIKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("gen: --api-key-file: %w (give a readable file holding the API key)", err)
+	}
+	key := strings.TrimRight(string(b), "\r\n")
+	if strings.TrimSpace(key) == "" {
+		return "", fmt.Errorf("gen: --api-key-file %s is empty: put the server's API key in it", path)
+	}
+	return key, nil
+}
+
+// samplingFlags declares the sampling flags, named as SGLang names them.
+// Only the flags given are sent, except max_new_tokens, which is always
+// sent (SGLang's /generate default of 128 made explicit).
+func samplingFlags(fs *flag.FlagSet) *sglang.SamplingParams {
+	sp := &sglang.SamplingParams{}
+	maxNew := 128
+	sp.MaxNewTokens = &maxNew
+	intFlag := func(name, usage string, dst **int) {
+		fs.Func(name, usage, func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("want an integer")
+			}
+			*dst = &n
+			return nil
+		})
+	}
+	floatFlag := func(name, usage string, dst **float64) {
+		fs.Func(name, usage, func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("want a number")
+			}
+			*dst = &f
+			return nil
+		})
+	}
+	boolFlag := func(name, usage string, dst **bool) {
+		fs.BoolFunc(name, usage, func(v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			*dst = &b
+			return nil
+		})
+	}
+	intFlag("max-new-tokens", "tokens to generate at most (default 128; clipped so prompt + max-new-tokens stays 16 below the context length)", &sp.MaxNewTokens)
+	intFlag("min-new-tokens", "tokens to generate at least (server default 0)", &sp.MinNewTokens)
+	floatFlag("temperature", "sampling temperature (server default 1.0; 0 is greedy)", &sp.Temperature)
+	floatFlag("top-p", "nucleus sampling (server default 1.0)", &sp.TopP)
+	intFlag("top-k", "top-k sampling (server default -1: all)", &sp.TopK)
+	floatFlag("min-p", "min-p sampling (server default 0)", &sp.MinP)
+	floatFlag("frequency-penalty", "server default 0", &sp.FrequencyPenalty)
+	floatFlag("presence-penalty", "server default 0", &sp.PresencePenalty)
+	floatFlag("repetition-penalty", "server default 1.0", &sp.RepetitionPenalty)
+	boolFlag("ignore-eos", "keep generating past EOS (server default false)", &sp.IgnoreEOS)
+	boolFlag("skip-special-tokens", "leave special tokens out of text (server default true)", &sp.SkipSpecialTokens)
+	boolFlag("no-stop-trim", "keep the stop string in text (server default false)", &sp.NoStopTrim)
+	fs.Func("stop", "stop string (repeatable)", func(v string) error { sp.Stop = append(sp.Stop, v); return nil })
+	fs.Func("stop-token-ids", "comma-separated token ids that stop generation", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("want comma-separated integers")
+			}
+			sp.StopTokenIDs = append(sp.StopTokenIDs, n)
+		}
+		return nil
+	})
+	fs.Func("seed", "sampling_seed", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer")
+		}
+		sp.SamplingSeed = &n
+		return nil
+	})
+	return sp
+}

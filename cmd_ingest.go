@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gendex/ingest"
+	"gendex/store"
+)
+
+// runIngest indexes JSONL files and, with --follow, keeps indexing what is
+// appended and added until interrupted.
+func runIngest(ctx context.Context, c *call, args []string) error {
+	fs := c.flags()
+	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
+	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
+	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
+	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
+	listen := addListenFlags(fs, "with --follow: ")
+	paths, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usagef("ingest: give at least one PATH (a dataset root, a dataset folder or a file)")
+	}
+	var stage *store.Stage
+	if *stageName != "" {
+		st, err := store.ParseStage(*stageName)
+		if err != nil {
+			return usagef("ingest: %v", err)
+		}
+		stage = &st
+	}
+	if _, err := ingest.ParseIDPath(*idPath); err != nil {
+		return usagef("ingest: --id: %v", err)
+	}
+	db, err := store.Open(c.db, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if (*listen.addr != "" || *listen.queries) && !*follow {
+		return usagef("ingest: --listen goes with --follow")
+	}
+	stopLive, err := serveLive(db, listen.options(c.env, nil))
+	if err != nil {
+		return err
+	}
+	defer stopLive()
+
+	rep := &ingest.Reporter{W: c.env.Stderr}
+	ix := &ingest.Indexer{DB: db, Report: rep.Report}
+	discover := func() ([]ingest.Source, error) {
+		var all []ingest.Source
+		for _, p := range paths {
+			srcs, err := ingest.Discover(p, *dataset, stage)
+			if err != nil {
+				return nil, err
+			}
+			for i := range srcs {
+				srcs[i].IDPath = *idPath
+			}
+			all = append(all, srcs...)
+		}
+		return all, nil
+	}
+	srcs, err := discover()
+	if errors.Is(err, ingest.ErrStageNeedsFile) {
+		return usagef("ingest: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 0 && !*follow {
+		return fmt.Errorf("no prompts*, raw_responses*, tokenized* or errors* .jsonl files under %s", strings.Join(paths, ", "))
+	}
+	start := c.env.Now()
+	var total ingest.FileResult
+	files, unchanged := 0, 0
+	for _, src := range srcs {
+		res, err := ix.IndexFile(ctx, src)
+		accumulate(&total, res)
+		files++
+		if res.Unchanged {
+			unchanged++
+		}
+		if res.Torn > 0 && !*follow {
+			rep.Report(ingest.Problem{Path: src.Path, Line: res.NextLine, Kind: ingest.Torn,
+				Msg: fmt.Sprintf("last line has no newline (%d bytes); not indexed until it is completed (if the file is finished, add the newline: echo >> FILE)", res.Torn)})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	elapsed := c.env.Now().Sub(start)
+	fmt.Fprintf(c.env.Stderr, "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
+		total.Added, files, unchanged, humanBytes(total.Bytes), elapsed.Round(time.Millisecond))
+	if *follow {
+		return ingestFollow(ctx, c.env, ix, rep, discover)
+	}
+	return ingestVerdict(c.env.Stderr, rep)
+}
+
+func accumulate(t *ingest.FileResult, r ingest.FileResult) {
+	t.Added += r.Added
+	t.Duplicates += r.Duplicates
+	t.Skipped += r.Skipped
+	t.Unknown += r.Unknown
+	t.Bytes += r.Bytes
+}
+
+// ingestVerdict prints the problem summary and says whether lines were skipped.
+func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
+	if rep.Total() > 0 {
+		fmt.Fprintln(w, "problems by file:")
+		rep.Summary(w)
+	}
+	if n := rep.Skipped(); n > 0 {
+		fmt.Fprintf(w, "gendex: %d lines were skipped (invalid JSON, no id, or beyond the index's limits); everything else is indexed\n", n)
+		return errSkipped
+	}
+	if n := rep.Count(ingest.Torn); n > 0 {
+		fmt.Fprintf(w, "gendex: %d files end in a line without a newline, not indexed yet; everything else is indexed\n", n)
+		return errSkipped
+	}
+	return nil
+}
+
+// ingestFollow keeps indexing until ctx is done: changed files every 200 ms,
+// new datasets and files every second.
+func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest.Reporter, discover func() ([]ingest.Source, error)) error {
+	fmt.Fprintln(env.Stderr, "following; Ctrl-C to stop")
+	var srcs []ingest.Source
+	lastDiscover := time.Time{}
+	lastLog := env.Now()
+	var added int
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if time.Since(lastDiscover) >= time.Second {
+			s, err := discover()
+			if err != nil {
+				fmt.Fprintf(env.Stderr, "warning: %v\n", err)
+			} else {
+				srcs = s
+			}
+			lastDiscover = time.Now()
+		}
+		for _, src := range srcs {
+			res, err := ix.IndexFile(ctx, src)
+			added += res.Added
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(env.Stderr, "warning: %v\n", err)
+			}
+		}
+		if now := env.Now(); added > 0 && now.Sub(lastLog) >= 10*time.Second {
+			fmt.Fprintf(env.Stderr, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
+			added, lastLog = 0, now
+		}
+		select {
+		case <-ctx.Done():
+			if added > 0 {
+				fmt.Fprintf(env.Stderr, "indexed %d new records\n", added)
+			}
+			ingestVerdict(env.Stderr, rep)
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+
+	"gendex/ingest/gen/sim"
+)
+
+// runSim serves an SGLang-compatible simulator until interrupted, then
+// says what it served.
+func runSim(ctx context.Context, c *call, args []string) error {
+	fs := c.flags()
+	listen := fs.String("listen", "127.0.0.1:30000", "address to listen on")
+	cfg := simFlags(fs, "")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	s := sim.New(*cfg)
+	fmt.Fprintf(c.env.Stderr, "gendex sim: an SGLang-compatible simulator on http://%s (model %s, %d slots); Ctrl-C to stop\n", *listen, cfg.Model, cfg.Slots)
+	err := s.ListenAndServe(ctx, *listen)
+	if ctx.Err() != nil {
+		st := s.Stats()
+		fmt.Fprintf(c.env.Stderr, "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)
+		return nil
+	}
+	return err
+}
+
+// simFlags declares the simulator's settings under prefix.
+func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
+	cfg := &sim.Config{}
+	fs.StringVar(&cfg.Model, prefix+"model", sim.DefaultModel, "simulator: served model name")
+	fs.IntVar(&cfg.ContextLength, prefix+"context", sim.DefaultContextLength, "simulator: context length")
+	fs.IntVar(&cfg.Slots, prefix+"slots", sim.DefaultSlots, "simulator: requests decoding at once (--max-running-requests)")
+	fs.Float64Var(&cfg.DecodeTokensPerSec, prefix+"decode-tps", 0, "simulator: decode tokens/s per request (0: instant)")
+	fs.Float64Var(&cfg.PrefillTokensPerSec, prefix+"prefill-tps", 0, "simulator: prefill tokens/s per request (0: instant)")
+	fs.DurationVar(&cfg.StartupDelay, prefix+"startup-delay", 0, "simulator: refuse connections this long (model loading)")
+	fs.DurationVar(&cfg.Warmup, prefix+"warmup", 0, "simulator: answer 503 this long after binding (warmup)")
+	fs.Float64Var(&cfg.ErrorRate, prefix+"error-rate", 0, "simulator: fraction of requests answered 500/503")
+	fs.Float64Var(&cfg.ResetRate, prefix+"reset-rate", 0, "simulator: fraction of connections reset")
+	fs.Float64Var(&cfg.AbortRate, prefix+"abort-rate", 0, "simulator: fraction of requests aborted (200, finish_reason abort)")
+	fs.IntVar(&cfg.CrashAfter, prefix+"crash-after", 0, "simulator: crash after this many answers (0: never)")
+	fs.StringVar(&cfg.CrashOn, prefix+"crash-on", "", "simulator: crash when a request's prompt holds this text (a prompt that kills the server)")
+	fs.Int64Var(&cfg.Seed, prefix+"seed", 0, "simulator: seed for answers and faults")
+	fs.StringVar(&cfg.APIKey, prefix+"api-key", "", "simulator: require this API key")
+	fs.BoolVar(&cfg.ReasoningParser, prefix+"reasoning", false, "simulator: a reasoning model (reasoning_content, reasoning_tokens)")
+	fs.BoolVar(&cfg.EnableMetrics, prefix+"metrics", false, "simulator: serve /metrics")
+	return cfg
+}
+
+// startSim runs a simulator on a loopback port in this process.
+func startSim(ctx context.Context, cfg sim.Config) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := sim.New(cfg)
+	done := make(chan struct{})
+	go func() { s.Serve(sctx, ln); close(done) }()
+	return "http://" + ln.Addr().String(), func() { cancel(); <-done }, nil
+}
