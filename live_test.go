@@ -73,7 +73,7 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	prompts := filepath.Join(dir, "prompts", "live")
 	os.MkdirAll(prompts, 0o755)
 	var b strings.Builder
-	const n = 3000
+	const n = 200_000 // far more than gen answers before it is interrupted
 	for i := range n {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"prompt %d"}`+"\n", i, i)
 	}
@@ -108,13 +108,11 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 		return err == nil
 	})
 	last, answered := -1.0, 0
-	running := 0
 	for i := 0; i < 50; i++ {
 		select {
 		case err := <-genDone:
-			genDone <- err
+			t.Fatalf("gen stopped while it had prompts left: %v\n%s", err, genLog.String())
 		default:
-			running++
 		}
 		rows, err := ask("progress")
 		if err != nil {
@@ -132,11 +130,11 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if running < 40 {
-		t.Errorf("gen finished too early: only %d of the 50 questions were asked while it ran", running)
-	}
-	if err := <-genDone; err != nil {
-		t.Fatalf("gen: %v\n%s", err, genLog.String())
+	// gen is stopped by the test, not by running out of prompts, so every
+	// question above was asked while it ran, however slow the machine.
+	gen.Process.Signal(os.Interrupt)
+	if err := <-genDone; gen.ProcessState.ExitCode() != 130 {
+		t.Fatalf("gen after an interrupt: %v, want exit status 130\n%s", err, genLog.String())
 	}
 	rows, err := ask("progress")
 	if err != nil {
@@ -154,7 +152,8 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 		json.Unmarshal(sc.Bytes(), &m)
 		ids[m.ID] = true
 	}
-	if got := rows[0]["raw"].(float64); int(got) != len(ids) || len(ids) != n || rows[0]["missing_raw"].(float64) != 0 {
+	raw, missing := rows[0]["raw"].(float64), rows[0]["missing_raw"].(float64)
+	if int(raw) != len(ids) || len(ids) == 0 || int(missing) != n-len(ids) {
 		t.Errorf("final answer %v; the file has %d distinct answers for %d prompts", rows[0], len(ids), n)
 	}
 	if answered < 45 {
