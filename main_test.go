@@ -27,7 +27,8 @@ var (
 )
 
 // clockNow is a moment the clock dataset was written around: its 30 s
-// window holds six responses, 72 known tokens and one without a count.
+// window (the completed seconds before it) holds five responses, 53 known
+// tokens and one without a count.
 var clockNow = time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
 
 // testEnv is an Env with buffers, no TTY, an empty environment (the
@@ -479,8 +480,8 @@ func TestQueryJSON(t *testing.T) {
 	r = mustGendex(t, testEnv(nil), "--db", db, "query", "throughput", "clock", "--format", "json")
 	golden(t, "throughput.json.golden", r.stdout)
 	var tp []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &tp); err != nil || len(tp) != 1 || tp[0]["records"] != 6.0 || tp[0]["completion_tokens"] != 72.0 {
-		t.Errorf("throughput clock at %v: %s (%v), want 6 records and 72 tokens", clockNow, r.stdout, err)
+	if err := json.Unmarshal([]byte(r.stdout), &tp); err != nil || len(tp) != 1 || tp[0]["records"] != 5.0 || tp[0]["completion_tokens"] != 53.0 {
+		t.Errorf("throughput clock at %v: %s (%v), want 5 records and 53 tokens", clockNow, r.stdout, err)
 	}
 }
 

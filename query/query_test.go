@@ -487,16 +487,16 @@ func TestThroughputOwnTimes(t *testing.T) {
 		seconds int64
 		records int // spelled out from the fixture's comments
 	}{
-		{"30s", 30, 6},
-		{"1s", 1, 2},
-		{"1h", 3600, 8},
-		{"90s", 90, 7},
-		{"30m", 1800, 8},
+		{"30s", 30, 5},
+		{"1s", 1, 1},
+		{"1h", 3600, 6},
+		{"90s", 90, 5},
+		{"30m", 1800, 6},
 	} {
-		// The window is the whole seconds (now-w, now], including the current one.
+		// The window is the completed seconds [now-w, now): the current one never counts.
 		var records, tokens, unknown int64
 		for _, r := range m["clock"].raw {
-			if sec := r.own.Unix(); sec > now.Unix()-tc.seconds && sec <= now.Unix() {
+			if sec := r.own.Unix(); sec >= now.Unix()-tc.seconds && sec < now.Unix() {
 				records++
 				if r.completion < 0 {
 					unknown++
@@ -513,15 +513,16 @@ func TestThroughputOwnTimes(t *testing.T) {
 		for _, r := range m["clock"].raw {
 			first = min(first, r.own.Unix())
 		}
-		seconds := min(tc.seconds, now.Unix()+1-first)
+		seconds := min(tc.seconds, now.Unix()-first)
 		want := [][]any{{"clock", seconds, records, tokens,
 			fixed(float64(records)/float64(seconds), 2), fixed(float64(tokens)/float64(seconds), 1), unknown}}
 		r := answer(t, db, now, "throughput", "--window", tc.window, "clock")
 		checkRows(t, "throughput "+tc.window, r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"}, want)
 	}
-	// Spelled out for 30s: c2 c3 c4 c6 c7 c8 (c8 without a count).
+	// Spelled out for 30s: c1 c2 c3 c7 c8 (c8 without a count); c4 and c6
+	// finished in the current second, which is not over.
 	got := normRow(answer(t, db, now, "throughput", "clock").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(30), int64(6), int64(12 + 13 + 14 + 16 + 17), "0.20", "2.4", int64(1)}) {
+	if !slices.Equal(got, []any{"clock", int64(30), int64(5), int64(11 + 12 + 13 + 17), "0.17", "1.8", int64(1)}) {
 		t.Errorf("throughput clock 30s = %v", got)
 	}
 	// Before any record: nothing, and zero rates rather than unknown.
@@ -547,9 +548,12 @@ func TestThroughputIndexingTime(t *testing.T) {
 	}
 	n := int64(len(m["beta"].raw))
 	window := after.Sub(before).Truncate(time.Second) + 10*time.Second
-	// The window starts at the first response, indexed between before and after.
-	w := after.Unix() + 1 - before.Unix()
-	r := answer(t, db, after, "throughput", "beta", "--window", window.String())
+	// Asked once the second of the indexing is over (the current second
+	// never counts), the window starts at the first response, indexed
+	// between before and after.
+	at := time.Unix(after.Unix()+1, 0)
+	w := at.Unix() - before.Unix()
+	r := answer(t, db, at, "throughput", "beta", "--window", window.String())
 	if got := normRow(r.Rows[0]); got[1] != w && got[1] != w-1 {
 		t.Errorf("window_s = %v; want the seconds since indexing, %d", got[1], w)
 	} else {
@@ -564,12 +568,12 @@ func TestThroughputIndexingTime(t *testing.T) {
 	}
 	// In alpha, the lines without a time of their own (the Batch line, the
 	// ids-only line, the line without counts) count now; the others do not.
-	r = answer(t, db, after, "throughput", "alpha", "--window", window.String())
+	r = answer(t, db, at, "throughput", "alpha", "--window", window.String())
 	var own, none int64
 	for _, rec := range m["alpha"].raw {
 		if rec.own.IsZero() {
 			none++
-		} else if sec := rec.own.Unix(); sec > after.Unix()-w && sec <= after.Unix() {
+		} else if sec := rec.own.Unix(); sec >= at.Unix()-w && sec < at.Unix() {
 			own++
 		}
 	}
@@ -580,23 +584,55 @@ func TestThroughputIndexingTime(t *testing.T) {
 
 func TestThroughputAllUnknown(t *testing.T) {
 	db, _ := index(t, fixtureRoot)
-	now := time.Date(2026, 11, 28, 9, 59, 50, 0, time.UTC) // only c8 (no count) in a 1s window
+	now := time.Date(2026, 11, 28, 9, 59, 51, 0, time.UTC) // only c8 (no count) in the 1s window before
 	got := normRow(answer(t, db, now, "throughput", "clock", "--window", "1s").Rows[0])
 	if !slices.Equal(got, []any{"clock", int64(1), int64(1), nil, "1.00", nil, int64(1)}) {
 		t.Errorf("throughput with only unknown counts = %v, want the tokens unknown, not 0", got)
 	}
 }
 
-func TestThroughputTotal(t *testing.T) {
+// The current second is not over, so it never counts, however late in it
+// the question comes: c4 (10:00:00.900) and c6 (10:00:00) count from
+// 10:00:01 on; until then the last whole second holds c7 (09:59:59.2) alone.
+func TestThroughputCurrentSecondNeverCounts(t *testing.T) {
+	db, _ := index(t, fixtureRoot)
+	sec := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		now  time.Time
+		want []any
+	}{
+		{sec, []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
+		{sec.Add(500 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
+		{sec.Add(999 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
+		{sec.Add(time.Second), []any{"clock", int64(1), int64(2), int64(14 + 16), "2.00", "30.0", int64(0)}},
+	} {
+		if got := normRow(answer(t, db, tc.now, "throughput", "--window", "1s", "clock").Rows[0]); !slices.Equal(got, tc.want) {
+			t.Errorf("at %s: %v, want %v", tc.now.Format("15:04:05.000"), got, tc.want)
+		}
+	}
+}
+
+// TOTAL follows the rows' rule over the datasets with a response in the
+// window: when only clock has responses in the last hour (beta's were
+// indexed later, by the wall clock), TOTAL is clock's window and clock's
+// rate, not the same records spread over the full hour.
+func TestThroughputTotalOneRunning(t *testing.T) {
 	db, _ := index(t, fixtureRoot)
 	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
-	r := answer(t, db, now, "throughput", "--window", "1h")
+	r := answer(t, db, now, "throughput", "--window", "1h", "clock", "beta")
 	var records int64
+	var clock []any
 	for _, row := range r.Rows {
 		records += norm(row[2]).(int64)
+		if row[0] == "clock" {
+			clock = normRow(row)
+		} else if norm(row[2]) != int64(0) {
+			t.Fatalf("%v: only clock should have responses in the window", row)
+		}
 	}
-	if got := normRow(r.Total); got[0] != "TOTAL" || got[1] != int64(3600) || got[2] != records {
-		t.Errorf("throughput TOTAL %v, want TOTAL 3600 %d", got, records)
+	got := normRow(r.Total)
+	if got[0] != "TOTAL" || got[2] != records || clock == nil || !slices.Equal(got[1:], clock[1:]) {
+		t.Errorf("throughput TOTAL %v, want clock's row %v", got, clock)
 	}
 }
 

@@ -212,34 +212,36 @@ func tokenRow(name string, r *store.Stats, p []any, skipped uint64) []any {
 }
 
 // throughput: responses that finished in the window ending now, by their own
-// finish time (or the time they were indexed). The window is whole seconds
-// and includes the current one; it starts no earlier than the dataset's
-// first response, so a run that began 10 s ago is measured over 10 s, not
-// diluted over 30 (window_s says which).
+// finish time (or the time they were indexed), measured by the store's one
+// rate model (store.RateSpan): completed seconds only, the current one never
+// counts, and a dataset's window starts no earlier than its first response,
+// so a run that began 10 s ago is measured over 10 s, not diluted over 30
+// (window_s says which). TOTAL is the same rule over the datasets with a
+// response in the window (store.TotalRate).
 func throughput(v *store.View, names []string, window time.Duration, now time.Time, out Sink) error {
 	out.Columns([]string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"})
-	to := now.Unix() + 1
-	var tr, tt, tu, tw int64
+	rates := make([]store.Rate, 0, len(names))
 	for _, n := range names {
-		from := to - int64(window/time.Second)
-		if first, ok := v.FirstSecond(n); ok && first > from && first < to {
-			from = first
-		}
-		r, t, u := v.Window(n, from, to)
-		tr, tt, tu, tw = tr+r, tt+t, tu+u, max(tw, to-from)
-		if err := out.Row(rateRow(n, to-from, r, t, u)); err != nil {
+		first, ok := v.FirstSecond(n)
+		r := store.Rate{}
+		r.From, r.To = store.RateSpan(now, window, first, ok)
+		r.Records, r.Tokens, r.Unknown = v.Window(n, r.From, r.To)
+		rates = append(rates, r)
+		if err := out.Row(rateRow(n, r)); err != nil {
 			return err
 		}
 	}
-	return out.Total(rateRow("TOTAL", max(tw, 1), tr, tt, tu))
+	return out.Total(rateRow("TOTAL", store.TotalRate(now, window, rates)))
 }
 
-func rateRow(name string, w, records, tokens, unknown int64) []any {
-	var tok, tokRate any = tokens, Fixed{float64(tokens) / float64(w), 1}
-	if records > 0 && unknown == records {
-		tok, tokRate = nil, nil
+func rateRow(name string, r store.Rate) []any {
+	var tok, tokRate any = r.Tokens, nil
+	if perSec, ok := r.TokensPerSecond(); ok {
+		tokRate = Fixed{perSec, 1}
+	} else {
+		tok = nil
 	}
-	return []any{name, w, records, tok, Fixed{float64(records) / float64(w), 2}, tokRate, unknown}
+	return []any{name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown}
 }
 
 // missing: ids of one dataset without a response (stage raw: prompts with

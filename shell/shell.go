@@ -26,6 +26,7 @@ import (
 	"github.com/peterh/liner"
 
 	"gendex/query"
+	"gendex/store"
 )
 
 // Shell is one session.
@@ -292,7 +293,10 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 
 // dashboard writes, per dataset: done/total, errors, answers and tokens per
 // second over the last 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
-// one when nothing finished in the last 30 s).
+// one when nothing finished in the last 30 s). The three answers are joined
+// by dataset name, and the rates are asked for exactly the datasets progress
+// listed, so a dataset indexed between the questions shifts nothing and
+// TOTAL covers the rows shown.
 func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	collect := func(args ...string) (*query.Result, error) {
 		q, err := query.Parse(args)
@@ -309,11 +313,30 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	short, err := collect("throughput", "--window", "30s")
+	names := make([]string, 0, len(prog.Rows))
+	for _, row := range prog.Rows {
+		if name, ok := row[0].(string); ok {
+			names = append(names, name)
+		}
+	}
+	rates := func(window string) (*query.Result, map[string][]any, error) {
+		r, err := collect(append([]string{"throughput", "--window", window, "--"}, names...)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		byName := make(map[string][]any, len(r.Rows))
+		for _, row := range r.Rows {
+			if name, ok := row[0].(string); ok {
+				byName[name] = row
+			}
+		}
+		return r, byName, nil
+	}
+	short, shortBy, err := rates("30s")
 	if err != nil {
 		return err
 	}
-	long, err := collect("throughput", "--window", "5m")
+	long, longBy, err := rates("5m")
 	if err != nil {
 		return err
 	}
@@ -336,21 +359,18 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 			if rate == 0 {
 				rate, _ = asFloat(get(long, lo, "records_per_s"))
 			}
-			switch {
-			case m == 0:
-				eta = "done"
-			case rate > 0:
-				eta = time.Duration(m / rate * float64(time.Second)).Round(time.Second).String()
-			}
+			eta = store.ETA(int64(m), rate)
 		}
 		return []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"),
 			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
 	}
-	for i, row := range prog.Rows {
-		if i >= len(short.Rows) || i >= len(long.Rows) {
-			break // a dataset that appeared between the questions
+	for _, row := range prog.Rows {
+		name, _ := row[0].(string)
+		sh, lo := shortBy[name], longBy[name]
+		if sh == nil || lo == nil {
+			continue // not in the rates' answers
 		}
-		res.Rows = append(res.Rows, line(row, short.Rows[i], long.Rows[i]))
+		res.Rows = append(res.Rows, line(row, sh, lo))
 	}
 	if prog.Total != nil && short.Total != nil && long.Total != nil {
 		res.Total = line(prog.Total, short.Total, long.Total)

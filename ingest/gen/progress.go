@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -10,17 +11,28 @@ import (
 	"gendex/store"
 )
 
-// rateWindow counts answers and tokens per second over the last minute.
+// rateWindow counts this run's answers per second, over the last minute,
+// for the progress lines; it measures them by the store's rate model
+// (store.RateSpan), the rule `query throughput` uses for the index.
 type rateWindow struct {
-	mu   sync.Mutex
-	secs [64]struct{ sec, n, tokens, unknown int64 }
+	mu       sync.Mutex
+	first    int64 // the second of the first answer, when hasFirst
+	hasFirst bool
+	secs     [64]struct{ sec, n, tokens, unknown int64 }
 }
+
+// progressWindow is the window progress rates are measured over; the ring
+// keeps more seconds than that.
+const progressWindow = 30 * time.Second
 
 // add counts n answers with tokens completion tokens, unknown of which
 // reported no token count.
 func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	sec := now.Unix()
 	w.mu.Lock()
+	if n > 0 && !w.hasFirst {
+		w.first, w.hasFirst = sec, true
+	}
 	b := &w.secs[sec%int64(len(w.secs))]
 	if b.sec != sec {
 		b.sec, b.n, b.tokens, b.unknown = sec, 0, 0, 0
@@ -31,21 +43,20 @@ func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	w.mu.Unlock()
 }
 
-// rate returns answers/s and a tokens/s text over the last span seconds
-// before now (the current second excluded, as it is not over).
-func (w *rateWindow) rate(now time.Time, span int64) (perSec float64, tokensPerSec string) {
-	end := now.Unix()
+// rate measures the answers of the window ending at now.
+func (w *rateWindow) rate(now time.Time, window time.Duration) store.Rate {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var n, tok, unknown int64
+	var r store.Rate
+	r.From, r.To = store.RateSpan(now, window, w.first, w.hasFirst)
 	for _, b := range w.secs {
-		if b.sec >= end-span && b.sec < end {
-			n += b.n
-			tok += b.tokens
-			unknown += b.unknown
+		if b.sec >= r.From && b.sec < r.To {
+			r.Records += b.n
+			r.Tokens += b.tokens
+			r.Unknown += b.unknown
 		}
 	}
-	return float64(n) / float64(span), tokenRate(n, tok, unknown, float64(span))
+	return r
 }
 
 // tokenRate describes a token rate honestly: "unknown" when no answer
@@ -58,12 +69,6 @@ func tokenRate(n, tokens, unknown int64, secs float64) string {
 		return fmt.Sprintf(">=%.0f tokens/s (%d answers without a token count)", float64(tokens)/secs, unknown)
 	}
 	return fmt.Sprintf("%.0f tokens/s", float64(tokens)/secs)
-}
-
-// rateSpan is the window progress rates are measured over, shortened at the
-// start of the run so the first rates are not diluted by seconds before it.
-func (r *run) rateSpan(now time.Time) int64 {
-	return max(1, min(30, int64(now.Sub(r.started)/time.Second)))
 }
 
 // liveLog is the log on a terminal: live status lines stay at the bottom,
@@ -139,8 +144,11 @@ func (r *run) progress(stop <-chan struct{}) {
 // statusLines describes the run now: one line for the servers, one per
 // dataset that is not finished (or was worked on in this run).
 func (r *run) statusLines(now time.Time) []string {
-	span := r.rateSpan(now)
-	perSec, tokPerSec := r.all.rate(now, span)
+	rates := make([]store.Rate, len(r.sets))
+	for i, ds := range r.sets {
+		rates[i] = ds.rate.rate(now, progressWindow)
+	}
+	all := store.TotalRate(now, progressWindow, rates)
 	servers := fmt.Sprintf("%d/%d servers up", r.pool.upCount(), len(r.pool.servers))
 	for _, s := range r.pool.servers {
 		if !s.up.Load() {
@@ -158,25 +166,14 @@ func (r *run) statusLines(now time.Time) []string {
 		}
 		return nil
 	})
-	eta := "ETA unknown"
-	if perSec > 0 {
-		eta = "ETA " + etaOf(float64(left), perSec)
-	}
 	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %s (last %ds), %d to go, %s",
-		servers, r.pool.inFlight(), perSec, tokPerSec, span, left, eta)}
-	for _, ds := range r.sets {
+		servers, r.pool.inFlight(), all.PerSecond(), rateTokens(all), all.Seconds(), left, etaText(left, all))}
+	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
 		done := total - s.MissingRaw()
-		ps, ts := ds.rate.rate(now, span)
-		eta := "ETA unknown"
+		rate := rates[i]
 		left := s.MissingRaw()
-		switch {
-		case left == 0:
-			eta = "done"
-		case ps > 0:
-			eta = "ETA " + etaOf(float64(left), ps)
-		}
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
@@ -185,13 +182,23 @@ func (r *run) statusLines(now time.Time) []string {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
 		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
-			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, ps, ts, eta))
+			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, rate.PerSecond(), rateTokens(rate), etaText(left, rate)))
 	}
 	return lines
 }
 
-func etaOf(left, perSec float64) string {
-	return time.Duration(left / perSec * float64(time.Second)).Round(time.Second).String()
+func rateTokens(r store.Rate) string {
+	return tokenRate(r.Records, r.Tokens, r.Unknown, float64(r.Seconds()))
+}
+
+// etaText is store.ETA as a progress line says it: "done", "ETA unknown",
+// "ETA 4m10s".
+func etaText(left uint64, r store.Rate) string {
+	eta := store.ETA(int64(min(left, math.MaxInt64)), r.PerSecond())
+	if eta == "done" {
+		return eta
+	}
+	return "ETA " + eta
 }
 
 // final prints the run's summary.

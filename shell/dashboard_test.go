@@ -1,0 +1,123 @@
+package shell
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest"
+	"gendex/query"
+	"gendex/store"
+)
+
+// writeDataset writes a dataset of 10 prompts and n answers, all finished
+// at the given time, under root.
+func writeDataset(t *testing.T, root, name string, n int, at time.Time) {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var prompts, raw strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&prompts, `{"id":"%s%d","text":"q"}`+"\n", name, i)
+		if i < n {
+			fmt.Fprintf(&raw, `{"id":"%s%d","text":"a","completion_tokens":10,"finished_at":%q}`+"\n", name, i, at.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	for file, text := range map[string]string{"prompts.jsonl": prompts.String(), "raw_responses.jsonl": raw.String()} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func indexTree(t *testing.T, db *store.DB, path string) {
+	t.Helper()
+	srcs, err := ingest.Discover(path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := &ingest.Indexer{DB: db}
+	for _, s := range srcs {
+		if _, err := ix.IndexFile(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// afterProgress answers like Local, and runs hook once, right after the
+// first progress question: a dataset indexed between the dashboard's
+// questions.
+type afterProgress struct {
+	query.Local
+	hook func()
+}
+
+func (a *afterProgress) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
+	err := a.Local.Ask(ctx, q, now, out)
+	if q.Question == "progress" && a.hook != nil {
+		a.hook()
+		a.hook = nil
+	}
+	return err
+}
+
+// A dataset that sorts between the others and appears between the
+// dashboard's questions keeps every rate on its own row.
+func TestDashboardJoinsByDataset(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	sec := now.Truncate(time.Second)
+	root := t.TempDir()
+	writeDataset(t, root, "A", 6, sec.Add(-20*time.Second)) // 6 over 20 s: 0.30/s, 4 left
+	writeDataset(t, root, "C", 2, sec.Add(-10*time.Second)) // 2 over 10 s: 0.20/s, 8 left
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	indexTree(t, db, root)
+
+	late := t.TempDir()
+	writeDataset(t, late, "B", 9, sec.Add(-5*time.Second)) // 9 over 5 s: 1.80/s
+	ask := &afterProgress{Local: query.Local{Src: db}, hook: func() { indexTree(t, db, late) }}
+	sh := &Shell{Ask: ask, Now: func() time.Time { return now }, format: query.TSV}
+	var b strings.Builder
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	want := "dataset\tdone\tprompts\tdone_pct\terrors\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
+		"A\t6\t10\t60.00\t0\t0.30\t3.0\t0.30\t3.0\t13s\n" +
+		"C\t2\t10\t20.00\t0\t0.20\t2.0\t0.20\t2.0\t40s\n"
+	if b.String() != want {
+		t.Errorf("dashboard:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// The next refresh shows B on its own row; TOTAL (shown in a table) is
+	// the three from A's first answer: 17 over 20 s, 13 left at 0.85/s.
+	sh.format = query.Table
+	b.Reset()
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(strings.NewReplacer("│", " ", "|", " ").Replace(l)); len(f) > 0 && f[0] != "dataset" {
+			rows = append(rows, strings.Join(f, " "))
+		}
+	}
+	wantRows := []string{
+		"A 6 10 60.00 0 0.30 3.0 0.30 3.0 13s",
+		"B 9 10 90.00 0 1.80 18.0 1.80 18.0 1s",
+		"C 2 10 20.00 0 0.20 2.0 0.20 2.0 40s",
+		"TOTAL 17 30 56.67 0 0.85 8.5 0.85 8.5 15s",
+	}
+	if !slices.Equal(rows, wantRows) {
+		t.Errorf("dashboard rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+	}
+}
