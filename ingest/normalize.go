@@ -403,6 +403,8 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 			rec.Shape = store.ShapeIDsOnly
 		}
 	}
+	// No count anywhere (every count above sets the shape with it): the
+	// shape is the envelope's.
 	if rec.Shape == store.ShapeUnknown {
 		switch {
 		case hasMeta:
@@ -411,9 +413,6 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 			rec.Shape = store.ShapeOpenAI
 		case hasBody:
 			rec.Shape = store.ShapeBatch
-		}
-		if rec.CompletionTokens >= 0 {
-			rec.Shape = store.ShapeFlat
 		}
 	}
 

@@ -73,11 +73,14 @@ func ClipFinish(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return clip(s, MaxFinish)
+	return Clip(s, MaxFinish)
 }
 
-// clip returns s cut to at most n bytes at a character boundary.
-func clip(s string, n int) string {
+// Clip returns s cut to at most n bytes at a character boundary, so a
+// multi-byte character is never split. It is gendex's one way to shorten a
+// message: the store cuts what it keeps with it, and the SGLang client the
+// server messages it reports.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

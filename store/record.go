@@ -151,7 +151,7 @@ func (r *Record) appendBinary(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Finish)))
 	b = append(b, r.Finish...)
 	if r.Message != "" {
-		m := clip(r.Message, maxMessage)
+		m := Clip(r.Message, maxMessage)
 		b = binary.AppendUvarint(b, uint64(len(m)))
 		b = append(b, m...)
 	}

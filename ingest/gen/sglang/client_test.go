@@ -343,13 +343,9 @@ func TestWaitReadySendsKey(t *testing.T) {
 func TestServedModel(t *testing.T) {
 	f := newFake(t, reply(http.StatusOK, `{"object":"list","data":[{"id":"kimi-k2.5","object":"model","created":1796064752,"owned_by":"sglang","root":"/models/kimi","parent":null,"max_model_len":262144}]}`))
 	c := f.client(Options{APIKey: "k"})
-	n, err := c.ContextLength(t.Context())
-	if err != nil || n != 262144 {
-		t.Errorf("ContextLength = %d, %v; want 262144", n, err)
-	}
-	name, err := c.ModelName(t.Context())
-	if err != nil || name != "kimi-k2.5" {
-		t.Errorf("ModelName = %q, %v", name, err)
+	m, err := c.ServedModel(t.Context())
+	if err != nil || m.MaxModelLen != 262144 || m.ID != "kimi-k2.5" {
+		t.Errorf("ServedModel = %+v, %v; want kimi-k2.5, 262144", m, err)
 	}
 	r := f.last(t)
 	if r.Method != http.MethodGet || r.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer k" {
@@ -357,12 +353,12 @@ func TestServedModel(t *testing.T) {
 	}
 
 	empty := newFake(t, reply(http.StatusOK, `{"object":"list","data":[]}`))
-	if _, err := empty.client(Options{}).ContextLength(t.Context()); KindOf(err) != Permanent {
+	if _, err := empty.client(Options{}).ServedModel(t.Context()); KindOf(err) != Permanent {
 		t.Errorf("empty model list: %v; want a Permanent error", err)
 	}
 	noLen := newFake(t, reply(http.StatusOK, `{"object":"list","data":[{"id":"m"}]}`))
-	if _, err := noLen.client(Options{}).ContextLength(t.Context()); err == nil || !strings.Contains(err.Error(), "max_model_len") {
-		t.Errorf("missing max_model_len: %v", err)
+	if m, err := noLen.client(Options{}).ServedModel(t.Context()); err != nil || m.MaxModelLen != 0 {
+		t.Errorf("missing max_model_len: %+v, %v; want 0 and no error", m, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 /*
 Package sglang is gendex's HTTP client for SGLang, sgl-model-gateway and
-OpenAI-compatible servers such as vLLM. It uses only the standard library.
+OpenAI-compatible servers such as vLLM. Besides the standard library it
+uses only store.Clip, to shorten server messages the way the index does.
 
 One Client talks to one server. Every generation call sends exactly one prompt
 (batches are rejected by the gateway) under a fresh request id, and returns a
@@ -14,13 +15,13 @@ callers that do.
 	hc := &http.Client{Transport: sglang.NewTransport(concurrency)}
 	c := sglang.New("http://127.0.0.1:30000", sglang.Options{HTTP: hc, APIKey: key})
 	if err := c.WaitReady(ctx, show); err != nil { ... }
-	ctxLen, err := c.ContextLength(ctx)
+	info, err := c.ServedModel(ctx) // info.MaxModelLen: the context length
 	ids, err := c.TokenizeMessages(ctx, msgs) // errors.Is(err, sglang.ErrTokenizeUnsupported): use c.Chat
 	res, err := c.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Sampling: p})
 	line = res.AppendJSONL(line[:0], promptID)
 
-Endpoints used: GET /health, GET /v1/models, POST /v1/tokenize, POST /generate
-(also streaming), POST /v1/chat/completions and POST /v1/completions. The
+Endpoints used: GET /health, GET /v1/models, POST /v1/tokenize, POST /generate,
+POST /v1/chat/completions and POST /v1/completions, never streaming. The
 request and response shapes follow SGLang's source, including its version
 differences: output_ids and text may each be absent, /generate's
 finish_reason is an object, and token counts are nested in /generate's

@@ -15,7 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
+
+	"gendex/store"
 )
 
 // Kind says what a caller should do about an Error.
@@ -26,8 +27,7 @@ const (
 	// backoff: connection refused or reset, timeouts, EOF on a stale
 	// keep-alive connection, HTTP 408, 429 and 5xx (including 503 while
 	// warming up or when the queue is full), a 200 answer whose
-	// finish_reason is abort, and an error event inside a stream that the
-	// server did not mark as non-retryable.
+	// finish_reason is abort.
 	Transient Kind = iota + 1
 	// Permanent errors will fail again for the same request: HTTP 400 (for
 	// example "The input (N tokens) is longer than the model's context
@@ -143,9 +143,6 @@ func KindOf(err error) Kind {
 	}
 	return Permanent
 }
-
-// IsTransient reports whether err may succeed when retried.
-func IsTransient(err error) bool { return err != nil && KindOf(err) == Transient }
 
 // kindForStatus classifies a non-2xx HTTP status.
 func kindForStatus(status int) Kind {
@@ -286,16 +283,13 @@ func jsonMessage(raw json.RawMessage) string {
 // maxMessage bounds the length of Error.Message.
 const maxMessage = 1024
 
-// truncate cuts s to maxMessage bytes on a rune boundary.
+// truncate cuts s to maxMessage bytes at a character boundary (store.Clip)
+// and marks the cut with "...".
 func truncate(s string) string {
 	if len(s) <= maxMessage {
 		return s
 	}
-	n := maxMessage
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return store.Clip(s, maxMessage) + "..."
 }
 
 // retryAfter parses a Retry-After header (seconds or an HTTP date).

@@ -188,9 +188,6 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("KindOf(%v) = %v; want %v", tc.err, got, tc.want)
 		}
 	}
-	if IsTransient(nil) {
-		t.Error("IsTransient(nil) = true")
-	}
 	if got := Kind(0).String(); got != "Kind(0)" {
 		t.Errorf("Kind(0).String() = %q", got)
 	}
@@ -211,8 +208,6 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 		_, err := c.Generate(t.Context(), GenerateRequest{InputIDs: []int{1}})
 		errs = append(errs, err)
 		_, err = c.Chat(t.Context(), ChatRequest{Messages: []Message{{Role: "user", Content: "q"}}})
-		errs = append(errs, err)
-		_, err = c.GenerateStream(t.Context(), GenerateRequest{InputIDs: []int{1}})
 		errs = append(errs, err)
 		c.PollInterval = 5 * time.Millisecond
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)

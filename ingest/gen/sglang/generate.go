@@ -26,7 +26,7 @@ type generateBody struct {
 	InputIDs       []int          `json:"input_ids,omitempty"`
 	Text           *string        `json:"text,omitempty"`
 	SamplingParams SamplingParams `json:"sampling_params"`
-	Stream         bool           `json:"stream"`
+	Stream         bool           `json:"stream"` // always false: gen reads whole answers
 }
 
 // metaInfo is the part of /generate's meta_info gendex keeps.
@@ -48,13 +48,11 @@ type finishReason struct {
 	StatusCode *int            `json:"status_code"`
 }
 
-// generateResponse is one /generate answer (or stream chunk).
+// generateResponse is one /generate answer.
 type generateResponse struct {
 	Text      *string  `json:"text"`
 	OutputIDs []int    `json:"output_ids"`
 	MetaInfo  metaInfo `json:"meta_info"`
-	// Error is set on an error event inside a stream.
-	Error json.RawMessage `json:"error"`
 }
 
 // Generate sends req to POST /generate (non-streaming) under a fresh rid and
@@ -63,7 +61,7 @@ type generateResponse struct {
 // Result. All errors are *Error values; see Kind for what to do about them.
 func (c *Client) Generate(ctx context.Context, req GenerateRequest) (*Result, error) {
 	const op = "POST /generate"
-	body, err := c.generateBody(op, req, false)
+	body, err := c.generateBody(op, req)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +74,14 @@ func (c *Client) Generate(ctx context.Context, req GenerateRequest) (*Result, er
 	return c.generateResult(op, body.RID, &resp, start, end)
 }
 
-func (c *Client) generateBody(op string, req GenerateRequest, stream bool) (*generateBody, error) {
+func (c *Client) generateBody(op string, req GenerateRequest) (*generateBody, error) {
 	switch {
 	case len(req.InputIDs) > 0 && req.Text != "":
 		return nil, c.requestError(op, "both input_ids and text are set")
 	case len(req.InputIDs) == 0 && req.Text == "":
 		return nil, c.requestError(op, "empty prompt: neither input_ids nor text is set")
 	}
-	b := &generateBody{RID: c.NewRID(), InputIDs: req.InputIDs, SamplingParams: req.Sampling, Stream: stream}
+	b := &generateBody{RID: c.NewRID(), InputIDs: req.InputIDs, SamplingParams: req.Sampling}
 	if len(req.InputIDs) == 0 {
 		b.Text = &req.Text
 	}

@@ -172,27 +172,6 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 	return ModelInfo{ID: out.Data[0].ID, MaxModelLen: out.Data[0].MaxModelLen}, nil
 }
 
-// ContextLength returns the server's effective context length, data[0].
-// max_model_len of GET /v1/models. (The max_model_len of /v1/tokenize is the
-// tokenizer's model_max_length, often a huge sentinel, and is not used.)
-func (c *Client) ContextLength(ctx context.Context) (int, error) {
-	m, err := c.ServedModel(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if m.MaxModelLen <= 0 {
-		return 0, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: "GET /v1/models",
-			Message: "no max_model_len in /v1/models"}
-	}
-	return m.MaxModelLen, nil
-}
-
-// ModelName returns the served model name, data[0].id of GET /v1/models.
-func (c *Client) ModelName(ctx context.Context) (string, error) {
-	m, err := c.ServedModel(ctx)
-	return m.ID, err
-}
-
 // Message is one chat message.
 type Message struct {
 	Role             string `json:"role"`

@@ -32,7 +32,7 @@ type Config struct {
 	// request omits it, default DefaultMaxNewTokensDefault (128, as SGLang).
 	MaxNewTokensDefault int
 	// APIKey, if set, is required as "Authorization: Bearer <APIKey>" on
-	// every endpoint except /health* and /metrics; otherwise the answer is
+	// every endpoint except /health and /metrics; otherwise the answer is
 	// 401 {"error":"Unauthorized"}.
 	APIKey string
 	// ReasoningParser simulates a reasoning model served with
@@ -51,8 +51,8 @@ type Config struct {
 	// so clients see connection refused, like SGLang loading weights.
 	StartupDelay time.Duration
 	// Warmup is how long after the server starts (see Server.Handler)
-	// /health, /health_generate and the generation endpoints answer 503.
-	// /v1/models and /model_info answer 200 meanwhile.
+	// /health and the generation endpoints answer 503. /v1/models answers
+	// 200 meanwhile.
 	Warmup time.Duration
 	// ErrorRate is the fraction of generation requests answered with an
 	// injected 500 or 503.
@@ -95,7 +95,3 @@ func (c Config) withDefaults() Config {
 // maxReqInputLen is SGLang's max_req_input_len: min(context-1, pool-1) - 5,
 // with a KV pool that never binds.
 func (c Config) maxReqInputLen() int { return c.ContextLength - 1 - 5 }
-
-// maxTotalNumTokens is the simulated KV pool size, large enough for every
-// slot to hold a full context.
-func (c Config) maxTotalNumTokens() int { return c.ContextLength * c.Slots }

@@ -2,13 +2,12 @@
 Package sim is an in-process HTTP simulator of an SGLang server, for dry runs
 and tests of clients that talk to SGLang.
 
-It serves the endpoints a generation client uses, with the request and
-response shapes, status codes and error messages of SGLang's own HTTP server
-(README.md, "sim"): /generate (single, batch, n>1, streaming),
-/v1/chat/completions, /v1/completions, /v1/tokenize, /v1/detokenize,
-/health, /health_generate, /v1/models, /model_info, /server_info (and their
-/get_* aliases), /flush_cache, /abort_request and, with
-Config.EnableMetrics, /metrics.
+It serves the endpoints gendex gen calls, with the request and response
+shapes, status codes and error messages of SGLang's own HTTP server
+(README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
+/v1/tokenize, /health, /v1/models and, with Config.EnableMetrics, /metrics.
+It does not stream: a request with "stream": true gets a 400, since gen
+reads whole answers.
 
 # The simulated model
 
@@ -36,8 +35,8 @@ into reasoning_content, and reasoning_tokens counts it.
 
 Each generation item waits FIFO for one of Config.Slots decode slots, then
 sleeps prompt/PrefillTokensPerSec plus completion/DecodeTokensPerSec
-(streams emit each token at its own time). Queues grow without bound, as in
-SGLang by default. A client disconnect or /abort_request frees the slot.
+Queues grow without bound, as in SGLang by default. A client disconnect frees
+the slot.
 Stats and OccupancySeries report load.
 
 # Faults

@@ -142,7 +142,7 @@ func (g *genRequest) end(o outcome) {
 // if the client went away, else completed, counting aborted items.
 func (g *genRequest) finishItems(items []*item, clientThere bool) {
 	for _, it := range items {
-		if it.finish != nil && (it.finish.kind == finishAbort || it.finish.kind == finishAbortQueued) {
+		if it.finish != nil && it.finish.kind == finishAbort {
 			g.s.stats.aborts.Add(1)
 		}
 	}

@@ -25,13 +25,11 @@ func TestWarmup(t *testing.T) {
 	if resp, _ := post(t, url+"/generate", `{"text":"x"}`); resp.StatusCode != 503 {
 		t.Errorf("generate during warmup: %d", resp.StatusCode)
 	}
-	for _, p := range []string{"/v1/models", "/model_info"} {
-		if resp, _ := do(t, http.MethodGet, url+p, "", ""); resp.StatusCode != 200 {
-			t.Errorf("%s during warmup: %d", p, resp.StatusCode)
-		}
+	if resp, _ := do(t, http.MethodGet, url+"/v1/models", "", ""); resp.StatusCode != 200 {
+		t.Errorf("/v1/models during warmup: %d", resp.StatusCode)
 	}
 	waitFor(t, func() bool {
-		resp, _ := do(t, http.MethodGet, url+"/health_generate", "", "")
+		resp, _ := do(t, http.MethodGet, url+"/health", "", "")
 		return resp.StatusCode == 200
 	})
 	if resp, _ := post(t, url+"/generate", `{"text":"x"}`); resp.StatusCode != 200 {

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -151,6 +150,10 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	return req, nil
 }
 
+// errNoStreaming answers a request with "stream": true: gen reads whole
+// answers, so the simulator does not stream.
+var errNoStreaming = httpError(http.StatusBadRequest, "BadRequestError", "sim: streaming is not simulated")
+
 // newRID returns a random request id like uuid4().hex.
 func newRID() string {
 	var b [16]byte
@@ -212,7 +215,6 @@ func (s *Server) buildItems(g *genRequest, specs []itemSpec, rids []string, n in
 				abortAt:   -1,
 				arrival:   g.arrival,
 				promptIDs: promptIDs,
-				abortCh:   make(chan struct{}),
 			}
 			it.plan = s.planOutput(spec.prompt, sp, budget, j)
 			items = append(items, it)
@@ -344,11 +346,10 @@ func pyList(list []string) string {
 
 // genOut is one /generate result object; keys in SGLang's order.
 type genOut struct {
-	Text           string `json:"text"`
-	OutputIDs      []int  `json:"output_ids"`
-	MetaInfo       any    `json:"meta_info"`
-	PromptTokenIDs []int  `json:"prompt_token_ids,omitempty"`
-	Index          *int   `json:"index,omitempty"`
+	Text           string    `json:"text"`
+	OutputIDs      []int     `json:"output_ids"`
+	MetaInfo       *metaInfo `json:"meta_info"`
+	PromptTokenIDs []int     `json:"prompt_token_ids,omitempty"`
 }
 
 // metaInfo is meta_info of a generation result, keys in insertion order.
@@ -363,17 +364,6 @@ type metaInfo struct {
 	CachedTokens           int           `json:"cached_tokens"`
 	DPRank                 *int          `json:"dp_rank"`
 	E2ELatency             *float64      `json:"e2e_latency,omitempty"`
-	ResponseSentToClientTS *float64      `json:"response_sent_to_client_ts,omitempty"`
-}
-
-// queuedAbortMeta is the smaller meta_info SGLang sends for a request aborted
-// while it waited in the queue.
-type queuedAbortMeta struct {
-	ID                     string        `json:"id"`
-	FinishReason           *finishReason `json:"finish_reason"`
-	WeightVersion          string        `json:"weight_version"`
-	E2ELatency             float64       `json:"e2e_latency"`
-	CompletionTokens       int           `json:"completion_tokens"`
 	ResponseSentToClientTS *float64      `json:"response_sent_to_client_ts,omitempty"`
 }
 
@@ -392,41 +382,19 @@ func (it *item) finalText() string {
 	return it.plan.text(it.produced, it.sp, false)
 }
 
-// meta builds meta_info after k tokens. final adds e2e_latency; sentTS adds
-// response_sent_to_client_ts.
-func (it *item) meta(k int, final, sentTS bool) any {
-	var ts *float64
-	if sentTS {
-		ts = unixNow()
+// meta builds the meta_info of a finished item.
+func (it *item) meta() *metaInfo {
+	e2e := it.finished.Sub(it.arrival).Seconds()
+	return &metaInfo{
+		ID: it.rid, FinishReason: it.finish, PromptTokens: len(it.prompt), WeightVersion: "default",
+		ReasoningTokens: it.plan.reasoningTokens(it.produced), CompletionTokens: it.produced,
+		E2ELatency: &e2e, ResponseSentToClientTS: unixNow(),
 	}
-	if final && it.finish.kind == finishAbortQueued {
-		return &queuedAbortMeta{
-			ID: it.rid, FinishReason: it.finish, WeightVersion: "default",
-			E2ELatency: it.finished.Sub(it.arrival).Seconds(), ResponseSentToClientTS: ts,
-		}
-	}
-	m := &metaInfo{
-		ID: it.rid, PromptTokens: len(it.prompt), WeightVersion: "default",
-		ReasoningTokens: it.plan.reasoningTokens(k), CompletionTokens: k,
-		ResponseSentToClientTS: ts,
-	}
-	if final {
-		m.FinishReason = it.finish
-		e2e := time.Since(it.arrival).Seconds()
-		if !it.finished.IsZero() {
-			e2e = it.finished.Sub(it.arrival).Seconds()
-		}
-		m.E2ELatency = &e2e
-	}
-	return m
 }
 
 // result builds the non-streaming /generate result of a finished item.
 func (it *item) result() *genOut {
-	out := &genOut{Text: it.finalText(), OutputIDs: it.plan.ids[:it.produced:it.produced], MetaInfo: it.meta(it.produced, true, true)}
-	if it.finish.kind == finishAbortQueued {
-		out.Text, out.OutputIDs = "", []int{}
-	}
+	out := &genOut{Text: it.finalText(), OutputIDs: it.plan.ids[:it.produced:it.produced], MetaInfo: it.meta()}
 	if it.promptIDs {
 		out.PromptTokenIDs = it.prompt
 	}
@@ -446,7 +414,8 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.stream {
-		s.streamGenerate(g, req)
+		writeOpenAIError(w, errNoStreaming)
+		g.end(outError)
 		return
 	}
 	items, batch, err := s.prepareGenerate(g, req)
@@ -463,7 +432,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !s.runAll(r.Context(), items, nil) {
+	if !s.runAll(r.Context(), items) {
 		g.finishItems(items, false)
 		return
 	}
@@ -477,118 +446,4 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, outs)
 	}
 	g.finishItems(items, true)
-}
-
-// sseWriter writes server-sent events, one "data: …\n\n" at a time, from
-// any goroutine.
-type sseWriter struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	header bool
-	failed bool
-}
-
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
-}
-
-// start writes the 200 header of the event stream.
-func (e *sseWriter) start() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.startLocked()
-}
-
-func (e *sseWriter) startLocked() {
-	if !e.header {
-		e.header = true
-		e.w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		e.w.WriteHeader(http.StatusOK)
-		e.rc.Flush()
-	}
-}
-
-// send writes one event and flushes it. It reports false once a write has
-// failed (the client is gone).
-func (e *sseWriter) send(data []byte) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.failed {
-		return false
-	}
-	e.startLocked()
-	buf := make([]byte, 0, len(data)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	if _, err := e.w.Write(buf); err != nil {
-		e.failed = true
-		return false
-	}
-	if err := e.rc.Flush(); err != nil {
-		e.failed = true
-		return false
-	}
-	return true
-}
-
-// done writes the closing "data: [DONE]" event.
-func (e *sseWriter) done() bool { return e.send([]byte("[DONE]")) }
-
-// streamGenerate serves a streaming /generate. The 200 header goes out at
-// once, so every later error travels inside the stream, as in SGLang.
-func (s *Server) streamGenerate(g *genRequest, req *generateReq) {
-	sse := newSSEWriter(g.w)
-	sse.start()
-	items, batch, err := s.prepareGenerate(g, req)
-	if err != nil {
-		g.end(outError)
-		if err.kind == kindType {
-			panic(http.ErrAbortHandler) // the stream breaks after the header
-		}
-		sse.send(marshal(map[string]any{"error": map[string]any{
-			"message": err.msg, "type": "invalid_request_error", "code": 400, "retryable": false,
-		}}))
-		sse.done()
-		return
-	}
-	defer s.reqs.remove(items)
-	type progress struct {
-		sentTS bool
-		text   []byte
-		upto   int
-	}
-	state := make([]progress, len(items))
-	emit := func(it *item, k int, final bool) bool {
-		st := &state[it.index]
-		out := &genOut{}
-		if final {
-			out.Text = it.finalText()
-			out.OutputIDs = it.plan.ids[:k:k]
-			if it.finish.kind == finishAbortQueued {
-				out.Text, out.OutputIDs = "", []int{}
-			}
-		} else {
-			for _, id := range it.plan.ids[st.upto:k] {
-				st.text = appendToken(st.text, id, it.sp.skipSpecial)
-			}
-			st.upto = k
-			out.Text, out.OutputIDs = string(st.text), it.plan.ids[:k:k]
-		}
-		out.MetaInfo = it.meta(k, final, !st.sentTS)
-		st.sentTS = true
-		if it.promptIDs {
-			out.PromptTokenIDs = it.prompt
-		}
-		if batch {
-			out.Index = &it.index
-		}
-		return sse.send(marshal(out))
-	}
-	ok := s.runAll(g.r.Context(), items, emit)
-	if ok {
-		ok = sse.done()
-	}
-	g.finishItems(items, ok)
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -144,61 +143,6 @@ func TestGenerateBatch(t *testing.T) {
 	}
 }
 
-func TestGenerateStream(t *testing.T) {
-	_, url := testServer(t, Config{})
-	const body = `{"text":"stream me","sampling_params":{"max_new_tokens":40},"return_prompt_token_ids":true}`
-	want := obj(t, postOK(t, url+"/generate", strings.Replace(body, `{"text"`, `{"stream":false,"text"`, 1)))
-	resp, b := post(t, url+"/generate", strings.Replace(body, `{"text"`, `{"stream":true,"text"`, 1))
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
-		t.Errorf("content type %q", ct)
-	}
-	events := sse(t, b)
-	if events[len(events)-1] != "[DONE]" {
-		t.Fatalf("stream does not end with [DONE]: %v", events[len(events)-1])
-	}
-	chunks := events[:len(events)-1]
-	wantIDs := ints(t, want["output_ids"])
-	if len(chunks) != len(wantIDs) {
-		t.Errorf("%d chunks for %d tokens", len(chunks), len(wantIDs))
-	}
-	for i, c := range chunks {
-		m := obj(t, decode(t, []byte(c)))
-		meta := obj(t, m["meta_info"])
-		ids := ints(t, m["output_ids"])
-		if !reflect.DeepEqual(ids, wantIDs[:len(ids)]) || num(t, meta["completion_tokens"]) != len(ids) || len(ids) != i+1 {
-			t.Errorf("chunk %d is not cumulative: %v", i, ids)
-		}
-		if !reflect.DeepEqual(ints(t, m["prompt_token_ids"]), Encode("stream me", true)) {
-			t.Errorf("chunk %d prompt_token_ids %v", i, m["prompt_token_ids"])
-		}
-		last := i == len(chunks)-1
-		_, hasE2E := meta["e2e_latency"]
-		_, hasTS := meta["response_sent_to_client_ts"]
-		if (meta["finish_reason"] != nil) != last || hasE2E != last || hasTS != (i == 0) {
-			t.Errorf("chunk %d: finish %v, e2e %v, ts %v", i, meta["finish_reason"], hasE2E, hasTS)
-		}
-		if last && m["text"] != want["text"] {
-			t.Errorf("final text %q, want %q", m["text"], want["text"])
-		}
-	}
-	// A batch stream carries an index on every chunk.
-	_, b = post(t, url+"/generate", `{"text":["a","b"],"stream":true,"sampling_params":{"max_new_tokens":4,"ignore_eos":true}}`)
-	seen := map[int]int{}
-	for _, c := range sse(t, b) {
-		if c != "[DONE]" {
-			seen[num(t, obj(t, decode(t, []byte(c)))["index"])]++
-		}
-	}
-	if !reflect.DeepEqual(seen, map[int]int{0: 4, 1: 4}) {
-		t.Errorf("batch stream chunks per index %v", seen)
-	}
-	// stream_interval groups tokens.
-	_, b = post(t, url+"/generate", `{"text":"a","stream":true,"sampling_params":{"max_new_tokens":10,"ignore_eos":true,"stream_interval":4}}`)
-	if got := len(sse(t, b)); got != 3+1 {
-		t.Errorf("stream_interval 4 over 10 tokens gave %d events", got)
-	}
-}
-
 func TestGenerateErrors(t *testing.T) {
 	_, url := testServer(t, Config{ContextLength: 100})
 	long := marshal(make([]int, 100))
@@ -248,8 +192,8 @@ func TestGenerateErrors(t *testing.T) {
 	if resp, _ := do(t, http.MethodPost, url+"/generate", "text/plain", `{"text":"x"}`); resp.StatusCode != 400 {
 		t.Errorf("text/plain body: status %d", resp.StatusCode)
 	}
-	if resp, _ := do(t, http.MethodPut, url+"/generate", "", `{"text":"x"}`); resp.StatusCode != 200 {
-		t.Errorf("PUT without content type: status %d", resp.StatusCode)
+	if resp, _ := do(t, http.MethodPost, url+"/generate", "", `{"text":"x"}`); resp.StatusCode != 200 {
+		t.Errorf("no content type: status %d", resp.StatusCode)
 	}
 	if resp, b := do(t, http.MethodGet, url+"/generate", "", ""); resp.StatusCode != 405 || errDetail(t, b) != "Method Not Allowed" {
 		t.Errorf("GET /generate: %d %s", resp.StatusCode, b)
@@ -260,37 +204,6 @@ func TestGenerateErrors(t *testing.T) {
 func errDetail(t *testing.T, b []byte) string {
 	t.Helper()
 	return str(t, obj(t, decode(t, b))["detail"])
-}
-
-func TestGenerateStreamErrors(t *testing.T) {
-	_, url := testServer(t, Config{ContextLength: 100})
-	// A ValueError arrives after the 200 header, inside the stream.
-	resp, b := post(t, url+"/generate", `{"text":"x","stream":true,"sampling_params":{"top_p":2}}`)
-	events := sse(t, b)
-	if resp.StatusCode != 200 || len(events) != 2 || events[1] != "[DONE]" {
-		t.Fatalf("status %d, events %q", resp.StatusCode, events)
-	}
-	e := obj(t, obj(t, decode(t, []byte(events[0])))["error"])
-	if e["message"] != "top_p must be in (0, 1], got 2." || e["type"] != "invalid_request_error" || num(t, e["code"]) != 400 || e["retryable"] != false {
-		t.Errorf("error chunk %v", e)
-	}
-	// The scheduler's length check aborts with status_code 400 in a chunk.
-	_, b = post(t, url+"/generate", `{"input_ids":`+string(marshal(make([]int, 96)))+`,"stream":true}`)
-	events = sse(t, b)
-	fr := obj(t, obj(t, obj(t, decode(t, []byte(events[0])))["meta_info"])["finish_reason"])
-	if fr["type"] != "abort" || num(t, fr["status_code"]) != 400 || fr["err_type"] != "BadRequestError" {
-		t.Errorf("scheduler abort chunk %v", fr)
-	}
-	// An unknown sampling key breaks the stream after the header.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/generate", strings.NewReader(`{"text":"x","stream":true,"sampling_params":{"max_tokens":5}}`))
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	if _, err := io.ReadAll(r.Body); r.StatusCode != 200 || err == nil {
-		t.Errorf("unknown key in stream: status %d, read error %v", r.StatusCode, err)
-	}
 }
 
 func TestGenerateDuplicateInFlight(t *testing.T) {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -152,30 +151,6 @@ func wantKeys(t *testing.T, b []byte, want []string, path ...string) {
 	if got := keys(t, b, path...); !reflect.DeepEqual(got, want) {
 		t.Errorf("keys at %v:\n got %v\nwant %v", path, got, want)
 	}
-}
-
-// sse splits an event stream into its data payloads. It fails the test on
-// any line that is not "data: …" or an event separator.
-func sse(t *testing.T, b []byte) []string {
-	t.Helper()
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			t.Fatalf("bad event line %q", line)
-		}
-		out = append(out, data)
-	}
-	if !bytes.HasSuffix(b, []byte("\n\n")) {
-		t.Fatalf("stream does not end with a blank line: %q", b)
-	}
-	return out
 }
 
 // errMessage returns the message of an error body of either shape.

@@ -2,11 +2,9 @@ package sim
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"gendex/query/prom"
 )
@@ -37,7 +35,7 @@ func orderedJSON(members []kv) []byte {
 	return b.Bytes()
 }
 
-// handleHealth serves /health and /health_generate: 503 with an empty body
+// handleHealth serves /health: 503 with an empty body
 // during warmup, else 200 with an empty body.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
@@ -63,126 +61,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json", body)
 }
 
-// handleModel serves /v1/models/{model}.
-func (s *Server) handleModel(w http.ResponseWriter, name string) {
-	if name != s.cfg.Model {
-		writeRaw(w, http.StatusNotFound, "application/json", orderedJSON([]kv{{"error", orderedJSON([]kv{
-			{"message", fmt.Sprintf("The model '%s' does not exist", name)}, {"type", "invalid_request_error"},
-			{"param", "model"}, {"code", "model_not_found"},
-		})}}))
-		return
-	}
-	writeRaw(w, http.StatusOK, "application/json", s.modelCard())
-}
-
-// handleModelInfo serves /model_info and /get_model_info.
-func (s *Server) handleModelInfo(w http.ResponseWriter, r *http.Request) {
-	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
-		{"model_path", s.cfg.Model}, {"tokenizer_path", s.cfg.Model}, {"is_generation", true},
-		{"preferred_sampling_params", nil}, {"weight_version", "default"},
-		{"has_image_understanding", false}, {"has_audio_understanding", false},
-		{"model_type", "sim"}, {"architectures", []string{"SimForCausalLM"}},
-	}))
-}
-
-// serverArgs is the subset of ServerArgs that /server_info reports.
-func (s *Server) serverArgs() []kv {
-	c := &s.cfg
-	var parser any
-	if c.ReasoningParser {
-		parser = "sim"
-	}
-	return []kv{
-		{"model_path", c.Model}, {"tokenizer_path", c.Model}, {"tokenizer_mode", "auto"},
-		{"skip_tokenizer_init", false}, {"served_model_name", c.Model}, {"context_length", nil},
-		{"max_running_requests", c.Slots}, {"max_queued_requests", nil}, {"max_total_tokens", nil},
-		{"chunked_prefill_size", 8192}, {"max_prefill_tokens", 16384}, {"mem_fraction_static", 0.88},
-		{"tp_size", 1}, {"dp_size", 1}, {"random_seed", c.Seed}, {"stream_interval", 1},
-		{"incremental_streaming_output", false}, {"reasoning_parser", parser},
-		{"enable_metrics", c.EnableMetrics}, {"weight_version", "default"}, {"allow_auto_truncate", false},
-	}
-}
-
-// handleServerInfo serves /server_info and /get_server_info: server args,
-// scheduler info (status, max_total_num_tokens, max_req_input_len),
-// internal_states, version and kv_events.
-func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
-	args := s.serverArgs()
-	internal := append(append([]kv{}, args...),
-		kv{"last_gen_throughput", 0.0},
-		kv{"memory_usage", orderedJSON([]kv{{"weight", 0.0}, {"kvcache", 0.0}, {"token_capacity", s.cfg.maxTotalNumTokens()}, {"graph", 0.0}})},
-		kv{"effective_max_running_requests_per_dp", s.cfg.Slots},
-	)
-	members := append(args,
-		kv{"status", "ready"},
-		kv{"max_total_num_tokens", s.cfg.maxTotalNumTokens()},
-		kv{"max_req_input_len", s.cfg.maxReqInputLen()},
-		kv{"internal_states", append(append([]byte{'['}, orderedJSON(internal)...), ']')},
-		kv{"version", "sim"},
-		kv{"kv_events", nil},
-	)
-	writeRaw(w, http.StatusOK, "application/json", orderedJSON(members))
-}
-
-// handleFlushCache serves /flush_cache[?timeout=s]: 200 when no request is
-// running or waiting (after waiting up to timeout seconds for that), else
-// 400.
-func (s *Server) handleFlushCache(w http.ResponseWriter, r *http.Request) {
-	timeout := 0.0
-	if v := r.URL.Query().Get("timeout"); v != "" {
-		t, err := strconv.ParseFloat(v, 64)
-		if err != nil || t < 0 {
-			writeOpenAIError(w, validationError(fieldError{typ: "greater_than_equal", loc: []any{"query", "timeout"}, msg: "Input should be greater than or equal to 0"}))
-			return
-		}
-		timeout = t
-	}
-	idle := func() bool { p := s.slots.snapshot(); return p.running == 0 && p.waiting == 0 }
-	msg := "Flush cache failed.\n"
-	ok := idle()
-	if !ok && timeout > 0 {
-		msg = "Timed out waiting for idle state."
-		deadline := time.Now().Add(time.Duration(timeout * float64(time.Second)))
-		for !ok && time.Now().Before(deadline) {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			ok = idle()
-		}
-	}
-	if ok {
-		writeRaw(w, http.StatusOK, "", []byte("Cache flushed.\nPlease check backend logs for more details. "+
-			"(When there are running or waiting requests, the operation will not be performed.)\n"))
-		return
-	}
-	writeRaw(w, http.StatusBadRequest, "", []byte(msg))
-}
-
-// handleAbortRequest serves /abort_request {"rid","abort_all"}: 200 with an
-// empty body. Aborted requests answer their own callers with 200 and
-// finish_reason type "abort".
-func (s *Server) handleAbortRequest(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	m, verr := decodeBody(body, "Input should be a valid dictionary or object to extract fields from")
-	if verr == nil {
-		verr = checkFields(m, map[string]kind{"rid": kStr, "abort_all": kBool})
-	}
-	if verr != nil {
-		writeOpenAIError(w, verr)
-		return
-	}
-	rid, _ := decodeString(m["rid"])
-	s.reqs.abort(rid, boolField(m, "abort_all", false))
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(http.StatusOK)
-}
-
-// handleTokenize serves /v1/tokenize and /tokenize.
+// handleTokenize serves /v1/tokenize.
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	if err := checkOpenAIContentType(r); err != nil {
 		writeOpenAIError(w, err)
@@ -235,51 +114,6 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		maxLen = strconv.AppendInt(nil, s.cfg.TokenizerMaxLength, 10)
 	}
 	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{{"tokens", tokens}, {"count", count}, {"max_model_len", maxLen}}))
-}
-
-// handleDetokenize serves /v1/detokenize and /detokenize.
-func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	if err := checkOpenAIContentType(r); err != nil {
-		writeOpenAIError(w, err)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	m, verr := decodeBody(body, "Input should be a valid dictionary or object to extract fields from")
-	if verr == nil {
-		verr = checkFields(m, map[string]kind{"skip_special_tokens": kBool, "model": kStr})
-	}
-	if verr == nil && isNull(m["tokens"]) {
-		verr = validationError(fieldError{typ: "missing", loc: []any{"body", "tokens"}, msg: "Field required"})
-	}
-	var out any
-	if verr == nil {
-		skip := boolField(m, "skip_special_tokens", true)
-		a, _ := decodeArray(m["tokens"])
-		if ids, ok := decodeInts(m["tokens"]); ok {
-			out = Decode(ids, skip)
-		} else if len(a) > 0 && jsonKind(a[0]) == "array" {
-			texts := make([]string, len(a))
-			for i, e := range a {
-				ids, ok := decodeInts(e)
-				if !ok {
-					verr = validationError(fieldError{typ: "int_type", loc: []any{"body", "tokens", i}, msg: "Input should be a valid integer"})
-					break
-				}
-				texts[i] = Decode(ids, skip)
-			}
-			out = texts
-		} else {
-			verr = validationError(fieldError{typ: "list_type", loc: []any{"body", "tokens"}, msg: "Input should be a valid list"})
-		}
-	}
-	if verr != nil {
-		writeOpenAIError(w, verr)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"text": out})
 }
 
 // handleMetrics serves /metrics in the Prometheus text format with SGLang's

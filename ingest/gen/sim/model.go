@@ -22,7 +22,6 @@ const (
 	finishLength      finishKind = iota + 1 // {"type":"length","length":N}
 	finishStopToken                         // {"type":"stop","matched":ID}
 	finishStopString                        // {"type":"stop","matched":"s"}
-	finishAbortQueued                       // {"type":"abort","message":m}
 	finishAbort                             // {"type":"abort","message":m,"status_code":null,"err_type":null}
 	finishAbortStatus                       // {"type":"abort","message":m,"status_code":C,"err_type":"BadRequestError"}
 )
@@ -60,10 +59,6 @@ func (f *finishReason) MarshalJSON() ([]byte, error) {
 	case finishStopString:
 		b.WriteString(`{"type":"stop","matched":`)
 		b.Write(quote(f.matchedStr))
-		b.WriteString(`}`)
-	case finishAbortQueued:
-		b.WriteString(`{"type":"abort","message":`)
-		b.Write(quote(f.message))
 		b.WriteString(`}`)
 	case finishAbort:
 		b.WriteString(`{"type":"abort","message":`)

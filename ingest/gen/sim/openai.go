@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -149,23 +148,12 @@ type usage struct {
 	ReasoningTokens     int  `json:"reasoning_tokens"`
 }
 
-// usageNoNull is UsageInfo dumped with exclude_none, as the completions
-// stream's final usage chunk is.
-type usageNoNull struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	ReasoningTokens  int `json:"reasoning_tokens"`
-}
-
 // usageOf sums the usage of items, counting each prompt once per n samples.
 func usageOf(items []*item, n int) usage {
 	var u usage
 	for i, it := range items {
 		if n <= 1 || i%n == 0 {
-			if it.finish == nil || it.finish.kind != finishAbortQueued {
-				u.PromptTokens += len(it.prompt)
-			}
+			u.PromptTokens += len(it.prompt)
 		}
 		u.CompletionTokens += it.produced
 		u.ReasoningTokens += it.reasoningTokens()
@@ -176,12 +164,10 @@ func usageOf(items []*item, n int) usage {
 
 // openAIRequest is a chat or completions request turned into /generate form.
 type openAIRequest struct {
-	body   map[string]json.RawMessage
-	model  string
-	n      int
-	stream bool
-	usage  bool // stream_options.include_usage
-	gen    *generateReq
+	body  map[string]json.RawMessage
+	model string
+	n     int
+	gen   *generateReq
 }
 
 // parseOpenAI does the checks shared by chat and completions: content type,
@@ -204,11 +190,10 @@ func parseOpenAI(r *http.Request, body []byte, typeMsg string, extra map[string]
 	if s, ok := decodeString(m["model"]); ok {
 		o.model = s
 	}
-	o.stream = boolField(m, "stream", false)
-	if so, ok := decodeObject(m["stream_options"]); ok {
-		o.usage = boolField(so, "include_usage", false)
+	if boolField(m, "stream", false) {
+		return nil, errNoStreaming
 	}
-	o.gen = &generateReq{stream: o.stream}
+	o.gen = &generateReq{}
 	if rid, ok := decodeString(m["rid"]); ok {
 		o.gen.hasRID, o.gen.rids = true, []string{rid}
 	}
@@ -326,7 +311,7 @@ type chatChoice struct {
 	FinishReason   *string        `json:"finish_reason"`
 	MatchedStop    any            `json:"matched_stop"`
 	PromptTokenIDs []int          `json:"prompt_token_ids,omitempty"`
-	MetaInfo       any            `json:"meta_info,omitempty"`
+	MetaInfo       *metaInfo      `json:"meta_info,omitempty"`
 }
 
 type chatResponse struct {
@@ -337,31 +322,6 @@ type chatResponse struct {
 	Choices  []chatChoice      `json:"choices"`
 	Usage    usage             `json:"usage"`
 	Metadata map[string]string `json:"metadata"`
-}
-
-// streamDelta is the msgspec StreamDelta: reasoning_content always present,
-// role and content only when set.
-type streamDelta struct {
-	ReasoningContent *string `json:"reasoning_content"`
-	Role             string  `json:"role,omitempty"`
-	Content          *string `json:"content,omitempty"`
-}
-
-type streamChoice struct {
-	Index        int         `json:"index"`
-	Delta        streamDelta `json:"delta"`
-	Logprobs     *any        `json:"logprobs"`
-	FinishReason *string     `json:"finish_reason"`
-	MatchedStop  any         `json:"matched_stop"`
-}
-
-type chatChunk struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []streamChoice `json:"choices"`
-	Usage   *usage         `json:"usage,omitempty"`
 }
 
 func strPtr(s string) *string { return &s }
@@ -380,10 +340,6 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.reqs.remove(items)
 	reasoning := s.cfg.ReasoningParser && boolField(o.body, "separate_reasoning", true)
-	if o.stream {
-		s.streamChat(g, o, items, reasoning)
-		return
-	}
 	if !s.runOpenAI(w, r, g, items) {
 		return
 	}
@@ -414,7 +370,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			c.PromptTokenIDs = it.prompt
 		}
 		if metaInfo {
-			c.MetaInfo = it.meta(it.produced, true, true)
+			c.MetaInfo = it.meta()
 		}
 		resp.Choices[i] = c
 	}
@@ -435,14 +391,6 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) ([]*item, *openAIRe
 	if len(msgs) == 0 {
 		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
 	}
-	if o.stream && boolField(o.body, "return_prompt_token_ids", false) {
-		return nil, nil, httpError(http.StatusBadRequest, "BadRequest", "return_prompt_token_ids is not supported with streaming. "+
-			"Please set stream=false when using return_prompt_token_ids=true.")
-	}
-	if o.stream && boolField(o.body, "return_meta_info", false) {
-		return nil, nil, httpError(http.StatusBadRequest, "BadRequest", "return_meta_info is not supported with streaming. "+
-			"Please set stream=false when using return_meta_info=true.")
-	}
 	prompt, ok := decodeInts(o.body["input_ids"])
 	if !ok {
 		prompt = s.chatPrompt(o.body, msgs)
@@ -460,109 +408,6 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) ([]*item, *openAIRe
 		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", err.msg)
 	}
 	return items, o, nil
-}
-
-// chatStreamState tracks what one choice has streamed so far.
-type chatStreamState struct {
-	started bool
-	upto    int    // ids rendered into text
-	text    []byte // cumulative text of the intermediate chunks
-	sent    int    // bytes of text already streamed (no reasoning split)
-	rSent   int    // bytes of reasoning streamed
-	cSent   int    // bytes of content streamed
-}
-
-// streamChat streams a chat completion: a role chunk, content (and
-// reasoning) deltas, one finish chunk per choice, an optional usage chunk,
-// then [DONE]. The 200 header goes out with the first chunk.
-func (s *Server) streamChat(g *genRequest, o *openAIRequest, items []*item, reasoning bool) {
-	sse := newSSEWriter(g.w)
-	if !streamSchedErr(sse, g, items) {
-		return
-	}
-	var mu sync.Mutex
-	state := make([]chatStreamState, len(items))
-	var finished []*item
-	lastID := items[0].rid
-	chunk := func(id string, c streamChoice) []byte {
-		return marshal(chatChunk{ID: id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: o.model, Choices: []streamChoice{c}})
-	}
-	emit := func(it *item, k int, final bool) bool {
-		st := &state[it.index]
-		mu.Lock()
-		lastID = it.rid
-		if final {
-			finished = append(finished, it)
-		}
-		mu.Unlock()
-		if !st.started {
-			st.started = true
-			if !sse.send(chunk(it.rid, streamChoice{Index: it.index, Delta: streamDelta{Role: "assistant", Content: strPtr("")}})) {
-				return false
-			}
-		}
-		for _, id := range it.plan.ids[st.upto:k] {
-			st.text = appendToken(st.text, id, it.sp.skipSpecial)
-		}
-		st.upto = k
-		text := string(st.text)
-		if final {
-			text = it.finalText()
-		}
-		if !reasoning {
-			if len(text) > st.sent {
-				delta := text[st.sent:]
-				st.sent = len(text)
-				return sse.send(chunk(it.rid, streamChoice{Index: it.index, Delta: streamDelta{Content: &delta}}))
-			}
-			return true
-		}
-		r, c := streamRegions(text)
-		if len(r) > st.rSent {
-			delta := r[st.rSent:]
-			st.rSent = len(r)
-			if !sse.send(chunk(it.rid, streamChoice{Index: it.index, Delta: streamDelta{ReasoningContent: &delta}})) {
-				return false
-			}
-		}
-		if len(c) > st.cSent {
-			delta := c[st.cSent:]
-			st.cSent = len(c)
-			return sse.send(chunk(it.rid, streamChoice{Index: it.index, Delta: streamDelta{Content: &delta}}))
-		}
-		return true
-	}
-	ok := s.runAll(g.r.Context(), items, emit)
-	for _, it := range finished {
-		if !ok {
-			break
-		}
-		ok = sse.send(chunk(lastID, streamChoice{Index: it.index, FinishReason: strPtr(it.finish.typ()), MatchedStop: it.finish.matched()}))
-	}
-	if ok && o.usage {
-		u := usageOf(items, o.n)
-		ok = sse.send(marshal(chatChunk{ID: lastID, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: o.model, Choices: []streamChoice{}, Usage: &u}))
-	}
-	if ok {
-		ok = sse.done()
-	}
-	g.finishItems(items, ok)
-}
-
-// streamRegions splits the cumulative text of a reasoning model's stream
-// into the reasoning part and the content part (leading whitespace
-// dropped), both growing monotonically as tokens arrive.
-func streamRegions(text string) (reasoning, content string) {
-	rest, ok := strings.CutPrefix(text, tokenNames[ThinkStartID])
-	if !ok {
-		return "", text
-	}
-	r, c, found := strings.Cut(rest, tokenNames[ThinkEndID])
-	r = strings.TrimLeft(r, " \n")
-	if !found {
-		return r, ""
-	}
-	return r, strings.TrimLeft(c, " \n")
 }
 
 // completionSpec lists the typed completions-only fields.
@@ -584,24 +429,6 @@ type completionResponse struct {
 	Choices  []completionChoice `json:"choices"`
 	Usage    usage              `json:"usage"`
 	Metadata map[string]string  `json:"metadata"`
-}
-
-type completionChunk struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage"`
-}
-
-type completionUsageChunk struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   usageNoNull        `json:"usage"`
 }
 
 // completionPrompt is the prompt of a completions request.
@@ -716,10 +543,6 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return Decode(prompt.ids[i], true)
 	}
-	if o.stream {
-		s.streamCompletions(g, o, items, echoText)
-		return
-	}
 	if !s.runOpenAI(w, r, g, items) {
 		return
 	}
@@ -736,64 +559,6 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	g.finishItems(items, true)
 }
 
-// streamCompletions streams a text completion: one chunk per output step
-// (deltas), the last of each choice carrying its finish_reason, an optional
-// usage chunk, then [DONE].
-func (s *Server) streamCompletions(g *genRequest, o *openAIRequest, items []*item, echoText func(*item) string) {
-	sse := newSSEWriter(g.w)
-	created := time.Now().Unix()
-	if !streamSchedErr(sse, g, items) {
-		return
-	}
-	var mu sync.Mutex
-	lastID := items[0].rid
-	type progress struct {
-		started bool
-		upto    int
-		text    []byte
-		sent    int
-	}
-	state := make([]progress, len(items))
-	emit := func(it *item, k int, final bool) bool {
-		st := &state[it.index]
-		mu.Lock()
-		lastID = it.rid
-		mu.Unlock()
-		for _, id := range it.plan.ids[st.upto:k] {
-			st.text = appendToken(st.text, id, it.sp.skipSpecial)
-		}
-		st.upto = k
-		text := string(st.text)
-		if final {
-			text = it.finalText()
-		}
-		delta := ""
-		if len(text) > st.sent {
-			delta = text[st.sent:]
-		}
-		st.sent = len(text)
-		if !st.started {
-			st.started = true
-			delta = echoText(it) + delta
-		}
-		c := completionChoice{Index: it.index, Text: delta}
-		if final {
-			c.FinishReason, c.MatchedStop = strPtr(it.finish.typ()), it.finish.matched()
-		}
-		return sse.send(marshal(completionChunk{ID: it.rid, Object: "text_completion", Created: created, Model: o.model, Choices: []completionChoice{c}}))
-	}
-	ok := s.runAll(g.r.Context(), items, emit)
-	if ok && o.usage {
-		u := usageOf(items, o.n)
-		ok = sse.send(marshal(completionUsageChunk{ID: lastID, Object: "text_completion", Created: created, Model: o.model,
-			Choices: []completionChoice{}, Usage: usageNoNull{u.PromptTokens, u.TotalTokens, u.CompletionTokens, u.ReasoningTokens}}))
-	}
-	if ok {
-		ok = sse.done()
-	}
-	g.finishItems(items, ok)
-}
-
 // runOpenAI runs a non-streaming chat or completions request's items to the
 // end. When one could not be scheduled, or they did not finish, it has
 // answered (or ended) the request and returns false.
@@ -805,23 +570,9 @@ func (s *Server) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest
 			return false
 		}
 	}
-	if !s.runAll(r.Context(), items, nil) {
+	if !s.runAll(r.Context(), items) {
 		g.finishItems(items, false)
 		return false
-	}
-	return true
-}
-
-// streamSchedErr sends, on a chat or completions stream, the error of an
-// item that could not be scheduled, ends the stream and returns false.
-func streamSchedErr(sse *sseWriter, g *genRequest, items []*item) bool {
-	for _, it := range items {
-		if it.schedErr != "" {
-			sse.send(marshal(errorBody{Object: "error", Message: it.schedErr, Type: "BAD_REQUEST", Code: 400}))
-			sse.done()
-			g.end(outError)
-			return false
-		}
 	}
 	return true
 }

@@ -198,24 +198,13 @@ type route struct {
 // 404 {"detail":"Not Found"}, known paths with another method 405.
 func (s *Server) routes() http.Handler {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
-	getPost := []string{http.MethodGet, http.MethodPost}
 	table := map[string]route{
-		"/generate":            {[]string{http.MethodPost, http.MethodPut}, s.handleGenerate},
+		"/generate":            {post, s.handleGenerate},
 		"/v1/chat/completions": {post, s.handleChat},
 		"/v1/completions":      {post, s.handleCompletions},
 		"/v1/tokenize":         {post, s.handleTokenize},
-		"/tokenize":            {post, s.handleTokenize},
-		"/v1/detokenize":       {post, s.handleDetokenize},
-		"/detokenize":          {post, s.handleDetokenize},
 		"/health":              {get, s.handleHealth},
-		"/health_generate":     {get, s.handleHealth},
 		"/v1/models":           {get, s.handleModels},
-		"/model_info":          {get, s.handleModelInfo},
-		"/get_model_info":      {get, s.handleModelInfo},
-		"/server_info":         {get, s.handleServerInfo},
-		"/get_server_info":     {get, s.handleServerInfo},
-		"/flush_cache":         {getPost, s.handleFlushCache},
-		"/abort_request":       {post, s.handleAbortRequest},
 	}
 	if s.cfg.EnableMetrics {
 		table["/metrics"] = route{get, s.handleMetrics}
@@ -231,10 +220,6 @@ func (s *Server) routes() http.Handler {
 		}
 		rt, ok := table[r.URL.Path]
 		if !ok {
-			if name, found := strings.CutPrefix(r.URL.Path, "/v1/models/"); found && r.Method == http.MethodGet {
-				s.handleModel(w, name)
-				return
-			}
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
@@ -249,7 +234,7 @@ func (s *Server) routes() http.Handler {
 	})
 }
 
-// authorized applies SGLang's API key check: /health* and /metrics (and
+// authorized applies SGLang's API key check: /health and /metrics (and
 // OPTIONS) are always open; everything else needs "Bearer <key>", with the
 // scheme matched case-insensitively and the key in constant time.
 func (s *Server) authorized(r *http.Request) bool {

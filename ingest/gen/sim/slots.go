@@ -2,15 +2,10 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"time"
 )
-
-// errAborted is returned by slotPool.acquire when the item was aborted while
-// it waited.
-var errAborted = errors.New("aborted")
 
 // slotPool is a FIFO semaphore of decode slots that also integrates the
 // number of busy slots over time. Its zero value is not usable; see
@@ -43,9 +38,8 @@ type waiter struct {
 func newSlotPool(size int) *slotPool { return &slotPool{size: size} }
 
 // acquire takes a slot, waiting in FIFO order behind earlier callers. It
-// returns ctx.Err() if ctx ends first, or errAborted if abort is closed
-// first; the slot is then not held.
-func (p *slotPool) acquire(ctx context.Context, abort <-chan struct{}) error {
+// returns ctx.Err() if ctx ends first; the slot is then not held.
+func (p *slotPool) acquire(ctx context.Context) error {
 	p.mu.Lock()
 	now := time.Now()
 	if !p.started {
@@ -69,8 +63,6 @@ func (p *slotPool) acquire(ctx context.Context, abort <-chan struct{}) error {
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
-	case <-abort:
-		err = errAborted
 	}
 	p.mu.Lock()
 	if w.granted {
