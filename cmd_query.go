@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"gendex/query"
+	"gendex/query/format"
 )
 
 // runQuery asks one question about the index and writes the answer to
@@ -22,7 +23,7 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	q.Resolve(c.env.StdoutTTY)
-	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
+	out := format.NewWriter(c.env.Stdout, format.Options{Format: q.Format, NoHeader: q.NoHeader})
 	asker := newPathAsker(c.db)
 	defer asker.Close()
 	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -65,8 +66,8 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 		}
 		for _, f := range []query.Format{query.JSON, query.Table, query.TSV} {
 			var a, b strings.Builder
-			query.Write(&a, &local.Result, query.Options{Format: f})
-			query.Write(&b, &viaSocket.Result, query.Options{Format: f})
+			format.Write(&a, &local.Result, format.Options{Format: f})
+			format.Write(&b, &viaSocket.Result, format.Options{Format: f})
 			if a.String() != b.String() || a.Len() == 0 {
 				t.Errorf("%v as %v:\n local\n%s\n socket\n%s", args, f, a.String(), b.String())
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -118,11 +119,11 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 		t.Errorf("beta raw = %v", row[2])
 	}
 	var out bytes.Buffer
-	if err := query.Write(&out, r, query.Options{Format: query.Table}); err != nil {
+	if err := format.Write(&out, r, format.Options{Format: query.Table}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), query.Unknown); n != 3 {
-		t.Errorf("table shows %d %q cells, want 3:\n%s", n, query.Unknown, out.String())
+	if n := strings.Count(out.String(), format.Unknown); n != 3 {
+		t.Errorf("table shows %d %q cells, want 3:\n%s", n, format.Unknown, out.String())
 	}
 
 	err := answerErr(t, db, "missing", "beta")
@@ -399,7 +400,7 @@ func TestShow(t *testing.T) {
 			t.Errorf("%q:\n got %s\nwant %s", tc.args, r.Line, tc.want.text)
 		}
 		var out bytes.Buffer
-		if err := query.Write(&out, r, query.Options{Format: query.JSON}); err != nil || out.String() != string(tc.want.text)+"\n" {
+		if err := format.Write(&out, r, format.Options{Format: query.JSON}); err != nil || out.String() != string(tc.want.text)+"\n" {
 			t.Errorf("%q written as %q, %v", tc.args, out.String(), err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -29,7 +30,7 @@ func TestSkipped(t *testing.T) {
 	render := func(f query.Format, args ...string) string {
 		t.Helper()
 		var b bytes.Buffer
-		if err := query.Write(&b, answer(t, db, time.Now(), args...), query.Options{Format: f}); err != nil {
+		if err := format.Write(&b, answer(t, db, time.Now(), args...), format.Options{Format: f}); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()
