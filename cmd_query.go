@@ -7,6 +7,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
+	"gendex/query/live"
 )
 
 // runQuery asks one question about the index and writes the answer to
@@ -24,7 +25,7 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 	}
 	q.Resolve(c.env.StdoutTTY)
 	out := format.NewWriter(c.env.Stdout, format.Options{Format: q.Format, NoHeader: q.NoHeader})
-	asker := newPathAsker(c.db)
+	asker := live.NewAsker(c.db)
 	defer asker.Close()
 	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/ingesttest"
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/store"
@@ -23,7 +24,7 @@ func TestSkipped(t *testing.T) {
 	writeFile(t, filepath.Join(root, "s", "raw_responses.jsonl"),
 		`{"id":"a","completion_tokens":4}`+"\n"+`{"completion_tokens":9}`+"\n"+`{"id":"`+long+`","completion_tokens":5}`+"\n")
 	writeFile(t, filepath.Join(root, "z", "raw_responses.jsonl"), `{"id":"q","completion_tokens":2}`+"\n")
-	db, problems := index(t, root)
+	db, problems := ingesttest.Index(t, root)
 	if len(problems) != 3 {
 		t.Errorf("problems %v; want the three lines left out", problems)
 	}
