@@ -46,7 +46,8 @@ type Query struct {
 	Args []string
 }
 
-// Format is an output format.
+// Format is the output format a question asks for (--format); package
+// query/format writes it.
 type Format int
 
 // The formats. Auto is decided by the caller: Table on a terminal, TSV when piped.
