@@ -336,11 +336,10 @@ func TestRemoteReusesOneConnection(t *testing.T) {
 	until(t, 5*time.Second, "Close left the connection open", func() bool { return cl.open() == 0 })
 }
 
+// countingListener counts the connections it accepted and those closed.
 type countingListener struct {
 	net.Listener
 	n      atomic.Int32
-	mu     sync.Mutex
-	conns  []net.Conn
 	closed atomic.Int32
 }
 
