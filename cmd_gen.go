@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/sglang"
+	"gendex/query/live"
+	"gendex/query/prom"
 	"gendex/store"
 )
 
@@ -99,11 +100,11 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	defer db.Close()
-	var metrics atomic.Pointer[func(io.Writer)]
-	cfg.OnMetrics = func(f func(io.Writer)) { metrics.Store(&f) }
-	stopLive, err := serveLive(db, listen.options(c.env, func(w io.Writer) {
+	var metrics atomic.Pointer[func(*prom.Writer)]
+	cfg.OnMetrics = func(f func(*prom.Writer)) { metrics.Store(&f) }
+	stopLive, err := live.Serve(db, listen.options(c.env, func(p *prom.Writer) {
 		if f := metrics.Load(); f != nil {
-			(*f)(w)
+			(*f)(p)
 		}
 	}))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gendex/ingest"
+	"gendex/query/live"
 	"gendex/store"
 )
 
@@ -47,7 +48,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if (*listen.addr != "" || *listen.queries) && !*follow {
 		return usagef("ingest: --listen goes with --follow")
 	}
-	stopLive, err := serveLive(db, listen.options(c.env, nil))
+	stopLive, err := live.Serve(db, listen.options(c.env, nil))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"gendex/query"
+	"gendex/query/format"
+	"gendex/query/live"
 )
 
 // runQuery asks one question about the index and writes the answer to
@@ -22,8 +24,8 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	q.Resolve(c.env.StdoutTTY)
-	out := query.NewWriter(c.env.Stdout, query.Options{Format: q.Format, NoHeader: q.NoHeader})
-	asker := newPathAsker(c.db)
+	out := format.NewWriter(c.env.Stdout, format.Options{Format: q.Format, NoHeader: q.NoHeader})
+	asker := live.NewAsker(c.db)
 	defer asker.Close()
 	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
 		return err

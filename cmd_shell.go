@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"gendex/query/live"
 	"gendex/shell"
 )
 
@@ -17,7 +18,7 @@ func runShell(ctx context.Context, c *call, args []string) error {
 	if len(rest) > 0 {
 		return usagef("shell takes no arguments (commands come on its input)")
 	}
-	asker := newPathAsker(c.db)
+	asker := live.NewAsker(c.db)
 	defer asker.Close()
 	sh := &shell.Shell{
 		Ask: asker, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,

@@ -20,7 +20,7 @@ import (
 	"time"
 	"unsafe"
 
-	"gendex/query"
+	"gendex/query/live"
 )
 
 var (
@@ -310,7 +310,7 @@ func (w *writer) socketClient() *http.Client {
 
 // socket is where the writer serves. (A test that gives the writer
 // another XDG_RUNTIME_DIR sets it with t.Setenv too, so that this agrees.)
-func (w *writer) socket() string { return query.SocketPath(w.db) }
+func (w *writer) socket() string { return live.SocketPath(w.db) }
 
 // metrics reads the writer's /metrics over its socket, on a connection of
 // its own that it closes.

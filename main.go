@@ -43,6 +43,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"gendex/query"
+	"gendex/query/live"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -284,8 +285,9 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
 
-// usageOf returns err with every usage mistake (a usageError or a
-// question's query.ErrUsage) as a usageError pointing to command name.
+// usageOf returns err with every usage mistake (a usageError, a
+// question's query.ErrUsage, or live.ErrUsage for what --listen asks) as a
+// usageError pointing to command name.
 func usageOf(name string, err error) error {
 	if name == "help" {
 		name = "" // help's mistakes are answered by gendex's usage
@@ -294,7 +296,7 @@ func usageOf(name string, err error) error {
 	switch {
 	case errors.As(err, &ue):
 		return &usageError{cmd: name, msg: ue.msg}
-	case errors.Is(err, query.ErrUsage):
+	case errors.Is(err, query.ErrUsage), errors.Is(err, live.ErrUsage):
 		return &usageError{cmd: name, msg: strings.TrimPrefix(err.Error(), "usage: ")}
 	}
 	return err

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/query"
+	"gendex/query/live"
 )
 
 // These tests drive the real shell of the real binary in a real terminal:
@@ -215,7 +215,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gen.Wait()
-	waitFor(t, 10*time.Second, "gen's socket", func() bool { _, err := os.Stat(query.SocketPath(db)); return err == nil })
+	waitFor(t, 10*time.Second, "gen's socket", func() bool { _, err := os.Stat(live.SocketPath(db)); return err == nil })
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")

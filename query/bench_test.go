@@ -1,4 +1,4 @@
-package query
+package query_test
 
 import (
 	"flag"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -96,15 +98,15 @@ func BenchmarkQuery(b *testing.B) {
 		{"progress"}, {"tokens"}, {"finish"},
 		{"throughput", "--window", "30s"}, {"throughput", "--window", "5m"}, {"throughput", "--window", "1h"},
 	} {
-		q, err := Parse(args)
+		q, err := query.Parse(args)
 		if err != nil {
 			b.Fatal(err)
 		}
 		q.Resolve(false)
 		b.Run(fmt.Sprint(args), func(b *testing.B) {
 			for b.Loop() {
-				out := NewWriter(io.Discard, Options{Format: q.Format})
-				if err := Run(db, q, benchNow, out); err != nil {
+				out := format.NewWriter(io.Discard, format.Options{Format: q.Format})
+				if err := query.Run(db, q, benchNow, out); err != nil {
 					b.Fatal(err)
 				}
 				out.Close()

@@ -7,7 +7,6 @@ package query_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -18,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest"
 	"gendex/query"
-	"gendex/store"
 )
 
 // fixtureRoot is the dataset root every store test indexes.
@@ -267,32 +264,6 @@ func normRow(row []any) []any {
 }
 
 func fixed(v float64, prec int) string { return query.Fixed{V: v, Prec: prec}.String() }
-
-// index builds a fresh store from root in a temporary directory, with the
-// ingest code gendex itself uses, and returns it with the problems reported.
-func index(t *testing.T, root string) (*store.DB, []ingest.Problem) {
-	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	srcs, err := ingest.Discover(root, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) == 0 {
-		t.Fatalf("no files under %s", root)
-	}
-	var problems []ingest.Problem
-	ix := &ingest.Indexer{DB: db, Report: func(p ingest.Problem) { problems = append(problems, p) }}
-	for _, src := range srcs {
-		if _, err := ix.IndexFile(context.Background(), src); err != nil {
-			t.Fatalf("indexing %s: %v", src.Path, err)
-		}
-	}
-	return db, problems
-}
 
 // copyTree copies the fixture root into a temporary directory, for tests
 // that change files.

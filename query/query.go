@@ -46,6 +46,40 @@ type Query struct {
 	Args []string
 }
 
+// Format is the output format a question asks for (--format); package
+// query/format writes it.
+type Format int
+
+// The formats. Auto is decided by the caller: Table on a terminal, TSV when piped.
+const (
+	Auto Format = iota
+	Table
+	TSV
+	CSV
+	JSON
+)
+
+// ParseFormat reads a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "", "auto":
+		return Auto, nil
+	case "table":
+		return Table, nil
+	case "tsv":
+		return TSV, nil
+	case "csv":
+		return CSV, nil
+	case "json":
+		return JSON, nil
+	}
+	return Auto, fmt.Errorf("unknown format %q (want table, tsv, csv or json)", s)
+}
+
+func (f Format) String() string {
+	return [...]string{"auto", "table", "tsv", "csv", "json"}[f]
+}
+
 // ErrUsage marks errors in how a question was asked.
 var ErrUsage = errors.New("usage")
 

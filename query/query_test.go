@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/ingesttest"
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -38,7 +40,7 @@ func TestFixtureIsWhatTheTestsAssume(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	var want [][]any
 	for _, n := range names(m) {
@@ -103,7 +105,7 @@ func TestProgress(t *testing.T) {
 }
 
 func TestProgressWithoutPromptsFile(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	r := answer(t, db, time.Now(), "progress", "beta")
 	if len(r.Rows) != 1 {
 		t.Fatalf("rows %v", r.Rows)
@@ -118,11 +120,11 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 		t.Errorf("beta raw = %v", row[2])
 	}
 	var out bytes.Buffer
-	if err := query.Write(&out, r, query.Options{Format: query.Table}); err != nil {
+	if err := format.Write(&out, r, format.Options{Format: query.Table}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), query.Unknown); n != 3 {
-		t.Errorf("table shows %d %q cells, want 3:\n%s", n, query.Unknown, out.String())
+	if n := strings.Count(out.String(), format.Unknown); n != 3 {
+		t.Errorf("table shows %d %q cells, want 3:\n%s", n, format.Unknown, out.String())
 	}
 
 	err := answerErr(t, db, "missing", "beta")
@@ -137,7 +139,7 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	row := func(name string, recs []mRec) []any {
 		var prompt, completion, unkC, unkP int64
@@ -202,7 +204,7 @@ func TestTokensAllUnknown(t *testing.T) {
 	// A dataset whose every response lacks a count: the sums are unknown, never 0.
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "u", "raw_responses.jsonl"), `{"id":"u1","text":"a"}`+"\n"+`{"id":"u2","text":"b","finish_reason":"stop"}`+"\n")
-	db, problems := index(t, root)
+	db, problems := ingesttest.Index(t, root)
 	if len(problems) != 2 {
 		t.Errorf("%d problems reported, want one warning per line without a count: %v", len(problems), problems)
 	}
@@ -213,7 +215,7 @@ func TestTokensAllUnknown(t *testing.T) {
 }
 
 func TestFinish(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	all := map[string]int64{}
 	for _, d := range m {
@@ -255,7 +257,7 @@ func TestFinish(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	var want [][]any
 	for _, n := range names(m) {
@@ -278,7 +280,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestMissing(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	a := m["alpha"]
 	var raw, tok []string
@@ -323,7 +325,7 @@ func TestMissing(t *testing.T) {
 }
 
 func TestDatasets(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	var want [][]any
 	for _, n := range names(m) {
@@ -335,7 +337,7 @@ func TestDatasets(t *testing.T) {
 }
 
 func TestUnknownDataset(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	for _, args := range [][]string{
 		{"progress", "alpha", "gamma"},
 		{"tokens", "gamma"},
@@ -369,7 +371,7 @@ func TestUnknownDataset(t *testing.T) {
 }
 
 func TestShow(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	a := m["alpha"]
 	for _, tc := range []struct {
@@ -399,7 +401,7 @@ func TestShow(t *testing.T) {
 			t.Errorf("%q:\n got %s\nwant %s", tc.args, r.Line, tc.want.text)
 		}
 		var out bytes.Buffer
-		if err := query.Write(&out, r, query.Options{Format: query.JSON}); err != nil || out.String() != string(tc.want.text)+"\n" {
+		if err := format.Write(&out, r, format.Options{Format: query.JSON}); err != nil || out.String() != string(tc.want.text)+"\n" {
 			t.Errorf("%q written as %q, %v", tc.args, out.String(), err)
 		}
 	}
@@ -418,7 +420,7 @@ func TestShowCRLFAndBOM(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "w", "raw_responses.jsonl"),
 		"\ufeff{\"id\":\"w1\",\"completion_tokens\":1}\r\n{\"id\":\"w2\",\"completion_tokens\":2}\r\n")
-	db, _ := index(t, root)
+	db, _ := ingesttest.Index(t, root)
 	for id, want := range map[string]string{"w1": `{"id":"w1","completion_tokens":1}`, "w2": `{"id":"w2","completion_tokens":2}`} {
 		if got := answer(t, db, time.Now(), "show", "w", id).Line; string(got) != want {
 			t.Errorf("show %s = %q, want %q (without BOM and CR)", id, got, want)
@@ -428,7 +430,7 @@ func TestShowCRLFAndBOM(t *testing.T) {
 
 func TestShowChangedFile(t *testing.T) {
 	root := copyTree(t, fixtureRoot)
-	db, _ := index(t, root)
+	db, _ := ingesttest.Index(t, root)
 	raw := filepath.Join(root, "alpha", "raw_responses.jsonl")
 	data, err := os.ReadFile(raw)
 	if err != nil {
@@ -460,7 +462,7 @@ func TestShowChangedFile(t *testing.T) {
 
 func TestShowDetectsEditInsideALongLine(t *testing.T) {
 	root := copyTree(t, fixtureRoot)
-	db, _ := index(t, root)
+	db, _ := ingesttest.Index(t, root)
 	raw := filepath.Join(root, "alpha", "raw_responses.jsonl")
 	data, err := os.ReadFile(raw)
 	if err != nil {
@@ -479,7 +481,7 @@ func TestShowDetectsEditInsideALongLine(t *testing.T) {
 }
 
 func TestThroughputOwnTimes(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
 	for _, tc := range []struct {
@@ -535,7 +537,7 @@ func TestThroughputOwnTimes(t *testing.T) {
 func TestThroughputIndexingTime(t *testing.T) {
 	// beta's responses carry no time: they count at the moment they were indexed.
 	before := time.Now()
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	after := time.Now()
 	m := model(t, fixtureRoot)
 	var tokens, unknown int64
@@ -583,7 +585,7 @@ func TestThroughputIndexingTime(t *testing.T) {
 }
 
 func TestThroughputAllUnknown(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	now := time.Date(2026, 11, 28, 9, 59, 51, 0, time.UTC) // only c8 (no count) in the 1s window before
 	got := normRow(answer(t, db, now, "throughput", "clock", "--window", "1s").Rows[0])
 	if !slices.Equal(got, []any{"clock", int64(1), int64(1), nil, "1.00", nil, int64(1)}) {
@@ -595,7 +597,7 @@ func TestThroughputAllUnknown(t *testing.T) {
 // the question comes: c4 (10:00:00.900) and c6 (10:00:00) count from
 // 10:00:01 on; until then the last whole second holds c7 (09:59:59.2) alone.
 func TestThroughputCurrentSecondNeverCounts(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	sec := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		now  time.Time
@@ -617,7 +619,7 @@ func TestThroughputCurrentSecondNeverCounts(t *testing.T) {
 // indexed later, by the wall clock), TOTAL is clock's window and clock's
 // rate, not the same records spread over the full hour.
 func TestThroughputTotalOneRunning(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
 	r := answer(t, db, now, "throughput", "--window", "1h", "clock", "beta")
 	var records int64
@@ -639,7 +641,7 @@ func TestThroughputTotalOneRunning(t *testing.T) {
 // Run streams to a Sink: the rows arrive one by one, in the same order as
 // Answer collects them, and a Sink error stops the answer.
 func TestRunStreamsAndStopsOnSinkError(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	q, err := query.Parse([]string{"missing", "alpha", "--stage", "tokenized"})
 	if err != nil {
 		t.Fatal(err)
@@ -688,7 +690,7 @@ func TestFinishColumnsAreUnique(t *testing.T) {
 		`{"id":"f1","completion_tokens":1,"finish_reason":"unknown"}`+"\n"+
 			`{"id":"f2","completion_tokens":1,"finish_reason":"unknown"}`+"\n"+
 			`{"id":"f3","completion_tokens":1}`+"\n")
-	db, _ := index(t, root)
+	db, _ := ingesttest.Index(t, root)
 	r := answer(t, db, time.Now(), "finish")
 	seen := map[string]bool{}
 	for _, c := range r.Columns {
@@ -696,5 +698,28 @@ func TestFinishColumnsAreUnique(t *testing.T) {
 			t.Errorf("column %q appears twice in %q (row %v)", c, r.Columns, r.Rows[0])
 		}
 		seen[c] = true
+	}
+}
+
+func TestFiles(t *testing.T) {
+	db, _ := ingesttest.Index(t, fixtureRoot)
+	r := answer(t, db, time.Now(), "files", "alpha")
+	if len(r.Rows) == 0 {
+		t.Fatal("no files")
+	}
+	for _, row := range r.Rows {
+		if row[0] != "alpha" {
+			t.Errorf("files alpha lists %v", row)
+		}
+		path := row[2].(string)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Everything was read, up to the end (or an unfinished last line).
+		indexed, pending := row[8].(int64), row[9].(int64)
+		if indexed+pending != fi.Size() || indexed <= 0 {
+			t.Errorf("%s: indexed %d + pending %d != size %d", path, indexed, pending, fi.Size())
+		}
 	}
 }

@@ -28,31 +28,3 @@ func (f Fixed) String() string { return strconv.FormatFloat(f.V, 'f', f.Prec, 64
 
 // MarshalJSON writes the number as shown.
 func (f Fixed) MarshalJSON() ([]byte, error) { return []byte(f.String()), nil }
-
-// cell renders v as text; unknown is returned as ("", false).
-func cell(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case uint64:
-		return strconv.FormatUint(x, 10), true
-	case int:
-		return strconv.Itoa(x), true
-	case Fixed:
-		return x.String(), true
-	case string:
-		return x, true
-	}
-	return "", false
-}
-
-// numeric reports whether v is shown as a number (right-aligned in tables).
-func numeric(v any) bool {
-	switch v.(type) {
-	case int64, uint64, int, Fixed:
-		return true
-	}
-	return false
-}

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/ingesttest"
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -22,14 +24,14 @@ func TestSkipped(t *testing.T) {
 	writeFile(t, filepath.Join(root, "s", "raw_responses.jsonl"),
 		`{"id":"a","completion_tokens":4}`+"\n"+`{"completion_tokens":9}`+"\n"+`{"id":"`+long+`","completion_tokens":5}`+"\n")
 	writeFile(t, filepath.Join(root, "z", "raw_responses.jsonl"), `{"id":"q","completion_tokens":2}`+"\n")
-	db, problems := index(t, root)
+	db, problems := ingesttest.Index(t, root)
 	if len(problems) != 3 {
 		t.Errorf("problems %v; want the three lines left out", problems)
 	}
 	render := func(f query.Format, args ...string) string {
 		t.Helper()
 		var b bytes.Buffer
-		if err := query.Write(&b, answer(t, db, time.Now(), args...), query.Options{Format: f}); err != nil {
+		if err := format.Write(&b, answer(t, db, time.Now(), args...), format.Options{Format: f}); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()

@@ -26,6 +26,7 @@ import (
 	"github.com/peterh/liner"
 
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -185,7 +186,7 @@ func (s *Shell) ask(ctx context.Context, words []string, w io.Writer) error {
 		q.Format = s.format
 	}
 	q.Resolve(s.Interactive)
-	out := query.NewWriter(w, query.Options{Format: q.Format, NoHeader: q.NoHeader})
+	out := format.NewWriter(w, format.Options{Format: q.Format, NoHeader: q.NoHeader})
 	if err := s.Ask.Ask(ctx, q, s.Now(), out); err != nil {
 		return err
 	}
@@ -375,11 +376,11 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	if prog.Total != nil && short.Total != nil && long.Total != nil {
 		res.Total = line(prog.Total, short.Total, long.Total)
 	}
-	format := s.format
-	if format == query.Auto {
-		format = query.Table
+	f := s.format
+	if f == query.Auto {
+		f = query.Table
 	}
-	return query.Write(w, res, query.Options{Format: format})
+	return format.Write(w, res, format.Options{Format: f})
 }
 
 func asFloat(v any) (float64, bool) {

@@ -10,6 +10,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -65,7 +66,7 @@ func TestScript(t *testing.T) {
 		if q.Bare {
 			r, _ = answerBare(db, q, now)
 		}
-		query.Write(&b, r, query.Options{Format: f, NoHeader: q.NoHeader})
+		format.Write(&b, r, format.Options{Format: f, NoHeader: q.NoHeader})
 		return b.String()
 	}
 	expect := want("progress") + want("tokens", "demo", "--format", "json") + want("missing", "demo", "--format", "tsv", "--no-header")

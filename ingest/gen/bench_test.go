@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/query/live"
 
 	"gendex/ingest/gen/sglang"
 	"gendex/ingest/gen/sim"
@@ -112,13 +113,13 @@ func BenchmarkLiveQuery(b *testing.B) {
 		db := openDB(b, dbPath)
 		defer db.Close()
 		sets, _ := FindDatasets([]string{root}, out)
-		ln, err := query.Listen(query.SocketPath(dbPath))
+		ln, err := live.Listen(live.SocketPath(dbPath))
 		if err != nil {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(b.Context())
 		defer cancel()
-		go (&query.Server{Src: db}).Serve(ctx, ln)
+		go (&live.Server{Src: db}).Serve(ctx, ln)
 		stop := make(chan struct{})
 		done := make(chan struct{})
 		go func() {
@@ -126,7 +127,7 @@ func BenchmarkLiveQuery(b *testing.B) {
 			if !withQueries {
 				return
 			}
-			remote, err := query.Dial(ctx, query.SocketPath(dbPath))
+			remote, err := live.Dial(ctx, live.SocketPath(dbPath))
 			if err != nil {
 				b.Error(err)
 				return

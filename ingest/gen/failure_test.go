@@ -19,6 +19,7 @@ import (
 
 	"gendex/ingest/gen/sglang"
 	"gendex/ingest/gen/sim"
+	"gendex/query/prom"
 )
 
 // freeAddr returns a loopback address nothing listens on (yet).
@@ -348,14 +349,14 @@ func TestGenRedactsCredentials(t *testing.T) {
 	long, _ := json.Marshal(map[string]any{"id": "long", "input_ids": make([]int, 100)})
 	short, _ := json.Marshal(map[string]any{"id": "short", "input_ids": sim.Encode("hi", true)})
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(string(long)+"\n"+string(short)+"\n"), 0o644)
-	var metrics func(io.Writer)
+	var metrics func(*prom.Writer)
 	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{secret}, Out: out,
-		OnMetrics: func(f func(io.Writer)) { metrics = f }}, root)
+		OnMetrics: func(f func(*prom.Writer)) { metrics = f }}, root)
 	if err != nil || sum.Responses != 1 || sum.Errors != 1 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
 	var m bytes.Buffer
-	metrics(&m)
+	metrics(prom.NewWriter(&m))
 	raw, _ := os.ReadFile(filepath.Join(out, "P", "raw_responses.jsonl"))
 	errs, _ := os.ReadFile(filepath.Join(out, "P", "errors.jsonl"))
 	for what, text := range map[string]string{"log": log, "metrics": m.String(), "raw_responses.jsonl": string(raw), "errors.jsonl": string(errs)} {

@@ -96,7 +96,7 @@ type Config struct {
 	// OnMetrics, when set, is given a function that writes gen's own
 	// Prometheus samples (requests in flight, servers up) once the servers
 	// are known.
-	OnMetrics func(func(io.Writer))
+	OnMetrics func(func(*prom.Writer))
 }
 
 func (c *Config) defaults() {
@@ -583,8 +583,7 @@ func (s *stopError) Unwrap() error { return s.err }
 
 // writeMetrics writes the requests in flight, whether each server is up
 // and the answers each wrote, labelled by the server's redacted URL.
-func (r *run) writeMetrics(w io.Writer) {
-	p := prom.NewWriter(w)
+func (r *run) writeMetrics(p *prom.Writer) {
 	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
 	for _, s := range r.pool.servers {
 		p.Int(s.inFlight.Load(), "server", s.name)

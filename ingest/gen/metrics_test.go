@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gendex/ingest/gen/sglang"
+	"gendex/query/prom"
 	"gendex/query/prom/promtest"
 )
 
@@ -22,7 +23,7 @@ func TestWriteMetrics(t *testing.T) {
 	servers[0].done.Store(17)
 	r := &run{pool: newPool(servers)}
 	var b bytes.Buffer
-	r.writeMetrics(&b)
+	r.writeMetrics(prom.NewWriter(&b))
 	want := `# HELP gendex_in_flight Requests in flight, by server.
 # TYPE gendex_in_flight gauge
 gendex_in_flight{server="http://REDACTED@gpu-1:30000"} 4

@@ -1,4 +1,4 @@
-package query
+package live
 
 import (
 	"crypto/sha256"

@@ -1,56 +1,27 @@
-package query
+// Package format writes an answer as a table (for a terminal), TSV, CSV
+// or JSON: Writer is the query.Sink that the query command and the shell
+// stream answers into.
+package format
 
 import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
-	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
+	"gendex/query"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 )
 
-// Format is an output format.
-type Format int
-
-// The formats. Auto is decided by the caller: Table on a terminal, TSV when piped.
-const (
-	Auto Format = iota
-	Table
-	TSV
-	CSV
-	JSON
-)
-
-// ParseFormat reads a --format value.
-func ParseFormat(s string) (Format, error) {
-	switch s {
-	case "", "auto":
-		return Auto, nil
-	case "table":
-		return Table, nil
-	case "tsv":
-		return TSV, nil
-	case "csv":
-		return CSV, nil
-	case "json":
-		return JSON, nil
-	}
-	return Auto, fmt.Errorf("unknown format %q (want table, tsv, csv or json)", s)
-}
-
-func (f Format) String() string {
-	return [...]string{"auto", "table", "tsv", "csv", "json"}[f]
-}
-
 // Options controls Write.
 type Options struct {
-	Format   Format // Auto is treated as TSV
-	NoHeader bool   // TSV and CSV: no header line
+	Format   query.Format // query.Auto is treated as TSV
+	NoHeader bool         // TSV and CSV: no header line
 }
 
 // Unknown is how the table format shows a value the index cannot know.
@@ -58,15 +29,15 @@ type Options struct {
 const Unknown = "unknown"
 
 // Write renders a collected Result to w.
-func Write(w io.Writer, r *Result, opts Options) error {
+func Write(w io.Writer, r *query.Result, opts Options) error {
 	out := NewWriter(w, opts)
-	if err := Replay(r, out); err != nil {
+	if err := query.Replay(r, out); err != nil {
 		return err
 	}
 	return out.Close()
 }
 
-// Writer is a Sink that renders an answer to an io.Writer. TSV, CSV and
+// Writer is a query.Sink that renders an answer to an io.Writer. TSV, CSV and
 // JSON stream row by row; a table is laid out when Close is called.
 type Writer struct {
 	w    *bufio.Writer
@@ -88,10 +59,10 @@ func NewWriter(w io.Writer, opts Options) *Writer {
 func (o *Writer) Columns(cols []string) error {
 	o.cols = cols
 	switch o.opts.Format {
-	case Table:
-	case JSON:
+	case query.Table:
+	case query.JSON:
 		o.w.WriteString("[")
-	case CSV:
+	case query.CSV:
 		o.csv = csv.NewWriter(o.w)
 		o.rec = make([]string, len(cols))
 		if !o.opts.NoHeader {
@@ -109,9 +80,9 @@ func (o *Writer) Columns(cols []string) error {
 func (o *Writer) Row(row []any) error {
 	o.rows++
 	switch o.opts.Format {
-	case Table:
+	case query.Table:
 		o.table = append(o.table, append([]any(nil), row...))
-	case JSON:
+	case query.JSON:
 		if o.rows > 1 {
 			o.w.WriteString(",")
 		}
@@ -125,7 +96,7 @@ func (o *Writer) Row(row []any) error {
 			writeJSONValue(o.w, v)
 		}
 		o.w.WriteString("}")
-	case CSV:
+	case query.CSV:
 		for i, v := range row {
 			o.rec[i], _ = cell(v)
 		}
@@ -157,20 +128,20 @@ func (o *Writer) Line(line []byte) error {
 // Close finishes the answer and flushes it.
 func (o *Writer) Close() error {
 	switch o.opts.Format {
-	case Table:
+	case query.Table:
 		if o.cols != nil {
 			if err := writeTable(o.w, o.cols, o.table, o.total); err != nil {
 				return err
 			}
 		}
-	case JSON:
+	case query.JSON:
 		if o.cols != nil {
 			if o.rows > 0 {
 				o.w.WriteString("\n")
 			}
 			o.w.WriteString("]\n")
 		}
-	case CSV:
+	case query.CSV:
 		if o.csv != nil {
 			o.csv.Flush()
 			if err := o.csv.Error(); err != nil {
@@ -314,4 +285,32 @@ func printable(r rune) rune {
 		return ' '
 	}
 	return r
+}
+
+// cell renders v as text; unknown is returned as ("", false).
+func cell(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case query.Fixed:
+		return x.String(), true
+	case string:
+		return x, true
+	}
+	return "", false
+}
+
+// numeric reports whether v is shown as a number (right-aligned in tables).
+func numeric(v any) bool {
+	switch v.(type) {
+	case int64, uint64, int, query.Fixed:
+		return true
+	}
+	return false
 }

@@ -1,27 +1,9 @@
-package query
-
-import (
-	"bufio"
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
-	"errors"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
-	"time"
-
-	"gendex/query/prom"
-	"gendex/store"
-)
-
-// Live reads. bbolt lets one process open a database read-write and nobody
+// Package live serves answers while the index is being written, and asks
+// for them: the writer's socket server and its client, the socket's path
+// and safety checks, Prometheus /metrics, and Asker, which asks whoever
+// can answer for an index at a given moment.
+//
+// bbolt lets one process open a database read-write and nobody
 // else in at the same time, so the process that writes (gen, ingest) serves
 // questions on a Unix socket (see SocketPath), and query and shell ask it
 // there. The answer comes as JSON lines:
@@ -37,20 +19,27 @@ import (
 // read transaction, and only sent once the transaction is over; a reader
 // that stops reading is cut off after StallTimeout, and on exit after
 // shutdownGrace.
+package live
 
-// Asker answers questions, from an open index (Local) or from the process
-// that writes it (Remote).
-type Asker interface {
-	Ask(ctx context.Context, q Query, now time.Time, out Sink) error
-}
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
-// Local answers from an open index.
-type Local struct{ Src Source }
-
-// Ask runs q against the index.
-func (l Local) Ask(ctx context.Context, q Query, now time.Time, out Sink) error {
-	return Run(l.Src, q, now, out)
-}
+	"gendex/query"
+	"gendex/query/prom"
+)
 
 const (
 	// DefaultStallTimeout is Server.StallTimeout's default.
@@ -68,10 +57,11 @@ const (
 // Server answers questions over HTTP: on the writer's Unix socket and,
 // when asked, on a TCP port, where /metrics serves Prometheus text too.
 type Server struct {
-	Src Source
+	Src query.Source
 	// Extra, when set, writes more Prometheus samples (gen's requests in
-	// flight and servers up).
-	Extra func(w io.Writer)
+	// flight and servers up) to the Writer of /metrics, after the index's
+	// own: a family is written once across both.
+	Extra func(p *prom.Writer)
 	// StallTimeout is how long one write of an answer may wait on a reader
 	// that does not read before the connection is closed; 0 means
 	// DefaultStallTimeout. A slow reader that keeps reading is not cut off.
@@ -198,15 +188,15 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(sp, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	q, err := Parse(r.URL.Query()["arg"])
+	q, err := query.Parse(r.URL.Query()["arg"])
 	if err == nil {
 		q.Bare = r.URL.Query().Get("bare") == "1"
 		// The whole answer goes to the spool inside the read transaction;
 		// nothing goes to the network before Run has released it.
-		err = Run(s.Src, q, time.Now(), &streamSink{enc: enc, ctx: r.Context()})
+		err = query.Run(s.Src, q, time.Now(), &streamSink{enc: enc, ctx: r.Context()})
 	}
 	if err != nil {
-		enc.Encode(map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, ErrUsage)})
+		enc.Encode(map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, query.ErrUsage)})
 	} else {
 		enc.Encode(map[string]bool{"end": true})
 	}
@@ -279,7 +269,7 @@ type streamSink struct {
 func encodeRow(row []any) []any {
 	out := make([]any, len(row))
 	for i, v := range row {
-		if f, ok := v.(Fixed); ok {
+		if f, ok := v.(query.Fixed); ok {
 			out[i] = map[string]string{"fixed": f.String()}
 		} else {
 			out[i] = v
@@ -302,65 +292,4 @@ func (s *streamSink) Total(row []any) error {
 }
 func (s *streamSink) Line(line []byte) error {
 	return s.enc.Encode(map[string]string{"line": string(line)})
-}
-
-// metrics writes Prometheus text: per dataset, records by stage, token
-// sums, open errors, records without a token count, and missing answers;
-// then the Extra samples and the serving process's goroutine count.
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	// Written to memory inside the read transaction, sent after it.
-	bw := &bytes.Buffer{}
-	p := prom.NewWriter(bw)
-	err := s.Src.View(func(v *store.View) error {
-		var sums []store.Summary
-		for _, name := range v.Datasets() {
-			sm, err := v.Summary(name)
-			if err != nil {
-				return err
-			}
-			sums = append(sums, sm)
-		}
-		gauge := func(name, help string, each func(sm store.Summary) []sample) {
-			p.Family(name, help, prom.Gauge)
-			for _, sm := range sums {
-				for _, x := range each(sm) {
-					p.Uint(x.v, append([]string{"dataset", sm.Dataset}, x.labels...)...)
-				}
-			}
-		}
-		gauge("gendex_records", "Records indexed, by dataset and stage.", func(sm store.Summary) []sample {
-			var out []sample
-			for _, st := range []store.Stage{store.Prompts, store.Raw, store.Tokenized, store.Errors} {
-				out = append(out, sample{[]string{"stage", st.String()}, sm.Stage(st).Records})
-			}
-			return out
-		})
-		one := func(f func(sm store.Summary) uint64) func(sm store.Summary) []sample {
-			return func(sm store.Summary) []sample { return []sample{{nil, f(sm)}} }
-		}
-		gauge("gendex_prompt_tokens", "Prompt tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).PromptTokens }))
-		gauge("gendex_completion_tokens", "Completion tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).CompletionTokens }))
-		gauge("gendex_unknown_token_records", "Responses without a completion token count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).UnknownCompletion }))
-		gauge("gendex_errors", "Prompts that failed for good and have no response since.", one(func(sm store.Summary) uint64 { return sm.Overlap.ErrorsOpen }))
-		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
-		return nil
-	})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	if s.Extra != nil {
-		s.Extra(bw)
-	}
-	p.Family("gendex_goroutines", "Goroutines in the process that serves these metrics.", prom.Gauge)
-	p.Int(int64(runtime.NumGoroutine()))
-	w.Header().Set("Content-Type", prom.ContentType)
-	bw.WriteTo(w)
-}
-
-// sample is one value of a metrics family for a dataset, with the labels
-// (name, value pairs) beside the dataset's.
-type sample struct {
-	labels []string
-	v      uint64
 }

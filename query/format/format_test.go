@@ -1,4 +1,4 @@
-package query_test
+package format_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"gendex/query"
+	"gendex/query/format"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/query")
@@ -20,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/qu
 // golden compares got with testdata/query/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("..", "testdata", "query", name)
+	path := filepath.Join("..", "..", "testdata", "query", name)
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -61,10 +62,10 @@ func noRows() *query.Result {
 	return &query.Result{Columns: []string{"dataset", "stage", "id"}}
 }
 
-func render(t *testing.T, r *query.Result, opts query.Options) []byte {
+func render(t *testing.T, r *query.Result, opts format.Options) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := query.Write(&buf, r, opts); err != nil {
+	if err := format.Write(&buf, r, opts); err != nil {
 		t.Fatalf("Write(%v): %v", opts.Format, err)
 	}
 	return buf.Bytes()
@@ -74,14 +75,14 @@ func TestWriteGolden(t *testing.T) {
 	results := map[string]func() *query.Result{"mixed": mixed, "one": oneRow, "empty": noRows}
 	formats := []struct {
 		name string
-		opts query.Options
+		opts format.Options
 	}{
-		{"table", query.Options{Format: query.Table}},
-		{"tsv", query.Options{Format: query.TSV}},
-		{"tsv-noheader", query.Options{Format: query.TSV, NoHeader: true}},
-		{"csv", query.Options{Format: query.CSV}},
-		{"csv-noheader", query.Options{Format: query.CSV, NoHeader: true}},
-		{"json", query.Options{Format: query.JSON}},
+		{"table", format.Options{Format: query.Table}},
+		{"tsv", format.Options{Format: query.TSV}},
+		{"tsv-noheader", format.Options{Format: query.TSV, NoHeader: true}},
+		{"csv", format.Options{Format: query.CSV}},
+		{"csv-noheader", format.Options{Format: query.CSV, NoHeader: true}},
+		{"json", format.Options{Format: query.JSON}},
 	}
 	for rname, mk := range results {
 		for _, f := range formats {
@@ -93,7 +94,7 @@ func TestWriteGolden(t *testing.T) {
 }
 
 func TestWriteTSV(t *testing.T) {
-	got := string(render(t, mixed(), query.Options{Format: query.TSV}))
+	got := string(render(t, mixed(), format.Options{Format: query.TSV}))
 	want := "dataset\tprompts\tdone_pct\tavg_tokens\tnote\n" +
 		"alpha\t12\t75.00\t0.3\ttab here\n" +
 		"beta\t\t\t\tline1 line2 end\n" +
@@ -111,23 +112,23 @@ func TestWriteTSV(t *testing.T) {
 		t.Errorf("TSV holds the TOTAL row; it is for tables only:\n%s", got)
 	}
 
-	noHeader := string(render(t, mixed(), query.Options{Format: query.TSV, NoHeader: true}))
+	noHeader := string(render(t, mixed(), format.Options{Format: query.TSV, NoHeader: true}))
 	if noHeader != strings.SplitN(want, "\n", 2)[1] {
 		t.Errorf("TSV --no-header:\n got %q\nwant %q", noHeader, strings.SplitN(want, "\n", 2)[1])
 	}
 	// A carriage return (CRLF from a server message) is replaced too.
 	cr := &query.Result{Columns: []string{"id", "message"}, Rows: [][]any{{"a\rb", "x\r\ny\tz"}}}
-	if got, want := string(render(t, cr, query.Options{Format: query.TSV, NoHeader: true})), "a b\tx  y z\n"; got != want {
+	if got, want := string(render(t, cr, format.Options{Format: query.TSV, NoHeader: true})), "a b\tx  y z\n"; got != want {
 		t.Errorf("TSV with CR: got %q, want %q", got, want)
 	}
 	// Auto (the caller did not decide) is written as TSV.
-	if auto := string(render(t, mixed(), query.Options{})); auto != want {
+	if auto := string(render(t, mixed(), format.Options{})); auto != want {
 		t.Errorf("Auto:\n got %q\nwant TSV %q", auto, want)
 	}
 }
 
 func TestWriteCSV(t *testing.T) {
-	out := render(t, mixed(), query.Options{Format: query.CSV})
+	out := render(t, mixed(), format.Options{Format: query.CSV})
 	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
 	if err != nil {
 		t.Fatalf("CSV does not parse: %v\n%s", err, out)
@@ -144,7 +145,7 @@ func TestWriteCSV(t *testing.T) {
 	if !bytes.Contains(out, []byte(`"gamma,comma"`)) || !bytes.Contains(out, []byte(`"quote ""q"" <b>&amp;</b>"`)) {
 		t.Errorf("CSV does not quote commas and quotes:\n%s", out)
 	}
-	noHeader, err := csv.NewReader(bytes.NewReader(render(t, mixed(), query.Options{Format: query.CSV, NoHeader: true}))).ReadAll()
+	noHeader, err := csv.NewReader(bytes.NewReader(render(t, mixed(), format.Options{Format: query.CSV, NoHeader: true}))).ReadAll()
 	if err != nil || !reflect.DeepEqual(noHeader, want[1:]) {
 		t.Errorf("CSV --no-header = %q, %v; want %q", noHeader, err, want[1:])
 	}
@@ -192,7 +193,7 @@ func jsonObjects(t *testing.T, b []byte) (keys [][]string, objs []map[string]any
 
 func TestWriteJSON(t *testing.T) {
 	r := mixed()
-	out := render(t, r, query.Options{Format: query.JSON})
+	out := render(t, r, format.Options{Format: query.JSON})
 	if !json.Valid(out) {
 		t.Fatalf("not valid JSON:\n%s", out)
 	}
@@ -222,7 +223,7 @@ func TestWriteJSON(t *testing.T) {
 		t.Errorf("JSON has HTML escapes or the TOTAL row:\n%s", out)
 	}
 
-	empty := render(t, noRows(), query.Options{Format: query.JSON})
+	empty := render(t, noRows(), format.Options{Format: query.JSON})
 	if strings.TrimSpace(string(empty)) != "[]" {
 		t.Errorf("JSON of no rows = %q, want []", empty)
 	}
@@ -231,7 +232,7 @@ func TestWriteJSON(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	r := mixed()
 	r.Rows[1][4] = "plain" // one line per row here; multi-line cells are in the golden file
-	out := string(render(t, r, query.Options{Format: query.Table}))
+	out := string(render(t, r, format.Options{Format: query.Table}))
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	if len(lines) != 5 {
 		t.Fatalf("table has %d lines, want header + 3 rows + TOTAL:\n%s", len(lines), out)
@@ -242,10 +243,10 @@ func TestWriteTable(t *testing.T) {
 	if strings.Contains(out, "DONE") || strings.Contains(out, "done pct") {
 		t.Errorf("header was auto-formatted:\n%s", out)
 	}
-	if got := strings.Fields(lines[2]); len(got) < 4 || got[0] != "beta" || got[1] != query.Unknown || got[2] != query.Unknown || got[3] != query.Unknown {
-		t.Errorf("row with unknowns = %q, want them shown as %q", got, query.Unknown)
+	if got := strings.Fields(lines[2]); len(got) < 4 || got[0] != "beta" || got[1] != format.Unknown || got[2] != format.Unknown || got[3] != format.Unknown {
+		t.Errorf("row with unknowns = %q, want them shown as %q", got, format.Unknown)
 	}
-	if got := strings.Fields(lines[4]); len(got) < 4 || got[0] != "TOTAL" || got[1] != "9" || got[2] != query.Unknown || got[3] != "1.5" {
+	if got := strings.Fields(lines[4]); len(got) < 4 || got[0] != "TOTAL" || got[1] != "9" || got[2] != format.Unknown || got[3] != "1.5" {
 		t.Errorf("TOTAL row = %q, want TOTAL 9 unknown 1.5 ...", got)
 	}
 	// Numbers are right-aligned: the column's values end in the same place.
@@ -254,14 +255,14 @@ func TestWriteTable(t *testing.T) {
 		t.Errorf("numeric column is not right-aligned:\n%s", out)
 	}
 
-	one := string(render(t, oneRow(), query.Options{Format: query.Table}))
+	one := string(render(t, oneRow(), format.Options{Format: query.Table}))
 	if strings.Contains(one, "TOTAL") {
 		t.Errorf("a one-row table has a TOTAL row:\n%s", one)
 	}
 	if n := strings.Count(strings.TrimRight(one, "\n"), "\n") + 1; n != 2 {
 		t.Errorf("one-row table has %d lines, want 2:\n%s", n, one)
 	}
-	empty := string(render(t, noRows(), query.Options{Format: query.Table}))
+	empty := string(render(t, noRows(), format.Options{Format: query.Table}))
 	if strings.Contains(empty, "TOTAL") || !strings.Contains(empty, "dataset") {
 		t.Errorf("empty table = %q, want the header only", empty)
 	}
@@ -277,7 +278,7 @@ func TestWriteTableNoControlCharacters(t *testing.T) {
 			{"alpha", "a2", "boom \x1b[2J\x1b[31mred\x07"},
 		},
 	}
-	out := render(t, r, query.Options{Format: query.Table})
+	out := render(t, r, format.Options{Format: query.Table})
 	for i, c := range out {
 		if c < 0x20 && c != '\n' || c == 0x7f {
 			t.Fatalf("table output has control byte 0x%02x at %d:\n%q", c, i, out)
@@ -289,7 +290,7 @@ func TestWriteLine(t *testing.T) {
 	// The answer to show is written as it is, in every format.
 	line := []byte(`{"id":"x","text":"<a>\t&"}`)
 	for _, f := range []query.Format{query.Table, query.TSV, query.CSV, query.JSON} {
-		got := render(t, &query.Result{Line: line}, query.Options{Format: f})
+		got := render(t, &query.Result{Line: line}, format.Options{Format: f})
 		if want := append(append([]byte{}, line...), '\n'); !bytes.Equal(got, want) {
 			t.Errorf("%v: got %q, want %q", f, got, want)
 		}
@@ -301,7 +302,7 @@ func TestNewWriterStreams(t *testing.T) {
 	for _, f := range []query.Format{query.Table, query.TSV, query.CSV, query.JSON} {
 		r := mixed()
 		var buf bytes.Buffer
-		w := query.NewWriter(&buf, query.Options{Format: f})
+		w := format.NewWriter(&buf, format.Options{Format: f})
 		if err := w.Columns(r.Columns); err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +317,7 @@ func TestNewWriterStreams(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if want := render(t, r, query.Options{Format: f}); !bytes.Equal(buf.Bytes(), want) {
+		if want := render(t, r, format.Options{Format: f}); !bytes.Equal(buf.Bytes(), want) {
 			t.Errorf("%v: NewWriter gave\n%s\nWrite gave\n%s", f, buf.Bytes(), want)
 		}
 	}

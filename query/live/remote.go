@@ -1,4 +1,4 @@
-package query
+package live
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gendex/query"
 )
 
 // Remote asks the process that writes the index, over its socket. It
@@ -109,7 +111,7 @@ func (r *Remote) Close() error {
 // Ask sends q's words to the writer and streams its answer to out. When no
 // writer could be reached, nothing was sent to out and the error wraps
 // ErrNoWriter.
-func (r *Remote) Ask(ctx context.Context, q Query, now time.Time, out Sink) error {
+func (r *Remote) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
 	v := url.Values{"arg": q.Args}
 	if q.Bare {
 		v.Set("bare", "1")
@@ -147,7 +149,7 @@ func (r *Remote) Ask(ctx context.Context, q Query, now time.Time, out Sink) erro
 		switch {
 		case m.Error != nil:
 			if m.Usage {
-				return usageErr("%s", *m.Error)
+				return fmt.Errorf("%w: %s", query.ErrUsage, *m.Error)
 			}
 			return errors.New(*m.Error)
 		case m.End:
@@ -191,7 +193,7 @@ func decodeCell(c json.RawMessage) any {
 		if i := strings.IndexByte(f.Fixed, '.'); i >= 0 {
 			prec = len(f.Fixed) - i - 1
 		}
-		return Fixed{V: v, Prec: prec}
+		return query.Fixed{V: v, Prec: prec}
 	}
 	s := string(c)
 	if strings.HasPrefix(s, "-") {

@@ -1,4 +1,4 @@
-package query_test
+package live_test
 
 import (
 	"context"
@@ -19,16 +19,23 @@ import (
 	"unsafe"
 
 	"gendex/ingest"
+	"gendex/ingest/ingesttest"
 	"gendex/query"
+	"gendex/query/format"
+	"gendex/query/live"
 	"gendex/store"
 )
+
+// fixtureRoot is the query package's fixture (described, and guarded, by
+// its TestFixtureIsWhatTheTestsAssume).
+var fixtureRoot = filepath.Join("..", "..", "testdata", "query", "root")
 
 // TestRemoteAnswersAsLocal: every question asked over the writer's socket
 // gets the answer the index itself gives.
 func TestRemoteAnswersAsLocal(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	sock := filepath.Join(t.TempDir(), "g.db.sock")
-	ln, err := query.Listen(sock)
+	ln, err := live.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +44,8 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- (&query.Server{Src: db}).Serve(ctx, ln) }()
-	remote, err := query.Dial(t.Context(), sock)
+	go func() { done <- (&live.Server{Src: db}).Serve(ctx, ln) }()
+	remote, err := live.Dial(t.Context(), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +72,8 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 		}
 		for _, f := range []query.Format{query.JSON, query.Table, query.TSV} {
 			var a, b strings.Builder
-			query.Write(&a, &local.Result, query.Options{Format: f})
-			query.Write(&b, &viaSocket.Result, query.Options{Format: f})
+			format.Write(&a, &local.Result, format.Options{Format: f})
+			format.Write(&b, &viaSocket.Result, format.Options{Format: f})
 			if a.String() != b.String() || a.Len() == 0 {
 				t.Errorf("%v as %v:\n local\n%s\n socket\n%s", args, f, a.String(), b.String())
 			}
@@ -78,7 +85,7 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 		t.Errorf("unknown dataset over the socket: %v", err)
 	}
 	// A second server on the same socket is refused while the first runs.
-	if _, err := query.Listen(sock); err == nil {
+	if _, err := live.Listen(sock); err == nil {
 		t.Error("a second Listen on a served socket succeeded")
 	}
 	cancel()
@@ -88,7 +95,7 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left behind after Serve: %v", err)
 	}
-	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrNoWriter) {
+	if _, err := live.Dial(t.Context(), sock); !errors.Is(err, live.ErrNoWriter) {
 		t.Errorf("Dial after the writer left: %v", err)
 	}
 }
@@ -106,71 +113,14 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	if _, err := os.Stat(sock); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrNoWriter) {
+	if _, err := live.Dial(t.Context(), sock); !errors.Is(err, live.ErrNoWriter) {
 		t.Errorf("Dial on a stale socket: %v", err)
 	}
-	ln2, err := query.Listen(sock)
+	ln2, err := live.Listen(sock)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
 	ln2.Close()
-}
-
-func TestMetrics(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
-	srv := &query.Server{Src: db, Extra: func(w io.Writer) { io.WriteString(w, "gendex_in_flight{server=\"s\"} 3\n") }}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	resp, err := http.Get(hs.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := model(t, fixtureRoot)
-	for _, want := range []string{
-		"# TYPE gendex_records gauge",
-		fmt.Sprintf(`gendex_records{dataset="alpha",stage="raw"} %d`, len(m["alpha"].raw)),
-		`gendex_unknown_token_records{dataset="alpha"} 1`,
-		`gendex_in_flight{server="s"} 3`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, body)
-		}
-	}
-	// Every sample line is "name{labels} integer".
-	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 2 || !strings.HasPrefix(f[0], "gendex_") {
-			t.Errorf("malformed sample %q", line)
-		}
-	}
-}
-
-func TestFiles(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
-	r := answer(t, db, time.Now(), "files", "alpha")
-	if len(r.Rows) == 0 {
-		t.Fatal("no files")
-	}
-	for _, row := range r.Rows {
-		if row[0] != "alpha" {
-			t.Errorf("files alpha lists %v", row)
-		}
-		path := row[2].(string)
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Everything was read, up to the end (or an unfinished last line).
-		indexed, pending := row[8].(int64), row[9].(int64)
-		if indexed+pending != fi.Size() || indexed <= 0 {
-			t.Errorf("%s: indexed %d + pending %d != size %d", path, indexed, pending, fi.Size())
-		}
-	}
 }
 
 // bigIndex indexes one dataset "big" of n prompts and no responses, so that
@@ -184,7 +134,7 @@ func bigIndex(t *testing.T, n int) *store.DB {
 		fmt.Fprintf(&b, `{"id":"prompt-%07d","text":"p"}`+"\n", i)
 	}
 	os.WriteFile(filepath.Join(root, "big", "prompts.jsonl"), []byte(b.String()), 0o644)
-	db, _ := index(t, root)
+	db, _ := ingesttest.Index(t, root)
 	return db
 }
 
@@ -203,10 +153,10 @@ func (v *views) View(fn func(*store.View) error) error {
 
 // serve serves srv on a fresh socket until the test ends; stop stops it
 // and reports how long Serve took to return.
-func serve(t *testing.T, srv *query.Server) (sock string, stop func() time.Duration) {
+func serve(t *testing.T, srv *live.Server) (sock string, stop func() time.Duration) {
 	t.Helper()
 	sock = filepath.Join(t.TempDir(), "g.db.sock")
-	ln, err := query.Listen(sock)
+	ln, err := live.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +216,7 @@ func stalledReader(t *testing.T, sock, path string) (*net.UnixConn, func() int) 
 func TestStalledReaderHoldsNoTransaction(t *testing.T) {
 	db := bigIndex(t, 60_000) // ~2 MB of answer: far more than socket buffers hold
 	src := &views{src: db}
-	sock, stop := serve(t, &query.Server{Src: src, StallTimeout: time.Hour})
+	sock, stop := serve(t, &live.Server{Src: src, StallTimeout: time.Hour})
 	_, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
 	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
 	until(t, 10*time.Second, fmt.Sprintf("a stalled reader holds %d read transactions open", src.open.Load()),
@@ -318,7 +268,7 @@ func TestStalledReaderDoesNotBlockRemap(t *testing.T) {
 	if err := indexAll(); err != nil {
 		t.Fatal(err)
 	}
-	sock, _ := serve(t, &query.Server{Src: db, StallTimeout: time.Hour})
+	sock, _ := serve(t, &live.Server{Src: db, StallTimeout: time.Hour})
 	_, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
 	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
 
@@ -347,7 +297,7 @@ func TestStalledReaderDoesNotBlockRemap(t *testing.T) {
 func TestStallTimeoutCutsOffReader(t *testing.T) {
 	db := bigIndex(t, 60_000)
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
-	sock, _ := serve(t, &query.Server{Src: db, StallTimeout: 200 * time.Millisecond})
+	sock, _ := serve(t, &live.Server{Src: db, StallTimeout: 200 * time.Millisecond})
 	before := fds()
 	c, queued := stalledReader(t, sock, "/v1/query?arg=missing&arg=big")
 	until(t, 10*time.Second, "the answer never started to arrive", func() bool { return queued() > 0 })
@@ -362,17 +312,17 @@ func TestStallTimeoutCutsOffReader(t *testing.T) {
 // TestRemoteReusesOneConnection: one Remote asks many questions over one
 // connection, and Close closes it.
 func TestRemoteReusesOneConnection(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
+	db, _ := ingesttest.Index(t, fixtureRoot)
 	sock := filepath.Join(t.TempDir(), "g.db.sock")
-	ln, err := query.Listen(sock)
+	ln, err := live.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl := &countingListener{Listener: ln}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go (&query.Server{Src: db}).Serve(ctx, cl)
-	r := query.NewRemote(sock)
+	go (&live.Server{Src: db}).Serve(ctx, cl)
+	r := live.NewRemote(sock)
 	q, _ := query.Parse([]string{"progress"})
 	for range 500 {
 		if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); err != nil {
@@ -386,11 +336,10 @@ func TestRemoteReusesOneConnection(t *testing.T) {
 	until(t, 5*time.Second, "Close left the connection open", func() bool { return cl.open() == 0 })
 }
 
+// countingListener counts the connections it accepted and those closed.
 type countingListener struct {
 	net.Listener
 	n      atomic.Int32
-	mu     sync.Mutex
-	conns  []net.Conn
 	closed atomic.Int32
 }
 
@@ -421,9 +370,9 @@ func (c *trackedConn) Close() error {
 func TestNoWriter(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "g.db.sock")
 	q, _ := query.Parse([]string{"progress"})
-	r := query.NewRemote(sock)
+	r := live.NewRemote(sock)
 	defer r.Close()
-	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrNoWriter) {
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, live.ErrNoWriter) {
 		t.Errorf("no socket: %v", err)
 	}
 }
@@ -440,30 +389,30 @@ func TestSocketPathFits(t *testing.T) {
 	if len(dbPath+".sock") <= 108 {
 		t.Fatalf("test path too short: %d", len(dbPath))
 	}
-	db, _ := index(t, fixtureRoot)
-	sock := query.SocketPath(dbPath)
-	if len(sock) > 107 || filepath.Dir(sock) != query.RuntimeDir() {
+	db, _ := ingesttest.Index(t, fixtureRoot)
+	sock := live.SocketPath(dbPath)
+	if len(sock) > 107 || filepath.Dir(sock) != live.RuntimeDir() {
 		t.Fatalf("SocketPath(%s) = %s", dbPath, sock)
 	}
 	// The same file by a relative path and through a symlink.
 	os.Symlink(long, filepath.Join(dir, "l"))
 	t.Chdir(filepath.Join(long, ".."))
 	for _, p := range []string{filepath.Join(filepath.Base(long), "g.db"), filepath.Join(dir, "l", "g.db")} {
-		if got := query.SocketPath(p); got != sock {
+		if got := live.SocketPath(p); got != sock {
 			t.Errorf("SocketPath(%s) = %s, want %s", p, got, sock)
 		}
 	}
-	ln, err := query.Listen(sock)
+	ln, err := live.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(query.RuntimeDir()); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(live.RuntimeDir()); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("runtime dir: %v %v", fi.Mode(), err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go (&query.Server{Src: db}).Serve(ctx, ln)
-	r, err := query.Dial(t.Context(), query.SocketPath(dbPath))
+	go (&live.Server{Src: db}).Serve(ctx, ln)
+	r, err := live.Dial(t.Context(), live.SocketPath(dbPath))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +422,7 @@ func TestSocketPathFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A short path keeps its socket beside the database.
-	if got, want := query.SocketPath(filepath.Join(dir, "g.db")), filepath.Join(dir, "g.db.sock"); got != want {
+	if got, want := live.SocketPath(filepath.Join(dir, "g.db")), filepath.Join(dir, "g.db.sock"); got != want {
 		t.Errorf("SocketPath = %s, want %s", got, want)
 	}
 }
@@ -508,19 +457,19 @@ func TestUnsafeSocketRefused(t *testing.T) {
 	if err := os.Lchown(sock, 4242, 4242); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := query.Listen(sock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
+	if _, err := live.Listen(sock); !errors.Is(err, live.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
 		t.Errorf("Listen over another user's socket: %v", err)
 	}
 	if _, err := os.Lstat(sock); err != nil {
 		t.Errorf("Listen removed another user's socket: %v", err)
 	}
 	q, _ := query.Parse([]string{"progress"})
-	r := query.NewRemote(sock)
+	r := live.NewRemote(sock)
 	defer r.Close()
-	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrUnsafeSocket) {
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, live.ErrUnsafeSocket) {
 		t.Errorf("Ask on another user's socket: %v", err)
 	}
-	if _, err := query.Dial(t.Context(), sock); !errors.Is(err, query.ErrUnsafeSocket) {
+	if _, err := live.Dial(t.Context(), sock); !errors.Is(err, live.ErrUnsafeSocket) {
 		t.Errorf("Dial on another user's socket: %v", err)
 	}
 	if n := accepted.Load(); n != 0 {
@@ -528,27 +477,27 @@ func TestUnsafeSocketRefused(t *testing.T) {
 	}
 
 	// The runtime dir: open to others, then another user's.
-	rd := query.RuntimeDir()
+	rd := live.RuntimeDir()
 	longDB := filepath.Join(dir, strings.Repeat("x", 120), "g.db")
-	rsock := query.SocketPath(longDB)
+	rsock := live.SocketPath(longDB)
 	if filepath.Dir(rsock) != rd {
 		t.Fatalf("SocketPath(%s) = %s, not in %s", longDB, rsock, rd)
 	}
 	os.Mkdir(rd, 0o700)
 	os.Chmod(rd, 0o777)
-	if _, err := query.Listen(rsock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "chmod 700") {
+	if _, err := live.Listen(rsock); !errors.Is(err, live.ErrUnsafeSocket) || !strings.Contains(err.Error(), "chmod 700") {
 		t.Errorf("Listen in a runtime dir of mode 0777: %v", err)
 	}
 	os.Chmod(rd, 0o700)
 	os.Chown(rd, 4242, 4242)
-	if _, err := query.Listen(rsock); !errors.Is(err, query.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
+	if _, err := live.Listen(rsock); !errors.Is(err, live.ErrUnsafeSocket) || !strings.Contains(err.Error(), "uid 4242") {
 		t.Errorf("Listen in another user's runtime dir: %v", err)
 	}
-	if err := query.NewRemote(rsock).Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, query.ErrUnsafeSocket) {
+	if err := live.NewRemote(rsock).Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, live.ErrUnsafeSocket) {
 		t.Errorf("Ask in another user's runtime dir: %v", err)
 	}
 	os.Chown(rd, 0, 0)
-	ln, err := query.Listen(rsock)
+	ln, err := live.Listen(rsock)
 	if err != nil {
 		t.Fatalf("Listen in a sound runtime dir: %v", err)
 	}
@@ -559,11 +508,11 @@ func TestUnsafeSocketRefused(t *testing.T) {
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if got := query.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
+	if got := live.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
 		t.Errorf("socket for a db in a 0777 folder: %s", got)
 	}
 	os.Chmod(open, 0o777|os.ModeSticky)
-	if got := query.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
+	if got := live.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
 		t.Errorf("socket for a db in a sticky 0777 folder: %s", got)
 	}
 }
@@ -571,8 +520,8 @@ func TestUnsafeSocketRefused(t *testing.T) {
 // TestPublicHandler: a TCP port serves /metrics only unless queries are
 // asked for, and with a token wants it on every request.
 func TestPublicHandler(t *testing.T) {
-	db, _ := index(t, fixtureRoot)
-	srv := &query.Server{Src: db}
+	db, _ := ingesttest.Index(t, fixtureRoot)
+	srv := &live.Server{Src: db}
 	get := func(h http.Handler, path, auth string) int {
 		hs := httptest.NewServer(h)
 		defer hs.Close()
@@ -589,19 +538,19 @@ func TestPublicHandler(t *testing.T) {
 		return resp.StatusCode
 	}
 	for _, c := range []struct {
-		o          query.PublicOptions
+		o          live.PublicOptions
 		path, auth string
 		want       int
 	}{
-		{query.PublicOptions{}, "/metrics", "", 200},
-		{query.PublicOptions{}, "/v1/query?arg=progress", "", 404},
-		{query.PublicOptions{Queries: true}, "/v1/query?arg=progress", "", 200},
-		{query.PublicOptions{Token: "s3cret"}, "/metrics", "", 401},
-		{query.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer wrong", 401},
-		{query.PublicOptions{Token: "s3cret"}, "/metrics", "s3cret", 401},
-		{query.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer s3cret", 200},
-		{query.PublicOptions{Token: "s3cret"}, "/v1/query?arg=progress", "Bearer s3cret", 404},
-		{query.PublicOptions{Token: "s3cret", Queries: true}, "/v1/query?arg=progress", "Bearer s3cret", 200},
+		{live.PublicOptions{}, "/metrics", "", 200},
+		{live.PublicOptions{}, "/v1/query?arg=progress", "", 404},
+		{live.PublicOptions{Queries: true}, "/v1/query?arg=progress", "", 200},
+		{live.PublicOptions{Token: "s3cret"}, "/metrics", "", 401},
+		{live.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer wrong", 401},
+		{live.PublicOptions{Token: "s3cret"}, "/metrics", "s3cret", 401},
+		{live.PublicOptions{Token: "s3cret"}, "/metrics", "Bearer s3cret", 200},
+		{live.PublicOptions{Token: "s3cret"}, "/v1/query?arg=progress", "Bearer s3cret", 404},
+		{live.PublicOptions{Token: "s3cret", Queries: true}, "/v1/query?arg=progress", "Bearer s3cret", 200},
 	} {
 		if got := get(srv.PublicHandler(c.o), c.path, c.auth); got != c.want {
 			t.Errorf("%+v GET %s (Authorization %q): %d, want %d", c.o, c.path, c.auth, got, c.want)

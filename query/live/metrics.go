@@ -1,0 +1,71 @@
+package live
+
+import (
+	"bytes"
+	"net/http"
+	"runtime"
+
+	"gendex/query/prom"
+	"gendex/store"
+)
+
+// metrics writes Prometheus text: per dataset, records by stage, token
+// sums, open errors, records without a token count, and missing answers;
+// then the Extra samples and the serving process's goroutine count.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	// Written to memory inside the read transaction, sent after it.
+	bw := &bytes.Buffer{}
+	p := prom.NewWriter(bw)
+	err := s.Src.View(func(v *store.View) error {
+		var sums []store.Summary
+		for _, name := range v.Datasets() {
+			sm, err := v.Summary(name)
+			if err != nil {
+				return err
+			}
+			sums = append(sums, sm)
+		}
+		gauge := func(name, help string, each func(sm store.Summary) []sample) {
+			p.Family(name, help, prom.Gauge)
+			for _, sm := range sums {
+				for _, x := range each(sm) {
+					p.Uint(x.v, append([]string{"dataset", sm.Dataset}, x.labels...)...)
+				}
+			}
+		}
+		gauge("gendex_records", "Records indexed, by dataset and stage.", func(sm store.Summary) []sample {
+			var out []sample
+			for _, st := range []store.Stage{store.Prompts, store.Raw, store.Tokenized, store.Errors} {
+				out = append(out, sample{[]string{"stage", st.String()}, sm.Stage(st).Records})
+			}
+			return out
+		})
+		one := func(f func(sm store.Summary) uint64) func(sm store.Summary) []sample {
+			return func(sm store.Summary) []sample { return []sample{{nil, f(sm)}} }
+		}
+		gauge("gendex_prompt_tokens", "Prompt tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).PromptTokens }))
+		gauge("gendex_completion_tokens", "Completion tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).CompletionTokens }))
+		gauge("gendex_unknown_token_records", "Responses without a completion token count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).UnknownCompletion }))
+		gauge("gendex_errors", "Prompts that failed for good and have no response since.", one(func(sm store.Summary) uint64 { return sm.Overlap.ErrorsOpen }))
+		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
+		return nil
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if s.Extra != nil {
+		s.Extra(p)
+	}
+	p.Family("gendex_goroutines", "Goroutines in the process that serves these metrics.", prom.Gauge)
+	p.Int(int64(runtime.NumGoroutine()))
+	w.Header().Set("Content-Type", prom.ContentType)
+	bw.WriteTo(w)
+}
+
+// sample is one value of a metrics family for a dataset, with the labels
+// (name, value pairs) beside the dataset's.
+type sample struct {
+	labels []string
+	v      uint64
+}
