@@ -239,7 +239,6 @@ type run struct {
 	started  time.Time
 	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
-	all      rateWindow
 }
 
 type dsRun struct {

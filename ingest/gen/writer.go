@@ -39,7 +39,6 @@ func (r *run) write() error {
 				ds.tokens.Add(b.tokens)
 				ds.unknown.Add(b.unknown)
 				ds.rate.add(now, b.ok, b.tokens, b.unknown)
-				r.all.add(now, b.ok, b.tokens, b.unknown)
 			}
 			delete(pending, ds)
 		}
