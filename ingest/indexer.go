@@ -62,158 +62,6 @@ type FileResult struct {
 
 const headBytes = 4096
 
-type pending struct {
-	rec   store.Record
-	stage store.Stage
-	chunk bool // a stream chunk: merged with the file's earlier chunks of its id
-}
-
-// chunk is one batch of parsed lines, committed in one transaction.
-type chunk struct {
-	recs     []pending
-	problems []Problem
-	off      int64 // end of the last complete line in the chunk
-	lines    int64 // lines before off
-	last     bool  // no chunk follows: the file's end (eof), or ctx was done
-	eof      bool  // the file was read to its end: torn is set
-	torn     int
-	err      error
-}
-
-// parseFile reads complete lines from off and sends them, parsed, in
-// chunks; the last chunk has last set (or err). It stops early when ctx is
-// done (sending what it has as the last chunk) or stop is closed.
-func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, lines int64, maxRecords int, maxBytes int64,
-	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
-	defer close(out)
-	warned := false // the ServerID warning, once a read
-	lr := newLineReader(f, off)
-	var c *chunk
-	var bytes int64
-	next := func() bool {
-		select {
-		case c = <-free:
-			c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
-			bytes = 0
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	send := func() bool {
-		c.off, c.lines = lr.off, lines
-		select {
-		case out <- c:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	if !next() {
-		return
-	}
-	for {
-		line, start, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			c.last, c.eof, c.torn = true, true, lr.torn
-			send()
-			return
-		}
-		if err != nil {
-			c.err = err
-			send()
-			return
-		}
-		lines++
-		bytes += int64(len(line)) + 1
-		if !isBlank(line) {
-			c.add(src, idPath, line, start, lines, &warned)
-		}
-		if len(c.recs) >= maxRecords || bytes >= maxBytes {
-			if ctx.Err() != nil {
-				c.last, c.torn = true, 0
-				send()
-				return
-			}
-			if !send() || !next() {
-				return
-			}
-		}
-	}
-}
-
-// add parses one line into the chunk, or records why it cannot be indexed.
-// The first line indexed under a server's request id is reported (warned
-// says whether one was).
-func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64, warned *bool) {
-	c.recs = append(c.recs, pending{})
-	p := &c.recs[len(c.recs)-1]
-	p.rec = store.Record{Offset: start, Length: int64(len(line)), Line: lineNo, Sum: store.LineSum(line)}
-	stage, info, err := normalize(line, src.Stage, idPath, &p.rec)
-	if err != nil && stage == store.Prompts && errors.Is(err, ErrNoID) {
-		p.rec.ID = LineID(src.Path, lineNo)
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: LineIDGiven,
-			Msg: fmt.Sprintf("prompt has no id; it is known as %q (stable while the file's lines stay in place)", p.rec.ID)})
-		err = nil
-	}
-	if err != nil {
-		c.recs = c.recs[:len(c.recs)-1]
-		kind := Invalid
-		if errors.Is(err, ErrNoID) {
-			kind = NoID
-		}
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: kind, Msg: describe(err) + "; line skipped"})
-		return
-	}
-	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
-	over := clipCounts(&p.rec)
-	if err := store.CheckRecord(&p.rec); err != nil {
-		c.recs = c.recs[:len(c.recs)-1]
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
-		return
-	}
-	if info.serverID != "" && !*warned {
-		*warned = true
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID,
-			Msg: fmt.Sprintf("no id or custom_id: indexed under the server's request id (%s), and so are the file's other such lines; no prompt carries it, so these answers cannot be matched to prompts (give --id PATH if the lines keep the prompt's id elsewhere)", info.serverID)})
-	}
-	// A stream chunk's counts may come with a later chunk: the commit
-	// counts its record as unknown or not once merged.
-	switch {
-	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && over != "":
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
-			Msg: over + "; indexed with its completion count unknown"})
-	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk:
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
-			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens or output_tokens, response.body.usage, response.usage, output_ids); indexed as unknown"})
-	case over != "":
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: BadCount, Msg: over + "; indexed with that count unknown"})
-	}
-}
-
-// clipCounts makes every count of r above store.MaxTokens unknown (no
-// answer holds that many tokens: it is not a count, like 1e30, which the
-// normalizer already leaves unknown) and says which, or returns "".
-func clipCounts(r *store.Record) string {
-	msg := ""
-	for _, c := range [...]struct {
-		name string
-		v    *int64
-	}{{"completion_tokens", &r.CompletionTokens}, {"prompt_tokens", &r.PromptTokens},
-		{"cached_tokens", &r.CachedTokens}, {"reasoning_tokens", &r.ReasoningTokens}} {
-		if *c.v > store.MaxTokens {
-			if msg == "" {
-				msg = fmt.Sprintf("%s %d is more than any answer holds (the limit is %d)", c.name, *c.v, int64(store.MaxTokens))
-			}
-			*c.v = store.Unknown
-		}
-	}
-	if r.CompletionTokens < 0 && r.Shape == store.ShapeFlat {
-		r.Shape = store.ShapeUnknown // as for a flat line with no count
-	}
-	return msg
-}
-
 // commit indexes a chunk and moves the file's offset past it, in one
 // transaction, then reports the chunk's problems.
 func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
@@ -328,14 +176,6 @@ func (ix *Indexer) report(p Problem) {
 	if ix.Report != nil {
 		ix.Report(p)
 	}
-}
-
-// unknownOf is 1 for a record without a completion count, else 0.
-func unknownOf(r *store.Record) int64 {
-	if r.CompletionTokens < 0 {
-		return 1
-	}
-	return 0
 }
 
 // IndexFile reads what is new in src.Path since the last call and indexes
@@ -611,15 +451,6 @@ func countKind(ps []Problem, k Kind) int {
 		}
 	}
 	return n
-}
-
-func isBlank(b []byte) bool {
-	for _, c := range b {
-		if !isSpace(c) {
-			return false
-		}
-	}
-	return true
 }
 
 func headSum(f *os.File, n int64) (uint64, error) {

@@ -1,0 +1,200 @@
+package gen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+)
+
+// connect waits for the first server to be ready and reads its /v1/models
+// facts; the others are waited for in the background while it works (each
+// with the same progress lines), and put in rotation when ready. Whenever
+// a server comes back, its facts are read again. It fails when no server
+// is ready within WaitReady, or at once on an Auth or Setup error.
+func (r *run) connect() error {
+	hc := r.cfg.HTTP
+	if hc == nil {
+		hc = &http.Client{Transport: sglang.NewTransport(r.cfg.Concurrency)}
+	}
+	var servers []*server
+	for _, u := range r.cfg.Servers {
+		c := sglang.New(u, sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model})
+		s := &server{name: c.Server()}
+		s.cl.Store(c)
+		s.downAt.Store(time.Now().UnixMilli())
+		servers = append(servers, s)
+	}
+	r.pool = newPool(servers)
+	r.pool.probe = func(ctx context.Context, s *server) {
+		if s.everUp.Load() {
+			r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)
+		} else {
+			r.logf("gen: still waiting for %s in the background (the other servers go on)", s.name)
+		}
+		start := time.Now()
+		for ctx.Err() == nil {
+			err := s.client().WaitReady(ctx, nil)
+			if err == nil {
+				if err = r.learn(ctx, s); err == nil {
+					break
+				}
+			}
+			if k := sglang.KindOf(err); k == sglang.Auth || k == sglang.Setup {
+				r.abort(r.setupError(err))
+				return
+			}
+			select { // a server that answers /health with another 4xx: try again later
+			case <-time.After(r.cfg.Backoff.Delay(4)):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() == nil && s.everUp.Load() {
+			r.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
+		}
+	}
+	// The first wait is bounded by WaitReady and stopped by an interrupt;
+	// it goes on in the background after connect returns.
+	wait, cancelWait := context.WithTimeout(r.stop, r.cfg.WaitReady)
+	context.AfterFunc(r.reqs, cancelWait)
+	ready := make(chan *server, len(servers))
+	notReady := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			lastLog := time.Time{}
+			err := s.client().WaitReady(wait, func(rd sglang.Readiness) {
+				if k := sglang.KindOf(rd.Err); rd.State == sglang.StateReady || k == sglang.Auth || k == sglang.Setup {
+					return // ready, or about to stop the run
+				}
+				if time.Since(lastLog) >= r.cfg.LogEvery || lastLog.IsZero() {
+					left := r.cfg.WaitReady - rd.Elapsed
+					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, rd.State, rd.Elapsed.Round(time.Second), left.Round(time.Second))
+					lastLog = time.Now()
+				}
+			})
+			if err == nil {
+				err = r.learn(wait, s)
+			}
+			switch k := sglang.KindOf(err); {
+			case err == nil:
+				r.pool.markUp(s)
+				ready <- s
+			case k == sglang.Auth || k == sglang.Setup:
+				r.abort(r.setupError(err))
+			case r.stopping():
+			default:
+				r.logf("gen: %s is not ready: %v", s.name, err)
+				notReady <- err
+				r.pool.watch(r.reqs, s)
+			}
+		}()
+	}
+	for failed := 0; failed < len(servers); {
+		select {
+		case <-ready:
+			r.warm()
+			if r.cfg.OnMetrics != nil {
+				r.cfg.OnMetrics(r.writeMetrics)
+			}
+			return nil
+		case <-notReady:
+			failed++
+		case <-r.stop.Done():
+			return context.Cause(r.stop)
+		}
+	}
+	return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
+}
+
+// learn reads a ready server's /v1/models: its context length (for
+// clipping) and, unless --model was given, the model name the
+// OpenAI-compatible endpoints want. It returns only an Auth error; any other
+// failure leaves the context length unknown, said in the log.
+func (r *run) learn(ctx context.Context, s *server) error {
+	c := s.client()
+	info, err := c.ServedModel(ctx)
+	switch {
+	case sglang.KindOf(err) == sglang.Auth:
+		return err
+	case err != nil:
+		s.ctxLen.Store(0)
+		r.logf("gen: %s is ready; context length unknown (%v): max_new_tokens is not clipped", s.name, err)
+		return nil
+	}
+	s.ctxLen.Store(int64(info.MaxModelLen))
+	if r.cfg.Model == "" && c.Model != info.ID {
+		// The OpenAI-compatible endpoints of some servers (vLLM) want
+		// "model"; send the one the server serves.
+		if c.Model != "" {
+			r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
+		}
+		nc := *c
+		nc.Model = info.ID
+		s.cl.Store(&nc)
+	}
+	r.logf("gen: %s is ready: model %s, context length %d", s.name, info.ID, info.MaxModelLen)
+	return nil
+}
+
+// setupError is the error that stops the run for a server error no prompt
+// can get past (see sglang.Setup and sglang.Auth): it names the server, the
+// status, the server's message and what to fix.
+func (r *run) setupError(err error) error {
+	var e *sglang.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	var hint string
+	switch {
+	case e.Kind == sglang.Auth:
+		hint = "check --api-key, --api-key-file or $SGLANG_API_KEY"
+	case e.ModelNotFound():
+		hint = "check --model (GET /v1/models lists the model the server serves; leave --model out to use it)"
+	case e.Op == "GET /health":
+		hint = "check that --server is the server's root URL, such as http://host:30000"
+	default:
+		hint = fmt.Sprintf("check --api (now %s; an OpenAI-compatible server such as vLLM has no /generate: use --api chat or completions) and that --server is the server's root URL", r.cfg.API)
+	}
+	return &stopError{err: e, hint: hint}
+}
+
+// stopError is a run-level failure: the run stopped at once and marked no
+// prompt failed.
+type stopError struct {
+	err  *sglang.Error
+	hint string
+}
+
+func (s *stopError) Error() string {
+	return fmt.Sprintf("stopped: server %s answered %s with HTTP %d: %s; %s (no prompt was marked failed)",
+		s.err.Server, s.err.Op, s.err.Status, s.err.Message, s.hint)
+}
+
+func (s *stopError) Unwrap() error { return s.err }
+
+// warm opens the connections the run will use on the servers up now,
+// before the first prompt is sent, so their slots fill at once rather than
+// one dial at a time. It asks for /v1/models, which costs a server nothing.
+func (r *run) warm() {
+	var up []*server
+	for _, s := range r.pool.servers {
+		if s.up.Load() {
+			up = append(up, s)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range up {
+		for range max(1, r.cfg.Concurrency/len(r.pool.servers)) {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
+				defer cancel()
+				s.client().ServedModel(ctx)
+			})
+		}
+	}
+	wg.Wait()
+}

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// parseMessages validates and flattens chat messages.
+func parseMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
+	if raw == nil {
+		return nil, validationError(fieldError{typ: "missing", loc: []any{"body", "messages"}, msg: "Field required"})
+	}
+	list, ok := decodeArray(raw)
+	if !ok {
+		return nil, validationError(fieldError{typ: "list_type", loc: []any{"body", "messages"}, msg: "Input should be a valid list"})
+	}
+	msgs := make([]chatMessage, len(list))
+	for i, e := range list {
+		loc := []any{"body", "messages", i}
+		m, ok := decodeObject(e)
+		if !ok {
+			return nil, validationError(fieldError{typ: "model_attributes_type", loc: loc, msg: "Input should be a valid dictionary or object to extract fields from"})
+		}
+		role, ok := decodeString(m["role"])
+		role = strings.ToLower(role)
+		if _, known := roleTokens[role]; !ok || (!known && role != "latest_reminder") {
+			return nil, validationError(fieldError{typ: "value_error", loc: append(loc, "role"),
+				msg: "Value error, 'role' must be one of 'system', 'assistant', 'tool', 'function', 'developer', 'latest_reminder' (case-insensitive)."})
+		}
+		if role == "latest_reminder" {
+			role = "system"
+		}
+		msgs[i].role = role
+		c := m["content"]
+		switch jsonKind(c) {
+		case "", "null":
+		case "string":
+			msgs[i].content, _ = decodeString(c)
+		case "array":
+			parts, _ := decodeArray(c)
+			var b strings.Builder
+			for _, p := range parts {
+				pm, ok := decodeObject(p)
+				if !ok {
+					return nil, validationError(fieldError{typ: "model_attributes_type", loc: append(loc, "content"), msg: "Input should be a valid dictionary or object to extract fields from"})
+				}
+				if t, _ := decodeString(pm["type"]); t == "text" {
+					s, _ := decodeString(pm["text"])
+					b.WriteString(s)
+				}
+			}
+			msgs[i].content = b.String()
+		default:
+			return nil, validationError(fieldError{typ: "string_type", loc: append(loc, "content"), msg: "Input should be a valid string"})
+		}
+	}
+	return msgs, nil
+}
+
+// chatPrompt renders the prompt ids of a chat request (or of /v1/tokenize
+// with messages): the fake chat template with the generation prompt, unless
+// continue_final_message. chat_template_kwargs.enable_thinking (or
+// reasoning_effort "none") false disables thinking.
+func (s *Server) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []int {
+	t := chatTemplate{addGenerationPrompt: true, reasoningModel: s.cfg.ReasoningParser}
+	if boolField(m, "continue_final_message", false) && len(msgs) > 0 && msgs[len(msgs)-1].role == "assistant" {
+		t.continueFinalMessage, t.addGenerationPrompt = true, false
+	}
+	if e, ok := decodeString(m["reasoning_effort"]); ok && e == "none" {
+		t.disableThinking = true
+	}
+	if kw, ok := decodeObject(m["chat_template_kwargs"]); ok {
+		for _, k := range []string{"enable_thinking", "thinking"} {
+			if v, ok := decodeBool(kw[k]); ok {
+				t.disableThinking = !v
+				break
+			}
+		}
+	}
+	return applyChatTemplate(msgs, t)
+}
+
+// splitReasoning separates "<think>…</think>" at the start of text, as a
+// reasoning parser does for a non-streaming answer.
+func splitReasoning(text string) (reasoning, content string) {
+	rest, ok := strings.CutPrefix(text, tokenNames[ThinkStartID])
+	if !ok {
+		return "", text
+	}
+	r, c, found := strings.Cut(rest, tokenNames[ThinkEndID])
+	if !found {
+		return strings.TrimSpace(rest), ""
+	}
+	return strings.TrimSpace(r), strings.TrimSpace(c)
+}
+
+// chatMessageOut is ChatMessage.
+type chatMessageOut struct {
+	Role             string  `json:"role"`
+	Content          string  `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	ToolCalls        *[]any  `json:"tool_calls"`
+}
+
+type chatChoice struct {
+	Index          int            `json:"index"`
+	Message        chatMessageOut `json:"message"`
+	Logprobs       *any           `json:"logprobs"`
+	FinishReason   *string        `json:"finish_reason"`
+	MatchedStop    any            `json:"matched_stop"`
+	PromptTokenIDs []int          `json:"prompt_token_ids,omitempty"`
+	MetaInfo       *metaInfo      `json:"meta_info,omitempty"`
+}
+
+type chatResponse struct {
+	ID       string            `json:"id"`
+	Object   string            `json:"object"`
+	Created  int64             `json:"created"`
+	Model    string            `json:"model"`
+	Choices  []chatChoice      `json:"choices"`
+	Usage    usage             `json:"usage"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// handleChat serves /v1/chat/completions.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	g := s.beginGeneration(w, r)
+	if g == nil {
+		return
+	}
+	items, o, err := s.prepareChat(g, r)
+	if err != nil {
+		writeOpenAIError(w, err)
+		g.end(outError)
+		return
+	}
+	defer s.reqs.remove(items)
+	reasoning := s.cfg.ReasoningParser && boolField(o.body, "separate_reasoning", true)
+	if !s.runOpenAI(w, r, g, items) {
+		return
+	}
+	resp := chatResponse{
+		ID: items[0].rid, Object: "chat.completion", Created: time.Now().Unix(), Model: o.model,
+		Choices: make([]chatChoice, len(items)), Usage: usageOf(items, o.n),
+		Metadata: map[string]string{"weight_version": "default"},
+	}
+	promptIDs := boolField(o.body, "return_prompt_token_ids", false)
+	metaInfo := boolField(o.body, "return_meta_info", false)
+	for i, it := range items {
+		text := it.finalText()
+		var rc *string
+		if reasoning {
+			var rtext string
+			rtext, text = splitReasoning(text)
+			if rtext != "" {
+				rc = &rtext
+			}
+		}
+		c := chatChoice{
+			Index:        i,
+			Message:      chatMessageOut{Role: "assistant", Content: text, ReasoningContent: rc},
+			FinishReason: strPtr(it.finish.typ()),
+			MatchedStop:  it.finish.matched(),
+		}
+		if promptIDs {
+			c.PromptTokenIDs = it.prompt
+		}
+		if metaInfo {
+			c.MetaInfo = it.meta()
+		}
+		resp.Choices[i] = c
+	}
+	writeJSON(w, http.StatusOK, resp)
+	g.finishItems(items, true)
+}
+
+// prepareChat validates a chat request and builds its items.
+func (s *Server) prepareChat(g *genRequest, r *http.Request) ([]*item, *openAIRequest, *apiError) {
+	o, err := parseOpenAI(r, g.body, "Input should be a valid dictionary or object to extract fields from", chatSpec)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, err := parseMessages(o.body["messages"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
+	}
+	prompt, ok := decodeInts(o.body["input_ids"])
+	if !ok {
+		prompt = s.chatPrompt(o.body, msgs)
+	}
+	maxNew := o.body["max_tokens"]
+	if mc := o.body["max_completion_tokens"]; truthy(mc) {
+		maxNew = mc
+	}
+	sp := openAISampling(o.body, maxNew, nil)
+	o.gen.hasIDs, o.gen.ids = true, [][]int{prompt}
+	o.gen.hasSPs, o.gen.sps = true, []map[string]json.RawMessage{sp}
+	o.gen.promptIDs = boolField(o.body, "return_prompt_token_ids", false)
+	items, _, err := s.prepareGenerate(g, o.gen)
+	if err != nil {
+		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", err.msg)
+	}
+	return items, o, nil
+}
