@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Stage is the pipeline step a record belongs to.
@@ -170,7 +171,7 @@ func decodeRecord(b []byte, r *Record) error {
 	b = b[2:]
 	uv := func() int64 {
 		v, n := binary.Uvarint(b)
-		if n <= 0 {
+		if n <= 0 || v > math.MaxInt64 { // no stored number is negative
 			b = nil
 			return 0
 		}
@@ -217,6 +218,9 @@ func decodeRecord(b []byte, r *Record) error {
 	r.Message = ""
 	if flags&fMessage != 0 {
 		r.Message = str()
+		if len(r.Message) > maxMessage { // never written so long
+			return errCorrupt
+		}
 	}
 	if b == nil {
 		return errCorrupt
