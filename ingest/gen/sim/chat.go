@@ -130,54 +130,47 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if g == nil {
 		return
 	}
-	items, o, err := s.prepareChat(g, r)
+	it, o, err := s.prepareChat(g, r)
 	if err != nil {
 		writeOpenAIError(w, err)
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(items)
+	defer s.reqs.remove(it)
 	reasoning := s.cfg.ReasoningParser && boolField(o.body, "separate_reasoning", true)
-	if !s.runOpenAI(w, r, g, items) {
+	if !s.runOpenAI(w, r, g, it) {
 		return
 	}
-	resp := chatResponse{
-		ID: items[0].rid, Object: "chat.completion", Created: time.Now().Unix(), Model: o.model,
-		Choices: make([]chatChoice, len(items)), Usage: usageOf(items, o.n),
+	text := it.finalText()
+	var rc *string
+	if reasoning {
+		var rtext string
+		rtext, text = splitReasoning(text)
+		if rtext != "" {
+			rc = &rtext
+		}
+	}
+	c := chatChoice{
+		Message:      chatMessageOut{Role: "assistant", Content: text, ReasoningContent: rc},
+		FinishReason: strPtr(it.finish.typ()),
+		MatchedStop:  it.finish.matched(),
+	}
+	if boolField(o.body, "return_prompt_token_ids", false) {
+		c.PromptTokenIDs = it.prompt
+	}
+	if boolField(o.body, "return_meta_info", false) {
+		c.MetaInfo = it.meta()
+	}
+	writeJSON(w, http.StatusOK, chatResponse{
+		ID: it.rid, Object: "chat.completion", Created: time.Now().Unix(), Model: o.model,
+		Choices: []chatChoice{c}, Usage: usageOf(it),
 		Metadata: map[string]string{"weight_version": "default"},
-	}
-	promptIDs := boolField(o.body, "return_prompt_token_ids", false)
-	metaInfo := boolField(o.body, "return_meta_info", false)
-	for i, it := range items {
-		text := it.finalText()
-		var rc *string
-		if reasoning {
-			var rtext string
-			rtext, text = splitReasoning(text)
-			if rtext != "" {
-				rc = &rtext
-			}
-		}
-		c := chatChoice{
-			Index:        i,
-			Message:      chatMessageOut{Role: "assistant", Content: text, ReasoningContent: rc},
-			FinishReason: strPtr(it.finish.typ()),
-			MatchedStop:  it.finish.matched(),
-		}
-		if promptIDs {
-			c.PromptTokenIDs = it.prompt
-		}
-		if metaInfo {
-			c.MetaInfo = it.meta()
-		}
-		resp.Choices[i] = c
-	}
-	writeJSON(w, http.StatusOK, resp)
-	g.finishItems(items, true)
+	})
+	g.finishItem(it, true)
 }
 
-// prepareChat validates a chat request and builds its items.
-func (s *Server) prepareChat(g *genRequest, r *http.Request) ([]*item, *openAIRequest, *apiError) {
+// prepareChat validates a chat request and builds its item.
+func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequest, *apiError) {
 	o, err := parseOpenAI(r, g.body, "Input should be a valid dictionary or object to extract fields from", chatSpec)
 	if err != nil {
 		return nil, nil, err
@@ -198,12 +191,12 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) ([]*item, *openAIRe
 		maxNew = mc
 	}
 	sp := openAISampling(o.body, maxNew, nil)
-	o.gen.hasIDs, o.gen.ids = true, [][]int{prompt}
-	o.gen.hasSPs, o.gen.sps = true, []map[string]json.RawMessage{sp}
+	o.gen.hasIDs, o.gen.ids = true, prompt
+	o.gen.sp = sp
 	o.gen.promptIDs = boolField(o.body, "return_prompt_token_ids", false)
-	items, _, err := s.prepareGenerate(g, o.gen)
+	it, err := s.prepareGenerate(g, o.gen)
 	if err != nil {
 		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", err.msg)
 	}
-	return items, o, nil
+	return it, o, nil
 }

@@ -24,32 +24,29 @@ type completionResponse struct {
 	Metadata map[string]string  `json:"metadata"`
 }
 
-// completionPrompt is the prompt of a completions request.
+// completionPrompt is the one prompt of a completions request.
 type completionPrompt struct {
-	texts   []string // text prompts (BOS added by the tokenizer)
-	ids     [][]int  // token prompts
-	isBatch bool
-	empty   bool // "Prompt cannot be empty"
+	text  string // a text prompt (BOS added by the tokenizer)
+	ids   []int  // a token prompt; nil for a text prompt
+	empty bool   // "Prompt cannot be empty"
 }
 
-// parseCompletionPrompt accepts str | list[str] | list[int] | list[list[int]].
+// parseCompletionPrompt accepts str | list[int]; a list of prompts
+// (list[str] or list[list[int]]) is a batch, which the simulator refuses.
 func parseCompletionPrompt(raw json.RawMessage) (*completionPrompt, *apiError) {
 	bad := validationError(fieldError{typ: "string_type", loc: []any{"body", "prompt"}, msg: "Input should be a valid string"})
 	if raw == nil {
 		return nil, validationError(fieldError{typ: "missing", loc: []any{"body", "prompt"}, msg: "Field required"})
 	}
-	p := &completionPrompt{}
 	if s, ok := decodeString(raw); ok {
-		p.texts, p.empty = []string{s}, s == ""
-		return p, nil
+		return &completionPrompt{text: s, empty: s == ""}, nil
 	}
 	a, ok := decodeArray(raw)
 	if !ok {
 		return nil, bad
 	}
 	if len(a) == 0 {
-		p.empty = true
-		return p, nil
+		return &completionPrompt{empty: true}, nil
 	}
 	switch jsonKind(a[0]) {
 	case "number":
@@ -57,29 +54,11 @@ func parseCompletionPrompt(raw json.RawMessage) (*completionPrompt, *apiError) {
 		if !ok {
 			return nil, bad
 		}
-		p.ids = [][]int{ids}
-	case "array":
-		p.isBatch = true
-		p.empty = true
-		for _, e := range a {
-			ids, ok := decodeInts(e)
-			if !ok {
-				return nil, bad
-			}
-			p.ids = append(p.ids, ids)
-			p.empty = p.empty && len(ids) == 0
-		}
-	default:
-		list, _, ok := decodeStrings(raw)
-		if !ok {
-			return nil, bad
-		}
-		p.texts, p.isBatch, p.empty = list, true, true
-		for _, s := range list {
-			p.empty = p.empty && s == ""
-		}
+		return &completionPrompt{ids: ids}, nil
+	case "array", "string":
+		return nil, errBatch
 	}
-	return p, nil
+	return nil, bad
 }
 
 // handleCompletions serves /v1/completions.
@@ -100,22 +79,21 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			err = httpError(http.StatusBadRequest, "BadRequestError", "Prompt cannot be empty")
 		}
 	}
-	var items []*item
+	var it *item
 	if err == nil {
 		maxNew := o.body["max_tokens"]
 		if isNull(maxNew) {
 			maxNew = json.RawMessage("16")
 		}
-		sp := openAISampling(o.body, maxNew, nil)
 		gen := o.gen
-		gen.hasSPs, gen.sps = true, []map[string]json.RawMessage{sp}
+		gen.sp = openAISampling(o.body, maxNew, nil)
 		if prompt.ids != nil {
-			gen.hasIDs, gen.ids, gen.idsList = true, prompt.ids, prompt.isBatch
+			gen.hasIDs, gen.ids = true, prompt.ids
 		} else {
-			gen.hasText, gen.text, gen.textList = true, prompt.texts, prompt.isBatch
+			gen.text = &prompt.text
 		}
 		var gerr *apiError
-		if items, _, gerr = s.prepareGenerate(g, gen); gerr != nil {
+		if it, gerr = s.prepareGenerate(g, gen); gerr != nil {
 			err = httpError(http.StatusBadRequest, "BadRequestError", gerr.msg)
 		}
 	}
@@ -124,30 +102,23 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(items)
-	echo := boolField(o.body, "echo", false)
-	echoText := func(it *item) string {
-		if !echo {
-			return ""
-		}
-		i := it.index / o.n
-		if prompt.texts != nil {
-			return prompt.texts[i]
-		}
-		return Decode(prompt.ids[i], true)
-	}
-	if !s.runOpenAI(w, r, g, items) {
+	defer s.reqs.remove(it)
+	if !s.runOpenAI(w, r, g, it) {
 		return
 	}
-	resp := completionResponse{
-		ID: items[0].rid, Object: "text_completion", Created: time.Now().Unix(), Model: o.model,
-		Choices: make([]completionChoice, len(items)), Usage: usageOf(items, o.n),
+	text := it.finalText()
+	if boolField(o.body, "echo", false) {
+		if prompt.ids != nil {
+			text = Decode(prompt.ids, true) + text
+		} else {
+			text = prompt.text + text
+		}
+	}
+	writeJSON(w, http.StatusOK, completionResponse{
+		ID: it.rid, Object: "text_completion", Created: time.Now().Unix(), Model: o.model,
+		Choices:  []completionChoice{{Text: text, FinishReason: strPtr(it.finish.typ()), MatchedStop: it.finish.matched()}},
+		Usage:    usageOf(it),
 		Metadata: map[string]string{"weight_version": "default"},
-	}
-	for i, it := range items {
-		resp.Choices[i] = completionChoice{Index: i, Text: echoText(it) + it.finalText(),
-			FinishReason: strPtr(it.finish.typ()), MatchedStop: it.finish.matched()}
-	}
-	writeJSON(w, http.StatusOK, resp)
-	g.finishItems(items, true)
+	})
+	g.finishItem(it, true)
 }

@@ -7,7 +7,10 @@ shapes, status codes and error messages of SGLang's own HTTP server
 (README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
 /v1/tokenize, /health, /v1/models and, with Config.EnableMetrics, /metrics.
 It does not stream: a request with "stream": true gets a 400, since gen
-reads whole answers.
+reads whole answers. Nor does it batch: like gen, a request carries one
+prompt (a text or one input_ids list; for /v1/completions one string or one
+token-id list) and asks for one sample, so a list of prompts, input_ids
+lists, sampling_params or rids, and n > 1, get a 400.
 
 # The simulated model
 
@@ -20,8 +23,8 @@ A chat prompt is rendered as
 
 Outputs are readable English-like words, deterministic: the output of a
 request is a pure function of its prompt ids, Config.Seed, and, unless the
-request is greedy (temperature 0 or top_k 1), its sampling_seed and its
-sample index within n>1. The temperature value itself does not change the
+request is greedy (temperature 0 or top_k 1), its sampling_seed. The
+temperature value itself does not change the
 text. Most outputs end with EOS before max_new_tokens ("stop"); about one in
 seven at the default budget runs into the limit ("length"). EOS is included in
 output_ids and completion_tokens but not in text, as in SGLang.

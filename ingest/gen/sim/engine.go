@@ -7,10 +7,9 @@ import (
 )
 
 // item is one generation request as the scheduler sees it: one prompt and
-// one sample. A batch or n>1 request has several.
+// one sample.
 type item struct {
 	rid       string
-	index     int // position in the flattened batch
 	prompt    []int
 	sp        *samplingParams
 	budget    int    // effective max_new_tokens
@@ -36,32 +35,26 @@ type registry struct {
 	m  map[string]*item
 }
 
-// add registers items, all or none. A rid already in flight is SGLang's
-// "Duplicate request ID detected" ValueError.
-func (r *registry) add(items []*item) *apiError {
+// add registers it. A rid already in flight is SGLang's "Duplicate request
+// ID detected" ValueError.
+func (r *registry) add(it *item) *apiError {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
 		r.m = make(map[string]*item)
 	}
-	for _, it := range items {
-		if _, dup := r.m[it.rid]; dup {
-			return valueError("Duplicate request ID detected: %s", it.rid)
-		}
+	if _, dup := r.m[it.rid]; dup {
+		return valueError("Duplicate request ID detected: %s", it.rid)
 	}
-	for _, it := range items {
-		r.m[it.rid] = it
-	}
+	r.m[it.rid] = it
 	return nil
 }
 
-func (r *registry) remove(items []*item) {
+func (r *registry) remove(it *item) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, it := range items {
-		if r.m[it.rid] == it {
-			delete(r.m, it.rid)
-		}
+	if r.m[it.rid] == it {
+		delete(r.m, it.rid)
 	}
 }
 
@@ -140,24 +133,4 @@ func (s *Server) account(it *item) {
 		s.stats.promptTokens.Add(int64(len(it.prompt)))
 		s.stats.items.Add(1)
 	}
-}
-
-// runAll runs the items of one request: inline for one item, concurrently
-// for several. It reports whether the client is still there.
-func (s *Server) runAll(ctx context.Context, items []*item) bool {
-	if len(items) == 1 {
-		s.run(ctx, items[0])
-		return !items[0].canceled
-	}
-	var wg sync.WaitGroup
-	for _, it := range items {
-		wg.Go(func() { s.run(ctx, it) })
-	}
-	wg.Wait()
-	for _, it := range items {
-		if it.canceled {
-			return false
-		}
-	}
-	return true
 }

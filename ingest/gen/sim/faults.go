@@ -138,13 +138,11 @@ func (g *genRequest) end(o outcome) {
 	}
 }
 
-// finishItems records the outcome of a request whose items ran: canceled
-// if the client went away, else completed, counting aborted items.
-func (g *genRequest) finishItems(items []*item, clientThere bool) {
-	for _, it := range items {
-		if it.finish != nil && it.finish.kind == finishAbort {
-			g.s.stats.aborts.Add(1)
-		}
+// finishItem records the outcome of a request whose item ran: canceled if
+// the client went away, else completed, counting an aborted item.
+func (g *genRequest) finishItem(it *item, clientThere bool) {
+	if it.finish != nil && it.finish.kind == finishAbort {
+		g.s.stats.aborts.Add(1)
 	}
 	if !clientThere {
 		g.end(outCanceled)
@@ -153,14 +151,12 @@ func (g *genRequest) finishItems(items []*item, clientThere bool) {
 	g.end(outCompleted)
 }
 
-// applyFault marks the items of a request drawn for an injected abort: each
-// is cut at the same fraction of its planned output.
-func (g *genRequest) applyFault(items []*item) {
-	for _, it := range items {
-		it.abortAt = -1
-		if g.fault == faultAbort && it.plan != nil {
-			it.abortAt = int(g.faultV * float64(len(it.plan.ids)))
-		}
+// applyFault marks the item of a request drawn for an injected abort: it is
+// cut at a fraction of its planned output.
+func (g *genRequest) applyFault(it *item) {
+	it.abortAt = -1
+	if g.fault == faultAbort && it.plan != nil {
+		it.abortAt = int(g.faultV * float64(len(it.plan.ids)))
 	}
 }
 

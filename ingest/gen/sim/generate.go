@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,24 +13,27 @@ import (
 	"time"
 )
 
-// generateReq is a /generate body after FastAPI-level type validation.
+// generateReq is a /generate body after FastAPI-level type validation: one
+// prompt (input_ids or text), as gen sends.
 type generateReq struct {
-	text      []string
-	textList  bool
-	hasText   bool
-	ids       [][]int
-	idsList   bool
+	text      *string // nil when absent
+	ids       []int
 	hasIDs    bool
 	hasEmbeds bool
-	sps       []map[string]json.RawMessage // nil map means {}
-	spsList   bool
-	hasSPs    bool
-	rids      []string
-	ridsList  bool
+	sp        map[string]json.RawMessage // nil when absent
+	rid       string
 	hasRID    bool
 	stream    bool
 	promptIDs bool
 }
+
+// errBatch answers a request with a list where one prompt belongs (a list
+// of texts, of input_ids lists, of sampling_params or of rids): gen sends
+// one prompt per request, so the simulator does not batch.
+var errBatch = httpError(http.StatusBadRequest, "BadRequestError", "sim: batch requests are not simulated (gendex sends one prompt per request)")
+
+// errParallelSampling answers a request for n > 1 samples: gen asks for one.
+var errParallelSampling = httpError(http.StatusBadRequest, "BadRequestError", "sim: n > 1 is not simulated (gendex asks for one sample per request)")
 
 // checkJSONContentType applies FastAPI's body parsing rule: a body is JSON
 // when Content-Type is missing or application/json or application/*+json.
@@ -85,10 +89,14 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	req := &generateReq{}
 	var ok bool
 	if v := m["text"]; !isNull(v) {
-		req.hasText = true
-		if req.text, req.textList, ok = decodeStrings(v); !ok {
+		t, ok := decodeString(v)
+		if !ok {
+			if _, _, ok := decodeStrings(v); ok {
+				return nil, errBatch
+			}
 			return nil, bad("text", "string_type", "Input should be a valid string")
 		}
+		req.text = &t
 	}
 	if v := m["input_ids"]; !isNull(v) {
 		req.hasIDs = true
@@ -97,43 +105,27 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 			return nil, bad("input_ids", "list_type", "Input should be a valid list")
 		}
 		if len(a) > 0 && jsonKind(a[0]) == "array" {
-			req.idsList = true
-			for _, e := range a {
-				ids, ok := decodeInts(e)
-				if !ok {
-					return nil, bad("input_ids", "list_type", "Input should be a valid list of lists of integers")
-				}
-				req.ids = append(req.ids, ids)
-			}
-		} else {
-			ids, ok := decodeInts(v)
-			if !ok {
-				return nil, bad("input_ids", "int_type", "Input should be a valid integer")
-			}
-			req.ids = [][]int{ids}
+			return nil, errBatch
+		}
+		if req.ids, ok = decodeInts(v); !ok {
+			return nil, bad("input_ids", "int_type", "Input should be a valid integer")
 		}
 	}
 	req.hasEmbeds = !isNull(m["input_embeds"])
 	if v := m["sampling_params"]; !isNull(v) {
-		req.hasSPs = true
-		if obj, ok := decodeObject(v); ok {
-			req.sps = []map[string]json.RawMessage{obj}
-		} else if a, ok := decodeArray(v); ok {
-			req.spsList = true
-			for _, e := range a {
-				obj, ok := decodeObject(e)
-				if !ok {
-					return nil, bad("sampling_params", "dict_type", "Input should be a valid dictionary")
-				}
-				req.sps = append(req.sps, obj)
+		if req.sp, ok = decodeObject(v); !ok {
+			if _, isList := decodeArray(v); isList {
+				return nil, errBatch
 			}
-		} else {
 			return nil, bad("sampling_params", "dict_type", "Input should be a valid dictionary")
 		}
 	}
 	if v := m["rid"]; !isNull(v) {
 		req.hasRID = true
-		if req.rids, req.ridsList, ok = decodeStrings(v); !ok {
+		if req.rid, ok = decodeString(v); !ok {
+			if _, _, ok := decodeStrings(v); ok {
+				return nil, errBatch
+			}
 			return nil, bad("rid", "string_type", "Input should be a valid string")
 		}
 	}
@@ -163,185 +155,78 @@ func newRID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// itemSpec is one prompt of a request before expansion into samples.
-type itemSpec struct {
-	prompt []int
-	sp     map[string]json.RawMessage
-}
-
-// buildItems validates prompts and sampling parameters and expands them into
-// items, the way TokenizerManager.generate_request does: any error fails the
-// whole request. rids holds one rid per prompt (ignored when n > 1, where
-// SGLang draws fresh uuids). defaultMax is the max_new_tokens of a request
-// that omits it.
-func (s *Server) buildItems(g *genRequest, specs []itemSpec, rids []string, n int, defaultMax int, promptIDs bool) ([]*item, *apiError) {
+// buildItem validates a prompt and its sampling parameters and makes the
+// item, the way TokenizerManager.generate_request does. defaultMax is the
+// max_new_tokens of a request that omits it.
+func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.RawMessage, rid string, defaultMax int, promptIDs bool) (*item, *apiError) {
 	ctxLen := s.cfg.ContextLength
-	items := make([]*item, 0, len(specs)*n)
-	for i, spec := range specs {
-		nTok := len(spec.prompt)
-		if nTok >= ctxLen {
-			return nil, valueError("The input (%d tokens) is longer than the model's context length (%d tokens).", nTok, ctxLen)
-		}
-		// The tokenizer checks the raw max_new_tokens before parsing the
-		// sampling params; null or absent skips the check.
-		if maxNew, ok := decodeInt(spec.sp["max_new_tokens"]); ok && maxNew+nTok > ctxLen {
-			return nil, valueError("Requested token count exceeds the model's maximum context length of %d tokens. "+
-				"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
-				"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-				ctxLen, maxNew+nTok, nTok, maxNew)
-		}
-		sp, err := parseSamplingParams(spec.sp, defaultMax)
-		if err != nil {
-			return nil, err
-		}
-		var schedErr string
-		if m := s.cfg.maxReqInputLen(); nTok >= m {
-			schedErr = fmt.Sprintf("Input length (%d tokens) exceeds the maximum allowed length (%d tokens). Use a shorter input or enable --allow-auto-truncate.", nTok, m)
-		}
-		budget := max(0, min(sp.maxNewTokens, ctxLen-1-nTok-1))
-		sp.minNewTokens = min(sp.minNewTokens, budget)
-		for j := range n {
-			rid := newRID()
-			if n == 1 {
-				rid = rids[i]
-			}
-			it := &item{
-				rid:       rid,
-				index:     len(items),
-				prompt:    spec.prompt,
-				sp:        sp,
-				budget:    budget,
-				schedErr:  schedErr,
-				abortAt:   -1,
-				arrival:   g.arrival,
-				promptIDs: promptIDs,
-			}
-			it.plan = s.planOutput(spec.prompt, sp, budget, j)
-			items = append(items, it)
-		}
+	nTok := len(prompt)
+	if nTok >= ctxLen {
+		return nil, valueError("The input (%d tokens) is longer than the model's context length (%d tokens).", nTok, ctxLen)
 	}
-	g.applyFault(items)
-	if err := s.reqs.add(items); err != nil {
+	// The tokenizer checks the raw max_new_tokens before parsing the
+	// sampling params; null or absent skips the check.
+	if maxNew, ok := decodeInt(rawSP["max_new_tokens"]); ok && maxNew+nTok > ctxLen {
+		return nil, valueError("Requested token count exceeds the model's maximum context length of %d tokens. "+
+			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+			ctxLen, maxNew+nTok, nTok, maxNew)
+	}
+	sp, err := parseSamplingParams(rawSP, defaultMax)
+	if err != nil {
 		return nil, err
 	}
-	return items, nil
+	if sp.n > 1 {
+		return nil, errParallelSampling
+	}
+	var schedErr string
+	if m := s.cfg.maxReqInputLen(); nTok >= m {
+		schedErr = fmt.Sprintf("Input length (%d tokens) exceeds the maximum allowed length (%d tokens). Use a shorter input or enable --allow-auto-truncate.", nTok, m)
+	}
+	budget := max(0, min(sp.maxNewTokens, ctxLen-1-nTok-1))
+	sp.minNewTokens = min(sp.minNewTokens, budget)
+	it := &item{
+		rid:       rid,
+		prompt:    prompt,
+		sp:        sp,
+		budget:    budget,
+		schedErr:  schedErr,
+		abortAt:   -1,
+		arrival:   g.arrival,
+		promptIDs: promptIDs,
+	}
+	it.plan = s.planOutput(prompt, sp, budget)
+	g.applyFault(it)
+	if err := s.reqs.add(it); err != nil {
+		return nil, err
+	}
+	return it, nil
 }
 
-// prepareGenerate normalizes a /generate request into items: batch shape,
-// parallel sampling, rids, tokenization and validation. Errors are Python
-// ValueErrors (400) or TypeErrors (500) as in SGLang.
-func (s *Server) prepareGenerate(g *genRequest, req *generateReq) ([]*item, bool, *apiError) {
-	if !req.hasText && !req.hasIDs {
-		if req.hasEmbeds {
-			return nil, false, valueError("input_embeds is provided while disable_radix_cache is False. " +
-				"Please add `--disable-radix-cache` when you launch the server if you want to use input_embeds as inputs.")
-		}
-		return nil, false, valueError("Either text, input_ids or input_embeds should be provided.")
-	}
-	var prompts [][]int
-	batch := false
-	if req.hasIDs {
-		if len(req.ids) == 1 && len(req.ids[0]) == 0 && !req.idsList {
-			return nil, false, valueError("input_ids cannot be empty.")
-		}
-		prompts, batch = req.ids, req.idsList
-	} else {
-		for _, t := range req.text {
-			prompts = append(prompts, Encode(t, true))
-		}
-		batch = req.textList
-	}
-
-	n := 1
-	if len(req.sps) > 0 {
-		n = intOr(req.sps[0]["n"], 1)
-		for _, sp := range req.sps[1:] {
-			if intOr(sp["n"], 1) != n {
-				return nil, false, valueError("The parallel_sample_num should be the same for all samples in sample params.")
-			}
-		}
-	}
-	n = max(n, 1)
-	if n > 1 {
-		batch = true
-	}
-
-	rids := make([]string, len(prompts))
+// prepareGenerate turns a /generate request into its item: rid,
+// tokenization and validation. Errors are Python ValueErrors (400) as in
+// SGLang, or the simulator's own refusals.
+func (s *Server) prepareGenerate(g *genRequest, req *generateReq) (*item, *apiError) {
+	var prompt []int
 	switch {
-	case !batch && req.ridsList:
-		return nil, false, typeError("rid must be a string for a single request")
-	case !req.hasRID:
-		for i := range rids {
-			rids[i] = newRID()
+	case req.hasIDs:
+		if len(req.ids) == 0 {
+			return nil, valueError("input_ids cannot be empty.")
 		}
-	case !batch:
-		rids[0] = req.rids[0]
-	case !req.ridsList:
-		for i := range rids {
-			rids[i] = fmt.Sprintf("%s_%d", req.rids[0], i)
-		}
+		prompt = req.ids
+	case req.text != nil:
+		prompt = Encode(*req.text, true)
+	case req.hasEmbeds:
+		return nil, valueError("input_embeds is provided while disable_radix_cache is False. " +
+			"Please add `--disable-radix-cache` when you launch the server if you want to use input_embeds as inputs.")
 	default:
-		if len(req.rids) != len(prompts) {
-			return nil, false, valueError("The specified rids length mismatch with the batch_size for batch processing.")
-		}
-		copy(rids, req.rids)
-		if dups := duplicates(rids); len(dups) > 0 {
-			return nil, false, valueError("Duplicate request IDs detected within the request: %s", pyList(dups))
-		}
+		return nil, valueError("Either text, input_ids or input_embeds should be provided.")
 	}
-
-	specs := make([]itemSpec, len(prompts))
-	for i, p := range prompts {
-		specs[i].prompt = p
-		switch {
-		case !req.spsList && len(req.sps) == 1:
-			specs[i].sp = req.sps[0]
-		case req.spsList:
-			if i >= len(req.sps) {
-				return nil, false, typeError("list index out of range")
-			}
-			specs[i].sp = req.sps[i]
-		}
+	rid := req.rid
+	if !req.hasRID {
+		rid = newRID()
 	}
-	items, err := s.buildItems(g, specs, rids, n, s.cfg.MaxNewTokensDefault, req.promptIDs)
-	return items, batch, err
-}
-
-// intOr decodes an integer, or returns def.
-func intOr(raw json.RawMessage, def int) int {
-	if v, ok := decodeInt(raw); ok {
-		return v
-	}
-	return def
-}
-
-// duplicates returns the values that occur more than once, in first-seen
-// order.
-func duplicates(list []string) []string {
-	count := map[string]int{}
-	var order []string
-	for _, s := range list {
-		if count[s] == 0 {
-			order = append(order, s)
-		}
-		count[s]++
-	}
-	var dups []string
-	for _, s := range order {
-		if count[s] > 1 {
-			dups = append(dups, s)
-		}
-	}
-	return dups
-}
-
-// pyList formats strings like Python's repr of a list.
-func pyList(list []string) string {
-	parts := make([]string, len(list))
-	for i, s := range list {
-		parts[i] = pyStr(s)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
+	return s.buildItem(g, prompt, req.sp, rid, s.cfg.MaxNewTokensDefault, req.promptIDs)
 }
 
 // genOut is one /generate result object; keys in SGLang's order.
@@ -418,32 +303,28 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	items, batch, err := s.prepareGenerate(g, req)
+	it, err := s.prepareGenerate(g, req)
 	if err != nil {
 		writeGenerateError(w, err)
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(items)
-	for _, it := range items {
-		if it.schedErr != "" {
-			writeGenerateError(w, valueError("%s", it.schedErr))
-			g.end(outError)
-			return
-		}
-	}
-	if !s.runAll(r.Context(), items) {
-		g.finishItems(items, false)
+	defer s.reqs.remove(it)
+	if it.schedErr != "" {
+		writeGenerateError(w, valueError("%s", it.schedErr))
+		g.end(outError)
 		return
 	}
-	if !batch {
-		writeJSON(w, http.StatusOK, items[0].result())
-	} else {
-		outs := make([]*genOut, len(items))
-		for i, it := range items {
-			outs[i] = it.result()
-		}
-		writeJSON(w, http.StatusOK, outs)
+	if !s.runItem(r.Context(), it) {
+		g.finishItem(it, false)
+		return
 	}
-	g.finishItems(items, true)
+	writeJSON(w, http.StatusOK, it.result())
+	g.finishItem(it, true)
+}
+
+// runItem runs it to the end and reports whether the client is still there.
+func (s *Server) runItem(ctx context.Context, it *item) bool {
+	s.run(ctx, it)
+	return !it.canceled
 }

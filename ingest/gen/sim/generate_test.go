@@ -103,46 +103,6 @@ func TestGenerateFinish(t *testing.T) {
 	}
 }
 
-func TestGenerateBatch(t *testing.T) {
-	_, url := testServer(t, Config{})
-	prompts := []string{"alpha", "beta", "gamma", "delta"}
-	single := make([]any, len(prompts))
-	for i, p := range prompts {
-		single[i] = obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":%q}`, p)))["text"]
-	}
-	out := arr(t, postOK(t, url+"/generate", fmt.Sprintf(`{"text":%s,"rid":"b7"}`, marshal(prompts))))
-	if len(out) != len(prompts) {
-		t.Fatalf("%d results for %d prompts", len(out), len(prompts))
-	}
-	for i, r := range out {
-		m := obj(t, r)
-		if id := str(t, obj(t, m["meta_info"])["id"]); id != fmt.Sprintf("b7_%d", i) {
-			t.Errorf("result %d has id %q", i, id)
-		}
-		if m["text"] != single[i] {
-			t.Errorf("result %d is out of order: %q, want %q", i, m["text"], single[i])
-		}
-	}
-	ids := arr(t, postOK(t, url+"/generate", `{"input_ids":[[1,300],[1,301]],"rid":["x","y"],"sampling_params":[{"max_new_tokens":3,"ignore_eos":true},{"max_new_tokens":5,"ignore_eos":true}]}`))
-	if len(ints(t, obj(t, ids[0])["output_ids"])) != 3 || len(ints(t, obj(t, ids[1])["output_ids"])) != 5 {
-		t.Error("per-item sampling_params not applied in order")
-	}
-	// n>1: prompt-major, fresh rids.
-	n := arr(t, postOK(t, url+"/generate", `{"text":["p","q"],"rid":"r","sampling_params":{"n":2,"max_new_tokens":8}}`))
-	if len(n) != 4 {
-		t.Fatalf("n=2 over 2 prompts gave %d results", len(n))
-	}
-	for i, r := range n {
-		meta := obj(t, obj(t, r)["meta_info"])
-		if num(t, meta["prompt_tokens"]) != 2 || strings.HasPrefix(str(t, meta["id"]), "r_") {
-			t.Errorf("sample %d meta %v", i, meta)
-		}
-	}
-	if one := arr(t, postOK(t, url+"/generate", `{"text":"p","sampling_params":{"n":3}}`)); len(one) != 3 {
-		t.Errorf("single prompt with n=3 gave %d results", len(one))
-	}
-}
-
 func TestGenerateErrors(t *testing.T) {
 	_, url := testServer(t, Config{ContextLength: 100})
 	long := marshal(make([]int, 100))
@@ -159,8 +119,6 @@ func TestGenerateErrors(t *testing.T) {
 		{"empty ids", `{"input_ids":[]}`, 400, "input_ids cannot be empty."},
 		{"no input", `{"sampling_params":{}}`, 400, "Either text, input_ids or input_embeds should be provided."},
 		{"top_p", `{"text":"x","sampling_params":{"top_p":0.0}}`, 400, "top_p must be in (0, 1], got 0.0."},
-		{"dup in batch", `{"text":["a","b"],"rid":["r","r"]}`, 400, "Duplicate request IDs detected within the request: ['r']"},
-		{"rid count", `{"text":["a","b"],"rid":["r"]}`, 400, "The specified rids length mismatch with the batch_size for batch processing."},
 	} {
 		resp, b := post(t, url+"/generate", tc.body)
 		if resp.StatusCode != tc.status {
@@ -197,6 +155,43 @@ func TestGenerateErrors(t *testing.T) {
 	}
 	if resp, b := do(t, http.MethodGet, url+"/generate", "", ""); resp.StatusCode != 405 || errDetail(t, b) != "Method Not Allowed" {
 		t.Errorf("GET /generate: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestUnsimulatedShapes checks that the request shapes gen never sends, a
+// batch of prompts and n > 1 samples, get a 400 naming what is not
+// simulated.
+func TestUnsimulatedShapes(t *testing.T) {
+	_, url := testServer(t, Config{})
+	const (
+		batch = "sim: batch requests are not simulated (gendex sends one prompt per request)"
+		n     = "sim: n > 1 is not simulated (gendex asks for one sample per request)"
+	)
+	chat := `"messages":[{"role":"user","content":"Hi"}]`
+	for _, tc := range []struct{ path, body, msg string }{
+		{"/generate", `{"text":["a","b"]}`, batch},
+		{"/generate", `{"input_ids":[[1,300],[1,301]]}`, batch},
+		{"/generate", `{"text":"a","sampling_params":[{"max_new_tokens":3}]}`, batch},
+		{"/generate", `{"text":"a","rid":["r"]}`, batch},
+		{"/generate", `{"text":"a","sampling_params":{"n":2}}`, n},
+		{"/v1/completions", `{"prompt":["a","b"]}`, batch},
+		{"/v1/completions", `{"prompt":[[1,300],[1,301]]}`, batch},
+		{"/v1/completions", `{"prompt":"a","n":2}`, n},
+		{"/v1/chat/completions", `{` + chat + `,"n":2}`, n},
+	} {
+		resp, b := post(t, url+tc.path, tc.body)
+		if resp.StatusCode != 400 || errMessage(t, b) != tc.msg {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, resp.StatusCode, b)
+		}
+	}
+	// One prompt, including one token-id list and an explicit n of 1, is
+	// served.
+	for _, tc := range []struct{ path, body string }{
+		{"/generate", `{"input_ids":[1,300],"sampling_params":{"n":1}}`},
+		{"/v1/completions", `{"prompt":[1,300,301],"n":1}`},
+		{"/v1/chat/completions", `{` + chat + `,"n":1}`},
+	} {
+		postOK(t, url+tc.path, tc.body)
 	}
 }
 

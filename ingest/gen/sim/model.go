@@ -92,8 +92,7 @@ const (
 )
 
 // planOutput decides the output of one item. budget is the effective
-// max_new_tokens (already clipped to the context); sample is the index of
-// the sample within n>1.
+// max_new_tokens (already clipped to the context).
 //
 // The natural answer length L (content tokens before EOS) is
 // S*(0.05 + 1.2*u^1.5) for S = min(budget, 1024) and a uniform u, so when
@@ -101,15 +100,10 @@ const (
 // with "length"; the rest end with EOS. A reasoning model first
 // thinks for up to S/2 tokens. The token stream itself does not depend on
 // the lengths, so shorter budgets give prefixes of longer outputs.
-func (s *Server) planOutput(prompt []int, sp *samplingParams, budget, sample int) *plan {
+func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan {
 	seed := uint64(s.cfg.Seed)*0x9E3779B97F4A7C15 ^ hashIDs(prompt)
-	if !sp.greedy {
-		if sp.hasSeed {
-			seed = mix(seed ^ mix(uint64(sp.seed)+0x51))
-		}
-		if sample > 0 {
-			seed = mix(seed + uint64(sample)*0xA24BAED4963EE407)
-		}
+	if !sp.greedy && sp.hasSeed {
+		seed = mix(seed ^ mix(uint64(sp.seed)+0x51))
 	}
 	lengths := rng{state: seed ^ 0x5DEECE66D}
 	scale := min(budget, answerScaleCap)

@@ -23,12 +23,12 @@ func params(t *testing.T, js string) *samplingParams {
 func TestPlanDeterministic(t *testing.T) {
 	s := New(Config{Seed: 7})
 	sp := params(t, `{}`)
-	a := s.planOutput(Encode("same prompt", true), sp, 128, 0)
-	b := s.planOutput(Encode("same prompt", true), sp, 128, 0)
+	a := s.planOutput(Encode("same prompt", true), sp, 128)
+	b := s.planOutput(Encode("same prompt", true), sp, 128)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same prompt gave different plans")
 	}
-	c := New(Config{Seed: 8}).planOutput(Encode("same prompt", true), sp, 128, 0)
+	c := New(Config{Seed: 8}).planOutput(Encode("same prompt", true), sp, 128)
 	if reflect.DeepEqual(a.ids, c.ids) {
 		t.Error("another Seed gave the same output")
 	}
@@ -40,7 +40,7 @@ func TestPlanLengthDistribution(t *testing.T) {
 	const n, budget = 2000, 128
 	lengths := 0
 	for i := range n {
-		p := s.planOutput([]int{BOSID, ByteBase + i%256, ByteBase + i/256}, sp, budget, 0)
+		p := s.planOutput([]int{BOSID, ByteBase + i%256, ByteBase + i/256}, sp, budget)
 		switch p.finish.kind {
 		case finishLength:
 			lengths++
@@ -68,11 +68,11 @@ func TestPlanLengthDistribution(t *testing.T) {
 func TestPlanIgnoreEOSAndPrefix(t *testing.T) {
 	s := New(Config{})
 	prompt := Encode("prefix property", true)
-	long := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 300, 0)
+	long := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 300)
 	if len(long.ids) != 300 || long.finish.kind != finishLength {
 		t.Fatalf("ignore_eos gave %d ids, finish %v", len(long.ids), long.finish)
 	}
-	short := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 40, 0)
+	short := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 40)
 	if !reflect.DeepEqual(short.ids, long.ids[:40]) {
 		t.Error("a smaller budget is not a prefix of a larger one")
 	}
@@ -81,11 +81,11 @@ func TestPlanIgnoreEOSAndPrefix(t *testing.T) {
 func TestPlanStops(t *testing.T) {
 	s := New(Config{})
 	prompt := Encode("stops", true)
-	base := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200, 0)
+	base := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200)
 	text := base.text(200, params(t, `{}`), false)
 	space := strings.IndexByte(text, ' ')
 
-	p := s.planOutput(prompt, params(t, `{"ignore_eos":true,"stop_token_ids":[288]}`), 200, 0) // ' '
+	p := s.planOutput(prompt, params(t, `{"ignore_eos":true,"stop_token_ids":[288]}`), 200) // ' '
 	if len(p.ids) != space+1 || p.finish.matched() != int(ByteBase+' ') {
 		t.Fatalf("stop token: %d ids, matched %v; want %d", len(p.ids), p.finish.matched(), space+1)
 	}
@@ -95,7 +95,7 @@ func TestPlanStops(t *testing.T) {
 
 	word := text[space+1 : space+4]
 	sp := params(t, `{"ignore_eos":true,"stop":["`+word+`"]}`)
-	p = s.planOutput(prompt, sp, 200, 0)
+	p = s.planOutput(prompt, sp, 200)
 	end := strings.Index(text, word) + len(word)
 	if p.finish.matched() != word || len(p.ids) != end {
 		t.Fatalf("stop string: matched %v with %d ids, want %q at %d", p.finish.matched(), len(p.ids), word, end)
@@ -109,7 +109,7 @@ func TestPlanStops(t *testing.T) {
 	}
 
 	minNew := params(t, `{"ignore_eos":true,"min_new_tokens":50,"stop_token_ids":[288]}`)
-	if p = s.planOutput(prompt, minNew, 200, 0); len(p.ids) < 50 {
+	if p = s.planOutput(prompt, minNew, 200); len(p.ids) < 50 {
 		t.Errorf("min_new_tokens 50 stopped after %d", len(p.ids))
 	}
 }
@@ -117,22 +117,22 @@ func TestPlanStops(t *testing.T) {
 func TestPlanSamplingSeed(t *testing.T) {
 	s := New(Config{})
 	prompt := Encode("seeded", true)
-	a := s.planOutput(prompt, params(t, `{"sampling_seed":1,"ignore_eos":true}`), 64, 0)
-	b := s.planOutput(prompt, params(t, `{"sampling_seed":2,"ignore_eos":true}`), 64, 0)
+	a := s.planOutput(prompt, params(t, `{"sampling_seed":1,"ignore_eos":true}`), 64)
+	b := s.planOutput(prompt, params(t, `{"sampling_seed":2,"ignore_eos":true}`), 64)
 	if reflect.DeepEqual(a.ids, b.ids) {
 		t.Error("different sampling seeds gave the same output")
 	}
-	g1 := s.planOutput(prompt, params(t, `{"sampling_seed":1,"temperature":0,"ignore_eos":true}`), 64, 0)
-	g2 := s.planOutput(prompt, params(t, `{"sampling_seed":2,"temperature":0,"ignore_eos":true}`), 64, 3)
+	g1 := s.planOutput(prompt, params(t, `{"sampling_seed":1,"temperature":0,"ignore_eos":true}`), 64)
+	g2 := s.planOutput(prompt, params(t, `{"sampling_seed":2,"temperature":0,"ignore_eos":true}`), 64)
 	if !reflect.DeepEqual(g1.ids, g2.ids) {
-		t.Error("greedy output depends on sampling_seed or sample index")
+		t.Error("greedy output depends on sampling_seed")
 	}
 }
 
 func TestPlanReasoning(t *testing.T) {
 	s := New(Config{ReasoningParser: true})
 	prompt := applyChatTemplate([]chatMessage{{"user", "why"}}, chatTemplate{addGenerationPrompt: true})
-	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000, 0)
+	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000)
 	if p.ids[0] != ThinkStartID || p.thinkEnd < 0 || p.ids[p.thinkEnd-1] != ThinkEndID {
 		t.Fatalf("no think section: %v", p.ids[:min(10, len(p.ids))])
 	}
@@ -143,7 +143,7 @@ func TestPlanReasoning(t *testing.T) {
 	if r == "" || c == "" || strings.Contains(c, "think>") {
 		t.Errorf("split reasoning %q / content %q", r, c)
 	}
-	plain := s.planOutput(Encode("raw text", true), params(t, `{}`), 200, 0)
+	plain := s.planOutput(Encode("raw text", true), params(t, `{}`), 200)
 	if plain.reasoning || plain.reasoningTokens(len(plain.ids)) != 0 {
 		t.Error("raw prompt made the model reason")
 	}

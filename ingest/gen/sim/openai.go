@@ -147,16 +147,9 @@ type usage struct {
 	ReasoningTokens     int  `json:"reasoning_tokens"`
 }
 
-// usageOf sums the usage of items, counting each prompt once per n samples.
-func usageOf(items []*item, n int) usage {
-	var u usage
-	for i, it := range items {
-		if n <= 1 || i%n == 0 {
-			u.PromptTokens += len(it.prompt)
-		}
-		u.CompletionTokens += it.produced
-		u.ReasoningTokens += it.reasoningTokens()
-	}
+// usageOf is the usage of a finished item.
+func usageOf(it *item) usage {
+	u := usage{PromptTokens: len(it.prompt), CompletionTokens: it.produced, ReasoningTokens: it.reasoningTokens()}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
 }
@@ -165,7 +158,6 @@ func usageOf(items []*item, n int) usage {
 type openAIRequest struct {
 	body  map[string]json.RawMessage
 	model string
-	n     int
 	gen   *generateReq
 }
 
@@ -185,7 +177,7 @@ func parseOpenAI(r *http.Request, body []byte, typeMsg string, extra map[string]
 	if err := checkFields(m, extra); err != nil {
 		return nil, err
 	}
-	o := &openAIRequest{body: m, model: "default", n: max(intOr(m["n"], 1), 1)}
+	o := &openAIRequest{body: m, model: "default"}
 	if s, ok := decodeString(m["model"]); ok {
 		o.model = s
 	}
@@ -194,7 +186,7 @@ func parseOpenAI(r *http.Request, body []byte, typeMsg string, extra map[string]
 	}
 	o.gen = &generateReq{}
 	if rid, ok := decodeString(m["rid"]); ok {
-		o.gen.hasRID, o.gen.rids = true, []string{rid}
+		o.gen.hasRID, o.gen.rid = true, rid
 	}
 	return o, nil
 }
@@ -211,19 +203,17 @@ func strPtr(s string) *string { return &s }
 // completionSpec lists the typed completions-only fields.
 var completionSpec = map[string]kind{"echo": kBool, "suffix": kStr}
 
-// runOpenAI runs a non-streaming chat or completions request's items to the
-// end. When one could not be scheduled, or they did not finish, it has
-// answered (or ended) the request and returns false.
-func (s *Server) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest, items []*item) bool {
-	for _, it := range items {
-		if it.schedErr != "" {
-			writeOpenAIError(w, valueError("%s", it.schedErr))
-			g.end(outError)
-			return false
-		}
+// runOpenAI runs a non-streaming chat or completions request's item to the
+// end. When it could not be scheduled, or did not finish, it has answered
+// (or ended) the request and returns false.
+func (s *Server) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest, it *item) bool {
+	if it.schedErr != "" {
+		writeOpenAIError(w, valueError("%s", it.schedErr))
+		g.end(outError)
+		return false
 	}
-	if !s.runAll(r.Context(), items) {
-		g.finishItems(items, false)
+	if !s.runItem(r.Context(), it) {
+		g.finishItem(it, false)
 		return false
 	}
 	return true

@@ -48,8 +48,7 @@ type counters struct {
 // every finished one is counted once in Completed (answered 200 in full,
 // aborted ones included), Errors (an error status, or an error inside a
 // stream), Resets or Canceled. Aborts, Running, BusySlotSeconds and the
-// token counts are per item: a batch or n>1 request has one item, and holds
-// one slot, per prompt and sample.
+// token counts are per item: a request has one item and holds one slot.
 type Stats struct {
 	Requests, Completed, Errors, Resets int64
 	// Aborts counts items that finished with an abort (injected by
