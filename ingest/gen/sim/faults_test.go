@@ -231,9 +231,11 @@ func TestSlotLimit(t *testing.T) {
 	if st.MaxRunning != 4 || st.Completed != 20 || st.Running != 0 || st.Queued != 0 || st.GeneratedTokens != 20*25 || st.MaxInFlight < 5 {
 		t.Errorf("stats %+v", st)
 	}
-	// 20 items × 25 tokens at 500 tok/s hold slots for 1 slot-second.
-	if math.Abs(st.BusySlotSeconds-1) > 0.5 {
-		t.Errorf("busy slot-seconds %.3f, want about 1", st.BusySlotSeconds)
+	// 20 items × 25 tokens at 500 tok/s hold slots for 1 slot-second of
+	// wall time; a loaded machine stretches that, so a lower bound only
+	// (TestOccupancy checks the exact accounting on a fake clock).
+	if st.BusySlotSeconds < 0.5 {
+		t.Errorf("busy slot-seconds %.3f, want at least 1 less scheduling slack", st.BusySlotSeconds)
 	}
 }
 
