@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest"
+	"gendex/ingest/ingesttest"
 	"gendex/query"
 	"gendex/store"
 )
@@ -32,20 +32,6 @@ func writeDataset(t *testing.T, root, name string, n int, at time.Time) {
 	}
 	for file, text := range map[string]string{"prompts.jsonl": prompts.String(), "raw_responses.jsonl": raw.String()} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func indexTree(t *testing.T, db *store.DB, path string) {
-	t.Helper()
-	srcs, err := ingest.Discover(path, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix := &ingest.Indexer{DB: db}
-	for _, s := range srcs {
-		if _, err := ix.IndexFile(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,11 +67,11 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	indexTree(t, db, root)
+	ingesttest.IndexInto(t, db, root)
 
 	late := t.TempDir()
 	writeDataset(t, late, "B", 9, sec.Add(-5*time.Second)) // 9 over 5 s: 1.80/s
-	ask := &afterProgress{Local: query.Local{Src: db}, hook: func() { indexTree(t, db, late) }}
+	ask := &afterProgress{Local: query.Local{Src: db}, hook: func() { ingesttest.IndexInto(t, db, late) }}
 	sh := &Shell{Ask: ask, Now: func() time.Time { return now }, format: query.TSV}
 	var b strings.Builder
 	if err := sh.dashboard(t.Context(), &b); err != nil {

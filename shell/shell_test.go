@@ -1,14 +1,13 @@
 package shell
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"gendex/ingest"
+	"gendex/ingest/ingesttest"
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/store"
@@ -21,16 +20,7 @@ func fixtureDB(t *testing.T) *store.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	srcs, err := ingest.Discover("../testdata/shapes", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix := &ingest.Indexer{DB: db}
-	for _, s := range srcs {
-		if _, err := ix.IndexFile(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ingesttest.IndexInto(t, db, "../testdata/shapes")
 	return db
 }
 

@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest"
+	"gendex/ingest/ingesttest"
 	"gendex/query"
 	"gendex/store"
 )
@@ -61,16 +60,7 @@ func TestProgressRatesMatchThroughput(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(raw.String()), 0o644)
 		r.sets = append(r.sets, ds)
 	}
-	srcs, err := ingest.Discover(root, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix := &ingest.Indexer{DB: db}
-	for _, s := range srcs {
-		if _, err := ix.IndexFile(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ingesttest.IndexInto(t, db, root)
 
 	rateRE := regexp.MustCompile(`, ([0-9.]+) answers/s`)
 	lastRE := regexp.MustCompile(`\(last ([0-9]+)s\)`)

@@ -1,5 +1,5 @@
 // Package ingesttest builds indexes for the tests of the packages that read
-// them (query, query/live), with the ingest code gendex itself uses.
+// them (query, query/live, shell, gen's progress lines), with the ingest code gendex itself uses.
 package ingesttest
 
 import (
@@ -20,6 +20,15 @@ func Index(t testing.TB, root string) (*store.DB, []ingest.Problem) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db, IndexInto(t, db, root)
+}
+
+// IndexInto indexes the files under root into db, as `gendex ingest root`
+// does, and returns the problems ingest reported. It fails t if root holds
+// no file to index or a file cannot be indexed. Call it from the test's
+// goroutine.
+func IndexInto(t testing.TB, db *store.DB, root string) []ingest.Problem {
+	t.Helper()
 	srcs, err := ingest.Discover(root, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -34,5 +43,5 @@ func Index(t testing.TB, root string) (*store.DB, []ingest.Problem) {
 			t.Fatalf("indexing %s: %v", src.Path, err)
 		}
 	}
-	return db, problems
+	return problems
 }
