@@ -88,15 +88,14 @@ func (r *run) answer(j job) {
 			r.results <- r.errorLine(j.ds, j.p.ID, status, msg, s.name, j.attempts)
 			return
 		}
-		crashed := false
-		if e != nil && e.Status == 0 && !timedOut {
-			// No answer at all. A refused connection never reached the
-			// server; otherwise ask the server whether it is still there:
-			// if not, it went down with this prompt in flight.
-			crashed = reachedServer(e) && r.wentDown(s)
-			if crashed || !reachedServer(e) {
-				r.pool.markDown(r.reqs, s) // wait for the server
-			}
+		// No answer at all: a refused connection never reached the server
+		// (not sent); otherwise ask the server whether it is still there:
+		// if not, it went down with this prompt in flight (crashed).
+		noAnswer := e != nil && e.Status == 0 && !timedOut
+		notSent := noAnswer && !reachedServer(e)
+		crashed := noAnswer && !notSent && r.wentDown(s)
+		if notSent || crashed {
+			r.pool.markDown(r.reqs, s) // wait for the server
 		}
 		switch {
 		case crashed:
@@ -110,8 +109,8 @@ func (r *run) answer(j job) {
 				r.workers.Go(func() { r.answer(j) })
 				return
 			}
-		case e != nil && e.Status == 0 && !timedOut && !reachedServer(e):
-			// not sent: wait for the server, without limit
+		case notSent:
+			// wait for the server, without limit
 		default:
 			if j.serverErrors++; j.serverErrors >= r.cfg.MaxAttempts {
 				r.results <- r.errorLine(j.ds, j.p.ID, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name, j.attempts)
