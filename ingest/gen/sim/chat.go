@@ -12,18 +12,18 @@ func parseMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 	if raw == nil {
 		return nil, validationError(fieldError{typ: "missing", loc: []any{"body", "messages"}, msg: "Field required"})
 	}
-	list, ok := decodeArray(raw)
+	list, ok := asArray(raw)
 	if !ok {
 		return nil, validationError(fieldError{typ: "list_type", loc: []any{"body", "messages"}, msg: "Input should be a valid list"})
 	}
 	msgs := make([]chatMessage, len(list))
 	for i, e := range list {
 		loc := []any{"body", "messages", i}
-		m, ok := decodeObject(e)
+		m, ok := asObject(e)
 		if !ok {
 			return nil, validationError(fieldError{typ: "model_attributes_type", loc: loc, msg: "Input should be a valid dictionary or object to extract fields from"})
 		}
-		role, ok := decodeString(m["role"])
+		role, ok := asString(m["role"])
 		role = strings.ToLower(role)
 		if _, known := roleTokens[role]; !ok || (!known && role != "latest_reminder") {
 			return nil, validationError(fieldError{typ: "value_error", loc: append(loc, "role"),
@@ -37,17 +37,17 @@ func parseMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 		switch jsonKind(c) {
 		case "", "null":
 		case "string":
-			msgs[i].content, _ = decodeString(c)
+			msgs[i].content, _ = asString(c)
 		case "array":
-			parts, _ := decodeArray(c)
+			parts, _ := asArray(c)
 			var b strings.Builder
 			for _, p := range parts {
-				pm, ok := decodeObject(p)
+				pm, ok := asObject(p)
 				if !ok {
 					return nil, validationError(fieldError{typ: "model_attributes_type", loc: append(loc, "content"), msg: "Input should be a valid dictionary or object to extract fields from"})
 				}
-				if t, _ := decodeString(pm["type"]); t == "text" {
-					s, _ := decodeString(pm["text"])
+				if t, _ := asString(pm["type"]); t == "text" {
+					s, _ := asString(pm["text"])
 					b.WriteString(s)
 				}
 			}
@@ -68,12 +68,12 @@ func (s *Server) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []
 	if boolField(m, "continue_final_message", false) && len(msgs) > 0 && msgs[len(msgs)-1].role == "assistant" {
 		t.continueFinalMessage, t.addGenerationPrompt = true, false
 	}
-	if e, ok := decodeString(m["reasoning_effort"]); ok && e == "none" {
+	if e, ok := asString(m["reasoning_effort"]); ok && e == "none" {
 		t.disableThinking = true
 	}
-	if kw, ok := decodeObject(m["chat_template_kwargs"]); ok {
+	if kw, ok := asObject(m["chat_template_kwargs"]); ok {
 		for _, k := range []string{"enable_thinking", "thinking"} {
-			if v, ok := decodeBool(kw[k]); ok {
+			if v, ok := asBool(kw[k]); ok {
 				t.disableThinking = !v
 				break
 			}
@@ -182,7 +182,7 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequ
 	if len(msgs) == 0 {
 		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
 	}
-	prompt, ok := decodeInts(o.body["input_ids"])
+	prompt, ok := asInts(o.body["input_ids"])
 	if !ok {
 		prompt = s.chatPrompt(o.body, msgs)
 	}

@@ -38,10 +38,10 @@ func parseCompletionPrompt(raw json.RawMessage) (*completionPrompt, *apiError) {
 	if raw == nil {
 		return nil, validationError(fieldError{typ: "missing", loc: []any{"body", "prompt"}, msg: "Field required"})
 	}
-	if s, ok := decodeString(raw); ok {
+	if s, ok := asString(raw); ok {
 		return &completionPrompt{text: s, empty: s == ""}, nil
 	}
-	a, ok := decodeArray(raw)
+	a, ok := asArray(raw)
 	if !ok {
 		return nil, bad
 	}
@@ -50,7 +50,7 @@ func parseCompletionPrompt(raw json.RawMessage) (*completionPrompt, *apiError) {
 	}
 	switch jsonKind(a[0]) {
 	case "number":
-		ids, ok := decodeInts(raw)
+		ids, ok := asInts(raw)
 		if !ok {
 			return nil, bad
 		}
@@ -73,7 +73,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		prompt, err = parseCompletionPrompt(o.body["prompt"])
 	}
 	if err == nil {
-		if n, ok := decodeInt(o.body["max_tokens"]); ok && n <= 0 {
+		if n, ok := asInt(o.body["max_tokens"]); ok && n <= 0 {
 			err = validationError(fieldError{typ: "value_error", loc: []any{"body", "max_tokens"}, msg: "Value error, max_tokens must be positive"})
 		} else if prompt.empty {
 			err = httpError(http.StatusBadRequest, "BadRequestError", "Prompt cannot be empty")

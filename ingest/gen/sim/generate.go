@@ -89,9 +89,9 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	req := &generateReq{}
 	var ok bool
 	if v := m["text"]; !isNull(v) {
-		t, ok := decodeString(v)
+		t, ok := asString(v)
 		if !ok {
-			if _, _, ok := decodeStrings(v); ok {
+			if _, _, ok := asStrings(v); ok {
 				return nil, errBatch
 			}
 			return nil, bad("text", "string_type", "Input should be a valid string")
@@ -100,21 +100,21 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	}
 	if v := m["input_ids"]; !isNull(v) {
 		req.hasIDs = true
-		a, ok := decodeArray(v)
+		a, ok := asArray(v)
 		if !ok {
 			return nil, bad("input_ids", "list_type", "Input should be a valid list")
 		}
 		if len(a) > 0 && jsonKind(a[0]) == "array" {
 			return nil, errBatch
 		}
-		if req.ids, ok = decodeInts(v); !ok {
+		if req.ids, ok = asInts(v); !ok {
 			return nil, bad("input_ids", "int_type", "Input should be a valid integer")
 		}
 	}
 	req.hasEmbeds = !isNull(m["input_embeds"])
 	if v := m["sampling_params"]; !isNull(v) {
-		if req.sp, ok = decodeObject(v); !ok {
-			if _, isList := decodeArray(v); isList {
+		if req.sp, ok = asObject(v); !ok {
+			if _, isList := asArray(v); isList {
 				return nil, errBatch
 			}
 			return nil, bad("sampling_params", "dict_type", "Input should be a valid dictionary")
@@ -122,8 +122,8 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	}
 	if v := m["rid"]; !isNull(v) {
 		req.hasRID = true
-		if req.rid, ok = decodeString(v); !ok {
-			if _, _, ok := decodeStrings(v); ok {
+		if req.rid, ok = asString(v); !ok {
+			if _, _, ok := asStrings(v); ok {
 				return nil, errBatch
 			}
 			return nil, bad("rid", "string_type", "Input should be a valid string")
@@ -134,7 +134,7 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 		dst *bool
 	}{{"stream", &req.stream}, {"return_prompt_token_ids", &req.promptIDs}} {
 		if v := m[f.key]; !isNull(v) {
-			if *f.dst, ok = decodeBool(v); !ok {
+			if *f.dst, ok = asBool(v); !ok {
 				return nil, bad(f.key, "bool_parsing", "Input should be a valid boolean, unable to interpret input")
 			}
 		}
@@ -166,7 +166,7 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 	}
 	// The tokenizer checks the raw max_new_tokens before parsing the
 	// sampling params; null or absent skips the check.
-	if maxNew, ok := decodeInt(rawSP["max_new_tokens"]); ok && maxNew+nTok > ctxLen {
+	if maxNew, ok := asInt(rawSP["max_new_tokens"]); ok && maxNew+nTok > ctxLen {
 		return nil, valueError("Requested token count exceeds the model's maximum context length of %d tokens. "+
 			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
 			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",

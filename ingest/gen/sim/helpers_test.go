@@ -136,7 +136,7 @@ func keys(t *testing.T, b []byte, path ...string) []string {
 	t.Helper()
 	raw := json.RawMessage(b)
 	for _, p := range path {
-		m, ok := decodeObject(raw)
+		m, ok := asObject(raw)
 		if !ok {
 			t.Fatalf("no object at %v in %s", path, b)
 		}

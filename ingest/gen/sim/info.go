@@ -95,7 +95,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		ids := s.chatPrompt(m, msgs)
 		tokens, count = ids, len(ids)
 	default:
-		list, isList, _ := decodeStrings(m["prompt"])
+		list, isList, _ := asStrings(m["prompt"])
 		add := boolField(m, "add_special_tokens", true)
 		if !isList {
 			ids := Encode(list[0], add)

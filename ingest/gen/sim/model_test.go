@@ -9,7 +9,7 @@ import (
 // params returns verified sampling params from a JSON object.
 func params(t *testing.T, js string) *samplingParams {
 	t.Helper()
-	m, ok := decodeObject([]byte(js))
+	m, ok := asObject([]byte(js))
 	if !ok {
 		t.Fatalf("bad params %s", js)
 	}
@@ -163,14 +163,14 @@ func TestSamplingParamErrors(t *testing.T) {
 		{`{"logit_bias":{"999999":1}}`, "logit_bias must has keys in [0, 151935], got 999999."},
 		{`{"regex":"a","ebnf":"b"}`, "Only one of regex, json_schema, or ebnf can be set."},
 	} {
-		m, _ := decodeObject([]byte(tc.js))
+		m, _ := asObject([]byte(tc.js))
 		_, err := parseSamplingParams(m, 128)
 		if err == nil || err.kind != kindValue || err.msg != tc.msg {
 			t.Errorf("%s: got %v, want ValueError %q", tc.js, err, tc.msg)
 		}
 	}
 	for _, js := range []string{`{"max_tokens":3}`, `{"temperature":"hot"}`} {
-		m, _ := decodeObject([]byte(js))
+		m, _ := asObject([]byte(js))
 		if _, err := parseSamplingParams(m, 128); err == nil || err.kind != kindType {
 			t.Errorf("%s: got %v, want TypeError", js, err)
 		}

@@ -33,18 +33,18 @@ func checkFields(m map[string]json.RawMessage, spec map[string]kind) *apiError {
 		case kNum:
 			good, typ, msg = jsonKind(v) == "number", "float_parsing", "Input should be a valid number"
 		case kInt:
-			_, good = decodeInt(v)
+			_, good = asInt(v)
 			typ, msg = "int_parsing", "Input should be a valid integer"
 		case kBool:
-			_, good = decodeBool(v)
+			_, good = asBool(v)
 			typ, msg = "bool_parsing", "Input should be a valid boolean"
 		case kStr:
 			good, typ, msg = jsonKind(v) == "string", "string_type", "Input should be a valid string"
 		case kStrs:
-			_, _, good = decodeStrings(v)
+			_, _, good = asStrings(v)
 			typ, msg = "string_type", "Input should be a valid string"
 		case kInts:
-			_, good = decodeInts(v)
+			_, good = asInts(v)
 			typ, msg = "list_type", "Input should be a valid list"
 		case kObj:
 			good, typ, msg = jsonKind(v) == "object", "dict_type", "Input should be a valid dictionary"
@@ -68,7 +68,7 @@ func checkOpenAIContentType(r *http.Request) *apiError {
 
 // boolField returns a boolean field of a validated body, or def.
 func boolField(m map[string]json.RawMessage, key string, def bool) bool {
-	if b, ok := decodeBool(m[key]); ok {
+	if b, ok := asBool(m[key]); ok {
 		return b
 	}
 	return def
@@ -88,19 +88,19 @@ func truthy(raw json.RawMessage) bool {
 	case "", "null":
 		return false
 	case "bool":
-		b, _ := decodeBool(raw)
+		b, _ := asBool(raw)
 		return b
 	case "number":
 		n, _ := parseNum(raw)
 		return n.f != 0
 	case "string":
-		s, _ := decodeString(raw)
+		s, _ := asString(raw)
 		return s != ""
 	case "array":
-		a, _ := decodeArray(raw)
+		a, _ := asArray(raw)
 		return len(a) > 0
 	}
-	m, _ := decodeObject(raw)
+	m, _ := asObject(raw)
 	return len(m) > 0
 }
 
@@ -178,14 +178,14 @@ func parseOpenAI(r *http.Request, body []byte, typeMsg string, extra map[string]
 		return nil, err
 	}
 	o := &openAIRequest{body: m, model: "default"}
-	if s, ok := decodeString(m["model"]); ok {
+	if s, ok := asString(m["model"]); ok {
 		o.model = s
 	}
 	if boolField(m, "stream", false) {
 		return nil, errNoStreaming
 	}
 	o.gen = &generateReq{}
-	if rid, ok := decodeString(m["rid"]); ok {
+	if rid, ok := asString(m["rid"]); ok {
 		o.gen.hasRID, o.gen.rid = true, rid
 	}
 	return o, nil

@@ -22,7 +22,7 @@ func TestChatShape(t *testing.T) {
 	if got := orderedKeys(firstChoice(t, b)); !reflect.DeepEqual(got, []string{"index", "message", "logprobs", "finish_reason", "matched_stop"}) {
 		t.Errorf("choice keys %v", got)
 	}
-	choice, _ := decodeObject(firstChoice(t, b))
+	choice, _ := asObject(firstChoice(t, b))
 	if got := orderedKeys(choice["message"]); !reflect.DeepEqual(got, []string{"role", "content", "reasoning_content", "tool_calls"}) {
 		t.Errorf("message keys %v", got)
 	}
@@ -223,8 +223,8 @@ func TestTokenize(t *testing.T) {
 // firstChoice returns the raw JSON of choices[0].
 func firstChoice(t *testing.T, b []byte) json.RawMessage {
 	t.Helper()
-	m, _ := decodeObject(b)
-	a, ok := decodeArray(m["choices"])
+	m, _ := asObject(b)
+	a, ok := asArray(m["choices"])
 	if !ok || len(a) == 0 {
 		t.Fatalf("no choices in %s", b)
 	}

@@ -71,7 +71,7 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 		return def, pyNum{f: float64(def), isInt: true, i: int64(def)}
 	}
 	flag := func(key string, def bool) bool {
-		if b, ok := decodeBool(obj[key]); ok && jsonKind(obj[key]) == "bool" {
+		if b, ok := asBool(obj[key]); ok && jsonKind(obj[key]) == "bool" {
 			return b
 		}
 		return def
@@ -102,16 +102,16 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 	if s, ok := parseNum(obj["sampling_seed"]); ok {
 		p.seed, p.hasSeed = int64(s.f), true
 	}
-	if list, _, ok := decodeStrings(obj["stop"]); ok {
+	if list, _, ok := asStrings(obj["stop"]); ok {
 		for _, s := range list {
 			if s != "" {
 				p.stop = append(p.stop, s)
 			}
 		}
 	}
-	if a, ok := decodeArray(obj["stop_token_ids"]); ok {
+	if a, ok := asArray(obj["stop_token_ids"]); ok {
 		for _, v := range a {
-			if id, ok := decodeInt(v); ok {
+			if id, ok := asInt(v); ok {
 				p.stopTokenIDs = append(p.stopTokenIDs, id)
 			}
 		}
@@ -161,7 +161,7 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 			return nil, valueError("min_new_tokens must be in [0, max_new_tokens(%s)], got %s.", maxNum, minNum)
 		}
 	}
-	if bias, ok := decodeObject(obj["logit_bias"]); ok {
+	if bias, ok := asObject(obj["logit_bias"]); ok {
 		for _, k := range orderedKeys(obj["logit_bias"]) {
 			id, err := strconv.Atoi(k)
 			if err != nil {
@@ -193,7 +193,7 @@ func hasKind(raw json.RawMessage, kind string) bool {
 	case "num":
 		return jsonKind(raw) == "number"
 	case "int":
-		_, ok := decodeInt(raw)
+		_, ok := asInt(raw)
 		return ok
 	case "bool":
 		return jsonKind(raw) == "bool"
@@ -202,15 +202,15 @@ func hasKind(raw json.RawMessage, kind string) bool {
 	case "obj":
 		return jsonKind(raw) == "object"
 	case "strs":
-		_, _, ok := decodeStrings(raw)
+		_, _, ok := asStrings(raw)
 		return ok
 	case "ints":
-		a, ok := decodeArray(raw)
+		a, ok := asArray(raw)
 		if !ok {
 			return false
 		}
 		for _, v := range a {
-			if _, ok := decodeInt(v); !ok && !isNull(v) {
+			if _, ok := asInt(v); !ok && !isNull(v) {
 				return false
 			}
 		}
