@@ -20,13 +20,16 @@ var stagePrefixes = []struct {
 	{"raw_responses", store.Raw},
 	{"tokenized", store.Tokenized},
 	{"errors", store.Errors},
+	{"turns", store.Turns},
+	{"excluded", store.Excluded},
 }
 
 // ErrStageNeedsFile: a stage was given for a folder.
 var ErrStageNeedsFile = errors.New("--stage applies to a single file, not a folder")
 
 // StageOf returns the stage a file belongs to by its name
-// (prompts*.jsonl, raw_responses*.jsonl, tokenized*.jsonl, errors*.jsonl).
+// (prompts*.jsonl, raw_responses*.jsonl, tokenized*.jsonl, errors*.jsonl,
+// turns*.jsonl, excluded*.jsonl).
 func StageOf(name string) (store.Stage, bool) {
 	base := filepath.Base(name)
 	if !strings.HasSuffix(base, ".jsonl") {

@@ -40,6 +40,7 @@ type fields struct {
 	sentTS, finishedTS, typ, code               span
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
+	turn, reason, detail                        span
 }
 
 func (f *fields) set(key []byte, sp span) {
@@ -114,6 +115,12 @@ func (f *fields) set(key []byte, sp span) {
 		f.inputTokens = sp
 	case "output_tokens":
 		f.outputTokens = sp
+	case "turn":
+		f.turn = sp
+	case "reason":
+		f.reason = sp
+	case "detail":
+		f.detail = sp
 	}
 }
 
@@ -316,6 +323,20 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	case store.Errors:
 		errorRecord(b, &f, rec)
 		return store.Errors, info, nil
+	case store.Excluded:
+		rec.Shape = store.ShapeExcluded
+		rec.Finish, rec.Message = str(b, f.reason), str(b, f.detail)
+		if rec.Finish == "" {
+			return stage, info, errors.New(`excluded line has no "reason"`)
+		}
+		return stage, info, nil
+	case store.Turns:
+		n, ok := decodeCount(val(b, f.turn))
+		if !ok || n < 1 {
+			return stage, info, errors.New(`turn line has no "turn" number (want 1 or more)`)
+		}
+		rec.ID = TurnID(rec.ID, int(n))
+		// the counts are read below, as for any answer
 	}
 
 	// A response line. Batch output nests the response one level down, in
@@ -449,5 +470,13 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		rec.Time = t
 	}
 	rec.OwnTime = rec.Time != 0
+	if stage == store.Turns {
+		return store.Turns, info, nil
+	}
 	return store.Raw, info, nil
 }
+
+// TurnID is the key of one turn of a multi-turn conversation in the turns
+// stage: the conversation's id, '#' and the turn's number (from 1). The
+// number is always last, so two conversations never share a key.
+func TurnID(id string, turn int) string { return id + "#" + strconv.Itoa(turn) }

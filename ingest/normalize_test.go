@@ -58,6 +58,12 @@ func TestNormalizeShapes(t *testing.T) {
 			store.Raw, store.Raw, "d", store.ShapeIDsOnly, U, 4, U, U, "", 0},
 		{"no counts", `{"id":"e","text":"hello"}`,
 			store.Raw, store.Raw, "e", store.ShapeUnknown, U, U, U, U, "", 0},
+		{"turn", `{"id":"c#1","turn":2,"output_ids":[5,6],"text":"x","prompt_tokens":40,"completion_tokens":2,"finish_reason":"stop","finished_at":"2026-11-28T09:14:03.512Z"}`,
+			store.Turns, store.Turns, "c#1#2", store.ShapeFlat, 40, 2, U, U, "stop", ms("2026-11-28T09:14:03.512Z")},
+		{"conversation", `{"id":"c","turns":[{"output_ids":[1],"prompt_tokens":10,"completion_tokens":1},{"output_ids":[2,3],"prompt_tokens":20,"completion_tokens":2}],"prompt_tokens":30,"completion_tokens":3,"finish_reason":"stop"}`,
+			store.Raw, store.Raw, "c", store.ShapeFlat, 30, 3, U, U, "stop", 0},
+		{"excluded", `{"id":"x","reason":"length","detail":"truncated at max_new_tokens","excluded_at":"2026-11-28T09:14:03.512Z"}`,
+			store.Excluded, store.Excluded, "x", store.ShapeExcluded, U, U, U, U, "length", 0},
 		{"null counts", `{"id":"f","completion_tokens":null,"prompt_tokens":"12"}`,
 			store.Raw, store.Raw, "f", store.ShapeUnknown, U, U, U, U, "", 0},
 		{"flat wins over nested", `{"id":"g","completion_tokens":9,"usage":{"completion_tokens":1}}`,
@@ -423,5 +429,26 @@ func TestNormalizeServerID(t *testing.T) {
 	var r store.Record
 	if _, err := Normalize([]byte(`{"meta_info":{"id":"rid"},"text":"a prompt"}`), store.Prompts, &r); !errors.Is(err, ErrNoID) {
 		t.Errorf("a prompt took the server's id: %q, %v", r.ID, err)
+	}
+}
+
+// TestNormalizeStageRules: a turn line needs its turn number and an
+// excluded line its reason; the error says which field.
+func TestNormalizeStageRules(t *testing.T) {
+	for _, tc := range []struct {
+		line  string
+		stage store.Stage
+		want  string
+	}{
+		{`{"id":"c","text":"x","completion_tokens":1}`, store.Turns, `"turn"`},
+		{`{"id":"c","turn":0,"completion_tokens":1}`, store.Turns, `"turn"`},
+		{`{"id":"c","turn":"2","completion_tokens":1}`, store.Turns, `"turn"`},
+		{`{"id":"x","detail":"no reason"}`, store.Excluded, `"reason"`},
+	} {
+		var rec store.Record
+		_, err := Normalize([]byte(tc.line), tc.stage, &rec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s as %s: error %v; want one naming %s", tc.line, tc.stage, err, tc.want)
+		}
 	}
 }

@@ -5,14 +5,14 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version (3; versions 1 and 2 are upgraded on open)
+//	meta/                      "version" -> schema version (4; versions 1 to 3 are upgraded on open)
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed
 //	reread/                    absolute path -> empty: files forgotten and not read to their end since
 //	datasets/<name>/
 //	    stats                  key -> dataset Summary (JSON): per-stage Stats and Overlap
-//	    prompts/ raw/ tokenized/ errors/
+//	    prompts/ raw/ tokenized/ errors/ turns/ excluded/
 //	                           id -> Record (binary, see record.go)
 //	    hist/                  completion tokens (big-endian uint32) -> count, raw stage
 //	    ts/                    unix second (big-endian uint64) -> records, tokens, unknown

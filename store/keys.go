@@ -25,7 +25,7 @@ var (
 	bucketByFile = []byte("byfile")
 )
 
-var stageBuckets = [numStages][]byte{[]byte("prompts"), []byte("raw"), []byte("tokenized"), []byte("errors")}
+var stageBuckets = [numStages][]byte{[]byte("prompts"), []byte("raw"), []byte("tokenized"), []byte("errors"), []byte("turns"), []byte("excluded")}
 
 func u32key(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

@@ -17,10 +17,17 @@ const (
 	Raw
 	Tokenized
 	Errors
+	// Turns holds the answers to the earlier user turns of multi-turn
+	// conversations (gen --turns all), keyed TurnID(id, turn); the
+	// conversation's Raw record is added only with its last turn.
+	Turns
+	// Excluded holds the answers export left out of the tokenized stage,
+	// with the reason in Finish and the detail in Message.
+	Excluded
 	numStages
 )
 
-var stageNames = [numStages]string{"prompts", "raw", "tokenized", "errors"}
+var stageNames = [numStages]string{"prompts", "raw", "tokenized", "errors", "turns", "excluded"}
 
 func (s Stage) String() string {
 	if s < numStages {
@@ -36,7 +43,7 @@ func ParseStage(name string) (Stage, error) {
 			return Stage(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown stage %q (want prompts, raw, tokenized or errors)", name)
+	return 0, fmt.Errorf("unknown stage %q (want prompts, raw, tokenized, errors, turns or excluded)", name)
 }
 
 // Shape says which input format a record was read from.
@@ -53,10 +60,11 @@ const (
 	ShapePrompt                 // a prompt line
 	ShapeTokenized              // a tokenized training record
 	ShapeError                  // a failed request
+	ShapeExcluded               // an answer left out of the training records, with its reason
 	numShapes
 )
 
-var shapeNames = [numShapes]string{"unknown", "flat", "sglang", "openai", "batch", "ids_only", "prompt", "tokenized", "error"}
+var shapeNames = [numShapes]string{"unknown", "flat", "sglang", "openai", "batch", "ids_only", "prompt", "tokenized", "error", "excluded"}
 
 func (s Shape) String() string {
 	if s < numShapes {

@@ -14,10 +14,13 @@ import (
 
 // SchemaVersion is the layout version written into new files. Open refuses a
 // file with another version rather than misreading it, except versions 1
-// and 2, which a read-write Open upgrades in place (see init). Version 3
+// to 3, which a read-write Open upgrades in place (see init). Version 3
 // adds Stats.Skipped; a read-only Open of an older file sums it from the
-// file states for each Summary.
-const SchemaVersion = 3
+// file states for each Summary. Version 4 adds the turns and excluded
+// stages: a version 3 file has none of their records, so it is read as it
+// is and its version number raised by the first read-write Open (older
+// binaries then refuse it rather than miscount the new stages).
+const SchemaVersion = 4
 
 // DefaultTimeout is how long Open waits for the file lock held by another process.
 const DefaultTimeout = 2 * time.Second
@@ -118,6 +121,12 @@ func (db *DB) init(readOnly bool) error {
 		}
 		if len(v) == 1 && v[0] == 2 {
 			return errNeedInit // Stats.Skipped is summed from the file states
+		}
+		if len(v) == 1 && v[0] == 3 {
+			if readOnly {
+				return nil
+			}
+			return errNeedInit // only the version number changes
 		}
 		if len(v) == 1 && v[0] == 1 {
 			// Version 1 lacks the forgetting bucket and the per-file key

@@ -397,3 +397,54 @@ func TestForgetV1File(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeFromVersion3: a version 3 file (no turns or excluded stages)
+// is read as it is, and a read-write Open raises its version to 4 without
+// changing a counter; the new stages then take records.
+func TestUpgradeFromVersion3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gendex.db")
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, db, []rec{{Prompts, "a", 1, 1, 1}, {Raw, "a", 1, 1, 1}})
+	before := state(t, db, "ds")
+	if err := db.bolt.Update(func(btx *bolt.Tx) error { return btx.Bucket(bucketMeta).Put(keyVersion, []byte{3}) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a version 3 file: %v", err)
+	}
+	if got := state(t, ro, "ds"); got != before {
+		t.Errorf("read-only, version 3:\n%s\nwant\n%s", got, before)
+	}
+	ro.Close()
+
+	if db, err = Open(path, Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.bolt.View(func(btx *bolt.Tx) error {
+		if v := btx.Bucket(bucketMeta).Get(keyVersion); !bytes.Equal(v, []byte{SchemaVersion}) || SchemaVersion != 4 {
+			t.Errorf("version %v after a read-write open; want [4]", v)
+		}
+		return nil
+	})
+	if got := state(t, db, "ds"); got != before {
+		t.Errorf("after the upgrade:\n%s\nwant\n%s", got, before)
+	}
+	addAll(t, db, []rec{{Excluded, "a", 1, 1, 1}, {Turns, "b#1", 1, 1, 1}})
+	db.View(func(v *View) error {
+		s, err := v.Summary("ds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Stage(Excluded).Records != 1 || s.Stage(Turns).Records != 1 {
+			t.Errorf("new stages after the upgrade: excluded %d, turns %d records; want 1 and 1", s.Stage(Excluded).Records, s.Stage(Turns).Records)
+		}
+		return nil
+	})
+}
