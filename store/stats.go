@@ -35,6 +35,11 @@ type Overlap struct {
 	ErrorsOpen uint64 `json:"errors_open"`
 	// RawTokenized is |raw ∩ tokenized|.
 	RawTokenized uint64 `json:"raw_tokenized"`
+	// RawExcluded is |raw ∩ excluded \ tokenized|: answers export left
+	// out, with a reason, and did not tokenize since. (A file written
+	// before schema 4 has no excluded records, so the counter it lacks is
+	// rightly 0.)
+	RawExcluded uint64 `json:"raw_excluded,omitempty"`
 }
 
 // Summary is everything counted for one dataset.
@@ -62,38 +67,52 @@ func (s Summary) MissingRaw() uint64 {
 	return s.Stages[Prompts].Records - s.Overlap.Answered
 }
 
-// MissingTokenized is the number of responses without a tokenized record.
+// MissingTokenized is the number of responses with neither a tokenized
+// record nor an exclusion: raw − RawTokenized − RawExcluded. So raw ==
+// tokenized + Excluded() + MissingTokenized() whenever every tokenized id
+// has a response.
 func (s Summary) MissingTokenized() uint64 {
-	return s.Stages[Raw].Records - s.Overlap.RawTokenized
+	return s.Stages[Raw].Records - s.Overlap.RawTokenized - s.Overlap.RawExcluded
 }
+
+// Excluded is the number of responses left out of the training records
+// with a reason and not tokenized since (Overlap.RawExcluded). An
+// exclusion without a response, or of an id tokenized after all, is not
+// counted: the excluded stage's Records counts every exclusion line.
+func (s Summary) Excluded() uint64 { return s.Overlap.RawExcluded }
 
 // membership is a bit set of the stages an id is in.
 type membership uint8
 
 func (m membership) has(s Stage) bool { return m&(1<<s) != 0 }
 
-// overlapOf evaluates the Overlap predicates for one id.
-func overlapOf(m membership) (answered, errorsOpen, rawTokenized uint64) {
-	p, r, e, t := m.has(Prompts), m.has(Raw), m.has(Errors), m.has(Tokenized)
-	if p && (r || e) {
-		answered = 1
+// overlapOf evaluates the Overlap predicates for one id: each field is 0
+// or 1.
+func overlapOf(m membership) Overlap {
+	p, r, e, t, x := m.has(Prompts), m.has(Raw), m.has(Errors), m.has(Tokenized), m.has(Excluded)
+	return Overlap{
+		Answered:     one(p && (r || e)),
+		ErrorsOpen:   one(e && !r),
+		RawTokenized: one(r && t),
+		RawExcluded:  one(r && x && !t),
 	}
-	if e && !r {
-		errorsOpen = 1
-	}
-	if r && t {
-		rawTokenized = 1
-	}
-	return
 }
 
-// apply adjusts o by the change of one id's membership from before to after.
+func one(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// apply adjusts o by the change of one id's membership from before to
+// after. Every counter moves by -1, 0 or +1 (unsigned wrap subtracts).
 func (o *Overlap) apply(before, after membership) {
-	a0, e0, t0 := overlapOf(before)
-	a1, e1, t1 := overlapOf(after)
-	o.Answered += a1 - a0
-	o.ErrorsOpen += e1 - e0
-	o.RawTokenized += t1 - t0
+	b, a := overlapOf(before), overlapOf(after)
+	o.Answered += a.Answered - b.Answered
+	o.ErrorsOpen += a.ErrorsOpen - b.ErrorsOpen
+	o.RawTokenized += a.RawTokenized - b.RawTokenized
+	o.RawExcluded += a.RawExcluded - b.RawExcluded
 }
 
 func (s *Stats) add(r *Record, sign int) {

@@ -75,6 +75,9 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Finish: "stop", CompletionTokens: 5, PromptTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown}).appendBinary(nil))
+	// An exclusion (reason in Finish, detail in Message) and a turn.
+	f.Add((&Record{Shape: ShapeExcluded, Finish: "length", Message: "raw_responses.jsonl:12: finish_reason length", PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, File: 4, Offset: 99, Length: 80, Line: 2}).appendBinary(nil))
+	f.Add((&Record{Shape: ShapeFlat, Finish: "stop", PromptTokens: 30, CompletionTokens: 7, CachedTokens: 0, ReasoningTokens: Unknown, Time: 1796064752115, OwnTime: true, File: 5}).appendBinary(nil))
 	// A string length past MaxInt64 turned negative and sliced out of range.
 	f.Add([]byte("00000000000\xbc\xad\x9a\x9a\x9a\x9a\x9a\x9a\x9a\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -141,9 +144,12 @@ func addAll(t *testing.T, db *DB, recs []rec) {
 }
 
 // TestRemoveFileIsExactInverse: adding A then B and removing B leaves the
-// same counters as adding A alone, for random A and B.
+// same counters as adding A alone, for random A and B over every stage
+// (turns and exclusions among them), and the overlap counters agree with
+// the records after every removal batch.
 func TestRemoveFileIsExactInverse(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
+	var excluded uint64
 	for round := 0; round < 20; round++ {
 		var a, b []rec
 		used := map[string]bool{}
@@ -170,6 +176,8 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 		both := newDB(t)
 		addAll(t, both, a)
 		addAll(t, both, b)
+		excluded += checkOverlap(t, both, "ds", "A and B added").RawExcluded
+		checkOverlap(t, only, "ds", "A added")
 		// Remove file 2 in small batches, one transaction each: through
 		// the per-file key index, or (odd rounds) by scanning the stages,
 		// as for a file indexed before the key index existed.
@@ -184,6 +192,7 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkOverlap(t, both, "ds", "a batch of B removed")
 			}
 		} else {
 			for st := Stage(0); st < numStages; st++ {
@@ -197,6 +206,7 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					checkOverlap(t, both, "ds", "a batch of B removed")
 				}
 			}
 		}
@@ -231,6 +241,9 @@ func TestRemoveFileIsExactInverse(t *testing.T) {
 		if got, want := state(t, both, "ds"), state(t, only, "ds"); got != want {
 			t.Fatalf("round %d: after removing file 2:\n got %s\nwant %s", round, got, want)
 		}
+	}
+	if excluded == 0 {
+		t.Fatal("no answer was ever excluded: the test is vacuous")
 	}
 }
 
