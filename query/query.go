@@ -20,15 +20,15 @@ import (
 
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
-	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, what is missing and lines skipped, per dataset"},
+	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing and lines skipped, per dataset"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
-	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw) or without a tokenized record (tokenized)"},
+	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw), or without a tokenized record and why (tokenized)"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
-	{"datasets", "datasets", "the indexed datasets and their files"},
+	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
-	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors]", "the stored line of one record, read at its offset"},
+	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
 // Query is a parsed question.
@@ -137,7 +137,7 @@ func Parse(args []string) (Query, error) {
 		}
 	case "show":
 		if len(pos) != 2 {
-			return q, usageErr("usage: show DATASET ID [--stage raw|prompts|tokenized|errors]")
+			return q, usageErr("usage: show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]")
 		}
 		q.ID = pos[1]
 		pos = pos[:1]

@@ -71,21 +71,22 @@ func TestProgress(t *testing.T) {
 				notTok++
 			}
 		}
-		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(notTok), done, int64(0)})
+		// The fixture has no exclusions (TestProgressExcluded has).
+		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, int64(0)})
 	}
-	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "missing_tokenized", "done_pct", "skipped"}
+	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "skipped"}
 	r := answer(t, db, time.Now(), "progress")
 	checkRows(t, "progress", r, cols, want)
 
 	// Spelled out for alpha, so a wrong model cannot hide a wrong answer:
 	// 12 prompts; 9 answered (7 responses, 2 open errors); B5, B6, B7 missing.
-	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(5), "75.00", int64(0)}) {
+	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(0)}) {
 		t.Errorf("alpha progress %v", got)
 	}
 
 	// TOTAL: beta and clock have no prompts file, so the prompt totals are unknown.
 	total := normRow(r.Total)
-	if total[0] != "TOTAL" || total[1] != nil || total[5] != nil || total[7] != nil {
+	if total[0] != "TOTAL" || total[1] != nil || total[5] != nil || total[8] != nil {
 		t.Errorf("TOTAL %v: prompts, missing_raw and done_pct must be unknown", total)
 	}
 	var raw int64
@@ -99,7 +100,7 @@ func TestProgress(t *testing.T) {
 	// One dataset asked by name: only its row.
 	one := answer(t, db, time.Now(), "progress", "alpha")
 	checkRows(t, "progress alpha", one, cols, want[:1])
-	if got := normRow(one.Total); got[1] != int64(12) || got[7] != "75.00" {
+	if got := normRow(one.Total); got[1] != int64(12) || got[8] != "75.00" {
 		t.Errorf("TOTAL of alpha alone %v: prompts and done_pct are known", got)
 	}
 }
@@ -111,7 +112,7 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 		t.Fatalf("rows %v", r.Rows)
 	}
 	row := r.Rows[0]
-	for _, i := range []int{1, 5, 7} { // prompts, missing_raw, done_pct
+	for _, i := range []int{1, 5, 8} { // prompts, missing_raw, done_pct
 		if row[i] != nil {
 			t.Errorf("beta %s = %v, want unknown (nil): there is no prompts file", r.Columns[i], row[i])
 		}
@@ -284,6 +285,7 @@ func TestMissing(t *testing.T) {
 	m := model(t, fixtureRoot)
 	a := m["alpha"]
 	var raw, tok []string
+	var reasons []any
 	for _, id := range sortedIDs(a.prompts) {
 		_, r := a.raw[id]
 		_, e := a.errs[id]
@@ -291,9 +293,28 @@ func TestMissing(t *testing.T) {
 			raw = append(raw, id)
 		}
 	}
-	for _, id := range sortedIDs(a.raw) {
-		if _, ok := a.tok[id]; !ok {
-			tok = append(tok, id)
+	// Every prompt or response without a tokenized record, with why.
+	both := map[string]bool{}
+	for id := range a.prompts {
+		both[id] = true
+	}
+	for id := range a.raw {
+		both[id] = true
+	}
+	for _, id := range sortedIDs(both) {
+		if _, ok := a.tok[id]; ok {
+			continue
+		}
+		tok = append(tok, id)
+		_, answered := a.raw[id]
+		e, failed := a.errs[id]
+		switch {
+		case answered:
+			reasons = append(reasons, "not exported yet")
+		case failed:
+			reasons = append(reasons, "failed: "+e.finish+": "+e.message)
+		default:
+			reasons = append(reasons, "no answer yet")
 		}
 	}
 	for _, tc := range []struct {
@@ -306,18 +327,25 @@ func TestMissing(t *testing.T) {
 		{[]string{"missing", "--stage", "tokenized", "alpha"}, "tokenized", tok},
 	} {
 		var want [][]any
-		for _, id := range tc.ids {
+		cols := []string{"dataset", "stage", "id"}
+		for i, id := range tc.ids {
 			want = append(want, []any{"alpha", tc.stage, id})
+			if tc.stage == "tokenized" {
+				want[i] = append(want[i], reasons[i])
+			}
 		}
-		checkRows(t, strings.Join(tc.args, " "), answer(t, db, time.Now(), tc.args...), []string{"dataset", "stage", "id"}, want)
+		if tc.stage == "tokenized" {
+			cols = append(cols, "reason")
+		}
+		checkRows(t, strings.Join(tc.args, " "), answer(t, db, time.Now(), tc.args...), cols, want)
 	}
 	if !slices.Equal(raw, []string{"B5_text-0000001", "B6_chat-0000001", "B7_sharegpt-0000001"}) {
 		t.Errorf("model missing raw %q", raw)
 	}
-	if len(tok) != 5 || slices.Contains(tok, "A1_deepswekimi-0000001") {
-		t.Errorf("model missing tokenized %q", tok) // tokenized without a response is not "missing"
+	if len(tok) != 10 || slices.Contains(tok, "A1_deepswekimi-0000001") || !slices.Contains(reasons, any("no answer yet")) {
+		t.Errorf("model missing tokenized %q %q", tok, reasons) // tokenized without a response is not "missing"
 	}
-	// Nothing missing: no rows, still the columns.
+	// Nothing tokenized: every response is missing.
 	r := answer(t, db, time.Now(), "missing", "clock", "--stage", "tokenized")
 	if len(r.Rows) != len(m["clock"].raw) {
 		t.Errorf("clock has no tokenized file: all %d responses are missing, got %d", len(m["clock"].raw), len(r.Rows))
@@ -330,10 +358,10 @@ func TestDatasets(t *testing.T) {
 	var want [][]any
 	for _, n := range names(m) {
 		d := m[n]
-		want = append(want, []any{n, int64(d.files), int64(len(d.prompts)), int64(len(d.raw)), int64(len(d.tok)), int64(len(d.errs))})
+		want = append(want, []any{n, int64(d.files), int64(len(d.prompts)), int64(len(d.raw)), int64(len(d.tok)), int64(len(d.errs)), int64(0), int64(0)})
 	}
 	r := answer(t, db, time.Now(), "datasets")
-	checkRows(t, "datasets", r, []string{"dataset", "files", "prompts", "raw", "tokenized", "errors"}, want)
+	checkRows(t, "datasets", r, []string{"dataset", "files", "prompts", "raw", "tokenized", "errors", "turns", "excluded"}, want)
 }
 
 func TestUnknownDataset(t *testing.T) {

@@ -55,6 +55,10 @@ func summaries(v *store.View, names []string) ([]store.Summary, error) {
 // progress: one row per dataset. prompts (and so missing_raw and done_pct)
 // are unknown for a dataset with no prompts file indexed. done_pct is the
 // share of prompts that have an outcome: a response or a final error.
+// excluded is the responses export left out with a reason and did not
+// tokenize since; missing_tokenized the responses with neither a tokenized
+// record nor an exclusion, so raw == tokenized + excluded +
+// missing_tokenized whenever every tokenized id has a response.
 // skipped is the number of lines of the dataset's files, every stage, left
 // out of the index (invalid JSON, no id, not storable): prompts among them
 // are in neither prompts nor missing_raw.
@@ -63,8 +67,8 @@ func progress(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "missing_tokenized", "done_pct", "skipped"})
-	var tot [6]sum
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "skipped"})
+	var tot [7]sum
 	var answered, skipped uint64
 	for _, s := range sums {
 		var prompts, missingRaw, done any
@@ -74,7 +78,7 @@ func progress(v *store.View, names []string, out Sink) error {
 			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.MissingTokenized(), done, s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -245,29 +249,68 @@ func rateRow(name string, r store.Rate) []any {
 }
 
 // missing: ids of one dataset without a response (stage raw: prompts with
-// neither a response nor a final error) or without a tokenized record
-// (stage tokenized: responses not yet tokenized).
+// neither a response nor a final error), or without a tokenized record
+// (stage tokenized: prompts and responses, each with the reason; see
+// untokenizedReason).
 func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink) error {
 	s, err := v.Summary(name)
 	if err != nil {
 		return err
 	}
 	cols, row := []string{"dataset", "stage", "id"}, []any{name, stage.String(), ""}
+	if stage == store.Tokenized {
+		cols, row = append(cols, "reason"), append(row, "")
+	}
 	if bare {
-		cols, row = cols[2:], row[2:]
+		cols, row = cols[2:3], row[2:3]
 	}
 	out.Columns(cols)
-	emit := func(id string) error {
-		row[len(row)-1] = id
-		return out.Row(row)
-	}
 	if stage == store.Raw {
 		if s.Stage(store.Prompts).Files == 0 {
 			return fmt.Errorf("dataset %s has no prompts file indexed, so which responses are missing is unknown (index its prompts*.jsonl)", name)
 		}
-		return v.Missing(name, store.Prompts, emit, store.Raw, store.Errors)
+		return v.Missing(name, store.Prompts, func(id string) error {
+			row[len(row)-1] = id
+			return out.Row(row)
+		}, store.Raw, store.Errors)
 	}
-	return v.Missing(name, store.Raw, emit, store.Tokenized)
+	return v.Untokenized(name, func(u *store.Untokenized) error {
+		if bare {
+			row[0] = u.ID
+		} else {
+			row[2], row[3] = u.ID, untokenizedReason(u)
+		}
+		return out.Row(row)
+	})
+}
+
+// untokenizedReason says why an id has no tokenized record: its exclusion
+// ("excluded: REASON: DETAIL"), a response not exported yet, its final
+// error ("failed: REASON: MESSAGE"), a conversation with some turns
+// answered, or no answer yet; the first that applies.
+func untokenizedReason(u *store.Untokenized) string {
+	with := func(head, reason, detail string) string {
+		if reason == "" {
+			reason = "unknown"
+		}
+		if detail == "" {
+			return head + ": " + reason
+		}
+		return head + ": " + reason + ": " + detail
+	}
+	switch {
+	case u.Excluded != nil:
+		return with("excluded", u.Excluded.Finish, u.Excluded.Message)
+	case u.Answered:
+		return "not exported yet"
+	case u.Failed != nil:
+		return with("failed", u.Failed.Finish, u.Failed.Message)
+	case u.Turns == 1:
+		return "conversation half done (1 turn answered)"
+	case u.Turns > 1:
+		return fmt.Sprintf("conversation half done (%d turns answered)", u.Turns)
+	}
+	return "no answer yet"
 }
 
 // finish: responses per finish reason, the most common first; "unknown"
@@ -341,20 +384,21 @@ func errorList(v *store.View, names []string, out Sink) error {
 	return nil
 }
 
-// datasetList: every dataset with its record counts per stage and its files.
+// datasetList: every dataset with its files and its record counts per
+// stage, the turns of conversations and the exclusions among them.
 func datasetList(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "files", "prompts", "raw", "tokenized", "errors"})
+	out.Columns([]string{"dataset", "files", "prompts", "raw", "tokenized", "errors", "turns", "excluded"})
 	for _, s := range sums {
 		var files uint64
-		for st := store.Prompts; st <= store.Errors; st++ {
+		for _, st := range store.Stages() {
 			files += s.Stage(st).Files
 		}
 		row := []any{s.Dataset, files, s.Stage(store.Prompts).Records, s.Stage(store.Raw).Records,
-			s.Stage(store.Tokenized).Records, s.Stage(store.Errors).Records}
+			s.Stage(store.Tokenized).Records, s.Stage(store.Errors).Records, s.Stage(store.Turns).Records, s.Stage(store.Excluded).Records}
 		if err := out.Row(row); err != nil {
 			return err
 		}
@@ -385,9 +429,10 @@ func fileList(v *store.View, names []string, out Sink) error {
 }
 
 // show: the stored line of one record, read at its offset. Without --stage
-// it looks in raw, errors, prompts and tokenized, in that order.
+// it looks in raw, errors, prompts, tokenized, excluded and turns (whose
+// ids are ID#TURN), in that order.
 func show(v *store.View, name string, q Query, out Sink) error {
-	order := []store.Stage{store.Raw, store.Errors, store.Prompts, store.Tokenized}
+	order := []store.Stage{store.Raw, store.Errors, store.Prompts, store.Tokenized, store.Excluded, store.Turns}
 	if q.StageSet {
 		order = []store.Stage{q.Stage}
 	}

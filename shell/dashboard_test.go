@@ -77,9 +77,9 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 	if err := sh.dashboard(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
-	want := "dataset\tdone\tprompts\tdone_pct\terrors\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
-		"A\t6\t10\t60.00\t0\t0.30\t3.0\t0.30\t3.0\t13s\n" +
-		"C\t2\t10\t20.00\t0\t0.20\t2.0\t0.20\t2.0\t40s\n"
+	want := "dataset\tdone\tprompts\tdone_pct\terrors\tturns\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
+		"A\t6\t10\t60.00\t0\t0\t0.30\t3.0\t0.30\t3.0\t13s\n" +
+		"C\t2\t10\t20.00\t0\t0\t0.20\t2.0\t0.20\t2.0\t40s\n"
 	if b.String() != want {
 		t.Errorf("dashboard:\n%s\nwant:\n%s", b.String(), want)
 	}
@@ -105,5 +105,36 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 	}
 	if !slices.Equal(rows, wantRows) {
 		t.Errorf("dashboard rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+	}
+}
+
+// TestDashboardShowsTurns: while conversations are half done, done stays
+// put and turns counts the turns answered.
+func TestDashboardShowsTurns(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	root := t.TempDir()
+	writeDataset(t, root, "A", 0, now)
+	var turns strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&turns, `{"id":"A%d","turn":1,"turns":3,"text":"a","completion_tokens":10}`+"\n", i)
+	}
+	fmt.Fprintf(&turns, `{"id":"A0","turn":2,"turns":3,"text":"a","completion_tokens":10}`+"\n")
+	if err := os.WriteFile(filepath.Join(root, "A", "turns.jsonl"), []byte(turns.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := ingesttest.Index(t, root)
+	sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.Table}
+	var b strings.Builder
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(strings.NewReplacer("│", " ", "|", " ").Replace(l)); len(f) > 0 {
+			rows = append(rows, strings.Join(f, " "))
+		}
+	}
+	if len(rows) < 2 || !strings.Contains(rows[0], "errors turns answers/s") || !strings.HasPrefix(rows[1], "A 0 10 0.00 0 4 ") {
+		t.Errorf("dashboard:\n%s\nwant a turns column with 4 for A", b.String())
 	}
 }

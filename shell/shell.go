@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,109 +291,6 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 	}
 }
 
-// dashboard writes, per dataset: done/total, errors, answers and tokens per
-// second over the last 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
-// one when nothing finished in the last 30 s). The three answers are joined
-// by dataset name, and the rates are asked for exactly the datasets progress
-// listed, so a dataset indexed between the questions shifts nothing and
-// TOTAL covers the rows shown.
-func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
-	collect := func(args ...string) (*query.Result, error) {
-		q, err := query.Parse(args)
-		if err != nil {
-			return nil, err
-		}
-		var c query.Collect
-		if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
-			return nil, err
-		}
-		return &c.Result, nil
-	}
-	prog, err := collect("progress")
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(prog.Rows))
-	for _, row := range prog.Rows {
-		if name, ok := row[0].(string); ok {
-			names = append(names, name)
-		}
-	}
-	rates := func(window string) (*query.Result, map[string][]any, error) {
-		r, err := collect(append([]string{"throughput", "--window", window, "--"}, names...)...)
-		if err != nil {
-			return nil, nil, err
-		}
-		byName := make(map[string][]any, len(r.Rows))
-		for _, row := range r.Rows {
-			if name, ok := row[0].(string); ok {
-				byName[name] = row
-			}
-		}
-		return r, byName, nil
-	}
-	short, shortBy, err := rates("30s")
-	if err != nil {
-		return err
-	}
-	long, longBy, err := rates("5m")
-	if err != nil {
-		return err
-	}
-	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors",
-		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
-	get := func(r *query.Result, row []any, name string) any {
-		if i := slices.Index(r.Columns, name); i >= 0 && i < len(row) {
-			return row[i]
-		}
-		return nil
-	}
-	line := func(p, sh, lo []any) []any {
-		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
-		var done any
-		eta := any("unknown")
-		if n, ok := asFloat(prompts); ok {
-			m, _ := asFloat(missing)
-			done = uint64(n - m)
-			rate, _ := asFloat(get(short, sh, "records_per_s"))
-			if rate == 0 {
-				rate, _ = asFloat(get(long, lo, "records_per_s"))
-			}
-			eta = store.ETA(int64(m), rate)
-		}
-		return []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"),
-			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
-	}
-	for _, row := range prog.Rows {
-		name, _ := row[0].(string)
-		sh, lo := shortBy[name], longBy[name]
-		if sh == nil || lo == nil {
-			continue // not in the rates' answers
-		}
-		res.Rows = append(res.Rows, line(row, sh, lo))
-	}
-	if prog.Total != nil && short.Total != nil && long.Total != nil {
-		res.Total = line(prog.Total, short.Total, long.Total)
-	}
-	f := s.format
-	if f == query.Auto {
-		f = query.Table
-	}
-	return format.Write(w, res, format.Options{Format: f})
-}
-
-func asFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case uint64:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case query.Fixed:
-		return x.V, true
-	}
-	return 0, false
-}
-
 // complete completes the word under the cursor: a command, a flag, a flag's
 // value, or a dataset name.
 func (s *Shell) complete(line string, pos int) (head string, completions []string, tail string) {
@@ -410,8 +306,10 @@ func (s *Shell) complete(line string, pos int) (head string, completions []strin
 	switch {
 	case len(before) == 0:
 		candidates = append(query.Names(), "watch", "format", "help", "quit")
+	case before[len(before)-1] == "--stage" && before[0] == "missing":
+		candidates = []string{"raw", "tokenized"}
 	case before[len(before)-1] == "--stage":
-		candidates = []string{"raw", "tokenized", "prompts", "errors"}
+		candidates = store.StageNames()
 	case before[len(before)-1] == "--format" || before[0] == "format" && len(before) == 1:
 		candidates = []string{"table", "tsv", "csv", "json"}
 	case before[len(before)-1] == "--window":

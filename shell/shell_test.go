@@ -85,6 +85,10 @@ func TestComplete(t *testing.T) {
 		{"tokens d", []string{"demo "}},
 		{"missing demo --st", []string{"--stage "}},
 		{"missing demo --stage t", []string{"tokenized "}},
+		{"missing demo --stage ", []string{"raw ", "tokenized "}},
+		// show takes every stage, the turns and exclusions among them.
+		{"show demo x --stage t", []string{"tokenized ", "turns "}},
+		{"show demo x --stage e", []string{"errors ", "excluded "}},
 		{"throughput --window ", []string{"30s ", "5m ", "1h "}},
 		{"format j", []string{"json "}},
 		{"watch 2 pr", []string{"progress "}},

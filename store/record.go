@@ -36,6 +36,18 @@ func (s Stage) String() string {
 	return fmt.Sprintf("stage(%d)", uint8(s))
 }
 
+// Stages returns every stage, in pipeline order.
+func Stages() []Stage {
+	out := make([]Stage, numStages)
+	for i := range out {
+		out[i] = Stage(i)
+	}
+	return out
+}
+
+// StageNames returns the name of every stage, in pipeline order.
+func StageNames() []string { return append([]string(nil), stageNames[:]...) }
+
 // ParseStage reads a stage name as written on the command line.
 func ParseStage(name string) (Stage, error) {
 	for i, n := range stageNames {

@@ -322,3 +322,19 @@ func TestNewWriterStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestTableHidesZeroCounts: a table leaves out skipped, excluded and turns
+// while they are 0 in every row and the total, and shows them otherwise;
+// TSV keeps every column.
+func TestTableHidesZeroCounts(t *testing.T) {
+	r := &query.Result{Columns: []string{"dataset", "raw", "excluded", "turns", "skipped"},
+		Rows:  [][]any{{"a", uint64(3), uint64(0), uint64(0), uint64(0)}, {"b", uint64(2), uint64(1), uint64(0), uint64(0)}},
+		Total: []any{"TOTAL", uint64(5), uint64(1), uint64(0), uint64(0)}}
+	head := strings.Fields(strings.SplitN(string(render(t, r, format.Options{Format: query.Table})), "\n", 2)[0])
+	if !reflect.DeepEqual(head, []string{"dataset", "raw", "excluded"}) {
+		t.Errorf("table header %q, want turns and skipped hidden, excluded shown", head)
+	}
+	if tsv := string(render(t, r, format.Options{Format: query.TSV})); !strings.HasPrefix(tsv, "dataset\traw\texcluded\tturns\tskipped\n") {
+		t.Errorf("TSV dropped a column:\n%s", tsv)
+	}
+}

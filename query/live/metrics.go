@@ -9,8 +9,10 @@ import (
 	"gendex/store"
 )
 
-// metrics writes Prometheus text: per dataset, records by stage, token
-// sums, open errors, records without a token count, and missing answers;
+// metrics writes Prometheus text: per dataset, records by stage (every
+// stage, turns and excluded among them), token sums, open errors, records
+// without a token count, missing answers, exclusions and answers not
+// exported;
 // then the Extra samples and the serving process's goroutine count.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// Written to memory inside the read transaction, sent after it.
@@ -35,7 +37,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 		gauge("gendex_records", "Records indexed, by dataset and stage.", func(sm store.Summary) []sample {
 			var out []sample
-			for _, st := range []store.Stage{store.Prompts, store.Raw, store.Tokenized, store.Errors} {
+			for _, st := range store.Stages() {
 				out = append(out, sample{[]string{"stage", st.String()}, sm.Stage(st).Records})
 			}
 			return out
@@ -48,6 +50,8 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		gauge("gendex_unknown_token_records", "Responses without a completion token count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).UnknownCompletion }))
 		gauge("gendex_errors", "Prompts that failed for good and have no response since.", one(func(sm store.Summary) uint64 { return sm.Overlap.ErrorsOpen }))
 		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
+		gauge("gendex_excluded", "Responses left out of the training records with a reason, and not tokenized since.", one(func(sm store.Summary) uint64 { return sm.Excluded() }))
+		gauge("gendex_missing_tokenized", "Responses with neither a training record nor an exclusion.", one(func(sm store.Summary) uint64 { return sm.MissingTokenized() }))
 		return nil
 	})
 	if err != nil {

@@ -100,3 +100,39 @@ func TestMetricsDatasetNames(t *testing.T) {
 	}
 	promtest.Check(t, []byte(body))
 }
+
+// TestMetricsNewStages: /metrics has every stage's records, the turns and
+// exclusions among them, and the exclusions and the answers not exported.
+func TestMetricsNewStages(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ds")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, text := range map[string]string{
+		"prompts.jsonl":       `{"id":"a","text":"q"}` + "\n" + `{"id":"b","text":"q"}` + "\n" + `{"id":"c","text":"q"}` + "\n",
+		"raw_responses.jsonl": `{"id":"a","text":"x","completion_tokens":3}` + "\n" + `{"id":"b","text":"x","completion_tokens":3}` + "\n",
+		"turns.jsonl":         `{"id":"c","turn":1,"turns":2,"text":"x","completion_tokens":2}` + "\n",
+		"excluded.jsonl":      `{"id":"a","reason":"length","detail":"d"}` + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, problems := ingesttest.Index(t, root)
+	if len(problems) > 0 {
+		t.Fatalf("indexing: %v", problems)
+	}
+	body := scrape(t, &live.Server{Src: db})
+	for _, want := range []string{
+		`gendex_records{dataset="ds",stage="turns"} 1` + "\n",
+		`gendex_records{dataset="ds",stage="excluded"} 1` + "\n",
+		`gendex_excluded{dataset="ds"} 1` + "\n",
+		`gendex_missing_tokenized{dataset="ds"} 1` + "\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	promtest.Check(t, []byte(body))
+}
