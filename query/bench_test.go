@@ -97,6 +97,8 @@ func BenchmarkQuery(b *testing.B) {
 	for _, args := range [][]string{
 		{"progress"}, {"tokens"}, {"finish"},
 		{"throughput", "--window", "30s"}, {"throughput", "--window", "5m"}, {"throughput", "--window", "1h"},
+		// One dataset's keys (an eighth of the index), with a row per id.
+		{"missing", "B1_bench"}, {"missing", "B1_bench", "--stage", "tokenized"},
 	} {
 		q, err := query.Parse(args)
 		if err != nil {
