@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"gendex/store"
@@ -456,6 +457,12 @@ func show(v *store.View, name string, q Query, out Sink) error {
 			return fmt.Errorf("dataset %s id %q: %s:%d no longer holds this record (the file changed since it was indexed; run 'gendex ingest' on it)", name, q.ID, path, r.Line)
 		}
 		return out.Line(line)
+	}
+	if q.StageSet && q.Stage == store.Turns && !strings.Contains(q.ID, "#") {
+		return fmt.Errorf("dataset %s has no turns record with id %q (a turn's id is ID#TURN, e.g. %s#1)", name, q.ID, q.ID)
+	}
+	if q.StageSet {
+		return fmt.Errorf("dataset %s has no %s record with id %q", name, q.Stage, q.ID)
 	}
 	return fmt.Errorf("dataset %s has no record with id %q", name, q.ID)
 }

@@ -251,8 +251,11 @@ func TestNewStagesShown(t *testing.T) {
 			t.Errorf("%q:\n got %s\nwant %s", tc.args, r.Line, tc.want)
 		}
 	}
-	if err := answerErr(t, db, "show", "ds", "p6", "--stage", "excluded"); !strings.Contains(err.Error(), `"p6"`) {
+	if err := answerErr(t, db, "show", "ds", "p6", "--stage", "excluded"); !strings.Contains(err.Error(), `no excluded record with id "p6"`) {
 		t.Errorf("show of an id not excluded: %v", err)
+	}
+	if err := answerErr(t, db, "show", "ds", "c1", "--stage", "turns"); !strings.Contains(err.Error(), "c1#1") {
+		t.Errorf("show --stage turns of a conversation id: %v; want the ID#TURN form named", err)
 	}
 	// A table shows excluded once it is not 0 (it hides it while it is).
 	var out bytes.Buffer
