@@ -17,9 +17,10 @@ import (
 // to 3, which a read-write Open upgrades in place (see init). Version 3
 // adds Stats.Skipped; a read-only Open of an older file sums it from the
 // file states for each Summary. Version 4 adds the turns and excluded
-// stages: a version 3 file has none of their records, so it is read as it
-// is and its version number raised by the first read-write Open (older
-// binaries then refuse it rather than miscount the new stages).
+// stages: a version 3 file has none of their records (so its
+// Overlap.RawExcluded, absent, is rightly 0), so it is read as it is and its
+// version number raised by the first read-write Open (older binaries then
+// refuse it rather than miscount the new stages).
 const SchemaVersion = 4
 
 // DefaultTimeout is how long Open waits for the file lock held by another process.
