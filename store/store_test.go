@@ -460,4 +460,8 @@ func TestUpgradeFromVersion3(t *testing.T) {
 		}
 		return nil
 	})
+	// The answer indexed by version 3, excluded now, is counted as such.
+	if o := checkOverlap(t, db, "ds", "after the upgrade"); o.RawExcluded != 1 {
+		t.Errorf("overlap after excluding a version 3 answer: %+v; want RawExcluded 1", o)
+	}
 }
