@@ -227,14 +227,14 @@ func TestIngestInvalidLines(t *testing.T) {
 	}
 	// The rest is indexed: r1 and r3 (dataset "bad", from the folder name).
 	q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--format", "csv", "--no-header")
-	if q.stdout != "bad,1,0,2,0,0\n" {
+	if q.stdout != "bad,1,0,2,0,0,0,0\n" {
 		t.Errorf("datasets after a partial ingest = %q, want bad with 2 responses", q.stdout)
 	}
 	// progress and tokens say that 3 lines were left out, in every format.
 	tty := testEnv(nil)
 	tty.StdoutTTY = true
 	golden(t, "tokens-skipped.table.golden", mustGendex(t, tty, "--db", db, "query", "tokens").stdout)
-	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--no-header"); q.stdout != "bad\t\t2\t0\t0\t\t2\t\t3\n" {
+	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--no-header"); q.stdout != "bad\t\t2\t0\t0\t\t0\t2\t\t3\n" {
 		t.Errorf("progress TSV after a partial ingest = %q, want 3 skipped", q.stdout)
 	}
 	q = mustGendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "json")
@@ -257,7 +257,7 @@ func TestIngestSingleFileWithDatasetAndStage(t *testing.T) {
 	}
 	mustGendex(t, testEnv(nil), "--db", db, "ingest", file, "--dataset", "mine", "--stage", "raw")
 	q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--no-header")
-	if q.stdout != "mine\t1\t0\t1\t0\t0\n" {
+	if q.stdout != "mine\t1\t0\t1\t0\t0\t0\t0\n" {
 		t.Errorf("datasets = %q, want mine with one response", q.stdout)
 	}
 }
@@ -391,12 +391,12 @@ func TestQueryFormatFollowsTTY(t *testing.T) {
 	tsv := mustGendex(t, piped, "--db", db, "query", "progress").stdout
 	golden(t, "progress.tsv.golden", tsv)
 	ls := strings.Split(strings.TrimSuffix(tsv, "\n"), "\n")
-	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\tmissing_tokenized\tdone_pct\tskipped" || len(ls) != 4 {
+	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\tskipped" || len(ls) != 4 {
 		t.Errorf("piped output is not TSV with a header and one line per dataset:\n%s", tsv)
 	}
 	for _, l := range ls {
-		if strings.Count(l, "\t") != 8 || strings.HasPrefix(l, "TOTAL") {
-			t.Errorf("TSV line %q: want 9 fields and no TOTAL", l)
+		if strings.Count(l, "\t") != 9 || strings.HasPrefix(l, "TOTAL") {
+			t.Errorf("TSV line %q: want 10 fields and no TOTAL", l)
 		}
 	}
 	// alpha: 12 prompts (the lines of its prompts file); beta: no prompts file, so empty cells.
@@ -451,7 +451,7 @@ func TestQueryJSON(t *testing.T) {
 		t.Fatalf("%d objects, want one per dataset (no TOTAL):\n%s", len(rows), r.stdout)
 	}
 	want := map[string]any{"dataset": "alpha", "prompts": 12.0, "raw": 7.0, "tokenized": 3.0, "errors": 2.0,
-		"missing_raw": 3.0, "missing_tokenized": 5.0, "done_pct": 75.0, "skipped": 0.0}
+		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "skipped": 0.0}
 	if !reflect.DeepEqual(rows[0], want) {
 		t.Errorf("alpha = %v, want %v", rows[0], want)
 	}
@@ -586,8 +586,8 @@ func TestIngestLastLineWithoutNewline(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, file+":2:") {
 		t.Errorf("ingest of a file with a torn last line: want exit 1 and a warning at line 2\n%s", r)
 	}
-	// dataset, files, prompts, raw, tokenized, errors: one raw record.
-	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--no-header"); q.stdout != "ds\t1\t0\t1\t0\t0\n" {
+	// dataset, files, prompts, raw, tokenized, errors, turns, excluded: one raw record.
+	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "datasets", "--no-header"); q.stdout != "ds\t1\t0\t1\t0\t0\t0\t0\n" {
 		t.Errorf("the index holds %q; want exactly one raw record", q.stdout)
 	}
 	if q := gendex(t, testEnv(nil), "--db", db, "query", "show", "ds", "a"); q.code != 0 || !strings.Contains(q.stdout, `"completion_tokens":1`) {
@@ -741,7 +741,7 @@ func TestBinary(t *testing.T) {
 	}
 	// Piped stdout (not a terminal): TSV with a header.
 	code, out, _ = runBin("--db", db, "query", "datasets")
-	if code != 0 || !strings.HasPrefix(out, "dataset\tfiles\tprompts\traw\ttokenized\terrors\n") {
+	if code != 0 || !strings.HasPrefix(out, "dataset\tfiles\tprompts\traw\ttokenized\terrors\tturns\texcluded\n") {
 		t.Errorf("piped query is not TSV with a header: exit %d\n%s", code, out)
 	}
 	// Exit statuses of the real process.

@@ -68,6 +68,16 @@ func crashDataset(n int) crashFiles {
 		if i%2 == 0 {
 			fs["tokenized.jsonl"] = append(fs["tokenized.jsonl"], fmt.Sprintf(`{"id":"id-%04d","input_ids":[1,2]}`+"\n", i))
 		}
+		// Exclusions, some of tokenized ids, and the turns of conversations
+		// (the last turn's answer is in the responses files).
+		if i%3 == 1 || i%10 == 0 {
+			fs["excluded.jsonl"] = append(fs["excluded.jsonl"], fmt.Sprintf(`{"id":"id-%04d","reason":"length","detail":"line %d"}`+"\n", i, i))
+		}
+		if i%4 == 3 {
+			for turn := 1; turn <= 1+i%3; turn++ {
+				fs["turns.jsonl"] = append(fs["turns.jsonl"], fmt.Sprintf(`{"id":"id-%04d","turn":%d,"turns":4,"text":"t","completion_tokens":%d}`+"\n", i, turn, i%7))
+			}
+		}
 		// Lines left out, which the skipped counters must follow: an id
 		// over the index's key limit, invalid JSON, no id.
 		if i%13 == 6 {
@@ -134,7 +144,8 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 		r, tk, u := v.Window(dataset, 0, 1<<40)
 		first, _ := v.FirstSecond(dataset)
 		fmt.Fprintf(&b, "window %d/%d/%d first=%d\n", r, tk, u, first)
-		for st := store.Prompts; st <= store.Errors; st++ {
+		in := map[string]map[store.Stage]bool{}
+		for _, st := range store.Stages() {
 			var n uint64
 			err := v.Each(dataset, st, func(r *store.Record) error {
 				x := *r
@@ -146,6 +157,10 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 					fmt.Fprintf(&b, "record %s %s: file %d unknown\n", st, r.ID, r.File)
 				}
 				fmt.Fprintf(&b, "%s %+v\n", st, x)
+				if in[r.ID] == nil {
+					in[r.ID] = map[store.Stage]bool{}
+				}
+				in[r.ID][st] = true
 				n++
 				return nil
 			})
@@ -155,6 +170,24 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 			if n != s.Stages[st].Records {
 				fmt.Fprintf(&b, "stage %s holds %d records, counter says %d\n", st, n, s.Stages[st].Records)
 			}
+		}
+		var o store.Overlap
+		for _, m := range in {
+			if m[store.Prompts] && (m[store.Raw] || m[store.Errors]) {
+				o.Answered++
+			}
+			if m[store.Errors] && !m[store.Raw] {
+				o.ErrorsOpen++
+			}
+			if m[store.Raw] && m[store.Tokenized] {
+				o.RawTokenized++
+			}
+			if m[store.Raw] && m[store.Excluded] && !m[store.Tokenized] {
+				o.RawExcluded++
+			}
+		}
+		if o != s.Overlap {
+			fmt.Fprintf(&b, "the records say overlap %+v, counter says %+v\n", o, s.Overlap)
 		}
 		for _, pair := range [][2]store.Stage{{store.Prompts, store.Raw}, {store.Raw, store.Tokenized}} {
 			var miss []string
@@ -166,6 +199,12 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 				return err
 			}
 			fmt.Fprintf(&b, "missing %s: %v\n", pair[1], miss)
+		}
+		if err := v.Untokenized(dataset, func(u *store.Untokenized) error {
+			fmt.Fprintf(&b, "untokenized %s prompt=%v answered=%v excluded=%v failed=%v turns=%d\n", u.ID, u.Prompt, u.Answered, u.Excluded != nil, u.Failed != nil, u.Turns)
+			return nil
+		}); err != nil {
+			return err
 		}
 		var files []string
 		files2 := map[store.Stage]uint64{}
@@ -183,7 +222,7 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 		for _, f := range files {
 			b.WriteString(f + "\n")
 		}
-		for st := store.Prompts; st <= store.Errors; st++ {
+		for _, st := range store.Stages() {
 			if files2[st] != s.Stages[st].Files {
 				fmt.Fprintf(&b, "stage %s: %d files with an id, counter says %d\n", st, files2[st], s.Stages[st].Files)
 			}
@@ -316,6 +355,18 @@ var crashCases = []crashCase{
 				t.Fatal(err)
 			}
 		}},
+	{name: "excluded-truncated", n: 60, readBatch: 16, forgetBatch: 7, change: func(t *testing.T, dir string, fs crashFiles) {
+		fs["excluded.jsonl"] = fs["excluded.jsonl"][:4]
+		truncateTo(t, filepath.Join(dir, "excluded.jsonl"), fs["excluded.jsonl"])
+	}},
+	{name: "tokenized-truncated", n: 60, readBatch: 16, forgetBatch: 7, change: func(t *testing.T, dir string, fs crashFiles) {
+		fs["tokenized.jsonl"] = fs["tokenized.jsonl"][:3]
+		truncateTo(t, filepath.Join(dir, "tokenized.jsonl"), fs["tokenized.jsonl"])
+	}},
+	{name: "turns-truncated", n: 60, readBatch: 16, forgetBatch: 7, change: func(t *testing.T, dir string, fs crashFiles) {
+		fs["turns.jsonl"] = fs["turns.jsonl"][:5]
+		truncateTo(t, filepath.Join(dir, "turns.jsonl"), fs["turns.jsonl"])
+	}},
 	{name: "prompts-replaced", n: 40, readBatch: 8, forgetBatch: 5, change: func(t *testing.T, dir string, fs crashFiles) {
 		fs["prompts.jsonl"] = append([]string{`{"id":"new-prompt","text":"q"}` + "\n"}, fs["prompts.jsonl"][10:]...)
 		tmp := filepath.Join(dir, "p.tmp")
