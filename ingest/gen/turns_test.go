@@ -1,0 +1,658 @@
+package gen
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"gendex/ingest"
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+	"gendex/store"
+)
+
+// origMarker is in every original assistant turn; it must never reach the
+// server under --turns all.
+const origMarker = "ORIGINAL-ASSISTANT-TEXT"
+
+// recorder passes requests to a handler and keeps the POST bodies. When
+// refuse is set and says so, a generation request gets a 503 instead.
+type recorder struct {
+	h      http.Handler
+	mu     sync.Mutex
+	reqs   []recorded
+	refuse func(path string, body []byte) bool
+}
+
+type recorded struct {
+	path string
+	body []byte
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if r.Method == http.MethodPost {
+		rc.mu.Lock()
+		rc.reqs = append(rc.reqs, recorded{r.URL.Path, b})
+		rc.mu.Unlock()
+		if rc.refuse != nil && isGeneration(r.URL.Path) && rc.refuse(r.URL.Path, b) {
+			http.Error(w, `{"object":"error","message":"refused by the test","code":503}`, http.StatusServiceUnavailable)
+			return
+		}
+	}
+	rc.h.ServeHTTP(w, r)
+}
+
+func (rc *recorder) all() []recorded {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]recorded(nil), rc.reqs...)
+}
+
+func isGeneration(path string) bool {
+	return path == "/generate" || path == "/v1/chat/completions" || path == "/v1/completions"
+}
+
+func recordedSim(t *testing.T, cfg sim.Config) (*recorder, string) {
+	t.Helper()
+	rc := &recorder{h: sim.New(cfg).Handler()}
+	hs := httptest.NewServer(rc)
+	t.Cleanup(hs.Close)
+	return rc, hs.URL
+}
+
+// userText is conversation c's user turn u of dataset ds.
+func userText(ds string, c, u int) string { return fmt.Sprintf("%s-c%05d-u%d: explain the cache", ds, c, u) }
+
+var userRe = regexp.MustCompile(`([A-Za-z_]+)-c(\d{5})-u(\d+): explain`)
+
+// writeConversations writes n conversations of k user turns, each followed
+// by an original assistant turn holding origMarker: shape "messages" (with
+// a system turn) or "sharegpt" (conversations, from/value).
+func writeConversations(t *testing.T, root, ds, shape string, n, k int) {
+	t.Helper()
+	dir := filepath.Join(root, ds)
+	os.MkdirAll(dir, 0o755)
+	var b bytes.Buffer
+	for c := 1; c <= n; c++ {
+		var turns []map[string]string
+		if shape == "messages" {
+			turns = append(turns, map[string]string{"role": "system", "content": "Be brief."})
+		}
+		for u := 1; u <= k; u++ {
+			a := fmt.Sprintf("%s %d.%d", origMarker, c, u)
+			if shape == "messages" {
+				turns = append(turns, map[string]string{"role": "user", "content": userText(ds, c, u)}, map[string]string{"role": "assistant", "content": a})
+			} else {
+				turns = append(turns, map[string]string{"from": "human", "value": userText(ds, c, u)}, map[string]string{"from": "gpt", "value": a})
+			}
+		}
+		key := map[string]string{"messages": "messages", "sharegpt": "conversations"}[shape]
+		line, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("%s-%05d", ds, c), key: turns, "max_new_tokens": 24})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// request is a generation request as the test reads it back.
+type request struct {
+	ds       string
+	conv     int
+	turn     int
+	ids      []int            // /generate
+	messages []sglang.Message // chat
+}
+
+// generations reads back the generation requests rc saw, and checks that
+// none holds an original assistant turn.
+func generations(t *testing.T, rc *recorder) []request {
+	t.Helper()
+	var out []request
+	for _, r := range rc.all() {
+		if strings.Contains(string(r.body), origMarker) {
+			t.Errorf("%s got original assistant text: %s", r.path, r.body)
+		}
+		if !isGeneration(r.path) {
+			continue
+		}
+		var body struct {
+			InputIDs []int            `json:"input_ids"`
+			Messages []sglang.Message `json:"messages"`
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		q := request{ids: body.InputIDs, messages: body.Messages}
+		text := sim.Decode(body.InputIDs, false)
+		for _, m := range body.Messages {
+			text += "\n" + m.Content
+		}
+		if strings.Contains(text, origMarker) {
+			t.Errorf("%s got original assistant text: %q", r.path, text)
+		}
+		ms := userRe.FindAllStringSubmatch(text, -1)
+		if len(ms) == 0 {
+			t.Fatalf("a request without a user turn of the test: %q", text)
+		}
+		last := ms[len(ms)-1]
+		q.ds = last[1]
+		q.conv, _ = strconv.Atoi(last[2])
+		q.turn, _ = strconv.Atoi(last[3])
+		if q.turn != len(ms) {
+			t.Errorf("request for turn %d holds %d user turns: %q", q.turn, len(ms), text)
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// readJSONL reads a JSONL file's lines as raw messages (none when it does
+// not exist).
+func readJSONL(t *testing.T, path string) []json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []json.RawMessage
+	for _, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		if !json.Valid(l) {
+			t.Fatalf("%s: invalid line %q", path, l)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func decodeMap(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// checkConversations checks a dataset of n conversations of k turns after
+// --turns all: one raw line per conversation with k turn objects and the
+// sums of their counts, k-1 turn lines each equal to their turn objects,
+// exactly one generation request per turn, each holding the regenerated
+// turns before it, and an index that agrees with a fresh one of the files.
+func checkConversations(t *testing.T, dbPath, out, ds string, n, k int, reqs []request, tokenize *sglang.Client, system bool) {
+	t.Helper()
+	raw := readJSONL(t, filepath.Join(out, ds, "raw_responses.jsonl"))
+	if len(raw) != n {
+		t.Fatalf("%s: %d raw lines; want %d", ds, len(raw), n)
+	}
+	texts := map[int][]string{} // conversation -> its turns' texts
+	for _, l := range raw {
+		m := decodeMap(t, l)
+		var c int
+		fmt.Sscanf(m["id"].(string), ds+"-%05d", &c)
+		turns, _ := m["turns"].([]any)
+		if len(turns) != k {
+			t.Fatalf("%s: %d turns; want %d: %s", m["id"], len(turns), k, l)
+		}
+		sums := map[string]float64{}
+		lacks := map[string]bool{}
+		for i, tv := range turns {
+			to := tv.(map[string]any)
+			if _, ok := to["id"]; ok {
+				t.Errorf("%s: turn %d has an id", m["id"], i+1)
+			}
+			if _, ok := to["prompt_ids"]; ok != (i == k-1 && tokenize != nil) {
+				t.Errorf("%s: turn %d: prompt_ids present %v", m["id"], i+1, ok)
+			}
+			texts[c] = append(texts[c], to["text"].(string))
+			for _, key := range []string{"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"} {
+				n, ok := to[key].(float64)
+				sums[key] += n
+				lacks[key] = lacks[key] || !ok
+			}
+		}
+		for key, s := range sums {
+			if v, ok := m[key]; lacks[key] && ok || !lacks[key] && v != s {
+				t.Errorf("%s: %s %v; the turns sum to %v (a turn lacks it: %v)", m["id"], key, v, s, lacks[key])
+			}
+		}
+		lastTurn := turns[k-1].(map[string]any)
+		for _, key := range []string{"finish_reason", "finished_at", "server"} {
+			if m[key] != lastTurn[key] {
+				t.Errorf("%s: %s %v; the last turn's is %v", m["id"], key, m[key], lastTurn[key])
+			}
+		}
+	}
+	tl := readJSONL(t, filepath.Join(out, ds, "turns.jsonl"))
+	if len(tl) != n*(k-1) {
+		t.Errorf("%s: %d turn lines; want %d", ds, len(tl), n*(k-1))
+	}
+	rawByID := map[string]map[string]any{}
+	for _, l := range raw {
+		m := decodeMap(t, l)
+		rawByID[m["id"].(string)] = m
+	}
+	seen := map[string]bool{}
+	for _, l := range tl {
+		m := decodeMap(t, l)
+		id, turn := m["id"].(string), int(m["turn"].(float64))
+		key := ingest.TurnID(id, turn)
+		if seen[key] || m["turns"] != float64(k) || turn < 1 || turn >= k {
+			t.Errorf("%s: turn line %s", ds, l)
+			continue
+		}
+		seen[key] = true
+		delete(m, "id")
+		delete(m, "turn")
+		delete(m, "turns")
+		if want := rawByID[id]["turns"].([]any)[turn-1]; !reflect.DeepEqual(any(m), want) {
+			t.Errorf("%s: turn line %v is not turn %d of the conversation %v", key, m, turn, want)
+		}
+	}
+	// Exactly one request per turn, with the regenerated turns before it.
+	per := map[[2]int]int{}
+	for _, q := range reqs {
+		if q.ds != ds {
+			continue
+		}
+		per[[2]int{q.conv, q.turn}]++
+		var want []sglang.Message
+		if system {
+			want = append(want, sglang.Message{Role: "system", Content: "Be brief."})
+		}
+		for u := 1; u <= q.turn; u++ {
+			want = append(want, sglang.Message{Role: "user", Content: userText(ds, q.conv, u)})
+			if u < q.turn {
+				want = append(want, sglang.Message{Role: "assistant", Content: texts[q.conv][u-1]})
+			}
+		}
+		if tokenize == nil {
+			if !reflect.DeepEqual(q.messages, want) {
+				t.Errorf("%s c%d turn %d: messages %+v; want %+v", ds, q.conv, q.turn, q.messages, want)
+			}
+			continue
+		}
+		ids, err := tokenize.TokenizeMessages(t.Context(), want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(q.ids, ids) {
+			t.Errorf("%s c%d turn %d: input_ids %q; want %q", ds, q.conv, q.turn, sim.Decode(q.ids, false), sim.Decode(ids, false))
+		}
+		if q.turn == k {
+			last := rawByID[fmt.Sprintf("%s-%05d", ds, q.conv)]["turns"].([]any)[k-1].(map[string]any)
+			got, _ := json.Marshal(last["prompt_ids"])
+			sent, _ := json.Marshal(q.ids)
+			if string(got) != string(sent) {
+				t.Errorf("%s c%d: prompt_ids %s; sent %s", ds, q.conv, got, sent)
+			}
+		}
+	}
+	for c := 1; c <= n; c++ {
+		for u := 1; u <= k; u++ {
+			if got := per[[2]int{c, u}]; got != 1 {
+				t.Errorf("%s c%d turn %d: %d generation requests; want exactly 1", ds, c, u, got)
+			}
+		}
+	}
+	checkIndexed(t, dbPath, out, ds, n, n*(k-1))
+}
+
+// checkIndexed checks that the index counts n conversations and the turn
+// lines, with the counts of a fresh index of the same files.
+func checkIndexed(t *testing.T, dbPath, out, ds string, n, turns int) {
+	t.Helper()
+	db := openDB(t, dbPath)
+	var s store.Summary
+	db.View(func(v *store.View) (err error) { s, err = v.Summary(ds); return err })
+	db.Close()
+	fresh, err := store.Open(filepath.Join(t.TempDir(), "fresh.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	ix := &ingest.Indexer{DB: fresh}
+	for _, src := range []ingest.Source{
+		{Path: filepath.Join(out, ds, "raw_responses.jsonl"), Dataset: ds, Stage: store.Raw},
+		{Path: filepath.Join(out, ds, "turns.jsonl"), Dataset: ds, Stage: store.Turns},
+	} {
+		if _, err := ix.IndexFile(t.Context(), src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fs store.Summary
+	fresh.View(func(v *store.View) (err error) { fs, err = v.Summary(ds); return err })
+	if got := s.Stage(store.Raw).Records; got != uint64(n) {
+		t.Errorf("%s: index: %d raw records; want %d", ds, got, n)
+	}
+	if got := s.Stage(store.Turns).Records; got != uint64(turns) {
+		t.Errorf("%s: index: %d turn records; want %d", ds, got, turns)
+	}
+	for _, st := range []store.Stage{store.Raw, store.Turns} {
+		if got, want := s.Stage(st), fs.Stage(st); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: index %s %+v; a fresh index of the files %+v", ds, st, got, want)
+		}
+	}
+}
+
+// TestTurnsAll regenerates a 3-turn messages dataset and a 2-turn ShareGPT
+// dataset through /v1/tokenize + /generate and through chat: one request per
+// turn, each with the regenerated turns before it and no original assistant
+// text; one raw line per conversation, the earlier turns in turns.jsonl.
+func TestTurnsAll(t *testing.T) {
+	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat} {
+		t.Run(string(api), func(t *testing.T) {
+			rc, url := recordedSim(t, sim.Config{Seed: 5})
+			root, out := t.TempDir(), t.TempDir()
+			writeConversations(t, root, "M", "messages", 12, 3)
+			writeConversations(t, root, "S", "sharegpt", 10, 2)
+			dbPath := filepath.Join(t.TempDir(), "g.db")
+			sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4, API: api}, root)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			if sum.Responses != 22 || sum.Turns != 12*2+10 || sum.Errors != 0 {
+				t.Errorf("summary %+v\n%s", sum, log)
+			}
+			if !strings.Contains(log, "34 earlier turns were answered into turns.jsonl") {
+				t.Errorf("the summary does not count the earlier turns:\n%s", log)
+			}
+			reqs := generations(t, rc)
+			var tok *sglang.Client
+			if api == sglang.APIGenerate {
+				tok = sglang.New(url, sglang.Options{})
+			}
+			checkConversations(t, dbPath, out, "M", 12, 3, reqs, tok, true)
+			checkConversations(t, dbPath, out, "S", 10, 2, reqs, tok, false)
+			// Every turn's completion tokens are in the run's count.
+			var want float64
+			for _, ds := range []string{"M", "S"} {
+				for _, l := range readJSONL(t, filepath.Join(out, ds, "raw_responses.jsonl")) {
+					want += decodeMap(t, l)["completion_tokens"].(float64)
+				}
+			}
+			if float64(sum.Tokens) != want {
+				t.Errorf("run counted %d tokens; the conversations hold %v", sum.Tokens, want)
+			}
+			// A second run has nothing to do.
+			sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: api}, root)
+			if err != nil || sum.Responses != 0 || !strings.Contains(log, "nothing to do") {
+				t.Fatalf("second run: %+v %v\n%s", sum, err, log)
+			}
+		})
+	}
+}
+
+// TestTurnsLast: --turns last asks one request per conversation, as gen
+// always did (the prompt's own assistant turns as context), and writes
+// today's answer line, without turns.jsonl.
+func TestTurnsLast(t *testing.T) {
+	rc, url := recordedSim(t, sim.Config{Seed: 5})
+	root, out := t.TempDir(), t.TempDir()
+	writeConversations(t, root, "S", "sharegpt", 8, 2)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4, Turns: TurnsLast}, root)
+	if err != nil || sum.Responses != 8 || sum.Turns != 0 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	n := 0
+	for _, r := range rc.all() {
+		if r.path == "/generate" {
+			n++
+		}
+	}
+	if n != 8 {
+		t.Errorf("%d requests to /generate; want one per conversation, 8", n)
+	}
+	c := sglang.New(url, sglang.Options{})
+	maxNew := 24
+	for _, l := range readJSONL(t, filepath.Join(out, "S", "raw_responses.jsonl")) {
+		m := decodeMap(t, l)
+		var i int
+		fmt.Sscanf(m["id"].(string), "S-%05d", &i)
+		var msgs []sglang.Message
+		for u := 1; u <= 2; u++ {
+			msgs = append(msgs, sglang.Message{Role: "user", Content: userText("S", i, u)})
+			if u < 2 {
+				msgs = append(msgs, sglang.Message{Role: "assistant", Content: fmt.Sprintf("%s %d.%d", origMarker, i, u)})
+			}
+		}
+		ids, err := c.TokenizeMessages(t.Context(), msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.PromptIDs = ids
+		want := decodeMap(t, res.AppendJSONL(nil, m["id"].(string)))
+		for _, k := range []string{"e2e_latency", "finished_at", "server"} {
+			delete(m, k)
+			delete(want, k)
+		}
+		if !reflect.DeepEqual(m, want) {
+			t.Errorf("line %v; want %v", m, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "S", "turns.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("--turns last wrote turns.jsonl: %v", err)
+	}
+}
+
+// TestTurnsResume: a conversation whose later turn failed keeps its first
+// turn; sent again (--retry-errors), only the turns not recorded are asked,
+// the first one read back from turns.jsonl into the conversation's line.
+// A turn line changed since it was indexed is an error for its
+// conversation, not a guess.
+func TestTurnsResume(t *testing.T) {
+	rc, url := recordedSim(t, sim.Config{Seed: 8})
+	rc.refuse = func(path string, body []byte) bool {
+		var b struct {
+			InputIDs []int `json:"input_ids"`
+		}
+		json.Unmarshal(body, &b)
+		return strings.Count(sim.Decode(b.InputIDs, false), "<|user|>") >= 2
+	}
+	root, out := t.TempDir(), t.TempDir()
+	writeConversations(t, root, "M", "messages", 20, 3)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 3, MaxAttempts: 1}, root)
+	if err != nil || sum.Errors != 20 || sum.Turns != 20 {
+		t.Fatalf("first run: %+v %v\n%s", sum, err, log)
+	}
+	for _, l := range readJSONL(t, filepath.Join(out, "M", "errors.jsonl")) {
+		if msg := decodeMap(t, l)["error"].(string); !strings.HasPrefix(msg, "turn 2 of 3: gave up after 1 attempts") {
+			t.Errorf("error message %q", msg)
+		}
+	}
+	turns := readJSONL(t, filepath.Join(out, "M", "turns.jsonl"))
+	if len(turns) != 20 {
+		t.Fatalf("%d turn lines; want 20", len(turns))
+	}
+	// Change the last turn line in place (same length, past the first
+	// 4 KiB, so the file looks unchanged to the index).
+	tf := filepath.Join(out, "M", "turns.jsonl")
+	b, _ := os.ReadFile(tf)
+	l := turns[len(turns)-1]
+	changedID := decodeMap(t, l)["id"]
+	i := bytes.Index(b, l) + bytes.Index(l, []byte(`"text":"`)) + len(`"text":"`)
+	if i < 4096 {
+		t.Fatalf("the last turn line starts within the first 4 KiB (%d)", i)
+	}
+	b[i] = 'X' + (b[i]-'X'+1)%2 // X or Y, and never what it was
+	if err := os.WriteFile(tf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	rc.refuse = nil
+	before := len(generations(t, rc))
+	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 3, RetryErrors: true}, root)
+	if err != nil || sum.Responses != 19 || sum.Errors != 1 {
+		t.Fatalf("second run: %+v %v\n%s", sum, err, log)
+	}
+	if !strings.Contains(log, "20 of them conversations half done") {
+		t.Errorf("the start does not say that conversations are half done:\n%s", log)
+	}
+	reqs := generations(t, rc)[before:]
+	per := map[[2]int]int{}
+	for _, q := range reqs {
+		per[[2]int{q.conv, q.turn}]++
+	}
+	for c := 1; c <= 20; c++ {
+		want := [3]int{0, 1, 1}
+		if fmt.Sprintf("M-%05d", c) == changedID {
+			want = [3]int{}
+		}
+		if got := [3]int{per[[2]int{c, 1}], per[[2]int{c, 2}], per[[2]int{c, 3}]}; got != want {
+			t.Errorf("c%d: requests per turn %v; want %v", c, got, want)
+		}
+	}
+	rb, _ := os.ReadFile(filepath.Join(out, "M", "raw_responses.jsonl"))
+	raw := string(rb)
+	for _, l := range readJSONL(t, tf) {
+		m := decodeMap(t, l)
+		if m["id"] == changedID {
+			continue
+		}
+		obj, err := objectWithout(l, "id", "turn", "turns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := `"turns":[`
+		if m["turn"] == 2.0 {
+			before = "},"
+		}
+		if !strings.Contains(raw, before+string(obj)+`,{`) {
+			t.Errorf("%s: its turn %v %s is not that turn of its conversation's line", m["id"], m["turn"], obj)
+		}
+	}
+	errs := readJSONL(t, filepath.Join(out, "M", "errors.jsonl"))
+	last := decodeMap(t, errs[len(errs)-1])
+	if last["id"] != changedID || !strings.Contains(last["error"].(string), "no longer holds turn 1") {
+		t.Errorf("the changed turn line of %s gave %v", changedID, last)
+	}
+}
+
+// TestConversationLine: the raw line of a conversation holds its turn
+// objects in order and the sums of their counts; a count that one turn
+// lacks is left out, never summed as if it were 0.
+func TestConversationLine(t *testing.T) {
+	turns := []turnAnswer{
+		{obj: []byte(`{"text":"a","prompt_tokens":5,"completion_tokens":2}`), counts: [4]int64{5, 2, store.Unknown, 0}},
+		{obj: []byte(`{"text":"b","prompt_tokens":9,"completion_tokens":3,"cached_tokens":4}`), counts: [4]int64{9, 3, 4, 1}},
+	}
+	last := &sglang.Result{FinishReason: "length", Server: "http://s"}
+	got := string(conversationLine("c\"1", turns, last))
+	want := `{"id":"c\"1","turns":[{"text":"a","prompt_tokens":5,"completion_tokens":2},{"text":"b","prompt_tokens":9,"completion_tokens":3,"cached_tokens":4}],"prompt_tokens":14,"completion_tokens":5,"reasoning_tokens":1,"finish_reason":"length","server":"http://s"}` + "\n"
+	if got != want {
+		t.Errorf("line\n%s\nwant\n%s", got, want)
+	}
+	// The index reads it as one answer with those sums.
+	var rec store.Record
+	if st, err := ingest.Normalize([]byte(got[:len(got)-1]), store.Raw, &rec); err != nil || st != store.Raw ||
+		rec.PromptTokens != 14 || rec.CompletionTokens != 5 || rec.CachedTokens != store.Unknown || rec.ReasoningTokens != 1 || rec.Finish != "length" {
+		t.Errorf("indexed as %v %+v (%v)", st, rec, err)
+	}
+}
+
+// TestTurnMessages: turn i sends the system and other turns and user turns
+// 1..i in order, each earlier user turn followed by its regenerated answer;
+// the prompt's own assistant turns are dropped; a conversations prompt of
+// one user turn (or --turns last) keeps today's messages.
+func TestTurnMessages(t *testing.T) {
+	line := `{"id":"x","conversations":[{"from":"system","value":"S"},{"from":"human","value":"U1"},{"from":"gpt","value":"A1"},{"from":"human","value":"U2"},{"from":"gpt","value":"A2"},{"from":"human","value":"U3"},{"from":"gpt","value":"A3"}]}`
+	p, err := ParsePrompt([]byte(line), "x", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Turns != 3 || len(p.Messages) != 6 || p.Messages[5].Content != "U3" {
+		t.Fatalf("turns %d, messages %+v", p.Turns, p.Messages)
+	}
+	m := func(role, content string) sglang.Message { return sglang.Message{Role: role, Content: content} }
+	for i, want := range [][]sglang.Message{
+		{m("system", "S"), m("user", "U1")},
+		{m("system", "S"), m("user", "U1"), m("assistant", "a1"), m("user", "U2")},
+		{m("system", "S"), m("user", "U1"), m("assistant", "a1"), m("user", "U2"), m("assistant", "a2"), m("user", "U3")},
+	} {
+		if got := p.TurnMessages(i+1, []string{"a1", "a2"}[:i]); !reflect.DeepEqual(got, want) {
+			t.Errorf("turn %d: %+v; want %+v", i+1, got, want)
+		}
+	}
+	p, _ = ParsePrompt([]byte(`{"id":"y","messages":[{"role":"user","content":"U"},{"role":"assistant","content":"A"}]}`), "y", 1)
+	if p.Turns != 1 || len(p.Messages) != 2 {
+		t.Errorf("one user turn: turns %d, messages %+v (messages are sent as given)", p.Turns, p.Messages)
+	}
+	if _, err := ParsePrompt([]byte(`{"id":"z","conversations":[{"from":"gpt","value":"A"}]}`), "z", 1); err == nil || !strings.Contains(err.Error(), "no turns to answer") {
+		t.Errorf("a conversation of assistant turns only: %v", err)
+	}
+}
+
+// TestObjectWithout: a turn line's object is kept byte for byte, in its
+// order, without the keys the conversation line does not repeat.
+func TestObjectWithout(t *testing.T) {
+	got, err := objectWithout([]byte(`{"id":"a#1","turn":1,"turns":2,"text":"é\u00e9 <x>","e2e_latency":1.50,"x":{"id":1}}`), "id", "turn", "turns")
+	if want := `{"text":"é\u00e9 <x>","e2e_latency":1.50,"x":{"id":1}}`; err != nil || string(got) != want {
+		t.Errorf("%s (%v); want %s", got, err, want)
+	}
+	if _, err := objectWithout([]byte(`[1]`), "id"); err == nil {
+		t.Error("an array was taken for an object")
+	}
+}
+
+// TestTurnWithoutText: an earlier turn's answer without text cannot be
+// carried into the next turn; the conversation is recorded as an error
+// saying so, and nothing of it is written as answered.
+func TestTurnWithoutText(t *testing.T) {
+	s := sim.New(sim.Config{Seed: 3})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/generate" {
+			s.Handler().ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		var m map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &m)
+		delete(m, "text") // as with --skip-tokenizer-init
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		json.NewEncoder(w).Encode(m)
+	})
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	root, out := t.TempDir(), t.TempDir()
+	writeConversations(t, root, "S", "sharegpt", 3, 2)
+	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{hs.URL}, Out: out}, root)
+	if err != nil || sum.Errors != 3 || sum.Responses != 0 || sum.Turns != 0 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	for _, l := range readJSONL(t, filepath.Join(out, "S", "errors.jsonl")) {
+		if msg := decodeMap(t, l)["error"].(string); !strings.HasPrefix(msg, "turn 1 of 2: the answer has no text to carry into turn 2") {
+			t.Errorf("error %q", msg)
+		}
+	}
+	if n := len(readJSONL(t, filepath.Join(out, "S", "turns.jsonl"))); n != 0 {
+		t.Errorf("%d turn lines written for answers without text", n)
+	}
+}
