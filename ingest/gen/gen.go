@@ -279,12 +279,12 @@ type dsRun struct {
 	rawFile          *os.File
 	errFile          *os.File
 	turnsFile        *os.File
-	todo       int64 // prompts to send at the start
-	ok, failed atomic.Int64
-	tokens     atomic.Int64
-	unknown    atomic.Int64 // answers without a token count
-	rate       rateWindow
-	fed        atomic.Bool
+	todo             int64 // prompts to send at the start
+	ok, failed       atomic.Int64
+	tokens           atomic.Int64
+	unknown          atomic.Int64 // answers without a token count
+	rate             rateWindow
+	fed              atomic.Bool
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).

@@ -18,7 +18,7 @@ import (
 // off, and the conversations left half done counted.
 func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	ds := &dsRun{Dataset: d,
-		raw:  ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
+		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
 		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors},
 		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns}}
 	for _, p := range d.Prompts {

@@ -74,7 +74,9 @@ func recordedSim(t *testing.T, cfg sim.Config) (*recorder, string) {
 }
 
 // userText is conversation c's user turn u of dataset ds.
-func userText(ds string, c, u int) string { return fmt.Sprintf("%s-c%05d-u%d: explain the cache", ds, c, u) }
+func userText(ds string, c, u int) string {
+	return fmt.Sprintf("%s-c%05d-u%d: explain the cache", ds, c, u)
+}
 
 var userRe = regexp.MustCompile(`([A-Za-z_]+)-c(\d{5})-u(\d+): explain`)
 

@@ -17,7 +17,7 @@ import (
 // turns first.
 func (r *run) write() error {
 	type bufs struct {
-		raw, errs, turns                   []byte
+		raw, errs, turns                    []byte
 		ok, failed, nTurns, tokens, unknown int64
 		opens, closes                       int64
 	}
