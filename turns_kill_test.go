@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -269,5 +270,18 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, c *sglang.
 			}
 			msgs = append(msgs, sglang.Message{Role: "assistant", Content: obj.Text})
 		}
+	}
+}
+
+// TestGenTurnsFlag: --turns takes all or last; anything else is a usage
+// error that says so, before anything is read or sent.
+func TestGenTurnsFlag(t *testing.T) {
+	dir := t.TempDir()
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--turns", "first", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, `--turns "first": want all or last`) {
+		t.Errorf("--turns first: %s", r)
+	}
+	if r := mustGendex(t, testEnv(nil), "help", "gen"); !strings.Contains(r.stdout, "-turns") {
+		t.Errorf("gen's help does not list --turns:\n%s", r.stdout)
 	}
 }

@@ -2,14 +2,17 @@
 // more SGLang (or OpenAI-compatible) servers, appends each response to
 // <dataset>/raw_responses.jsonl the moment it arrives, and indexes it
 // through the same path as `gendex ingest`, so that every prompt is
-// answered exactly once through crashes and restarts.
+// answered exactly once through crashes and restarts. A multi-turn chat
+// prompt is regenerated turn by turn, each turn exactly once, its earlier
+// turns written to turns.jsonl (turns.go).
 //
 // The protocol (README.md, gen, "Exactly once"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
 // fsynced, then indexed from the file's stored offset in one transaction.
 // On start, every stage file of each dataset (prompts*, raw_responses*,
-// tokenized*, errors*, as ingest.Discover finds them) is indexed up to its
-// end first (a crash between write and index, or shards from other runs),
+// tokenized*, errors*, turns*, as ingest.Discover finds them) is indexed up
+// to its end first (a crash between write and index, or shards from other
+// runs),
 // a torn last line of gen's own files is cut off (gen is their only
 // writer), and the prompts already answered, per the index, are skipped.
 // One prompt is never in flight twice.
@@ -101,20 +104,6 @@ type Config struct {
 	// are known.
 	OnMetrics func(func(*prom.Writer))
 }
-
-// The values of Config.Turns.
-const (
-	// TurnsAll regenerates every assistant turn of a conversation of k >= 2
-	// user turns, in order, in one request each: turn i sends the system
-	// and user turns up to user turn i with the regenerated answers of
-	// turns 1..i-1 between them; the original assistant turns are never
-	// sent. Turns 1..k-1 are written to turns.jsonl, the conversation to
-	// raw_responses.jsonl with turn k (see turns.go for both formats).
-	TurnsAll = "all"
-	// TurnsLast asks one request per prompt, the answer to its last user
-	// turn, with the prompt's own assistant turns as context.
-	TurnsLast = "last"
-)
 
 func (c *Config) defaults() {
 	if c.Turns == "" {

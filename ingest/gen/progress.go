@@ -26,11 +26,13 @@ type rateWindow struct {
 const progressWindow = 30 * time.Second
 
 // add counts n answers with tokens completion tokens, unknown of which
-// reported no token count.
+// reported no token count. Tokens may come without answers: the earlier
+// turns of conversations, whose answer (the conversation) comes with its
+// last turn; the window starts with the first of either.
 func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	sec := now.Unix()
 	w.mu.Lock()
-	if n > 0 && !w.hasFirst {
+	if (n > 0 || tokens > 0) && !w.hasFirst {
 		w.first, w.hasFirst = sec, true
 	}
 	b := &w.secs[sec%int64(len(w.secs))]

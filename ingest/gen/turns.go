@@ -38,6 +38,20 @@ import (
 	"gendex/store"
 )
 
+// The values of Config.Turns.
+const (
+	// TurnsAll regenerates every assistant turn of a conversation of k >= 2
+	// user turns, in order, in one request each: turn i sends the system
+	// and user turns up to user turn i with the regenerated answers of
+	// turns 1..i-1 between them; the original assistant turns are never
+	// sent. Turns 1..k-1 are written to turns.jsonl, the conversation to
+	// raw_responses.jsonl with turn k (the formats are above).
+	TurnsAll = "all"
+	// TurnsLast asks one request per prompt, the answer to its last user
+	// turn, with the prompt's own assistant turns as context.
+	TurnsLast = "last"
+)
+
 // conv is a conversation being asked turn by turn; only the worker that
 // holds its job touches it.
 type conv struct {
