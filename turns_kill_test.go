@@ -131,7 +131,9 @@ func startSimProcess(t *testing.T, bin string, args ...string) string {
 }
 
 // convUser is user turn u of conversation c.
-func convUser(name string, c, u int) string { return fmt.Sprintf("%s %d: question %d about the cache", name, c, u) }
+func convUser(name string, c, u int) string {
+	return fmt.Sprintf("%s %d: question %d about the cache", name, c, u)
+}
 
 // writeConversationPrompts writes n chat prompts of k user turns, each
 // followed by an original assistant turn, to dir/prompts.jsonl.
