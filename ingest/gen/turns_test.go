@@ -341,3 +341,46 @@ func TestTurnsVisibleWhileHalfDone(t *testing.T) {
 		t.Errorf("the summary does not say how the conversations stand:\n%s", log)
 	}
 }
+
+// TestTurnsReasoning: on a reasoning model, an earlier turn's thinking is
+// not sent back: chat carries the answer's content alone (its
+// reasoning_content stays in the turn's object), and /generate's text,
+// which holds the <think> section as SGLang returns it, is rendered without
+// it by the chat template (Qwen3's, as the simulator's).
+func TestTurnsReasoning(t *testing.T) {
+	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat} {
+		t.Run(string(api), func(t *testing.T) {
+			rc, url := recordedSim(t, sim.Config{Seed: 6, ReasoningParser: true})
+			root, out := t.TempDir(), t.TempDir()
+			writeConversations(t, root, "S", "sharegpt", 6, 2)
+			sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: api}, root)
+			if err != nil || sum.Responses != 6 {
+				t.Fatalf("%+v %v\n%s", sum, err, log)
+			}
+			thought := 0
+			for _, l := range readJSONL(t, filepath.Join(out, "S", "raw_responses.jsonl")) {
+				t1 := decodeMap(t, l)["turns"].([]any)[0].(map[string]any)
+				text := t1["text"].(string)
+				if api == sglang.APIChat {
+					if rc, _ := t1["reasoning_content"].(string); rc != "" && !strings.Contains(text, "<think>") {
+						thought++
+					}
+				} else if strings.HasPrefix(text, "<think>") {
+					thought++
+				}
+			}
+			if thought != 6 {
+				t.Errorf("%d of 6 first turns have their reasoning where %s puts it", thought, api)
+			}
+			for _, q := range generations(t, rc) {
+				prompt := sim.Decode(q.ids, false)
+				for _, m := range q.messages {
+					prompt += m.Content
+				}
+				if q.turn == 2 && strings.Contains(prompt, "<think>") {
+					t.Errorf("turn 2 of c%d was sent the first turn's thinking: %q", q.conv, prompt)
+				}
+			}
+		})
+	}
+}
