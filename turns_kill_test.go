@@ -38,26 +38,41 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
 	root, out := t.TempDir(), t.TempDir()
 	sets := map[string]int{"C3": 3, "C2": 2} // dataset -> user turns
-	n := map[string]int{"C3": 150, "C2": 100}
+	n := map[string]int{"C3": 120, "C2": 80}
 	for name, k := range sets {
 		writeConversationPrompts(t, filepath.Join(root, name), name, n[name], k)
 	}
 	db := filepath.Join(t.TempDir(), "g.db")
-	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "24", "--max-new-tokens", "32", root}
+	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", "--max-new-tokens", "32", root}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	turnsSize := func() (n int64) {
+		for name := range sets {
+			if fi, err := os.Stat(filepath.Join(out, name, "turns.jsonl")); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
 	kills, halfDone := 0, 0
-	for i := range 14 {
+	for i := 0; i < 30 && halfDone < 12; i++ {
 		cmd := exec.Command(bin, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		before := turnsSize()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		// The random moment of the kill is what is under test.
+		// Once this run has written turn lines (so conversations are under
+		// way), kill it at a random moment: the moment is what is under
+		// test.
+		deadline := time.Now().Add(20 * time.Second)
+		for turnsSize() == before && time.Now().Before(deadline) && cmd.ProcessState == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
 		select {
-		case <-time.After(time.Duration(200+rng.IntN(500)) * time.Millisecond):
+		case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond):
 			cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 			kills++

@@ -234,7 +234,11 @@ func (r *run) final(sum *Summary) {
 		half += ds.halfDone.Load()
 	}
 	if sum.Turns > 0 || half > 0 {
-		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above); %d conversations are half done (the next run asks only their missing turns)", sum.Turns, half)
+		more := ""
+		if half > 0 {
+			more = fmt.Sprintf("; %d conversations are half done (the next run asks only their missing turns)", half)
+		}
+		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
 	}
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {

@@ -2,7 +2,9 @@ package gen
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -382,5 +384,71 @@ func TestTurnsReasoning(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTurnsInterrupted: a run interrupted with conversations half done
+// says so; the next run asks each of their missing turns once and none of
+// the recorded ones again.
+func TestTurnsInterrupted(t *testing.T) {
+	rc, url := recordedSim(t, sim.Config{Seed: 9, DecodeTokensPerSec: 100})
+	root, out := t.TempDir(), t.TempDir()
+	writeConversations(t, root, "M", "messages", 12, 3)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for {
+			b, _ := os.ReadFile(filepath.Join(out, "M", "turns.jsonl"))
+			if bytes.Count(b, []byte("\n")) >= 4 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	sum, log, err := runGen(t, ctx, dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4, Grace: time.Millisecond}, root)
+	if !errors.Is(err, context.Canceled) || sum.Responses == 12 {
+		t.Fatalf("interrupted run: %+v %v\n%s", sum, err, log)
+	}
+	if !regexp.MustCompile(`; [1-9]\d* conversations are half done \(the next run asks only their missing turns\)`).MatchString(log) {
+		t.Errorf("the summary does not say that conversations are half done:\n%s", log)
+	}
+	// What the interrupted run wrote: turn lines, and whole conversations.
+	first := len(generations(t, rc))
+	written, half := map[string]bool{}, map[string]bool{}
+	for _, l := range readJSONL(t, filepath.Join(out, "M", "turns.jsonl")) {
+		m := decodeMap(t, l)
+		written[ingest.TurnID(m["id"].(string), int(m["turn"].(float64)))] = true
+		half[m["id"].(string)] = true
+	}
+	for _, l := range readJSONL(t, filepath.Join(out, "M", "raw_responses.jsonl")) {
+		id := decodeMap(t, l)["id"].(string)
+		for u := 1; u <= 3; u++ {
+			written[ingest.TurnID(id, u)] = true
+		}
+		delete(half, id)
+	}
+	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4}, root)
+	if err != nil || sum.Responses+int64(len(readJSONL(t, filepath.Join(out, "M", "raw_responses.jsonl")))) < 12 ||
+		!strings.Contains(log, fmt.Sprintf("(%d of them conversations half done", len(half))) {
+		t.Fatalf("second run (%d conversations were half done): %v\n%s", len(half), err, log)
+	}
+	// The second run asks every turn not written once, and none written.
+	asked := map[string]int{}
+	for _, q := range generations(t, rc)[first:] {
+		asked[ingest.TurnID(fmt.Sprintf("M-%05d", q.conv), q.turn)]++
+	}
+	for c := 1; c <= 12; c++ {
+		for u := 1; u <= 3; u++ {
+			id := ingest.TurnID(fmt.Sprintf("M-%05d", c), u)
+			if want := map[bool]int{true: 0, false: 1}[written[id]]; asked[id] != want {
+				t.Errorf("%s: asked %d times by the second run; want %d", id, asked[id], want)
+			}
+		}
+	}
+	checkIndexed(t, dbPath, out, "M", 12, 24)
+	if n := len(readJSONL(t, filepath.Join(out, "M", "turns.jsonl"))); n != 24 {
+		t.Errorf("%d turn lines; want 24", n)
 	}
 }
