@@ -23,11 +23,12 @@ import (
 )
 
 // TestTurnsAll regenerates a 3-turn messages dataset and a 2-turn ShareGPT
-// dataset through /v1/tokenize + /generate and through chat: one request per
+// dataset through /v1/tokenize + /generate, and through chat (--api chat,
+// and --api completions, which sends chat prompts to chat): one request per
 // turn, each with the regenerated turns before it and no original assistant
 // text; one raw line per conversation, the earlier turns in turns.jsonl.
 func TestTurnsAll(t *testing.T) {
-	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat} {
+	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat, sglang.APICompletions} {
 		t.Run(string(api), func(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 5})
 			root, out := t.TempDir(), t.TempDir()
