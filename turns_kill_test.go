@@ -23,11 +23,12 @@ import (
 // TestGenConversationsSurviveSIGKILL kills a running `gendex gen --turns
 // all` with SIGKILL at random moments while conversations are half done
 // (against a separate `gendex sim` process slow enough that every kill lands
-// mid-run), at least 10 times, resuming each time; then lets it finish.
-// Every turn must exist exactly once (turns 1..k-1 in turns.jsonl, the
-// conversation once in raw_responses.jsonl with all k turns), the index
-// must equal a fresh index of the files, and every turn must be the
-// simulator's answer to the regenerated conversation before it.
+// mid-run), at least 10 times, resuming each time; then lets it finish;
+// through /v1/tokenize + /generate and through chat. Every turn must exist
+// exactly once (turns 1..k-1 in turns.jsonl, the conversation once in
+// raw_responses.jsonl with all k turns), the index must equal a fresh index
+// of the files, and every turn must be the simulator's answer to the
+// regenerated conversation before it.
 func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
@@ -36,14 +37,29 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
 	const seed = 13
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
+	clean := sglang.New(simURL(t, sim.Config{Seed: seed}), sglang.Options{})
+	for _, tc := range []struct {
+		api  string
+		sets map[string][2]int // dataset -> conversations, user turns
+	}{
+		{"generate", map[string][2]int{"C3": {120, 3}, "C2": {80, 2}}},
+		{"chat", map[string][2]int{"H3": {100, 3}}},
+	} {
+		t.Run(tc.api, func(t *testing.T) { killConversations(t, bin, url, tc.api, tc.sets, clean) })
+	}
+}
+
+// killConversations runs gen --api api on the datasets sets against url,
+// SIGKILLs it mid-conversation until at least 10 kills left conversations
+// half done, lets it finish and checks the outcome (see
+// TestGenConversationsSurviveSIGKILL).
+func killConversations(t *testing.T, bin, url, api string, sets map[string][2]int, clean *sglang.Client) {
 	root, out := t.TempDir(), t.TempDir()
-	sets := map[string]int{"C3": 3, "C2": 2} // dataset -> user turns
-	n := map[string]int{"C3": 120, "C2": 80}
-	for name, k := range sets {
-		writeConversationPrompts(t, filepath.Join(root, name), name, n[name], k)
+	for name, nk := range sets {
+		writeConversationPrompts(t, filepath.Join(root, name), name, nk[0], nk[1])
 	}
 	db := filepath.Join(t.TempDir(), "g.db")
-	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", "--max-new-tokens", "32", root}
+	args := []string{"--db", db, "gen", "--server", url, "--api", api, "--out", out, "--concurrency", "16", "--max-new-tokens", "32", root}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	turnsSize := func() (n int64) {
 		for name := range sets {
@@ -67,19 +83,27 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 		// Once this run has written turn lines (so conversations are under
 		// way), kill it at a random moment: the moment is what is under
 		// test.
-		deadline := time.Now().Add(20 * time.Second)
-		for turnsSize() == before && time.Now().Before(deadline) && cmd.ProcessState == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		select {
-		case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond):
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			kills++
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d ended on its own with %v\n%s", i, err, stderr.String())
+		var exit error
+		exited := false
+		for deadline := time.Now().Add(20 * time.Second); turnsSize() == before && time.Now().Before(deadline) && !exited; {
+			select {
+			case exit = <-done:
+				exited = true
+			case <-time.After(5 * time.Millisecond):
 			}
+		}
+		if !exited {
+			select {
+			case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond):
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				kills++
+			case exit = <-done:
+				exited = true
+			}
+		}
+		if exited && exit != nil {
+			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
 		}
 		for name := range sets {
 			if h := halfDoneInFiles(t, filepath.Join(out, name)); h > 0 {
@@ -96,9 +120,8 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	if kills < 10 || halfDone < 10 {
 		t.Errorf("%d runs were killed, %d of them with conversations half done; the test wants at least 10 of each", kills, halfDone)
 	}
-	clean := sglang.New(simURL(t, sim.Config{Seed: seed}), sglang.Options{})
-	for name, k := range sets {
-		checkConversationsOnce(t, filepath.Join(out, name), name, n[name], k, clean)
+	for name, nk := range sets {
+		checkConversationsOnce(t, filepath.Join(out, name), name, nk[0], nk[1], api, clean)
 	}
 	// The index equals a fresh index of the same files.
 	fresh := filepath.Join(t.TempDir(), "fresh.db")
@@ -231,7 +254,7 @@ func halfDoneInFiles(t *testing.T, dir string) int {
 // raw line with k turn objects whose first k-1 are those turn lines; and
 // that each turn is the simulator c's answer to the conversation before it
 // (so the history sent after every restart was the recorded one).
-func checkConversationsOnce(t *testing.T, dir, name string, n, k int, c *sglang.Client) {
+func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string, c *sglang.Client) {
 	t.Helper()
 	raw := map[string][]answerLine{}
 	for _, a := range readAnswerLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
@@ -278,11 +301,12 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, c *sglang.
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(obj.OutputIDs, want.OutputIDs) {
-				t.Errorf("%s turn %d: answer %v is not the answer to its conversation (%v)", id, u, obj.OutputIDs, want.OutputIDs)
+			// /generate returns the ids; chat the text alone.
+			if !reflect.DeepEqual(obj.OutputIDs, want.OutputIDs) && api == "generate" || obj.Text != *want.Text {
+				t.Errorf("%s turn %d: answer %v %q is not the answer to its conversation (%v %q)", id, u, obj.OutputIDs, obj.Text, want.OutputIDs, *want.Text)
 				break
 			}
-			if u == k && !reflect.DeepEqual(obj.PromptIDs, ids) {
+			if u == k && api == "generate" && !reflect.DeepEqual(obj.PromptIDs, ids) {
 				t.Errorf("%s: prompt_ids of the last turn are not the ids of its conversation", id)
 			}
 			msgs = append(msgs, sglang.Message{Role: "assistant", Content: obj.Text})
