@@ -132,7 +132,7 @@ func TestTurnsLast(t *testing.T) {
 // turn; sent again (--retry-errors), only the turns not recorded are asked,
 // the first one read back from turns.jsonl into the conversation's line.
 // A turn line changed since it was indexed is an error for its
-// conversation, not a guess.
+// conversation, not a guess; a torn last line of turns.jsonl is cut.
 func TestTurnsResume(t *testing.T) {
 	rc, url := recordedSim(t, sim.Config{Seed: 8})
 	rc.refuse = func(path string, body []byte) bool {
@@ -169,6 +169,8 @@ func TestTurnsResume(t *testing.T) {
 		t.Fatalf("the last turn line starts within the first 4 KiB (%d)", i)
 	}
 	b[i] = 'X' + (b[i]-'X'+1)%2 // X or Y, and never what it was
+	// And leave a torn last line, as a crash inside a write does.
+	b = append(b, `{"id":"M-00001","turn":2,"turns":3,"output_ids":[3`...)
 	if err := os.WriteFile(tf, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +183,9 @@ func TestTurnsResume(t *testing.T) {
 	}
 	if !strings.Contains(log, "20 of them conversations half done") {
 		t.Errorf("the start does not say that conversations are half done:\n%s", log)
+	}
+	if !strings.Contains(log, "turns.jsonl:21: cut an unfinished last line (50 bytes) left by an earlier run; that turn will be answered again") {
+		t.Errorf("the torn last line of turns.jsonl was not cut:\n%s", log)
 	}
 	reqs := generations(t, rc)[before:]
 	per := map[[2]int]int{}
