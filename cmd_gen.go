@@ -34,6 +34,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
 	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
 	retryErrors := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error")
+	turns := fs.String("turns", gen.TurnsAll, "all: regenerate every assistant turn of a multi-turn chat prompt, in order (earlier turns to turns.jsonl); last: ask only the last user turn, with the prompt's own assistant turns as context")
 	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY); other users see it in ps: prefer --api-key-file or $SGLANG_API_KEY")
 	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (a trailing newline is trimmed)")
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
@@ -56,7 +57,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	cfg := gen.Config{
 		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
-		RetryErrors: *retryErrors, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
+		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
@@ -64,6 +65,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
 	default:
 		return usagef("gen: --api %q: want generate, chat or completions", *api)
+	}
+	if cfg.Turns != gen.TurnsAll && cfg.Turns != gen.TurnsLast {
+		return usagef("gen: --turns %q: want all or last", *turns)
 	}
 	switch {
 	case *apiKeyFile != "" && cfg.APIKey != "":

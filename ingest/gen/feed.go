@@ -13,12 +13,15 @@ import (
 var errStop = errors.New("stop")
 
 // feed sends every dataset's unanswered prompts, in file order, dataset
-// after dataset without a pause between them.
+// after dataset without a pause between them; a conversation asked turn by
+// turn goes with the turns the index holds (recorded).
 func (r *run) feed() {
 	defer close(r.jobs)
+	files := turnFiles{}
+	defer files.close()
 	for _, ds := range r.sets {
 		for _, path := range ds.Prompts {
-			if err := r.feedFile(ds, path); err != nil {
+			if err := r.feedFile(ds, path, files); err != nil {
 				if !r.stopping() {
 					r.abort(fmt.Errorf("reading %s: %w", path, err))
 				}
@@ -29,7 +32,7 @@ func (r *run) feed() {
 	}
 }
 
-func (r *run) feedFile(ds *dsRun, path string) error {
+func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 	var state store.FileState
 	if err := r.db.View(func(v *store.View) (err error) {
 		state, _, err = v.File(path)
@@ -79,8 +82,19 @@ func (r *run) feedFile(ds *dsRun, path string) error {
 			r.results <- r.errorLine(ds, rec.ID, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
 			return nil
 		}
+		j := job{ds: ds, p: p}
+		if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
+			c, err := r.recorded(ds, p, files)
+			if err != nil {
+				res := r.errorLine(ds, rec.ID, 0, err.Error(), "", 0)
+				res.closes = c.counted
+				r.results <- res
+				return nil
+			}
+			j.conv = c
+		}
 		select {
-		case r.jobs <- job{ds: ds, p: p}:
+		case r.jobs <- j:
 			return nil
 		case <-r.stop.Done():
 			return errStop

@@ -2,14 +2,17 @@
 // more SGLang (or OpenAI-compatible) servers, appends each response to
 // <dataset>/raw_responses.jsonl the moment it arrives, and indexes it
 // through the same path as `gendex ingest`, so that every prompt is
-// answered exactly once through crashes and restarts.
+// answered exactly once through crashes and restarts. A multi-turn chat
+// prompt is regenerated turn by turn, each turn exactly once, its earlier
+// turns written to turns.jsonl (turns.go).
 //
 // The protocol (README.md, gen, "Exactly once"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
 // fsynced, then indexed from the file's stored offset in one transaction.
 // On start, every stage file of each dataset (prompts*, raw_responses*,
-// tokenized*, errors*, as ingest.Discover finds them) is indexed up to its
-// end first (a crash between write and index, or shards from other runs),
+// tokenized*, errors*, turns*, as ingest.Discover finds them) is indexed up
+// to its end first (a crash between write and index, or shards from other
+// runs),
 // a torn last line of gen's own files is cut off (gen is their only
 // writer), and the prompts already answered, per the index, are skipped.
 // One prompt is never in flight twice.
@@ -58,6 +61,9 @@ type Config struct {
 	WaitReady time.Duration
 	// RetryErrors sends again the prompts whose last outcome was an error.
 	RetryErrors bool
+	// Turns is TurnsAll (the default) or TurnsLast: how a chat prompt of
+	// k >= 2 user turns is asked (see TurnsAll).
+	Turns string
 	// MaxAttempts bounds the failed attempts one prompt gets before it is
 	// recorded as an error: HTTP errors (408, 429, 5xx, aborts), timeouts
 	// (RequestTimeout) and connections lost while the server stays up. A
@@ -100,6 +106,9 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.Turns == "" {
+		c.Turns = TurnsAll
+	}
 	if c.API == "" {
 		c.API = sglang.APIGenerate
 	}
@@ -135,6 +144,7 @@ type Dataset struct {
 	Prompts []string // prompts*.jsonl, sorted
 	Raw     string   // raw_responses.jsonl
 	Errors  string   // errors.jsonl
+	Turns   string   // turns.jsonl: the earlier turns of conversations, beside Raw
 	// Others are the dataset's other stage files (raw_responses*,
 	// tokenized*, errors* shards other than Raw and Errors), found by
 	// ingest.Discover beside the prompts and in the output folder. They are
@@ -170,14 +180,15 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 					}
 					dir = filepath.Join(abs, s.Dataset)
 				}
-				d = &Dataset{Name: s.Dataset, Raw: filepath.Join(dir, "raw_responses.jsonl"), Errors: filepath.Join(dir, "errors.jsonl")}
+				d = &Dataset{Name: s.Dataset, Raw: filepath.Join(dir, "raw_responses.jsonl"), Errors: filepath.Join(dir, "errors.jsonl"),
+					Turns: filepath.Join(dir, "turns.jsonl")}
 				byName[s.Dataset] = d
 				order = append(order, s.Dataset)
 			}
 			d.Prompts = append(d.Prompts, s.Path)
 		}
 		for _, s := range srcs {
-			if d := byName[s.Dataset]; d != nil && s.Stage != store.Prompts && s.Path != d.Raw && s.Path != d.Errors {
+			if d := byName[s.Dataset]; d != nil && s.Stage != store.Prompts && !d.isOutput(s.Path) {
 				d.Others = append(d.Others, s)
 			}
 		}
@@ -186,7 +197,7 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 			if out != "" { // the output folder may hold shards too
 				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
 					for _, s := range more {
-						if s.Stage != store.Prompts && s.Path != d.Raw && s.Path != d.Errors && filepath.Dir(s.Path) != filepath.Dir(d.Prompts[0]) {
+						if s.Stage != store.Prompts && !d.isOutput(s.Path) && filepath.Dir(s.Path) != filepath.Dir(d.Prompts[0]) {
 							d.Others = append(d.Others, s)
 						}
 					}
@@ -205,10 +216,20 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 	return sets, nil
 }
 
+// isOutput reports whether path is one of the files gen writes for d.
+func (d *Dataset) isOutput(path string) bool {
+	return path == d.Raw || path == d.Errors || path == d.Turns
+}
+
 // Summary is what a run did.
 type Summary struct {
 	Responses, Errors int64
-	// Tokens sums the completion tokens of the answers that report them;
+	// Turns counts the earlier turns of conversations answered and written
+	// to turns.jsonl (a conversation is one of Responses, with its last
+	// turn).
+	Turns int64
+	// Tokens sums the completion tokens of the answers (every turn's) that
+	// report them;
 	// UnknownTokens counts the answers that do not (so Tokens is then a
 	// lower bound).
 	Tokens        int64
@@ -243,21 +264,29 @@ type run struct {
 
 type dsRun struct {
 	Dataset
-	raw, errs  ingest.Source
-	rawFile    *os.File
-	errFile    *os.File
-	todo       int64 // prompts to send at the start
-	ok, failed atomic.Int64
-	tokens     atomic.Int64
-	unknown    atomic.Int64 // answers without a token count
-	rate       rateWindow
-	fed        atomic.Bool
+	raw, errs, turns ingest.Source
+	rawFile          *os.File
+	errFile          *os.File
+	turnsFile        *os.File
+	todo             int64 // prompts to send at the start
+	ok, failed       atomic.Int64
+	tokens           atomic.Int64
+	unknown          atomic.Int64 // answers without a token count
+	rate             rateWindow
+	fed              atomic.Bool
+	// turnsDone counts the turn lines this run wrote; halfDone the
+	// conversations with turns recorded but neither their last turn nor a
+	// final error (counted from the index at the start, then kept).
+	turnsDone, halfDone atomic.Int64
 }
 
 type job struct {
 	ds *dsRun
 	p  *Prompt
 	tries
+	// conv is the state of a conversation asked turn by turn (--turns
+	// all, k >= 2); nil for one request.
+	conv *conv
 }
 
 // tries is what one prompt went through in this run.
@@ -268,11 +297,28 @@ type tries struct {
 	suspect      bool // retried alone among suspects (see MaxCrashes)
 }
 
+// lineKind says which file a result's line goes to.
+type lineKind uint8
+
+const (
+	rawLine  lineKind = iota // raw_responses.jsonl: an answer, or a whole conversation
+	turnLine                 // turns.jsonl: an earlier turn of a conversation
+	errLine                  // errors.jsonl: a final error
+)
+
 type result struct {
-	ds     *dsRun
-	line   []byte
-	isErr  bool
-	tokens int64 // -1: the answer has no token count
+	ds   *dsRun
+	line []byte
+	kind lineKind
+	// tokens are the completion tokens of the answer this result brings
+	// (a conversation's: its last turn's), 0 when unknown; unknown marks a
+	// raw line without a completion count (a conversation's: any turn
+	// without one).
+	tokens  int64
+	unknown bool
+	// opens marks the first turn line of a conversation not yet counted
+	// as half done; closes the last line of one that is.
+	opens, closes bool
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when
@@ -308,11 +354,16 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		}
 		r.sets = append(r.sets, ds)
 	}
-	var todo int64
+	var todo, half int64
 	for _, ds := range r.sets {
 		todo += ds.todo
+		half += ds.halfDone.Load()
 	}
-	r.logf("gen: %d datasets, %d prompts to answer; %s", len(r.sets), todo, r.settings())
+	halfText := ""
+	if half > 0 {
+		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
+	}
+	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
 	if todo == 0 {
 		var failed uint64
 		r.db.View(func(v *store.View) error {
@@ -376,6 +427,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 	for _, ds := range r.sets {
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()
+		sum.Turns += ds.turnsDone.Load()
 		sum.Tokens += ds.tokens.Load()
 		sum.UnknownTokens += ds.unknown.Load()
 	}
@@ -412,7 +464,7 @@ func (r *run) once(key, format string, a ...any) {
 
 func (r *run) settings() string {
 	b, _ := json.Marshal(r.cfg.Sampling)
-	return fmt.Sprintf("api %s, concurrency %d, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, b)
+	return fmt.Sprintf("api %s, concurrency %d, turns %s, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, r.cfg.Turns, b)
 }
 
 // writeMetrics writes the requests in flight, whether each server is up

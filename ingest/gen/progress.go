@@ -26,11 +26,13 @@ type rateWindow struct {
 const progressWindow = 30 * time.Second
 
 // add counts n answers with tokens completion tokens, unknown of which
-// reported no token count.
+// reported no token count. Tokens may come without answers: the earlier
+// turns of conversations, whose answer (the conversation) comes with its
+// last turn; the window starts with the first of either.
 func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	sec := now.Unix()
 	w.mu.Lock()
-	if n > 0 && !w.hasFirst {
+	if (n > 0 || tokens > 0) && !w.hasFirst {
 		w.first, w.hasFirst = sec, true
 	}
 	b := &w.secs[sec%int64(len(w.secs))]
@@ -181,6 +183,7 @@ func (r *run) statusLines(now time.Time) []string {
 		if n := s.Overlap.ErrorsOpen; n > 0 {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
+		errs += ds.turnsText()
 		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
 			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, rate.PerSecond(), rateTokens(rate), etaText(left, rate)))
 	}
@@ -201,6 +204,18 @@ func etaText(left uint64, r store.Rate) string {
 	return "ETA " + eta
 }
 
+// turnsText says how a dataset's conversations stand, when it has any
+// asked turn by turn: ", 120 earlier turns answered, 12 conversations half
+// done" (this run's turn lines; the conversations with some turns recorded
+// but not their last).
+func (ds *dsRun) turnsText() string {
+	t, h := ds.turnsDone.Load(), ds.halfDone.Load()
+	if t == 0 && h == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d earlier turns answered, %d conversations half done", t, h)
+}
+
 // final prints the run's summary.
 func (r *run) final(sum *Summary) {
 	secs := sum.Elapsed.Seconds()
@@ -214,6 +229,17 @@ func (r *run) final(sum *Summary) {
 	r.logf("gen: %d answers (%s) and %d errors in %s: %.1f answers/s, %s",
 		sum.Responses, tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
+	var half int64
+	for _, ds := range r.sets {
+		half += ds.halfDone.Load()
+	}
+	if sum.Turns > 0 || half > 0 {
+		more := ""
+		if half > 0 {
+			more = fmt.Sprintf("; %d conversations are half done (the next run asks only their missing turns)", half)
+		}
+		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
+	}
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {
 			s, err := v.Summary(ds.Name)
@@ -225,8 +251,8 @@ func (r *run) final(sum *Summary) {
 			if n := s.Skipped(); n > 0 {
 				left = fmt.Sprintf(", %d lines left out of the index", n)
 			}
-			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s -> %s",
-				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), left, ds.Raw)
+			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s%s -> %s",
+				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.turnsText(), left, ds.Raw)
 		}
 		return nil
 	})

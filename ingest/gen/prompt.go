@@ -21,6 +21,15 @@ type Prompt struct {
 	// Sampling holds the line's own settings (max_new_tokens, or a
 	// sampling_params object); they override the run's.
 	Sampling sglang.SamplingParams
+
+	// Turns is the number of user turns of a chat prompt (k); 0 for the
+	// other shapes. Messages is what --turns last sends; a chat prompt
+	// with Turns >= 2 under --turns all is asked turn by turn instead
+	// (TurnMessages).
+	Turns int
+	// chat is the conversation without its original assistant turns:
+	// system, user and other turns in their order.
+	chat []sglang.Message
 }
 
 type promptLine struct {
@@ -69,19 +78,21 @@ func ParsePrompt(line []byte, id string, lineNo int64) (*Prompt, error) {
 		n++
 	}
 	if pl.Messages != nil {
-		msgs, err := turns(pl.Messages, false)
+		msgs, err := turns(pl.Messages)
 		if err != nil {
 			return nil, fmt.Errorf("messages: %w", err)
 		}
-		p.Messages = msgs
+		p.setChat(msgs, false) // never fails: nothing is dropped
 		n++
 	}
 	if pl.Conversations != nil {
-		msgs, err := turns(pl.Conversations, true)
+		msgs, err := turns(pl.Conversations)
 		if err != nil {
 			return nil, fmt.Errorf("conversations: %w", err)
 		}
-		p.Messages = msgs
+		if err := p.setChat(msgs, true); err != nil {
+			return nil, fmt.Errorf("conversations: %w", err)
+		}
 		n++
 	}
 	switch {
@@ -106,7 +117,54 @@ func ParsePrompt(line []byte, id string, lineNo int64) (*Prompt, error) {
 	return p, nil
 }
 
-func turns(raw []json.RawMessage, dropTrailingAssistant bool) ([]sglang.Message, error) {
+// setChat sets the chat prompt's messages: Messages as --turns last sends
+// them (a conversations list without its trailing assistant turns), and the
+// conversation without any assistant turn, with its number of user turns.
+func (p *Prompt) setChat(msgs []sglang.Message, dropTrailingAssistant bool) error {
+	p.Messages = msgs
+	if dropTrailingAssistant {
+		for len(p.Messages) > 0 && p.Messages[len(p.Messages)-1].Role == "assistant" {
+			p.Messages = p.Messages[:len(p.Messages)-1]
+		}
+		if len(p.Messages) == 0 {
+			return errors.New("no turns to answer")
+		}
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case "assistant":
+		case "user":
+			p.Turns++
+			fallthrough
+		default:
+			p.chat = append(p.chat, m)
+		}
+	}
+	return nil
+}
+
+// TurnMessages returns the messages of turn i (1..Turns) of a conversation
+// asked turn by turn: its system and other turns and user turns 1..i in
+// their order, with answers[j-1] as the assistant's answer right after
+// user turn j, for j < i. The original assistant turns are never in it;
+// the turns after user turn i are left out.
+func (p *Prompt) TurnMessages(i int, answers []string) []sglang.Message {
+	out := make([]sglang.Message, 0, len(p.chat)+i)
+	u := 0
+	for _, m := range p.chat {
+		out = append(out, m)
+		if m.Role != "user" {
+			continue
+		}
+		if u++; u == i {
+			break
+		}
+		out = append(out, sglang.Message{Role: "assistant", Content: answers[u-1]})
+	}
+	return out
+}
+
+func turns(raw []json.RawMessage) ([]sglang.Message, error) {
 	var out []sglang.Message
 	for i, r := range raw {
 		var t chatTurn
@@ -131,11 +189,6 @@ func turns(raw []json.RawMessage, dropTrailingAssistant bool) ([]sglang.Message,
 			m.Content = c
 		}
 		out = append(out, m)
-	}
-	if dropTrailingAssistant {
-		for len(out) > 0 && out[len(out)-1].Role == "assistant" {
-			out = out[:len(out)-1]
-		}
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no turns to answer")

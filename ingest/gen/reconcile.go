@@ -13,12 +13,14 @@ import (
 
 // reconcile brings the index level with the dataset's files before the
 // first request: prompts, every other stage file of the dataset
-// (Dataset.Others) and gen's outputs indexed to their ends, a torn last
-// line of gen's own output files cut off.
+// (Dataset.Others) and gen's outputs (raw_responses, errors, turns)
+// indexed to their ends, a torn last line of gen's own output files cut
+// off, and the conversations left half done counted.
 func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	ds := &dsRun{Dataset: d,
-		raw:  ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
-		errs: ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors}}
+		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
+		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors},
+		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns}}
 	for _, p := range d.Prompts {
 		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
 		if err != nil {
@@ -57,6 +59,12 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		}
 		outputs = append(outputs, output{ds.errs, ds.errFile})
 	}
+	if _, err := os.Stat(d.Turns); err == nil { // else created with the first turn
+		if ds.turnsFile, err = openOutput(d.Turns); err != nil {
+			return ds, err
+		}
+		outputs = append(outputs, output{ds.turns, ds.turnsFile})
+	}
 	for _, out := range outputs {
 		res, err := r.ix.IndexFile(context.Background(), out.src)
 		if err != nil {
@@ -73,7 +81,11 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			if err := out.f.Sync(); err != nil {
 				return ds, err
 			}
-			r.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; its prompt will be answered again", out.src.Path, res.NextLine, res.Torn)
+			what := "its prompt"
+			if out.src.Stage == store.Turns {
+				what = "that turn"
+			}
+			r.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
 		}
 	}
 	err = r.db.View(func(v *store.View) error {
@@ -84,6 +96,11 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		ds.todo = int64(s.MissingRaw())
 		if r.cfg.RetryErrors {
 			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent
+		}
+		if r.cfg.Turns == TurnsAll && s.Stage(store.Turns).Records > 0 {
+			n, err := r.countHalfDone(v, d.Name)
+			ds.halfDone.Store(n)
+			return err
 		}
 		return nil
 	})
@@ -105,7 +122,7 @@ func openOutput(path string) (*os.File, error) {
 }
 
 func (ds *dsRun) close() {
-	for _, f := range []*os.File{ds.rawFile, ds.errFile} {
+	for _, f := range []*os.File{ds.rawFile, ds.errFile, ds.turnsFile} {
 		if f != nil {
 			f.Close()
 		}

@@ -24,18 +24,56 @@ func (r *run) work() {
 	}
 }
 
-// answer sends one prompt until it has an answer or a final error. One
-// prompt is never in flight twice: retries happen here, one after another,
-// each under a fresh rid. A prompt that was in flight when its server went
-// away is handed to a goroutine of its own that retries it alone among such
-// suspects, and the worker takes the next prompt.
+// answer asks j's prompt until it has an answer or a final error; a
+// conversation (j.conv), turn after turn from the first one not recorded,
+// until its last turn is answered or one fails for good. One prompt is
+// never in flight twice: retries, and a conversation's turns, happen here,
+// one after another, each under a fresh rid. A prompt that was in flight
+// when its server went away is handed, with the conversation's state, to a
+// goroutine of its own that retries it alone among such suspects (the
+// rest of that conversation too), and the worker takes the next prompt.
 func (r *run) answer(j job) {
+	for {
+		p := j.p
+		if j.conv != nil {
+			p = j.conv.turnPrompt(j.p)
+		}
+		res := r.ask(&j, p)
+		if res == nil {
+			return
+		}
+		if j.conv == nil {
+			tokens, unknown := countOf(res.CompletionTokens)
+			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
+			r.results <- result{ds: j.ds, line: line, tokens: tokens, unknown: unknown}
+			return
+		}
+		if !r.turnAnswered(&j, res) || r.stopping() {
+			return // the conversation is complete or failed; or left for the next run
+		}
+		j.tries = tries{suspect: j.suspect}
+	}
+}
+
+// countOf returns a count as a result carries it: the count, or 0 and
+// unknown.
+func countOf(n *int) (int64, bool) {
+	if n == nil {
+		return 0, true
+	}
+	return int64(*n), false
+}
+
+// ask sends p, the request j is at, until it has an answer, which it
+// returns. It returns nil when it recorded a final error, or when the job
+// was abandoned (the run stops) or handed to a suspect's goroutine.
+func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 	for {
 		if j.suspect {
 			select {
 			case r.suspect <- struct{}{}:
 			case <-r.stop.Done():
-				return
+				return nil
 			}
 		}
 		s, err := r.pool.pick(r.reqs)
@@ -43,13 +81,13 @@ func (r *run) answer(j job) {
 			if j.suspect {
 				<-r.suspect
 			}
-			return // abandoned; answered by the next run
+			return nil // abandoned; answered by the next run
 		}
 		ctx, cancel := r.reqs, context.CancelFunc(func() {})
 		if r.cfg.RequestTimeout > 0 {
 			ctx, cancel = context.WithTimeout(r.reqs, r.cfg.RequestTimeout)
 		}
-		res, err := r.send(ctx, s, j)
+		res, err := r.send(ctx, s, p)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		r.pool.release(s)
@@ -59,13 +97,7 @@ func (r *run) answer(j job) {
 		j.attempts++
 		if err == nil {
 			s.done.Add(1)
-			tokens := int64(-1)
-			if res.CompletionTokens != nil {
-				tokens = int64(*res.CompletionTokens)
-			}
-			line := res.AppendJSONL(make([]byte, 0, 256+8*len(res.OutputIDs)), j.p.ID)
-			r.results <- result{ds: j.ds, line: line, tokens: tokens}
-			return
+			return res
 		}
 		var e *sglang.Error
 		errors.As(err, &e)
@@ -80,13 +112,13 @@ func (r *run) answer(j job) {
 		}
 		switch sglang.KindOf(err) {
 		case sglang.Canceled:
-			return
+			return nil
 		case sglang.Auth, sglang.Setup:
 			r.abort(r.setupError(err))
-			return
+			return nil
 		case sglang.Permanent:
-			r.results <- r.errorLine(j.ds, j.p.ID, status, msg, s.name, j.attempts)
-			return
+			r.results <- r.jobError(j, status, msg, s.name)
+			return nil
 		}
 		// No answer at all: a refused connection never reached the server
 		// (not sent); otherwise ask the server whether it is still there:
@@ -101,29 +133,30 @@ func (r *run) answer(j job) {
 		case crashed:
 			j.crashes++
 			if j.crashes >= r.cfg.MaxCrashes {
-				r.results <- r.errorLine(j.ds, j.p.ID, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name, j.attempts)
-				return
+				r.results <- r.jobError(j, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name)
+				return nil
 			}
 			if !j.suspect {
 				j.suspect = true
-				r.workers.Go(func() { r.answer(j) })
-				return
+				alone := *j
+				r.workers.Go(func() { r.answer(alone) })
+				return nil
 			}
 		case notSent:
 			// wait for the server, without limit
 		default:
 			if j.serverErrors++; j.serverErrors >= r.cfg.MaxAttempts {
-				r.results <- r.errorLine(j.ds, j.p.ID, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name, j.attempts)
-				return
+				r.results <- r.jobError(j, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name)
+				return nil
 			}
 		}
 		if r.stopping() {
-			return
+			return nil
 		}
 		select {
 		case <-time.After(r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))):
 		case <-r.stop.Done():
-			return
+			return nil
 		}
 	}
 }
@@ -167,9 +200,10 @@ func clipped(want *int, ctxLen, promptLen int) *int {
 	return want
 }
 
-// send makes one request for j on s, by the run's API and the prompt's shape.
-func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error) {
-	p := j.p
+// send makes one request for p on s, by the run's API and the prompt's
+// shape. Chat messages it turned into token ids itself (/v1/tokenize, for
+// /generate) are the result's PromptIDs.
+func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, error) {
 	sp := r.cfg.Sampling.Merge(p.Sampling)
 	api := r.cfg.API
 	ids := p.InputIDs
@@ -210,7 +244,11 @@ func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error
 	}
 	switch {
 	case api == sglang.APIGenerate && (ids != nil || p.Messages == nil):
-		return c.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Text: p.Text, Sampling: sp})
+		res, err := c.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Text: p.Text, Sampling: sp})
+		if err == nil && p.InputIDs == nil && ids != nil {
+			res.PromptIDs = ids
+		}
+		return res, err
 	case api == sglang.APICompletions && p.Messages == nil:
 		return c.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
 	}
@@ -232,6 +270,17 @@ func (r *run) send(ctx context.Context, s *server, j job) (*sglang.Result, error
 // to a text beyond one token per byte.
 const textSlack = 8
 
+// jobError builds the errors.jsonl line of j's final error; a
+// conversation's message says which turn failed ("turn 2 of 3: ...").
+func (r *run) jobError(j *job, status int, msg, server string) result {
+	if c := j.conv; c != nil {
+		msg = fmt.Sprintf("turn %d of %d: %s", len(c.done)+1, c.k, msg)
+	}
+	res := r.errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
+	res.closes = j.conv != nil && j.conv.counted
+	return res
+}
+
 // errorLine builds an errors.jsonl line.
 func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, attempts int) result {
 	rec := struct {
@@ -246,5 +295,5 @@ func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, at
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.Encode(rec) // ends in \n
-	return result{ds: ds, line: b.Bytes(), isErr: true}
+	return result{ds: ds, line: b.Bytes(), kind: errLine}
 }

@@ -10,11 +10,16 @@ import (
 )
 
 // write appends answers to their files: every FlushEvery (or 4 MiB), one
-// write and an fsync per file, then the new lines are indexed.
+// write and an fsync per file, each file then indexed, in this order:
+// turns.jsonl, raw_responses.jsonl, errors.jsonl. A conversation's turn
+// lines therefore reach the disk (and the index) no later than its raw line
+// or its error: a worker sends them in turn order, and a flush writes the
+// turns first.
 func (r *run) write() error {
 	type bufs struct {
-		raw, errs                   []byte
-		ok, failed, tokens, unknown int64
+		raw, errs, turns                    []byte
+		ok, failed, nTurns, tokens, unknown int64
+		opens, closes                       int64
 	}
 	pending := map[*dsRun]*bufs{}
 	size := 0
@@ -23,6 +28,12 @@ func (r *run) write() error {
 	var failed error
 	flush := func() {
 		for ds, b := range pending {
+			if failed == nil && len(b.turns) > 0 && ds.turnsFile == nil {
+				ds.turnsFile, failed = openOutput(ds.Turns)
+			}
+			if failed == nil {
+				failed = r.flushFile(ds.turnsFile, ds.turns, b.turns)
+			}
 			if failed == nil {
 				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
 			}
@@ -36,6 +47,8 @@ func (r *run) write() error {
 				now := time.Now()
 				ds.ok.Add(b.ok)
 				ds.failed.Add(b.failed)
+				ds.turnsDone.Add(b.nTurns)
+				ds.halfDone.Add(b.opens - b.closes)
 				ds.tokens.Add(b.tokens)
 				ds.unknown.Add(b.unknown)
 				ds.rate.add(now, b.ok, b.tokens, b.unknown)
@@ -59,17 +72,27 @@ func (r *run) write() error {
 				b = &bufs{}
 				pending[res.ds] = b
 			}
-			if res.isErr {
+			switch res.kind {
+			case errLine:
 				b.errs = append(b.errs, res.line...)
 				b.failed++
-			} else {
-				b.raw = append(b.raw, res.line...) // AppendJSONL ends it with \n
+			case turnLine:
+				b.turns = append(b.turns, res.line...)
+				b.nTurns++
+				b.tokens += res.tokens
+			default:
+				b.raw = append(b.raw, res.line...) // every line ends with \n
 				b.ok++
-				if res.tokens < 0 {
+				b.tokens += res.tokens
+				if res.unknown {
 					b.unknown++
-				} else {
-					b.tokens += res.tokens
 				}
+			}
+			if res.opens {
+				b.opens++
+			}
+			if res.closes {
+				b.closes++
 			}
 			size += len(res.line)
 			if size >= 4<<20 {

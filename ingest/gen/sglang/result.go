@@ -35,6 +35,10 @@ type Result struct {
 	// ReasoningContent is the chat message's separated reasoning; nil when
 	// the server sent null (no --reasoning-parser) or for other endpoints.
 	ReasoningContent *string
+	// PromptIDs are the exact prompt token ids sent, when the client
+	// computed them itself (chat messages tokenized by /v1/tokenize and sent
+	// to /generate); nil otherwise. Set by the caller, never by the client.
+	PromptIDs []int
 
 	PromptTokens     *int
 	CompletionTokens *int // includes the EOS/stop token
@@ -54,49 +58,61 @@ type Result struct {
 }
 
 // AppendJSONL appends r as one JSON line with id and returns the extended
-// buffer. Keys come in this order: id, output_ids, text, reasoning_content
-// (chat only, null when absent), prompt_tokens, completion_tokens,
-// cached_tokens, reasoning_tokens, finish_reason, matched_stop,
-// e2e_latency, finished_at (RFC 3339, milliseconds, UTC), server. A count,
-// output_ids or text that is absent is left out rather than written as 0 or
-// null, as is an empty finish_reason, zero finished_at or empty server.
-// Strings are escaped as encoding/json does with SetEscapeHTML(false), so
-// the line decodes back to the same values. It does not allocate when dst
-// has room.
+// buffer: {"id":ID,FIELDS}\n with FIELDS as AppendFields writes them. It
+// does not allocate when dst has room.
 func (r *Result) AppendJSONL(dst []byte, id string) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, id)
+	dst = append(dst, ',')
+	dst = r.AppendFields(dst)
+	return append(dst, "}\n"...)
+}
+
+// AppendFields appends r's fields, without braces, in this order:
+// output_ids, text, reasoning_content (chat only, null when absent),
+// prompt_ids (only when set), prompt_tokens, completion_tokens,
+// cached_tokens, reasoning_tokens, finish_reason, matched_stop,
+// e2e_latency, finished_at (RFC 3339, milliseconds, UTC), server. A count,
+// output_ids or text that is absent is left out rather than written as 0 or
+// null, as is an empty finish_reason, zero finished_at or empty server;
+// matched_stop and e2e_latency are always written, so the result is never
+// empty. Strings are escaped as encoding/json does with
+// SetEscapeHTML(false), so the fields decode back to the same values.
+func (r *Result) AppendFields(dst []byte) []byte {
 	if r.OutputIDs != nil {
-		dst = append(dst, `,"output_ids":[`...)
-		for i, v := range r.OutputIDs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendInt(dst, int64(v), 10)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `"output_ids":`...)
+		dst = appendInts(dst, r.OutputIDs)
+		dst = append(dst, ',')
 	}
 	if r.Text != nil {
-		dst = append(dst, `,"text":`...)
+		dst = append(dst, `"text":`...)
 		dst = appendString(dst, *r.Text)
+		dst = append(dst, ',')
 	}
 	if r.API == APIChat {
-		dst = append(dst, `,"reasoning_content":`...)
+		dst = append(dst, `"reasoning_content":`...)
 		if r.ReasoningContent != nil {
 			dst = appendString(dst, *r.ReasoningContent)
 		} else {
 			dst = append(dst, "null"...)
 		}
+		dst = append(dst, ',')
 	}
-	dst = appendCount(dst, `,"prompt_tokens":`, r.PromptTokens)
-	dst = appendCount(dst, `,"completion_tokens":`, r.CompletionTokens)
-	dst = appendCount(dst, `,"cached_tokens":`, r.CachedTokens)
-	dst = appendCount(dst, `,"reasoning_tokens":`, r.ReasoningTokens)
+	if r.PromptIDs != nil {
+		dst = append(dst, `"prompt_ids":`...)
+		dst = appendInts(dst, r.PromptIDs)
+		dst = append(dst, ',')
+	}
+	dst = appendCount(dst, `"prompt_tokens":`, r.PromptTokens)
+	dst = appendCount(dst, `"completion_tokens":`, r.CompletionTokens)
+	dst = appendCount(dst, `"cached_tokens":`, r.CachedTokens)
+	dst = appendCount(dst, `"reasoning_tokens":`, r.ReasoningTokens)
 	if r.FinishReason != "" {
-		dst = append(dst, `,"finish_reason":`...)
+		dst = append(dst, `"finish_reason":`...)
 		dst = appendString(dst, r.FinishReason)
+		dst = append(dst, ',')
 	}
-	dst = append(dst, `,"matched_stop":`...)
+	dst = append(dst, `"matched_stop":`...)
 	dst = appendMatched(dst, r.MatchedStop)
 	dst = append(dst, `,"e2e_latency":`...)
 	dst = appendFloat(dst, r.E2ELatency)
@@ -109,7 +125,22 @@ func (r *Result) AppendJSONL(dst []byte, id string) []byte {
 		dst = append(dst, `,"server":`...)
 		dst = appendString(dst, r.Server)
 	}
-	return append(dst, "}\n"...)
+	return dst
+}
+
+// AppendJSONString appends s as a JSON string, escaped as AppendJSONL
+// escapes strings.
+func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+func appendInts(dst []byte, ids []int) []byte {
+	dst = append(dst, '[')
+	for i, v := range ids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(v), 10)
+	}
+	return append(dst, ']')
 }
 
 func appendCount(dst []byte, key string, v *int) []byte {
@@ -117,7 +148,8 @@ func appendCount(dst []byte, key string, v *int) []byte {
 		return dst
 	}
 	dst = append(dst, key...)
-	return strconv.AppendInt(dst, int64(*v), 10)
+	dst = strconv.AppendInt(dst, int64(*v), 10)
+	return append(dst, ',')
 }
 
 // appendMatched writes a matched stop: a token id, a string, or null.

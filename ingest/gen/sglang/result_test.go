@@ -210,3 +210,19 @@ func BenchmarkAppendJSONL(b *testing.B) {
 		buf = r.AppendJSONL(buf[:0], "B2_opencodeinstruct-0000017")
 	}
 }
+
+// TestAppendFieldsPromptIDs: prompt ids the client computed go after the
+// text (and reasoning) and before the counts; AppendFields is the line
+// without its id and braces.
+func TestAppendFieldsPromptIDs(t *testing.T) {
+	r := exampleResult()
+	r.PromptIDs = []int{1, 3, 6}
+	line := string(r.AppendJSONL(nil, "B2_opencodeinstruct-0000017"))
+	want := strings.Replace(exampleLine, `"text":"The answer.",`, `"text":"The answer.","prompt_ids":[1,3,6],`, 1)
+	if line != want {
+		t.Errorf("line\n%s\nwant\n%s", line, want)
+	}
+	if fields := string(r.AppendFields(nil)); `{"id":"B2_opencodeinstruct-0000017",`+fields+"}\n" != line {
+		t.Errorf("fields %s are not the line's", fields)
+	}
+}

@@ -32,7 +32,11 @@ output_ids and completion_tokens but not in text, as in SGLang.
 With Config.ReasoningParser the model is a reasoning model served with
 --reasoning-parser: when the prompt ends with the assistant generation prompt,
 the output starts with a <think>...</think> section, chat responses split it
-into reasoning_content, and reasoning_tokens counts it.
+into reasoning_content, and reasoning_tokens counts it. Its chat template
+renders an assistant message before the last user message without its
+reasoning (what precedes its last </think>), as Qwen3's template does, so a
+conversation regenerated through /generate, whose text keeps the <think>
+section, is prompted as through chat.
 
 # Timing and load
 

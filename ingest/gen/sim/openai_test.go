@@ -230,3 +230,36 @@ func firstChoice(t *testing.T, b []byte) json.RawMessage {
 	}
 	return a[0]
 }
+
+// TestMultiTurnTokenizeMatchesChat: a conversation with earlier assistant
+// turns gets the same prompt ids from /v1/tokenize with messages as chat
+// uses (SGLang renders both through _process_messages), the earlier turns
+// in order; on a reasoning model the earlier turn's thinking is left out of
+// both.
+func TestMultiTurnTokenizeMatchesChat(t *testing.T) {
+	for _, reasoning := range []bool{false, true} {
+		_, url := testServer(t, Config{ReasoningParser: reasoning})
+		msgs := `[{"role":"system","content":"S"},{"role":"user","content":"U1"},{"role":"assistant","content":"<think>r</think>A1"},{"role":"user","content":"U2"}]`
+		tok := ints(t, obj(t, postOK(t, url+"/v1/tokenize", `{"messages":`+msgs+`}`))["tokens"])
+		ch := firstChoice(t, mustMarshal(t, postOK(t, url+"/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":4,"return_prompt_token_ids":true}`)))
+		if got := ints(t, obj(t, decode(t, ch))["prompt_token_ids"]); !reflect.DeepEqual(got, tok) {
+			t.Errorf("reasoning %v: chat prompt ids %v, tokenize %v", reasoning, got, tok)
+		}
+		want := "<|bos|><|im_start|><|system|>S<|im_end|><|im_start|><|user|>U1<|im_end|><|im_start|><|assistant|><think>r</think>A1<|im_end|><|im_start|><|user|>U2<|im_end|><|im_start|><|assistant|>"
+		if reasoning {
+			want = strings.Replace(want, "<think>r</think>", "", 1)
+		}
+		if got := Decode(tok, false); got != want {
+			t.Errorf("reasoning %v: prompt %q, want %q", reasoning, got, want)
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

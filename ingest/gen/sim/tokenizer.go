@@ -148,17 +148,31 @@ type chatTemplate struct {
 // With continueFinalMessage and a final assistant message, that message is
 // left open (no IMEnd) and no generation prompt follows. The empty think
 // block follows the generation prompt only for a reasoning model with
-// thinking disabled, as Qwen3-style templates do.
+// thinking disabled, as Qwen3-style templates do. As they do too, a
+// reasoning model's assistant message before the last user message is
+// rendered without its reasoning: only what follows its last </think>,
+// leading newlines trimmed (so the regenerated turns of a conversation,
+// sent back as /generate's text, do not bring their thinking along).
 func applyChatTemplate(msgs []chatMessage, t chatTemplate) []int {
 	n := 1
-	for _, m := range msgs {
+	lastUser := -1
+	for i, m := range msgs {
 		n += 3 + len(m.content)
+		if m.role == "user" {
+			lastUser = i
+		}
 	}
 	ids := make([]int, 0, n+4)
 	ids = append(ids, BOSID)
 	for i, m := range msgs {
 		ids = append(ids, IMStartID, roleTokens[m.role])
-		ids = appendEncoded(ids, m.content)
+		content := m.content
+		if t.reasoningModel && m.role == "assistant" && i < lastUser {
+			if k := strings.LastIndex(content, tokenNames[ThinkEndID]); k >= 0 {
+				content = strings.TrimLeft(content[k+len(tokenNames[ThinkEndID]):], "\n")
+			}
+		}
+		ids = appendEncoded(ids, content)
 		if t.continueFinalMessage && i == len(msgs)-1 && m.role == "assistant" {
 			return ids
 		}

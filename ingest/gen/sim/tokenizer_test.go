@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -63,4 +64,24 @@ func FuzzEncodeDecode(f *testing.F) {
 			t.Errorf("round trip of %q gave %q", s, got)
 		}
 	})
+}
+
+// TestApplyChatTemplateMultiTurn: the earlier turns of a conversation are
+// rendered in order, each closed; a reasoning model's assistant turn before
+// the last user turn loses its <think> section (Qwen3's template), one
+// after it keeps it.
+func TestApplyChatTemplateMultiTurn(t *testing.T) {
+	msgs := []chatMessage{{"user", "U1"}, {"assistant", "<think>r</think>\n\nA1"}, {"user", "U2"}}
+	want := Encode("<|bos|><|im_start|><|user|>U1<|im_end|><|im_start|><|assistant|><think>r</think>\n\nA1<|im_end|><|im_start|><|user|>U2<|im_end|><|im_start|><|assistant|>", false)
+	if got := applyChatTemplate(msgs, chatTemplate{addGenerationPrompt: true}); !reflect.DeepEqual(got, want) {
+		t.Errorf("plain model: %q", Decode(got, false))
+	}
+	want = Encode("<|bos|><|im_start|><|user|>U1<|im_end|><|im_start|><|assistant|>A1<|im_end|><|im_start|><|user|>U2<|im_end|><|im_start|><|assistant|>", false)
+	if got := applyChatTemplate(msgs, chatTemplate{addGenerationPrompt: true, reasoningModel: true}); !reflect.DeepEqual(got, want) {
+		t.Errorf("reasoning model: %q", Decode(got, false))
+	}
+	got := Decode(applyChatTemplate([]chatMessage{{"user", "U"}, {"assistant", "<think>s</think>B"}}, chatTemplate{continueFinalMessage: true, reasoningModel: true}), false)
+	if !strings.HasSuffix(got, "<think>s</think>B") {
+		t.Errorf("an assistant turn after the last user turn lost its thinking: %q", got)
+	}
 }

@@ -1,0 +1,331 @@
+package gen
+
+// Conversations asked turn by turn (Config.Turns == TurnsAll, a chat
+// prompt with k >= 2 user turns). The lines gen writes:
+//
+// turns.jsonl, one line per earlier turn i < k, written when turn i is
+// answered: the answer line of raw_responses.jsonl with "turn" and "turns"
+// after the id, and no "prompt_ids":
+//
+//	{"id":ID,"turn":i,"turns":k,"output_ids":[...],"text":...,...,"server":...}
+//
+// raw_responses.jsonl, one line per conversation, written with turn k:
+//
+//	{"id":ID,"turns":[T1,...,Tk],"prompt_tokens":Σ,"completion_tokens":Σ,
+//	 "cached_tokens":Σ,"reasoning_tokens":Σ,"finish_reason":...,
+//	 "finished_at":...,"server":...}
+//
+// Ti is turn i's answer object: its answer line without "id" (and, for
+// i < k, the turn line without "id", "turn" and "turns"); Tk alone carries
+// "prompt_ids" when gen computed them. A Σ key is left out when a turn
+// lacks that count; finish_reason, finished_at and server are Tk's.
+//
+// Exactly once per turn: the index keys turn i's line ingest.TurnID(id, i).
+// Feeding a conversation reads the turns the index holds from their lines
+// at their stored offsets (checked against their sums), and the worker
+// asks only the turns after them, in order.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gendex/ingest"
+	"gendex/ingest/gen/sglang"
+	"gendex/store"
+)
+
+// The values of Config.Turns.
+const (
+	// TurnsAll regenerates every assistant turn of a conversation of k >= 2
+	// user turns, in order, in one request each: turn i sends the system
+	// and user turns up to user turn i with the regenerated answers of
+	// turns 1..i-1 between them; the original assistant turns are never
+	// sent. Turns 1..k-1 are written to turns.jsonl, the conversation to
+	// raw_responses.jsonl with turn k (the formats are above).
+	TurnsAll = "all"
+	// TurnsLast asks one request per prompt, the answer to its last user
+	// turn, with the prompt's own assistant turns as context.
+	TurnsLast = "last"
+)
+
+// conv is a conversation being asked turn by turn; only the worker that
+// holds its job touches it.
+type conv struct {
+	k    int
+	done []turnAnswer // turns 1..len(done), answered (recorded earlier or in this run)
+	// counted reports whether the conversation is counted in its
+	// dataset's halfDone.
+	counted bool
+}
+
+// turnAnswer is one answered turn.
+type turnAnswer struct {
+	obj    []byte   // Ti: the answer object, without "id"
+	text   string   // carried into the next turns
+	counts [4]int64 // prompt, completion, cached and reasoning tokens, or store.Unknown
+}
+
+// turnPrompt returns the prompt of the conversation's next turn.
+func (c *conv) turnPrompt(p *Prompt) *Prompt {
+	texts := make([]string, len(c.done))
+	for i, t := range c.done {
+		texts[i] = t.text
+	}
+	tp := *p
+	tp.Messages = p.TurnMessages(len(c.done)+1, texts)
+	return &tp
+}
+
+// turnAnswered takes the answer to j's next turn: a turn line for an earlier
+// turn (and true: the conversation goes on), the conversation's raw line
+// for its last turn. An earlier turn's answer without text cannot be carried
+// into the next turn: the conversation gets an error line instead.
+func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
+	c := j.conv
+	i := len(c.done) + 1
+	if i < c.k && res.Text == nil {
+		r.results <- r.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
+		return false
+	}
+	t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
+	if res.Text != nil {
+		t.text = *res.Text
+	}
+	tokens := max(t.counts[1], 0)
+	if i < c.k {
+		res.PromptIDs = nil // the last turn's alone (see above)
+		line := fmt.Appendf(make([]byte, 0, 256+8*len(res.OutputIDs)), `{"id":`)
+		line = sglang.AppendJSONString(line, j.p.ID)
+		line = fmt.Appendf(line, `,"turn":%d,"turns":%d,`, i, c.k)
+		fields := len(line)
+		line = res.AppendFields(line)
+		t.obj = append([]byte{'{'}, line[fields:]...)
+		t.obj = append(t.obj, '}')
+		line = append(line, "}\n"...)
+		opens := !c.counted
+		c.counted = true
+		c.done = append(c.done, t)
+		r.results <- result{ds: j.ds, line: line, kind: turnLine, tokens: tokens, opens: opens}
+		return true
+	}
+	t.obj = append([]byte{'{'}, res.AppendFields(nil)...)
+	t.obj = append(t.obj, '}')
+	all := append(c.done, t)
+	line := conversationLine(j.p.ID, all, res)
+	r.results <- result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: c.counted}
+	return false
+}
+
+func count(n *int) int64 {
+	if n == nil {
+		return store.Unknown
+	}
+	return int64(*n)
+}
+
+// sum returns the sum of count c (an index into turnAnswer.counts) over
+// turns, or store.Unknown when a turn lacks it.
+func sum(turns []turnAnswer, c int) int64 {
+	var s int64
+	for _, t := range turns {
+		if t.counts[c] == store.Unknown {
+			return store.Unknown
+		}
+		s += t.counts[c]
+	}
+	return s
+}
+
+// conversationLine builds a conversation's raw_responses.jsonl line from its
+// turns; last is the last turn's result.
+func conversationLine(id string, turns []turnAnswer, last *sglang.Result) []byte {
+	n := 256
+	for _, t := range turns {
+		n += len(t.obj) + 1
+	}
+	line := append(make([]byte, 0, n), `{"id":`...)
+	line = sglang.AppendJSONString(line, id)
+	line = append(line, `,"turns":[`...)
+	for i, t := range turns {
+		if i > 0 {
+			line = append(line, ',')
+		}
+		line = append(line, t.obj...)
+	}
+	line = append(line, ']')
+	for c, key := range []string{"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"} {
+		if s := sum(turns, c); s != store.Unknown {
+			line = fmt.Appendf(line, `,"%s":%d`, key, s)
+		}
+	}
+	if last.FinishReason != "" {
+		line = append(line, `,"finish_reason":`...)
+		line = sglang.AppendJSONString(line, last.FinishReason)
+	}
+	if !last.FinishedAt.IsZero() {
+		line = append(line, `,"finished_at":"`...)
+		line = last.FinishedAt.UTC().AppendFormat(line, "2006-01-02T15:04:05.000Z07:00")
+		line = append(line, '"')
+	}
+	if last.Server != "" {
+		line = append(line, `,"server":`...)
+		line = sglang.AppendJSONString(line, last.Server)
+	}
+	return append(line, "}\n"...)
+}
+
+// turnFiles reads turn lines at their stored offsets, keeping the files it
+// opened; only the feeder uses it.
+type turnFiles map[uint32]*os.File
+
+func (tf turnFiles) close() {
+	for _, f := range tf {
+		f.Close()
+	}
+}
+
+// recorded returns the state of p's conversation: the turns the index holds
+// (TurnID(id, 1), 2, ... up to the first one missing), read from their
+// lines. An error says which line is wrong and what to do; the conversation
+// cannot go on from it (the state returned then only says whether it is
+// counted as half done).
+func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles) (*conv, error) {
+	c := &conv{k: p.Turns}
+	type at struct {
+		rec  store.Record
+		path string
+	}
+	var found []at
+	if err := r.db.View(func(v *store.View) error {
+		for i := 1; i < c.k; i++ {
+			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.ID, i))
+			if err != nil || !ok {
+				return err
+			}
+			path, ok := v.FilePath(rec.File)
+			if !ok {
+				return fmt.Errorf("turn %d of %s: its file (id %d) is no longer in the index; run 'gendex ingest' on the dataset", i, p.ID, rec.File)
+			}
+			found = append(found, at{rec, path})
+		}
+		return nil
+	}); err != nil {
+		return c, err
+	}
+	c.counted = len(found) > 0
+	for i, a := range found {
+		t, err := readTurn(files, a.rec, a.path, i+1, c.k)
+		if err != nil {
+			return c, err
+		}
+		c.done = append(c.done, t)
+	}
+	return c, nil
+}
+
+// readTurn reads turn i of a k-turn conversation from its line in path.
+func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAnswer, error) {
+	var t turnAnswer
+	f := files[rec.File]
+	if f == nil {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return t, fmt.Errorf("reading turn %d: %w", i, err)
+		}
+		files[rec.File] = f
+	}
+	where := fmt.Sprintf("%s:%d", path, rec.Line)
+	line := make([]byte, rec.Length)
+	n, _ := f.ReadAt(line, rec.Offset)
+	if n < len(line) || store.LineSum(line) != rec.Sum {
+		return t, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; run 'gendex ingest' on it)", where, i)
+	}
+	var l struct {
+		Turn             int     `json:"turn"`
+		Turns            int     `json:"turns"`
+		Text             *string `json:"text"`
+		PromptTokens     *int64  `json:"prompt_tokens"`
+		CompletionTokens *int64  `json:"completion_tokens"`
+		CachedTokens     *int64  `json:"cached_tokens"`
+		ReasoningTokens  *int64  `json:"reasoning_tokens"`
+	}
+	if err := json.Unmarshal(line, &l); err != nil {
+		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
+	}
+	switch {
+	case l.Turns != k:
+		return t, fmt.Errorf("%s holds turn %d of a conversation of %d turns, but the prompt has %d user turns now (was the prompt changed? move turns.jsonl away to start the conversation over)", where, i, l.Turns, k)
+	case l.Text == nil:
+		return t, fmt.Errorf("%s: turn %d has no \"text\" to carry into turn %d", where, i, i+1)
+	}
+	t.text = *l.Text
+	for c, n := range [4]*int64{l.PromptTokens, l.CompletionTokens, l.CachedTokens, l.ReasoningTokens} {
+		t.counts[c] = store.Unknown
+		if n != nil && *n >= 0 {
+			t.counts[c] = *n
+		}
+	}
+	obj, err := objectWithout(line, "id", "turn", "turns")
+	if err != nil {
+		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
+	}
+	t.obj = obj
+	return t, nil
+}
+
+// objectWithout returns the JSON object line without the given top-level
+// keys; every other member is kept as written, in its order.
+func objectWithout(line []byte, drop ...string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, err
+		}
+		if slices.Contains(drop, key) {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = sglang.AppendJSONString(out, key)
+		out = append(out, ':')
+		out = append(out, val...)
+	}
+	return append(out, '}'), nil
+}
+
+// countHalfDone counts a dataset's conversations with a first turn in the
+// index but neither a raw record nor (unless RetryErrors) an error.
+func (r *run) countHalfDone(v *store.View, name string) (int64, error) {
+	var n int64
+	err := v.Each(name, store.Turns, func(rec *store.Record) error {
+		id, ok := strings.CutSuffix(rec.ID, "#1")
+		if !ok {
+			return nil
+		}
+		if _, done, _ := v.Get(name, store.Raw, id); done {
+			return nil
+		}
+		if _, failed, _ := v.Get(name, store.Errors, id); failed && !r.cfg.RetryErrors {
+			return nil
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
