@@ -87,7 +87,7 @@ type job struct {
 	id     string
 	rec    *store.Record
 	line   []byte
-	where  string                              // file:line of the answer
+	where  string                                  // file:line of the answer
 	prompt func() (*prompt, string, leftWhy, bool) // the prompt; else where it is and why it is missing
 }
 

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+)
+
+// startSimProcess runs `gendex sim` as its own process on a free loopback
+// port until the test ends, and returns its URL once it answers /health.
+func startSimProcess(t *testing.T, bin string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "sim", "--listen", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	url := "http://" + addr
+	waitFor(t, 30*time.Second, "gendex sim never answered /health", func() bool {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	return url
+}
+
+// jsonLines reads a JSONL file into maps, failing on a bad line.
+func jsonLines(t *testing.T, path string) []map[string]json.RawMessage {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]json.RawMessage
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v in %q", path, err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func idOfLine(t *testing.T, m map[string]json.RawMessage) string {
+	t.Helper()
+	var id string
+	if err := json.Unmarshal(m["id"], &id); err != nil {
+		t.Fatalf("line without a string id: %v", m)
+	}
+	return id
+}
+
+// TestExportAgainstSim: gen answers the four demo datasets (token ids,
+// text, chat messages, ShareGPT) from a `gendex sim` process; export
+// writes ids records (prompt ids from the prompt line, or from the sim's
+// /v1/tokenize) and, into another index, conversations records. Every
+// answer has exactly one record or exclusion; an ids record is the prompt's
+// ids + the raw line's output_ids exactly, with loss on the output only; a
+// conversation has as many assistant turns as user turns, ending with the
+// answer's text; a second run of each has nothing to do and writes nothing.
+func TestExportAgainstSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and a simulator process")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin)
+	dir := t.TempDir()
+	prompts, _ := filepath.Abs("testdata/demo")
+	out := filepath.Join(dir, "out")
+	db := filepath.Join(dir, "g.db")
+	gendexOK := func(args ...string) string {
+		t.Helper()
+		o, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		}
+		return string(o)
+	}
+	gendexOK("--db", db, "gen", "--server", url, "--max-new-tokens", "40", "--out", out, prompts)
+	// A copy of the index before export, for the conversations run.
+	data, _ := os.ReadFile(db)
+	db2 := filepath.Join(dir, "g2.db")
+	os.WriteFile(db2, data, 0o600)
+
+	idsOut, convOut := filepath.Join(dir, "ids"), filepath.Join(dir, "conv")
+	gendexOK("--db", db, "export", "--format", "ids", "--server", url, "--out", idsOut, out, prompts)
+	gendexOK("--db", db2, "export", "--out", convOut, out, prompts)
+
+	c := sglang.New(url, sglang.Options{})
+	sets := []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"}
+	for _, ds := range sets {
+		promptByID := map[string]map[string]json.RawMessage{}
+		for _, p := range jsonLines(t, filepath.Join(prompts, ds, "prompts.jsonl")) {
+			promptByID[idOfLine(t, p)] = p
+		}
+		raws := jsonLines(t, filepath.Join(out, ds, "raw_responses.jsonl"))
+		rawByID := map[string]map[string]json.RawMessage{}
+		for _, r := range raws {
+			rawByID[idOfLine(t, r)] = r
+		}
+		for _, o := range []string{idsOut, convOut} {
+			seen := map[string]int{}
+			for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+				for _, l := range jsonLines(t, filepath.Join(o, ds, name)) {
+					id := idOfLine(t, l)
+					seen[id]++
+					if name == "excluded.jsonl" {
+						var reason string
+						json.Unmarshal(l["reason"], &reason)
+						var finish string
+						json.Unmarshal(rawByID[id]["finish_reason"], &finish)
+						want := "length"
+						if finish != "length" && o == convOut && promptByID[id]["input_ids"] != nil {
+							want = "ids_prompt"
+						}
+						if reason != want {
+							t.Errorf("%s %s excluded for %s; its finish_reason is %s: want %s", ds, id, reason, finish, want)
+						}
+					}
+				}
+			}
+			for id := range rawByID {
+				if seen[id] != 1 {
+					t.Errorf("%s: answer %s has %d records and exclusions in %s; want exactly 1", ds, id, seen[id], o)
+				}
+			}
+			if len(seen) != len(rawByID) {
+				t.Errorf("%s: %d ids in %s for %d answers", ds, len(seen), o, len(rawByID))
+			}
+		}
+
+		records := 0
+		for _, l := range jsonLines(t, filepath.Join(idsOut, ds, "tokenized.jsonl")) {
+			records++
+			id := idOfLine(t, l)
+			var input, mask, output []int
+			json.Unmarshal(l["input_ids"], &input)
+			json.Unmarshal(l["loss_mask"], &mask)
+			json.Unmarshal(rawByID[id]["output_ids"], &output)
+			p := promptByID[id]
+			var want []int
+			switch {
+			case p["input_ids"] != nil:
+				json.Unmarshal(p["input_ids"], &want)
+			case p["text"] != nil:
+				var text string
+				json.Unmarshal(p["text"], &text)
+				want = sim.Encode(text, true)
+			default:
+				var turns []map[string]string
+				json.Unmarshal(p["messages"], &turns)
+				if turns == nil {
+					json.Unmarshal(p["conversations"], &turns)
+				}
+				var msgs []sglang.Message
+				for _, m := range turns {
+					role, content := m["role"], m["content"]
+					if m["from"] != "" {
+						role, content = map[string]string{"human": "user", "gpt": "assistant", "system": "system"}[m["from"]], m["value"]
+					}
+					msgs = append(msgs, sglang.Message{Role: role, Content: content})
+				}
+				for len(msgs) > 0 && msgs[len(msgs)-1].Role == "assistant" {
+					msgs = msgs[:len(msgs)-1]
+				}
+				var err error
+				if want, err = c.TokenizeMessages(t.Context(), msgs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var promptTokens int
+			json.Unmarshal(rawByID[id]["prompt_tokens"], &promptTokens)
+			if len(want) != promptTokens {
+				t.Fatalf("%s %s: the check's own prompt ids (%d) are not the %d the server saw", ds, id, len(want), promptTokens)
+			}
+			want = append(want, output...)
+			if !reflect.DeepEqual(input, want) {
+				t.Errorf("%s %s: input_ids %v; want prompt ids + output_ids %v", ds, id, input, want)
+			}
+			wantMask := make([]int, len(want))
+			for i := promptTokens; i < len(want); i++ {
+				wantMask[i] = 1
+			}
+			if !reflect.DeepEqual(mask, wantMask) {
+				t.Errorf("%s %s: loss_mask %v; want %v", ds, id, mask, wantMask)
+			}
+		}
+		if records == 0 {
+			t.Errorf("%s: no ids records", ds)
+		}
+
+		for _, l := range jsonLines(t, filepath.Join(convOut, ds, "tokenized.jsonl")) {
+			id := idOfLine(t, l)
+			var conv []sglang.Message
+			json.Unmarshal(l["conversations"], &conv)
+			users, assistants := 0, 0
+			for _, m := range conv {
+				switch m.Role {
+				case "user":
+					users++
+				case "assistant":
+					assistants++
+				}
+			}
+			var text string
+			json.Unmarshal(rawByID[id]["text"], &text)
+			if users == 0 || users != assistants || conv[len(conv)-1].Content != text {
+				t.Errorf("%s %s: %d user and %d assistant turns, last %q; want as many of each, ending with the answer %q", ds, id, users, assistants, conv[len(conv)-1], text)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(convOut, "B1_ids", "tokenized.jsonl")); err != nil {
+		t.Error(err)
+	}
+	if n := len(jsonLines(t, filepath.Join(convOut, "B1_ids", "tokenized.jsonl"))); n != 0 {
+		t.Errorf("B1_ids (token-id prompts) has %d conversations records; want every answer excluded as ids_prompt or length", n)
+	}
+
+	// Second runs: nothing to do, nothing written.
+	size := func(root string) int64 {
+		var n int64
+		filepath.Walk(root, func(_ string, fi os.FileInfo, _ error) error {
+			if fi != nil && !fi.IsDir() {
+				n += fi.Size()
+			}
+			return nil
+		})
+		return n
+	}
+	for _, run := range []struct{ db, out string }{{db, idsOut}, {db2, convOut}} {
+		before := size(run.out)
+		o := gendexOK("--db", run.db, "export", "--format", "ids", "--server", url, "--out", run.out, out, prompts)
+		for _, ds := range sets {
+			if !strings.Contains(o, "export: nothing to do: every answer of "+ds+" has a record or an exclusion") {
+				t.Errorf("second run does not say %s has nothing to do:\n%s", ds, o)
+			}
+		}
+		if after := size(run.out); after != before {
+			t.Errorf("second run wrote %d bytes", after-before)
+		}
+	}
+}
