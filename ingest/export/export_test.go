@@ -283,4 +283,3 @@ func TestSpillManyChunks(t *testing.T) {
 		t.Errorf("%d records, %d lines; want %d", res.Records, strings.Count(tok, "\n"), n)
 	}
 }
-
