@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ func runExport(ctx context.Context, c *call, args []string) error {
 		return usagef("export: give at least one ROOT or DATASET_DIR holding raw_responses*.jsonl")
 	}
 	cfg := export.Config{IncludeTruncated: *includeTruncated, MaxLen: *maxLen, Now: c.env.Now}
+	// A test hook: TestExportSurvivesSIGKILL flushes every few KiB, so
+	// that its kills land between writes, fsyncs and commits.
+	if n, err := strconv.Atoi(c.env.Getenv("GENDEX_EXPORT_FLUSH_BYTES")); err == nil && n > 0 {
+		cfg.FlushBytes = n
+	}
 	if cfg.Format, err = export.ParseFormat(*format); err != nil {
 		return usagef("export: --format: %v", err)
 	}
