@@ -12,13 +12,29 @@ import (
 // turn is what export reads of one answer: a flat answer line, or one
 // element Ti of a conversation line's "turns".
 type turn struct {
-	text      *string // nil: the answer has none
+	text      *string // nil: the answer has none, or it is in textRaw
+	textRaw   []byte  // the JSON string "text", decoded when it is needed
 	reasoning string  // "" when absent or null
 	outputIDs []byte  // the raw JSON array; nil when absent
 	promptIDs []byte  // the raw JSON array gen sent as the prompt; nil when absent
 	finish    string
 	// Token counts, or store.Unknown.
 	promptTokens, completionTokens int64
+}
+
+// hasText reports whether the answer has a text.
+func (t *turn) hasText() bool { return t.text != nil || t.textRaw != nil }
+
+// content returns the answer's text ("" when it has none).
+func (t *turn) content() string {
+	if t.text == nil && t.textRaw != nil {
+		s, _ := str(t.textRaw)
+		t.text = &s
+	}
+	if t.text == nil {
+		return ""
+	}
+	return *t.text
 }
 
 // answer is a raw line: one turn, or the turns of a conversation line
@@ -29,24 +45,39 @@ type answer struct {
 }
 
 var answerKeys = []string{"turns", "output_ids", "text", "reasoning_content", "prompt_ids", "finish_reason",
-	"prompt_tokens", "completion_tokens", "choices", "response", "meta_info"}
+	"prompt_tokens", "completion_tokens", "choices", "response"}
+
+// The positions of answerKeys.
+const (
+	kTurns = iota
+	kOutputIDs
+	kText
+	kReasoning
+	kPromptIDs
+	kFinish
+	kPromptTokens
+	kCompletionTokens
+	kChoices
+	kResponse
+	nAnswerKeys
+)
 
 // parseAnswer reads an answer line. rec is its index record, whose
 // normalized finish reason and counts stand for a flat line's own (they
 // are read from any shape ingest knows).
 func parseAnswer(line []byte, rec *store.Record) (answer, error) {
-	o, err := parseObject(line, answerKeys...)
-	if err != nil {
+	var o [nAnswerKeys][]byte
+	if err := getFields(line, answerKeys, o[:]); err != nil {
 		return answer{}, err
 	}
-	if ts := o["turns"]; !isNull(ts) {
+	if ts := o[kTurns]; !isNull(ts) {
 		a := answer{conversation: true}
 		err := elements(ts, func(v []byte) error {
-			to, err := parseObject(v, answerKeys...)
-			if err != nil {
+			var to [nAnswerKeys][]byte
+			if err := getFields(v, answerKeys, to[:]); err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
-			t, err := readTurn(to)
+			t, err := readTurn(&to)
 			if err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
@@ -61,7 +92,7 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 		}
 		return a, nil
 	}
-	t, err := readTurn(o)
+	t, err := readTurn(&o)
 	if err != nil {
 		return answer{}, err
 	}
@@ -74,68 +105,71 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 // /generate (output_ids, text), or OpenAI's choices[0] (message.content,
 // message.reasoning_content, or text), also inside a Batch line's
 // response.body.
-func readTurn(o object) (turn, error) {
+func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
 	t := turn{promptTokens: store.Unknown, completionTokens: store.Unknown}
-	if v := o["output_ids"]; !isNull(v) {
+	if v := o[kOutputIDs]; !isNull(v) {
 		t.outputIDs = v
 	}
-	if v := o["prompt_ids"]; !isNull(v) {
+	if v := o[kPromptIDs]; !isNull(v) {
 		t.promptIDs = v
 	}
-	if v := o["text"]; !isNull(v) {
-		s, ok := str(v)
-		if !ok {
+	if v := o[kText]; !isNull(v) {
+		if v[0] != '"' {
 			return t, errors.New(`"text" is not a string`)
 		}
-		t.text = &s
+		t.textRaw = v
 	}
-	if v := o["reasoning_content"]; !isNull(v) {
+	if v := o[kReasoning]; !isNull(v) {
 		s, ok := str(v)
 		if !ok {
 			return t, errors.New(`"reasoning_content" is not a string`)
 		}
 		t.reasoning = s
 	}
-	if s, ok := str(o["finish_reason"]); ok {
+	if s, ok := str(o[kFinish]); ok {
 		t.finish = s
 	}
-	if n, ok := count(o["prompt_tokens"]); ok {
+	if n, ok := count(o[kPromptTokens]); ok {
 		t.promptTokens = n
 	}
-	if n, ok := count(o["completion_tokens"]); ok {
+	if n, ok := count(o[kCompletionTokens]); ok {
 		t.completionTokens = n
 	}
-	choices := o["choices"]
-	if isNull(choices) && !isNull(o["response"]) {
-		if r, err := parseObject(o["response"], "body", "choices"); err == nil {
-			choices = r["choices"]
-			if body, err := parseObject(r["body"], "choices"); err == nil && !isNull(body["choices"]) {
-				choices = body["choices"]
-			}
+	if t.textRaw != nil {
+		return t, nil
+	}
+	var f [2][]byte
+	choices := o[kChoices]
+	if isNull(choices) && getFields(o[kResponse], []string{"body", "choices"}, f[:]) == nil {
+		choices = f[1]
+		var body [1][]byte
+		if getFields(f[0], []string{"choices"}, body[:]) == nil && !isNull(body[0]) {
+			choices = body[0]
 		}
 	}
-	if t.text == nil && !isNull(choices) {
-		var first []byte
-		elements(choices, func(v []byte) error {
-			if first == nil {
-				first = v
-			}
-			return nil
-		})
-		c, err := parseObject(first, "message", "text", "finish_reason")
-		if err != nil {
-			return t, fmt.Errorf(`"choices"[0]: %v`, err)
+	if isNull(choices) {
+		return t, nil
+	}
+	var first []byte
+	elements(choices, func(v []byte) error {
+		if first == nil {
+			first = v
 		}
-		if s, ok := str(c["text"]); ok {
+		return nil
+	})
+	if err := getFields(first, []string{"message", "text"}, f[:]); err != nil {
+		return t, fmt.Errorf(`"choices"[0]: %v`, err)
+	}
+	if s, ok := str(f[1]); ok {
+		t.text = &s
+	}
+	var m [2][]byte
+	if getFields(f[0], []string{"content", "reasoning_content"}, m[:]) == nil {
+		if s, ok := str(m[0]); ok {
 			t.text = &s
 		}
-		if m, err := parseObject(c["message"], "content", "reasoning_content"); err == nil {
-			if s, ok := str(m["content"]); ok {
-				t.text = &s
-			}
-			if s, ok := str(m["reasoning_content"]); ok {
-				t.reasoning = s
-			}
+		if s, ok := str(m[1]); ok {
+			t.reasoning = s
 		}
 	}
 	return t, nil
@@ -155,26 +189,25 @@ type prompt struct {
 var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
 	"system": "system", "tool": "tool", "function": "tool", "observation": "tool"}
 
+var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
+
 // parsePrompt reads a prompt line ({"input_ids"}, {"text"}, {"messages"},
 // {"conversations"}; ShareGPT from/value and OpenAI content parts too).
 func parsePrompt(line []byte) (*prompt, error) {
-	o, err := parseObject(line, "input_ids", "text", "messages", "conversations")
-	if err != nil {
+	var o [4][]byte
+	if err := getFields(line, promptKeys, o[:]); err != nil {
 		return nil, err
 	}
 	p := &prompt{}
-	turns := o["messages"]
+	turns := o[2]
 	if isNull(turns) {
-		turns = o["conversations"]
+		turns = o[3]
 	}
 	switch {
-	case !isNull(o["input_ids"]):
-		if _, _, ok := appendIDs(nil, o["input_ids"]); !ok {
-			return nil, errors.New(`"input_ids" is not a list of token ids`)
-		}
-		p.ids = o["input_ids"]
-	case !isNull(o["text"]):
-		s, ok := str(o["text"])
+	case !isNull(o[0]):
+		p.ids = o[0] // checked where it is used
+	case !isNull(o[1]):
+		s, ok := str(o[1])
 		if !ok {
 			return nil, errors.New(`"text" is not a string`)
 		}

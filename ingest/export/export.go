@@ -2,7 +2,9 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -119,6 +121,20 @@ type outputs struct {
 	tok, exc       *os.File
 	tokSrc, excSrc ingest.Source
 	tokBuf, excBuf []byte
+	// The flush in progress (nil: none) and the buffers it writes, reused
+	// by the flush after it.
+	pending            chan error
+	spareTok, spareExc []byte
+}
+
+// wait waits for the flush in progress, if any, and returns its error.
+func (o *outputs) wait() error {
+	if o.pending == nil {
+		return nil
+	}
+	err := <-o.pending
+	o.pending = nil
+	return err
 }
 
 // Export writes a record or an exclusion for every answer of d that has
@@ -147,6 +163,8 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		tokSrc: ingest.Source{Path: d.Tokenized(), Dataset: d.Name, Stage: store.Tokenized},
 		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
 	}
+	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
+	out.spareTok = make([]byte, 0, c.FlushBytes+1<<20)
 	var err error
 	if out.tok, err = openOutput(out.tokSrc.Path); err != nil {
 		return res, err
@@ -156,6 +174,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return res, err
 	}
 	defer out.exc.Close()
+	defer out.wait() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
 	}
@@ -214,7 +233,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 				if err := x.flush(out); err != nil {
 					return res, err
 				}
-				return res, ctx.Err()
+				return res, errors.Join(out.wait(), ctx.Err())
 			}
 			if err := x.one(ctx, &es[i], read, out, &res); err != nil {
 				return res, err
@@ -234,7 +253,10 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			}
 		}
 	}
-	return res, x.flush(out)
+	if err := x.flush(out); err != nil {
+		return res, err
+	}
+	return res, out.wait()
 }
 
 func sum(m map[string]int) int {
@@ -255,7 +277,7 @@ func (x *Exporter) one(ctx context.Context, e *entry, read func(*store.Record) (
 	// The answer's line is valid until the next read of its file; the
 	// prompt lives in another file, with its own reader.
 	var promptErr error
-	j := &job{id: e.id, rec: &e.rec, line: line, where: fmt.Sprintf("%s:%d", path, e.rec.Line)}
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: out.tokBuf}
 	j.prompt = func() (*prompt, string, leftWhy, bool) {
 		if !e.hasPrompt {
 			return nil, "", leftNoPrompt, false
@@ -286,7 +308,7 @@ func (x *Exporter) one(ctx context.Context, e *entry, read func(*store.Record) (
 			res.BadPrompts = append(res.BadPrompts, o.note)
 		}
 	case o.record != nil:
-		out.tokBuf = append(out.tokBuf, o.record...)
+		out.tokBuf = o.record
 		res.Records++
 		if o.lenUnknown {
 			res.LenUnknown++
@@ -345,7 +367,9 @@ func (x *Exporter) reconcile(d Dataset, out *outputs) error {
 
 // todo lists, in one read transaction, the raw answers of dataset with
 // neither a tokenized nor an excluded record, with their prompts' records,
-// and returns the paths of the files they live in.
+// and returns the paths of the files they live in. The walk is one merge
+// of the raw and prompts stages (in id order) with View.Missing, not a
+// lookup per answer.
 func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	sp, err := newSpill()
 	if err != nil {
@@ -360,17 +384,34 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 				}
 			}
 		}
+		raws, stopRaws := iter.Pull(records(v, dataset, store.Raw))
+		defer stopRaws()
+		prompts, stopPrompts := iter.Pull(records(v, dataset, store.Prompts))
+		defer stopPrompts()
+		var p store.Record
+		pok := false
+		first := true
 		return v.Missing(dataset, store.Raw, func(id string) error {
 			e := entry{id: id}
-			rec, ok, err := v.Get(dataset, store.Raw, id)
-			if err != nil || !ok {
-				return err
+			for {
+				r, ok := raws()
+				if !ok {
+					return fmt.Errorf("dataset %s: raw answer %q is missing from its own stage", dataset, id)
+				}
+				if r.ID == id {
+					e.rec = r
+					break
+				}
 			}
-			e.rec = rec
-			path(rec.File)
-			if p, ok, err := v.Get(dataset, store.Prompts, id); err != nil {
-				return err
-			} else if ok {
+			path(e.rec.File)
+			if first {
+				p, pok = prompts()
+				first = false
+			}
+			for pok && p.ID < id {
+				p, pok = prompts()
+			}
+			if pok && p.ID == id {
 				e.prompt, e.hasPrompt = p, true
 				path(p.File)
 			}
@@ -384,23 +425,52 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	return sp, paths, nil
 }
 
-// flush writes and fsyncs the buffered records, then the exclusions, then
-// indexes both files.
+// records is the records of a dataset's stage in id order, as an iterator.
+func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Record] {
+	return func(yield func(store.Record) bool) {
+		v.Each(dataset, stage, func(r *store.Record) error {
+			if !yield(*r) {
+				return errStop
+			}
+			return nil
+		})
+	}
+}
+
+var errStop = errors.New("stop")
+
+// flush hands the buffered records and exclusions to a goroutine that
+// writes them (see write), so the next ones are decided meanwhile. It
+// first waits for the flush before it: flushes happen one after another,
+// in order.
 func (x *Exporter) flush(out *outputs) error {
+	if err := out.wait(); err != nil {
+		return err
+	}
+	tok, exc := out.tokBuf, out.excBuf
+	out.tokBuf, out.excBuf = out.spareTok[:0], out.spareExc[:0]
+	out.spareTok, out.spareExc = tok, exc
+	out.pending = make(chan error, 1)
+	go func() { out.pending <- x.write(out, tok, exc) }()
+	return nil
+}
+
+// write writes and fsyncs the records, then the exclusions, then indexes
+// both files.
+func (x *Exporter) write(out *outputs, tok, exc []byte) error {
 	for _, o := range []struct {
 		f   *os.File
-		buf *[]byte
-	}{{out.tok, &out.tokBuf}, {out.exc, &out.excBuf}} {
-		if len(*o.buf) == 0 {
+		buf []byte
+	}{{out.tok, tok}, {out.exc, exc}} {
+		if len(o.buf) == 0 {
 			continue
 		}
-		if _, err := o.f.Write(*o.buf); err != nil {
+		if _, err := o.f.Write(o.buf); err != nil {
 			return fmt.Errorf("writing %s: %w (the answers not written are exported on the next run)", o.f.Name(), err)
 		}
 		if err := o.f.Sync(); err != nil {
 			return fmt.Errorf("syncing %s: %w", o.f.Name(), err)
 		}
-		*o.buf = (*o.buf)[:0]
 	}
 	for _, src := range []ingest.Source{out.tokSrc, out.excSrc} {
 		if _, err := x.Ix.IndexFile(context.Background(), src); err != nil {

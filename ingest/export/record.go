@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"gendex/ingest/gen/sglang"
@@ -69,7 +70,7 @@ const (
 
 // outcome is what export does with one answer.
 type outcome struct {
-	record         []byte // a tokenized line, with its newline
+	record         []byte // job.dst with a tokenized line appended, with its newline
 	reason, detail string // or an exclusion
 	left           bool   // or neither, for now
 	why            leftWhy
@@ -87,16 +88,20 @@ type job struct {
 	id     string
 	rec    *store.Record
 	line   []byte
-	where  string                                  // file:line of the answer
+	path   string                                  // the answer's file
 	prompt func() (*prompt, string, leftWhy, bool) // the prompt; else where it is and why it is missing
+	dst    []byte                                  // the record is appended to this
 }
+
+// where is the answer's file:line.
+func (j *job) where() string { return fmt.Sprintf("%s:%d", j.path, j.rec.Line) }
 
 // decide turns an answer into a record, an exclusion or a reason to wait.
 // It returns an error only for what stops the run (a tokenizer failure).
 func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 	a, err := parseAnswer(j.line, j.rec)
 	if err != nil {
-		return exclude(ReasonBadAnswer, "%s: not an answer: %v", j.where, err), nil
+		return exclude(ReasonBadAnswer, "%s: not an answer: %v", j.where(), err), nil
 	}
 	k := len(a.turns)
 	turnOf := func(i int) string {
@@ -132,8 +137,8 @@ func countText(n int64) string {
 // conversation builds a conversations record.
 func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcome, error) {
 	k := len(a.turns)
-	for i, t := range a.turns {
-		if t.text == nil {
+	for i := range a.turns {
+		if !a.turns[i].hasText() {
 			return exclude(ReasonNoText, "%sthe answer has no text (generated with --skip-tokenizer-init, or its content is null); export it with --format ids", turnOf(i)), nil
 		}
 	}
@@ -145,7 +150,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 		return exclude(ReasonIDsPrompt, "the prompt (%s) is token ids (input_ids), not a conversation; export it with --format ids", where), nil
 	}
 	assistant := func(i int) message {
-		m := message{Role: "assistant", Content: *a.turns[i].text}
+		m := message{Role: "assistant", Content: a.turns[i].content()}
 		if c.KeepReasoning {
 			m.ReasoningContent = a.turns[i].reasoning
 		}
@@ -155,12 +160,12 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	switch {
 	case p.text != nil:
 		if a.conversation && k != 1 {
-			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is one text", j.where, k, where), nil
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is one text", j.where(), k, where), nil
 		}
 		msgs = []message{{Role: "user", Content: *p.text}, assistant(k - 1)}
 	case a.conversation:
 		if u := p.userTurns(); u != k {
-			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where, k, where, u), nil
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
 		}
 		msgs = p.interleave(assistant)
 	default:
@@ -183,7 +188,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 		ID            string    `json:"id"`
 		Conversations []message `json:"conversations"`
 	}{j.id, msgs})
-	o.record = buf.Bytes()
+	o.record = append(j.dst, buf.Bytes()...)
 	return o, err
 }
 
@@ -206,7 +211,7 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 		case p.ids != nil && !a.conversation:
 			promptIDs = p.ids
 		case p.ids != nil:
-			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is token ids", j.where, k, where), nil
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is token ids", j.where(), k, where), nil
 		case c.Tokenizer == nil:
 			return outcome{left: true, why: leftNeedsServer}, nil
 		default:
@@ -217,16 +222,16 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 				ids, err = c.Tokenizer.TokenizeText(ctx, *p.text)
 			case a.conversation:
 				if u := p.userTurns(); u != k {
-					return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where, k, where, u), nil
+					return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
 				}
-				for i, t := range a.turns[:k-1] {
-					if t.text == nil {
+				for i := range a.turns[:k-1] {
+					if !a.turns[i].hasText() {
 						return exclude(ReasonNoText, "%sthe answer has no text, which the prompt of the next turn holds; the prompt ids cannot be rebuilt", turnOf(i)), nil
 					}
 				}
 				msgs := p.interleave(func(i int) message {
 					if i < k-1 {
-						return message{Role: "assistant", Content: *a.turns[i].text}
+						return message{Role: "assistant", Content: a.turns[i].content()}
 					}
 					return message{}
 				})
@@ -248,20 +253,19 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 			promptIDs = append(b, ']')
 		}
 	}
-	rec := make([]byte, 0, 2*len(promptIDs)+2*len(last.outputIDs)+len(j.id)+64)
-	rec = append(rec, `{"id":`...)
+	rec := append(j.dst, `{"id":`...)
 	rec = appendString(rec, j.id)
 	rec = append(rec, `,"input_ids":[`...)
 	rec, np, ok := appendIDs(rec, promptIDs)
 	if !ok {
-		return exclude(ReasonBadAnswer, "%s: the prompt ids are not a list of token ids", j.where), nil
+		return exclude(ReasonBadAnswer, "%s: the prompt ids are not a list of token ids", j.where()), nil
 	}
 	if np > 0 {
 		rec = append(rec, ',')
 	}
 	rec, no, ok := appendIDs(rec, last.outputIDs)
 	if !ok {
-		return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where, turnOf(k-1)), nil
+		return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(k-1)), nil
 	}
 	if np > 0 && no == 0 { // the comma before an empty output
 		rec = rec[:len(rec)-1]
@@ -278,7 +282,7 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 		for i, t := range a.turns[:k-1] {
 			out, ok := parseIDs(t.outputIDs)
 			if !ok {
-				return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where, turnOf(i)), nil
+				return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(i)), nil
 			}
 			at := index(pids[from:], out)
 			if at < 0 || len(out) == 0 {
@@ -292,24 +296,41 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 		}
 	}
 	rec = append(rec, `],"loss_mask":[`...)
-	for i := range np {
-		if i > 0 {
-			rec = append(rec, ',')
-		}
-		if mask != nil && mask[i] {
-			rec = append(rec, '1')
-		} else {
-			rec = append(rec, '0')
+	if mask == nil {
+		rec = appendRun(rec, zeros, np)
+	} else {
+		for i := range np {
+			if i > 0 {
+				rec = append(rec, ',')
+			}
+			if mask[i] {
+				rec = append(rec, '1')
+			} else {
+				rec = append(rec, '0')
+			}
 		}
 	}
-	for i := range no {
-		if np > 0 || i > 0 {
-			rec = append(rec, ',')
-		}
-		rec = append(rec, '1')
+	if np > 0 && no > 0 {
+		rec = append(rec, ',')
 	}
+	rec = appendRun(rec, ones, no)
 	o.record = append(rec, "]}\n"...)
 	return o, nil
+}
+
+var zeros, ones = strings.Repeat("0,", 4096), strings.Repeat("1,", 4096)
+
+// appendRun appends n copies of run's digit, comma-separated.
+func appendRun(dst []byte, run string, n int) []byte {
+	for n > 0 {
+		k := min(n, len(run)/2)
+		dst = append(dst, run[:2*k-1]...)
+		n -= k
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+	}
+	return dst
 }
 
 // index returns the first position of sub in s, or -1 (Knuth-Morris-Pratt).

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -30,7 +31,16 @@ func skipValue(b []byte, i int) (int, error) {
 	switch b[i] {
 	case '"':
 		return skipString(b, i)
-	case '{', '[':
+	case '[':
+		// A flat array (of numbers: output_ids) in a few vector scans.
+		if j := bytes.IndexByte(b[i+1:], ']'); j >= 0 {
+			seg := b[i+1 : i+1+j]
+			if bytes.IndexByte(seg, '[') < 0 && bytes.IndexByte(seg, '{') < 0 && bytes.IndexByte(seg, '"') < 0 {
+				return i + 2 + j, nil
+			}
+		}
+		fallthrough
+	case '{':
 		depth := 0
 		for i < len(b) {
 			switch b[i] {
@@ -76,11 +86,8 @@ func skipString(b []byte, i int) (int, error) {
 	return len(b), errSyntax
 }
 
-// object is the top-level fields of one JSON object: raw values by key.
-type object map[string][]byte
-
 // fields calls fn with each key and raw value of the object b.
-func fields(b []byte, fn func(key string, val []byte)) error {
+func fields(b []byte, fn func(key, val []byte)) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errors.New("not a JSON object")
@@ -97,12 +104,14 @@ func fields(b []byte, fn func(key string, val []byte)) error {
 		if err != nil {
 			return err
 		}
-		key := string(b[i+1 : end-1])
+		key := b[i+1 : end-1]
 		for k := i + 1; k < end-1; k++ {
 			if b[k] == '\\' {
-				if err := json.Unmarshal(b[i:end], &key); err != nil {
+				var s string
+				if err := json.Unmarshal(b[i:end], &s); err != nil {
 					return err
 				}
+				key = []byte(s)
 				break
 			}
 		}
@@ -129,22 +138,18 @@ func fields(b []byte, fn func(key string, val []byte)) error {
 	return errSyntax
 }
 
-// parseObject reads the fields of b that want lists (all when want is nil).
-func parseObject(b []byte, want ...string) (object, error) {
-	o := object{}
-	err := fields(b, func(k string, v []byte) {
-		if want == nil {
-			o[k] = v
-			return
-		}
-		for _, w := range want {
-			if k == w {
-				o[k] = v
+// getFields sets vals[i] to the raw value of the field want[i] of the
+// object b, or nil when b has no such field.
+func getFields(b []byte, want []string, vals [][]byte) error {
+	clear(vals)
+	return fields(b, func(k, v []byte) {
+		for i, w := range want {
+			if string(k) == w {
+				vals[i] = v
 				return
 			}
 		}
 	})
-	return o, err
 }
 
 // elements calls fn with each raw element of the JSON array b.
