@@ -180,3 +180,59 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("the index's progress:\n%s\na fresh index's:\n%s", got, want)
 	}
 }
+
+// TestExportInterrupted: SIGINT stops export cleanly: exit 130, both
+// outputs end with a whole line (what was decided is written), and the
+// next run exports the rest, each answer once.
+func TestExportInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and interrupts a real process")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	const n = 30_000
+	root := t.TempDir()
+	dir := filepath.Join(root, "X")
+	writeExportFixture(t, dir, n)
+	db := filepath.Join(t.TempDir(), "g.db")
+	cmd := exec.Command(bin, "--db", db, "export", "--format", "ids", root)
+	cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=16384")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "tokenized.jsonl")
+	waitFor(t, 30*time.Second, "export never wrote a record", func() bool {
+		fi, err := os.Stat(tok)
+		return err == nil && fi.Size() > 0
+	})
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d (%v); want 130 and \"interrupted\":\n%s", code, err, stderr.String())
+	}
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
+			t.Errorf("%s after the interrupt: %d bytes, %v; want whole lines", name, len(data), err)
+		}
+	}
+	if got := len(jsonLines(t, tok)); got >= n-n/7 {
+		t.Errorf("%d records before the interrupt: it was not interrupted mid-run", got)
+	}
+	if o, err := exec.Command(bin, "--db", db, "export", "--format", "ids", root).CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, o)
+	}
+	seen := map[string]int{}
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		for _, l := range jsonLines(t, filepath.Join(dir, name)) {
+			seen[idOfLine(t, l)]++
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("x%06d", i); seen[id] != 1 {
+			t.Errorf("%s: %d records and exclusions; want 1", id, seen[id])
+		}
+	}
+}
