@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	"gendex/ingest"
@@ -116,27 +115,6 @@ type Exporter struct {
 	Config
 }
 
-// outputs are a dataset's two output files, open and locked.
-type outputs struct {
-	tok, exc       *os.File
-	tokSrc, excSrc ingest.Source
-	tokBuf, excBuf []byte
-	// The flush in progress (nil: none) and the buffers it writes, reused
-	// by the flush after it.
-	pending            chan error
-	spareTok, spareExc []byte
-}
-
-// wait waits for the flush in progress, if any, and returns its error.
-func (o *outputs) wait() error {
-	if o.pending == nil {
-		return nil
-	}
-	err := <-o.pending
-	o.pending = nil
-	return err
-}
-
 // Export writes a record or an exclusion for every answer of d that has
 // neither, and indexes them. The crash protocol: every FlushBytes, one
 // write and fsync of tokenized.jsonl, then of excluded.jsonl, then both are
@@ -174,7 +152,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return res, err
 	}
 	defer out.exc.Close()
-	defer out.wait() // before the files close
+	defer func() { out.wait(); out.stopIndexer() }() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
 	}
@@ -189,6 +167,17 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	if err := todo.rewind(); err != nil {
 		return res, err
+	}
+	x.startIndexer(out)
+	// finish writes what is decided and indexes it all.
+	finish := func() error {
+		if err := x.flush(out); err != nil {
+			return err
+		}
+		if err := errors.Join(out.wait(), out.stopIndexer()); err != nil {
+			return err
+		}
+		return x.index(out)
 	}
 	readers := map[uint32]*lineReader{}
 	defer func() {
@@ -230,10 +219,10 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		})
 		for i := range es {
 			if ctx.Err() != nil {
-				if err := x.flush(out); err != nil {
+				if err := finish(); err != nil {
 					return res, err
 				}
-				return res, errors.Join(out.wait(), ctx.Err())
+				return res, ctx.Err()
 			}
 			if err := x.one(ctx, &es[i], read, out, &res); err != nil {
 				return res, err
@@ -253,10 +242,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			}
 		}
 	}
-	if err := x.flush(out); err != nil {
-		return res, err
-	}
-	return res, out.wait()
+	return res, finish()
 }
 
 func sum(m map[string]int) int {
@@ -438,58 +424,3 @@ func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Re
 }
 
 var errStop = errors.New("stop")
-
-// flush hands the buffered records and exclusions to a goroutine that
-// writes them (see write), so the next ones are decided meanwhile. It
-// first waits for the flush before it: flushes happen one after another,
-// in order.
-func (x *Exporter) flush(out *outputs) error {
-	if err := out.wait(); err != nil {
-		return err
-	}
-	tok, exc := out.tokBuf, out.excBuf
-	out.tokBuf, out.excBuf = out.spareTok[:0], out.spareExc[:0]
-	out.spareTok, out.spareExc = tok, exc
-	out.pending = make(chan error, 1)
-	go func() { out.pending <- x.write(out, tok, exc) }()
-	return nil
-}
-
-// write writes and fsyncs the records, then the exclusions, then indexes
-// both files.
-func (x *Exporter) write(out *outputs, tok, exc []byte) error {
-	for _, o := range []struct {
-		f   *os.File
-		buf []byte
-	}{{out.tok, tok}, {out.exc, exc}} {
-		if len(o.buf) == 0 {
-			continue
-		}
-		if _, err := o.f.Write(o.buf); err != nil {
-			return fmt.Errorf("writing %s: %w (the answers not written are exported on the next run)", o.f.Name(), err)
-		}
-		if err := o.f.Sync(); err != nil {
-			return fmt.Errorf("syncing %s: %w", o.f.Name(), err)
-		}
-	}
-	for _, src := range []ingest.Source{out.tokSrc, out.excSrc} {
-		if _, err := x.Ix.IndexFile(context.Background(), src); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// openOutput opens an output file for appending, locked against a second
-// export writing it.
-func openOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s is being written by another export (lock: %v)", path, err)
-	}
-	return f, nil
-}

@@ -75,13 +75,22 @@ func skipValue(b []byte, i int) (int, error) {
 
 // skipString returns the index past the string whose quote is at b[i].
 func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+	for j := i + 1; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			break
+		}
+		j += q
+		// The quote ends the string unless an odd number of backslashes
+		// escape it.
+		n := 0
+		for k := j - 1; k > i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, nil
 		}
+		j++
 	}
 	return len(b), errSyntax
 }
@@ -219,6 +228,13 @@ func count(v []byte) (int64, bool) {
 // returns how many it appended; ok is false (dst unchanged) when v is not
 // such an array.
 func appendIDs(dst, v []byte) (out []byte, n int, ok bool) {
+	if len(v) >= 2 && v[0] == '[' && v[len(v)-1] == ']' && onlyDigitsAndCommas(v[1:len(v)-1]) {
+		inner := v[1 : len(v)-1]
+		if len(inner) == 0 {
+			return dst, 0, true
+		}
+		return append(dst, inner...), bytes.Count(inner, comma) + 1, true
+	}
 	i := skipSpace(v, 0)
 	if i >= len(v) || v[i] != '[' {
 		return dst, 0, false
@@ -256,6 +272,25 @@ func appendIDs(dst, v []byte) (out []byte, n int, ok bool) {
 		}
 		i = skipSpace(v, i+1)
 	}
+}
+
+var comma = []byte{','}
+
+// onlyDigitsAndCommas reports, in vector scans, whether b (the inside of
+// a JSON array from a line that is valid JSON: every indexed line is)
+// holds nothing but numbers without sign, fraction or exponent, and
+// commas: then it is a list of non-negative integers, written without
+// spaces. A false answer sends the caller to the byte-by-byte check.
+func onlyDigitsAndCommas(b []byte) bool {
+	if len(b) > 0 && (b[0] == ',' || b[len(b)-1] == ',') {
+		return false
+	}
+	for _, c := range []byte(" \t\r\n\"[{.eE-+tfn") {
+		if bytes.IndexByte(b, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // parseIDs decodes a JSON array of non-negative integers.
