@@ -169,6 +169,12 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return res, err
 	}
 	x.startIndexer(out)
+	var prefetch *cachedTokenizer
+	if c.Format == IDs && c.Tokenizer != nil {
+		prefetch = &cachedTokenizer{t: c.Tokenizer}
+		c.Tokenizer = prefetch
+		defer func() { c.Tokenizer = prefetch.t }()
+	}
 	// finish writes what is decided and indexes it all.
 	finish := func() error {
 		if err := x.flush(out); err != nil {
@@ -185,7 +191,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			r.close()
 		}
 	}()
-	read := func(r *store.Record) ([]byte, string, error) {
+	var read reader = func(r *store.Record) ([]byte, string, error) {
 		lr := readers[r.File]
 		if lr == nil {
 			path, ok := paths[r.File]
@@ -218,6 +224,11 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			return es[i].rec.Offset < es[j].rec.Offset
 		})
 		for i := range es {
+			if i%prefetchWindow == 0 && prefetch != nil {
+				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
+					return res, err
+				}
+			}
 			if ctx.Err() != nil {
 				if err := finish(); err != nil {
 					return res, err
@@ -253,17 +264,20 @@ func sum(m map[string]int) int {
 	return n
 }
 
-// one decides one answer and buffers its record or exclusion.
-func (x *Exporter) one(ctx context.Context, e *entry, read func(*store.Record) ([]byte, string, error), out *outputs, res *Result) error {
+// reader returns the line a record points at, and its file's path.
+type reader func(*store.Record) ([]byte, string, error)
+
+// decideEntry reads an answer (and, when it is needed, its prompt) and
+// decides it, appending a record to dst. n is the answer's size.
+func (x *Exporter) decideEntry(ctx context.Context, e *entry, read reader, dst []byte) (o outcome, n int, err error) {
 	line, path, err := read(&e.rec)
 	if err != nil {
-		return err
+		return o, 0, err
 	}
-	res.AnswerBytes += int64(len(line))
 	// The answer's line is valid until the next read of its file; the
 	// prompt lives in another file, with its own reader.
 	var promptErr error
-	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: out.tokBuf}
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst}
 	j.prompt = func() (*prompt, string, leftWhy, bool) {
 		if !e.hasPrompt {
 			return nil, "", leftNoPrompt, false
@@ -280,13 +294,20 @@ func (x *Exporter) one(ctx context.Context, e *entry, read func(*store.Record) (
 		}
 		return p, where, 0, true
 	}
-	o, err := x.decide(ctx, j)
+	o, err = x.decide(ctx, j)
 	if promptErr != nil {
-		return promptErr
+		return o, len(line), promptErr
 	}
+	return o, len(line), err
+}
+
+// one decides one answer and buffers its record or exclusion.
+func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs, res *Result) error {
+	o, n, err := x.decideEntry(ctx, e, read, out.tokBuf)
 	if err != nil {
 		return err
 	}
+	res.AnswerBytes += int64(n)
 	switch {
 	case o.left:
 		res.Left[o.why]++

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,10 +146,10 @@ func TestConversationsDropReasoning(t *testing.T) {
 // fakeTokenizer renders a chat as BOS, then per message a role id, the
 // content's bytes and 2 (the end of a turn), then 99 (the generation
 // prompt); a text as BOS and its bytes.
-type fakeTokenizer struct{ calls int }
+type fakeTokenizer struct{ calls atomic.Int64 }
 
 func (f *fakeTokenizer) TokenizeMessages(_ context.Context, msgs []sglang.Message) ([]int, error) {
-	f.calls++
+	f.calls.Add(1)
 	ids := []int{1}
 	for _, m := range msgs {
 		ids = append(ids, map[string]int{"system": 5, "user": 6, "assistant": 7}[m.Role])
@@ -161,7 +162,7 @@ func (f *fakeTokenizer) TokenizeMessages(_ context.Context, msgs []sglang.Messag
 }
 
 func (f *fakeTokenizer) TokenizeText(_ context.Context, text string) ([]int, error) {
-	f.calls++
+	f.calls.Add(1)
 	ids := []int{1}
 	for _, c := range []byte(text) {
 		ids = append(ids, int(c))
@@ -199,8 +200,8 @@ func TestIDs(t *testing.T) {
 {"id":"c2","input_ids":[1,6,72,49,2,7,82,49,120,2,6,72,50,2,99,30,2],"loss_mask":[0,0,0,0,0,0,1,1,1,1,0,0,0,0,0,1,1]}
 {"id":"op","input_ids":[1,6,65,66,2,99,70,2],"loss_mask":[0,0,0,0,0,0,1,1]}
 `)
-	if res.Records != 4 || tz.calls != 4 || res.Unmatched != 0 {
-		t.Errorf("with a tokenizer: %+v, %d calls; want 4 records from 4 calls", res, tz.calls)
+	if res.Records != 4 || tz.calls.Load() != 4 || res.Unmatched != 0 {
+		t.Errorf("with a tokenizer: %+v, %d calls; want 4 records from 4 calls", res, tz.calls.Load())
 	}
 }
 

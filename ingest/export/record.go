@@ -52,7 +52,8 @@ var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonLength, ReasonNoText,
 
 // Tokenizer turns prompts into the ids a server would see: chat messages
 // through the chat template (/v1/tokenize with messages), text as
-// /generate tokenizes it (special tokens added).
+// /generate tokenizes it (special tokens added). Its methods are called
+// from several goroutines at once.
 type Tokenizer interface {
 	TokenizeMessages(ctx context.Context, messages []sglang.Message) ([]int, error)
 	TokenizeText(ctx context.Context, text string) ([]int, error)
