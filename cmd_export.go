@@ -16,7 +16,8 @@ import (
 )
 
 // runExport writes a training record or an exclusion for every answer
-// that has neither, per the index.
+// that has neither, per the index. It exits 1 when answers are left for a
+// later run (their prompts not indexed, or a --server needed).
 func runExport(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
 	format := fs.String("format", "conversations", "conversations (SpecForge: role/content turns) or ids (input_ids + loss_mask)")
@@ -78,6 +79,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	cfg.Logf = logf
 	x := &export.Exporter{Ix: &ingest.Indexer{DB: db, Report: rep.Report}, Config: cfg}
 	start := c.env.Now()
+	left := 0
 	for _, d := range sets {
 		res, err := x.Export(ctx, d)
 		if res.Todo > 0 || err != nil {
@@ -89,11 +91,18 @@ func runExport(ctx context.Context, c *call, args []string) error {
 		if res.Todo == 0 {
 			logf("export: nothing to do: every answer of %s has a record or an exclusion", d.Name)
 		}
+		left += res.LeftNoPrompt() + res.LeftNeedsServer() + res.LeftBadPrompt()
 		if n := res.LeftNeedsServer(); n > 0 && *server == "" {
 			logf("export: %s: %d answers need their prompts tokenized: run again with --server URL (a server with the same tokenizer)", d.Name, n)
 		}
 	}
 	logf("export: done in %s", c.env.Now().Sub(start).Round(time.Millisecond))
+	if left > 0 {
+		// Exit 1, as for input lines left out: a script must not take
+		// the records for complete.
+		logf("gendex: %d answers have neither a record nor an exclusion yet (see above); run export again when that is fixed", left)
+		return errSkipped
+	}
 	return nil
 }
 

@@ -267,3 +267,29 @@ func TestExportAgainstSim(t *testing.T) {
 		}
 	}
 }
+
+// TestExportLeftAnswers: answers whose prompts are not indexed are left,
+// not excluded: export says how to index them and exits 1; once the
+// prompts are given, the next run exports them.
+func TestExportLeftAnswers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "answers", "L"), 0o755)
+	os.MkdirAll(filepath.Join(root, "prompts", "L"), 0o755)
+	os.WriteFile(filepath.Join(root, "answers", "L", "raw_responses.jsonl"),
+		[]byte(`{"id":"l1","output_ids":[5,2],"text":"hi","completion_tokens":2,"finish_reason":"stop"}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "prompts", "L", "prompts.jsonl"), []byte(`{"id":"l1","input_ids":[1,4]}`+"\n"), 0o644)
+	db := filepath.Join(t.TempDir(), "g.db")
+	r := gendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"))
+	if r.code != 1 || !strings.Contains(r.stderr, "1 answers left: their prompts are not in the index") {
+		t.Fatalf("without the prompts: %s", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "answers", "L", "excluded.jsonl")); len(data) != 0 {
+		t.Errorf("a left answer was excluded: %s", data)
+	}
+	mustGendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"), filepath.Join(root, "prompts"))
+	data, _ := os.ReadFile(filepath.Join(root, "answers", "L", "tokenized.jsonl"))
+	if want := `{"id":"l1","input_ids":[1,4,5,2],"loss_mask":[0,0,1,1]}` + "\n"; string(data) != want {
+		t.Errorf("tokenized.jsonl %q; want %q", data, want)
+	}
+}
