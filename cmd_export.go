@@ -60,7 +60,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 				return err
 			}
 		}
-		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(*server, sglang.Options{APIKey: key, Concurrency: 4})}
+		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(*server, sglang.Options{APIKey: key, Concurrency: 16})}
 	}
 	sets, err := export.Find(paths, *out)
 	if err != nil {
