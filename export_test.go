@@ -293,3 +293,155 @@ func TestExportLeftAnswers(t *testing.T) {
 		t.Errorf("tokenized.jsonl %q; want %q", data, want)
 	}
 }
+
+// TestExportMultiTurnFromSim: conversation lines in the contract's format
+// (gen --turns all: one request per user turn, each sent with the
+// regenerated turns before it, Tk carrying prompt_ids), generated here
+// turn by turn from a `gendex sim` process for a 3-turn messages prompt and
+// a 2-turn ShareGPT prompt, export as: ids records whose input_ids are Tk's
+// prompt ids + Tk's output ids, with loss on Tk's output and, inside the
+// prompt, exactly on the earlier turns' output ids (without the stop
+// token, which the sim's template renders as <|im_end|>); and
+// conversations with every assistant turn regenerated, none original.
+func TestExportMultiTurnFromSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and a simulator process")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin)
+	c := sglang.New(url, sglang.Options{})
+	root := filepath.Join(t.TempDir(), "root")
+	dir := filepath.Join(root, "MT")
+	os.MkdirAll(dir, 0o755)
+	type prompt struct {
+		id   string
+		line string
+		msgs []sglang.Message // the system and user turns
+	}
+	ps := []prompt{{
+		id: "m3",
+		line: `{"id":"m3","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"First question?"},` +
+			`{"role":"assistant","content":"old one"},{"role":"user","content":"Second question?"},{"role":"assistant","content":"old two"},` +
+			`{"role":"user","content":"Third question?"}]}`,
+		msgs: []sglang.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "First question?"},
+			{Role: "user", Content: "Second question?"}, {Role: "user", Content: "Third question?"}},
+	}, {
+		id: "s2",
+		line: `{"id":"s2","conversations":[{"from":"human","value":"Tell me about eagles."},{"from":"gpt","value":"old reply"},` +
+			`{"from":"human","value":"And about drafts?"},{"from":"gpt","value":"old reply 2"}]}`,
+		msgs: []sglang.Message{{Role: "user", Content: "Tell me about eagles."}, {Role: "user", Content: "And about drafts?"}},
+	}}
+	var promptLines, rawLines strings.Builder
+	turnsOf := map[string][]map[string]any{}
+	maxNew := 4096
+	for _, p := range ps {
+		promptLines.WriteString(p.line + "\n")
+		var history []sglang.Message
+		var turns []map[string]any
+		sumP, sumC := 0, 0
+		for _, m := range p.msgs {
+			history = append(history, m)
+			if m.Role != "user" {
+				continue
+			}
+			ids, err := c.TokenizeMessages(t.Context(), history)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.FinishReason != "stop" || res.Text == nil {
+				t.Fatalf("%s: the simulator's answer finished with %q; the test wants whole answers", p.id, res.FinishReason)
+			}
+			turns = append(turns, map[string]any{"output_ids": res.OutputIDs, "text": *res.Text, "prompt_tokens": len(ids),
+				"completion_tokens": len(res.OutputIDs), "finish_reason": "stop"})
+			sumP += len(ids)
+			sumC += len(res.OutputIDs)
+			history = append(history, sglang.Message{Role: "assistant", Content: *res.Text})
+			turns[len(turns)-1]["prompt_ids"] = ids // kept on the last turn only, below
+		}
+		for _, tu := range turns[:len(turns)-1] {
+			delete(tu, "prompt_ids")
+		}
+		turnsOf[p.id] = turns
+		line, _ := json.Marshal(map[string]any{"id": p.id, "turns": turns, "prompt_tokens": sumP, "completion_tokens": sumC, "finish_reason": "stop"})
+		rawLines.Write(append(line, '\n'))
+	}
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(promptLines.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(rawLines.String()), 0o644)
+
+	tmp := t.TempDir()
+	idsOut, convOut := filepath.Join(tmp, "ids"), filepath.Join(tmp, "conv")
+	for _, args := range [][]string{
+		{"--db", filepath.Join(tmp, "a.db"), "export", "--format", "ids", "--out", idsOut, root},
+		{"--db", filepath.Join(tmp, "b.db"), "export", "--out", convOut, root},
+	} {
+		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		}
+	}
+	ints := func(v any) []int {
+		b, _ := json.Marshal(v)
+		var out []int
+		json.Unmarshal(b, &out)
+		return out
+	}
+	recs := jsonLines(t, filepath.Join(idsOut, "MT", "tokenized.jsonl"))
+	if len(recs) != len(ps) {
+		t.Fatalf("%d ids records for %d conversations", len(recs), len(ps))
+	}
+	for _, l := range recs {
+		id := idOfLine(t, l)
+		turns := turnsOf[id]
+		k := len(turns)
+		var input, mask []int
+		json.Unmarshal(l["input_ids"], &input)
+		json.Unmarshal(l["loss_mask"], &mask)
+		promptIDs, out := ints(turns[k-1]["prompt_ids"]), ints(turns[k-1]["output_ids"])
+		if want := append(append([]int(nil), promptIDs...), out...); !reflect.DeepEqual(input, want) {
+			t.Errorf("%s: input_ids are not Tk's prompt_ids + output_ids", id)
+		}
+		var lossed, want []int
+		for i, m := range mask[:min(len(mask), len(promptIDs))] {
+			if m == 1 {
+				lossed = append(lossed, input[i])
+			}
+		}
+		for _, tu := range turns[:k-1] {
+			o := ints(tu["output_ids"])
+			want = append(want, o[:len(o)-1]...) // without the stop token
+		}
+		if len(want) == 0 || !reflect.DeepEqual(lossed, want) {
+			t.Errorf("%s: the prompt ids with loss are %v; want the earlier turns' output ids %v", id, lossed, want)
+		}
+		for i, m := range mask[len(promptIDs):] {
+			if m != 1 {
+				t.Errorf("%s: output id %d has no loss", id, i)
+			}
+		}
+	}
+	for _, l := range jsonLines(t, filepath.Join(convOut, "MT", "tokenized.jsonl")) {
+		id := idOfLine(t, l)
+		var conv []sglang.Message
+		json.Unmarshal(l["conversations"], &conv)
+		var got, want []string
+		users := 0
+		for _, m := range conv {
+			switch m.Role {
+			case "assistant":
+				got = append(got, m.Content)
+			case "user":
+				users++
+			}
+		}
+		for _, tu := range turnsOf[id] {
+			want = append(want, tu["text"].(string))
+		}
+		if !reflect.DeepEqual(got, want) || users != len(want) {
+			t.Errorf("%s: assistant turns %q with %d user turns; want the regenerated %q, one per user turn", id, got, users, want)
+		}
+	}
+}

@@ -28,6 +28,7 @@ const fixturePrompts = `{"id":"a1","messages":[{"role":"system","content":"S"},{
 {"id":"nt","text":"x"}
 {"id":"bad","text":"y"}
 {"id":"op","messages":[{"role":"user","content":[{"type":"text","text":"A"},{"type":"text","text":"B"}]}]}
+{"id":"c3","messages":[{"role":"user","content":"P1"},{"role":"user","content":"P2"}]}
 `
 
 const fixtureRaw = `{"id":"a1","output_ids":[10,11,2],"text":"Hello","prompt_ids":[1,5,6],"prompt_tokens":3,"completion_tokens":3,"finish_reason":"stop"}
@@ -43,6 +44,7 @@ const fixtureRaw = `{"id":"a1","output_ids":[10,11,2],"text":"Hello","prompt_ids
 {"id":"bad","text":5,"completion_tokens":1,"finish_reason":"stop"}
 {"id":"np","output_ids":[60,2],"text":"orphan","prompt_ids":[1,3],"completion_tokens":2,"finish_reason":"stop"}
 {"id":"op","output_ids":[70,2],"text":"AB answer","prompt_tokens":3,"completion_tokens":2,"finish_reason":"stop"}
+{"id":"c3","turns":[{"output_ids":[60,61,2],"text":"S1","prompt_tokens":4,"completion_tokens":3,"finish_reason":"stop"},{"output_ids":[62,2],"text":"S2","prompt_ids":[1,6,50,4,7,60,61,4,6,51,4,7],"prompt_tokens":12,"completion_tokens":2,"finish_reason":"stop"}],"prompt_tokens":16,"completion_tokens":5,"finish_reason":"stop"}
 `
 
 var fixedNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -116,6 +118,7 @@ func TestConversations(t *testing.T) {
 {"id":"c2","conversations":[{"role":"user","content":"H1"},{"role":"assistant","content":"R1x"},{"role":"user","content":"H2"},{"role":"assistant","content":"R2x"}]}
 {"id":"nc","conversations":[{"role":"user","content":"Why?"},{"role":"assistant","content":"chat answer","reasoning_content":"because"}]}
 {"id":"op","conversations":[{"role":"user","content":"AB"},{"role":"assistant","content":"AB answer"}]}
+{"id":"c3","conversations":[{"role":"user","content":"P1"},{"role":"assistant","content":"S1"},{"role":"user","content":"P2"},{"role":"assistant","content":"S2"}]}
 `)
 	raw := filepath.Join(filepath.Dir(d.Tokenized()), "raw_responses.jsonl")
 	same(t, "excluded.jsonl", exc,
@@ -124,8 +127,8 @@ func TestConversations(t *testing.T) {
 			excl("ab1", "abort", "finish_reason abort: the server aborted the request")+
 			excl("nt", "no_text", "the answer has no text (generated with --skip-tokenizer-init, or its content is null); export it with --format ids")+
 			excl("bad", "bad_answer", raw+`:11: not an answer: \"text\" is not a string`))
-	if res.Records != 7 || res.LeftNoPrompt() != 1 || res.Todo != 13 {
-		t.Errorf("result %+v; want 7 records, np left for its prompt, 13 to do", res)
+	if res.Records != 8 || res.LeftNoPrompt() != 1 || res.Todo != 14 {
+		t.Errorf("result %+v; want 8 records, np left for its prompt, 14 to do", res)
 	}
 	// Nothing to do the second time, and nothing written.
 	res, tok2, exc2 := runExport(t, db, d, Config{Format: Conversations, KeepReasoning: true})
@@ -181,6 +184,7 @@ func TestIDs(t *testing.T) {
 {"id":"c1","input_ids":[1,7,20,2,8,21,22,2,9,23,2],"loss_mask":[0,0,1,1,0,1,1,1,0,1,1]}
 {"id":"nt","input_ids":[1,9,50,2],"loss_mask":[0,0,1,1]}
 {"id":"np","input_ids":[1,3,60,2],"loss_mask":[0,0,1,1]}
+{"id":"c3","input_ids":[1,6,50,4,7,60,61,4,6,51,4,7,62,2],"loss_mask":[0,0,0,0,0,1,1,0,0,0,0,0,1,1]}
 `
 	same(t, "tokenized.jsonl", tok, first)
 	raw := filepath.Join(filepath.Dir(d.Tokenized()), "raw_responses.jsonl")
@@ -189,8 +193,8 @@ func TestIDs(t *testing.T) {
 			excl("ab1", "abort", "finish_reason abort: the server aborted the request")+
 			excl("nc", "no_output_ids", "the answer has no output_ids (a chat or completions endpoint returns none); export it with --format conversations")+
 			excl("bad", "bad_answer", raw+`:11: not an answer: \"text\" is not a string`))
-	if res.LeftNeedsServer() != 4 || res.Records != 5 {
-		t.Errorf("result %+v; want 5 records and a2, a3, c2, op left for a server", res)
+	if res.LeftNeedsServer() != 4 || res.Records != 6 {
+		t.Errorf("result %+v; want 6 records and a2, a3, c2, op left for a server", res)
 	}
 
 	tz := &fakeTokenizer{}
@@ -242,8 +246,8 @@ func TestTornOutputIsCut(t *testing.T) {
 	if strings.Count(tok, `"id":"a1"`) != 1 || strings.Count(tok, `"id":"a4"`) != 1 || strings.Contains(tok, half+"\n") {
 		t.Errorf("after a torn write:\n%s", tok)
 	}
-	if res.Records != 4 {
-		t.Errorf("%d records written; want 4 (a1 was written by the crashed run)", res.Records)
+	if res.Records != 5 {
+		t.Errorf("%d records written; want 5 (a1 was written by the crashed run)", res.Records)
 	}
 }
 

@@ -286,6 +286,12 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 				return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(i)), nil
 			}
 			at := index(pids[from:], out)
+			if at < 0 && len(out) > 1 {
+				// The stop token may be rendered as another end-of-turn
+				// token by the template: the turn's tokens before it.
+				out = out[:len(out)-1]
+				at = index(pids[from:], out)
+			}
 			if at < 0 || len(out) == 0 {
 				o.unmatched++
 				continue
