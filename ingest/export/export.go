@@ -224,7 +224,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			return es[i].rec.Offset < es[j].rec.Offset
 		})
 		for i := range es {
-			if i%prefetchWindow == 0 && prefetch != nil {
+			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
 					return res, err
 				}

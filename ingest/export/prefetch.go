@@ -26,7 +26,16 @@ type cachedTokenizer struct {
 	want      map[string]func(context.Context) ([]int, error)
 	recording bool
 	scratch   []byte
+	// idle: the last fetch wanted nothing; direct counts the requests
+	// sent one by one since (see due).
+	idle   bool
+	direct int
 }
+
+// due reports whether the next window should be fetched ahead: not while
+// the answers need no tokenizing (their prompt ids are in the answers or
+// the prompts), which would decide each of them twice for nothing.
+func (c *cachedTokenizer) due() bool { return !c.idle || c.direct > 0 }
 
 func (c *cachedTokenizer) lookup(ctx context.Context, key string, ask func(context.Context) ([]int, error)) ([]int, error) {
 	if ids, ok := c.ids[key]; ok {
@@ -36,6 +45,7 @@ func (c *cachedTokenizer) lookup(ctx context.Context, key string, ask func(conte
 		c.want[key] = ask
 		return nil, nil
 	}
+	c.direct++
 	return ask(ctx)
 }
 
@@ -59,7 +69,7 @@ func (c *cachedTokenizer) fetch(ctx context.Context, x *Exporter, es []entry, re
 			return err
 		}
 	}
-	c.recording = false
+	c.recording, c.idle, c.direct = false, len(c.want) == 0, 0
 	var mu sync.Mutex
 	var first error
 	sem := make(chan struct{}, prefetchConcurrency)
