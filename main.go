@@ -15,6 +15,8 @@
 //	    an SGLang-compatible simulator, for dry runs and tests
 //	gendex ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH...
 //	    index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file
+//	gendex export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR...
+//	    write a training record or an excluded line, with its reason, for every answer that has neither
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
 //	gendex shell
@@ -82,6 +84,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH..."},
 		Summary: "index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file",
 		Run:     runIngest,
+	}, {
+		Name:    "export",
+		Usage:   []string{"export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR..."},
+		Summary: "write a training record or an excluded line, with its reason, for every answer that has neither",
+		Run:     runExport,
 	}, {
 		Name:    "query",
 		Usage:   []string{"query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]"},

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeExportFixture writes dataset dir/X: n token-id prompts and their
+// answers, as gen writes them; every 7th answer is truncated (length), every
+// 13th aborted, every 17th has no output_ids (a chat answer).
+func writeExportFixture(t *testing.T, dir string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var p, r strings.Builder
+	for i := range n {
+		id := fmt.Sprintf("x%06d", i)
+		ids := make([]string, 8+i%5)
+		for j := range ids {
+			ids[j] = strconv.Itoa(300 + (i*7+j)%90)
+		}
+		fmt.Fprintf(&p, `{"id":%q,"input_ids":[%s]}`+"\n", id, strings.Join(ids, ","))
+		finish := "stop"
+		switch {
+		case i%13 == 0:
+			finish = "abort"
+		case i%7 == 0:
+			finish = "length"
+		}
+		out := make([]string, 20+i%11)
+		for j := range out {
+			out[j] = strconv.Itoa(400 + (i+j*3)%50)
+		}
+		out[len(out)-1] = "2"
+		outputIDs := `"output_ids":[` + strings.Join(out, ",") + `],`
+		if i%17 == 0 {
+			outputIDs = ""
+		}
+		fmt.Fprintf(&r, `{"id":%q,%s"text":"answer %d","prompt_tokens":%d,"completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00.000Z"}`+"\n",
+			id, outputIDs, i, len(ids), len(out), finish)
+	}
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(p.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(r.String()), 0o644)
+}
+
+// TestExportSurvivesSIGKILL kills a running `gendex export --format ids`
+// at random moments (during its first indexing, its writes, fsyncs and
+// commits) until it has been killed at least 6 times, resuming each time,
+// then lets it finish. Every answer must have exactly one record or one
+// exclusion, no line twice, each record the prompt's ids + the answer's
+// output_ids, and the index must count what a fresh ingest of the files
+// counts (README, export, "Exactly once").
+func TestExportSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real process")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	const n = 60_000
+	root := t.TempDir()
+	dir := filepath.Join(root, "X")
+	writeExportFixture(t, dir, n)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "export", "--format", "ids", root}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	kills := 0
+	for run := 0; kills < 6 && run < 40; run++ {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=65536")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// The random moment of the kill is what is under test.
+		select {
+		case <-time.After(time.Duration(50+rng.IntN(2500)) * time.Millisecond):
+			cmd.Process.Signal(syscall.SIGKILL)
+			if err := <-done; err != nil {
+				kills++
+				continue
+			}
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d ended on its own with %v", run, err)
+			}
+		}
+		// The run finished before the kill: start over, so that the kills
+		// land on work in progress.
+		os.Remove(filepath.Join(dir, "tokenized.jsonl"))
+		os.Remove(filepath.Join(dir, "excluded.jsonl"))
+		os.Remove(db)
+	}
+	if kills < 6 {
+		t.Fatalf("only %d runs were killed mid-run; the test wants 6", kills)
+	}
+	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, o)
+	}
+	o, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil || !strings.Contains(string(o), "export: nothing to do: every answer of X has a record or an exclusion") {
+		t.Errorf("the run after the last says %v:\n%s", err, o)
+	}
+
+	prompts := map[string][]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "prompts.jsonl")) {
+		var ids []int
+		json.Unmarshal(l["input_ids"], &ids)
+		prompts[idOfLine(t, l)] = ids
+	}
+	raws := map[string]map[string]json.RawMessage{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
+		raws[idOfLine(t, l)] = l
+	}
+	seen := map[string]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
+		id := idOfLine(t, l)
+		seen[id]++
+		var input, output []int
+		json.Unmarshal(l["input_ids"], &input)
+		json.Unmarshal(raws[id]["output_ids"], &output)
+		if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
+			t.Errorf("%s: input_ids %v; want %v", id, input, want)
+		}
+	}
+	reasons := map[string]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
+		seen[idOfLine(t, l)]++
+		var reason string
+		json.Unmarshal(l["reason"], &reason)
+		reasons[reason]++
+	}
+	for id := range raws {
+		if seen[id] != 1 {
+			t.Errorf("%s: %d records and exclusions; want exactly 1", id, seen[id])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d ids written for %d answers", len(seen), n)
+	}
+	var abort, length, noIDs int
+	for i := range n {
+		switch {
+		case i%13 == 0:
+			abort++
+		case i%7 == 0:
+			length++
+		case i%17 == 0:
+			noIDs++
+		}
+	}
+	if want := map[string]int{"abort": abort, "length": length, "no_output_ids": noIDs}; !reflect.DeepEqual(reasons, want) {
+		t.Errorf("exclusions by reason %v; want %v", reasons, want)
+	}
+
+	// The index counts what a fresh ingest of the same files counts.
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
+	files := func(db string) string {
+		return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
+	}
+	if got, want := files(db), files(fresh); got != want {
+		t.Errorf("the index's files:\n%s\na fresh index's:\n%s", got, want)
+	}
+	progress := func(db string) string {
+		return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
+	}
+	if got, want := progress(db), progress(fresh); got != want {
+		t.Errorf("the index's progress:\n%s\na fresh index's:\n%s", got, want)
+	}
+}
+
+// TestExportInterrupted: SIGINT stops export cleanly: exit 130, both
+// outputs end with a whole line (what was decided is written), and the
+// next run exports the rest, each answer once.
+func TestExportInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and interrupts a real process")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	const n = 30_000
+	root := t.TempDir()
+	dir := filepath.Join(root, "X")
+	writeExportFixture(t, dir, n)
+	db := filepath.Join(t.TempDir(), "g.db")
+	cmd := exec.Command(bin, "--db", db, "export", "--format", "ids", root)
+	cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=16384")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "tokenized.jsonl")
+	waitFor(t, 30*time.Second, "export never wrote a record", func() bool {
+		fi, err := os.Stat(tok)
+		return err == nil && fi.Size() > 0
+	})
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d (%v); want 130 and \"interrupted\":\n%s", code, err, stderr.String())
+	}
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
+			t.Errorf("%s after the interrupt: %d bytes, %v; want whole lines", name, len(data), err)
+		}
+	}
+	if got := len(jsonLines(t, tok)); got >= n-n/7 {
+		t.Errorf("%d records before the interrupt: it was not interrupted mid-run", got)
+	}
+	if o, err := exec.Command(bin, "--db", db, "export", "--format", "ids", root).CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, o)
+	}
+	seen := map[string]int{}
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		for _, l := range jsonLines(t, filepath.Join(dir, name)) {
+			seen[idOfLine(t, l)]++
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("x%06d", i); seen[id] != 1 {
+			t.Errorf("%s: %d records and exclusions; want 1", id, seen[id])
+		}
+	}
+}

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+)
+
+// startSimProcess runs `gendex sim` as its own process on a free loopback
+// port until the test ends, and returns its URL once it answers /health.
+func startSimProcess(t *testing.T, bin string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "sim", "--listen", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	url := "http://" + addr
+	waitFor(t, 30*time.Second, "gendex sim never answered /health", func() bool {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	return url
+}
+
+// jsonLines reads a JSONL file into maps, failing on a bad line.
+func jsonLines(t *testing.T, path string) []map[string]json.RawMessage {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]json.RawMessage
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v in %q", path, err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func idOfLine(t *testing.T, m map[string]json.RawMessage) string {
+	t.Helper()
+	var id string
+	if err := json.Unmarshal(m["id"], &id); err != nil {
+		t.Fatalf("line without a string id: %v", m)
+	}
+	return id
+}
+
+// TestExportAgainstSim: gen answers the four demo datasets (token ids,
+// text, chat messages, ShareGPT) from a `gendex sim` process; export
+// writes ids records (prompt ids from the prompt line, or from the sim's
+// /v1/tokenize) and, into another index, conversations records. Every
+// answer has exactly one record or exclusion; an ids record is the prompt's
+// ids + the raw line's output_ids exactly, with loss on the output only; a
+// conversation has as many assistant turns as user turns, ending with the
+// answer's text; a second run of each has nothing to do and writes nothing.
+func TestExportAgainstSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and a simulator process")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin)
+	dir := t.TempDir()
+	prompts, _ := filepath.Abs("testdata/demo")
+	out := filepath.Join(dir, "out")
+	db := filepath.Join(dir, "g.db")
+	gendexOK := func(args ...string) string {
+		t.Helper()
+		o, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		}
+		return string(o)
+	}
+	gendexOK("--db", db, "gen", "--server", url, "--max-new-tokens", "40", "--out", out, prompts)
+	// A copy of the index before export, for the conversations run.
+	data, _ := os.ReadFile(db)
+	db2 := filepath.Join(dir, "g2.db")
+	os.WriteFile(db2, data, 0o600)
+
+	idsOut, convOut := filepath.Join(dir, "ids"), filepath.Join(dir, "conv")
+	gendexOK("--db", db, "export", "--format", "ids", "--server", url, "--out", idsOut, out, prompts)
+	gendexOK("--db", db2, "export", "--out", convOut, out, prompts)
+
+	c := sglang.New(url, sglang.Options{})
+	sets := []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"}
+	for _, ds := range sets {
+		promptByID := map[string]map[string]json.RawMessage{}
+		for _, p := range jsonLines(t, filepath.Join(prompts, ds, "prompts.jsonl")) {
+			promptByID[idOfLine(t, p)] = p
+		}
+		raws := jsonLines(t, filepath.Join(out, ds, "raw_responses.jsonl"))
+		rawByID := map[string]map[string]json.RawMessage{}
+		for _, r := range raws {
+			rawByID[idOfLine(t, r)] = r
+		}
+		for _, o := range []string{idsOut, convOut} {
+			seen := map[string]int{}
+			for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+				for _, l := range jsonLines(t, filepath.Join(o, ds, name)) {
+					id := idOfLine(t, l)
+					seen[id]++
+					if name == "excluded.jsonl" {
+						var reason string
+						json.Unmarshal(l["reason"], &reason)
+						var finish string
+						json.Unmarshal(rawByID[id]["finish_reason"], &finish)
+						want := "length"
+						if finish != "length" && o == convOut && promptByID[id]["input_ids"] != nil {
+							want = "ids_prompt"
+						}
+						if reason != want {
+							t.Errorf("%s %s excluded for %s; its finish_reason is %s: want %s", ds, id, reason, finish, want)
+						}
+					}
+				}
+			}
+			for id := range rawByID {
+				if seen[id] != 1 {
+					t.Errorf("%s: answer %s has %d records and exclusions in %s; want exactly 1", ds, id, seen[id], o)
+				}
+			}
+			if len(seen) != len(rawByID) {
+				t.Errorf("%s: %d ids in %s for %d answers", ds, len(seen), o, len(rawByID))
+			}
+		}
+
+		records := 0
+		for _, l := range jsonLines(t, filepath.Join(idsOut, ds, "tokenized.jsonl")) {
+			records++
+			id := idOfLine(t, l)
+			var input, mask, output []int
+			json.Unmarshal(l["input_ids"], &input)
+			json.Unmarshal(l["loss_mask"], &mask)
+			json.Unmarshal(rawByID[id]["output_ids"], &output)
+			p := promptByID[id]
+			var want []int
+			switch {
+			case p["input_ids"] != nil:
+				json.Unmarshal(p["input_ids"], &want)
+			case p["text"] != nil:
+				var text string
+				json.Unmarshal(p["text"], &text)
+				want = sim.Encode(text, true)
+			default:
+				var turns []map[string]string
+				json.Unmarshal(p["messages"], &turns)
+				if turns == nil {
+					json.Unmarshal(p["conversations"], &turns)
+				}
+				var msgs []sglang.Message
+				for _, m := range turns {
+					role, content := m["role"], m["content"]
+					if m["from"] != "" {
+						role, content = map[string]string{"human": "user", "gpt": "assistant", "system": "system"}[m["from"]], m["value"]
+					}
+					msgs = append(msgs, sglang.Message{Role: role, Content: content})
+				}
+				for len(msgs) > 0 && msgs[len(msgs)-1].Role == "assistant" {
+					msgs = msgs[:len(msgs)-1]
+				}
+				var err error
+				if want, err = c.TokenizeMessages(t.Context(), msgs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var promptTokens int
+			json.Unmarshal(rawByID[id]["prompt_tokens"], &promptTokens)
+			if len(want) != promptTokens {
+				t.Fatalf("%s %s: the check's own prompt ids (%d) are not the %d the server saw", ds, id, len(want), promptTokens)
+			}
+			want = append(want, output...)
+			if !reflect.DeepEqual(input, want) {
+				t.Errorf("%s %s: input_ids %v; want prompt ids + output_ids %v", ds, id, input, want)
+			}
+			wantMask := make([]int, len(want))
+			for i := promptTokens; i < len(want); i++ {
+				wantMask[i] = 1
+			}
+			if !reflect.DeepEqual(mask, wantMask) {
+				t.Errorf("%s %s: loss_mask %v; want %v", ds, id, mask, wantMask)
+			}
+		}
+		if records == 0 {
+			t.Errorf("%s: no ids records", ds)
+		}
+
+		for _, l := range jsonLines(t, filepath.Join(convOut, ds, "tokenized.jsonl")) {
+			id := idOfLine(t, l)
+			var conv []sglang.Message
+			json.Unmarshal(l["conversations"], &conv)
+			users, assistants := 0, 0
+			for _, m := range conv {
+				switch m.Role {
+				case "user":
+					users++
+				case "assistant":
+					assistants++
+				}
+			}
+			var text string
+			json.Unmarshal(rawByID[id]["text"], &text)
+			if users == 0 || users != assistants || conv[len(conv)-1].Content != text {
+				t.Errorf("%s %s: %d user and %d assistant turns, last %q; want as many of each, ending with the answer %q", ds, id, users, assistants, conv[len(conv)-1], text)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(convOut, "B1_ids", "tokenized.jsonl")); err != nil {
+		t.Error(err)
+	}
+	if n := len(jsonLines(t, filepath.Join(convOut, "B1_ids", "tokenized.jsonl"))); n != 0 {
+		t.Errorf("B1_ids (token-id prompts) has %d conversations records; want every answer excluded as ids_prompt or length", n)
+	}
+
+	// Second runs: nothing to do, nothing written.
+	size := func(root string) int64 {
+		var n int64
+		filepath.Walk(root, func(_ string, fi os.FileInfo, _ error) error {
+			if fi != nil && !fi.IsDir() {
+				n += fi.Size()
+			}
+			return nil
+		})
+		return n
+	}
+	for _, run := range []struct{ db, out string }{{db, idsOut}, {db2, convOut}} {
+		before := size(run.out)
+		o := gendexOK("--db", run.db, "export", "--format", "ids", "--server", url, "--out", run.out, out, prompts)
+		for _, ds := range sets {
+			if !strings.Contains(o, "export: nothing to do: every answer of "+ds+" has a record or an exclusion") {
+				t.Errorf("second run does not say %s has nothing to do:\n%s", ds, o)
+			}
+		}
+		if after := size(run.out); after != before {
+			t.Errorf("second run wrote %d bytes", after-before)
+		}
+	}
+}
+
+// TestExportLeftAnswers: answers whose prompts are not indexed are left,
+// not excluded: export says how to index them and exits 1; once the
+// prompts are given, the next run exports them.
+func TestExportLeftAnswers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "answers", "L"), 0o755)
+	os.MkdirAll(filepath.Join(root, "prompts", "L"), 0o755)
+	os.WriteFile(filepath.Join(root, "answers", "L", "raw_responses.jsonl"),
+		[]byte(`{"id":"l1","output_ids":[5,2],"text":"hi","completion_tokens":2,"finish_reason":"stop"}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "prompts", "L", "prompts.jsonl"), []byte(`{"id":"l1","input_ids":[1,4]}`+"\n"), 0o644)
+	db := filepath.Join(t.TempDir(), "g.db")
+	r := gendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"))
+	if r.code != 1 || !strings.Contains(r.stderr, "1 answers left: their prompts are not in the index") {
+		t.Fatalf("without the prompts: %s", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "answers", "L", "excluded.jsonl")); len(data) != 0 {
+		t.Errorf("a left answer was excluded: %s", data)
+	}
+	mustGendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"), filepath.Join(root, "prompts"))
+	data, _ := os.ReadFile(filepath.Join(root, "answers", "L", "tokenized.jsonl"))
+	if want := `{"id":"l1","input_ids":[1,4,5,2],"loss_mask":[0,0,1,1]}` + "\n"; string(data) != want {
+		t.Errorf("tokenized.jsonl %q; want %q", data, want)
+	}
+}
+
+// TestExportMultiTurnFromSim: conversation lines in the contract's format
+// (gen --turns all: one request per user turn, each sent with the
+// regenerated turns before it, Tk carrying prompt_ids), generated here
+// turn by turn from a `gendex sim` process for a 3-turn messages prompt and
+// a 2-turn ShareGPT prompt, export as: ids records whose input_ids are Tk's
+// prompt ids + Tk's output ids, with loss on Tk's output and, inside the
+// prompt, exactly on the earlier turns' output ids (without the stop
+// token, which the sim's template renders as <|im_end|>); and
+// conversations with every assistant turn regenerated, none original.
+func TestExportMultiTurnFromSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary and a simulator process")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin)
+	c := sglang.New(url, sglang.Options{})
+	root := filepath.Join(t.TempDir(), "root")
+	dir := filepath.Join(root, "MT")
+	os.MkdirAll(dir, 0o755)
+	type prompt struct {
+		id   string
+		line string
+		msgs []sglang.Message // the system and user turns
+	}
+	ps := []prompt{{
+		id: "m3",
+		line: `{"id":"m3","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"First question?"},` +
+			`{"role":"assistant","content":"old one"},{"role":"user","content":"Second question?"},{"role":"assistant","content":"old two"},` +
+			`{"role":"user","content":"Third question?"}]}`,
+		msgs: []sglang.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "First question?"},
+			{Role: "user", Content: "Second question?"}, {Role: "user", Content: "Third question?"}},
+	}, {
+		id: "s2",
+		line: `{"id":"s2","conversations":[{"from":"human","value":"Tell me about eagles."},{"from":"gpt","value":"old reply"},` +
+			`{"from":"human","value":"And about drafts?"},{"from":"gpt","value":"old reply 2"}]}`,
+		msgs: []sglang.Message{{Role: "user", Content: "Tell me about eagles."}, {Role: "user", Content: "And about drafts?"}},
+	}}
+	var promptLines, rawLines strings.Builder
+	turnsOf := map[string][]map[string]any{}
+	maxNew := 4096
+	for _, p := range ps {
+		promptLines.WriteString(p.line + "\n")
+		var history []sglang.Message
+		var turns []map[string]any
+		sumP, sumC := 0, 0
+		for _, m := range p.msgs {
+			history = append(history, m)
+			if m.Role != "user" {
+				continue
+			}
+			ids, err := c.TokenizeMessages(t.Context(), history)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.FinishReason != "stop" || res.Text == nil {
+				t.Fatalf("%s: the simulator's answer finished with %q; the test wants whole answers", p.id, res.FinishReason)
+			}
+			turns = append(turns, map[string]any{"output_ids": res.OutputIDs, "text": *res.Text, "prompt_tokens": len(ids),
+				"completion_tokens": len(res.OutputIDs), "finish_reason": "stop"})
+			sumP += len(ids)
+			sumC += len(res.OutputIDs)
+			history = append(history, sglang.Message{Role: "assistant", Content: *res.Text})
+			turns[len(turns)-1]["prompt_ids"] = ids // kept on the last turn only, below
+		}
+		for _, tu := range turns[:len(turns)-1] {
+			delete(tu, "prompt_ids")
+		}
+		turnsOf[p.id] = turns
+		line, _ := json.Marshal(map[string]any{"id": p.id, "turns": turns, "prompt_tokens": sumP, "completion_tokens": sumC, "finish_reason": "stop"})
+		rawLines.Write(append(line, '\n'))
+	}
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(promptLines.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(rawLines.String()), 0o644)
+
+	tmp := t.TempDir()
+	idsOut, convOut := filepath.Join(tmp, "ids"), filepath.Join(tmp, "conv")
+	for _, args := range [][]string{
+		{"--db", filepath.Join(tmp, "a.db"), "export", "--format", "ids", "--out", idsOut, root},
+		{"--db", filepath.Join(tmp, "b.db"), "export", "--out", convOut, root},
+	} {
+		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		}
+	}
+	ints := func(v any) []int {
+		b, _ := json.Marshal(v)
+		var out []int
+		json.Unmarshal(b, &out)
+		return out
+	}
+	recs := jsonLines(t, filepath.Join(idsOut, "MT", "tokenized.jsonl"))
+	if len(recs) != len(ps) {
+		t.Fatalf("%d ids records for %d conversations", len(recs), len(ps))
+	}
+	for _, l := range recs {
+		id := idOfLine(t, l)
+		turns := turnsOf[id]
+		k := len(turns)
+		var input, mask []int
+		json.Unmarshal(l["input_ids"], &input)
+		json.Unmarshal(l["loss_mask"], &mask)
+		promptIDs, out := ints(turns[k-1]["prompt_ids"]), ints(turns[k-1]["output_ids"])
+		if want := append(append([]int(nil), promptIDs...), out...); !reflect.DeepEqual(input, want) {
+			t.Errorf("%s: input_ids are not Tk's prompt_ids + output_ids", id)
+		}
+		var lossed, want []int
+		for i, m := range mask[:min(len(mask), len(promptIDs))] {
+			if m == 1 {
+				lossed = append(lossed, input[i])
+			}
+		}
+		for _, tu := range turns[:k-1] {
+			o := ints(tu["output_ids"])
+			want = append(want, o[:len(o)-1]...) // without the stop token
+		}
+		if len(want) == 0 || !reflect.DeepEqual(lossed, want) {
+			t.Errorf("%s: the prompt ids with loss are %v; want the earlier turns' output ids %v", id, lossed, want)
+		}
+		for i, m := range mask[len(promptIDs):] {
+			if m != 1 {
+				t.Errorf("%s: output id %d has no loss", id, i)
+			}
+		}
+	}
+	for _, l := range jsonLines(t, filepath.Join(convOut, "MT", "tokenized.jsonl")) {
+		id := idOfLine(t, l)
+		var conv []sglang.Message
+		json.Unmarshal(l["conversations"], &conv)
+		var got, want []string
+		users := 0
+		for _, m := range conv {
+			switch m.Role {
+			case "assistant":
+				got = append(got, m.Content)
+			case "user":
+				users++
+			}
+		}
+		for _, tu := range turnsOf[id] {
+			want = append(want, tu["text"].(string))
+		}
+		if !reflect.DeepEqual(got, want) || users != len(want) {
+			t.Errorf("%s: assistant turns %q with %d user turns; want the regenerated %q, one per user turn", id, got, users, want)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/store"
+)
+
+// turn is what export reads of one answer: a flat answer line, or one
+// element Ti of a conversation line's "turns".
+type turn struct {
+	text      *string // nil: the answer has none, or it is in textRaw
+	textRaw   []byte  // the JSON string "text", decoded when it is needed
+	reasoning string  // "" when absent or null
+	outputIDs []byte  // the raw JSON array; nil when absent
+	promptIDs []byte  // the raw JSON array gen sent as the prompt; nil when absent
+	finish    string
+	// Token counts, or store.Unknown.
+	promptTokens, completionTokens int64
+}
+
+// hasText reports whether the answer has a text.
+func (t *turn) hasText() bool { return t.text != nil || t.textRaw != nil }
+
+// content returns the answer's text ("" when it has none).
+func (t *turn) content() string {
+	if t.text == nil && t.textRaw != nil {
+		s, _ := str(t.textRaw)
+		t.text = &s
+	}
+	if t.text == nil {
+		return ""
+	}
+	return *t.text
+}
+
+// answer is a raw line: one turn, or the turns of a conversation line
+// (contract: {"id", "turns": [T1..Tk], ...}).
+type answer struct {
+	turns        []turn
+	conversation bool
+}
+
+var answerKeys = []string{"turns", "output_ids", "text", "reasoning_content", "prompt_ids", "finish_reason",
+	"prompt_tokens", "completion_tokens", "choices", "response"}
+
+// The positions of answerKeys.
+const (
+	kTurns = iota
+	kOutputIDs
+	kText
+	kReasoning
+	kPromptIDs
+	kFinish
+	kPromptTokens
+	kCompletionTokens
+	kChoices
+	kResponse
+	nAnswerKeys
+)
+
+// parseAnswer reads an answer line. rec is its index record, whose
+// normalized finish reason and counts stand for a flat line's own (they
+// are read from any shape ingest knows).
+func parseAnswer(line []byte, rec *store.Record) (answer, error) {
+	var o [nAnswerKeys][]byte
+	if err := getFields(line, answerKeys, o[:]); err != nil {
+		return answer{}, err
+	}
+	if ts := o[kTurns]; !isNull(ts) {
+		a := answer{conversation: true}
+		err := elements(ts, func(v []byte) error {
+			var to [nAnswerKeys][]byte
+			if err := getFields(v, answerKeys, to[:]); err != nil {
+				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
+			}
+			t, err := readTurn(&to)
+			if err != nil {
+				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
+			}
+			a.turns = append(a.turns, t)
+			return nil
+		})
+		if err != nil {
+			return a, fmt.Errorf(`"turns": %v`, err)
+		}
+		if len(a.turns) == 0 {
+			return a, errors.New(`"turns" is empty`)
+		}
+		return a, nil
+	}
+	t, err := readTurn(&o)
+	if err != nil {
+		return answer{}, err
+	}
+	t.finish = rec.Finish
+	t.promptTokens, t.completionTokens = rec.PromptTokens, rec.CompletionTokens
+	return answer{turns: []turn{t}}, nil
+}
+
+// readTurn reads one answer object: gendex's flat line or SGLang's
+// /generate (output_ids, text), or OpenAI's choices[0] (message.content,
+// message.reasoning_content, or text), also inside a Batch line's
+// response.body.
+func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
+	t := turn{promptTokens: store.Unknown, completionTokens: store.Unknown}
+	if v := o[kOutputIDs]; !isNull(v) {
+		t.outputIDs = v
+	}
+	if v := o[kPromptIDs]; !isNull(v) {
+		t.promptIDs = v
+	}
+	if v := o[kText]; !isNull(v) {
+		if v[0] != '"' {
+			return t, errors.New(`"text" is not a string`)
+		}
+		t.textRaw = v
+	}
+	if v := o[kReasoning]; !isNull(v) {
+		s, ok := str(v)
+		if !ok {
+			return t, errors.New(`"reasoning_content" is not a string`)
+		}
+		t.reasoning = s
+	}
+	if s, ok := str(o[kFinish]); ok {
+		t.finish = s
+	}
+	if n, ok := count(o[kPromptTokens]); ok {
+		t.promptTokens = n
+	}
+	if n, ok := count(o[kCompletionTokens]); ok {
+		t.completionTokens = n
+	}
+	if t.textRaw != nil {
+		return t, nil
+	}
+	var f [2][]byte
+	choices := o[kChoices]
+	if isNull(choices) && getFields(o[kResponse], []string{"body", "choices"}, f[:]) == nil {
+		choices = f[1]
+		var body [1][]byte
+		if getFields(f[0], []string{"choices"}, body[:]) == nil && !isNull(body[0]) {
+			choices = body[0]
+		}
+	}
+	if isNull(choices) {
+		return t, nil
+	}
+	var first []byte
+	elements(choices, func(v []byte) error {
+		if first == nil {
+			first = v
+		}
+		return nil
+	})
+	if err := getFields(first, []string{"message", "text"}, f[:]); err != nil {
+		return t, fmt.Errorf(`"choices"[0]: %v`, err)
+	}
+	if s, ok := str(f[1]); ok {
+		t.text = &s
+	}
+	var m [2][]byte
+	if getFields(f[0], []string{"content", "reasoning_content"}, m[:]) == nil {
+		if s, ok := str(m[0]); ok {
+			t.text = &s
+		}
+		if s, ok := str(m[1]); ok {
+			t.reasoning = s
+		}
+	}
+	return t, nil
+}
+
+// message is one chat turn, in SpecForge's role/content form (with
+// reasoning_content on an assistant turn under --reasoning keep).
+type message = sglang.Message
+
+// prompt is a prompt line: exactly one of ids, text or messages is set.
+type prompt struct {
+	ids      []byte // the raw JSON array of input_ids
+	text     *string
+	messages []message // every turn as given, ShareGPT mapped to role/content
+}
+
+var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+	"system": "system", "tool": "tool", "function": "tool", "observation": "tool"}
+
+var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
+
+// parsePrompt reads a prompt line ({"input_ids"}, {"text"}, {"messages"},
+// {"conversations"}; ShareGPT from/value and OpenAI content parts too).
+func parsePrompt(line []byte) (*prompt, error) {
+	var o [4][]byte
+	if err := getFields(line, promptKeys, o[:]); err != nil {
+		return nil, err
+	}
+	p := &prompt{}
+	turns := o[2]
+	if isNull(turns) {
+		turns = o[3]
+	}
+	switch {
+	case !isNull(o[0]):
+		p.ids = o[0] // checked where it is used
+	case !isNull(o[1]):
+		s, ok := str(o[1])
+		if !ok {
+			return nil, errors.New(`"text" is not a string`)
+		}
+		p.text = &s
+	case !isNull(turns):
+		err := elements(turns, func(v []byte) error {
+			var t struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+				From    string          `json:"from"`
+				Value   string          `json:"value"`
+			}
+			n := len(p.messages) + 1
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("turn %d: %v", n, err)
+			}
+			if t.From != "" {
+				role, ok := shareGPTRoles[t.From]
+				if !ok {
+					return fmt.Errorf("turn %d: unknown speaker %q (want human, gpt or system)", n, t.From)
+				}
+				p.messages = append(p.messages, message{Role: role, Content: t.Value})
+				return nil
+			}
+			if t.Role == "" {
+				return fmt.Errorf("turn %d has no role", n)
+			}
+			c, err := contentText(t.Content)
+			if err != nil {
+				return fmt.Errorf("turn %d: %v", n, err)
+			}
+			p.messages = append(p.messages, message{Role: t.Role, Content: c})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if p.userTurns() == 0 {
+			return nil, errors.New("no user turn")
+		}
+	default:
+		return nil, errors.New("none of input_ids, text, messages or conversations")
+	}
+	return p, nil
+}
+
+// contentText reads a message content: a string, or OpenAI's list of
+// {"type":"text","text":...} parts, joined.
+func contentText(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("content is neither a string nor a list of parts")
+	}
+	out := ""
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
+		}
+		out += p.Text
+	}
+	return out, nil
+}
+
+func (p *prompt) userTurns() int {
+	n := 0
+	for _, m := range p.messages {
+		if m.Role == "user" {
+			n++
+		}
+	}
+	return n
+}
+
+// upToLastUser returns the prompt's turns up to and including its last
+// user turn, as given: what a single answer line answers.
+func (p *prompt) upToLastUser() []message {
+	last := -1
+	for i, m := range p.messages {
+		if m.Role == "user" {
+			last = i
+		}
+	}
+	return p.messages[:last+1]
+}
+
+// interleave returns the conversation of a multi-turn answer: the prompt's
+// turns up to its last user turn without its original assistant turns,
+// with assistant(i) after user turn i (from 0). It is the history gen
+// sends (contract, gen --turns all).
+func (p *prompt) interleave(assistant func(i int) message) []message {
+	var out []message
+	u := 0
+	for _, m := range p.upToLastUser() {
+		switch m.Role {
+		case "assistant":
+		case "user":
+			out = append(out, m, assistant(u))
+			u++
+		default:
+			out = append(out, m)
+		}
+	}
+	return out
+}

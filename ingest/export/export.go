@@ -1,0 +1,447 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"gendex/ingest"
+	"gendex/store"
+)
+
+// Config says what records export writes and how.
+type Config struct {
+	Format           Format
+	IncludeTruncated bool // export finish_reason length answers instead of excluding them
+	MaxLen           int  // exclude records longer than this (0: no limit); see decide
+	KeepReasoning    bool // conversations: an assistant turn carries reasoning_content
+	// Tokenizer tokenizes prompts for the ids format when neither the
+	// answer (prompt_ids) nor the prompt (input_ids) has their ids; nil
+	// leaves such answers for a run with one.
+	Tokenizer Tokenizer
+	// FlushBytes is how much is buffered before one write and fsync of each
+	// output (default 4 MiB); ChunkSize how many answers are read, sorted
+	// by file and offset, at a time (default 65,536).
+	FlushBytes int
+	ChunkSize  int
+	Now        func() time.Time
+	// Logf receives warnings and a progress line every 10 s; nil drops them.
+	Logf func(format string, a ...any)
+}
+
+// Dataset is one dataset to export.
+type Dataset struct {
+	Name string
+	// Out is the folder export writes tokenized.jsonl and excluded.jsonl in.
+	Out string
+	// Sources are the dataset's stage files found in the folders given;
+	// each is indexed to its end before anything is decided.
+	Sources []ingest.Source
+}
+
+// Tokenized and Excluded are export's outputs in Dataset.Out.
+func (d Dataset) Tokenized() string { return filepath.Join(d.Out, "tokenized.jsonl") }
+func (d Dataset) Excluded() string  { return filepath.Join(d.Out, "excluded.jsonl") }
+
+// Find lists the datasets under paths (each a dataset root or a dataset
+// folder, as ingest.Discover reads them), in name order. A dataset's
+// outputs go beside its first raw_responses file, or to outDir/<dataset>
+// when outDir is set. Datasets with no raw_responses file are left out.
+func Find(paths []string, outDir string) ([]Dataset, error) {
+	byName := map[string]*Dataset{}
+	for _, p := range paths {
+		srcs, err := ingest.Discover(p, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range srcs {
+			d := byName[s.Dataset]
+			if d == nil {
+				d = &Dataset{Name: s.Dataset}
+				byName[s.Dataset] = d
+			}
+			d.Sources = append(d.Sources, s)
+			if s.Stage == store.Raw && d.Out == "" {
+				d.Out = filepath.Dir(s.Path)
+			}
+		}
+	}
+	var out []Dataset
+	for _, d := range byName {
+		if d.Out == "" {
+			continue
+		}
+		if outDir != "" {
+			abs, err := filepath.Abs(outDir)
+			if err != nil {
+				return nil, err
+			}
+			d.Out = filepath.Join(abs, d.Name)
+		}
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Result is what one dataset's export did.
+type Result struct {
+	Dataset     string
+	Todo        int // answers with neither a record nor an exclusion at the start
+	Records     int
+	Excluded    map[string]int // by reason
+	Left        [numLeft]int
+	BadPrompts  []string // the first few bad prompt lines, file:line: why
+	LenUnknown  int      // records written without a token count to check --max-len against
+	Unmatched   int      // earlier turns whose output_ids were not found in the prompt ids
+	AnswerBytes int64    // answer lines read
+}
+
+// LeftNoPrompt, LeftNeedsServer and LeftBadPrompt count the answers left
+// for a later run, by why.
+func (r *Result) LeftNoPrompt() int    { return r.Left[leftNoPrompt] }
+func (r *Result) LeftNeedsServer() int { return r.Left[leftNeedsServer] }
+func (r *Result) LeftBadPrompt() int   { return r.Left[leftBadPrompt] }
+
+// Exporter writes training records for datasets, through Indexer, into
+// the index DB that Indexer writes.
+type Exporter struct {
+	Ix *ingest.Indexer
+	Config
+}
+
+// Export writes a record or an exclusion for every answer of d that has
+// neither, and indexes them. The crash protocol: every FlushBytes, one
+// write and fsync of tokenized.jsonl, then of excluded.jsonl, then both are
+// indexed; the next run first indexes both to their ends and cuts a torn
+// last line, so whatever the moment of a crash, each answer ends with
+// exactly one record or one exclusion. When ctx is done it stops after
+// writing what it has decided and returns ctx.Err().
+func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
+	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
+	c := &x.Config
+	if c.FlushBytes <= 0 {
+		c.FlushBytes = 4 << 20
+	}
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = 65536
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if err := os.MkdirAll(d.Out, 0o755); err != nil {
+		return res, fmt.Errorf("output folder: %w", err)
+	}
+	out := &outputs{
+		tokSrc: ingest.Source{Path: d.Tokenized(), Dataset: d.Name, Stage: store.Tokenized},
+		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
+	}
+	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
+	out.spareTok = make([]byte, 0, c.FlushBytes+1<<20)
+	var err error
+	if out.tok, err = openOutput(out.tokSrc.Path); err != nil {
+		return res, err
+	}
+	defer out.tok.Close()
+	if out.exc, err = openOutput(out.excSrc.Path); err != nil {
+		return res, err
+	}
+	defer out.exc.Close()
+	defer func() { out.wait(); out.stopIndexer() }() // before the files close
+	if err := x.reconcile(d, out); err != nil {
+		return res, err
+	}
+	todo, paths, err := x.todo(d.Name)
+	if err != nil {
+		return res, err
+	}
+	defer todo.close()
+	res.Todo = todo.n
+	if todo.n == 0 {
+		return res, nil
+	}
+	if err := todo.rewind(); err != nil {
+		return res, err
+	}
+	x.startIndexer(out)
+	var prefetch *cachedTokenizer
+	if c.Format == IDs && c.Tokenizer != nil {
+		prefetch = &cachedTokenizer{t: c.Tokenizer}
+		c.Tokenizer = prefetch
+		defer func() { c.Tokenizer = prefetch.t }()
+	}
+	// finish writes what is decided and indexes it all.
+	finish := func() error {
+		if err := x.flush(out); err != nil {
+			return err
+		}
+		if err := errors.Join(out.wait(), out.stopIndexer()); err != nil {
+			return err
+		}
+		return x.index(out)
+	}
+	readers := map[uint32]*lineReader{}
+	defer func() {
+		for _, r := range readers {
+			r.close()
+		}
+	}()
+	var read reader = func(r *store.Record) ([]byte, string, error) {
+		lr := readers[r.File]
+		if lr == nil {
+			path, ok := paths[r.File]
+			if !ok {
+				return nil, "", fmt.Errorf("file %d of dataset %s is not in the index; run gendex ingest on its folder, then export", r.File, d.Name)
+			}
+			if lr, err = openReader(path); err != nil {
+				return nil, "", err
+			}
+			readers[r.File] = lr
+		}
+		line, err := lr.line(r)
+		return line, lr.path, err
+	}
+	chunk := make([]entry, c.ChunkSize)
+	done, lastLog := 0, c.Now()
+	for {
+		n, err := todo.next(chunk)
+		if err != nil {
+			return res, fmt.Errorf("reading the todo list: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		es := chunk[:n]
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].rec.File != es[j].rec.File {
+				return es[i].rec.File < es[j].rec.File
+			}
+			return es[i].rec.Offset < es[j].rec.Offset
+		})
+		for i := range es {
+			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
+				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
+					return res, err
+				}
+			}
+			if ctx.Err() != nil {
+				if err := finish(); err != nil {
+					return res, err
+				}
+				return res, ctx.Err()
+			}
+			if err := x.one(ctx, &es[i], read, out, &res); err != nil {
+				return res, err
+			}
+			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
+				if err := x.flush(out); err != nil {
+					return res, err
+				}
+			}
+			done++
+			if done%1024 == 0 && c.Logf != nil {
+				if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
+					lastLog = now
+					c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
+						res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
+				}
+			}
+		}
+	}
+	return res, finish()
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// reader returns the line a record points at, and its file's path.
+type reader func(*store.Record) ([]byte, string, error)
+
+// decideEntry reads an answer (and, when it is needed, its prompt) and
+// decides it, appending a record to dst. n is the answer's size.
+func (x *Exporter) decideEntry(ctx context.Context, e *entry, read reader, dst []byte) (o outcome, n int, err error) {
+	line, path, err := read(&e.rec)
+	if err != nil {
+		return o, 0, err
+	}
+	// The answer's line is valid until the next read of its file; the
+	// prompt lives in another file, with its own reader.
+	var promptErr error
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst}
+	j.prompt = func() (*prompt, string, leftWhy, bool) {
+		if !e.hasPrompt {
+			return nil, "", leftNoPrompt, false
+		}
+		pl, ppath, err := read(&e.prompt)
+		if err != nil {
+			promptErr = err
+			return nil, "", leftBadPrompt, false
+		}
+		where := fmt.Sprintf("%s:%d", filepath.Base(ppath), e.prompt.Line)
+		p, err := parsePrompt(pl)
+		if err != nil {
+			return nil, fmt.Sprintf("%s:%d: %v", ppath, e.prompt.Line, err), leftBadPrompt, false
+		}
+		return p, where, 0, true
+	}
+	o, err = x.decide(ctx, j)
+	if promptErr != nil {
+		return o, len(line), promptErr
+	}
+	return o, len(line), err
+}
+
+// one decides one answer and buffers its record or exclusion.
+func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs, res *Result) error {
+	o, n, err := x.decideEntry(ctx, e, read, out.tokBuf)
+	if err != nil {
+		return err
+	}
+	res.AnswerBytes += int64(n)
+	switch {
+	case o.left:
+		res.Left[o.why]++
+		if o.why == leftBadPrompt && len(res.BadPrompts) < 5 {
+			res.BadPrompts = append(res.BadPrompts, o.note)
+		}
+	case o.record != nil:
+		out.tokBuf = o.record
+		res.Records++
+		if o.lenUnknown {
+			res.LenUnknown++
+		}
+		res.Unmatched += o.unmatched
+	default:
+		out.excBuf = exclusionLine(out.excBuf, e.id, o.reason, o.detail, x.Now())
+		res.Excluded[o.reason]++
+	}
+	return nil
+}
+
+// reconcile indexes every stage file of d to its end, export's outputs
+// last, and cuts a torn last line of an output (export is their only
+// writer: a torn line is one an earlier run did not finish).
+func (x *Exporter) reconcile(d Dataset, out *outputs) error {
+	for _, src := range d.Sources {
+		if src.Path == out.tokSrc.Path || src.Path == out.excSrc.Path {
+			continue
+		}
+		res, err := x.Ix.IndexFile(context.Background(), src)
+		if err != nil {
+			return err
+		}
+		if res.Torn > 0 && x.Logf != nil {
+			x.Logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
+		}
+	}
+	for _, o := range []struct {
+		f   *os.File
+		src ingest.Source
+	}{{out.tok, out.tokSrc}, {out.exc, out.excSrc}} {
+		res, err := x.Ix.IndexFile(context.Background(), o.src)
+		if err != nil {
+			return err
+		}
+		if res.Torn == 0 {
+			continue
+		}
+		fi, err := o.f.Stat()
+		if err != nil {
+			return err
+		}
+		if err := o.f.Truncate(fi.Size() - int64(res.Torn)); err != nil {
+			return fmt.Errorf("cutting the torn last line of %s: %w", o.src.Path, err)
+		}
+		if err := o.f.Sync(); err != nil {
+			return err
+		}
+		if x.Logf != nil {
+			x.Logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; its answer is exported again", o.src.Path, res.NextLine, res.Torn)
+		}
+	}
+	return nil
+}
+
+// todo lists, in one read transaction, the raw answers of dataset with
+// neither a tokenized nor an excluded record, with their prompts' records,
+// and returns the paths of the files they live in. The walk is one merge
+// of the raw and prompts stages (in id order) with View.Missing, not a
+// lookup per answer.
+func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
+	sp, err := newSpill()
+	if err != nil {
+		return nil, nil, err
+	}
+	paths := map[uint32]string{}
+	err = x.Ix.DB.View(func(v *store.View) error {
+		path := func(id uint32) {
+			if _, ok := paths[id]; !ok {
+				if p, ok := v.FilePath(id); ok {
+					paths[id] = p
+				}
+			}
+		}
+		raws, stopRaws := iter.Pull(records(v, dataset, store.Raw))
+		defer stopRaws()
+		prompts, stopPrompts := iter.Pull(records(v, dataset, store.Prompts))
+		defer stopPrompts()
+		var p store.Record
+		pok := false
+		first := true
+		return v.Missing(dataset, store.Raw, func(id string) error {
+			e := entry{id: id}
+			for {
+				r, ok := raws()
+				if !ok {
+					return fmt.Errorf("dataset %s: raw answer %q is missing from its own stage", dataset, id)
+				}
+				if r.ID == id {
+					e.rec = r
+					break
+				}
+			}
+			path(e.rec.File)
+			if first {
+				p, pok = prompts()
+				first = false
+			}
+			for pok && p.ID < id {
+				p, pok = prompts()
+			}
+			if pok && p.ID == id {
+				e.prompt, e.hasPrompt = p, true
+				path(p.File)
+			}
+			return sp.add(&e)
+		}, store.Tokenized, store.Excluded)
+	})
+	if err != nil {
+		sp.close()
+		return nil, nil, err
+	}
+	return sp, paths, nil
+}
+
+// records is the records of a dataset's stage in id order, as an iterator.
+func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Record] {
+	return func(yield func(store.Record) bool) {
+		v.Each(dataset, stage, func(r *store.Record) error {
+			if !yield(*r) {
+				return errStop
+			}
+			return nil
+		})
+	}
+}
+
+var errStop = errors.New("stop")

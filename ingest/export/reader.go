@@ -1,0 +1,54 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gendex/store"
+)
+
+// lineReader reads indexed lines of one file at their stored offsets
+// through a window of the file, so lines read in offset order cost one
+// read per window, not one per line.
+type lineReader struct {
+	f    *os.File
+	path string
+	buf  []byte
+	off  int64 // file offset of buf[0]
+}
+
+const window = 1 << 20
+
+func openReader(path string) (*lineReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w; if it moved, index its new place with gendex ingest, then export", err)
+	}
+	return &lineReader{f: f, path: path}, nil
+}
+
+func (r *lineReader) close() { r.f.Close() }
+
+// line returns the line r.Record points at, after checking it is still the
+// line that was indexed (its CRC). The slice is valid until the next call.
+func (r *lineReader) line(rec *store.Record) ([]byte, error) {
+	if rec.Offset < r.off || rec.Offset+rec.Length > r.off+int64(len(r.buf)) {
+		size := max(window, int(rec.Length))
+		if cap(r.buf) < size {
+			r.buf = make([]byte, size)
+		}
+		n, err := r.f.ReadAt(r.buf[:size], rec.Offset)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("reading %s:%d: %w", r.path, rec.Line, err)
+		}
+		r.buf, r.off = r.buf[:n], rec.Offset
+	}
+	start := rec.Offset - r.off
+	if start+rec.Length > int64(len(r.buf)) || store.LineSum(r.buf[start:start+rec.Length]) != rec.Sum {
+		return nil, fmt.Errorf("%s:%d: the line is not the one the index holds (the file changed since it was indexed): run gendex ingest %s to index it again, then export",
+			r.path, rec.Line, r.path)
+	}
+	return r.buf[start : start+rec.Length], nil
+}

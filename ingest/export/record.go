@@ -1,0 +1,405 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/store"
+)
+
+// Format is the kind of training record export writes.
+type Format int
+
+const (
+	// Conversations is SpecForge's training input:
+	// {"id", "conversations": [{"role", "content"[, "reasoning_content"]}...]}.
+	Conversations Format = iota
+	// IDs is EAGLE's {"id", "input_ids", "loss_mask"}: the exact prompt ids
+	// followed by the exact output ids.
+	IDs
+)
+
+// ParseFormat reads a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "conversations":
+		return Conversations, nil
+	case "ids":
+		return IDs, nil
+	}
+	return 0, fmt.Errorf("unknown format %q (want conversations or ids)", s)
+}
+
+// The exclusion reasons (the "reason" of an excluded.jsonl line).
+const (
+	ReasonLength      = "length"        // finish_reason length, without --include-truncated
+	ReasonAbort       = "abort"         // finish_reason abort
+	ReasonNoOutputIDs = "no_output_ids" // ids format, an answer without output_ids
+	ReasonMaxLen      = "max_len"       // over --max-len
+	ReasonNoText      = "no_text"       // conversations format, an answer without text
+	ReasonIDsPrompt   = "ids_prompt"    // conversations format, a prompt of token ids
+	ReasonBadAnswer   = "bad_answer"    // a line that is not an answer of the expected shape
+)
+
+// Reasons lists the exclusion reasons in the order export checks them.
+var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonLength, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
+
+// Tokenizer turns prompts into the ids a server would see: chat messages
+// through the chat template (/v1/tokenize with messages), text as
+// /generate tokenizes it (special tokens added). Its methods are called
+// from several goroutines at once.
+type Tokenizer interface {
+	TokenizeMessages(ctx context.Context, messages []sglang.Message) ([]int, error)
+	TokenizeText(ctx context.Context, text string) ([]int, error)
+}
+
+// why an answer is left for a later run (neither a record nor an exclusion).
+type leftWhy int
+
+const (
+	leftNoPrompt    leftWhy = iota // its prompt is not in the index
+	leftNeedsServer                // its prompt must be tokenized: --server
+	leftBadPrompt                  // its prompt line is not a prompt
+	numLeft
+)
+
+// outcome is what export does with one answer.
+type outcome struct {
+	record         []byte // job.dst with a tokenized line appended, with its newline
+	reason, detail string // or an exclusion
+	left           bool   // or neither, for now
+	why            leftWhy
+	note           string // what is wrong with a bad prompt
+	lenUnknown     bool   // --max-len could not be checked: no token count
+	unmatched      int    // earlier turns not found verbatim in the prompt ids
+}
+
+func exclude(reason, format string, a ...any) outcome {
+	return outcome{reason: reason, detail: fmt.Sprintf(format, a...)}
+}
+
+// job is one answer to decide, with what it needs.
+type job struct {
+	id     string
+	rec    *store.Record
+	line   []byte
+	path   string                                  // the answer's file
+	prompt func() (*prompt, string, leftWhy, bool) // the prompt; else where it is and why it is missing
+	dst    []byte                                  // the record is appended to this
+}
+
+// where is the answer's file:line.
+func (j *job) where() string { return fmt.Sprintf("%s:%d", j.path, j.rec.Line) }
+
+// decide turns an answer into a record, an exclusion or a reason to wait.
+// It returns an error only for what stops the run (a tokenizer failure).
+func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
+	a, err := parseAnswer(j.line, j.rec)
+	if err != nil {
+		return exclude(ReasonBadAnswer, "%s: not an answer: %v", j.where(), err), nil
+	}
+	k := len(a.turns)
+	turnOf := func(i int) string {
+		if !a.conversation {
+			return ""
+		}
+		return fmt.Sprintf("turn %d of %d: ", i+1, k)
+	}
+	for i, t := range a.turns {
+		if t.finish == "abort" {
+			return exclude(ReasonAbort, "%sfinish_reason abort: the server aborted the request", turnOf(i)), nil
+		}
+	}
+	for i, t := range a.turns {
+		if t.finish == "length" && !c.IncludeTruncated {
+			return exclude(ReasonLength, "%sfinish_reason length: cut off at the token limit (%s completion tokens); --include-truncated exports it",
+				turnOf(i), countText(t.completionTokens)), nil
+		}
+	}
+	if c.Format == Conversations {
+		return c.conversation(j, a, turnOf)
+	}
+	return c.ids(ctx, j, a, turnOf)
+}
+
+func countText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// conversation builds a conversations record.
+func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcome, error) {
+	k := len(a.turns)
+	for i := range a.turns {
+		if !a.turns[i].hasText() {
+			return exclude(ReasonNoText, "%sthe answer has no text (generated with --skip-tokenizer-init, or its content is null); export it with --format ids", turnOf(i)), nil
+		}
+	}
+	p, where, why, ok := j.prompt()
+	if !ok {
+		return outcome{left: true, why: why, note: where}, nil
+	}
+	if p.ids != nil {
+		return exclude(ReasonIDsPrompt, "the prompt (%s) is token ids (input_ids), not a conversation; export it with --format ids", where), nil
+	}
+	assistant := func(i int) message {
+		m := message{Role: "assistant", Content: a.turns[i].content()}
+		if c.KeepReasoning {
+			m.ReasoningContent = a.turns[i].reasoning
+		}
+		return m
+	}
+	var msgs []message
+	switch {
+	case p.text != nil:
+		if a.conversation && k != 1 {
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is one text", j.where(), k, where), nil
+		}
+		msgs = []message{{Role: "user", Content: *p.text}, assistant(k - 1)}
+	case a.conversation:
+		if u := p.userTurns(); u != k {
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
+		}
+		msgs = p.interleave(assistant)
+	default:
+		msgs = append(append([]message(nil), p.upToLastUser()...), assistant(0))
+	}
+	var o outcome
+	last := a.turns[k-1]
+	if last.promptTokens >= 0 && last.completionTokens >= 0 {
+		if n := last.promptTokens + last.completionTokens; c.MaxLen > 0 && n > int64(c.MaxLen) {
+			return exclude(ReasonMaxLen, "%d tokens (prompt %d + completion %d of the last turn), over --max-len %d",
+				n, last.promptTokens, last.completionTokens, c.MaxLen), nil
+		}
+	} else if c.MaxLen > 0 {
+		o.lenUnknown = true
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		ID            string    `json:"id"`
+		Conversations []message `json:"conversations"`
+	}{j.id, msgs})
+	o.record = append(j.dst, buf.Bytes()...)
+	return o, err
+}
+
+// ids builds an ids record.
+func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) string) (outcome, error) {
+	k := len(a.turns)
+	for i, t := range a.turns {
+		if t.outputIDs == nil {
+			return exclude(ReasonNoOutputIDs, "%sthe answer has no output_ids (a chat or completions endpoint returns none); export it with --format conversations", turnOf(i)), nil
+		}
+	}
+	last := a.turns[k-1]
+	promptIDs := last.promptIDs
+	if promptIDs == nil {
+		p, where, why, ok := j.prompt()
+		if !ok {
+			return outcome{left: true, why: why, note: where}, nil
+		}
+		switch {
+		case p.ids != nil && !a.conversation:
+			promptIDs = p.ids
+		case p.ids != nil:
+			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is token ids", j.where(), k, where), nil
+		case c.Tokenizer == nil:
+			return outcome{left: true, why: leftNeedsServer}, nil
+		default:
+			var ids []int
+			var err error
+			switch {
+			case p.text != nil:
+				ids, err = c.Tokenizer.TokenizeText(ctx, *p.text)
+			case a.conversation:
+				if u := p.userTurns(); u != k {
+					return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
+				}
+				for i := range a.turns[:k-1] {
+					if !a.turns[i].hasText() {
+						return exclude(ReasonNoText, "%sthe answer has no text, which the prompt of the next turn holds; the prompt ids cannot be rebuilt", turnOf(i)), nil
+					}
+				}
+				msgs := p.interleave(func(i int) message {
+					if i < k-1 {
+						return message{Role: "assistant", Content: a.turns[i].content()}
+					}
+					return message{}
+				})
+				ids, err = c.Tokenizer.TokenizeMessages(ctx, msgs[:len(msgs)-1])
+			default:
+				ids, err = c.Tokenizer.TokenizeMessages(ctx, p.upToLastUser())
+			}
+			if err != nil {
+				return outcome{}, fmt.Errorf("tokenizing the prompt of %s (%s): %w", j.id, where, err)
+			}
+			b := make([]byte, 0, 8*len(ids)+2)
+			b = append(b, '[')
+			for i, id := range ids {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, int64(id), 10)
+			}
+			promptIDs = append(b, ']')
+		}
+	}
+	rec := append(j.dst, `{"id":`...)
+	rec = appendString(rec, j.id)
+	rec = append(rec, `,"input_ids":[`...)
+	rec, np, ok := appendIDs(rec, promptIDs)
+	if !ok {
+		return exclude(ReasonBadAnswer, "%s: the prompt ids are not a list of token ids", j.where()), nil
+	}
+	if np > 0 {
+		rec = append(rec, ',')
+	}
+	rec, no, ok := appendIDs(rec, last.outputIDs)
+	if !ok {
+		return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(k-1)), nil
+	}
+	if np > 0 && no == 0 { // the comma before an empty output
+		rec = rec[:len(rec)-1]
+	}
+	if c.MaxLen > 0 && np+no > c.MaxLen {
+		return exclude(ReasonMaxLen, "%d input_ids (prompt %d + output %d), over --max-len %d", np+no, np, no, c.MaxLen), nil
+	}
+	var o outcome
+	var mask []bool // prompt positions that carry loss
+	if a.conversation && k > 1 {
+		pids, _ := parseIDs(promptIDs)
+		mask = make([]bool, len(pids))
+		from := 0
+		for i, t := range a.turns[:k-1] {
+			out, ok := parseIDs(t.outputIDs)
+			if !ok {
+				return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(i)), nil
+			}
+			at := index(pids[from:], out)
+			if at < 0 && len(out) > 1 {
+				// The stop token may be rendered as another end-of-turn
+				// token by the template: the turn's tokens before it.
+				out = out[:len(out)-1]
+				at = index(pids[from:], out)
+			}
+			if at < 0 || len(out) == 0 {
+				o.unmatched++
+				continue
+			}
+			for p := from + at; p < from+at+len(out); p++ {
+				mask[p] = true
+			}
+			from += at + len(out)
+		}
+	}
+	rec = append(rec, `],"loss_mask":[`...)
+	if mask == nil {
+		rec = appendRun(rec, zeros, np)
+	} else {
+		for i := range np {
+			if i > 0 {
+				rec = append(rec, ',')
+			}
+			if mask[i] {
+				rec = append(rec, '1')
+			} else {
+				rec = append(rec, '0')
+			}
+		}
+	}
+	if np > 0 && no > 0 {
+		rec = append(rec, ',')
+	}
+	rec = appendRun(rec, ones, no)
+	o.record = append(rec, "]}\n"...)
+	return o, nil
+}
+
+var zeros, ones = strings.Repeat("0,", 4096), strings.Repeat("1,", 4096)
+
+// appendRun appends n copies of run's digit, comma-separated.
+func appendRun(dst []byte, run string, n int) []byte {
+	for n > 0 {
+		k := min(n, len(run)/2)
+		dst = append(dst, run[:2*k-1]...)
+		n -= k
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+	}
+	return dst
+}
+
+// index returns the first position of sub in s, or -1 (Knuth-Morris-Pratt).
+func index(s, sub []int) int {
+	if len(sub) == 0 {
+		return 0
+	}
+	fail := make([]int, len(sub))
+	for i, k := 1, 0; i < len(sub); i++ {
+		for k > 0 && sub[i] != sub[k] {
+			k = fail[k-1]
+		}
+		if sub[i] == sub[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	for i, k := 0, 0; i < len(s); i++ {
+		for k > 0 && s[i] != sub[k] {
+			k = fail[k-1]
+		}
+		if s[i] == sub[k] {
+			k++
+		}
+		if k == len(sub) {
+			return i - k + 1
+		}
+	}
+	return -1
+}
+
+// appendString appends s as a JSON string, HTML characters unescaped.
+func appendString(dst []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}
+
+// exclusionLine is an excluded.jsonl line (contract: id, reason, detail,
+// excluded_at).
+func exclusionLine(dst []byte, id, reason, detail string, at time.Time) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, id)
+	dst = append(dst, `,"reason":`...)
+	dst = appendString(dst, reason)
+	dst = append(dst, `,"detail":`...)
+	dst = appendString(dst, detail)
+	dst = append(dst, `,"excluded_at":"`...)
+	dst = at.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	return append(dst, "\"}\n"...)
+}
