@@ -3,45 +3,16 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"gendex/ingest/gen/sglang"
 	"gendex/ingest/gen/sim"
 )
-
-// startSimProcess runs `gendex sim` as its own process on a free loopback
-// port until the test ends, and returns its URL once it answers /health.
-func startSimProcess(t *testing.T, bin string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "sim", "--listen", addr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	url := "http://" + addr
-	waitFor(t, 30*time.Second, "gendex sim never answered /health", func() bool {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
-	return url
-}
 
 // jsonLines reads a JSONL file into maps, failing on a bad line.
 func jsonLines(t *testing.T, path string) []map[string]json.RawMessage {

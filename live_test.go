@@ -600,3 +600,30 @@ func TestListenMetricsOnly(t *testing.T) {
 		}
 	}
 }
+
+// startSimProcess runs `gendex sim` with args on a free loopback port until
+// the test ends, and returns its URL once it answers /health.
+func startSimProcess(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	url := "http://" + addr
+	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
+		resp, err := http.Get(url + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url
+}
