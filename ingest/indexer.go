@@ -325,15 +325,25 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 
 	// One goroutine reads and parses while this one commits, so parsing
 	// the next batch overlaps the bbolt work (and fsync) of this one.
-	chunks := make(chan *chunk, 1)
+	parsed := make(chan *chunk, 1)
 	free := make(chan *chunk, 2)
-	free <- &chunk{}
-	free <- &chunk{}
+	free <- chunks.Get().(*chunk)
+	free <- chunks.Get().(*chunk)
 	stop := make(chan struct{})
-	defer close(stop)
-	go parseFile(ctx, f, src, idPath, state.Offset, state.Lines, maxRecords, maxBytes, chunks, free, stop)
+	defer func() {
+		close(stop)
+		for { // the batches the parser no longer holds go back to the pool
+			select {
+			case c := <-free:
+				chunks.Put(c)
+			default:
+				return
+			}
+		}
+	}()
+	go parseFile(ctx, f, src, idPath, state.Offset, state.Lines, maxRecords, maxBytes, parsed, free, stop)
 
-	for c := range chunks {
+	for c := range parsed {
 		if c.err != nil {
 			return res, fmt.Errorf("reading %s: %w", src.Path, c.err)
 		}

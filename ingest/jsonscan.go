@@ -170,15 +170,28 @@ func scanArray(b []byte, i, depth int) (end, n int, err error) {
 		return i + 1, 0, nil
 	}
 	for {
-		// Fast path for the common case: a plain non-negative integer.
-		if i < len(b) && b[i] >= '1' && b[i] <= '9' {
+		// Fast path for token ids and loss masks: a plain non-negative
+		// integer (no leading zero) followed at once by ',' or ']'.
+		if i < len(b) && b[i]-'0' <= 9 {
 			j := i + 1
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
+			if b[i] != '0' {
+				for j < len(b) && b[j]-'0' <= 9 {
+					j++
+				}
 			}
-			if j < len(b) && (b[j] == ',' || b[j] == ']') {
-				i = j
-			} else if i, err = skipNumber(b, i); err != nil {
+			if j < len(b) && b[j] == ',' {
+				n++
+				i = j + 1
+				if i < len(b) && b[i]-'0' <= 9 {
+					continue
+				}
+				i = skipSpace(b, i)
+				continue
+			}
+			if j < len(b) && b[j] == ']' {
+				return j + 1, n + 1, nil
+			}
+			if i, err = skipNumber(b, i); err != nil {
 				return i, n, err
 			}
 		} else if i, err = skipValue(b, i, depth); err != nil {

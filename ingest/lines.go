@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // lineReader yields the complete lines of a JSONL stream, of any length.
@@ -21,8 +22,23 @@ type lineReader struct {
 const readBuffer = 1 << 20
 
 func newLineReader(r io.Reader, off int64) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, readBuffer), off: off}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &lineReader{r: br, off: off}
 }
+
+// release gives the reader's buffer back for the next lineReader; lr must
+// not be used after.
+func (lr *lineReader) release() {
+	lr.r.Reset(nil)
+	readers.Put(lr.r)
+	lr.r = nil
+}
+
+// readers recycles the 1 MiB read buffers: gen and export index a few KiB
+// at a time, many times a second, and a fresh buffer each time is mostly
+// the cost of clearing it.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
@@ -71,6 +87,7 @@ func (lr *lineReader) next() (line []byte, start int64, err error) {
 // sees.
 func ReadLines(r io.Reader, fn func(line []byte, lineNo int64) error) (torn int, err error) {
 	lr := newLineReader(r, 0)
+	defer lr.release()
 	var n int64
 	for {
 		line, _, err := lr.next()

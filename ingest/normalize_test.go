@@ -267,6 +267,12 @@ func FuzzNormalize(f *testing.F) {
 	f.Add([]byte(`{"id":"a","completion_tokens":1.0000000000000000001}`))
 	f.Add([]byte(`{"id":"a","completion_tokens":0.05e2}`))
 	f.Add([]byte(`{"id":"a","completion_tokens":-0.0e-99999999999}`))
+	// The integer-array fast path: zeros, a leading zero, spaces, a trailing comma.
+	f.Add([]byte(`{"id":"a","output_ids":[0,0,1,0]}`))
+	f.Add([]byte(`{"id":"a","output_ids":[0,01]}`))
+	f.Add([]byte(`{"id":"a","output_ids":[7, 0 ,12 ]}`))
+	f.Add([]byte(`{"id":"a","output_ids":[1,]}`))
+	f.Add([]byte(`{"id":"a","output_ids":[1,2`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var r store.Record
 		_, err := Normalize(line, store.Raw, &r)

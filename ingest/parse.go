@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"gendex/store"
 )
@@ -17,6 +18,10 @@ type pending struct {
 }
 
 // chunk is one batch of parsed lines, committed in one transaction.
+// chunks recycles the parsed batches between IndexFile calls, so that a
+// writer indexing a few KiB many times a second does not grow new ones.
+var chunks = sync.Pool{New: func() any { return new(chunk) }}
+
 type chunk struct {
 	recs     []pending
 	problems []Problem
@@ -36,6 +41,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, 
 	defer close(out)
 	warned := false // the ServerID warning, once a read
 	lr := newLineReader(f, off)
+	defer lr.release()
 	var c *chunk
 	var bytes int64
 	next := func() bool {
