@@ -41,6 +41,12 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail                        span
+	// Speculative decoding: spec_verify_ct, and the draft counts under
+	// SGLang's recent names, its earlier ones and a fork's; turns (a
+	// conversation's answers) and sglext hold more of them.
+	specVerify, specAccepted, specProposed   span
+	specAcceptNum, specDraftNum              span
+	specCorrect, specNumProposed, turns, ext span
 }
 
 func (f *fields) set(key []byte, sp span) {
@@ -121,6 +127,24 @@ func (f *fields) set(key []byte, sp span) {
 		f.reason = sp
 	case "detail":
 		f.detail = sp
+	case "spec_verify_ct":
+		f.specVerify = sp
+	case "spec_accepted_drafts":
+		f.specAccepted = sp
+	case "spec_proposed_drafts":
+		f.specProposed = sp
+	case "spec_accept_token_num":
+		f.specAcceptNum = sp
+	case "spec_draft_token_num":
+		f.specDraftNum = sp
+	case "spec_num_correct_drafts":
+		f.specCorrect = sp
+	case "spec_num_proposed_drafts":
+		f.specNumProposed = sp
+	case "turns":
+		f.turns = sp
+	case "sglext":
+		f.ext = sp
 	}
 }
 
@@ -456,6 +480,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		rec.Finish = str(b, f.stopReason)
 	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
+	specCounts(b, &f, &meta, hasMeta, rec)
 
 	// The record's own time.
 	if t, ok := rfc3339(b, f.finishedAt); ok {
