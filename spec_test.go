@@ -60,10 +60,10 @@ func TestSpecAgainstSim(t *testing.T) {
 		sc.Buffer(nil, 1<<24)
 		for sc.Scan() {
 			var line struct {
-				Completion *int64 `json:"completion_tokens"`
-				Verify     *int64 `json:"spec_verify_ct"`
-				Accepted   *int64 `json:"spec_accepted_drafts"`
-				Proposed   *int64 `json:"spec_proposed_drafts"`
+				Completion *int64   `json:"completion_tokens"`
+				Verify     *int64   `json:"spec_verify_ct"`
+				Accepted   *int64   `json:"spec_accepted_drafts"`
+				Proposed   *int64   `json:"spec_proposed_drafts"`
 				Length     *float64 `json:"spec_accept_length"`
 				Turns      []struct {
 					Completion *int64   `json:"completion_tokens"`
