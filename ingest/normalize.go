@@ -41,12 +41,11 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail                        span
-	// Speculative decoding: spec_verify_ct, and the draft counts under
-	// SGLang's recent names, its earlier ones and a fork's; turns (a
-	// conversation's answers) and sglext hold more of them.
-	specVerify, specAccepted, specProposed   span
-	specAcceptNum, specDraftNum              span
-	specCorrect, specNumProposed, turns, ext span
+	// Speculative decoding: spec_verify_ct, and the accepted and proposed
+	// draft counts under any of their names (SGLang's recent ones, its
+	// earlier ones, a fork's; an object has one naming); turns (a
+	// conversation's answers) and sglext may hold more of them.
+	specVerify, specAccepted, specProposed, turns, ext span
 }
 
 func (f *fields) set(key []byte, sp span) {
@@ -129,18 +128,10 @@ func (f *fields) set(key []byte, sp span) {
 		f.detail = sp
 	case "spec_verify_ct":
 		f.specVerify = sp
-	case "spec_accepted_drafts":
+	case "spec_accepted_drafts", "spec_accept_token_num", "spec_num_correct_drafts":
 		f.specAccepted = sp
-	case "spec_proposed_drafts":
+	case "spec_proposed_drafts", "spec_draft_token_num", "spec_num_proposed_drafts":
 		f.specProposed = sp
-	case "spec_accept_token_num":
-		f.specAcceptNum = sp
-	case "spec_draft_token_num":
-		f.specDraftNum = sp
-	case "spec_num_correct_drafts":
-		f.specCorrect = sp
-	case "spec_num_proposed_drafts":
-		f.specNumProposed = sp
 	case "turns":
 		f.turns = sp
 	case "sglext":

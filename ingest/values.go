@@ -174,25 +174,28 @@ var specPrefix = []byte(`"spec_`)
 // specOf reads the speculative decoding counts of one object's fields:
 // spec_verify_ct (0 means none: SGLang writes it only above 0, and
 // versions that write it earlier write 0 with no data), and the accepted
-// and proposed draft counts as a pair under the first naming that has
-// both (spec_accepted_drafts and spec_proposed_drafts; SGLang's earlier
-// spec_accept_token_num and spec_draft_token_num; a fork's
-// spec_num_correct_drafts and spec_num_proposed_drafts), proposed above 0
-// and accepted no more than proposed. A count past store.MaxTokens is
-// none.
+// and proposed draft counts as a pair (spec_accepted_drafts and
+// spec_proposed_drafts; SGLang's earlier spec_accept_token_num and
+// spec_draft_token_num; a fork's spec_num_correct_drafts and
+// spec_num_proposed_drafts), proposed above 0 and accepted no more than
+// proposed. A count past store.MaxTokens is none.
 func specOf(b []byte, f *fields) (verify, accepted, proposed int64) {
-	if n, ok := decodeCount(val(b, f.specVerify)); ok && n > 0 && n <= store.MaxTokens {
-		verify = n
+	if f.specVerify.ok() {
+		if n, ok := decodeCount(val(b, f.specVerify)); ok && n > 0 && n <= store.MaxTokens {
+			verify = n
+		}
 	}
-	for _, p := range [...][2]span{{f.specAccepted, f.specProposed}, {f.specAcceptNum, f.specDraftNum}, {f.specCorrect, f.specNumProposed}} {
-		a, okA := decodeCount(val(b, p[0]))
-		n, okP := decodeCount(val(b, p[1]))
+	if f.specProposed.ok() {
+		a, okA := decodeCount(val(b, f.specAccepted))
+		n, okP := decodeCount(val(b, f.specProposed))
 		if okA && okP && n > 0 && n <= store.MaxTokens && a <= n {
 			return verify, a, n
 		}
 	}
 	return verify, 0, 0
 }
+
+func (f *fields) hasSpec() bool { return f.specVerify.ok() || f.specProposed.ok() }
 
 // specCounts sets rec's speculative decoding counts from the first place
 // that has them: the line itself (gendex's flat lines), meta_info
@@ -201,8 +204,11 @@ func specOf(b []byte, f *fields) (verify, accepted, proposed int64) {
 // taken each on its own. A conversation line (gen --turns all) without
 // them at the top sums its turns' counts, when every turn has them.
 func specCounts(b []byte, f, meta *fields, hasMeta bool, rec *store.Record) {
-	srcs := [4]*fields{f}
-	if hasMeta {
+	var srcs [4]*fields
+	if f.hasSpec() {
+		srcs[0] = f
+	}
+	if hasMeta && meta.hasSpec() {
 		srcs[1] = meta
 	}
 	// The choices and turns hold whole answers: look inside only when
@@ -217,8 +223,10 @@ func specCounts(b []byte, f, meta *fields, hasMeta bool, rec *store.Record) {
 			return false
 		})
 	}
-	if e, ok := sub(b, f.ext); ok {
-		srcs[3] = &e
+	if f.ext.ok() {
+		if e, ok := sub(b, f.ext); ok {
+			srcs[3] = &e
+		}
 	}
 	for _, s := range srcs {
 		if s == nil {
