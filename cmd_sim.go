@@ -18,6 +18,9 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
+	if cfg.SpecDraftTokens == 1 || cfg.SpecDraftTokens < 0 {
+		return usagef("--spec-draft-tokens %d: want 0 (off) or 2 or more (the target's token plus at least one draft)", cfg.SpecDraftTokens)
+	}
 	s := sim.New(*cfg)
 	fmt.Fprintf(c.env.Stderr, "gendex sim: an SGLang-compatible simulator on http://%s (model %s, %d slots); Ctrl-C to stop\n", *listen, cfg.Model, cfg.Slots)
 	err := s.ListenAndServe(ctx, *listen)
@@ -48,6 +51,8 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.StringVar(&cfg.APIKey, prefix+"api-key", "", "simulator: require this API key")
 	fs.BoolVar(&cfg.ReasoningParser, prefix+"reasoning", false, "simulator: a reasoning model (reasoning_content, reasoning_tokens)")
 	fs.BoolVar(&cfg.EnableMetrics, prefix+"metrics", false, "simulator: serve /metrics")
+	fs.IntVar(&cfg.SpecDraftTokens, prefix+"spec-draft-tokens", 0, "simulator: speculative decoding with N draft tokens per verify step (--speculative-num-draft-tokens; 0: off): spec fields in meta_info, sglang:spec_accept_length on /metrics")
+	fs.IntVar(&cfg.MaxTotalTokens, prefix+"max-total-tokens", 0, "simulator: KV cache pool in tokens, for sglang:token_usage (0: slots × context)")
 	return cfg
 }
 

@@ -40,9 +40,20 @@ func (fs crashFiles) write(t *testing.T, dir string) {
 // rawLine is a response with its own time (so throughput buckets do not
 // depend on when it was indexed) and counts that depend on the id only
 // (so which copy of a duplicated id is counted does not change a sum).
+// Most carry speculative decoding counts (SGLang's recent names, or its
+// earlier ones), some none, so that forgetting a file must keep the spec
+// counters exact too.
 func rawLine(i int) string {
-	return fmt.Sprintf(`{"id":"id-%04d","meta_info":{"completion_tokens":%d,"prompt_tokens":%d,"finish_reason":{"type":"stop"}},"created":%d}`+"\n",
-		i, i%97, i%13, 1_700_000_000+i%50)
+	spec := ""
+	switch c := i % 97; {
+	case i%4 == 1 || c < 2:
+	case i%3 == 0:
+		spec = fmt.Sprintf(`,"spec_verify_ct":%d,"spec_accept_token_num":%d,"spec_draft_token_num":%d`, (c+1)/2, c/3, 3*((c+1)/2))
+	default:
+		spec = fmt.Sprintf(`,"spec_verify_ct":%d,"spec_accepted_drafts":%d,"spec_proposed_drafts":%d`, (c+2)/3, c/4, 3*((c+2)/3))
+	}
+	return fmt.Sprintf(`{"id":"id-%04d","meta_info":{"completion_tokens":%d,"prompt_tokens":%d,"finish_reason":{"type":"stop"}%s},"created":%d}`+"\n",
+		i, i%97, i%13, spec, 1_700_000_000+i%50)
 }
 
 func crashDataset(n int) crashFiles {
@@ -75,7 +86,7 @@ func crashDataset(n int) crashFiles {
 		}
 		if i%4 == 3 {
 			for turn := 1; turn <= 1+i%3; turn++ {
-				fs["turns.jsonl"] = append(fs["turns.jsonl"], fmt.Sprintf(`{"id":"id-%04d","turn":%d,"turns":4,"text":"t","completion_tokens":%d}`+"\n", i, turn, i%7))
+				fs["turns.jsonl"] = append(fs["turns.jsonl"], fmt.Sprintf(`{"id":"id-%04d","turn":%d,"turns":4,"text":"t","completion_tokens":%d,"spec_verify_ct":%d}`+"\n", i, turn, i%7, 1+i%3))
 			}
 		}
 		// Lines left out, which the skipped counters must follow: an id
@@ -144,6 +155,18 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 		r, tk, u := v.Window(dataset, 0, 1<<40)
 		first, _ := v.FirstSecond(dataset)
 		fmt.Fprintf(&b, "window %d/%d/%d first=%d\n", r, tk, u, first)
+		v.SpecHistogram(dataset, func(base int64, counts []int64) {
+			for i, n := range counts {
+				if n != 0 {
+					fmt.Fprintf(&b, "spechist %d=%d\n", base+int64(i), n)
+				}
+			}
+		})
+		for sec := int64(1_700_000_000); sec < 1_700_000_050; sec++ {
+			if n, tk, vf := v.SpecWindow(dataset, sec, sec+1); n != 0 {
+				fmt.Fprintf(&b, "specsec %d %d/%d/%d\n", sec, n, tk, vf)
+			}
+		}
 		in := map[string]map[store.Stage]bool{}
 		for _, st := range store.Stages() {
 			var n uint64

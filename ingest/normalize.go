@@ -41,6 +41,11 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail                        span
+	// Speculative decoding: spec_verify_ct, and the accepted and proposed
+	// draft counts under any of their names (SGLang's recent ones, its
+	// earlier ones, a fork's; an object has one naming); turns (a
+	// conversation's answers) and sglext may hold more of them.
+	specVerify, specAccepted, specProposed, turns, ext span
 }
 
 func (f *fields) set(key []byte, sp span) {
@@ -121,6 +126,16 @@ func (f *fields) set(key []byte, sp span) {
 		f.reason = sp
 	case "detail":
 		f.detail = sp
+	case "spec_verify_ct":
+		f.specVerify = sp
+	case "spec_accepted_drafts", "spec_accept_token_num", "spec_num_correct_drafts":
+		f.specAccepted = sp
+	case "spec_proposed_drafts", "spec_draft_token_num", "spec_num_proposed_drafts":
+		f.specProposed = sp
+	case "turns":
+		f.turns = sp
+	case "sglext":
+		f.ext = sp
 	}
 }
 
@@ -456,6 +471,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		rec.Finish = str(b, f.stopReason)
 	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
+	specCounts(b, &f, &meta, hasMeta, rec)
 
 	// The record's own time.
 	if t, ok := rfc3339(b, f.finishedAt); ok {

@@ -273,6 +273,12 @@ func FuzzNormalize(f *testing.F) {
 	f.Add([]byte(`{"id":"a","output_ids":[7, 0 ,12 ]}`))
 	f.Add([]byte(`{"id":"a","output_ids":[1,]}`))
 	f.Add([]byte(`{"id":"a","output_ids":[1,2`))
+	// Speculative decoding counts, flat, in meta_info, in a chat choice and
+	// in a conversation's turns.
+	f.Add([]byte(`{"id":"a","completion_tokens":9,"spec_verify_ct":4,"spec_accept_length":2.25,"spec_accepted_drafts":4,"spec_proposed_drafts":12}`))
+	f.Add([]byte(`{"id":"a","meta_info":{"completion_tokens":9,"spec_verify_ct":4,"spec_accept_token_num":4,"spec_draft_token_num":12}}`))
+	f.Add([]byte(`{"id":"c","choices":[{"meta_info":{"spec_verify_ct":4,"spec_num_correct_drafts":1,"spec_num_proposed_drafts":3}}],"sglext":{"spec_verify_ct":[]}}`))
+	f.Add([]byte(`{"id":"c","turns":[{"spec_verify_ct":2,"meta_info":{"spec_accepted_drafts":1,"spec_proposed_drafts":3}},7,{"spec_verify_ct":1e0}]}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var r store.Record
 		_, err := Normalize(line, store.Raw, &r)

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -145,4 +146,134 @@ func describe(err error) string {
 		return se.Error()
 	}
 	return fmt.Sprint(err)
+}
+
+// eachElement calls fn with the span of each element of the array at sp,
+// until fn returns false; it reports whether sp is an array. The line was
+// validated already.
+func eachElement(b []byte, sp span, fn func(span) bool) bool {
+	if !sp.ok() || b[sp.s] != '[' {
+		return false
+	}
+	i := skipSpace(b, sp.s+1)
+	for i < sp.e && b[i] != ']' {
+		end, err := skipValue(b, i, 1)
+		if err != nil || !fn(span{i, end}) {
+			return true
+		}
+		i = skipSpace(b, end)
+		if i < sp.e && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return true
+}
+
+var specPrefix = []byte(`"spec_`)
+
+// specOf reads the speculative decoding counts of one object's fields:
+// spec_verify_ct (0 means none: SGLang writes it only above 0, and
+// versions that write it earlier write 0 with no data), and the accepted
+// and proposed draft counts as a pair (spec_accepted_drafts and
+// spec_proposed_drafts; SGLang's earlier spec_accept_token_num and
+// spec_draft_token_num; a fork's spec_num_correct_drafts and
+// spec_num_proposed_drafts), proposed above 0 and accepted no more than
+// proposed. A count past store.MaxTokens is none.
+func specOf(b []byte, f *fields) (verify, accepted, proposed int64) {
+	if f.specVerify.ok() {
+		if n, ok := decodeCount(val(b, f.specVerify)); ok && n > 0 && n <= store.MaxTokens {
+			verify = n
+		}
+	}
+	if f.specProposed.ok() {
+		a, okA := decodeCount(val(b, f.specAccepted))
+		n, okP := decodeCount(val(b, f.specProposed))
+		if okA && okP && n > 0 && n <= store.MaxTokens && a <= n {
+			return verify, a, n
+		}
+	}
+	return verify, 0, 0
+}
+
+func (f *fields) hasSpec() bool { return f.specVerify.ok() || f.specProposed.ok() }
+
+// specCounts sets rec's speculative decoding counts from the first place
+// that has them: the line itself (gendex's flat lines), meta_info
+// (SGLang's /generate), the first choice's meta_info (chat with
+// return_meta_info), sglext. The verify count and the draft pair are
+// taken each on its own. A conversation line (gen --turns all) without
+// them at the top sums its turns' counts, when every turn has them.
+func specCounts(b []byte, f, meta *fields, hasMeta bool, rec *store.Record) {
+	var srcs [4]*fields
+	if f.hasSpec() {
+		srcs[0] = f
+	}
+	if hasMeta && meta.hasSpec() {
+		srcs[1] = meta
+	}
+	// The choices and turns hold whole answers: look inside only when
+	// they mention a spec field at all.
+	if f.choices.ok() && b[f.choices.s] == '[' && bytes.Contains(b[f.choices.s:f.choices.e], specPrefix) {
+		eachElement(b, f.choices, func(sp span) bool {
+			if c, ok := sub(b, sp); ok && c.metaInfo.ok() {
+				if m, ok := sub(b, c.metaInfo); ok {
+					srcs[2] = &m
+				}
+			}
+			return false
+		})
+	}
+	if f.ext.ok() {
+		if e, ok := sub(b, f.ext); ok {
+			srcs[3] = &e
+		}
+	}
+	for _, s := range srcs {
+		if s == nil {
+			continue
+		}
+		v, a, p := specOf(b, s)
+		if rec.SpecVerify == 0 && v > 0 {
+			rec.SpecVerify = v
+		}
+		if rec.SpecProposed == 0 && p > 0 {
+			rec.SpecAccepted, rec.SpecProposed = a, p
+		}
+	}
+	if rec.SpecVerify > 0 && rec.SpecProposed > 0 || !f.turns.ok() || b[f.turns.s] != '[' || !bytes.Contains(b[f.turns.s:f.turns.e], specPrefix) {
+		return
+	}
+	var verify, accepted, proposed int64
+	allVerify, allDrafts, n := true, true, 0
+	eachElement(b, f.turns, func(sp span) bool {
+		t, ok := sub(b, sp)
+		if !ok {
+			allVerify, allDrafts = false, false
+			return false
+		}
+		n++
+		v, a, p := specOf(b, &t)
+		if m, ok := sub(b, t.metaInfo); ok && (v == 0 || p == 0) {
+			mv, ma, mp := specOf(b, &m)
+			if v == 0 {
+				v = mv
+			}
+			if p == 0 {
+				a, p = ma, mp
+			}
+		}
+		allVerify = allVerify && v > 0
+		allDrafts = allDrafts && p > 0
+		verify, accepted, proposed = verify+v, accepted+a, proposed+p
+		return allVerify || allDrafts
+	})
+	if n == 0 {
+		return
+	}
+	if rec.SpecVerify == 0 && allVerify && verify <= store.MaxTokens {
+		rec.SpecVerify = verify
+	}
+	if rec.SpecProposed == 0 && allDrafts && proposed <= store.MaxTokens {
+		rec.SpecAccepted, rec.SpecProposed = accepted, proposed
+	}
 }

@@ -23,6 +23,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing and lines skipped, per dataset"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
+	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
 	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw), or without a tokenized record and why (tokenized)"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
@@ -238,6 +239,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return tokens(v, names, out)
 		case "throughput":
 			return throughput(v, names, q.Window, now, out)
+		case "spec":
+			return spec(v, names, out)
 		case "missing":
 			return missing(v, names[0], q.Stage, q.Bare, out)
 		case "finish":

@@ -545,19 +545,19 @@ func TestThroughputOwnTimes(t *testing.T) {
 		}
 		seconds := min(tc.seconds, now.Unix()-first)
 		want := [][]any{{"clock", seconds, records, tokens,
-			fixed(float64(records)/float64(seconds), 2), fixed(float64(tokens)/float64(seconds), 1), unknown}}
+			fixed(float64(records)/float64(seconds), 2), fixed(float64(tokens)/float64(seconds), 1), unknown, nil}}
 		r := answer(t, db, now, "throughput", "--window", tc.window, "clock")
-		checkRows(t, "throughput "+tc.window, r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"}, want)
+		checkRows(t, "throughput "+tc.window, r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens", "accept_length"}, want)
 	}
 	// Spelled out for 30s: c1 c2 c3 c7 c8 (c8 without a count); c4 and c6
 	// finished in the current second, which is not over.
 	got := normRow(answer(t, db, now, "throughput", "clock").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(30), int64(5), int64(11 + 12 + 13 + 17), "0.17", "1.8", int64(1)}) {
+	if !slices.Equal(got, []any{"clock", int64(30), int64(5), int64(11 + 12 + 13 + 17), "0.17", "1.8", int64(1), nil}) {
 		t.Errorf("throughput clock 30s = %v", got)
 	}
 	// Before any record: nothing, and zero rates rather than unknown.
 	got = normRow(answer(t, db, now.Add(-24*time.Hour), "throughput", "clock").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(30), int64(0), int64(0), "0.00", "0.0", int64(0)}) {
+	if !slices.Equal(got, []any{"clock", int64(30), int64(0), int64(0), "0.00", "0.0", int64(0), nil}) {
 		t.Errorf("throughput of an empty window = %v", got)
 	}
 }
@@ -589,8 +589,8 @@ func TestThroughputIndexingTime(t *testing.T) {
 	} else {
 		w = got[1].(int64)
 	}
-	checkRows(t, "throughput beta", r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"},
-		[][]any{{"beta", w, n, tokens, fixed(float64(n)/float64(w), 2), fixed(float64(tokens)/float64(w), 1), unknown}})
+	checkRows(t, "throughput beta", r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens", "accept_length"},
+		[][]any{{"beta", w, n, tokens, fixed(float64(n)/float64(w), 2), fixed(float64(tokens)/float64(w), 1), unknown, nil}})
 	// A window that ended before the indexing sees none of them.
 	r = answer(t, db, before.Add(-time.Hour), "throughput", "beta", "--window", "30s")
 	if got := normRow(r.Rows[0]); got[2] != int64(0) {
@@ -616,7 +616,7 @@ func TestThroughputAllUnknown(t *testing.T) {
 	db, _ := ingesttest.Index(t, fixtureRoot)
 	now := time.Date(2026, 11, 28, 9, 59, 51, 0, time.UTC) // only c8 (no count) in the 1s window before
 	got := normRow(answer(t, db, now, "throughput", "clock", "--window", "1s").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(1), int64(1), nil, "1.00", nil, int64(1)}) {
+	if !slices.Equal(got, []any{"clock", int64(1), int64(1), nil, "1.00", nil, int64(1), nil}) {
 		t.Errorf("throughput with only unknown counts = %v, want the tokens unknown, not 0", got)
 	}
 }
@@ -631,10 +631,10 @@ func TestThroughputCurrentSecondNeverCounts(t *testing.T) {
 		now  time.Time
 		want []any
 	}{
-		{sec, []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
-		{sec.Add(500 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
-		{sec.Add(999 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0)}},
-		{sec.Add(time.Second), []any{"clock", int64(1), int64(2), int64(14 + 16), "2.00", "30.0", int64(0)}},
+		{sec, []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
+		{sec.Add(500 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
+		{sec.Add(999 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
+		{sec.Add(time.Second), []any{"clock", int64(1), int64(2), int64(14 + 16), "2.00", "30.0", int64(0), nil}},
 	} {
 		if got := normRow(answer(t, db, tc.now, "throughput", "--window", "1s", "clock").Rows[0]); !slices.Equal(got, tc.want) {
 			t.Errorf("at %s: %v, want %v", tc.now.Format("15:04:05.000"), got, tc.want)

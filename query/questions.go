@@ -222,31 +222,39 @@ func tokenRow(name string, r *store.Stats, p []any, skipped uint64) []any {
 // counts, and a dataset's window starts no earlier than its first response,
 // so a run that began 10 s ago is measured over 10 s, not diluted over 30
 // (window_s says which). TOTAL is the same rule over the datasets with a
-// response in the window (store.TotalRate).
+// response in the window (store.TotalRate). accept_length is Σ completion
+// tokens / Σ verify steps of the window's answers that carry SGLang's
+// speculative decoding counts (unknown when none does); TOTAL's sums the
+// datasets' windows.
 func throughput(v *store.View, names []string, window time.Duration, now time.Time, out Sink) error {
-	out.Columns([]string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens"})
+	out.Columns([]string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens", "accept_length"})
 	rates := make([]store.Rate, 0, len(names))
+	var specTokens, specVerify int64
 	for _, n := range names {
 		first, ok := v.FirstSecond(n)
 		r := store.Rate{}
 		r.From, r.To = store.RateSpan(now, window, first, ok)
 		r.Records, r.Tokens, r.Unknown = v.Window(n, r.From, r.To)
+		_, st, sv := v.SpecWindow(n, r.From, r.To)
+		specTokens += st
+		specVerify += sv
 		rates = append(rates, r)
-		if err := out.Row(rateRow(n, r)); err != nil {
+		if err := out.Row(rateRow(n, r, st, sv)); err != nil {
 			return err
 		}
 	}
-	return out.Total(rateRow("TOTAL", store.TotalRate(now, window, rates)))
+	return out.Total(rateRow("TOTAL", store.TotalRate(now, window, rates), specTokens, specVerify))
 }
 
-func rateRow(name string, r store.Rate) []any {
+func rateRow(name string, r store.Rate, specTokens, specVerify int64) []any {
 	var tok, tokRate any = r.Tokens, nil
 	if perSec, ok := r.TokensPerSecond(); ok {
 		tokRate = Fixed{perSec, 1}
 	} else {
 		tok = nil
 	}
-	return []any{name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown}
+	return []any{name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown,
+		AcceptLength(uint64(max(specTokens, 0)), uint64(max(specVerify, 0)))}
 }
 
 // missing: ids of one dataset without a response (stage raw: prompts with

@@ -96,6 +96,14 @@ type Record struct {
 	// Token counts, or Unknown.
 	PromptTokens, CompletionTokens, CachedTokens, ReasoningTokens int64
 
+	// Speculative decoding (SGLang's spec_* fields), 0 when the answer
+	// carries none: SpecVerify is spec_verify_ct, the verify steps the
+	// answer took (SGLang writes it only when it is above 0, so 0 is never
+	// a count); SpecAccepted and SpecProposed are the draft tokens accepted
+	// and proposed, a pair kept only when SpecProposed is above 0. See
+	// Record.HasSpec and HasDrafts.
+	SpecVerify, SpecAccepted, SpecProposed int64
+
 	// Finish is the finish reason ("stop", "length", ...); for error records,
 	// the failure reason ("http 400", "context_length_exceeded", ...).
 	Finish string
@@ -119,13 +127,50 @@ type Record struct {
 	Sum uint32
 }
 
+// cleanSpec makes r's spec counts what the index stores: a verify count
+// out of range (not 1 to MaxTokens) is none, and so is a draft pair whose
+// proposed count is out of range or whose accepted count is negative or
+// above it. The counters are computed from the cleaned record, so they
+// match what a later removal reads back.
+func (r *Record) cleanSpec() {
+	if r.SpecVerify < 0 || r.SpecVerify > MaxTokens {
+		r.SpecVerify = 0
+	}
+	if r.SpecProposed <= 0 || r.SpecProposed > MaxTokens || r.SpecAccepted < 0 || r.SpecAccepted > r.SpecProposed {
+		r.SpecAccepted, r.SpecProposed = 0, 0
+	}
+}
+
+// HasSpec reports whether r carries a verify step count, and so counts
+// in the dataset's spec counters (Stats.SpecRecords).
+func (r *Record) HasSpec() bool { return r.SpecVerify > 0 }
+
+// HasDrafts reports whether r carries its accepted and proposed draft
+// counts.
+func (r *Record) HasDrafts() bool { return r.SpecProposed > 0 }
+
+// SpecBin is r's accept length, completion tokens / verify steps, in
+// hundredths rounded half up (exact integer arithmetic): the bin of the
+// dataset's accept length histogram. ok is false when r has no verify
+// count or no completion count.
+func (r *Record) SpecBin() (bin int64, ok bool) {
+	if !r.HasSpec() || r.CompletionTokens < 0 {
+		return 0, false
+	}
+	return (200*r.CompletionTokens + r.SpecVerify) / (2 * r.SpecVerify), true
+}
+
 // LineSum is a line's CRC-32C (hardware-accelerated), stored with its
 // record so that show can tell the file still holds exactly that line.
 func LineSum(line []byte) uint32 { return crc32.Checksum(line, castagnoli) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Record encoding: a flags byte, then uvarints, then length-prefixed strings.
+// Record encoding: a flags byte, then uvarints, then length-prefixed
+// strings, then the speculative decoding counts when their bits are set.
+// They come last, so a record written before they existed (no bits 6 and
+// 7) decodes as having none, and a decoder that predates them reads the
+// rest of a new record as it always did.
 const (
 	fPrompt = 1 << iota
 	fCompletion
@@ -133,6 +178,8 @@ const (
 	fReasoning
 	fOwnTime
 	fMessage
+	fSpec   // SpecVerify follows the strings
+	fDrafts // SpecAccepted and SpecProposed follow (after SpecVerify, if any)
 )
 
 const maxMessage = 512
@@ -157,6 +204,12 @@ func (r *Record) appendBinary(b []byte) []byte {
 	if r.Message != "" {
 		flags |= fMessage
 	}
+	if r.HasSpec() {
+		flags |= fSpec
+	}
+	if r.HasDrafts() {
+		flags |= fDrafts
+	}
 	b = append(b, flags, byte(r.Shape))
 	for _, v := range [...]int64{r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.ReasoningTokens} {
 		if v >= 0 {
@@ -175,6 +228,13 @@ func (r *Record) appendBinary(b []byte) []byte {
 		m := Clip(r.Message, maxMessage)
 		b = binary.AppendUvarint(b, uint64(len(m)))
 		b = append(b, m...)
+	}
+	if flags&fSpec != 0 {
+		b = binary.AppendUvarint(b, uint64(r.SpecVerify))
+	}
+	if flags&fDrafts != 0 {
+		b = binary.AppendUvarint(b, uint64(r.SpecAccepted))
+		b = binary.AppendUvarint(b, uint64(r.SpecProposed))
 	}
 	return b
 }
@@ -239,6 +299,18 @@ func decodeRecord(b []byte, r *Record) error {
 	if flags&fMessage != 0 {
 		r.Message = str()
 		if len(r.Message) > maxMessage { // never written so long
+			return errCorrupt
+		}
+	}
+	r.SpecVerify, r.SpecAccepted, r.SpecProposed = 0, 0, 0
+	if flags&fSpec != 0 {
+		if r.SpecVerify = uv(); r.SpecVerify == 0 && b != nil { // never written as 0
+			return errCorrupt
+		}
+	}
+	if flags&fDrafts != 0 {
+		r.SpecAccepted = uv()
+		if r.SpecProposed = uv(); r.SpecProposed == 0 && b != nil {
 			return errCorrupt
 		}
 	}

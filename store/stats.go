@@ -25,7 +25,26 @@ type Stats struct {
 
 	Finish map[string]uint64 `json:"finish,omitempty"`
 	Shapes map[string]uint64 `json:"shapes,omitempty"`
+
+	// Speculative decoding, over the records that carry it (absent in a
+	// file written before these counters, which has no such records):
+	// SpecRecords counts records with a verify count (Record.HasSpec);
+	// SpecTokens and SpecVerify sum completion tokens and verify steps over
+	// those of them that also have a completion count, so SpecTokens /
+	// SpecVerify is the accept length; SpecAccepted and SpecProposed sum
+	// the draft counts over the records that carry them (HasDrafts), so
+	// their ratio is the accept rate.
+	SpecRecords  uint64 `json:"spec_records,omitempty"`
+	SpecTokens   uint64 `json:"spec_tokens,omitempty"`
+	SpecVerify   uint64 `json:"spec_verify,omitempty"`
+	SpecAccepted uint64 `json:"spec_accepted,omitempty"`
+	SpecProposed uint64 `json:"spec_proposed,omitempty"`
 }
+
+// UnknownSpec is the number of records without speculative decoding
+// counts: Records − SpecRecords (so a file written before the spec
+// counters reads as all unknown).
+func (s *Stats) UnknownSpec() uint64 { return s.Records - s.SpecRecords }
 
 // Overlap counts ids present in several stages of one dataset.
 type Overlap struct {
@@ -136,6 +155,17 @@ func (s *Stats) add(r *Record, sign int) {
 	}
 	s.Finish = bump(s.Finish, r.Finish, d)
 	s.Shapes = bump(s.Shapes, r.Shape.String(), d)
+	if r.HasSpec() {
+		s.SpecRecords += d
+		if r.CompletionTokens >= 0 {
+			s.SpecTokens += d * uint64(r.CompletionTokens)
+			s.SpecVerify += d * uint64(r.SpecVerify)
+		}
+	}
+	if r.HasDrafts() {
+		s.SpecAccepted += d * uint64(r.SpecAccepted)
+		s.SpecProposed += d * uint64(r.SpecProposed)
+	}
 }
 
 func bump(m map[string]uint64, k string, d uint64) map[string]uint64 {

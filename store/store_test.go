@@ -59,6 +59,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Shape: ShapeFlat, PromptTokens: 812, CompletionTokens: 10, CachedTokens: 256, ReasoningTokens: 0, Finish: "stop", Time: 1796064752115, OwnTime: true, File: 3, Offset: 1 << 40, Length: 50 << 20, Line: 123456789, Sum: 0xdeadbeef},
 		{Shape: ShapeUnknown, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown},
 		{Shape: ShapeError, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "http 400", Message: "too long"},
+		{Shape: ShapeSGLang, PromptTokens: 3, CompletionTokens: 90, CachedTokens: 0, ReasoningTokens: Unknown, Finish: "stop", SpecVerify: 40, SpecAccepted: 49, SpecProposed: 120},
+		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, Message: "m", SpecVerify: 1 << 32},
+		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecAccepted: 0, SpecProposed: 6},
 	} {
 		var got Record
 		if err := decodeRecord(r.appendBinary(nil), &got); err != nil {
@@ -71,6 +74,21 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err := decodeRecord([]byte{0, 1, 2}, new(Record)); err == nil {
 		t.Error("decoding garbage succeeded")
 	}
+	// A record written before the spec counts (no bits 6 and 7) has none;
+	// a decoder that predates them reads a new record's other fields
+	// (they come last).
+	old := Record{Shape: ShapeFlat, PromptTokens: 1, CompletionTokens: 2, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "stop", Time: 5}
+	b := old.appendBinary(nil)
+	withSpec := old
+	withSpec.SpecVerify, withSpec.SpecAccepted, withSpec.SpecProposed = 1, 1, 3
+	nb := withSpec.appendBinary(nil)
+	if !bytes.Equal(nb[1:len(b)], b[1:]) || nb[0]&^(fSpec|fDrafts) != b[0] {
+		t.Errorf("a record with spec counts is not the old encoding plus flag bits and a tail:\n%x\n%x", nb, b)
+	}
+	var got Record
+	if err := decodeRecord(nb[:len(b)], &got); err == nil {
+		t.Errorf("a record cut before its spec counts decoded as %+v", got)
+	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
@@ -80,6 +98,10 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Shape: ShapeFlat, Finish: "stop", PromptTokens: 30, CompletionTokens: 7, CachedTokens: 0, ReasoningTokens: Unknown, Time: 1796064752115, OwnTime: true, File: 5}).appendBinary(nil))
 	// A string length past MaxInt64 turned negative and sliced out of range.
 	f.Add([]byte("00000000000\xbc\xad\x9a\x9a\x9a\x9a\x9a\x9a\x9a\x01"))
+	// Speculative decoding counts: verify only, drafts only, both.
+	f.Add((&Record{Shape: ShapeSGLang, Finish: "stop", PromptTokens: 3, CompletionTokens: 90, CachedTokens: 0, ReasoningTokens: Unknown, SpecVerify: 40}).appendBinary(nil))
+	f.Add((&Record{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 9, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecAccepted: 0, SpecProposed: 6}).appendBinary(nil))
+	f.Add((&Record{Shape: ShapeFlat, Message: "m", PromptTokens: Unknown, CompletionTokens: 9, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecVerify: 4, SpecAccepted: 4, SpecProposed: 12}).appendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Record
 		if decodeRecord(b, &r) != nil {
@@ -121,10 +143,44 @@ func state(t *testing.T, db *DB, ds string) string {
 			}
 		})
 		r, tk, u := v.Window(ds, 0, 1<<40)
-		out = fmt.Sprintf("%+v hist=%v window=%d/%d/%d", s, h, r, tk, u)
+		sh := map[int64]int64{}
+		v.SpecHistogram(ds, func(base int64, counts []int64) {
+			for i, n := range counts {
+				if n != 0 {
+					sh[base+int64(i)] = n
+				}
+			}
+		})
+		var secs []string
+		for sec := int64(0); sec < 2000; sec++ {
+			if r, tk, vf := v.SpecWindow(ds, sec, sec+1); r != 0 || tk != 0 || vf != 0 {
+				secs = append(secs, fmt.Sprintf("%d:%d/%d/%d", sec, r, tk, vf))
+			}
+		}
+		out = fmt.Sprintf("%+v hist=%v window=%d/%d/%d spechist=%v specsecs=%v", s, h, r, tk, u, sh, secs)
 		return nil
 	})
 	return out
+}
+
+// specOf gives a test record speculative decoding counts that follow from
+// its id and tokens, so that every test adding records through addAll
+// checks the spec counters too: most answers with tokens have a verify
+// count, some a draft pair, some both, some neither.
+func specOf(r rec) (verify, accepted, proposed int64) {
+	h := int64(0)
+	for _, c := range r.id {
+		h = h*31 + int64(c)
+	}
+	h &= 1<<20 - 1
+	if h%4 != 0 && r.tok != 0 {
+		verify = 1 + h%7
+	}
+	if h%3 != 0 {
+		proposed = 3 * (1 + h%5)
+		accepted = h % (proposed + 1)
+	}
+	return
 }
 
 func addAll(t *testing.T, db *DB, recs []rec) {
@@ -132,6 +188,7 @@ func addAll(t *testing.T, db *DB, recs []rec) {
 	err := db.Update(func(tx *Tx) error {
 		for _, r := range recs {
 			x := Record{ID: r.id, File: r.file, CompletionTokens: r.tok, PromptTokens: 1, CachedTokens: Unknown, ReasoningTokens: Unknown, Time: r.sec * 1000, Finish: "stop"}
+			x.SpecVerify, x.SpecAccepted, x.SpecProposed = specOf(r)
 			if _, err := tx.Add("ds", r.stage, &x); err != nil {
 				return err
 			}

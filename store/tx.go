@@ -22,7 +22,7 @@ type Tx struct {
 // alloc encodes r into the transaction's arena. Slices handed to bbolt must
 // not be reused before the commit, so the arena only grows.
 func (tx *Tx) alloc(r *Record) []byte {
-	if cap(tx.arena)-len(tx.arena) < 128+len(r.Finish)+min(len(r.Message), maxMessage) {
+	if cap(tx.arena)-len(tx.arena) < 160+len(r.Finish)+min(len(r.Message), maxMessage) {
 		tx.arena = make([]byte, 0, 256<<10)
 	}
 	start := len(tx.arena)
@@ -39,6 +39,10 @@ type dsTx struct {
 	sum   Summary
 	hist  map[int64]int64   // completion tokens -> delta, raw stage
 	ts    map[int64]tsValue // unix second -> delta, raw stage
+	// specHist: accept length in hundredths -> delta; specTS: unix second
+	// -> delta; raw stage (see spec.go).
+	specHist map[int64]int64
+	specTS   map[int64]specSecond
 }
 
 func newTx(btx *bolt.Tx) *Tx {
@@ -63,7 +67,8 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", name, err)
 	}
-	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}, added: map[uint32][]byte{}}
+	d := &dsTx{bucket: b, hist: map[int64]int64{}, ts: map[int64]tsValue{}, added: map[uint32][]byte{},
+		specHist: map[int64]int64{}, specTS: map[int64]specSecond{}}
 	for i, nm := range stageBuckets {
 		if d.stages[i], err = b.CreateBucketIfNotExists(nm); err != nil {
 			return nil, err
@@ -109,6 +114,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 		return nil, err
 	}
 	r.Finish = ClipFinish(r.Finish)
+	r.cleanSpec()
 	d, err := tx.dataset(dataset)
 	if err != nil {
 		return nil, err
@@ -187,6 +193,12 @@ func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err er
 			*c.dst = *c.src
 		}
 	}
+	if r.cleanSpec(); r.HasSpec() {
+		m.SpecVerify = r.SpecVerify
+	}
+	if r.HasDrafts() {
+		m.SpecAccepted, m.SpecProposed = r.SpecAccepted, r.SpecProposed
+	}
 	if r.Finish != "" {
 		m.Finish = r.Finish
 	}
@@ -224,6 +236,7 @@ func (d *dsTx) count(stage Stage, r *Record, sign int64) {
 		v.unknown += sign
 	}
 	d.ts[sec] = v
+	d.countSpec(r, sec, sign)
 }
 
 // remove deletes the record of id k (whose stored form is rec) from a
@@ -374,6 +387,9 @@ func (tx *Tx) flush() error {
 			return fmt.Errorf("dataset %q: %w", name, err)
 		}
 		if err := flushTS(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushSpec(d); err != nil {
 			return fmt.Errorf("dataset %q: %w", name, err)
 		}
 		if err := flushChunks(d); err != nil {

@@ -12,7 +12,8 @@ import (
 // metrics writes Prometheus text: per dataset, records by stage (every
 // stage, turns and excluded among them), token sums, open errors, records
 // without a token count, missing answers, exclusions and answers not
-// exported;
+// exported, the speculative decoding accept length (only for datasets
+// whose answers carry it) and the answers that carry it;
 // then the Extra samples and the serving process's goroutine count.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// Written to memory inside the read transaction, sent after it.
@@ -52,6 +53,15 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
 		gauge("gendex_excluded", "Responses left out of the training records with a reason, and not tokenized since.", one(func(sm store.Summary) uint64 { return sm.Excluded() }))
 		gauge("gendex_missing_tokenized", "Responses with neither a training record nor an exclusion.", one(func(sm store.Summary) uint64 { return sm.MissingTokenized() }))
+		// Accept length: no sample for a dataset whose answers carry no
+		// speculative decoding counts (unknown is not 0).
+		p.Family("gendex_accept_length", "Speculative decoding accept length: completion tokens per verify step, summed over the responses that carry SGLang's spec_verify_ct.", prom.Gauge)
+		for _, sm := range sums {
+			if r := sm.Stage(store.Raw); r.SpecVerify > 0 {
+				p.Float(float64(r.SpecTokens)/float64(r.SpecVerify), "dataset", sm.Dataset)
+			}
+		}
+		gauge("gendex_spec_records", "Responses that carry speculative decoding counts (spec_verify_ct).", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).SpecRecords }))
 		return nil
 	})
 	if err != nil {

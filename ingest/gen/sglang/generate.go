@@ -31,6 +31,7 @@ type generateBody struct {
 
 // metaInfo is the part of /generate's meta_info gendex keeps.
 type metaInfo struct {
+	specFields
 	FinishReason     *finishReason `json:"finish_reason"`
 	PromptTokens     *int          `json:"prompt_tokens"`
 	CompletionTokens *int          `json:"completion_tokens"`
@@ -100,6 +101,7 @@ func (c *Client) generateResult(op, rid string, resp *generateResponse, start, e
 		CompletionTokens: mi.CompletionTokens,
 		CachedTokens:     mi.CachedTokens,
 		ReasoningTokens:  mi.ReasoningTokens,
+		Spec:             mi.spec(),
 		E2ELatency:       latency(mi.E2ELatency, start, end),
 		FinishedAt:       end.UTC(),
 		Server:           c.server(),
@@ -189,6 +191,9 @@ type openAIResponse struct {
 		MetaInfo     *metaInfo       `json:"meta_info"` // with return_meta_info
 	} `json:"choices"`
 	Usage *openAIUsage `json:"usage"`
+	// SGLExt is SGLang's extension object; spec fields are read from it
+	// when a server puts them there.
+	SGLExt *specFields `json:"sglext"`
 }
 
 // Chat sends req to POST /v1/chat/completions (non-streaming) under a fresh
@@ -298,6 +303,10 @@ func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[
 	var serverLatency *float64
 	if ch.MetaInfo != nil {
 		serverLatency = ch.MetaInfo.E2ELatency
+		r.Spec = ch.MetaInfo.spec()
+	}
+	if r.Spec == nil {
+		r.Spec = resp.SGLExt.spec()
 	}
 	r.E2ELatency = latency(serverLatency, start, end)
 	if u := resp.Usage; u != nil {

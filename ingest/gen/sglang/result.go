@@ -45,6 +45,11 @@ type Result struct {
 	CachedTokens     *int
 	ReasoningTokens  *int
 
+	// Spec holds the speculative decoding fields of a server that runs a
+	// drafter (nil when it sent none: no speculative decoding, or no
+	// verify step).
+	Spec *Spec
+
 	// FinishReason is "stop", "length", "tool_calls" or "" when unknown.
 	// (An abort is returned as an error, never as a Result.)
 	FinishReason string
@@ -71,7 +76,9 @@ func (r *Result) AppendJSONL(dst []byte, id string) []byte {
 // AppendFields appends r's fields, without braces, in this order:
 // output_ids, text, reasoning_content (chat only, null when absent),
 // prompt_ids (only when set), prompt_tokens, completion_tokens,
-// cached_tokens, reasoning_tokens, finish_reason, matched_stop,
+// cached_tokens, reasoning_tokens, spec_verify_ct, spec_accept_length,
+// spec_accepted_drafts, spec_proposed_drafts (each only when the server
+// sent it), finish_reason, matched_stop,
 // e2e_latency, finished_at (RFC 3339, milliseconds, UTC), server. A count,
 // output_ids or text that is absent is left out rather than written as 0 or
 // null, as is an empty finish_reason, zero finished_at or empty server;
@@ -107,6 +114,16 @@ func (r *Result) AppendFields(dst []byte) []byte {
 	dst = appendCount(dst, `"completion_tokens":`, r.CompletionTokens)
 	dst = appendCount(dst, `"cached_tokens":`, r.CachedTokens)
 	dst = appendCount(dst, `"reasoning_tokens":`, r.ReasoningTokens)
+	if sp := r.Spec; sp != nil {
+		dst = appendCount(dst, `"spec_verify_ct":`, sp.VerifyCt)
+		if sp.AcceptLength != nil && !math.IsNaN(*sp.AcceptLength) && !math.IsInf(*sp.AcceptLength, 0) {
+			dst = append(dst, `"spec_accept_length":`...)
+			dst = appendFloat(dst, *sp.AcceptLength)
+			dst = append(dst, ',')
+		}
+		dst = appendCount(dst, `"spec_accepted_drafts":`, sp.AcceptedDrafts)
+		dst = appendCount(dst, `"spec_proposed_drafts":`, sp.ProposedDrafts)
+	}
 	if r.FinishReason != "" {
 		dst = append(dst, `"finish_reason":`...)
 		dst = appendString(dst, r.FinishReason)

@@ -159,7 +159,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		c.PromptTokenIDs = it.prompt
 	}
 	if boolField(o.body, "return_meta_info", false) {
-		c.MetaInfo = it.meta()
+		c.MetaInfo = it.meta(s.cfg.SpecDraftTokens)
 	}
 	writeJSON(w, http.StatusOK, chatResponse{
 		ID: it.rid, Object: "chat.completion", Created: time.Now().Unix(), Model: o.model,

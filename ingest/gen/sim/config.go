@@ -73,6 +73,20 @@ type Config struct {
 	CrashOn string
 	// Seed makes outputs and injected faults reproducible.
 	Seed int64
+
+	// SpecDraftTokens, when 2 or more, simulates speculative decoding with
+	// SGLang's --speculative-num-draft-tokens N: each answer's meta_info
+	// carries spec_verify_ct, spec_accept_length, spec_accept_rate,
+	// spec_accepted_drafts, spec_proposed_drafts and
+	// spec_accept_histogram, computed as SGLang computes them (see spec),
+	// and /metrics has sglang:spec_accept_length and
+	// sglang:spec_accept_rate. 0 (or 1) means no speculative decoding.
+	SpecDraftTokens int
+	// MaxTotalTokens is the KV cache pool in tokens (SGLang's
+	// max_total_num_tokens), the denominator of sglang:token_usage; 0 means
+	// Slots × ContextLength, a pool that never binds (the simulator never
+	// retracts or queues for KV space).
+	MaxTotalTokens int
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -85,6 +99,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Slots <= 0 {
 		c.Slots = DefaultSlots
+	}
+	if c.SpecDraftTokens < 2 {
+		c.SpecDraftTokens = 0
+	}
+	if c.MaxTotalTokens <= 0 {
+		c.MaxTotalTokens = c.Slots * c.ContextLength
 	}
 	if c.MaxNewTokensDefault <= 0 {
 		c.MaxNewTokensDefault = DefaultMaxNewTokensDefault

@@ -46,6 +46,22 @@ Queues grow without bound, as in SGLang by default. A client disconnect frees
 the slot.
 Stats and OccupancySeries report load.
 
+# Speculative decoding and /metrics
+
+With Config.SpecDraftTokens N the model decodes speculatively: each answer's
+meta_info carries SGLang's spec fields (spec_verify_ct, spec_accept_length =
+completion_tokens / spec_verify_ct, spec_accept_rate = accepted /
+(spec_verify_ct × (N-1)), spec_accepted_drafts, spec_proposed_drafts and
+spec_accept_histogram), deterministic per prompt; see spec.go.
+
+/metrics (Config.EnableMetrics) has SGLang's scheduler gauges
+(num_running_reqs, num_queue_reqs, num_used_tokens, token_usage,
+gen_throughput, cache_hit_rate, spec_accept_length and spec_accept_rate with
+speculative decoding, max_total_num_tokens, context_len) with the
+scheduler's labels, and the tokenizer's counters (prompt_tokens_total,
+generation_tokens_total, num_requests_total, num_aborted_requests_total)
+with model_name and engine_type; see Server.handleMetrics.
+
 # Faults
 
 Config can delay the bind (StartupDelay), answer 503 during a warmup

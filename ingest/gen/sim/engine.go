@@ -18,6 +18,10 @@ type item struct {
 	abortAt   int    // injected abort after this many tokens; -1 for none
 	arrival   time.Time
 	promptIDs bool // return_prompt_token_ids
+	// kvStart and kvStop: when the item took its slot and how many tokens
+	// it decodes; guarded by Server.load's mutex.
+	kvStart time.Time
+	kvStop  int
 
 	// Outcome, written by run.
 	produced int
@@ -104,6 +108,8 @@ func (s *Server) run(ctx context.Context, it *item) {
 	if it.abortAt >= 0 && it.abortAt < stop {
 		stop = it.abortAt
 	}
+	s.load.start(it, stop)
+	defer s.load.stop(it)
 	if !wait(ctx, perToken(len(it.prompt), s.cfg.PrefillTokensPerSec)) {
 		it.canceled = true
 		return
@@ -133,4 +139,13 @@ func (s *Server) account(it *item) {
 		s.stats.promptTokens.Add(int64(len(it.prompt)))
 		s.stats.items.Add(1)
 	}
+	s.load.finished(time.Now(), it, it.spec(s.cfg.SpecDraftTokens))
+}
+
+// spec returns the speculative decoding counts of the tokens it produced.
+func (it *item) spec(draftTokens int) specStats {
+	if it.plan == nil {
+		return specStats{}
+	}
+	return it.plan.spec(it.produced, draftTokens)
 }

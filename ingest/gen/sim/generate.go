@@ -239,17 +239,18 @@ type genOut struct {
 
 // metaInfo is meta_info of a generation result, keys in insertion order.
 type metaInfo struct {
-	ID                     string        `json:"id"`
-	FinishReason           *finishReason `json:"finish_reason"`
-	PromptTokens           int           `json:"prompt_tokens"`
-	WeightVersion          string        `json:"weight_version"`
-	NumRetractions         int           `json:"num_retractions"`
-	ReasoningTokens        int           `json:"reasoning_tokens"`
-	CompletionTokens       int           `json:"completion_tokens"`
-	CachedTokens           int           `json:"cached_tokens"`
-	DPRank                 *int          `json:"dp_rank"`
-	E2ELatency             *float64      `json:"e2e_latency,omitempty"`
-	ResponseSentToClientTS *float64      `json:"response_sent_to_client_ts,omitempty"`
+	ID               string        `json:"id"`
+	FinishReason     *finishReason `json:"finish_reason"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	WeightVersion    string        `json:"weight_version"`
+	NumRetractions   int           `json:"num_retractions"`
+	ReasoningTokens  int           `json:"reasoning_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	CachedTokens     int           `json:"cached_tokens"`
+	DPRank           *int          `json:"dp_rank"`
+	E2ELatency       *float64      `json:"e2e_latency,omitempty"`
+	*specMeta
+	ResponseSentToClientTS *float64 `json:"response_sent_to_client_ts,omitempty"`
 }
 
 // unixNow returns the current time as float unix seconds.
@@ -267,19 +268,20 @@ func (it *item) finalText() string {
 	return it.plan.text(it.produced, it.sp, false)
 }
 
-// meta builds the meta_info of a finished item.
-func (it *item) meta() *metaInfo {
+// meta builds the meta_info of a finished item; draftTokens is
+// Config.SpecDraftTokens.
+func (it *item) meta(draftTokens int) *metaInfo {
 	e2e := it.finished.Sub(it.arrival).Seconds()
 	return &metaInfo{
 		ID: it.rid, FinishReason: it.finish, PromptTokens: len(it.prompt), WeightVersion: "default",
 		ReasoningTokens: it.plan.reasoningTokens(it.produced), CompletionTokens: it.produced,
-		E2ELatency: &e2e, ResponseSentToClientTS: unixNow(),
+		E2ELatency: &e2e, specMeta: specMetaOf(it.produced, it.spec(draftTokens)), ResponseSentToClientTS: unixNow(),
 	}
 }
 
 // result builds the non-streaming /generate result of a finished item.
-func (it *item) result() *genOut {
-	out := &genOut{Text: it.finalText(), OutputIDs: it.plan.ids[:it.produced:it.produced], MetaInfo: it.meta()}
+func (it *item) result(draftTokens int) *genOut {
+	out := &genOut{Text: it.finalText(), OutputIDs: it.plan.ids[:it.produced:it.produced], MetaInfo: it.meta(draftTokens)}
 	if it.promptIDs {
 		out.PromptTokenIDs = it.prompt
 	}
@@ -319,7 +321,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		g.finishItem(it, false)
 		return
 	}
-	writeJSON(w, http.StatusOK, it.result())
+	writeJSON(w, http.StatusOK, it.result(s.cfg.SpecDraftTokens))
 	g.finishItem(it, true)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"gendex/query/prom"
 )
@@ -117,22 +118,52 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics serves /metrics in the Prometheus text format with SGLang's
-// metric names and labels; as SGLang's Python client does, a counter's
-// family is named with its _total.
+// metric names and labels (../shared/sglang-api.md §7); as SGLang's Python
+// client does, a counter's family is named with its _total and labels are
+// sorted by name. The scheduler's gauges carry model_name, engine_type,
+// tp_rank, pp_rank and moe_ep_rank (one scheduler: every rank 0, no
+// dp_rank); the tokenizer's counters carry model_name and engine_type.
+//
+// What the gauges report: num_running_reqs and num_queue_reqs the items
+// holding and waiting for a slot; num_used_tokens the KV tokens the
+// running items hold (prompt plus the tokens decoded so far), token_usage
+// that over max_total_num_tokens (Config.MaxTotalTokens); gen_throughput
+// the completion tokens of the items that finished in the last
+// loadWindow completed seconds, per second; cache_hit_rate the share of
+// their prompt tokens served from the prefix cache (the simulator has none,
+// so 0, as its answers' cached_tokens); with Config.SpecDraftTokens,
+// spec_accept_length (Σ completion / Σ verify steps) and spec_accept_rate
+// (Σ accepted / Σ proposed drafts) of the spec answers that finished in
+// those seconds, the last value kept while none finishes (0 before the
+// first), as SGLang's gauges keep theirs between log intervals.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	st := s.Stats()
+	ld := s.load.snapshot(time.Now(), s.cfg.DecodeTokensPerSec)
 	var b bytes.Buffer
 	p := prom.NewWriter(&b)
-	metric := func(name string, typ prom.Type, help string, v float64) {
-		p.Family(name, help, typ)
-		p.Float(v, "engine_type", "unified", "model_name", s.cfg.Model, "pp_rank", "0", "tp_rank", "0")
+	scheduler := func(name string, help string, v float64) {
+		p.Family(name, help, prom.Gauge)
+		p.Float(v, "engine_type", "unified", "model_name", s.cfg.Model, "moe_ep_rank", "0", "pp_rank", "0", "tp_rank", "0")
 	}
-	metric("sglang:num_running_reqs", prom.Gauge, "The number of running requests.", float64(st.Running))
-	metric("sglang:num_queue_reqs", prom.Gauge, "The number of requests in the waiting queue.", float64(st.Queued))
-	metric("sglang:context_len", prom.Gauge, "The context length.", float64(s.cfg.ContextLength))
-	metric("sglang:prompt_tokens_total", prom.Counter, "Number of prefill tokens processed.", float64(st.PromptTokens))
-	metric("sglang:generation_tokens_total", prom.Counter, "Number of generation tokens processed.", float64(st.GeneratedTokens))
-	metric("sglang:num_requests_total", prom.Counter, "The number of processed requests.", float64(s.stats.items.Load()))
-	metric("sglang:num_aborted_requests_total", prom.Counter, "Number of requests aborted.", float64(st.Aborts))
+	tokenizer := func(name string, help string, v float64) {
+		p.Family(name, help, prom.Counter)
+		p.Float(v, "engine_type", "unified", "model_name", s.cfg.Model)
+	}
+	scheduler("sglang:num_running_reqs", "The number of running requests.", float64(st.Running))
+	scheduler("sglang:num_used_tokens", "The number of used tokens.", float64(ld.usedTokens))
+	scheduler("sglang:token_usage", "The token usage.", float64(ld.usedTokens)/float64(s.cfg.MaxTotalTokens))
+	scheduler("sglang:gen_throughput", "The generation throughput (token/s).", ld.genThroughput)
+	scheduler("sglang:num_queue_reqs", "The number of requests in the waiting queue.", float64(st.Queued))
+	scheduler("sglang:cache_hit_rate", "The prefix cache hit rate.", ld.cacheHitRate)
+	if s.cfg.SpecDraftTokens >= 2 {
+		scheduler("sglang:spec_accept_length", "The average acceptance length of speculative decoding.", ld.acceptLength)
+		scheduler("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", ld.acceptRate)
+	}
+	scheduler("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", float64(s.cfg.MaxTotalTokens))
+	scheduler("sglang:context_len", "The context length.", float64(s.cfg.ContextLength))
+	tokenizer("sglang:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))
+	tokenizer("sglang:generation_tokens_total", "Number of generation tokens processed.", float64(st.GeneratedTokens))
+	tokenizer("sglang:num_requests_total", "The number of processed requests.", float64(s.stats.items.Load()))
+	tokenizer("sglang:num_aborted_requests_total", "Number of requests aborted.", float64(st.Aborts))
 	writeRaw(w, http.StatusOK, prom.ContentType, b.Bytes())
 }

@@ -22,7 +22,8 @@ func TestMetricsFormat(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE sglang:num_running_reqs gauge\n",
 		"# TYPE sglang:generation_tokens_total counter\n",
-		"sglang:generation_tokens_total{engine_type=\"unified\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\",pp_rank=\"0\",tp_rank=\"0\"} 5.0\n",
+		"sglang:generation_tokens_total{engine_type=\"unified\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\"} 5.0\n",
+		"sglang:num_running_reqs{engine_type=\"unified\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\",moe_ep_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\"} 0.0\n",
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
@@ -31,7 +32,8 @@ func TestMetricsFormat(t *testing.T) {
 	// SGLang's names have colons, which promtool's lint frowns on.
 	var allowed []string
 	for _, name := range []string{"num_running_reqs", "num_queue_reqs", "context_len", "prompt_tokens_total",
-		"generation_tokens_total", "num_requests_total", "num_aborted_requests_total"} {
+		"generation_tokens_total", "num_requests_total", "num_aborted_requests_total", "num_used_tokens",
+		"token_usage", "gen_throughput", "cache_hit_rate", "max_total_num_tokens"} {
 		allowed = append(allowed, "sglang:"+name+" metric names should not contain ':'")
 	}
 	promtest.Check(t, b, allowed...)

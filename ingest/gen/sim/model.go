@@ -77,10 +77,11 @@ func (f *finishReason) MarshalJSON() ([]byte, error) {
 type plan struct {
 	ids       []int
 	finish    finishReason
-	trimToken bool // text omits the last id (matched stop token or EOS)
-	trimStr   int  // bytes of a matched stop string to cut from the text
-	thinkEnd  int  // index just past </think> in ids, or -1
-	reasoning bool // output starts with <think>
+	trimToken bool   // text omits the last id (matched stop token or EOS)
+	trimStr   int    // bytes of a matched stop string to cut from the text
+	thinkEnd  int    // index just past </think> in ids, or -1
+	reasoning bool   // output starts with <think>
+	seed      uint64 // the item's seed: draws the drafter's acceptances (see spec)
 }
 
 // Length model of the simulated answers, in tokens.
@@ -119,7 +120,7 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 		natural = sp.minNewTokens - 1
 	}
 
-	p := &plan{ids: []int{}, thinkEnd: -1, reasoning: think}
+	p := &plan{ids: []int{}, thinkEnd: -1, reasoning: think, seed: seed}
 	if budget == 0 {
 		p.finish = finishReason{kind: finishLength, length: 0}
 		return p

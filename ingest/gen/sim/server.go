@@ -34,6 +34,7 @@ type Server struct {
 
 	arrivals atomic.Uint64 // generation requests, numbers fault draws
 	stats    counters
+	load     load // what the scheduler gauges of /metrics report
 }
 
 // counters are the live statistics behind Stats.
