@@ -338,6 +338,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if cfg.Terminal {
 		r.live = &liveLog{w: cfg.Log}
 		r.cfg.Log = r.live
+	} else {
+		r.cfg.Log = &syncWriter{w: cfg.Log} // the scrapers log from their own goroutines
 	}
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}

@@ -741,3 +741,16 @@ func serverState(s *server, v liveView, now time.Time) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// syncWriter serializes writes to w: the log is written from the
+// scrapers' goroutines as well as the run's.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
