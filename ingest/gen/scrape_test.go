@@ -356,3 +356,59 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 	b.ReportMetric(float64(len(body))/1024, "KB/metrics")
 	b.ReportMetric(100*per.Seconds()/DefaultScrapeEvery.Seconds(), "cost_at_5s_%")
 }
+
+// TestCheckRestart: a counter that went back, or another process start
+// time, is a restart event; counters that only grew are not.
+func TestCheckRestart(t *testing.T) {
+	m := &monitor{wake: make(chan struct{}, 1)} // no recorder: the events stay queued
+	sc := &scraper{m: m, s: &server{name: "http://s"}}
+	reading := func(tokens, start float64) *store.ServerSample {
+		s := &store.ServerSample{Time: time.Now().UnixMilli(), Scraped: true, Up: true}
+		s.Set(store.MetricGenTokens, tokens)
+		if start > 0 {
+			s.Set(store.MetricStartTime, start)
+		}
+		return s
+	}
+	for _, s := range []*store.ServerSample{reading(100, 0), reading(200, 0), reading(50, 0), reading(60, 1.7e9), reading(70, 1.7e9), reading(80, 1.8e9)} {
+		sc.checkRestart(s)
+	}
+	m.mu.Lock()
+	var got []string
+	for _, p := range m.queue {
+		got = append(got, p.event.Detail)
+	}
+	m.mu.Unlock()
+	want := []string{"sglang:generation_tokens_total went back from 200 to 50",
+		"its process start time changed from 2023-11-14T22:13:20Z to 2027-01-15T08:00:00Z"}
+	if !slices.Equal(got, want) {
+		t.Errorf("restarts %q\nwant %q", got, want)
+	}
+}
+
+// TestServerLines: gen's live line of a server says up or down, and what
+// its /metrics said, each figure only when known.
+func TestServerLines(t *testing.T) {
+	now := time.Now()
+	up := &server{name: "http://a"}
+	up.up.Store(true)
+	down := &server{name: "http://b"}
+	down.downAt.Store(now.Add(-12 * time.Second).UnixMilli())
+	s := store.ServerSample{Scraped: true}
+	s.Set(store.MetricRunning, 121)
+	s.Set(store.MetricQueued, 3)
+	for _, tc := range []struct {
+		s    *server
+		v    liveView
+		want string
+	}{
+		{up, liveView{sample: s, taken: true, metrics: true, rate: 1317.4, rateOK: true}, "up, 121 running, 3 queued, KV use unknown, 1317 tokens/s (its count, last 30s)"},
+		{up, liveView{sample: store.ServerSample{NoMetrics: true}, taken: true}, "up, its metrics unknown (no /metrics: start it with --enable-metrics)"},
+		{up, liveView{}, "up, metrics not read yet"},
+		{down, liveView{sample: s, taken: true, metrics: true}, "down 12s"},
+	} {
+		if got := serverState(tc.s, tc.v, now); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
+	}
+}
