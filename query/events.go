@@ -33,13 +33,7 @@ func eventList(v *store.View, q Query, now time.Time, out Sink) error {
 		if len(q.Servers) > 0 && e.Server != "" && !containsString(q.Servers, e.Server) {
 			return nil
 		}
-		var server, detail any
-		if e.Server != "" {
-			server = e.Server
-		}
-		if e.Detail != "" {
-			detail = e.Detail
-		}
-		return out.Row([]any{time.UnixMilli(e.Time).UTC().Format(timeFormat), server, e.Name, detail})
+		// The run's own events have no server: "", not unknown.
+		return out.Row([]any{time.UnixMilli(e.Time).UTC().Format(timeFormat), e.Server, e.Name, e.Detail})
 	})
 }

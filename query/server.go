@@ -108,7 +108,8 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var up, lastSeen, note any
+	var up, lastSeen any
+	note := "" // not an unknown: nothing to say
 	if have {
 		up = "no"
 		if last.Up {

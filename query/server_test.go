@@ -77,7 +77,7 @@ func TestServerCounterReset(t *testing.T) {
 	if got := row[10]; got != (Fixed{1, 3}) {
 		t.Errorf("agreement %v", got)
 	}
-	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[11] != nil {
+	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[11] != "" {
 		t.Errorf("row %v", row)
 	}
 	// A window whose last sample is the down one: gauges unknown, up no.
@@ -87,7 +87,7 @@ func TestServerCounterReset(t *testing.T) {
 	}
 	// Long after the run: nothing in the window; last_seen still known.
 	row = ask(t0.Add(time.Hour))
-	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[11] == nil {
+	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[11] == "" {
 		t.Errorf("stale: %v", row)
 	}
 	if _, err := Answer(db, Query{Question: "server", Servers: []string{"http://nope"}, Window: time.Minute}, t0); err == nil || !strings.Contains(err.Error(), "http://s") {

@@ -414,11 +414,10 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		case <-reqs.Done():
 			return
 		}
-		n := r.pool.inFlight()
 		if context.Cause(r.stop) == context.Canceled {
-			r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", n, cfg.Grace))
+			r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), cfg.Grace))
 		}
-		if n > 0 && context.Cause(r.stop) == context.Canceled {
+		if n := r.pool.inFlight(); n > 0 && context.Cause(r.stop) == context.Canceled {
 			r.logf("gen: interrupted: waiting up to %s for %d requests in flight (interrupt again to quit now)", cfg.Grace, n)
 		}
 		select {
