@@ -412,3 +412,39 @@ func TestServerLines(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryServerFromSGLangMetrics: gen against a server whose /metrics
+// is SGLang's own exposition (several ranks, every metric): `query server`
+// shows the server's figures combined over its ranks.
+func TestQueryServerFromSGLangMetrics(t *testing.T) {
+	s := sim.New(sim.Config{Seed: 9})
+	h := s.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprint(w, sglangExposition)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "S", "ids", 30)
+	dbPath := filepath.Join(out, "g.db")
+	if sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{hs.URL}, Out: out}, root); err != nil || sum.Responses != 30 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, _ := query.Parse([]string{"server", "--window", "1m"})
+	res, err := query.Answer(db, q, time.Now())
+	if err != nil || len(res.Rows) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	got := fmt.Sprint(res.Rows[0][:7])
+	if want := fmt.Sprintf("[%s yes 121 3 0.700 0.500 3.30]", hs.URL); got != want {
+		t.Errorf("server row %s, want %s", got, want)
+	}
+}
