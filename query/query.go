@@ -29,6 +29,8 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
+	{"server", "server [--window 30s|DURATION] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's"},
+	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
@@ -36,7 +38,9 @@ var Questions = []struct{ Name, Usage, Help string }{
 type Query struct {
 	Question string
 	Datasets []string
-	Window   time.Duration // throughput
+	Window   time.Duration // throughput, server
+	Since    time.Duration // events: how far back (0: all)
+	Servers  []string      // server, events
 	Stage    store.Stage   // missing (Raw or Tokenized), show
 	StageSet bool          // show: --stage given
 	ID       string        // show
@@ -99,6 +103,7 @@ func Parse(args []string) (Query, error) {
 	fs.BoolVar(&q.NoHeader, "no-header", false, "TSV/CSV without the header line")
 	window := fs.String("window", "30s", "throughput window")
 	stage := fs.String("stage", "", "stage")
+	since := fs.String("since", "", "events: how far back")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return q, usageErr("%v", err)
@@ -120,6 +125,18 @@ func Parse(args []string) (Query, error) {
 		q.StageSet = true
 	}
 	switch q.Question {
+	case "events":
+		if *since != "" {
+			d, err := time.ParseDuration(*since)
+			if err != nil || d <= 0 {
+				return q, usageErr("bad --since %q (want a duration such as 10m, 24h)", *since)
+			}
+			q.Since = d
+		}
+		q.Servers, pos = pos, nil
+	case "server":
+		q.Servers, pos = pos, nil
+		fallthrough
 	case "throughput":
 		d, err := parseWindow(*window)
 		if err != nil {
@@ -228,6 +245,12 @@ type Source interface {
 // sending the answer to out.
 func Run(src Source, q Query, now time.Time, out Sink) error {
 	return src.View(func(v *store.View) error {
+		switch q.Question {
+		case "server":
+			return serverList(v, q, now, out)
+		case "events":
+			return eventList(v, q, now, out)
+		}
 		names, err := datasets(v, q.Datasets)
 		if err != nil {
 			return err

@@ -16,7 +16,8 @@ import (
 // one when nothing finished in the last 30 s). The three answers are joined
 // by dataset name, and the rates are asked for exactly the datasets progress
 // listed, so a dataset indexed between the questions shifts nothing and
-// TOTAL covers the rows shown.
+// TOTAL covers the rows shown. Below it, when gen has read any server's
+// /metrics, a line per server (see serverLines).
 func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	collect := func(args ...string) (*query.Result, error) {
 		q, err := query.Parse(args)
@@ -107,6 +108,29 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	if f == query.Auto {
 		f = query.Table
 	}
+	if err := format.Write(w, res, format.Options{Format: f}); err != nil {
+		return err
+	}
+	return s.serverLines(w, collect, f)
+}
+
+// serverLines writes, after the datasets, one line per server gen reads:
+// up or down, the server's own running and queued requests, its KV use
+// (token_usage) and its tokens/s over the last 30 s, with gendex's own
+// tokens/s from it and the note of `query server`. Nothing when no
+// server has a series, or when the writer asked is too old to know the
+// question.
+func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Result, error), f query.Format) error {
+	srv, err := collect("server", "--window", "30s")
+	if err != nil || len(srv.Rows) == 0 {
+		return nil
+	}
+	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "token_usage", "tokens/s server 30s", "tokens/s gendex 30s", "note"}}
+	for _, row := range srv.Rows {
+		res.Rows = append(res.Rows, []any{row[0], get(srv, row, "up"), get(srv, row, "running"), get(srv, row, "queued"),
+			get(srv, row, "token_usage"), get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"), get(srv, row, "note")})
+	}
+	io.WriteString(w, "\n")
 	return format.Write(w, res, format.Options{Format: f})
 }
 

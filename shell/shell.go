@@ -201,7 +201,9 @@ func (s *Shell) help() {
 Shell commands:
   watch [SECONDS] [QUESTION...]   refresh a question every SECONDS (default 2) until Ctrl-C;
                                   with no question: progress, answers and tokens per second over
-                                  the last 30 s and 5 m, and the ETA of every dataset
+                                  the last 30 s and 5 m, and the ETA of every dataset; then each
+                                  server's line (up, running, queued, KV use, tokens/s) when gen
+                                  reads its /metrics
   format table|tsv|csv|json       the output format from now on
   help                            this text
   quit                            leave (or Ctrl-D)
@@ -312,10 +314,10 @@ func (s *Shell) complete(line string, pos int) (head string, completions []strin
 		candidates = store.StageNames()
 	case before[len(before)-1] == "--format" || before[0] == "format" && len(before) == 1:
 		candidates = []string{"table", "tsv", "csv", "json"}
-	case before[len(before)-1] == "--window":
+	case before[len(before)-1] == "--window" || before[len(before)-1] == "--since":
 		candidates = []string{"30s", "5m", "1h"}
 	case strings.HasPrefix(word, "-"):
-		candidates = []string{"--format", "--no-header", "--window", "--stage"}
+		candidates = []string{"--format", "--no-header", "--window", "--stage", "--since"}
 	case before[0] == "watch" && len(before) == 1 || before[0] == "watch" && len(before) == 2 && isNumber(before[1]):
 		candidates = append(query.Names(), s.names()...)
 	default:

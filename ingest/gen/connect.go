@@ -30,6 +30,10 @@ func (r *run) connect() error {
 		servers = append(servers, s)
 	}
 	r.pool = newPool(servers)
+	if r.mon != nil {
+		r.pool.notify = r.mon.serverChanged
+		r.mon.watch(servers)
+	}
 	r.pool.probe = func(ctx context.Context, s *server) {
 		if s.everUp.Load() {
 			r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)

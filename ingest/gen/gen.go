@@ -103,6 +103,9 @@ type Config struct {
 	// Prometheus samples (requests in flight, servers up) once the servers
 	// are known.
 	OnMetrics func(func(*prom.Writer))
+	// ScrapeEvery is how often each server's /metrics is read into the
+	// index (scrape.go); 0 means DefaultScrapeEvery, negative never.
+	ScrapeEvery time.Duration
 }
 
 func (c *Config) defaults() {
@@ -260,6 +263,7 @@ type run struct {
 	started  time.Time
 	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
+	mon      *monitor // the servers' metrics and the run's events (scrape.go)
 }
 
 type dsRun struct {
@@ -325,7 +329,7 @@ type result struct {
 // interrupted (after the grace period and a final flush), or the first
 // fatal error (an unusable server, a full disk); answers written before
 // either are indexed and kept.
-func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Summary, error) {
+func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum *Summary, err error) {
 	cfg.defaults()
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("no --server given")
@@ -334,6 +338,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 	if cfg.Terminal {
 		r.live = &liveLog{w: cfg.Log}
 		r.cfg.Log = r.live
+	} else {
+		r.cfg.Log = &syncWriter{w: cfg.Log} // the scrapers log from their own goroutines
 	}
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
@@ -381,6 +387,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		}
 		return &Summary{}, nil
 	}
+	r.startMonitor(todo)
+	defer func() { r.stopMonitor(sum, err) }()
 	if err := r.connect(); err != nil {
 		return nil, err
 	}
@@ -406,6 +414,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 		case <-reqs.Done():
 			return
 		}
+		if context.Cause(r.stop) == context.Canceled {
+			r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), cfg.Grace))
+		}
 		if n := r.pool.inFlight(); n > 0 && context.Cause(r.stop) == context.Canceled {
 			r.logf("gen: interrupted: waiting up to %s for %d requests in flight (interrupt again to quit now)", cfg.Grace, n)
 		}
@@ -423,7 +434,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (*Su
 	<-progressDone
 	cancelReqs()
 
-	sum := &Summary{Elapsed: time.Since(r.started)}
+	sum = &Summary{Elapsed: time.Since(r.started)}
 	for _, ds := range r.sets {
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()
@@ -450,6 +461,14 @@ func (r *run) abort(err error) {
 }
 
 func (r *run) stopping() bool { return r.stop.Err() != nil }
+
+// finalError counts a prompt that failed for good on server, for the
+// run's events (one per burst).
+func (r *run) finalError(server, msg string) {
+	if r.mon != nil {
+		r.mon.bursts.finalError(server, msg)
+	}
+}
 
 func (r *run) logf(format string, a ...any) {
 	fmt.Fprintf(r.cfg.Log, format+"\n", a...)

@@ -170,6 +170,7 @@ func (r *run) statusLines(now time.Time) []string {
 	})
 	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %s (last %ds), %d to go, %s",
 		servers, r.pool.inFlight(), all.PerSecond(), rateTokens(all), all.Seconds(), left, etaText(left, all))}
+	lines = append(lines, r.serverLines(now)...)
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records

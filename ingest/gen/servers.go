@@ -31,6 +31,9 @@ type server struct {
 	downAt   atomic.Int64 // unix ms when last marked down, or when the run began
 	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
 	tokenize atomic.Int32
+	// tokens and unknownTokens count, like done, what this server answered
+	// in this run: completion tokens, and answers without a count.
+	tokens, unknownTokens atomic.Int64
 }
 
 // pool spreads requests over servers by least outstanding requests and
@@ -42,6 +45,9 @@ type pool struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when a server comes up
 	probe   func(ctx context.Context, s *server)
+	// notify, when set, is told when a server goes down or comes up
+	// (wasUp: it was up before in this run; down: how long it was out).
+	notify func(s *server, up, wasUp bool, down time.Duration)
 }
 
 // newPool returns a pool of servers that are all down: each is put in
@@ -80,14 +86,28 @@ func (p *pool) release(s *server) { s.inFlight.Add(-1) }
 
 func (s *server) client() *sglang.Client { return s.cl.Load() }
 
+// answered counts an answer s gave.
+func (s *server) answered(res *sglang.Result) {
+	if res.CompletionTokens != nil {
+		s.tokens.Add(int64(*res.CompletionTokens))
+	} else {
+		s.unknownTokens.Add(1)
+	}
+	s.done.Add(1)
+}
+
 // markUp puts s in rotation and wakes the requests waiting for a server.
 func (p *pool) markUp(s *server) {
 	p.mu.Lock()
+	wasUp := s.everUp.Load()
 	s.up.Store(true)
 	s.everUp.Store(true)
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
+	if p.notify != nil {
+		p.notify(s, true, wasUp, time.Since(time.UnixMilli(s.downAt.Load())))
+	}
 }
 
 // markDown takes s out of rotation and starts probing it (once).
@@ -96,6 +116,9 @@ func (p *pool) markDown(ctx context.Context, s *server) {
 		return
 	}
 	s.downAt.Store(time.Now().UnixMilli())
+	if p.notify != nil {
+		p.notify(s, false, true, 0)
+	}
 	go p.watch(ctx, s)
 }
 

@@ -96,7 +96,7 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 		}
 		j.attempts++
 		if err == nil {
-			s.done.Add(1)
+			s.answered(res)
 			return res
 		}
 		var e *sglang.Error
@@ -276,6 +276,7 @@ func (r *run) jobError(j *job, status int, msg, server string) result {
 	if c := j.conv; c != nil {
 		msg = fmt.Sprintf("turn %d of %d: %s", len(c.done)+1, c.k, msg)
 	}
+	r.finalError(server, msg)
 	res := r.errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
 	res.closes = j.conv != nil && j.conv.counted
 	return res

@@ -1,0 +1,90 @@
+package gen
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+	"gendex/store"
+)
+
+// events reads the events stored in dbPath.
+func events(t *testing.T, dbPath string) []store.Event {
+	t.Helper()
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out []store.Event
+	db.View(func(v *store.View) error {
+		return v.Events(0, func(e *store.Event) error { out = append(out, *e); return nil })
+	})
+	return out
+}
+
+func eventNames(es []store.Event) string {
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// TestFinalErrorsAreOneEventPerBurst: 40 prompts that all fail for good on
+// one server within the burst window are one event with their count and
+// the last message, not 40.
+func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 3, ErrorRate: 1})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "E", "ids", 40)
+	dbPath := filepath.Join(out, "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, MaxAttempts: 1,
+		Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
+	if err != nil || sum.Errors != 40 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	es := events(t, dbPath)
+	if got := eventNames(es); got != "start,up,errors,stop" {
+		t.Fatalf("events %s: %+v", got, es)
+	}
+	e := es[2]
+	if e.Server != sglang.RedactURL(url) || !strings.HasPrefix(e.Detail, "40 prompts failed for good within 10s; last: gave up after 1 attempts") {
+		t.Errorf("errors event %+v", e)
+	}
+	if !strings.HasPrefix(es[3].Detail, "finished: 0 answers, 40 errors") {
+		t.Errorf("stop %+v", es[3])
+	}
+}
+
+// TestInterruptEvent: Ctrl-C is recorded when it comes, and the stop says
+// the run was interrupted.
+func TestInterruptEvent(t *testing.T) {
+	s, url := simServer(t, sim.Config{Seed: 7, Slots: 4, DecodeTokensPerSec: 1000})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "I", "ids", 80)
+	dbPath := filepath.Join(out, "g.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for s.Stats().Completed < 10 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	sum, log, err := runGen(t, ctx, dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 4, Grace: 50 * time.Millisecond}, root)
+	if err == nil {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	es := events(t, dbPath)
+	if got := eventNames(es); got != "start,up,interrupt,stop" {
+		t.Fatalf("events %s: %+v", got, es)
+	}
+	if !strings.HasPrefix(es[3].Detail, "interrupted: ") {
+		t.Errorf("stop %+v", es[3])
+	}
+}

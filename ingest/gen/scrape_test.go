@@ -1,0 +1,450 @@
+package gen
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+	"gendex/query"
+	"gendex/store"
+)
+
+// sglangExposition is /metrics as SGLang writes it (Python
+// prometheus_client, multiprocess mode) for a server run with --dp-size 2
+// --tp-size 2 and --enable-metrics-for-all-schedulers, so every scheduler
+// metric comes once per tp rank of each dp rank, with the same value:
+// summing over tp ranks would double it. The model name carries every
+// escape of the format. Counters are tokenizer-side (no ranks) with their
+// _created samples; a histogram's samples are there to be ignored.
+const sglangExposition = `# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 60.0
+sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 60.0
+sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 61.0
+sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 61.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 2.0
+sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 2.0
+sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.0
+sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 1.0
+# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.8
+sglang:token_usage{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.8
+sglang:token_usage{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.6
+sglang:token_usage{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.6
+# HELP sglang:cache_hit_rate The prefix cache hit rate.
+# TYPE sglang:cache_hit_rate gauge
+sglang:cache_hit_rate{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.5
+sglang:cache_hit_rate{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} NaN
+sglang:cache_hit_rate{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.25
+# HELP sglang:gen_throughput The generation throughput (token/s).
+# TYPE sglang:gen_throughput gauge
+sglang:gen_throughput{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 650.5
+sglang:gen_throughput{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 650.5
+sglang:gen_throughput{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 666.5
+sglang:gen_throughput{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 666.5
+# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 3.2
+sglang:spec_accept_length{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 3.4
+# HELP sglang:prompt_tokens_total Number of prefill tokens processed.
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 2.5e+06
+sglang:prompt_tokens_created{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.7845920001234e+09
+# HELP sglang:generation_tokens_total Number of generation tokens processed.
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.234567e+06
+sglang:generation_tokens_created{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.7845920001234e+09
+# HELP sglang:num_requests_total Number of requests processed.
+# TYPE sglang:num_requests_total counter
+sglang:num_requests_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
+# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="org/\"Kimi\"\\K2.5\nbeta"} 3.0
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
+sglang:time_to_first_token_seconds_count{model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
+sglang:time_to_first_token_seconds_sum{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1234.5
+`
+
+// TestParseProm: names with colons, labels in any order, escapes, NaN,
+// exponents, histograms and comments, as SGLang writes them.
+func TestParseProm(t *testing.T) {
+	samples, bad := parseProm([]byte(sglangExposition), nil)
+	if bad != 0 {
+		t.Errorf("%d lines did not parse", bad)
+	}
+	if got, want := len(samples), strings.Count(sglangExposition, "\nsglang:")+0; got != want {
+		t.Errorf("%d samples, want %d", got, want)
+	}
+	first := samples[0]
+	if first.name != "sglang:num_running_reqs" || first.value != 60 {
+		t.Errorf("first sample %+v", first)
+	}
+	if m, _ := first.label("model_name"); m != "org/\"Kimi\"\\K2.5\nbeta" {
+		t.Errorf("model_name unescaped to %q", m)
+	}
+	if r, _ := first.label("tp_rank"); r != "0" {
+		t.Errorf("tp_rank %q", r)
+	}
+	for _, tc := range []struct {
+		line  string
+		ok    bool
+		name  string
+		value float64
+	}{
+		{`up 1`, true, "up", 1},
+		{`a:b_c{} -Inf`, true, "a:b_c", math.Inf(-1)},
+		{`x{l="v",} 2 1700000000000`, true, "x", 2}, // trailing comma, timestamp
+		{`x { l = "a b" , m="}" } 3.5e2`, true, "x", 350},
+		{`x{l="unclosed} 1`, false, "", 0},
+		{`x{l=v} 1`, false, "", 0},
+		{`x 1 2 3`, false, "", 0},
+		{`x one`, false, "", 0},
+		{`9x 1`, false, "", 0},
+		{`x`, false, "", 0},
+	} {
+		s, ok := parsePromLine(tc.line)
+		if ok != tc.ok || ok && (s.name != tc.name || s.value != tc.value) {
+			t.Errorf("%q: %+v %v, want %q %v %v", tc.line, s, ok, tc.name, tc.value, tc.ok)
+		}
+	}
+	if s, _ := parsePromLine(`x { l = "a b" , m="}" } 1`); len(s.labels) != 2 || s.labels[1].value != "}" {
+		t.Errorf("labels %+v", s.labels)
+	}
+	if _, bad := parseProm([]byte("ok 1\nnot a sample\n# comment\n\n\r\nok 2"), nil); bad != 1 {
+		t.Errorf("bad = %d, want 1", bad)
+	}
+}
+
+// TestReadMetrics: per-server values from several ranks. tp ranks repeat
+// one scheduler's values (never summed); dp ranks are summed for counts
+// and throughput, averaged for ratios; NaN is no value; a metric the
+// server lacks stays unknown.
+func TestReadMetrics(t *testing.T) {
+	samples, _ := parseProm([]byte(sglangExposition), nil)
+	var s store.ServerSample
+	readMetrics(samples, &s)
+	for _, tc := range []struct {
+		m    store.Metric
+		want float64
+	}{
+		{store.MetricRunning, 121}, {store.MetricQueued, 3}, {store.MetricTokenUsage, 0.7},
+		{store.MetricCacheHitRate, 0.5}, // dp 1's tp 0 is NaN, and its tp 1 is not taken in its place
+		{store.MetricGenThroughput, 1317}, {store.MetricAcceptLength, 3.3},
+		{store.MetricGenTokens, 1234567}, {store.MetricPromptTokens, 2.5e6}, {store.MetricRequests, 9500},
+	} {
+		got, ok := s.Get(tc.m)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("metric %d = %v %v, want %v", tc.m, got, ok, tc.want)
+		}
+	}
+	if _, ok := s.Get(store.MetricStartTime); ok {
+		t.Error("a start time from nowhere")
+	}
+	// Without ranks at all (the simulator's labels minus dp_rank): taken as is.
+	samples, _ = parseProm([]byte(`sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 7`+"\n"+
+		`process_start_time_seconds 1.7e9`+"\n"), nil)
+	s = store.ServerSample{}
+	readMetrics(samples, &s)
+	if v, _ := s.Get(store.MetricRunning); v != 7 {
+		t.Errorf("running %v", v)
+	}
+	if v, _ := s.Get(store.MetricStartTime); v != 1.7e9 {
+		t.Errorf("start time %v", v)
+	}
+	if _, ok := s.Get(store.MetricTokenUsage); ok {
+		t.Error("token usage known though not reported")
+	}
+}
+
+// TestFetchMetrics reads /metrics over HTTP: SGLang's text, a 404 (no
+// --enable-metrics), another status; and never puts the URL, with its
+// credentials, in an error.
+func TestFetchMetrics(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/ok/metrics" && r.URL.Query().Get("key") == "s3cret":
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			fmt.Fprint(w, sglangExposition)
+		case r.URL.Path == "/broken/metrics":
+			http.Error(w, "boom", http.StatusInternalServerError)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hs.Close()
+	u, err := metricsURL(hs.URL + "/ok/?key=s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := fetchMetrics(context.Background(), hs.Client(), u, "")
+	if err != nil || len(samples) != 24 { // the metrics read, not the histogram nor _created
+		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+	if _, err := fetchMetrics(context.Background(), hs.Client(), hs.URL+"/none/metrics", ""); !errors.Is(err, errNoMetrics) {
+		t.Errorf("404: %v", err)
+	}
+	if _, err := fetchMetrics(context.Background(), hs.Client(), hs.URL+"/broken/metrics", ""); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("500: %v", err)
+	}
+	_, err = fetchMetrics(context.Background(), hs.Client(), "http://user:pw@127.0.0.1:1/metrics?key=s3cret", "")
+	if err == nil || strings.Contains(err.Error(), "pw") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("refused: %v", err)
+	}
+}
+
+// TestServerTokensAgree: on a steady run against the simulator, the
+// server's tokens/s (its generation_tokens_total) and gendex's own over
+// the same samples agree within 2%, over a stretch in the middle of the
+// run (the first and last second left out, so it is not the trivial whole
+// run). It checks the accounting, not the timing: the samples come every
+// second (the series keeps one a second), and the stretch is what the run
+// gives, some 5 s.
+func TestServerTokensAgree(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 5, Slots: 32, DecodeTokensPerSec: 400, EnableMetrics: true})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "A", "ids", 2400)
+	maxNew := 80
+	dbPath := filepath.Join(out, "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 32,
+		ScrapeEvery: time.Second, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+	if err != nil || sum.Responses != 2400 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	name := sglang.RedactURL(url)
+	var times []int64
+	db.View(func(v *store.View) error {
+		return v.ServerSamples(name, 0, math.MaxInt64/2, func(s *store.ServerSample) error {
+			if s.Scraped {
+				times = append(times, s.Time)
+			}
+			return nil
+		})
+	})
+	if len(times) < 5 {
+		t.Fatalf("%d samples", len(times))
+	}
+	from, to := time.UnixMilli(times[0]).Add(time.Second), time.UnixMilli(times[len(times)-1]).Add(-time.Second)
+	if to.Sub(from) < 2*time.Second {
+		t.Fatalf("the run's middle is only %s", to.Sub(from))
+	}
+	q, err := query.Parse([]string{"server", "--window", to.Sub(from).Truncate(time.Second).String(), name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := query.Answer(db, q, to)
+	if err != nil || len(res.Rows) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	row := res.Rows[0]
+	col := func(name string) any { return row[slices.Index(res.Columns, name)] }
+	srv, ok1 := col("server_tokens_per_s").(query.Fixed)
+	cli, ok2 := col("client_tokens_per_s").(query.Fixed)
+	agree, ok3 := col("agreement").(query.Fixed)
+	if !ok1 || !ok2 || !ok3 || srv.V < 1000 {
+		t.Fatalf("server %v, client %v, agreement %v", col("server_tokens_per_s"), col("client_tokens_per_s"), col("agreement"))
+	}
+	if math.Abs(agree.V-1) > 0.02 || math.Abs(cli.V/srv.V-1) > 0.02 {
+		t.Errorf("server %.1f tokens/s, client %.1f tokens/s: agreement %.3f, want within 2%%", srv.V, cli.V, agree.V)
+	}
+	t.Logf("over %s of the middle of the run: server %.1f tokens/s, client %.1f tokens/s, agreement %.4f", to.Sub(from), srv.V, cli.V, agree.V)
+	if col("up") != "yes" || col("running") == nil || col("queued") == nil || col("last_seen") == nil {
+		t.Errorf("row %v", row)
+	}
+	// What the simulator does not report yet is unknown, not 0.
+	if col("token_usage") != nil || col("cache_hit_rate") != nil || col("accept_length") != nil {
+		t.Errorf("metrics the simulator lacks: %v", row)
+	}
+}
+
+var benchScrapeEvery = flag.Duration("scrape-every", 100*time.Millisecond, "BenchmarkScrapeOverhead: how often gen reads /metrics in its runs with scraping on (50x the default 5 s, so that the cost shows)")
+
+// bigExposition is /metrics as large as SGLang's on a big server: the
+// fixture's metrics plus latency histograms of 40 buckets for each of 16
+// ranks (some 400 KB).
+func bigExposition() string {
+	var b strings.Builder
+	b.WriteString(sglangExposition)
+	for _, h := range []string{"time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds", "queue_time_seconds"} {
+		fmt.Fprintf(&b, "# HELP sglang:%s A histogram.\n# TYPE sglang:%s histogram\n", h, h)
+		for rank := range 16 {
+			for i := range 40 {
+				fmt.Fprintf(&b, "sglang:%s_bucket{engine_type=\"unified\",le=\"%g\",model_name=\"org/model\",pp_rank=\"0\",tp_rank=\"%d\"} %d.0\n", h, 0.001*float64(int(1)<<(i/2)), rank, i*1000)
+			}
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkScrapeOverhead: what reading the servers' /metrics and storing
+// the series costs gen. (1) gen against a zero-latency simulator with
+// /metrics in the same process (as BenchmarkGenOverhead), runs with
+// scraping off and on (every -scrape-every, 50x the default rate)
+// alternating, mean answers/s of each and the drop; (2) one scrape
+// measured alone: reading a 400 KB SGLang /metrics over HTTP, parsing it
+// and committing the sample (fsync), and what that costs at the default
+// 5 s as a share of gen's time.
+func BenchmarkScrapeOverhead(b *testing.B) {
+	_, url := simServer(b, sim.Config{Seed: 1, EnableMetrics: true})
+	root := b.TempDir()
+	writePrompts(b, root, "O", "ids", *benchPrompts)
+	maxNew := 16
+	var rates [2][]float64
+	i := 0
+	for b.Loop() {
+		for k, every := range []time.Duration{-1, *benchScrapeEvery} {
+			i++
+			out := filepath.Join(b.TempDir(), fmt.Sprint(i))
+			sum, log, err := runGen(b, b.Context(), filepath.Join(out, "g.db"), Config{Servers: []string{url}, Out: out,
+				ScrapeEvery: every, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+			if err != nil || sum.Responses != int64(*benchPrompts) {
+				b.Fatalf("%+v %v\n%s", sum, err, log)
+			}
+			rates[k] = append(rates[k], float64(sum.Responses)/sum.Elapsed.Seconds())
+		}
+	}
+	mean := func(xs []float64) float64 {
+		var s float64
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	off, on := mean(rates[0]), mean(rates[1])
+	b.ReportMetric(off, "answers/s_off")
+	b.ReportMetric(on, "answers/s_on")
+	b.ReportMetric(100*(off-on)/off, "drop_%")
+
+	body := bigExposition()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }))
+	defer hs.Close()
+	db := openDB(b, filepath.Join(b.TempDir(), "s.db"))
+	defer db.Close()
+	const n = 50
+	start := time.Now()
+	for k := range n {
+		samples, err := fetchMetrics(b.Context(), hs.Client(), hs.URL+"/metrics", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := &store.ServerSample{Time: start.UnixMilli() + int64(k)*1000, Scraped: true, Up: true}
+		readMetrics(samples, s)
+		if err := db.Update(func(tx *store.Tx) error { return tx.PutServerSample("http://bench", s) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start) / n
+	b.ReportMetric(float64(per.Microseconds())/1000, "ms/scrape")
+	b.ReportMetric(float64(len(body))/1024, "KB/metrics")
+	b.ReportMetric(100*per.Seconds()/DefaultScrapeEvery.Seconds(), "cost_at_5s_%")
+}
+
+// TestCheckRestart: a counter that went back, or another process start
+// time, is a restart event; counters that only grew are not.
+func TestCheckRestart(t *testing.T) {
+	m := &monitor{wake: make(chan struct{}, 1)} // no recorder: the events stay queued
+	sc := &scraper{m: m, s: &server{name: "http://s"}}
+	reading := func(tokens, start float64) *store.ServerSample {
+		s := &store.ServerSample{Time: time.Now().UnixMilli(), Scraped: true, Up: true}
+		s.Set(store.MetricGenTokens, tokens)
+		if start > 0 {
+			s.Set(store.MetricStartTime, start)
+		}
+		return s
+	}
+	for _, s := range []*store.ServerSample{reading(100, 0), reading(200, 0), reading(50, 0), reading(60, 1.7e9), reading(70, 1.7e9), reading(80, 1.8e9)} {
+		sc.checkRestart(s)
+	}
+	m.mu.Lock()
+	var got []string
+	for _, p := range m.queue {
+		got = append(got, p.event.Detail)
+	}
+	m.mu.Unlock()
+	want := []string{"sglang:generation_tokens_total went back from 200 to 50",
+		"its process start time changed from 2023-11-14T22:13:20Z to 2027-01-15T08:00:00Z"}
+	if !slices.Equal(got, want) {
+		t.Errorf("restarts %q\nwant %q", got, want)
+	}
+}
+
+// TestServerLines: gen's live line of a server says up or down, and what
+// its /metrics said, each figure only when known.
+func TestServerLines(t *testing.T) {
+	now := time.Now()
+	up := &server{name: "http://a"}
+	up.up.Store(true)
+	down := &server{name: "http://b"}
+	down.downAt.Store(now.Add(-12 * time.Second).UnixMilli())
+	s := store.ServerSample{Scraped: true}
+	s.Set(store.MetricRunning, 121)
+	s.Set(store.MetricQueued, 3)
+	for _, tc := range []struct {
+		s    *server
+		v    liveView
+		want string
+	}{
+		{up, liveView{sample: s, taken: true, metrics: true, rate: 1317.4, rateOK: true}, "up, 121 running, 3 queued, KV use unknown, 1317 tokens/s (its count, last 30s)"},
+		{up, liveView{sample: store.ServerSample{NoMetrics: true}, taken: true}, "up, its metrics unknown (no /metrics: start it with --enable-metrics)"},
+		{up, liveView{}, "up, metrics not read yet"},
+		{down, liveView{sample: s, taken: true, metrics: true}, "down 12s"},
+	} {
+		if got := serverState(tc.s, tc.v, now); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestQueryServerFromSGLangMetrics: gen against a server whose /metrics
+// is SGLang's own exposition (several ranks, every metric): `query server`
+// shows the server's figures combined over its ranks.
+func TestQueryServerFromSGLangMetrics(t *testing.T) {
+	s := sim.New(sim.Config{Seed: 9})
+	h := s.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprint(w, sglangExposition)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "S", "ids", 30)
+	dbPath := filepath.Join(out, "g.db")
+	if sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{hs.URL}, Out: out}, root); err != nil || sum.Responses != 30 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, _ := query.Parse([]string{"server", "--window", "1m"})
+	res, err := query.Answer(db, q, time.Now())
+	if err != nil || len(res.Rows) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	got := fmt.Sprint(res.Rows[0][:7])
+	if want := fmt.Sprintf("[%s yes 121 3 0.700 0.500 3.30]", hs.URL); got != want {
+		t.Errorf("server row %s, want %s", got, want)
+	}
+}

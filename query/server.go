@@ -1,0 +1,189 @@
+package query
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"gendex/store"
+)
+
+// noMetricsNote is what `server` says of a server without /metrics.
+const noMetricsNote = "no /metrics (HTTP 404): start the server with --enable-metrics"
+
+// timeFormat is how questions print a moment: UTC, to the millisecond, as
+// gen's answer lines write finished_at.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// serverList: one row per server gen has read (or tried to read) the
+// /metrics of, from the samples whose second is in the window ending now
+// ([now−window, now]):
+//   - up is gen's view in the last sample ("yes": in rotation, "no":
+//     waited for); running, queued, token_usage, cache_hit_rate and
+//     accept_length are the server's own, from the last sample, unknown
+//     when that reading lacks them (the server was down, or does not report
+//     them);
+//   - last_seen is the last time its /metrics answered, ever;
+//   - server_tokens_per_s is the increase of its generation_tokens_total
+//     counter between consecutive samples of one gen run, over the time
+//     between them (a value lower than the one before is a restart: the
+//     counter counts from 0 again, so the new value is the increase);
+//   - client_tokens_per_s is gendex's own count of the completion tokens
+//     that server returned, over the same pairs of samples (when the server
+//     has no counter: over every pair of one run); unknown when an answer
+//     in it had no count;
+//   - agreement = client_tokens_per_s / server_tokens_per_s.
+//
+// Nothing unknown is shown as 0. note says why a server's columns are
+// unknown: no /metrics (with how to turn them on), or no sample in the
+// window.
+func serverList(v *store.View, q Query, now time.Time, out Sink) error {
+	names := v.Servers()
+	if len(q.Servers) > 0 {
+		for _, n := range q.Servers {
+			if !containsString(names, n) {
+				if len(names) == 0 {
+					return fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
+				}
+				return fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
+			}
+		}
+		names = dedupe(q.Servers)
+	}
+	out.Columns([]string{"server", "up", "running", "queued", "token_usage", "cache_hit_rate", "accept_length",
+		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "note"})
+	to := now.Unix()
+	from := to - max(1, int64(q.Window/time.Second))
+	for _, name := range names {
+		row, err := serverRow(v, name, from, to)
+		if err != nil {
+			return err
+		}
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenSpan sums a token count's increase over pairs of samples.
+type tokenSpan struct {
+	tokens  float64
+	unknown int64 // answers without a count (client only)
+	ms      int64
+}
+
+func (t tokenSpan) perSecond() (float64, bool) {
+	if t.ms <= 0 || t.unknown > 0 {
+		return 0, false
+	}
+	return t.tokens / (float64(t.ms) / 1000), true
+}
+
+func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
+	var last, prev store.ServerSample
+	var have, havePrev bool
+	var server, clientPaired, clientAll tokenSpan
+	err := v.ServerSamples(name, from, to, func(s *store.ServerSample) error {
+		if havePrev && prev.Run == s.Run && s.Time > prev.Time {
+			ms := s.Time - prev.Time
+			client := tokenSpan{float64(s.ClientTokens - prev.ClientTokens), s.ClientUnknown - prev.ClientUnknown, ms}
+			clientAll.add(client)
+			a, ok1 := prev.Get(store.MetricGenTokens)
+			b, ok2 := s.Get(store.MetricGenTokens)
+			if ok1 && ok2 {
+				server.add(tokenSpan{counterIncrease(a, b), 0, ms})
+				clientPaired.add(client)
+			}
+		}
+		prev, havePrev = *s, true
+		last, have = *s, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ever, everOK, err := v.LastServerSample(name)
+	if err != nil {
+		return nil, err
+	}
+	var up, lastSeen any
+	note := "" // not an unknown: nothing to say
+	if have {
+		up = "no"
+		if last.Up {
+			up = "yes"
+		}
+	}
+	if everOK && ever.LastSeen > 0 {
+		lastSeen = time.UnixMilli(ever.LastSeen).UTC().Format(timeFormat)
+	}
+	gauge := func(m store.Metric, prec int) any {
+		if !have || !last.Scraped {
+			return nil
+		}
+		x, ok := last.Get(m)
+		if !ok {
+			return nil
+		}
+		if prec < 0 {
+			return uint64(math.Round(max(x, 0)))
+		}
+		return Fixed{x, prec}
+	}
+	var srvRate, cliRate, agreement any
+	client := clientAll
+	if s, ok := server.perSecond(); ok {
+		srvRate = Fixed{s, 1}
+		client = clientPaired
+		if c, ok := client.perSecond(); ok && s > 0 {
+			agreement = Fixed{c / s, 3}
+		}
+	}
+	if c, ok := client.perSecond(); ok {
+		cliRate = Fixed{c, 1}
+	}
+	switch {
+	case everOK && ever.NoMetrics:
+		note = noMetricsNote
+	case !have:
+		note = fmt.Sprintf("no reading in the last %ds (gen reads a server's /metrics while it runs)", to-from)
+	}
+	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), gauge(store.MetricTokenUsage, 3),
+		gauge(store.MetricCacheHitRate, 3), gauge(store.MetricAcceptLength, 2), lastSeen, srvRate, cliRate, agreement, note}, nil
+}
+
+func (t *tokenSpan) add(o tokenSpan) {
+	t.tokens += o.tokens
+	t.unknown += o.unknown
+	t.ms += o.ms
+}
+
+// counterIncrease is a counter's increase from a to b: b − a, or b when b
+// is lower (the server restarted and its counter began again at 0).
+func counterIncrease(a, b float64) float64 {
+	if b < a {
+		return b
+	}
+	return b - a
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(list []string) []string {
+	var out []string
+	for _, x := range list {
+		if !containsString(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

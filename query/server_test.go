@@ -1,0 +1,150 @@
+package query
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/store"
+)
+
+// TestServerCounterReset: the server's tokens/s over a window counts a
+// counter that went back (a restart) from 0, pairs only samples of one gen
+// run, and measures gendex's tokens over the same pairs; a down sample
+// (no counter) breaks no sum. Gauges come from the last sample, unknown
+// when it has none.
+func TestServerCounterReset(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	type smp struct {
+		sec     int
+		run     int64
+		counter float64 // < 0: not scraped (down)
+		client  int64
+	}
+	samples := []smp{
+		{0, 1, 0, 0}, {10, 1, 1000, 1000}, {20, 1, 2000, 2000},
+		{30, 1, 500, 2500},    // restarted: +500, counted from 0
+		{35, 1, -1, 2500},     // down: no counter, the pairs on either side are not measured
+		{40, 1, 1500, 3500},   //
+		{50, 2, 99999, 0},     // another gen run: not paired with the one before
+		{60, 2, 100999, 1000}, // +1000
+	}
+	err = db.Update(func(tx *store.Tx) error {
+		for _, s := range samples {
+			at := t0.Add(time.Duration(s.sec) * time.Second).UnixMilli()
+			x := &store.ServerSample{Time: at, Up: s.counter >= 0, Scraped: s.counter >= 0, Run: s.run, ClientTokens: s.client, ClientAnswers: s.client / 10}
+			if s.counter >= 0 {
+				x.LastSeen = at
+				x.Set(store.MetricGenTokens, s.counter)
+				x.Set(store.MetricRunning, 4)
+			}
+			if err := tx.PutServerSample("http://s", x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(now time.Time, args ...string) []any {
+		t.Helper()
+		q, err := Parse(append([]string{"server"}, args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Answer(db, q, now)
+		if err != nil || len(res.Rows) != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return res.Rows[0]
+	}
+	// Whole series: 1000+1000+500 (the reset)+1000 over the four pairs of
+	// 10 s with a counter at both ends: 3500/40 s; gendex's over the same.
+	row := ask(t0.Add(61*time.Second), "--window", "2m")
+	if got := row[8]; got != (Fixed{87.5, 1}) {
+		t.Errorf("server_tokens_per_s %v, want 87.5 (row %v)", got, row)
+	}
+	if got := row[9]; got != (Fixed{87.5, 1}) {
+		t.Errorf("client_tokens_per_s %v, want 87.5 (row %v)", got, row)
+	}
+	if got := row[10]; got != (Fixed{1, 3}) {
+		t.Errorf("agreement %v", got)
+	}
+	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[11] != "" {
+		t.Errorf("row %v", row)
+	}
+	// A window whose last sample is the down one: gauges unknown, up no.
+	row = ask(t0.Add(36*time.Second), "--window", "5s")
+	if row[1] != "no" || row[2] != nil || row[8] != nil || row[7] == nil {
+		t.Errorf("down: %v", row)
+	}
+	// Long after the run: nothing in the window; last_seen still known.
+	row = ask(t0.Add(time.Hour))
+	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[11] == "" {
+		t.Errorf("stale: %v", row)
+	}
+	if _, err := Answer(db, Query{Question: "server", Servers: []string{"http://nope"}, Window: time.Minute}, t0); err == nil || !strings.Contains(err.Error(), "http://s") {
+		t.Errorf("unknown server: %v", err)
+	}
+}
+
+// TestEvents: events in time order, --since, and a server's filter keeps
+// the run's own events.
+func TestEvents(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	err = db.Update(func(tx *store.Tx) error {
+		tx.PutServerSample("http://a", &store.ServerSample{Time: t0.UnixMilli()})
+		tx.PutServerSample("http://b", &store.ServerSample{Time: t0.UnixMilli()})
+		for i, e := range []store.Event{{Name: "start"}, {Server: "http://a", Name: "down"}, {Server: "http://b", Name: "down"},
+			{Server: "http://a", Name: "up", Detail: "back after 12s"}, {Name: "stop", Detail: "finished"}} {
+			e.Time = t0.Add(time.Duration(i) * time.Minute).UnixMilli()
+			if err := tx.AddEvent(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(args ...string) string {
+		q, err := Parse(append([]string{"events"}, args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Answer(db, q, t0.Add(4*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range res.Rows {
+			s, _ := r[1].(string)
+			out = append(out, s+" "+r[2].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(); got != " start,http://a down,http://b down,http://a up, stop" {
+		t.Errorf("events: %q", got)
+	}
+	if got := names("--since", "2m"); got != "http://b down,http://a up, stop" {
+		t.Errorf("--since 2m: %q", got)
+	}
+	if got := names("http://a"); got != " start,http://a down,http://a up, stop" {
+		t.Errorf("http://a: %q", got)
+	}
+	if _, err := Parse([]string{"events", "--since", "soon"}); err == nil {
+		t.Error("--since soon parsed")
+	}
+}
