@@ -73,7 +73,7 @@ func TestServerRestartEvents(t *testing.T) {
 	ln.Close()
 	url := "http://" + addr
 	startSim := func() *exec.Cmd {
-		cmd := exec.Command(bin, "sim", "--listen", addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400")
+		cmd := exec.Command(bin, "sim", "--listen", addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -159,6 +159,9 @@ func TestServerRestartEvents(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].ServerTokensPerS == nil || *rows[0].ServerTokensPerS <= 0 ||
 		rows[0].Agreement == nil || *rows[0].Agreement < 0.9 || *rows[0].Agreement > 1.1 {
 		t.Errorf("server over the run: %+v %v", rows, err)
+	}
+	if err == nil && len(rows) == 1 && (rows[0].AcceptLength == nil || *rows[0].AcceptLength <= 1 || rows[0].TokenUsage == nil) {
+		t.Errorf("a server with a drafter: accept_length %v, token_usage %v; want both known", rows[0].AcceptLength, rows[0].TokenUsage)
 	}
 	clean := sglang.New(simURL(t, sim.Config{Seed: 21}), sglang.Options{})
 	checkAnsweredOnce(t, db, filepath.Join(root, "R", "prompts.jsonl"), filepath.Join(out, "R", "raw_responses.jsonl"), "R", clean)
