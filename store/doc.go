@@ -19,6 +19,10 @@
 //	    byfile/                file id (big-endian uint32) | sequence (big-endian uint64) ->
 //	                           the (stage, id) pairs one transaction added from that file:
 //	                           the per-file key index, one Put per file per commit
+//	    spechist/              accept length in hundredths -> count, raw stage (see spec.go)
+//	    spects/                unix second -> completion tokens and verify steps of spec answers
+//	series/<server>/           unix second -> one sample of a server's /metrics and gen's view (series.go)
+//	events/                    unix ms | sequence -> an event of a gen run (JSON; events.go)
 //
 // Forgetting a file (truncated, replaced) is a state machine whose every
 // step is one transaction: Tx.ForgetFile stores the file reset (ID 0,
