@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"gendex/ingest"
 	"gendex/ingest/gen/sglang"
 )
 
@@ -41,17 +42,6 @@ type promptLine struct {
 	MaxNewTokens   *int              `json:"max_new_tokens"`
 	SamplingParams json.RawMessage   `json:"sampling_params"`
 }
-
-// chatTurn is a message in OpenAI form (role/content) or ShareGPT form
-// (from/value).
-type chatTurn struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	From    string          `json:"from"`
-	Value   string          `json:"value"`
-}
-
-var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system", "tool": "tool"}
 
 // ParsePrompt reads one prompt line. id is the id the index knows it by
 // (the line's own, or its line id when it has none). Prompt shapes:
@@ -164,61 +154,18 @@ func (p *Prompt) TurnMessages(i int, answers []string) []sglang.Message {
 	return out
 }
 
+// turns reads a chat prompt's turns (ingest.ParseTurns) as messages.
 func turns(raw []json.RawMessage) ([]sglang.Message, error) {
-	var out []sglang.Message
-	for i, r := range raw {
-		var t chatTurn
-		if err := json.Unmarshal(r, &t); err != nil {
-			return nil, fmt.Errorf("turn %d: %v", i+1, err)
-		}
-		m := sglang.Message{Role: t.Role}
-		if t.From != "" {
-			role, ok := shareGPTRoles[t.From]
-			if !ok {
-				return nil, fmt.Errorf("turn %d: unknown speaker %q (want human, gpt or system)", i+1, t.From)
-			}
-			m.Role, m.Content = role, t.Value
-		} else {
-			if m.Role == "" {
-				return nil, fmt.Errorf("turn %d has no role", i+1)
-			}
-			c, err := contentText(t.Content)
-			if err != nil {
-				return nil, fmt.Errorf("turn %d: %w", i+1, err)
-			}
-			m.Content = c
-		}
-		out = append(out, m)
+	ts, err := ingest.ParseTurns(raw)
+	if err != nil {
+		return nil, err
 	}
-	if len(out) == 0 {
+	if len(ts) == 0 {
 		return nil, errors.New("no turns to answer")
 	}
-	return out, nil
-}
-
-// contentText reads a message content: a string, or OpenAI's list of
-// {"type":"text","text":...} parts (text parts only).
-func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("content is neither a string nor a list of parts")
-	}
-	out := ""
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
-		}
-		out += p.Text
+	out := make([]sglang.Message, len(ts))
+	for i, t := range ts {
+		out[i] = sglang.Message{Role: t.Role, Content: t.Content}
 	}
 	return out, nil
 }

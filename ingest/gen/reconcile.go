@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"gendex/ingest"
 	"gendex/store"
@@ -45,7 +44,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		return ds, fmt.Errorf("output folder: %w", err)
 	}
 	var err error
-	if ds.rawFile, err = openOutput(d.Raw); err != nil {
+	if ds.rawFile, err = ingest.OpenOutput(d.Raw, "gen"); err != nil {
 		return ds, err
 	}
 	type output struct {
@@ -54,13 +53,13 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	}
 	outputs := []output{{ds.raw, ds.rawFile}}
 	if _, err := os.Stat(d.Errors); err == nil { // else created with the first error
-		if ds.errFile, err = openOutput(d.Errors); err != nil {
+		if ds.errFile, err = ingest.OpenOutput(d.Errors, "gen"); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.errs, ds.errFile})
 	}
 	if _, err := os.Stat(d.Turns); err == nil { // else created with the first turn
-		if ds.turnsFile, err = openOutput(d.Turns); err != nil {
+		if ds.turnsFile, err = ingest.OpenOutput(d.Turns, "gen"); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.turns, ds.turnsFile})
@@ -105,20 +104,6 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		return nil
 	})
 	return ds, err
-}
-
-// openOutput opens an output file for appending, locked against a second
-// gen writing it.
-func openOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s is being written by another gen (lock: %v)", path, err)
-	}
-	return f, nil
 }
 
 func (ds *dsRun) close() {

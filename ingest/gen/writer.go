@@ -29,7 +29,7 @@ func (r *run) write() error {
 	flush := func() {
 		for ds, b := range pending {
 			if failed == nil && len(b.turns) > 0 && ds.turnsFile == nil {
-				ds.turnsFile, failed = openOutput(ds.Turns)
+				ds.turnsFile, failed = ingest.OpenOutput(ds.Turns, "gen")
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.turnsFile, ds.turns, b.turns)
@@ -38,7 +38,7 @@ func (r *run) write() error {
 				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
 			}
 			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
-				ds.errFile, failed = openOutput(ds.Errors)
+				ds.errFile, failed = ingest.OpenOutput(ds.Errors, "gen")
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.errFile, ds.errs, b.errs)

@@ -1,0 +1,98 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Turn is one message of a chat prompt, in OpenAI's terms.
+type Turn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// shareGPTRoles maps ShareGPT speakers ("from") to OpenAI roles.
+var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system", "tool": "tool"}
+
+// ParseTurns reads the turns of a "messages" or "conversations" list: OpenAI
+// {"role", "content"} (content a string or a list of text parts) or ShareGPT
+// {"from", "value"} (human, gpt, system), mapped to OpenAI roles. It is the
+// one reading of chat prompts, for gen and export alike; an error names the
+// turn (from 1).
+func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
+	out := make([]Turn, 0, len(raw))
+	for i, r := range raw {
+		var t struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+			From    string          `json:"from"`
+			Value   string          `json:"value"`
+		}
+		if err := json.Unmarshal(r, &t); err != nil {
+			return nil, fmt.Errorf("turn %d: %v", i+1, err)
+		}
+		if t.From != "" {
+			role, ok := shareGPTRoles[t.From]
+			if !ok {
+				return nil, fmt.Errorf("turn %d: unknown speaker %q (want human, gpt or system)", i+1, t.From)
+			}
+			out = append(out, Turn{Role: role, Content: t.Value})
+			continue
+		}
+		if t.Role == "" {
+			return nil, fmt.Errorf("turn %d has no role", i+1)
+		}
+		c, err := contentText(t.Content)
+		if err != nil {
+			return nil, fmt.Errorf("turn %d: %w", i+1, err)
+		}
+		out = append(out, Turn{Role: t.Role, Content: c})
+	}
+	return out, nil
+}
+
+// contentText reads a message content: a string, or OpenAI's list of
+// {"type":"text","text":...} parts (text parts only), joined.
+func contentText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("content is neither a string nor a list of parts")
+	}
+	out := ""
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
+		}
+		out += p.Text
+	}
+	return out, nil
+}
+
+// OpenOutput opens a file that only its writer appends to (gen's answers,
+// export's records), creating it, and locks it so that a second writer
+// (named in the error by who, "gen" or "export") fails at once instead of
+// interleaving lines. The lock goes with the file's close or the process.
+func OpenOutput(path, who string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s is being written by another %s (lock: %v)", path, who, err)
+	}
+	return f, nil
+}
