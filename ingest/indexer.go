@@ -185,6 +185,31 @@ func (ix *Indexer) report(p Problem) {
 // Reindexed problem. On ctx cancellation it commits what it has read and
 // returns ctx.Err().
 func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error) {
+	return ix.indexFile(ctx, src, nil)
+}
+
+// written is what a file's only writer has just written to it: data,
+// whole lines, at offset at.
+type written struct {
+	data []byte
+	at   int64
+}
+
+// IndexWritten is IndexFile for a writer that has just appended data, one
+// or more whole lines, at offset at of src.Path, and holds the file
+// against other writers (export's outputs): when the index has read the
+// file exactly up to at, the new lines are indexed from data instead of
+// being read back from the file, with the same records, counters and file
+// state. In any other case (a file the index does not know yet, one it
+// must forget, or other bytes before at not yet indexed) it is IndexFile.
+func (ix *Indexer) IndexWritten(ctx context.Context, src Source, data []byte, at int64) (FileResult, error) {
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return ix.indexFile(ctx, src, nil)
+	}
+	return ix.indexFile(ctx, src, &written{data: data, at: at})
+}
+
+func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (FileResult, error) {
 	res := FileResult{Source: src}
 	if _, err := ParseIDPath(src.IDPath); err != nil {
 		return res, err
@@ -312,8 +337,18 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 		return res, fmt.Errorf("%s: the id path the index remembers: %w", src.Path, err)
 	}
 
-	if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
-		return res, err
+	// The new lines are data when they start where the index stopped and
+	// the file holds them (it may hold more: the writer goes on; the rest
+	// is read by the next call, as when a file grows while it is read).
+	var r io.Reader = f
+	var eofAt int64 = -1
+	if mem != nil && reason == "" && state.Offset == mem.at && size >= mem.at+int64(len(mem.data)) {
+		r, eofAt = nil, size
+	} else {
+		mem = nil
+		if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
+			return res, err
+		}
 	}
 	maxRecords, maxBytes := ix.BatchRecords, ix.BatchBytes
 	if maxRecords <= 0 {
@@ -341,7 +376,11 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 			}
 		}
 	}()
-	go parseFile(ctx, f, src, idPath, state.Offset, state.Lines, maxRecords, maxBytes, parsed, free, stop)
+	lr := newLineReader(r, state.Offset)
+	if mem != nil {
+		lr = memLineReader(mem.data, mem.at, eofAt)
+	}
+	go parseFile(ctx, lr, src, idPath, state.Lines, maxRecords, maxBytes, parsed, free, stop)
 
 	for c := range parsed {
 		if c.err != nil {

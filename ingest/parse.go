@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"gendex/store"
@@ -33,14 +32,14 @@ type chunk struct {
 	err      error
 }
 
-// parseFile reads complete lines from off and sends them, parsed, in
-// chunks; the last chunk has last set (or err). It stops early when ctx is
-// done (sending what it has as the last chunk) or stop is closed.
-func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, lines int64, maxRecords int, maxBytes int64,
+// parseFile reads complete lines from lr (lines before them) and sends
+// them, parsed, in chunks; the last chunk has last set (or err). It stops
+// early when ctx is done (sending what it has as the last chunk) or stop
+// is closed. It releases lr.
+func parseFile(ctx context.Context, lr *lineReader, src Source, idPath IDPath, lines int64, maxRecords int, maxBytes int64,
 	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
 	defer close(out)
 	warned := false // the ServerID warning, once a read
-	lr := newLineReader(f, off)
 	defer lr.release()
 	var c *chunk
 	var bytes int64
@@ -69,7 +68,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, 
 	for {
 		line, start, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			c.last, c.eof, c.torn = true, true, lr.torn
+			c.last, c.eof, c.torn = true, lr.eof, lr.torn
 			send()
 			return
 		}

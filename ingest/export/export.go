@@ -24,8 +24,9 @@ type Config struct {
 	// answer (prompt_ids) nor the prompt (input_ids) has their ids; nil
 	// leaves such answers for a run with one.
 	Tokenizer Tokenizer
-	// FlushBytes is how much is buffered before one write and fsync of each
-	// output (default 4 MiB); ChunkSize how many answers are read, sorted
+	// FlushBytes is how much is buffered before one write and fsync of
+	// tokenized.jsonl (default 16 MiB; of excluded.jsonl once a quarter of
+	// it is exclusions); ChunkSize how many answers are read, sorted
 	// by file and offset, at a time (default 65,536).
 	FlushBytes int
 	ChunkSize  int
@@ -117,8 +118,8 @@ type Exporter struct {
 
 // Export writes a record or an exclusion for every answer of d that has
 // neither, and indexes them. The crash protocol: every FlushBytes, one
-// write and fsync of tokenized.jsonl, then of excluded.jsonl, then both are
-// indexed; the next run first indexes both to their ends and cuts a torn
+// write and fsync of tokenized.jsonl, then (see flush) of excluded.jsonl,
+// then both are indexed; the next run first indexes both to their ends and cuts a torn
 // last line, so whatever the moment of a crash, each answer ends with
 // exactly one record or one exclusion. When ctx is done it stops after
 // writing what it has decided and returns ctx.Err().
@@ -126,7 +127,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
 	if c.FlushBytes <= 0 {
-		c.FlushBytes = 4 << 20
+		c.FlushBytes = 16 << 20
 	}
 	if c.ChunkSize <= 0 {
 		c.ChunkSize = 65536
@@ -142,7 +143,6 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
 	}
 	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
-	out.spareTok = make([]byte, 0, c.FlushBytes+1<<20)
 	var err error
 	if out.tok, err = openOutput(out.tokSrc.Path); err != nil {
 		return res, err
@@ -152,7 +152,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return res, err
 	}
 	defer out.exc.Close()
-	defer func() { out.wait(); out.stopIndexer() }() // before the files close
+	defer out.stop() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
 	}
@@ -168,7 +168,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	if err := todo.rewind(); err != nil {
 		return res, err
 	}
-	x.startIndexer(out)
+	x.start(out, c.FlushBytes+1<<20)
 	var prefetch *cachedTokenizer
 	if c.Format == IDs && c.Tokenizer != nil {
 		prefetch = &cachedTokenizer{t: c.Tokenizer}
@@ -177,10 +177,10 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	// finish writes what is decided and indexes it all.
 	finish := func() error {
-		if err := x.flush(out); err != nil {
+		if err := x.flush(out, true); err != nil {
 			return err
 		}
-		if err := errors.Join(out.wait(), out.stopIndexer()); err != nil {
+		if err := out.stop(); err != nil {
 			return err
 		}
 		return x.index(out)
@@ -239,7 +239,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 				return res, err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
-				if err := x.flush(out); err != nil {
+				if err := x.flush(out, false); err != nil {
 					return res, err
 				}
 			}

@@ -1,7 +1,10 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +42,84 @@ func TestSkipString(t *testing.T) {
 	if _, err := skipString([]byte(`"ab\"`), 0); err == nil {
 		t.Errorf("an unterminated string was accepted")
 	}
+}
+
+// TestDigitsAndCommas: the eight-bytes-at-a-time check agrees with a byte
+// by byte one on every byte value at every position of a word, and on
+// random strings of digits, commas and a few other bytes.
+func TestDigitsAndCommas(t *testing.T) {
+	ref := func(b []byte) (int, bool) {
+		n := 0
+		for _, c := range b {
+			switch {
+			case c == ',':
+				n++
+			case c < '0' || c > '9':
+				return 0, false
+			}
+		}
+		return n, true
+	}
+	check := func(b []byte) {
+		t.Helper()
+		n, ok := digitsAndCommas(b)
+		wn, wok := ref(b)
+		if ok != wok || (ok && n != wn) {
+			t.Fatalf("%q: %d, %v; want %d, %v", b, n, ok, wn, wok)
+		}
+	}
+	base := []byte("12,345,6789,0,12,3,45678,9")
+	for pos := range base {
+		for c := range 256 {
+			b := append([]byte(nil), base...)
+			b[pos] = byte(c)
+			check(b)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("0123456789,,,,0123456789 -.e\"\x80\xff/:+")
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			if rng.IntN(50) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = alphabet[rng.IntN(14)]
+			}
+		}
+		check(b)
+	}
+}
+
+// FuzzAppendIDs: appendIDs accepts exactly the JSON arrays of
+// non-negative integers that encoding/json reads as such (written with no
+// sign, fraction or exponent), and copies their digits.
+func FuzzAppendIDs(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, `[ 1 , 2 ]`, `[]`, `[0]`, `[1.5]`, `[-1]`, `[1e3]`, `[01]`, `[1,,2]`, `[,1]`, `[1,]`,
+		`[12345678,9]`, `[1,2,3,4,5,6,7,8,9,10,11,12,13]`, `[null]`, `["1"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) {
+			return // every array appendIDs meets is from a valid line
+		}
+		got, n, ok := appendIDs(nil, v)
+		var raw []json.RawMessage
+		want := json.Unmarshal(v, &raw) == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte("["))
+		var digits []string
+		for _, r := range raw {
+			s := string(bytes.TrimSpace(r))
+			if s == "" || strings.Trim(s, "0123456789") != "" || (len(s) > 1 && s[0] == '0') {
+				want = false
+				break
+			}
+			digits = append(digits, s)
+		}
+		if ok != want {
+			t.Fatalf("%q: ok %v; want %v", v, ok, want)
+		}
+		if ok && (string(got) != strings.Join(digits, ",") || n != len(digits)) {
+			t.Fatalf("%q: %q, %d; want %q, %d", v, got, n, strings.Join(digits, ","), len(digits))
+		}
+	})
 }
