@@ -11,8 +11,8 @@
 // needed, is read at its stored offset, its CRC checked, in chunks sorted
 // by file and offset. Exactly once: before deciding anything every stage
 // file of the dataset is indexed to its end and a torn last line of an
-// output is cut; records are written in one write and fsync every 16 MiB
-// (exclusions with them once they are 4 MiB, and at the end), then
+// output is cut; records are written in one write and fsync every 8 MiB
+// (exclusions with them once they are 2 MiB, and at the end), then
 // indexed from the bytes written. So whatever the moment of a crash, the
 // next run leaves one record or one exclusion per answer.
 //

@@ -1,13 +1,16 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"gendex/ingest"
@@ -25,7 +28,7 @@ type Config struct {
 	// leaves such answers for a run with one.
 	Tokenizer Tokenizer
 	// FlushBytes is how much is buffered before one write and fsync of
-	// tokenized.jsonl (default 16 MiB; of excluded.jsonl once a quarter of
+	// tokenized.jsonl (default 8 MiB; of excluded.jsonl once a quarter of
 	// it is exclusions); ChunkSize how many answers are read, sorted
 	// by file and offset, at a time (default 65,536).
 	FlushBytes int
@@ -127,7 +130,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
 	if c.FlushBytes <= 0 {
-		c.FlushBytes = 16 << 20
+		c.FlushBytes = 8 << 20
 	}
 	if c.ChunkSize <= 0 {
 		c.ChunkSize = 65536
@@ -217,11 +220,11 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			break
 		}
 		es := chunk[:n]
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].rec.File != es[j].rec.File {
-				return es[i].rec.File < es[j].rec.File
+		slices.SortFunc(es, func(a, b entry) int {
+			if c := cmp.Compare(a.rec.File, b.rec.File); c != 0 {
+				return c
 			}
-			return es[i].rec.Offset < es[j].rec.Offset
+			return cmp.Compare(a.rec.Offset, b.rec.Offset)
 		})
 		for i := range es {
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
@@ -276,29 +279,45 @@ func (x *Exporter) decideEntry(ctx context.Context, e *entry, read reader, dst [
 	}
 	// The answer's line is valid until the next read of its file; the
 	// prompt lives in another file, with its own reader.
-	var promptErr error
-	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst}
-	j.prompt = func() (*prompt, string, leftWhy, bool) {
-		if !e.hasPrompt {
-			return nil, "", leftNoPrompt, false
-		}
-		pl, ppath, err := read(&e.prompt)
-		if err != nil {
-			promptErr = err
-			return nil, "", leftBadPrompt, false
-		}
-		where := fmt.Sprintf("%s:%d", filepath.Base(ppath), e.prompt.Line)
-		p, err := parsePrompt(pl)
-		if err != nil {
-			return nil, fmt.Sprintf("%s:%d: %v", ppath, e.prompt.Line, err), leftBadPrompt, false
-		}
-		return p, where, 0, true
-	}
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst, entry: e, read: read}
 	o, err = x.decide(ctx, j)
-	if promptErr != nil {
-		return o, len(line), promptErr
+	if j.promptErr != nil {
+		return o, len(line), j.promptErr
 	}
 	return o, len(line), err
+}
+
+// prompt reads and parses the answer's prompt; else it says why not, and
+// where is what is wrong with a bad prompt line.
+func (j *job) prompt() (p *prompt, where place, why leftWhy, ok bool) {
+	e := j.entry
+	if !e.hasPrompt {
+		return nil, place{}, leftNoPrompt, false
+	}
+	pl, ppath, err := j.read(&e.prompt)
+	if err != nil {
+		j.promptErr = err
+		return nil, place{}, leftBadPrompt, false
+	}
+	if err := j.p.parse(pl); err != nil {
+		return nil, place{note: fmt.Sprintf("%s:%d: %v", ppath, e.prompt.Line, err)}, leftBadPrompt, false
+	}
+	return &j.p, place{path: ppath, line: e.prompt.Line}, 0, true
+}
+
+// place is a prompt's file:line (the file's base name), made into text
+// only when a message needs it; or, when note is set, that note.
+type place struct {
+	path string
+	line int64
+	note string
+}
+
+func (p place) String() string {
+	if p.note != "" || p.path == "" {
+		return p.note
+	}
+	return filepath.Base(p.path) + ":" + strconv.FormatInt(p.line, 10)
 }
 
 // one decides one answer and buffers its record or exclusion.

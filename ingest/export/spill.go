@@ -28,6 +28,7 @@ type spill struct {
 	r   *bufio.Reader
 	n   int
 	buf []byte
+	sum [4]byte
 }
 
 func newSpill() (*spill, error) {
@@ -92,9 +93,8 @@ func (s *spill) readRec(r *store.Record) error {
 	r.Offset = int64(s.uvarint())
 	r.Length = int64(s.uvarint())
 	r.Line = int64(s.uvarint())
-	var sum [4]byte
-	_, err := io.ReadFull(s.r, sum[:])
-	r.Sum = binary.BigEndian.Uint32(sum[:])
+	_, err := io.ReadFull(s.r, s.sum[:])
+	r.Sum = binary.BigEndian.Uint32(s.sum[:])
 	return err
 }
 
@@ -106,6 +106,25 @@ func (s *spill) str() (string, error) {
 	b := s.buf[:n]
 	_, err := io.ReadFull(s.r, b)
 	return string(b), err
+}
+
+// finishes are the common finish reasons, read without a new string each.
+var finishes = map[string]string{"": "", "stop": "stop", "length": "length", "abort": "abort", "eos": "eos"}
+
+// finish reads a finish reason.
+func (s *spill) finish() (string, error) {
+	n := s.uvarint()
+	if cap(s.buf) < int(n) {
+		s.buf = make([]byte, n)
+	}
+	b := s.buf[:n]
+	if _, err := io.ReadFull(s.r, b); err != nil {
+		return "", err
+	}
+	if f, ok := finishes[string(b)]; ok {
+		return f, nil
+	}
+	return string(b), nil
 }
 
 // next reads up to len(dst) entries into dst and returns how many.
@@ -127,7 +146,7 @@ func (s *spill) next(dst []entry) (int, error) {
 		pt, _ := binary.ReadVarint(s.r)
 		ct, _ := binary.ReadVarint(s.r)
 		e.rec.PromptTokens, e.rec.CompletionTokens = pt, ct
-		if e.rec.Finish, err = s.str(); err != nil {
+		if e.rec.Finish, err = s.finish(); err != nil {
 			return i, err
 		}
 		flag, err := s.r.ReadByte()
