@@ -121,16 +121,12 @@ func indexWrittenOnce(t *testing.T, seed uint64) {
 			continue
 		}
 		for _, w := range pending {
-			if _, err := inc.IndexWritten(t.Context(), src, w.data, w.at); err != nil {
-				t.Fatal(err)
-			}
+			indexWritten(t, rng, inc, src, w)
 		}
 		pending = pending[:0]
 	}
 	for _, w := range pending {
-		if _, err := inc.IndexWritten(t.Context(), src, w.data, w.at); err != nil {
-			t.Fatal(err)
-		}
+		indexWritten(t, rng, inc, src, w)
 	}
 	if _, err := inc.IndexFile(t.Context(), src); err != nil {
 		t.Fatal(err)
@@ -142,6 +138,24 @@ func indexWrittenOnce(t *testing.T, seed uint64) {
 	got, want := indexDump(t, inc.DB, src), indexDump(t, fresh.DB, src)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s stage, %d lines: the index built from the writes differs from a fresh one:\n got %+v\nwant %+v", stage, line, got, want)
+	}
+}
+
+// indexWritten indexes w with IndexWritten: with its lines parsed ahead
+// (in another goroutine), or parsed ahead at a wrong offset, or not.
+func indexWritten(t *testing.T, rng *rand.Rand, ix *Indexer, src Source, w written) {
+	t.Helper()
+	var p *Parsed
+	switch rng.IntN(4) {
+	case 0, 1:
+		done := make(chan *Parsed)
+		go func() { done <- ix.ParseWritten(src, w.data, w.at) }()
+		p = <-done
+	case 2:
+		p = ix.ParseWritten(src, w.data, w.at+1)
+	}
+	if _, err := ix.IndexWritten(t.Context(), src, w.data, w.at, p); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -201,11 +215,11 @@ func TestIndexWrittenUsesTheBytesGiven(t *testing.T) {
 	first, second := `{"id":"a","input_ids":[1]}`+"\n", `{"id":"b","input_ids":[2]}`+"\n"
 	os.WriteFile(src.Path, []byte(first+second), 0o644)
 	// The index has not read the file: the bytes given at 0 are used.
-	if _, err := ix.IndexWritten(t.Context(), src, []byte(`{"id":"x","input_ids":[1]}`+"\n"), 0); err != nil {
+	if _, err := ix.IndexWritten(t.Context(), src, []byte(`{"id":"x","input_ids":[1]}`+"\n"), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Not where the index stopped: the file is read.
-	if _, err := ix.IndexWritten(t.Context(), src, []byte(`{"id":"y","input_ids":[2]}`+"\n"), 5); err != nil {
+	if _, err := ix.IndexWritten(t.Context(), src, []byte(`{"id":"y","input_ids":[2]}`+"\n"), 5, nil); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

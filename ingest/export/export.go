@@ -159,6 +159,9 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
 	}
+	if fi, err := out.tok.Stat(); err == nil {
+		out.tokEnd = fi.Size()
+	}
 	todo, paths, err := x.todo(d.Name)
 	if err != nil {
 		return res, err

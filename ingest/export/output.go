@@ -22,6 +22,9 @@ type outputs struct {
 	tok, exc       *os.File
 	tokSrc, excSrc ingest.Source
 	tokBuf, excBuf []byte
+	// tokEnd is where the next write of tok is expected to start (a
+	// guess: the writer finds out where it did).
+	tokEnd int64
 
 	free    chan *batch // empty batches, for flush
 	toWrite chan *batch // nil: the pipeline is not running
@@ -31,10 +34,12 @@ type outputs struct {
 }
 
 // batch is one flush's records and exclusions, and, once written, the
-// file offsets they were written at.
+// file offsets they were written at; parsed gets the records parsed for
+// the index meanwhile (see ingest.Indexer.ParseWritten).
 type batch struct {
 	tok, exc     []byte
 	tokAt, excAt int64
+	parsed       chan *ingest.Parsed
 }
 
 // numBatches is how many flushes may be written or indexed while the next
@@ -46,7 +51,7 @@ const numBatches = 2
 func (x *Exporter) start(o *outputs, size int) {
 	o.free = make(chan *batch, numBatches)
 	for range numBatches {
-		o.free <- &batch{tok: make([]byte, 0, size)}
+		o.free <- &batch{tok: make([]byte, 0, size), parsed: make(chan *ingest.Parsed, 1)}
 	}
 	toWrite, toIndex := make(chan *batch, numBatches), make(chan *batch, numBatches)
 	o.toWrite, o.done = toWrite, make(chan struct{})
@@ -78,8 +83,12 @@ func (x *Exporter) start(o *outputs, size int) {
 	}()
 }
 
-// give puts b back among the free batches.
+// give puts b back among the free batches, once its records are no
+// longer being parsed.
 func (o *outputs) give(b *batch) {
+	if len(b.tok) > 0 {
+		<-b.parsed
+	}
 	b.tok, b.exc = b.tok[:0], b.exc[:0]
 	o.free <- b
 }
@@ -128,6 +137,13 @@ func (x *Exporter) flush(out *outputs, last bool) error {
 	if exc {
 		b.exc, out.excBuf = out.excBuf, b.exc
 	}
+	if len(b.tok) > 0 {
+		// The records are parsed for the index while they are written
+		// (and while the batch before is indexed).
+		at := out.tokEnd
+		out.tokEnd += int64(len(b.tok))
+		go func() { b.parsed <- x.Ix.ParseWritten(out.tokSrc, b.tok, at) }()
+	}
 	out.toWrite <- b
 	return nil
 }
@@ -162,12 +178,14 @@ func (o *outputs) write(b *batch) error {
 // indexWritten indexes a written batch from its bytes.
 func (x *Exporter) indexWritten(o *outputs, b *batch) error {
 	if len(b.tok) > 0 {
-		if _, err := x.Ix.IndexWritten(context.Background(), o.tokSrc, b.tok, b.tokAt); err != nil {
+		p := <-b.parsed
+		b.parsed <- nil // for give
+		if _, err := x.Ix.IndexWritten(context.Background(), o.tokSrc, b.tok, b.tokAt, p); err != nil {
 			return err
 		}
 	}
 	if len(b.exc) > 0 {
-		if _, err := x.Ix.IndexWritten(context.Background(), o.excSrc, b.exc, b.excAt); err != nil {
+		if _, err := x.Ix.IndexWritten(context.Background(), o.excSrc, b.exc, b.excAt, nil); err != nil {
 			return err
 		}
 	}
