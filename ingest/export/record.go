@@ -86,11 +86,11 @@ func exclude(reason, format string, a ...any) outcome {
 
 // job is one answer to decide, with what it needs.
 type job struct {
-	id     string
-	rec    *store.Record
-	line   []byte
-	path   string                                  // the answer's file
-	dst    []byte // the record is appended to this
+	id   string
+	rec  *store.Record
+	line []byte
+	path string // the answer's file
+	dst  []byte // the record is appended to this
 	// What prompt reads the prompt with, and into.
 	entry     *entry
 	read      reader
