@@ -213,6 +213,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return line, lr.path, err
 	}
 	chunk := make([]entry, c.ChunkSize)
+	var keys []placeKey
 	done, lastLog := 0, c.Now()
 	for {
 		n, err := todo.next(chunk)
@@ -223,12 +224,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			break
 		}
 		es := chunk[:n]
-		slices.SortFunc(es, func(a, b entry) int {
-			if c := cmp.Compare(a.rec.File, b.rec.File); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.rec.Offset, b.rec.Offset)
-		})
+		keys = sortByPlace(es, keys)
 		for i := range es {
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
@@ -260,6 +256,48 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 	}
 	return res, finish()
+}
+
+// placeKey is an entry's answer's file and offset, and the entry's index.
+type placeKey struct {
+	file   uint32
+	i      int32
+	offset int64
+}
+
+// sortByPlace sorts es by their answers' files and offsets: it sorts small
+// keys, then moves each entry once (an entry is large). keys is reused.
+func sortByPlace(es []entry, keys []placeKey) []placeKey {
+	keys = keys[:0]
+	for i := range es {
+		keys = append(keys, placeKey{es[i].rec.File, int32(i), es[i].rec.Offset})
+	}
+	slices.SortFunc(keys, func(a, b placeKey) int {
+		if c := cmp.Compare(a.file, b.file); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.offset, b.offset)
+	})
+	// Position j takes es[keys[j].i]: follow each cycle of the
+	// permutation, marking the keys done with i = -1.
+	for j := range keys {
+		if keys[j].i < 0 || int(keys[j].i) == j {
+			continue
+		}
+		tmp := es[j]
+		at := j
+		for {
+			from := int(keys[at].i)
+			keys[at].i = -1
+			if from == j {
+				es[at] = tmp
+				break
+			}
+			es[at] = es[from]
+			at = from
+		}
+	}
+	return keys
 }
 
 func sum(m map[string]int) int {

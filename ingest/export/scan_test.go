@@ -3,7 +3,9 @@ package export
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -122,4 +124,32 @@ func FuzzAppendIDs(f *testing.F) {
 			t.Fatalf("%q: %q, %d; want %q, %d", v, got, n, strings.Join(digits, ","), len(digits))
 		}
 	})
+}
+
+// TestSortByPlace: entries end in file and offset order, each once.
+func TestSortByPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var keys []placeKey
+	for n := range 300 {
+		es := make([]entry, n)
+		offsets := rng.Perm(n) // a file's offsets are distinct
+		for i := range es {
+			es[i].rec.File = uint32(rng.IntN(3))
+			es[i].rec.Offset = int64(offsets[i])
+			es[i].id = fmt.Sprint(es[i].rec.File, "/", es[i].rec.Offset)
+		}
+		want := slices.Clone(es)
+		slices.SortFunc(want, func(a, b entry) int {
+			if a.rec.File != b.rec.File {
+				return int(a.rec.File) - int(b.rec.File)
+			}
+			return int(a.rec.Offset - b.rec.Offset)
+		})
+		keys = sortByPlace(es, keys)
+		for i := range es {
+			if es[i].id != want[i].id || es[i].rec != want[i].rec {
+				t.Fatalf("n %d: entry %d is %s; want %s", n, i, es[i].id, want[i].id)
+			}
+		}
+	}
 }
