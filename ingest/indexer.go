@@ -453,15 +453,16 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	}()
 	if pre != nil {
 		free = make(chan *chunk, len(pre.chunks))
+		base := state.Lines // the lines before the parsed ones (commit moves state on)
 		go func() {
 			defer close(parsed)
 			for _, c := range pre.chunks {
-				c.lines += state.Lines
+				c.lines += base
 				for i := range c.recs {
-					c.recs[i].rec.Line += state.Lines
+					c.recs[i].rec.Line += base
 				}
 				for i := range c.problems {
-					c.problems[i].Line += state.Lines
+					c.problems[i].Line += base
 				}
 				if c.last {
 					c.eof = pre.end == eofAt
