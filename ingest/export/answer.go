@@ -195,14 +195,9 @@ var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "a
 
 var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
 
-// parsePrompt reads a prompt line ({"input_ids"}, {"text"}, {"messages"},
-// {"conversations"}; ShareGPT from/value and OpenAI content parts too).
-func parsePrompt(line []byte) (*prompt, error) {
-	p := &prompt{}
-	return p, p.parse(line)
-}
-
-// parse is parsePrompt into p.
+// parse reads a prompt line into p ({"input_ids"}, {"text"},
+// {"messages"}, {"conversations"}; ShareGPT from/value and OpenAI content
+// parts too).
 func (p *prompt) parse(line []byte) error {
 	*p = prompt{}
 	var o [4][]byte
