@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"gendex/store"
 )
 
 // TestAppendIDs: the vector fast path and the byte-by-byte check agree
@@ -151,5 +154,49 @@ func TestSortByPlace(t *testing.T) {
 				t.Fatalf("n %d: entry %d is %s; want %s", n, i, es[i].id, want[i].id)
 			}
 		}
+	}
+}
+
+// TestSpillRoundTrip: entries come back from the todo list's file as they
+// went in, ids of any length, with and without a prompt.
+func TestSpillRoundTrip(t *testing.T) {
+	sp, err := newSpill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	var want []entry
+	for i := range 3000 {
+		e := entry{id: strings.Repeat("x", rng.IntN(300)) + fmt.Sprint(i)}
+		e.rec = store.Record{File: uint32(rng.IntN(5)), Offset: rng.Int64N(1 << 45), Length: rng.Int64N(1 << 20), Line: rng.Int64N(1 << 30),
+			Sum: rng.Uint32(), PromptTokens: rng.Int64N(1<<20) - 1, CompletionTokens: rng.Int64N(1<<20) - 1,
+			Finish: []string{"", "stop", "length", "abort", "tool_calls", strings.Repeat("f", 200)}[rng.IntN(6)]}
+		if rng.IntN(3) > 0 {
+			e.hasPrompt = true
+			e.prompt = store.Record{File: uint32(rng.IntN(5)), Offset: rng.Int64N(1 << 45), Length: rng.Int64N(1 << 20), Line: rng.Int64N(1 << 30), Sum: rng.Uint32()}
+		}
+		if err := sp.add(&e); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e)
+	}
+	if err := sp.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	var got []entry
+	buf := make([]entry, 7)
+	for {
+		n, err := sp.next(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%d entries back, %d in; first differences elided", len(got), len(want))
 	}
 }
