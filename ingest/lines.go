@@ -15,8 +15,12 @@ type lineReader struct {
 	r    *bufio.Reader
 	long []byte // a line longer than the buffer, being assembled
 	off  int64  // offset of the next unread byte
-	// torn is the number of bytes after the last newline at EOF.
+	// torn is the number of bytes after the last newline at EOF; eof
+	// says the end reached is the file's end.
 	torn int
+	eof  bool
+	// mem, when r is nil, holds the bytes from off on (see memLineReader).
+	mem []byte
 }
 
 const readBuffer = 1 << 20
@@ -24,12 +28,22 @@ const readBuffer = 1 << 20
 func newLineReader(r io.Reader, off int64) *lineReader {
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(r)
-	return &lineReader{r: br, off: off}
+	return &lineReader{r: br, off: off, eof: true}
+}
+
+// memLineReader yields the lines of data, the bytes of a file from offset
+// off on, with no copy, as newLineReader would from a file of those bytes
+// from off. Its end is the file's end when off+len(data) == size.
+func memLineReader(data []byte, off, size int64) *lineReader {
+	return &lineReader{mem: data, off: off, eof: off+int64(len(data)) == size}
 }
 
 // release gives the reader's buffer back for the next lineReader; lr must
 // not be used after.
 func (lr *lineReader) release() {
+	if lr.r == nil {
+		return
+	}
 	lr.r.Reset(nil)
 	readers.Put(lr.r)
 	lr.r = nil
@@ -49,6 +63,9 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // unfinished last line.
 func (lr *lineReader) next() (line []byte, start int64, err error) {
 	start = lr.off
+	if lr.r == nil {
+		return lr.nextMem()
+	}
 	lr.long = lr.long[:0]
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
@@ -79,6 +96,26 @@ func (lr *lineReader) next() (line []byte, start int64, err error) {
 			return nil, start, err
 		}
 	}
+}
+
+// nextMem is next for a memLineReader.
+func (lr *lineReader) nextMem() (line []byte, start int64, err error) {
+	start = lr.off
+	i := bytes.IndexByte(lr.mem, '\n')
+	if i < 0 {
+		lr.torn = len(lr.mem)
+		return nil, start, io.EOF
+	}
+	line, lr.mem = lr.mem[:i], lr.mem[i+1:]
+	lr.off += int64(i) + 1
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	if start == 0 && bytes.HasPrefix(line, utf8BOM) {
+		line = line[len(utf8BOM):]
+		start = int64(len(utf8BOM))
+	}
+	return line, start, nil
 }
 
 // ReadLines calls fn for each complete line of r (as the indexer sees it:

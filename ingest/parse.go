@@ -1,11 +1,11 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"gendex/store"
@@ -16,6 +16,8 @@ type pending struct {
 	stage store.Stage
 	chunk bool // a stream chunk: merged with the file's earlier chunks of its id
 }
+
+var newline = []byte{'\n'}
 
 // chunk is one batch of parsed lines, committed in one transaction.
 // chunks recycles the parsed batches between IndexFile calls, so that a
@@ -33,22 +35,31 @@ type chunk struct {
 	err      error
 }
 
-// parseFile reads complete lines from off and sends them, parsed, in
-// chunks; the last chunk has last set (or err). It stops early when ctx is
-// done (sending what it has as the last chunk) or stop is closed.
-func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, lines int64, maxRecords int, maxBytes int64,
+// parseFile reads complete lines from lr (lines before them) and sends
+// them, parsed, in chunks; the last chunk has last set (or err). It stops
+// early when ctx is done (sending what it has as the last chunk) or stop
+// is closed. It releases lr.
+func parseFile(ctx context.Context, lr *lineReader, src Source, idPath IDPath, lines int64, maxRecords int, maxBytes int64,
 	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
 	defer close(out)
 	warned := false // the ServerID warning, once a read
-	lr := newLineReader(f, off)
 	defer lr.release()
+	// Lines in memory are counted first, so a batch does not grow its
+	// records one doubling at a time.
+	want := 0
+	if lr.r == nil {
+		want = min(bytes.Count(lr.mem, newline), maxRecords)
+	}
 	var c *chunk
-	var bytes int64
+	var size int64
 	next := func() bool {
 		select {
 		case c = <-free:
 			c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
-			bytes = 0
+			if cap(c.recs) < want {
+				c.recs = make([]pending, 0, want)
+			}
+			size = 0
 			return true
 		case <-stop:
 			return false
@@ -69,7 +80,7 @@ func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, 
 	for {
 		line, start, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			c.last, c.eof, c.torn = true, true, lr.torn
+			c.last, c.eof, c.torn = true, lr.eof, lr.torn
 			send()
 			return
 		}
@@ -79,11 +90,11 @@ func parseFile(ctx context.Context, f *os.File, src Source, idPath IDPath, off, 
 			return
 		}
 		lines++
-		bytes += int64(len(line)) + 1
+		size += int64(len(line)) + 1
 		if !isBlank(line) {
 			c.add(src, idPath, line, start, lines, &warned)
 		}
-		if len(c.recs) >= maxRecords || bytes >= maxBytes {
+		if len(c.recs) >= maxRecords || size >= maxBytes {
 			if ctx.Err() != nil {
 				c.last, c.torn = true, 0
 				send()

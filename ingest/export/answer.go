@@ -77,8 +77,8 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 			if err := getFields(v, answerKeys, to[:]); err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
-			t, err := readTurn(&to)
-			if err != nil {
+			var t turn
+			if err := t.read(&to, false); err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
 			a.turns = append(a.turns, t)
@@ -92,21 +92,23 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 		}
 		return a, nil
 	}
-	t, err := readTurn(&o)
-	if err != nil {
+	a := answer{turns: make([]turn, 1)}
+	t := &a.turns[0]
+	if err := t.read(&o, true); err != nil {
 		return answer{}, err
 	}
 	t.finish = rec.Finish
 	t.promptTokens, t.completionTokens = rec.PromptTokens, rec.CompletionTokens
-	return answer{turns: []turn{t}}, nil
+	return a, nil
 }
 
-// readTurn reads one answer object: gendex's flat line or SGLang's
+// read reads one answer object into t: gendex's flat line or SGLang's
 // /generate (output_ids, text), or OpenAI's choices[0] (message.content,
 // message.reasoning_content, or text), also inside a Batch line's
-// response.body.
-func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
-	t := turn{promptTokens: store.Unknown, completionTokens: store.Unknown}
+// response.body. A flat line's finish reason and counts are left for the
+// caller (the index record has them, read from any shape).
+func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
+	*t = turn{promptTokens: store.Unknown, completionTokens: store.Unknown}
 	if v := o[kOutputIDs]; !isNull(v) {
 		t.outputIDs = v
 	}
@@ -115,28 +117,30 @@ func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
 	}
 	if v := o[kText]; !isNull(v) {
 		if v[0] != '"' {
-			return t, errors.New(`"text" is not a string`)
+			return errors.New(`"text" is not a string`)
 		}
 		t.textRaw = v
 	}
 	if v := o[kReasoning]; !isNull(v) {
 		s, ok := str(v)
 		if !ok {
-			return t, errors.New(`"reasoning_content" is not a string`)
+			return errors.New(`"reasoning_content" is not a string`)
 		}
 		t.reasoning = s
 	}
-	if s, ok := str(o[kFinish]); ok {
-		t.finish = s
-	}
-	if n, ok := count(o[kPromptTokens]); ok {
-		t.promptTokens = n
-	}
-	if n, ok := count(o[kCompletionTokens]); ok {
-		t.completionTokens = n
+	if !flat {
+		if s, ok := str(o[kFinish]); ok {
+			t.finish = s
+		}
+		if n, ok := count(o[kPromptTokens]); ok {
+			t.promptTokens = n
+		}
+		if n, ok := count(o[kCompletionTokens]); ok {
+			t.completionTokens = n
+		}
 	}
 	if t.textRaw != nil {
-		return t, nil
+		return nil
 	}
 	var f [2][]byte
 	choices := o[kChoices]
@@ -148,7 +152,7 @@ func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
 		}
 	}
 	if isNull(choices) {
-		return t, nil
+		return nil
 	}
 	var first []byte
 	elements(choices, func(v []byte) error {
@@ -158,7 +162,7 @@ func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
 		return nil
 	})
 	if err := getFields(first, []string{"message", "text"}, f[:]); err != nil {
-		return t, fmt.Errorf(`"choices"[0]: %v`, err)
+		return fmt.Errorf(`"choices"[0]: %v`, err)
 	}
 	if s, ok := str(f[1]); ok {
 		t.text = &s
@@ -172,7 +176,7 @@ func readTurn(o *[nAnswerKeys][]byte) (turn, error) {
 			t.reasoning = s
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // message is one chat turn, in SpecForge's role/content form (with
@@ -191,14 +195,15 @@ var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "a
 
 var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
 
-// parsePrompt reads a prompt line ({"input_ids"}, {"text"}, {"messages"},
-// {"conversations"}; ShareGPT from/value and OpenAI content parts too).
-func parsePrompt(line []byte) (*prompt, error) {
+// parse reads a prompt line into p ({"input_ids"}, {"text"},
+// {"messages"}, {"conversations"}; ShareGPT from/value and OpenAI content
+// parts too).
+func (p *prompt) parse(line []byte) error {
+	*p = prompt{}
 	var o [4][]byte
 	if err := getFields(line, promptKeys, o[:]); err != nil {
-		return nil, err
+		return err
 	}
-	p := &prompt{}
 	turns := o[2]
 	if isNull(turns) {
 		turns = o[3]
@@ -209,7 +214,7 @@ func parsePrompt(line []byte) (*prompt, error) {
 	case !isNull(o[1]):
 		s, ok := str(o[1])
 		if !ok {
-			return nil, errors.New(`"text" is not a string`)
+			return errors.New(`"text" is not a string`)
 		}
 		p.text = &s
 	case !isNull(turns):
@@ -243,15 +248,15 @@ func parsePrompt(line []byte) (*prompt, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if p.userTurns() == 0 {
-			return nil, errors.New("no user turn")
+			return errors.New("no user turn")
 		}
 	default:
-		return nil, errors.New("none of input_ids, text, messages or conversations")
+		return errors.New("none of input_ids, text, messages or conversations")
 	}
-	return p, nil
+	return nil
 }
 
 // contentText reads a message content: a string, or OpenAI's list of

@@ -11,9 +11,10 @@
 // needed, is read at its stored offset, its CRC checked, in chunks sorted
 // by file and offset. Exactly once: before deciding anything every stage
 // file of the dataset is indexed to its end and a torn last line of an
-// output is cut; records are written in one write and fsync per file
-// every 4 MiB, then indexed. So whatever the moment of a crash, the next
-// run leaves one record or one exclusion per answer.
+// output is cut; records are written in one write and fsync every 8 MiB
+// (exclusions with them once they are 2 MiB, and at the end), then
+// indexed from the bytes written. So whatever the moment of a crash, the
+// next run leaves one record or one exclusion per answer.
 //
 // Answers that cannot be decided yet are left, not excluded: a prompt not
 // in the index, or, for the ids format, prompt ids that only a server's

@@ -1,13 +1,16 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"gendex/ingest"
@@ -24,8 +27,9 @@ type Config struct {
 	// answer (prompt_ids) nor the prompt (input_ids) has their ids; nil
 	// leaves such answers for a run with one.
 	Tokenizer Tokenizer
-	// FlushBytes is how much is buffered before one write and fsync of each
-	// output (default 4 MiB); ChunkSize how many answers are read, sorted
+	// FlushBytes is how much is buffered before one write and fsync of
+	// tokenized.jsonl (default 8 MiB; of excluded.jsonl once a quarter of
+	// it is exclusions); ChunkSize how many answers are read, sorted
 	// by file and offset, at a time (default 65,536).
 	FlushBytes int
 	ChunkSize  int
@@ -117,8 +121,8 @@ type Exporter struct {
 
 // Export writes a record or an exclusion for every answer of d that has
 // neither, and indexes them. The crash protocol: every FlushBytes, one
-// write and fsync of tokenized.jsonl, then of excluded.jsonl, then both are
-// indexed; the next run first indexes both to their ends and cuts a torn
+// write and fsync of tokenized.jsonl, then (see flush) of excluded.jsonl,
+// then both are indexed; the next run first indexes both to their ends and cuts a torn
 // last line, so whatever the moment of a crash, each answer ends with
 // exactly one record or one exclusion. When ctx is done it stops after
 // writing what it has decided and returns ctx.Err().
@@ -126,7 +130,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
 	if c.FlushBytes <= 0 {
-		c.FlushBytes = 4 << 20
+		c.FlushBytes = 8 << 20
 	}
 	if c.ChunkSize <= 0 {
 		c.ChunkSize = 65536
@@ -142,7 +146,6 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
 	}
 	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
-	out.spareTok = make([]byte, 0, c.FlushBytes+1<<20)
 	var err error
 	if out.tok, err = openOutput(out.tokSrc.Path); err != nil {
 		return res, err
@@ -152,9 +155,12 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return res, err
 	}
 	defer out.exc.Close()
-	defer func() { out.wait(); out.stopIndexer() }() // before the files close
+	defer out.stop() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
+	}
+	if fi, err := out.tok.Stat(); err == nil {
+		out.tokEnd = fi.Size()
 	}
 	todo, paths, err := x.todo(d.Name)
 	if err != nil {
@@ -168,7 +174,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	if err := todo.rewind(); err != nil {
 		return res, err
 	}
-	x.startIndexer(out)
+	x.start(out, c.FlushBytes+1<<20)
 	var prefetch *cachedTokenizer
 	if c.Format == IDs && c.Tokenizer != nil {
 		prefetch = &cachedTokenizer{t: c.Tokenizer}
@@ -177,10 +183,10 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	// finish writes what is decided and indexes it all.
 	finish := func() error {
-		if err := x.flush(out); err != nil {
+		if err := x.flush(out, true); err != nil {
 			return err
 		}
-		if err := errors.Join(out.wait(), out.stopIndexer()); err != nil {
+		if err := out.stop(); err != nil {
 			return err
 		}
 		return x.index(out)
@@ -207,6 +213,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		return line, lr.path, err
 	}
 	chunk := make([]entry, c.ChunkSize)
+	var keys []placeKey
 	done, lastLog := 0, c.Now()
 	for {
 		n, err := todo.next(chunk)
@@ -217,12 +224,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			break
 		}
 		es := chunk[:n]
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].rec.File != es[j].rec.File {
-				return es[i].rec.File < es[j].rec.File
-			}
-			return es[i].rec.Offset < es[j].rec.Offset
-		})
+		keys = sortByPlace(es, keys)
 		for i := range es {
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
@@ -239,7 +241,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 				return res, err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
-				if err := x.flush(out); err != nil {
+				if err := x.flush(out, false); err != nil {
 					return res, err
 				}
 			}
@@ -254,6 +256,48 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 	}
 	return res, finish()
+}
+
+// placeKey is an entry's answer's file and offset, and the entry's index.
+type placeKey struct {
+	file   uint32
+	i      int32
+	offset int64
+}
+
+// sortByPlace sorts es by their answers' files and offsets: it sorts small
+// keys, then moves each entry once (an entry is large). keys is reused.
+func sortByPlace(es []entry, keys []placeKey) []placeKey {
+	keys = keys[:0]
+	for i := range es {
+		keys = append(keys, placeKey{es[i].rec.File, int32(i), es[i].rec.Offset})
+	}
+	slices.SortFunc(keys, func(a, b placeKey) int {
+		if c := cmp.Compare(a.file, b.file); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.offset, b.offset)
+	})
+	// Position j takes es[keys[j].i]: follow each cycle of the
+	// permutation, marking the keys done with i = -1.
+	for j := range keys {
+		if keys[j].i < 0 || int(keys[j].i) == j {
+			continue
+		}
+		tmp := es[j]
+		at := j
+		for {
+			from := int(keys[at].i)
+			keys[at].i = -1
+			if from == j {
+				es[at] = tmp
+				break
+			}
+			es[at] = es[from]
+			at = from
+		}
+	}
+	return keys
 }
 
 func sum(m map[string]int) int {
@@ -276,29 +320,45 @@ func (x *Exporter) decideEntry(ctx context.Context, e *entry, read reader, dst [
 	}
 	// The answer's line is valid until the next read of its file; the
 	// prompt lives in another file, with its own reader.
-	var promptErr error
-	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst}
-	j.prompt = func() (*prompt, string, leftWhy, bool) {
-		if !e.hasPrompt {
-			return nil, "", leftNoPrompt, false
-		}
-		pl, ppath, err := read(&e.prompt)
-		if err != nil {
-			promptErr = err
-			return nil, "", leftBadPrompt, false
-		}
-		where := fmt.Sprintf("%s:%d", filepath.Base(ppath), e.prompt.Line)
-		p, err := parsePrompt(pl)
-		if err != nil {
-			return nil, fmt.Sprintf("%s:%d: %v", ppath, e.prompt.Line, err), leftBadPrompt, false
-		}
-		return p, where, 0, true
-	}
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst, entry: e, read: read}
 	o, err = x.decide(ctx, j)
-	if promptErr != nil {
-		return o, len(line), promptErr
+	if j.promptErr != nil {
+		return o, len(line), j.promptErr
 	}
 	return o, len(line), err
+}
+
+// prompt reads and parses the answer's prompt; else it says why not, and
+// where is what is wrong with a bad prompt line.
+func (j *job) prompt() (p *prompt, where place, why leftWhy, ok bool) {
+	e := j.entry
+	if !e.hasPrompt {
+		return nil, place{}, leftNoPrompt, false
+	}
+	pl, ppath, err := j.read(&e.prompt)
+	if err != nil {
+		j.promptErr = err
+		return nil, place{}, leftBadPrompt, false
+	}
+	if err := j.p.parse(pl); err != nil {
+		return nil, place{note: fmt.Sprintf("%s:%d: %v", ppath, e.prompt.Line, err)}, leftBadPrompt, false
+	}
+	return &j.p, place{path: ppath, line: e.prompt.Line}, 0, true
+}
+
+// place is a prompt's file:line (the file's base name), made into text
+// only when a message needs it; or, when note is set, that note.
+type place struct {
+	path string
+	line int64
+	note string
+}
+
+func (p place) String() string {
+	if p.note != "" || p.path == "" {
+		return p.note
+	}
+	return filepath.Base(p.path) + ":" + strconv.FormatInt(p.line, 10)
 }
 
 // one decides one answer and buffers its record or exclusion.

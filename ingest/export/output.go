@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -10,117 +11,193 @@ import (
 	"gendex/ingest"
 )
 
-// outputs are a dataset's two output files, open and locked.
+// outputs are a dataset's two output files, open and locked, and the
+// pipeline that writes and indexes them: the decider fills tokBuf and
+// excBuf; flush hands them, as a batch, to the writer goroutine, which
+// writes and fsyncs them and hands them to the indexer goroutine, which
+// indexes them from memory (ingest.Indexer.IndexWritten: they are not
+// read back) and gives the batch back for a later flush. Batches go
+// through in order; at most numBatches are written or indexed at once.
 type outputs struct {
 	tok, exc       *os.File
 	tokSrc, excSrc ingest.Source
 	tokBuf, excBuf []byte
-	// The flush in progress (nil: none) and the buffers it writes, reused
-	// by the flush after it.
-	pending            chan error
-	spareTok, spareExc []byte
-	// The indexer goroutine indexes both files after each write, while the
-	// next write goes on: a write signals indexNow (coalesced); indexDone
-	// gets its first error when indexNow is closed.
-	indexNow  chan struct{}
-	indexDone chan error
-	mu        sync.Mutex
-	indexErr  error
+	// tokEnd is where the next write of tok is expected to start (a
+	// guess: the writer finds out where it did).
+	tokEnd int64
+
+	free    chan *batch // empty batches, for flush
+	toWrite chan *batch // nil: the pipeline is not running
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // the first error of the writer or the indexer
 }
 
-// startIndexer starts the goroutine that indexes the outputs after writes.
-func (x *Exporter) startIndexer(o *outputs) {
-	now, done := make(chan struct{}, 1), make(chan error, 1)
-	o.indexNow, o.indexDone = now, done
+// batch is one flush's records and exclusions, and, once written, the
+// file offsets they were written at; parsed gets the records parsed for
+// the index meanwhile (see ingest.Indexer.ParseWritten).
+type batch struct {
+	tok, exc     []byte
+	tokAt, excAt int64
+	parsed       chan *ingest.Parsed
+}
+
+// numBatches is how many flushes may be written or indexed while the next
+// one is decided: the writer's and the indexer's.
+const numBatches = 2
+
+// start starts the writer and the indexer goroutines, with batches of
+// capacity size.
+func (x *Exporter) start(o *outputs, size int) {
+	o.free = make(chan *batch, numBatches)
+	for range numBatches {
+		o.free <- &batch{tok: make([]byte, 0, size), parsed: make(chan *ingest.Parsed, 1)}
+	}
+	toWrite, toIndex := make(chan *batch, numBatches), make(chan *batch, numBatches)
+	o.toWrite, o.done = toWrite, make(chan struct{})
 	go func() {
-		var first error
-		for range now {
-			if first == nil {
-				if first = x.index(o); first != nil {
-					o.mu.Lock()
-					o.indexErr = first
-					o.mu.Unlock()
+		defer close(toIndex)
+		for b := range toWrite {
+			if o.failed() == nil {
+				if err := o.write(b); err != nil {
+					o.fail(err)
+				} else {
+					toIndex <- b
+					continue
 				}
 			}
+			o.give(b)
 		}
-		done <- first
+	}()
+	done := o.done
+	go func() {
+		defer close(done)
+		for b := range toIndex {
+			if o.failed() == nil {
+				if err := x.indexWritten(o, b); err != nil {
+					o.fail(err)
+				}
+			}
+			o.give(b)
+		}
 	}()
 }
 
-// stopIndexer ends the indexer goroutine (after the last write: see
-// wait) and returns its first error.
-func (o *outputs) stopIndexer() error {
-	if o.indexNow == nil {
-		return nil
+// give puts b back among the free batches, once its records are no
+// longer being parsed.
+func (o *outputs) give(b *batch) {
+	if len(b.tok) > 0 {
+		<-b.parsed
 	}
-	close(o.indexNow)
-	o.indexNow = nil
-	return <-o.indexDone
+	b.tok, b.exc = b.tok[:0], b.exc[:0]
+	o.free <- b
 }
 
-// index indexes both outputs to their ends (a line being written is left
-// for the next call: the indexer never indexes half a line).
-func (x *Exporter) index(o *outputs) error {
-	for _, src := range []ingest.Source{o.tokSrc, o.excSrc} {
-		if _, err := x.Ix.IndexFile(context.Background(), src); err != nil {
+func (o *outputs) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func (o *outputs) failed() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// stop waits for the batches handed over to be written and indexed, ends
+// the goroutines and returns the first error.
+func (o *outputs) stop() error {
+	if o.toWrite == nil {
+		return nil
+	}
+	close(o.toWrite)
+	o.toWrite = nil
+	<-o.done
+	return o.failed()
+}
+
+// flush hands the buffered records and exclusions to the writer (see
+// write), so the next ones are decided meanwhile, and takes empty buffers
+// for them; it waits for a free batch when numBatches are in flight.
+// Exclusions, usually few, wait for the last flush or for a quarter of
+// FlushBytes: each write of a file is an fsync and each indexing a commit.
+func (x *Exporter) flush(out *outputs, last bool) error {
+	if err := out.failed(); err != nil {
+		return err
+	}
+	exc := last || len(out.excBuf) >= x.FlushBytes/4
+	if len(out.tokBuf) == 0 && (!exc || len(out.excBuf) == 0) {
+		return nil
+	}
+	b := <-out.free
+	b.tok, out.tokBuf = out.tokBuf, b.tok
+	if exc {
+		b.exc, out.excBuf = out.excBuf, b.exc
+	}
+	if len(b.tok) > 0 {
+		// The records are parsed for the index while they are written
+		// (and while the batch before is indexed).
+		at := out.tokEnd
+		out.tokEnd += int64(len(b.tok))
+		go func() { b.parsed <- x.Ix.ParseWritten(out.tokSrc, b.tok, at) }()
+	}
+	out.toWrite <- b
+	return nil
+}
+
+// write writes and fsyncs the records, then the exclusions, and notes
+// where each was written: the file's end after the write, less its size
+// (the files are opened for appending).
+func (o *outputs) write(b *batch) error {
+	for _, w := range []struct {
+		f   *os.File
+		buf []byte
+		at  *int64
+	}{{o.tok, b.tok, &b.tokAt}, {o.exc, b.exc, &b.excAt}} {
+		if len(w.buf) == 0 {
+			continue
+		}
+		if _, err := w.f.Write(w.buf); err != nil {
+			return fmt.Errorf("writing %s: %w (the answers not written are exported on the next run)", w.f.Name(), err)
+		}
+		end, err := w.f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
+		*w.at = end - int64(len(w.buf))
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", w.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// indexWritten indexes a written batch from its bytes.
+func (x *Exporter) indexWritten(o *outputs, b *batch) error {
+	if len(b.tok) > 0 {
+		p := <-b.parsed
+		b.parsed <- nil // for give
+		if _, err := x.Ix.IndexWritten(context.Background(), o.tokSrc, b.tok, b.tokAt, p); err != nil {
+			return err
+		}
+	}
+	if len(b.exc) > 0 {
+		if _, err := x.Ix.IndexWritten(context.Background(), o.excSrc, b.exc, b.excAt, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// wait waits for the flush in progress, if any, and returns its error.
-func (o *outputs) wait() error {
-	if o.pending == nil {
-		return nil
-	}
-	err := <-o.pending
-	o.pending = nil
-	return err
-}
-
-// flush hands the buffered records and exclusions to a goroutine that
-// writes them (see write), so the next ones are decided meanwhile. It
-// first waits for the flush before it: flushes happen one after another,
-// in order.
-func (x *Exporter) flush(out *outputs) error {
-	if err := out.wait(); err != nil {
-		return err
-	}
-	out.mu.Lock()
-	err := out.indexErr
-	out.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	tok, exc := out.tokBuf, out.excBuf
-	out.tokBuf, out.excBuf = out.spareTok[:0], out.spareExc[:0]
-	out.spareTok, out.spareExc = tok, exc
-	out.pending = make(chan error, 1)
-	go func() { out.pending <- x.write(out, tok, exc) }()
-	return nil
-}
-
-// write writes and fsyncs the records, then the exclusions, then has the
-// indexer index both files.
-func (x *Exporter) write(out *outputs, tok, exc []byte) error {
-	for _, o := range []struct {
-		f   *os.File
-		buf []byte
-	}{{out.tok, tok}, {out.exc, exc}} {
-		if len(o.buf) == 0 {
-			continue
+// index indexes both outputs to their ends, from the files.
+func (x *Exporter) index(o *outputs) error {
+	for _, src := range []ingest.Source{o.tokSrc, o.excSrc} {
+		if _, err := x.Ix.IndexFile(context.Background(), src); err != nil {
+			return err
 		}
-		if _, err := o.f.Write(o.buf); err != nil {
-			return fmt.Errorf("writing %s: %w (the answers not written are exported on the next run)", o.f.Name(), err)
-		}
-		if err := o.f.Sync(); err != nil {
-			return fmt.Errorf("syncing %s: %w", o.f.Name(), err)
-		}
-	}
-	select {
-	case out.indexNow <- struct{}{}:
-	default: // the indexer has a call to make already
 	}
 	return nil
 }

@@ -86,12 +86,16 @@ func exclude(reason, format string, a ...any) outcome {
 
 // job is one answer to decide, with what it needs.
 type job struct {
-	id     string
-	rec    *store.Record
-	line   []byte
-	path   string                                  // the answer's file
-	prompt func() (*prompt, string, leftWhy, bool) // the prompt; else where it is and why it is missing
-	dst    []byte                                  // the record is appended to this
+	id   string
+	rec  *store.Record
+	line []byte
+	path string // the answer's file
+	dst  []byte // the record is appended to this
+	// What prompt reads the prompt with, and into.
+	entry     *entry
+	read      reader
+	p         prompt
+	promptErr error // a read error: it stops the run
 }
 
 // where is the answer's file:line.
@@ -145,7 +149,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	}
 	p, where, why, ok := j.prompt()
 	if !ok {
-		return outcome{left: true, why: why, note: where}, nil
+		return outcome{left: true, why: why, note: where.String()}, nil
 	}
 	if p.ids != nil {
 		return exclude(ReasonIDsPrompt, "the prompt (%s) is token ids (input_ids), not a conversation; export it with --format ids", where), nil
@@ -206,7 +210,7 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 	if promptIDs == nil {
 		p, where, why, ok := j.prompt()
 		if !ok {
-			return outcome{left: true, why: why, note: where}, nil
+			return outcome{left: true, why: why, note: where.String()}, nil
 		}
 		switch {
 		case p.ids != nil && !a.conversation:

@@ -2,8 +2,10 @@ package export
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"strconv"
 )
 
@@ -228,12 +230,14 @@ func count(v []byte) (int64, bool) {
 // returns how many it appended; ok is false (dst unchanged) when v is not
 // such an array.
 func appendIDs(dst, v []byte) (out []byte, n int, ok bool) {
-	if len(v) >= 2 && v[0] == '[' && v[len(v)-1] == ']' && onlyDigitsAndCommas(v[1:len(v)-1]) {
+	if len(v) >= 2 && v[0] == '[' && v[len(v)-1] == ']' {
 		inner := v[1 : len(v)-1]
 		if len(inner) == 0 {
 			return dst, 0, true
 		}
-		return append(dst, inner...), bytes.Count(inner, comma) + 1, true
+		if commas, ok := digitsAndCommas(inner); ok && inner[0] != ',' && inner[len(inner)-1] != ',' {
+			return append(dst, inner...), commas + 1, true
+		}
 	}
 	i := skipSpace(v, 0)
 	if i >= len(v) || v[i] != '[' {
@@ -274,23 +278,42 @@ func appendIDs(dst, v []byte) (out []byte, n int, ok bool) {
 	}
 }
 
-var comma = []byte{','}
-
-// onlyDigitsAndCommas reports, in vector scans, whether b (the inside of
-// a JSON array from a line that is valid JSON: every indexed line is)
-// holds nothing but numbers without sign, fraction or exponent, and
-// commas: then it is a list of non-negative integers, written without
-// spaces. A false answer sends the caller to the byte-by-byte check.
-func onlyDigitsAndCommas(b []byte) bool {
-	if len(b) > 0 && (b[0] == ',' || b[len(b)-1] == ',') {
-		return false
+// digitsAndCommas reports whether b holds nothing but ASCII digits and
+// commas, and counts the commas, eight bytes at a time. Inside a JSON
+// array from a line that is valid JSON (every indexed line is), such bytes
+// that neither start nor end with a comma are a list of non-negative
+// integers written without spaces, signs, fractions or exponents (valid
+// JSON has no empty element, and no leading zero but in 0 itself). A false
+// answer sends the caller to the byte-by-byte check.
+func digitsAndCommas(b []byte) (commas int, ok bool) {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	var bad uint64
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		// A byte of 0x80 or more is bad (bad collects the high bits of
+		// x). Below it, adding k < 0x80 to a byte cannot carry into the
+		// next byte: its high bit then says whether it is >= 0x80 - k.
+		y := x &^ highs
+		digit := (y + (0x80-'0')*ones) &^ (y + (0x80-'9'-1)*ones) & highs // '0' <= byte <= '9'
+		c := y ^ ','*ones                                                 // 0 where a comma is
+		comma := ^(c + 0x7f*ones) & highs                                 // byte == ','
+		bad |= x & highs
+		bad |= (digit | comma) ^ highs
+		commas += bits.OnesCount64(comma)
 	}
-	for _, c := range []byte(" \t\r\n\"[{.eE-+tfn") {
-		if bytes.IndexByte(b, c) >= 0 {
-			return false
+	for ; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == ',':
+			commas++
+		case c < '0' || c > '9':
+			return 0, false
 		}
 	}
-	return true
+	return commas, bad == 0
 }
 
 // parseIDs decodes a JSON array of non-negative integers.

@@ -1,8 +1,16 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"gendex/store"
 )
 
 // TestAppendIDs: the vector fast path and the byte-by-byte check agree
@@ -38,5 +46,157 @@ func TestSkipString(t *testing.T) {
 	}
 	if _, err := skipString([]byte(`"ab\"`), 0); err == nil {
 		t.Errorf("an unterminated string was accepted")
+	}
+}
+
+// TestDigitsAndCommas: the eight-bytes-at-a-time check agrees with a byte
+// by byte one on every byte value at every position of a word, and on
+// random strings of digits, commas and a few other bytes.
+func TestDigitsAndCommas(t *testing.T) {
+	ref := func(b []byte) (int, bool) {
+		n := 0
+		for _, c := range b {
+			switch {
+			case c == ',':
+				n++
+			case c < '0' || c > '9':
+				return 0, false
+			}
+		}
+		return n, true
+	}
+	check := func(b []byte) {
+		t.Helper()
+		n, ok := digitsAndCommas(b)
+		wn, wok := ref(b)
+		if ok != wok || (ok && n != wn) {
+			t.Fatalf("%q: %d, %v; want %d, %v", b, n, ok, wn, wok)
+		}
+	}
+	base := []byte("12,345,6789,0,12,3,45678,9")
+	for pos := range base {
+		for c := range 256 {
+			b := append([]byte(nil), base...)
+			b[pos] = byte(c)
+			check(b)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("0123456789,,,,0123456789 -.e\"\x80\xff/:+")
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			if rng.IntN(50) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = alphabet[rng.IntN(14)]
+			}
+		}
+		check(b)
+	}
+}
+
+// FuzzAppendIDs: appendIDs accepts exactly the JSON arrays of
+// non-negative integers that encoding/json reads as such (written with no
+// sign, fraction or exponent), and copies their digits.
+func FuzzAppendIDs(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, `[ 1 , 2 ]`, `[]`, `[0]`, `[1.5]`, `[-1]`, `[1e3]`, `[01]`, `[1,,2]`, `[,1]`, `[1,]`,
+		`[12345678,9]`, `[1,2,3,4,5,6,7,8,9,10,11,12,13]`, `[null]`, `["1"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) {
+			return // every array appendIDs meets is from a valid line
+		}
+		got, n, ok := appendIDs(nil, v)
+		var raw []json.RawMessage
+		want := json.Unmarshal(v, &raw) == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte("["))
+		var digits []string
+		for _, r := range raw {
+			s := string(bytes.TrimSpace(r))
+			if s == "" || strings.Trim(s, "0123456789") != "" || (len(s) > 1 && s[0] == '0') {
+				want = false
+				break
+			}
+			digits = append(digits, s)
+		}
+		if ok != want {
+			t.Fatalf("%q: ok %v; want %v", v, ok, want)
+		}
+		if ok && (string(got) != strings.Join(digits, ",") || n != len(digits)) {
+			t.Fatalf("%q: %q, %d; want %q, %d", v, got, n, strings.Join(digits, ","), len(digits))
+		}
+	})
+}
+
+// TestSortByPlace: entries end in file and offset order, each once.
+func TestSortByPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var keys []placeKey
+	for n := range 300 {
+		es := make([]entry, n)
+		offsets := rng.Perm(n) // a file's offsets are distinct
+		for i := range es {
+			es[i].rec.File = uint32(rng.IntN(3))
+			es[i].rec.Offset = int64(offsets[i])
+			es[i].id = fmt.Sprint(es[i].rec.File, "/", es[i].rec.Offset)
+		}
+		want := slices.Clone(es)
+		slices.SortFunc(want, func(a, b entry) int {
+			if a.rec.File != b.rec.File {
+				return int(a.rec.File) - int(b.rec.File)
+			}
+			return int(a.rec.Offset - b.rec.Offset)
+		})
+		keys = sortByPlace(es, keys)
+		for i := range es {
+			if es[i].id != want[i].id || es[i].rec != want[i].rec {
+				t.Fatalf("n %d: entry %d is %s; want %s", n, i, es[i].id, want[i].id)
+			}
+		}
+	}
+}
+
+// TestSpillRoundTrip: entries come back from the todo list's file as they
+// went in, ids of any length, with and without a prompt.
+func TestSpillRoundTrip(t *testing.T) {
+	sp, err := newSpill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	var want []entry
+	for i := range 3000 {
+		e := entry{id: strings.Repeat("x", rng.IntN(300)) + fmt.Sprint(i)}
+		e.rec = store.Record{File: uint32(rng.IntN(5)), Offset: rng.Int64N(1 << 45), Length: rng.Int64N(1 << 20), Line: rng.Int64N(1 << 30),
+			Sum: rng.Uint32(), PromptTokens: rng.Int64N(1<<20) - 1, CompletionTokens: rng.Int64N(1<<20) - 1,
+			Finish: []string{"", "stop", "length", "abort", "tool_calls", strings.Repeat("f", 200)}[rng.IntN(6)]}
+		if rng.IntN(3) > 0 {
+			e.hasPrompt = true
+			e.prompt = store.Record{File: uint32(rng.IntN(5)), Offset: rng.Int64N(1 << 45), Length: rng.Int64N(1 << 20), Line: rng.Int64N(1 << 30), Sum: rng.Uint32()}
+		}
+		if err := sp.add(&e); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e)
+	}
+	if err := sp.rewind(); err != nil {
+		t.Fatal(err)
+	}
+	var got []entry
+	buf := make([]entry, 7)
+	for {
+		n, err := sp.next(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%d entries back, %d in; first differences elided", len(got), len(want))
 	}
 }

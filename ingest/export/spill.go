@@ -49,6 +49,7 @@ func appendRec(b []byte, r *store.Record) []byte {
 	return binary.BigEndian.AppendUint32(b, r.Sum)
 }
 
+// add appends e to the list: its size, then its fields.
 func (s *spill) add(e *entry) error {
 	b := s.buf[:0]
 	b = binary.AppendUvarint(b, uint64(len(e.id)))
@@ -66,6 +67,10 @@ func (s *spill) add(e *entry) error {
 	}
 	s.buf = b
 	s.n++
+	var size [binary.MaxVarintLen64]byte
+	if _, err := s.w.Write(binary.AppendUvarint(size[:0], uint64(len(b)))); err != nil {
+		return err
+	}
 	_, err := s.w.Write(b)
 	return err
 }
@@ -82,31 +87,57 @@ func (s *spill) rewind() error {
 	return nil
 }
 
-func (s *spill) uvarint() uint64 {
-	v, _ := binary.ReadUvarint(s.r)
+// finishes are the common finish reasons, read without a new string each.
+var finishes = map[string]string{"": "", "stop": "stop", "length": "length", "abort": "abort", "eos": "eos"}
+
+// decoder reads the fields of one entry from its bytes; bad is set when
+// they run out.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
 	return v
 }
 
-func (s *spill) readRec(r *store.Record) error {
-	r.File = uint32(s.uvarint())
-	r.Offset = int64(s.uvarint())
-	r.Length = int64(s.uvarint())
-	r.Line = int64(s.uvarint())
-	var sum [4]byte
-	_, err := io.ReadFull(s.r, sum[:])
-	r.Sum = binary.BigEndian.Uint32(sum[:])
-	return err
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
 }
 
-func (s *spill) str() (string, error) {
-	n := s.uvarint()
-	if cap(s.buf) < int(n) {
-		s.buf = make([]byte, n)
+func (d *decoder) bytes(n uint64) []byte {
+	if uint64(len(d.b)) < n {
+		d.bad = true
+		return nil
 	}
-	b := s.buf[:n]
-	_, err := io.ReadFull(s.r, b)
-	return string(b), err
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
 }
+
+func (d *decoder) rec(r *store.Record) {
+	r.File = uint32(d.uvarint())
+	r.Offset = int64(d.uvarint())
+	r.Length = int64(d.uvarint())
+	r.Line = int64(d.uvarint())
+	if sum := d.bytes(4); sum != nil {
+		r.Sum = binary.BigEndian.Uint32(sum)
+	}
+}
+
+var errSpill = errors.New("the todo list's temporary file is corrupt")
 
 // next reads up to len(dst) entries into dst and returns how many.
 func (s *spill) next(dst []entry) (int, error) {
@@ -116,29 +147,32 @@ func (s *spill) next(dst []entry) (int, error) {
 		if _, err := s.r.Peek(1); errors.Is(err, io.EOF) {
 			return i, nil
 		}
-		id, err := s.str()
+		size, err := binary.ReadUvarint(s.r)
 		if err != nil {
 			return i, err
 		}
-		e.id = id
-		if err := s.readRec(&e.rec); err != nil {
+		if uint64(cap(s.buf)) < size {
+			s.buf = make([]byte, size)
+		}
+		if _, err := io.ReadFull(s.r, s.buf[:size]); err != nil {
 			return i, err
 		}
-		pt, _ := binary.ReadVarint(s.r)
-		ct, _ := binary.ReadVarint(s.r)
-		e.rec.PromptTokens, e.rec.CompletionTokens = pt, ct
-		if e.rec.Finish, err = s.str(); err != nil {
-			return i, err
+		d := decoder{b: s.buf[:size]}
+		e.id = string(d.bytes(d.uvarint()))
+		d.rec(&e.rec)
+		e.rec.PromptTokens, e.rec.CompletionTokens = d.varint(), d.varint()
+		finish := d.bytes(d.uvarint())
+		if f, ok := finishes[string(finish)]; ok {
+			e.rec.Finish = f
+		} else {
+			e.rec.Finish = string(finish)
 		}
-		flag, err := s.r.ReadByte()
-		if err != nil {
-			return i, err
-		}
-		if flag == 1 {
+		if flag := d.bytes(1); len(flag) == 1 && flag[0] == 1 {
 			e.hasPrompt = true
-			if err := s.readRec(&e.prompt); err != nil {
-				return i, err
-			}
+			d.rec(&e.prompt)
+		}
+		if d.bad || len(d.b) != 0 {
+			return i, errSpill
 		}
 	}
 	return len(dst), nil
