@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"strconv"
 )
 
@@ -173,6 +175,12 @@ func scanArray(b []byte, i, depth int) (end, n int, err error) {
 		// Fast path for token ids and loss masks: a plain non-negative
 		// integer (no leading zero) followed at once by ',' or ']'.
 		if i < len(b) && b[i]-'0' <= 9 {
+			if len(b)-i >= 16 { // whole elements, eight bytes at a time
+				if next, commas := digitRun(b, i); commas > 0 {
+					i, n = skipSpace(b, next), n+commas
+					continue
+				}
+			}
 			j := i + 1
 			if b[i] != '0' {
 				for j < len(b) && b[j]-'0' <= 9 {
@@ -213,14 +221,52 @@ func scanArray(b []byte, i, depth int) (end, n int, err error) {
 	}
 }
 
+// digitRun reads, eight bytes at a time from b[i] (the start of an array
+// element), elements that are plain non-negative integers without leading
+// zeros, each followed at once by a comma. It stops at the first word
+// holding anything else and returns the position after the last comma it
+// read (the start of an element, which the caller reads on) and how many
+// commas it read: the elements it read whole.
+func digitRun(b []byte, i int) (next, commas int) {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	next = i
+	start := uint64(0x80) // byte 0 starts an element
+	zeroStart := uint64(0) // 0x80: byte 0 follows a '0' that starts an element
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if x&highs != 0 {
+			break
+		}
+		// Each byte is below 0x80: adding k < 0x80 to it cannot carry
+		// into the next byte, and its high bit says whether it is >= 0x80 - k.
+		digit := (x + (0x80-'0')*ones) &^ (x + (0x80-'9'-1)*ones) & highs
+		comma := ^((x ^ ','*ones) + 0x7f*ones) & highs
+		zero := ^((x ^ '0'*ones) + 0x7f*ones) & highs
+		starts := comma<<8 | start
+		if digit|comma != highs || starts&comma != 0 || (starts&zero&(digit>>8)|zeroStart&digit) != 0 {
+			break // another byte, an empty element, or a leading zero
+		}
+		if comma != 0 {
+			commas += bits.OnesCount64(comma)
+			next = i + (63-bits.LeadingZeros64(comma))/8 + 1
+		}
+		start, zeroStart = comma>>56, (starts&zero)>>56
+	}
+	return next, commas
+}
+
 func skipObject(b []byte, i, depth int) (int, error) {
 	return eachField(b, i, depth, nil)
 }
 
 // eachField walks the object at b[i] == '{', calling fn (when not nil) with
-// each key's raw bytes (quotes stripped; escaped reports backslashes) and
-// the value's span [vs, ve). It returns the end of the object.
-func eachField(b []byte, i, depth int, fn func(key []byte, escaped bool, vs, ve int) error) (int, error) {
+// each key's raw bytes (quotes stripped; escaped reports backslashes), the
+// value's span [vs, ve) and, when the value is an array, 1 + its length
+// (else 0). It returns the end of the object.
+func eachField(b []byte, i, depth int, fn func(key []byte, escaped bool, vs, ve, n int) error) (int, error) {
 	if depth > maxDepth {
 		return i, &syntaxError{i, "nesting too deep"}
 	}
@@ -242,12 +288,19 @@ func eachField(b []byte, i, depth int, fn func(key []byte, escaped bool, vs, ve 
 			return i, errAt(b, i, " after object key (want :)")
 		}
 		i = skipSpace(b, i+1)
-		vs := i
-		if i, err = skipValue(b, i, depth); err != nil {
+		vs, n := i, 0
+		if i < len(b) && b[i] == '[' {
+			// The array's length comes with its scan (token ids are
+			// counted where they are read, not scanned twice).
+			if i, n, err = scanArray(b, i, depth+1); err != nil {
+				return i, err
+			}
+			n++
+		} else if i, err = skipValue(b, i, depth); err != nil {
 			return i, err
 		}
 		if fn != nil {
-			if err := fn(b[ks+1:ke-1], esc, vs, i); err != nil {
+			if err := fn(b[ks+1:ke-1], esc, vs, i, n); err != nil {
 				return i, err
 			}
 		}

@@ -24,7 +24,9 @@ func (e noIDAt) Error() string {
 
 func (noIDAt) Is(target error) bool { return target == ErrNoID }
 
-type span struct{ s, e int } // a value's bytes; e == 0 means absent
+// span is a value's bytes; e == 0 means absent. n is, for an array read
+// by readObject, 1 + its length (0: not counted).
+type span struct{ s, e, n int }
 
 func (sp span) ok() bool { return sp.e > sp.s }
 
@@ -142,11 +144,11 @@ func (f *fields) set(key []byte, sp span) {
 // readObject collects the fields of the object at b[i] (b[i] must be '{')
 // and returns the object's end.
 func readObject(b []byte, i int, f *fields) (int, error) {
-	return eachField(b, i, 1, func(key []byte, escaped bool, vs, ve int) error {
+	return eachField(b, i, 1, func(key []byte, escaped bool, vs, ve, n int) error {
 		if escaped {
-			f.set([]byte(decodeKey(key, true)), span{vs, ve})
+			f.set([]byte(decodeKey(key, true)), span{vs, ve, n})
 		} else {
-			f.set(key, span{vs, ve})
+			f.set(key, span{vs, ve, n})
 		}
 		return nil
 	})
@@ -156,13 +158,13 @@ func readObject(b []byte, i int, f *fields) (int, error) {
 // (the last one, as for every field), for an id path's first key.
 func readObjectKey(b []byte, i int, f *fields, key string) (int, span, error) {
 	var at span
-	end, err := eachField(b, i, 1, func(k []byte, escaped bool, vs, ve int) error {
+	end, err := eachField(b, i, 1, func(k []byte, escaped bool, vs, ve, n int) error {
 		if escaped {
 			k = []byte(decodeKey(k, true))
 		}
-		f.set(k, span{vs, ve})
+		f.set(k, span{vs, ve, n})
 		if string(k) == key {
-			at = span{vs, ve}
+			at = span{vs, ve, n}
 		}
 		return nil
 	})
@@ -202,12 +204,12 @@ func lookup(b []byte, sp span, rest []string) span {
 			return span{}
 		}
 		var at span
-		_, _ = eachField(b, sp.s, 1, func(k []byte, escaped bool, vs, ve int) error {
+		_, _ = eachField(b, sp.s, 1, func(k []byte, escaped bool, vs, ve, n int) error {
 			if escaped {
 				k = []byte(decodeKey(k, true))
 			}
 			if string(k) == key {
-				at = span{vs, ve}
+				at = span{vs, ve, n}
 			}
 			return nil
 		})

@@ -56,6 +56,9 @@ func arrayLen(b []byte, sp span) (int64, bool) {
 	if !sp.ok() || b[sp.s] != '[' {
 		return 0, false
 	}
+	if sp.n > 0 { // counted when it was read
+		return int64(sp.n - 1), true
+	}
 	_, n, err := scanArray(b[:sp.e], sp.s, 1)
 	return int64(n), err == nil
 }
@@ -83,7 +86,7 @@ func firstChoiceFinish(b []byte, sp span) string {
 	if i >= sp.e || b[i] != '{' {
 		return ""
 	}
-	c, _ := sub(b, span{i, sp.e})
+	c, _ := sub(b, span{s: i, e: sp.e})
 	return finishOf(b, c.finish)
 }
 
@@ -158,7 +161,7 @@ func eachElement(b []byte, sp span, fn func(span) bool) bool {
 	i := skipSpace(b, sp.s+1)
 	for i < sp.e && b[i] != ']' {
 		end, err := skipValue(b, i, 1)
-		if err != nil || !fn(span{i, end}) {
+		if err != nil || !fn(span{s: i, e: end}) {
 			return true
 		}
 		i = skipSpace(b, end)

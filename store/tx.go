@@ -33,6 +33,9 @@ func (tx *Tx) alloc(r *Record) []byte {
 type dsTx struct {
 	bucket *bolt.Bucket
 	stages [numStages]*bolt.Bucket
+	// cursors holds one cursor per stage for the transaction's lookups
+	// (see get).
+	cursors [numStages]*bolt.Cursor
 	byfile *bolt.Bucket // per-file key index, see chunkKey
 	// added holds, per file, the chunk of ids added in this transaction.
 	added map[uint32][]byte
@@ -89,15 +92,46 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 	return d, nil
 }
 
-// membership reports which stages hold id, skipping stages that are empty.
-func (d *dsTx) membership(id []byte) membership {
+// overlapStages[s] is the stages that an Overlap counter moved by s reads
+// besides s: when an id enters or leaves stage s, the counters move by
+// the same amounts whatever the id's membership of the other stages
+// (TestOverlapStages checks every case). Turns moves none.
+var overlapStages = [numStages]membership{
+	Prompts:   1<<Raw | 1<<Errors,
+	Raw:       1<<Prompts | 1<<Errors | 1<<Tokenized | 1<<Excluded,
+	Tokenized: 1<<Raw | 1<<Excluded,
+	Errors:    1<<Prompts | 1<<Raw,
+	Turns:     0,
+	Excluded:  1<<Raw | 1<<Tokenized,
+}
+
+// membership reports which of the stages that matter when id enters or
+// leaves stage (overlapStages) hold id, skipping stages that are empty.
+func (d *dsTx) membership(id []byte, stage Stage) membership {
 	var m membership
 	for s := Stage(0); s < numStages; s++ {
-		if d.sum.Stages[s].Records > 0 && d.stages[s].Get(id) != nil {
+		if overlapStages[stage].has(s) && d.sum.Stages[s].Records > 0 && d.get(s, id) != nil {
 			m |= 1 << s
 		}
 	}
 	return m
+}
+
+// get returns stage s's value for id, or nil, through the transaction's
+// cursor for s: Bucket.Get makes a cursor, and grows its stack, on every
+// call. Seek starts from the root each time, so the cursor stays right
+// after the bucket changes.
+func (d *dsTx) get(s Stage, id []byte) []byte {
+	c := d.cursors[s]
+	if c == nil {
+		c = d.stages[s].Cursor()
+		d.cursors[s] = c
+	}
+	k, v := c.Seek(id)
+	if k == nil || !bytes.Equal(k, id) {
+		return nil
+	}
+	return v
 }
 
 // Add indexes r under dataset and stage, and lists it under r.File in the
@@ -122,7 +156,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	id := []byte(r.ID)
 	st := &d.sum.Stages[stage]
 	if st.Records > 0 {
-		if v := d.stages[stage].Get(id); v != nil {
+		if v := d.get(stage, id); v != nil {
 			first := &Record{ID: r.ID}
 			if err := decodeRecord(v, first); err != nil {
 				return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
@@ -135,7 +169,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 		r.Time = tx.now
 		r.OwnTime = false
 	}
-	before := d.membership(id)
+	before := d.membership(id, stage)
 	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
@@ -173,7 +207,7 @@ func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err er
 		return nil, nil
 	}
 	id := []byte(r.ID)
-	v := d.stages[stage].Get(id)
+	v := d.get(stage, id)
 	if v == nil {
 		return nil, nil
 	}
@@ -246,7 +280,7 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 	if err := d.stages[stage].Delete(k); err != nil {
 		return err
 	}
-	after := d.membership(k)
+	after := d.membership(k, stage)
 	d.sum.Overlap.apply(after|1<<stage, after)
 	d.count(stage, rec, -1)
 	return nil
@@ -291,7 +325,7 @@ func (tx *Tx) removeKeyed(dataset string, file uint32, pos *ChunkPos, limit int)
 			off += len(rest) - len(next)
 			rest = next
 			seen++
-			v := d.stages[stage].Get(id)
+			v := d.get(stage, id)
 			if v == nil {
 				continue // removed before, or never kept
 			}
