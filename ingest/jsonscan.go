@@ -233,7 +233,7 @@ func digitRun(b []byte, i int) (next, commas int) {
 		highs = 0x8080808080808080
 	)
 	next = i
-	start := uint64(0x80) // byte 0 starts an element
+	start := uint64(0x80)  // byte 0 starts an element
 	zeroStart := uint64(0) // 0x80: byte 0 follows a '0' that starts an element
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])

@@ -36,7 +36,7 @@ type dsTx struct {
 	// cursors holds one cursor per stage for the transaction's lookups
 	// (see get).
 	cursors [numStages]*bolt.Cursor
-	byfile *bolt.Bucket // per-file key index, see chunkKey
+	byfile  *bolt.Bucket // per-file key index, see chunkKey
 	// added holds, per file, the chunk of ids added in this transaction.
 	added map[uint32][]byte
 	sum   Summary
