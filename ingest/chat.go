@@ -15,7 +15,8 @@ type Turn struct {
 }
 
 // shareGPTRoles maps ShareGPT speakers ("from") to OpenAI roles.
-var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system", "tool": "tool"}
+var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+	"system": "system", "tool": "tool", "function": "tool", "observation": "tool"}
 
 // ParseTurns reads the turns of a "messages" or "conversations" list: OpenAI
 // {"role", "content"} (content a string or a list of text parts) or ShareGPT

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"gendex/ingest"
 	"gendex/ingest/gen/sglang"
 	"gendex/store"
 )
@@ -190,9 +191,6 @@ type prompt struct {
 	messages []message // every turn as given, ShareGPT mapped to role/content
 }
 
-var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-	"system": "system", "tool": "tool", "function": "tool", "observation": "tool"}
-
 var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
 
 // parse reads a prompt line into p ({"input_ids"}, {"text"},
@@ -218,37 +216,16 @@ func (p *prompt) parse(line []byte) error {
 		}
 		p.text = &s
 	case !isNull(turns):
-		err := elements(turns, func(v []byte) error {
-			var t struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-				From    string          `json:"from"`
-				Value   string          `json:"value"`
-			}
-			n := len(p.messages) + 1
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("turn %d: %v", n, err)
-			}
-			if t.From != "" {
-				role, ok := shareGPTRoles[t.From]
-				if !ok {
-					return fmt.Errorf("turn %d: unknown speaker %q (want human, gpt or system)", n, t.From)
-				}
-				p.messages = append(p.messages, message{Role: role, Content: t.Value})
-				return nil
-			}
-			if t.Role == "" {
-				return fmt.Errorf("turn %d has no role", n)
-			}
-			c, err := contentText(t.Content)
-			if err != nil {
-				return fmt.Errorf("turn %d: %v", n, err)
-			}
-			p.messages = append(p.messages, message{Role: t.Role, Content: c})
-			return nil
-		})
+		var raw []json.RawMessage
+		if err := elements(turns, func(v []byte) error { raw = append(raw, v); return nil }); err != nil {
+			return err
+		}
+		ts, err := ingest.ParseTurns(raw)
 		if err != nil {
 			return err
+		}
+		for _, t := range ts {
+			p.messages = append(p.messages, message{Role: t.Role, Content: t.Content})
 		}
 		if p.userTurns() == 0 {
 			return errors.New("no user turn")
@@ -257,33 +234,6 @@ func (p *prompt) parse(line []byte) error {
 		return errors.New("none of input_ids, text, messages or conversations")
 	}
 	return nil
-}
-
-// contentText reads a message content: a string, or OpenAI's list of
-// {"type":"text","text":...} parts, joined.
-func contentText(raw json.RawMessage) (string, error) {
-	if isNull(raw) {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("content is neither a string nor a list of parts")
-	}
-	out := ""
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
-		}
-		out += p.Text
-	}
-	return out, nil
 }
 
 func (p *prompt) userTurns() int {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 
 	"gendex/ingest"
 )
@@ -200,18 +199,4 @@ func (x *Exporter) index(o *outputs) error {
 		}
 	}
 	return nil
-}
-
-// openOutput opens an output file for appending, locked against a second
-// export writing it.
-func openOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s is being written by another export (lock: %v)", path, err)
-	}
-	return f, nil
 }
