@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -415,4 +417,140 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 			t.Errorf("%s: assistant turns %q with %d user turns; want the regenerated %q, one per user turn", id, got, users, want)
 		}
 	}
+}
+
+// TestGenTurnsThenExport is the SpecForge path end to end: gen --turns all
+// regenerates 3-turn conversations against the simulator, then export
+// writes both formats with no server. An ids record is the last turn's
+// prompt_ids + output_ids, with loss on the last turn's ids and on the
+// earlier turns' ids inside the prompt; a conversations record holds the
+// prompt's system and user turns with each turn's regenerated text.
+func TestGenTurnsThenExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	dir := t.TempDir()
+	const n, k = 20, 3
+	writeConversationPrompts(t, filepath.Join(dir, "in", "mt"), "mt", n, k)
+	run := func(args ...string) {
+		t.Helper()
+		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		}
+	}
+	db := filepath.Join(dir, "g.db")
+	out := filepath.Join(dir, "out")
+	run("--db", db, "gen", "--server", "sim", "--max-new-tokens", "400", "--out", out, filepath.Join(dir, "in"))
+	data, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2 := filepath.Join(dir, "g2.db")
+	if err := os.WriteFile(db2, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	idsOut, convOut := filepath.Join(dir, "ids"), filepath.Join(dir, "conv")
+	run("--db", db, "export", "--format", "ids", "--out", idsOut, out) // exit 0: nothing left for want of a server
+	run("--db", db2, "export", "--out", convOut, out)
+
+	type turnObj struct {
+		OutputIDs    []int  `json:"output_ids"`
+		PromptIDs    []int  `json:"prompt_ids"`
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	}
+	conv := map[string][]turnObj{}
+	for _, l := range jsonLines(t, filepath.Join(out, "mt", "raw_responses.jsonl")) {
+		var ts []turnObj
+		if err := json.Unmarshal(l["turns"], &ts); err != nil || len(ts) != k {
+			t.Fatalf("raw line %s: %d turns (%v); want %d", l["id"], len(ts), err, k)
+		}
+		conv[idOfLine(t, l)] = ts
+	}
+	if len(conv) != n {
+		t.Fatalf("%d conversations answered; want %d", len(conv), n)
+	}
+	truncated := func(ts []turnObj) bool {
+		for _, x := range ts {
+			if x.FinishReason == "length" {
+				return true
+			}
+		}
+		return false
+	}
+	records := 0
+	for _, o := range []string{idsOut, convOut} {
+		seen := map[string]bool{}
+		for _, l := range jsonLines(t, filepath.Join(o, "mt", "excluded.jsonl")) {
+			id := idOfLine(t, l)
+			seen[id] = true
+			if !truncated(conv[id]) {
+				t.Errorf("%s excluded %s (%s), but no turn was cut off", o, id, l["reason"])
+			}
+		}
+		for _, l := range jsonLines(t, filepath.Join(o, "mt", "tokenized.jsonl")) {
+			id := idOfLine(t, l)
+			if seen[id] {
+				t.Fatalf("%s: %s both excluded and exported", o, id)
+			}
+			seen[id] = true
+			ts := conv[id]
+			last := ts[k-1]
+			if o == idsOut {
+				records++
+				var ids, mask []int
+				json.Unmarshal(l["input_ids"], &ids)
+				json.Unmarshal(l["loss_mask"], &mask)
+				want := append(append([]int(nil), last.PromptIDs...), last.OutputIDs...)
+				if len(last.PromptIDs) == 0 || !slices.Equal(ids, want) || len(mask) != len(ids) {
+					t.Fatalf("%s: input_ids %v, mask of %d; want prompt_ids + output_ids of the last turn (%d ids)", id, ids, len(mask), len(want))
+				}
+				p := len(last.PromptIDs)
+				ones, earlier := 0, 0
+				for _, m := range mask[:p] {
+					ones += m
+				}
+				for _, x := range ts[:k-1] {
+					earlier += len(x.OutputIDs)
+				}
+				if !slices.Equal(mask[p:], slices.Repeat([]int{1}, len(last.OutputIDs))) || ones < earlier-(k-1) || ones > earlier {
+					t.Errorf("%s: %d prompt ids carry loss; the earlier turns have %d output ids (the stop token may be left out)", id, ones, earlier)
+				}
+				continue
+			}
+			var turns []struct{ Role, Content string }
+			json.Unmarshal(l["conversations"], &turns)
+			var user, assistant []string
+			for _, x := range turns {
+				switch x.Role {
+				case "user":
+					user = append(user, x.Content)
+				case "assistant":
+					assistant = append(assistant, x.Content)
+				}
+			}
+			if len(user) != k || len(assistant) != k || turns[0].Role != "system" {
+				t.Fatalf("%s: %d user and %d assistant turns (first %q); want %d each after the system turn", id, len(user), len(assistant), turns[0].Role, k)
+			}
+			var c int
+			fmt.Sscanf(id, "mt-%d", &c)
+			for i := range k {
+				if user[i] != convUser("mt", c, i+1) {
+					t.Errorf("%s: user turn %d is %q; want %q", id, i+1, user[i], convUser("mt", c, i+1))
+				}
+				if assistant[i] != ts[i].Text || strings.Contains(assistant[i], "an original answer") {
+					t.Errorf("%s: assistant turn %d is %q; want the regenerated %q", id, i+1, assistant[i], ts[i].Text)
+				}
+			}
+		}
+		if len(seen) != n {
+			t.Errorf("%s: %d conversations have a record or an exclusion; want %d", o, len(seen), n)
+		}
+	}
+	if records == 0 {
+		t.Fatal("no ids record to check (every conversation excluded)")
+	}
+	t.Logf("%d of %d conversations exported as ids records, the rest excluded as truncated", records, n)
 }
