@@ -63,34 +63,8 @@ func (d *dsTx) countSpec(r *Record, sec, sign int64) {
 
 // flushSpec writes the transaction's spec histogram and seconds.
 func flushSpec(d *dsTx) error {
-	if len(d.specHist) > 0 {
-		hb, err := d.bucket.CreateBucketIfNotExists(bucketSpecHist)
-		if err != nil {
-			return err
-		}
-		byChunk := map[uint32][]histDelta{}
-		for bin, delta := range d.specHist {
-			if delta != 0 {
-				bin = min(bin, maxHistTokens)
-				byChunk[uint32(bin/histChunk)] = append(byChunk[uint32(bin/histChunk)], histDelta{bin % histChunk, delta})
-			}
-		}
-		for c, deltas := range byChunk {
-			k := u32key(c)
-			var counts [histChunk]int64
-			decodeHistChunk(hb.Get(k), func(off, n int64) { counts[off] = n })
-			for _, hd := range deltas {
-				counts[hd.off] += hd.delta
-			}
-			if v := encodeHistChunk(&counts); v == nil {
-				err = hb.Delete(k)
-			} else {
-				err = hb.Put(k, v)
-			}
-			if err != nil {
-				return err
-			}
-		}
+	if err := addHist(d.bucket, bucketSpecHist, d.specHist); err != nil {
+		return err
 	}
 	if len(d.specTS) > 0 {
 		tb, err := d.bucket.CreateBucketIfNotExists(bucketSpecTS)
@@ -125,21 +99,7 @@ func flushSpec(d *dsTx) error {
 // Record.SpecBin): counts[i] answers have an accept length of
 // (base+i)/100. Runs of zeros may be skipped; counts is reused.
 func (v *View) SpecHistogram(name string, fn func(base int64, counts []int64)) {
-	b := v.datasetBucket(name)
-	if b == nil {
-		return
-	}
-	hb := b.Bucket(bucketSpecHist)
-	if hb == nil {
-		return
-	}
-	var counts [histChunk]int64
-	c := hb.Cursor()
-	for k, val := c.First(); k != nil; k, val = c.Next() {
-		clear(counts[:])
-		decodeHistChunk(val, func(off, n int64) { counts[off] = n })
-		fn(int64(binary.BigEndian.Uint32(k))*histChunk, counts[:])
-	}
+	v.histogram(name, bucketSpecHist, fn)
 }
 
 // SpecWindow sums the raw stage's spec seconds with from <= second < to:

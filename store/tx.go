@@ -448,27 +448,33 @@ func flushChunks(d *dsTx) error {
 	return nil
 }
 
-func flushHist(d *dsTx) error {
-	if len(d.hist) == 0 {
+func flushHist(d *dsTx) error { return addHist(d.bucket, bucketHist, d.hist) }
+
+// addHist adds deltas (value -> change of its count, values above
+// maxHistTokens counted at maxHistTokens) to the chunked histogram in
+// bucket name of b: each touched chunk is read and rewritten once, and
+// deleted when it is all zeros. The token and accept-length histograms
+// are both kept this way.
+func addHist(b *bolt.Bucket, name []byte, deltas map[int64]int64) error {
+	if len(deltas) == 0 {
 		return nil
 	}
-	hb, err := d.bucket.CreateBucketIfNotExists(bucketHist)
+	hb, err := b.CreateBucketIfNotExists(name)
 	if err != nil {
 		return err
 	}
-	// Group the changes by chunk, then rewrite each touched chunk once.
 	byChunk := map[uint32][]histDelta{}
-	for tokens, delta := range d.hist {
+	for v, delta := range deltas {
 		if delta != 0 {
-			c := uint32(min(tokens, maxHistTokens) / histChunk)
-			byChunk[c] = append(byChunk[c], histDelta{min(tokens, maxHistTokens) % histChunk, delta})
+			v = min(v, maxHistTokens)
+			byChunk[uint32(v/histChunk)] = append(byChunk[uint32(v/histChunk)], histDelta{v % histChunk, delta})
 		}
 	}
-	for c, deltas := range byChunk {
+	for c, ds := range byChunk {
 		k := u32key(c)
 		var counts [histChunk]int64
 		decodeHistChunk(hb.Get(k), func(off, n int64) { counts[off] = n })
-		for _, hd := range deltas {
+		for _, hd := range ds {
 			counts[hd.off] += hd.delta
 		}
 		if v := encodeHistChunk(&counts); v == nil {

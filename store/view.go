@@ -76,11 +76,17 @@ func (v *View) Summary(name string) (Summary, error) {
 // responses of a dataset by completion tokens: counts[i] responses have
 // base+i tokens. Runs of zeros may be skipped; counts is reused.
 func (v *View) Histogram(name string, fn func(base int64, counts []int64)) {
+	v.histogram(name, bucketHist, fn)
+}
+
+// histogram reads a dataset's chunked histogram in bucket hist (see
+// addHist) for Histogram and SpecHistogram.
+func (v *View) histogram(name string, hist []byte, fn func(base int64, counts []int64)) {
 	b := v.datasetBucket(name)
 	if b == nil {
 		return
 	}
-	hb := b.Bucket(bucketHist)
+	hb := b.Bucket(hist)
 	if hb == nil {
 		return
 	}
