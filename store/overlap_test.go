@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -173,42 +172,22 @@ func TestForgetCrashAtEveryCommit(t *testing.T) {
 				}
 				db.Close()
 
-				failed := false
-				db, err = Open(path, Options{NoSync: true, FailCommit: func(n int) error {
-					if n == k {
-						failed = true
-						return errors.New("injected")
-					}
-					return nil
-				}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				forget := func(db *DB) error {
-					return db.Update(func(tx *Tx) error {
-						fs, _, err := tx.File(f.path)
-						if err != nil || fs.ID == 0 {
-							return err
-						}
-						_, err = tx.ForgetFile(&fs)
-						return err
-					})
-				}
-				err = forget(db)
+				db, failed := openFailingAt(t, path, k)
+				err = forgetPath(db, f.path)
 				if err == nil {
 					err = db.FinishForgets(context.Background(), 7, func(string, uint64, bool) {
 						checkOverlap(t, db, "ds", fmt.Sprintf("commit %d failing, a batch of %s removed", k, f.path))
 					})
 				}
-				if failed != (err != nil) {
-					t.Fatalf("commit %d: injected %v, got %v", k, failed, err)
+				if *failed != (err != nil) {
+					t.Fatalf("commit %d: injected %v, got %v", k, *failed, err)
 				}
 				db.Close()
 				if db, err = Open(path, Options{NoSync: true}); err != nil {
 					t.Fatal(err)
 				}
 				checkOverlap(t, db, "ds", fmt.Sprintf("reopened after commit %d failed", k))
-				if err := forget(db); err != nil {
+				if err := forgetPath(db, f.path); err != nil {
 					t.Fatal(err)
 				}
 				if err := db.FinishForgets(context.Background(), 7, nil); err != nil {
@@ -220,7 +199,7 @@ func TestForgetCrashAtEveryCommit(t *testing.T) {
 				if got != want {
 					t.Fatalf("commit %d failed; after finishing:\n got %s\nwant %s", k, got, want)
 				}
-				if !failed {
+				if !*failed {
 					if k < 4 {
 						t.Fatalf("only %d commits: the removal did not run in batches", k-1)
 					}

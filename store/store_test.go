@@ -400,44 +400,20 @@ func TestForgetV1File(t *testing.T) {
 		}
 		db.Close()
 
-		failed := false
-		db, err = Open(path, Options{NoSync: true, FailCommit: func(n int) error {
-			if n == k {
-				failed = true
-				return errors.New("injected")
-			}
-			return nil
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(tx *Tx) error {
-			fs, _, err := tx.File("/a")
-			if err != nil {
-				return err
-			}
-			_, err = tx.ForgetFile(&fs)
-			return err
-		})
+		db, failed := openFailingAt(t, path, k)
+		err = forgetPath(db, "/a")
 		if err == nil {
 			err = db.FinishForgets(context.Background(), 7, nil)
 		}
-		if failed != (err != nil) {
-			t.Fatalf("commit %d: injected %v, got %v", k, failed, err)
+		if *failed != (err != nil) {
+			t.Fatalf("commit %d: injected %v, got %v", k, *failed, err)
 		}
 		db.Close()
 		if db, err = Open(path, Options{NoSync: true}); err != nil {
 			t.Fatal(err)
 		}
 		// The restarted run forgets /a unless the forget had begun.
-		if err := db.Update(func(tx *Tx) error {
-			fs, _, err := tx.File("/a")
-			if err != nil || fs.ID == 0 {
-				return err
-			}
-			_, err = tx.ForgetFile(&fs)
-			return err
-		}); err != nil {
+		if err := forgetPath(db, "/a"); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.FinishForgets(context.Background(), 7, nil); err != nil {
@@ -458,7 +434,7 @@ func TestForgetV1File(t *testing.T) {
 		if fs.ID != 0 || fs.Phase != PhaseReady || fs.Offset != 0 || !bytes.Equal(version, []byte{SchemaVersion}) {
 			t.Fatalf("commit %d failed; /a is %+v, schema version %v", k, fs, version)
 		}
-		if !failed {
+		if !*failed {
 			t.Logf("%d commits, each failed once", k-1)
 			if k < 10 {
 				t.Fatalf("only %d commits: the scan did not run in batches", k-1)
@@ -521,4 +497,35 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	if o := checkOverlap(t, db, "ds", "after the upgrade"); o.RawExcluded != 1 {
 		t.Errorf("overlap after excluding a version 3 answer: %+v; want RawExcluded 1", o)
 	}
+}
+
+// openFailingAt opens the index at path with its k-th commit made to fail;
+// *failed reports whether that commit came.
+func openFailingAt(t *testing.T, path string, k int) (*DB, *bool) {
+	t.Helper()
+	failed := new(bool)
+	db, err := Open(path, Options{NoSync: true, FailCommit: func(n int) error {
+		if n == k {
+			*failed = true
+			return errors.New("injected")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, failed
+}
+
+// forgetPath begins forgetting the file at path, unless it is already reset
+// (a forget begun by an earlier run).
+func forgetPath(db *DB, path string) error {
+	return db.Update(func(tx *Tx) error {
+		fs, _, err := tx.File(path)
+		if err != nil || fs.ID == 0 {
+			return err
+		}
+		_, err = tx.ForgetFile(&fs)
+		return err
+	})
 }
