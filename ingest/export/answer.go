@@ -29,7 +29,7 @@ func (t *turn) hasText() bool { return t.text != nil || t.textRaw != nil }
 // content returns the answer's text ("" when it has none).
 func (t *turn) content() string {
 	if t.text == nil && t.textRaw != nil {
-		s, _ := str(t.textRaw)
+		s, _ := ingest.DecodeString(t.textRaw)
 		t.text = &s
 	}
 	if t.text == nil {
@@ -73,7 +73,7 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 	}
 	if ts := o[kTurns]; !isNull(ts) {
 		a := answer{conversation: true}
-		err := elements(ts, func(v []byte) error {
+		err := ingest.EachElement(ts, func(v []byte) error {
 			var to [nAnswerKeys][]byte
 			if err := getFields(v, answerKeys, to[:]); err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
@@ -123,20 +123,20 @@ func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
 		t.textRaw = v
 	}
 	if v := o[kReasoning]; !isNull(v) {
-		s, ok := str(v)
+		s, ok := ingest.DecodeString(v)
 		if !ok {
 			return errors.New(`"reasoning_content" is not a string`)
 		}
 		t.reasoning = s
 	}
 	if !flat {
-		if s, ok := str(o[kFinish]); ok {
+		if s, ok := ingest.DecodeString(o[kFinish]); ok {
 			t.finish = s
 		}
-		if n, ok := count(o[kPromptTokens]); ok {
+		if n, ok := ingest.DecodeCount(o[kPromptTokens]); ok {
 			t.promptTokens = n
 		}
-		if n, ok := count(o[kCompletionTokens]); ok {
+		if n, ok := ingest.DecodeCount(o[kCompletionTokens]); ok {
 			t.completionTokens = n
 		}
 	}
@@ -156,7 +156,7 @@ func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
 		return nil
 	}
 	var first []byte
-	elements(choices, func(v []byte) error {
+	ingest.EachElement(choices, func(v []byte) error {
 		if first == nil {
 			first = v
 		}
@@ -165,15 +165,15 @@ func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
 	if err := getFields(first, []string{"message", "text"}, f[:]); err != nil {
 		return fmt.Errorf(`"choices"[0]: %v`, err)
 	}
-	if s, ok := str(f[1]); ok {
+	if s, ok := ingest.DecodeString(f[1]); ok {
 		t.text = &s
 	}
 	var m [2][]byte
 	if getFields(f[0], []string{"content", "reasoning_content"}, m[:]) == nil {
-		if s, ok := str(m[0]); ok {
+		if s, ok := ingest.DecodeString(m[0]); ok {
 			t.text = &s
 		}
-		if s, ok := str(m[1]); ok {
+		if s, ok := ingest.DecodeString(m[1]); ok {
 			t.reasoning = s
 		}
 	}
@@ -210,14 +210,14 @@ func (p *prompt) parse(line []byte) error {
 	case !isNull(o[0]):
 		p.ids = o[0] // checked where it is used
 	case !isNull(o[1]):
-		s, ok := str(o[1])
+		s, ok := ingest.DecodeString(o[1])
 		if !ok {
 			return errors.New(`"text" is not a string`)
 		}
 		p.text = &s
 	case !isNull(turns):
 		var raw []json.RawMessage
-		if err := elements(turns, func(v []byte) error { raw = append(raw, v); return nil }); err != nil {
+		if err := ingest.EachElement(turns, func(v []byte) error { raw = append(raw, v); return nil }); err != nil {
 			return err
 		}
 		ts, err := ingest.ParseTurns(raw)

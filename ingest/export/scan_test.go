@@ -34,17 +34,16 @@ func TestAppendIDs(t *testing.T) {
 	}
 }
 
-// TestSkipString: escaped quotes and backslashes before a quote.
-func TestSkipString(t *testing.T) {
-	for _, tc := range []struct {
-		in  string
-		end int
-	}{{`"ab"x`, 4}, {`"a\"b"x`, 6}, {`"a\\"x`, 5}, {`"a\\\"b"x`, 8}, {`""`, 2}} {
-		if end, err := skipString([]byte(tc.in), 0); err != nil || end != tc.end {
-			t.Errorf("%s: %d, %v; want %d", tc.in, end, err, tc.end)
+// TestGetFieldsAfterEscapes: a value with escaped quotes and backslashes
+// before its closing quote does not hide the fields after it.
+func TestGetFieldsAfterEscapes(t *testing.T) {
+	vals := make([][]byte, 2)
+	for _, line := range []string{`{"a":"x\"y","b":1,"c":2}`, `{"a":"x\\","b":1,"c":2}`, `{"a":"\\\"","b":1,"c":2}`, `{"a\u0062":0,"b":1,"c":2}`} {
+		if err := getFields([]byte(line), []string{"b", "c"}, vals); err != nil || string(vals[0]) != "1" || string(vals[1]) != "2" {
+			t.Errorf("%s: b %s, c %s, %v; want 1 and 2", line, vals[0], vals[1], err)
 		}
 	}
-	if _, err := skipString([]byte(`"ab\"`), 0); err == nil {
+	if err := getFields([]byte(`{"a":"ab\"}`), []string{"a"}, vals); err == nil {
 		t.Errorf("an unterminated string was accepted")
 	}
 }
