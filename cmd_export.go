@@ -23,9 +23,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	format := fs.String("format", "conversations", "conversations (SpecForge: role/content turns) or ids (input_ids + loss_mask)")
 	out := fs.String("out", "", "write DIR/<dataset>/tokenized.jsonl and excluded.jsonl instead of beside the answers")
 	server := fs.String("server", "", "an SGLang server with the model's tokenizer, for --format ids of answers whose prompt ids are in neither the answer nor the prompt")
-	includeTruncated := fs.Bool("include-truncated", false, "export answers cut off at the token limit (finish_reason length) instead of excluding them")
-	maxLen := fs.Int("max-len", 0, "exclude records longer than N tokens (ids: input_ids; conversations: the last turn's prompt + completion tokens, when known); 0: no limit")
-	reasoning := fs.String("reasoning", "keep", "keep or drop the answers' reasoning_content in conversations records")
+	records := recordFlags(fs, "export")
 	apiKeyFile := fs.String("api-key-file", "", "read the --server's API key from this file (default $SGLANG_API_KEY)")
 	paths, err := c.parse(fs, args)
 	if err != nil {
@@ -34,24 +32,15 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	if len(paths) == 0 {
 		return usagef("export: give at least one ROOT or DATASET_DIR holding raw_responses*.jsonl")
 	}
-	cfg := export.Config{IncludeTruncated: *includeTruncated, MaxLen: *maxLen, Now: c.env.Now}
+	cfg, err := records(*format)
+	if err != nil {
+		return err
+	}
+	cfg.Now = c.env.Now
 	// A test hook: TestExportSurvivesSIGKILL flushes every few KiB, so
 	// that its kills land between writes, fsyncs and commits.
 	if n, err := strconv.Atoi(c.env.Getenv("GENDEX_EXPORT_FLUSH_BYTES")); err == nil && n > 0 {
 		cfg.FlushBytes = n
-	}
-	if cfg.Format, err = export.ParseFormat(*format); err != nil {
-		return usagef("export: --format: %v", err)
-	}
-	switch *reasoning {
-	case "keep":
-		cfg.KeepReasoning = true
-	case "drop":
-	default:
-		return usagef("export: --reasoning %q: want keep or drop", *reasoning)
-	}
-	if *maxLen < 0 {
-		return usagef("export: --max-len %d: want 0 (no limit) or more", *maxLen)
 	}
 	if *server != "" {
 		key := c.env.Getenv("SGLANG_API_KEY")

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gendex/ingest/export"
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/sglang"
 	"gendex/query/live"
@@ -42,6 +43,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
+	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
+	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
 	sp := samplingFlags(fs)
 	simCfg := simFlags(fs, "sim-")
@@ -68,6 +71,17 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	if cfg.Turns != gen.TurnsAll && cfg.Turns != gen.TurnsLast {
 		return usagef("gen: --turns %q: want all or last", *turns)
+	}
+	if *exportFormat != "" {
+		x, err := records(*exportFormat)
+		if err != nil {
+			return err
+		}
+		if x.Format == export.IDs && cfg.API != sglang.APIGenerate {
+			return usagef("gen: --export ids needs --api generate: only /generate returns output ids (use --export conversations with --api %s)", cfg.API)
+		}
+		x.Now = c.env.Now
+		cfg.Export = &x
 	}
 	switch {
 	case *apiKeyFile != "" && cfg.APIKey != "":
@@ -118,7 +132,13 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	// A second interrupt quits at once: what is written is fsynced and the
 	// index catches up from the files on the next start.
 	exitOnSecondInterrupt(ctx, c.env.Stderr)
-	_, err = gen.Run(ctx, db, cfg, sets)
+	sum, err := gen.Run(ctx, db, cfg, sets)
+	if err == nil && sum.ExportLeft > 0 {
+		// Exit 1, as export does: a script must not take the records
+		// for complete.
+		fmt.Fprintf(c.env.Stderr, "gendex: %d answers have neither a record nor an exclusion yet (see above); gendex export makes them once that is fixed\n", sum.ExportLeft)
+		return errSkipped
+	}
 	return err
 }
 

@@ -98,8 +98,14 @@ type job struct {
 	promptErr error // a read error: it stops the run
 }
 
-// where is the answer's file:line.
-func (j *job) where() string { return fmt.Sprintf("%s:%d", j.path, j.rec.Line) }
+// where is the answer's file:line; or, for an answer not yet written
+// (DecideLine), its file and id.
+func (j *job) where() string {
+	if j.rec.Line == 0 {
+		return fmt.Sprintf("%s (the answer to %s)", j.path, j.id)
+	}
+	return fmt.Sprintf("%s:%d", j.path, j.rec.Line)
+}
 
 // decide turns an answer into a record, an exclusion or a reason to wait.
 // It returns an error only for what stops the run (a tokenizer failure).

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +82,9 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 		if err != nil {
 			r.results <- r.errorLine(ds, rec.ID, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
 			return nil
+		}
+		if r.cfg.Export != nil {
+			p.Raw, p.Path = bytes.Clone(line), path
 		}
 		j := job{ds: ds, p: p}
 		if r.cfg.Turns == TurnsAll && p.Turns >= 2 {

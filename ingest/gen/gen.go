@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"gendex/ingest"
+	"gendex/ingest/export"
 	"gendex/ingest/gen/sglang"
 	"gendex/query/prom"
 	"gendex/store"
@@ -106,6 +107,11 @@ type Config struct {
 	// ScrapeEvery is how often each server's /metrics is read into the
 	// index (scrape.go); 0 means DefaultScrapeEvery, negative never.
 	ScrapeEvery time.Duration
+	// Export, when set, makes the training records while answers arrive
+	// (gen --export; exportrun.go): each answer's record or exclusion is
+	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
+	// the same flush, after it. Its Tokenizer and Logf are gen's own.
+	Export *export.Config
 }
 
 func (c *Config) defaults() {
@@ -148,6 +154,8 @@ type Dataset struct {
 	Raw     string   // raw_responses.jsonl
 	Errors  string   // errors.jsonl
 	Turns   string   // turns.jsonl: the earlier turns of conversations, beside Raw
+	// Tokenized and Excluded are gen --export's outputs, beside Raw.
+	Tokenized, Excluded string
 	// Others are the dataset's other stage files (raw_responses*,
 	// tokenized*, errors* shards other than Raw and Errors), found by
 	// ingest.Discover beside the prompts and in the output folder. They are
@@ -184,7 +192,8 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 					dir = filepath.Join(abs, s.Dataset)
 				}
 				d = &Dataset{Name: s.Dataset, Raw: filepath.Join(dir, "raw_responses.jsonl"), Errors: filepath.Join(dir, "errors.jsonl"),
-					Turns: filepath.Join(dir, "turns.jsonl")}
+					Turns: filepath.Join(dir, "turns.jsonl"), Tokenized: filepath.Join(dir, "tokenized.jsonl"),
+					Excluded: filepath.Join(dir, "excluded.jsonl")}
 				byName[s.Dataset] = d
 				order = append(order, s.Dataset)
 			}
@@ -237,7 +246,11 @@ type Summary struct {
 	// lower bound).
 	Tokens        int64
 	UnknownTokens int64
-	Elapsed       time.Duration
+	// Records, Excluded and ExportLeft count, under Export, the answers
+	// of this run (and of earlier ones that had neither) that got a
+	// record, an exclusion, or neither for now.
+	Records, Excluded, ExportLeft int64
+	Elapsed                       time.Duration
 }
 
 // run is one Run's state.
@@ -272,7 +285,8 @@ type dsRun struct {
 	rawFile          *os.File
 	errFile          *os.File
 	turnsFile        *os.File
-	todo             int64 // prompts to send at the start
+	exp              exportOut // gen --export's outputs and counts
+	todo             int64     // prompts to send at the start
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
 	unknown          atomic.Int64 // answers without a token count
@@ -323,6 +337,8 @@ type result struct {
 	// opens marks the first turn line of a conversation not yet counted
 	// as half done; closes the last line of one that is.
 	opens, closes bool
+	// exp is a raw line's training record or exclusion under --export.
+	exp export.Decision
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when
@@ -333,6 +349,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	cfg.defaults()
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("no --server given")
+	}
+	if cfg.Export != nil && cfg.Export.Format == export.IDs && cfg.API != sglang.APIGenerate {
+		return nil, fmt.Errorf("--export ids needs --api generate: only /generate returns the output ids (%s answers would all be excluded); use --export conversations, or --api generate", cfg.API)
 	}
 	r := &run{cfg: cfg, db: db, started: time.Now()}
 	if cfg.Terminal {
@@ -370,7 +389,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
 	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
-	if todo == 0 {
+	exportOnly := todo == 0 && cfg.Export != nil && r.exportPending()
+	if todo == 0 && !exportOnly {
 		var failed uint64
 		r.db.View(func(v *store.View) error {
 			for _, ds := range r.sets {
@@ -391,6 +411,19 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	defer func() { r.stopMonitor(sum, err) }()
 	if err := r.connect(); err != nil {
 		return nil, err
+	}
+	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
+		for _, ds := range r.sets {
+			if err := r.catchUp(r.stop, ds); err != nil {
+				return nil, err
+			}
+		}
+		if exportOnly {
+			sum = &Summary{Elapsed: time.Since(r.started)}
+			r.addExport(sum)
+			r.logf("gen: every prompt has an answer; --export made the records of the earlier answers that had none")
+			return sum, nil
+		}
 	}
 
 	r.jobs = make(chan job, cfg.Concurrency)
@@ -442,6 +475,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum.Tokens += ds.tokens.Load()
 		sum.UnknownTokens += ds.unknown.Load()
 	}
+	r.addExport(sum)
 	r.final(sum)
 	if werr != nil {
 		return sum, werr

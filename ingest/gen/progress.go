@@ -185,6 +185,9 @@ func (r *run) statusLines(now time.Time) []string {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
 		errs += ds.turnsText()
+		if r.cfg.Export != nil {
+			errs += exportText(s)
+		}
 		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
 			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, rate.PerSecond(), rateTokens(rate), etaText(left, rate)))
 	}
@@ -254,6 +257,12 @@ func (r *run) final(sum *Summary) {
 			}
 			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s%s -> %s",
 				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.turnsText(), left, ds.Raw)
+			if r.cfg.Export != nil {
+				e := &ds.exp
+				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
+					ds.Name, e.records, r.cfg.Export.Format, e.excluded, reasonsText(e.reasons), e.left,
+					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
+			}
 		}
 		return nil
 	})

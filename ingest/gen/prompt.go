@@ -28,6 +28,10 @@ type Prompt struct {
 	// with Turns >= 2 under --turns all is asked turn by turn instead
 	// (TurnMessages).
 	Turns int
+	// Raw is the prompt's line and Path its file, kept under --export
+	// to decide the answer's record.
+	Raw  []byte
+	Path string
 	// chat is the conversation without its original assistant turns:
 	// system, user and other turns in their order.
 	chat []sglang.Message

@@ -20,6 +20,8 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
 		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors},
 		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns}}
+	ds.exp = exportOut{tok: ingest.Source{Path: d.Tokenized, Dataset: d.Name, Stage: store.Tokenized},
+		exc: ingest.Source{Path: d.Excluded, Dataset: d.Name, Stage: store.Excluded}, reasons: map[string]int64{}}
 	for _, p := range d.Prompts {
 		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
 		if err != nil {
@@ -32,6 +34,9 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	// The dataset's other stage files (shards written by other runs or
 	// tools) count too: a prompt answered there is not asked again.
 	for _, src := range d.Others {
+		if r.cfg.Export != nil && (src.Path == d.Tokenized || src.Path == d.Excluded) {
+			continue // --export's outputs: catchUp indexes them and cuts a torn line
+		}
 		res, err := r.ix.IndexFile(context.Background(), src)
 		if err != nil {
 			return ds, err
@@ -107,7 +112,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 }
 
 func (ds *dsRun) close() {
-	for _, f := range []*os.File{ds.rawFile, ds.errFile, ds.turnsFile} {
+	for _, f := range []*os.File{ds.rawFile, ds.errFile, ds.turnsFile, ds.exp.tokFile, ds.exp.excFile} {
 		if f != nil {
 			f.Close()
 		}

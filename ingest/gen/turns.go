@@ -116,7 +116,9 @@ func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 	t.obj = append(t.obj, '}')
 	all := append(c.done, t)
 	line := conversationLine(j.p.ID, all, res)
-	r.results <- result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: c.counted}
+	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: c.counted}
+	r.decideExport(&out, j.p)
+	r.results <- out
 	return false
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"gendex/ingest/export"
 	"gendex/ingest/gen/sglang"
 )
 
@@ -45,7 +46,9 @@ func (r *run) answer(j job) {
 		if j.conv == nil {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
-			r.results <- result{ds: j.ds, line: line, tokens: tokens, unknown: unknown}
+			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown}
+			r.decideExport(&out, j.p)
+			r.results <- out
 			return
 		}
 		if !r.turnAnswered(&j, res) || r.stopping() {
@@ -222,6 +225,21 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 			ids = t
 		}
 	}
+	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == sglang.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
+		// An ids record needs the exact prompt ids: tokenize the text as
+		// /generate would, and send the ids (kept in the answer line).
+		t, err := c.TokenizeText(ctx, p.Text)
+		switch {
+		case errors.Is(err, sglang.ErrTokenizeUnsupported):
+			s.countTokens.Store(-1)
+			r.once("count "+s.name, "gen: %s has no /v1/tokenize: --export ids cannot know a text prompt's ids, so those answers get no record now (gendex export --server URL, with a server that has it, makes them)", s.name)
+		case err != nil:
+			return nil, err
+		default:
+			s.countTokens.Store(1)
+			ids = t
+		}
+	}
 	textOut := ids == nil && p.Messages == nil && (api == sglang.APIGenerate || api == sglang.APICompletions)
 	switch {
 	case len(ids) > 0:
@@ -244,7 +262,11 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 	}
 	switch {
 	case api == sglang.APIGenerate && (ids != nil || p.Messages == nil):
-		res, err := c.Generate(ctx, sglang.GenerateRequest{InputIDs: ids, Text: p.Text, Sampling: sp})
+		req := sglang.GenerateRequest{InputIDs: ids, Sampling: sp}
+		if ids == nil {
+			req.Text = p.Text
+		}
+		res, err := c.Generate(ctx, req)
 		if err == nil && p.InputIDs == nil && ids != nil {
 			res.PromptIDs = ids
 		}

@@ -11,15 +11,18 @@ import (
 
 // write appends answers to their files: every FlushEvery (or 4 MiB), one
 // write and an fsync per file, each file then indexed, in this order:
-// turns.jsonl, raw_responses.jsonl, errors.jsonl. A conversation's turn
-// lines therefore reach the disk (and the index) no later than its raw line
-// or its error: a worker sends them in turn order, and a flush writes the
-// turns first.
+// turns.jsonl, raw_responses.jsonl, errors.jsonl, and under --export
+// tokenized.jsonl and excluded.jsonl. A conversation's turn lines
+// therefore reach the disk (and the index) no later than its raw line or
+// its error: a worker sends them in turn order, and a flush writes the
+// turns first; an answer's record comes with its raw line, and is written
+// after it.
 func (r *run) write() error {
 	type bufs struct {
 		raw, errs, turns                    []byte
 		ok, failed, nTurns, tokens, unknown int64
 		opens, closes                       int64
+		exp                                 exportBufs
 	}
 	pending := map[*dsRun]*bufs{}
 	size := 0
@@ -42,6 +45,9 @@ func (r *run) write() error {
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.errFile, ds.errs, b.errs)
+			}
+			if failed == nil {
+				failed = r.flushExport(ds, &b.exp)
 			}
 			if failed == nil {
 				now := time.Now()
@@ -82,6 +88,7 @@ func (r *run) write() error {
 				b.tokens += res.tokens
 			default:
 				b.raw = append(b.raw, res.line...) // every line ends with \n
+				b.exp.take(r, &res)
 				b.ok++
 				b.tokens += res.tokens
 				if res.unknown {
@@ -94,7 +101,7 @@ func (r *run) write() error {
 			if res.closes {
 				b.closes++
 			}
-			size += len(res.line)
+			size += len(res.line) + len(res.exp.Line)
 			if size >= 4<<20 {
 				flush()
 			}

@@ -217,20 +217,20 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 	return ids, nil
 }
 
-// CountTokens returns how many tokens /generate would see for text sent as
-// "text" (BOS and other special tokens included), via POST /v1/tokenize
-// {"prompt": text}. When the server has no /v1/tokenize (404 or 405: SGLang
-// older than v0.5.3.post1) the error wraps ErrTokenizeUnsupported and is
-// Permanent, not Setup: the endpoint is optional.
-func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
+// TokenizeText returns the ids /generate sees for text sent as "text"
+// (add_special_tokens true: BOS and the like included), via POST
+// /v1/tokenize {"prompt": text}. When the server has no /v1/tokenize (404
+// or 405: SGLang older than v0.5.3.post1) the error wraps
+// ErrTokenizeUnsupported and is Permanent, not Setup: the endpoint is
+// optional.
+func (c *Client) TokenizeText(ctx context.Context, text string) ([]int, error) {
 	const op = "POST /v1/tokenize"
-	body := map[string]any{"prompt": text}
+	body := map[string]any{"prompt": text, "add_special_tokens": true}
 	if c.Model != "" {
 		body["model"] = c.Model
 	}
 	var out struct {
-		Count  *int  `json:"count"`
-		Tokens []int `json:"tokens"`
+		Tokens json.RawMessage `json:"tokens"`
 	}
 	if _, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out); err != nil {
 		var e *Error
@@ -238,16 +238,21 @@ func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 			e.Err = ErrTokenizeUnsupported
 			e.Kind = Permanent
 		}
-		return 0, err
+		return nil, err
 	}
-	switch {
-	case out.Count != nil:
-		return *out.Count, nil
-	case out.Tokens != nil:
-		return len(out.Tokens), nil
+	var ids []int
+	if err := json.Unmarshal(out.Tokens, &ids); err != nil || ids == nil {
+		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
+			Message: "response has no flat \"tokens\" list"}
 	}
-	return 0, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
-		Message: "response has neither \"count\" nor \"tokens\""}
+	return ids, nil
+}
+
+// CountTokens returns how many tokens /generate would see for text sent as
+// "text" (TokenizeText's ids, counted).
+func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
+	ids, err := c.TokenizeText(ctx, text)
+	return len(ids), err
 }
 
 // tokenizeUnsupported reports whether e says /v1/tokenize does not exist

@@ -1,8 +1,10 @@
 package sglang
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -70,5 +72,24 @@ func TestCountTokens(t *testing.T) {
 	_, err := old.client(Options{}).CountTokens(t.Context(), "a")
 	if e := asError(t, err); e.Kind != Permanent || !errors.Is(err, ErrTokenizeUnsupported) {
 		t.Errorf("no /v1/tokenize: %v (%v)", err, e.Kind)
+	}
+}
+
+func TestTokenizeText(t *testing.T) {
+	var body map[string]any
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
+		json.Unmarshal(b, &body)
+		w.Write([]byte(`{"tokens":[1,15,27],"count":3,"max_model_len":4096}`))
+	})
+	ids, err := f.client(Options{}).TokenizeText(t.Context(), "a b")
+	if err != nil || !reflect.DeepEqual(ids, []int{1, 15, 27}) {
+		t.Fatalf("TokenizeText = %v, %v", ids, err)
+	}
+	if body["prompt"] != "a b" || body["add_special_tokens"] != true {
+		t.Errorf("request body %v: want prompt and add_special_tokens true", body)
+	}
+	batch := newFake(t, reply(http.StatusOK, `{"tokens":[[1],[2]],"count":[1,1],"max_model_len":4096}`))
+	if _, err := batch.client(Options{}).TokenizeText(t.Context(), "a"); err == nil {
+		t.Error("a nested tokens list was taken for one prompt's ids")
 	}
 }

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sim"
+)
+
+// writeMixedPrompts writes n prompts to dir/prompts.jsonl, a third each
+// text, chat messages and token ids.
+func writeMixedPrompts(t *testing.T, dir, name string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for i := range n {
+		p := map[string]any{"id": fmt.Sprintf("%s-%05d", name, i)}
+		q := fmt.Sprintf("question %d about %s", i, name)
+		switch i % 3 {
+		case 0:
+			p["text"] = q
+		case 1:
+			p["messages"] = []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": q}}
+		default:
+			p["input_ids"] = sim.Encode(q, true)
+		}
+		line, _ := json.Marshal(p)
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeShareGPTPrompts writes n ShareGPT conversations of k human turns,
+// each followed by an original gpt turn.
+func writeShareGPTPrompts(t *testing.T, dir, name string, n, k int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for c := range n {
+		var turns []map[string]string
+		for u := range k {
+			turns = append(turns, map[string]string{"from": "human", "value": fmt.Sprintf("%s %d: turn %d", name, c, u+1)},
+				map[string]string{"from": "gpt", "value": "an original answer"})
+		}
+		line, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("%s-%05d", name, c), "conversations": turns})
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exportedOnce checks that every answer of dir's raw_responses.jsonl has
+// exactly one record or exclusion, and nothing else has one; it returns
+// the number of records.
+func exportedOnce(t *testing.T, dir string) int {
+	t.Helper()
+	seen := map[string]int{}
+	records := 0
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); os.IsNotExist(err) {
+			continue
+		}
+		for _, l := range jsonLines(t, filepath.Join(dir, name)) {
+			seen[idOfLine(t, l)]++
+			if name == "tokenized.jsonl" {
+				records++
+			}
+		}
+	}
+	answers := 0
+	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
+		answers++
+		if id := idOfLine(t, l); seen[id] != 1 {
+			t.Errorf("%s: %s has %d records and exclusions; want exactly 1", dir, id, seen[id])
+		}
+	}
+	if len(seen) != answers {
+		t.Errorf("%s: %d ids have records or exclusions; %d answers", dir, len(seen), answers)
+	}
+	return records
+}
+
+// sameExports checks that dirs a and b hold the same records, and the
+// same exclusions (id, reason, detail; not the time).
+func sameExports(t *testing.T, a, b string) {
+	t.Helper()
+	sorted := func(dir, name string, key func(map[string]json.RawMessage) string) []string {
+		var out []string
+		for _, l := range jsonLines(t, filepath.Join(dir, name)) {
+			out = append(out, key(l))
+		}
+		sort.Strings(out)
+		return out
+	}
+	whole := func(l map[string]json.RawMessage) string { b, _ := json.Marshal(l); return string(b) }
+	exclusion := func(l map[string]json.RawMessage) string {
+		return string(l["id"]) + " " + string(l["reason"]) + " " + string(l["detail"])
+	}
+	if x, y := sorted(a, "tokenized.jsonl", whole), sorted(b, "tokenized.jsonl", whole); !slices.Equal(x, y) {
+		t.Errorf("records differ: %d in %s, %d in %s", len(x), a, len(y), b)
+		for i := range min(len(x), len(y)) {
+			if x[i] != y[i] {
+				t.Errorf("first difference:\n%.300s\n%.300s", x[i], y[i])
+				break
+			}
+		}
+	}
+	if x, y := sorted(a, "excluded.jsonl", exclusion), sorted(b, "excluded.jsonl", exclusion); !slices.Equal(x, y) {
+		t.Errorf("exclusions differ:\n%s\n%s", strings.Join(x, "\n"), strings.Join(y, "\n"))
+	}
+}
+
+// copyAnswers copies the answer files of datasets from out to a new
+// folder, for an export of its own.
+func copyAnswers(t *testing.T, out string, datasets ...string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, ds := range datasets {
+		os.MkdirAll(filepath.Join(dst, ds), 0o755)
+		for _, name := range []string{"raw_responses.jsonl", "turns.jsonl"} {
+			b, err := os.ReadFile(filepath.Join(out, ds, name))
+			if os.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dst, ds, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dst
+}
+
+// TestGenExportMatchesExport: gen --export writes, while answers arrive,
+// the records and exclusions that `gendex export` writes afterwards from
+// the same answers, in both formats: text, chat and token-id prompts and
+// 2-turn ShareGPT conversations asked turn by turn. Every answer has
+// exactly one; progress has raw == tokenized + excluded and nothing left;
+// a text prompt's ids record holds the ids the server's /v1/tokenize gives
+// (gen sent those ids, and kept them in the answer line).
+func TestGenExportMatchesExport(t *testing.T) {
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 4})
+	for _, format := range []string{"ids", "conversations"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			root, out := t.TempDir(), t.TempDir()
+			writeMixedPrompts(t, filepath.Join(root, "mixed"), "mixed", 36)
+			writeShareGPTPrompts(t, filepath.Join(root, "sg"), "sg", 12, 2)
+			db := filepath.Join(t.TempDir(), "g.db")
+			res := mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--max-new-tokens", "48", "--export", format, "--out", out, root)
+			var total [2]int // records, exclusions
+			for _, ds := range []string{"mixed", "sg"} {
+				records := exportedOnce(t, filepath.Join(out, ds))
+				total[0] += records
+				total[1] += len(jsonLines(t, filepath.Join(out, ds, "excluded.jsonl")))
+			}
+			if total[0] == 0 || total[1] == 0 {
+				t.Fatalf("%d records and %d exclusions: the test wants both\n%s", total[0], total[1], res.stderr)
+			}
+			if !strings.Contains(res.stderr, fmt.Sprintf("%s records", format)) {
+				t.Errorf("gen's summary does not count the records:\n%s", res.stderr)
+			}
+			var progress []struct {
+				Dataset          string `json:"dataset"`
+				Raw              int    `json:"raw"`
+				Tokenized        int    `json:"tokenized"`
+				Excluded         int    `json:"excluded"`
+				MissingTokenized int    `json:"missing_tokenized"`
+			}
+			p := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--format", "json")
+			if err := json.Unmarshal([]byte(p.stdout), &progress); err != nil || len(progress) != 2 {
+				t.Fatalf("progress %q: %v", p.stdout, err)
+			}
+			for _, r := range progress {
+				if r.MissingTokenized != 0 || r.Raw != r.Tokenized+r.Excluded || r.Raw == 0 {
+					t.Errorf("progress %+v: want raw == tokenized + excluded, nothing missing", r)
+				}
+			}
+
+			// The same answers, exported afterwards by `gendex export`.
+			again := copyAnswers(t, out, "mixed", "sg")
+			mustGendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", format, root, again)
+			for _, ds := range []string{"mixed", "sg"} {
+				sameExports(t, filepath.Join(out, ds), filepath.Join(again, ds))
+			}
+
+			if format != "ids" {
+				return
+			}
+			texts := map[string]string{}
+			for _, l := range jsonLines(t, filepath.Join(root, "mixed", "prompts.jsonl")) {
+				var s string
+				if json.Unmarshal(l["text"], &s) == nil && s != "" {
+					texts[idOfLine(t, l)] = s
+				}
+			}
+			checked := 0
+			for _, l := range jsonLines(t, filepath.Join(out, "mixed", "tokenized.jsonl")) {
+				text, ok := texts[idOfLine(t, l)]
+				if !ok {
+					continue
+				}
+				var ids []int
+				json.Unmarshal(l["input_ids"], &ids)
+				if want := sim.Encode(text, true); len(ids) < len(want) || !slices.Equal(ids[:len(want)], want) {
+					t.Errorf("%s: input_ids %v; want them to start with the server's ids of the text %v", l["id"], ids, want)
+				}
+				checked++
+			}
+			if checked == 0 {
+				t.Error("no text prompt got a record")
+			}
+		})
+	}
+}
+
+// TestGenExportRefusesIDsWithoutGenerate: only /generate returns output
+// ids, so --export ids with another --api is a usage error, not a run of
+// exclusions.
+func TestGenExportRefusesIDsWithoutGenerate(t *testing.T) {
+	root := t.TempDir()
+	writeMixedPrompts(t, filepath.Join(root, "m"), "m", 3)
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--api", "chat", "--export", "ids", root)
+	if r.code != 2 || !strings.Contains(r.stderr, "--export ids needs --api generate") {
+		t.Errorf("gen --api chat --export ids: %s", r)
+	}
+	r = gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--export", "tokens", root)
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown format "tokens"`) {
+		t.Errorf("gen --export tokens: %s", r)
+	}
+}
+
+// TestGenExportSurvivesSIGKILL kills a running `gendex gen --export ids`
+// with SIGKILL at random moments (against a `gendex sim` process slow
+// enough that every kill lands mid-run) at least 10 times, resuming each
+// time; every third run goes without --export, so the next one has earlier
+// answers to catch up on (text prompts among them, whose answers carry no
+// prompt ids: gen tokenizes them on its server). After a last run, every answer has exactly one
+// record or one exclusion, the records and exclusions are those `gendex
+// export` writes from the same answers, and the index counts what a fresh
+// ingest of the files counts.
+func TestGenExportSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	url := startSimProcess(t, bin, "--seed", "9", "--slots", "32", "--decode-tps", "150")
+	root, out := t.TempDir(), t.TempDir()
+	writeMixedPrompts(t, filepath.Join(root, "M"), "M", 900)
+	writeShareGPTPrompts(t, filepath.Join(root, "S"), "S", 150, 2)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := func(export bool) []string {
+		a := []string{"--db", db, "gen", "--server", url, "--concurrency", "24", "--max-new-tokens", "24", "--out", out, root}
+		if export {
+			a = append(a[:len(a)-1], "--export", "ids", root)
+		}
+		return a
+	}
+	rawSize := func() (n int64) {
+		for _, ds := range []string{"M", "S"} {
+			for _, name := range []string{"raw_responses.jsonl", "turns.jsonl"} {
+				if fi, err := os.Stat(filepath.Join(out, ds, name)); err == nil {
+					n += fi.Size()
+				}
+			}
+		}
+		return n
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	kills, plain := 0, 0
+	for i := 0; kills < 10 && i < 40; i++ {
+		export := i%3 != 2
+		cmd := exec.Command(bin, args(export)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		before := rawSize()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// Once this run writes answers, kill it at a random moment: the
+		// moment is what is under test.
+		exited := false
+		var exit error
+		for deadline := time.Now().Add(20 * time.Second); rawSize() == before && time.Now().Before(deadline) && !exited; {
+			select {
+			case exit = <-done:
+				exited = true
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if !exited {
+			select {
+			case <-time.After(time.Duration(rng.IntN(400)) * time.Millisecond):
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				kills++
+				if !export {
+					plain++
+				}
+			case exit = <-done:
+				exited = true
+			}
+		}
+		if exited && exit != nil {
+			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
+		}
+		if exited {
+			break // every prompt answered: the rest is the last run's
+		}
+	}
+	final, err := exec.Command(bin, args(true)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("final run: %v\n%s", err, final)
+	}
+	t.Logf("%d kills (%d of runs without --export); the final run:\n%s", kills, plain, final)
+	if kills < 10 {
+		t.Errorf("%d runs were killed mid-run; the test wants at least 10", kills)
+	}
+	records := 0
+	for _, ds := range []string{"M", "S"} {
+		records += exportedOnce(t, filepath.Join(out, ds))
+	}
+	if records == 0 {
+		t.Fatal("no records")
+	}
+	again := copyAnswers(t, out, "M", "S")
+	if o, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", "--server", url, root, again).CombinedOutput(); err != nil {
+		t.Fatalf("export of the same answers: %v\n%s", err, o)
+	}
+	for _, ds := range []string{"M", "S"} {
+		sameExports(t, filepath.Join(out, ds), filepath.Join(again, ds))
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root, out)
+	for _, q := range []string{"progress", "files"} {
+		ask := func(db string) string {
+			return mustGendex(t, testEnv(nil), "--db", db, "query", q, "--format", "json").stdout
+		}
+		if got, want := ask(db), ask(fresh); got != want {
+			t.Errorf("query %s: the index says\n%s\na fresh index of the files says\n%s", q, got, want)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package export
+
+import (
+	"context"
+	"time"
+
+	"gendex/ingest"
+	"gendex/store"
+)
+
+// Decision is what becomes of one answer decided in memory (DecideLine).
+type Decision struct {
+	// Line is the line to append, newline included: to tokenized.jsonl,
+	// or to excluded.jsonl when Reason is set. It is nil when the answer
+	// is left.
+	Line []byte
+	// Reason is the exclusion's reason (one of Reasons); "" for a record.
+	Reason string
+	// Left says why the answer gets neither for now; "" otherwise. A
+	// later `gendex export` decides it again from the files.
+	Left string
+	// Unmatched counts the earlier turns whose output ids were not found
+	// in the prompt ids (no loss on them).
+	Unmatched int
+}
+
+// DecideLine decides one answer held in memory, as Export decides it from
+// the files, so that gen --export and a later export write the same
+// records: answer is the answer line to prompt id (as written to
+// answerPath), prompt the prompt's line, read from promptPath:promptLine
+// (nil when there is none). It returns an error only for what stops a run:
+// a tokenizer failure.
+func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answerPath string, prompt []byte, promptPath string, promptLine int64) (Decision, error) {
+	e := entry{id: id, prompt: store.Record{ID: id, Line: promptLine}, hasPrompt: prompt != nil}
+	if _, err := ingest.Normalize(answer, store.Raw, &e.rec); err != nil {
+		// parseAnswer reads the line again and names what is wrong.
+		e.rec = store.Record{PromptTokens: store.Unknown, CompletionTokens: store.Unknown}
+	}
+	read := func(r *store.Record) ([]byte, string, error) {
+		if r == &e.prompt {
+			return prompt, promptPath, nil
+		}
+		return answer, answerPath, nil
+	}
+	o, err := c.decide(ctx, &job{id: id, rec: &e.rec, line: answer, path: answerPath, entry: &e, read: read})
+	if err != nil {
+		return Decision{}, err
+	}
+	switch {
+	case o.left:
+		return Decision{Left: o.leftText()}, nil
+	case o.record != nil:
+		return Decision{Line: o.record, Unmatched: o.unmatched}, nil
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	return Decision{Line: exclusionLine(nil, id, o.reason, o.detail, now()), Reason: o.reason}, nil
+}
+
+// leftText says why an answer is left.
+func (o *outcome) leftText() string {
+	switch o.why {
+	case leftNoPrompt:
+		return "its prompt is not in the index"
+	case leftNeedsServer:
+		return "its prompt ids are needed and no server tokenized them: gendex export --server URL makes its record"
+	}
+	return "its prompt line is not a prompt: " + o.note
+}
+
+// String is the format's --format name.
+func (f Format) String() string {
+	if f == IDs {
+		return "ids"
+	}
+	return "conversations"
+}

@@ -1,0 +1,213 @@
+package gen
+
+// gen --export: the training records made while answers arrive.
+//
+// A worker decides an answer's record or exclusion (export.DecideLine,
+// the decision `gendex export` makes from the files) from the raw line it
+// built and the prompt line it was fed, and sends both in one result. The
+// writer appends them to tokenized.jsonl or excluded.jsonl in the same
+// flush as the raw line and after it (the order of write): turns, raw,
+// errors, tokenized, excluded, each written, fsynced and indexed. So a
+// record never reaches the disk before its answer.
+//
+// Before the first request, catchUp runs export on each dataset: its
+// outputs are indexed to their ends and a torn last line cut, and every
+// answer without a record or an exclusion gets one (answers written by a
+// run without --export, or by one killed between an answer's write and its
+// record's). Whatever the moment of a crash, the next run leaves exactly
+// one record or one exclusion per answer.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gendex/ingest"
+	"gendex/ingest/export"
+	"gendex/ingest/gen/sglang"
+	"gendex/store"
+)
+
+// exportOut is a dataset's --export outputs and what went into them. The
+// counts are kept by catchUp and then by the writer goroutine alone; they
+// are read after it ends.
+type exportOut struct {
+	tok, exc         ingest.Source
+	tokFile, excFile *os.File
+	exportCounts
+	reasons map[string]int64 // exclusions by reason
+}
+
+type exportCounts struct{ records, excluded, left int64 }
+
+// catchUp gives every answer of ds that has neither a record nor an
+// exclusion its record or exclusion, through export's own path, before
+// the run's first request.
+func (r *run) catchUp(ctx context.Context, ds *dsRun) error {
+	x := &export.Exporter{Ix: r.ix, Config: *r.cfg.Export}
+	x.Tokenizer = poolTokenizer{r.pool}
+	x.Logf = r.logf
+	res, err := x.Export(ctx, export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)})
+	e := &ds.exp
+	e.records += int64(res.Records)
+	for reason, n := range res.Excluded {
+		e.excluded += int64(n)
+		e.reasons[reason] += int64(n)
+	}
+	left := res.LeftNoPrompt() + res.LeftNeedsServer() + res.LeftBadPrompt()
+	e.left += int64(left)
+	if res.Todo > 0 {
+		r.logf("gen: --export: %s: %d answers written earlier had no record: %d records, %d excluded%s, %d left",
+			ds.Name, res.Todo, res.Records, e.excluded, reasonsText(e.reasons), left)
+	}
+	if res.LeftBadPrompt() > 0 {
+		r.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
+	}
+	if res.LeftNoPrompt() > 0 {
+		r.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
+	}
+	return err
+}
+
+// poolTokenizer tokenizes on the run's servers, as gen's requests are
+// made: on a ready one, the least busy.
+type poolTokenizer struct{ p *pool }
+
+func (t poolTokenizer) TokenizeMessages(ctx context.Context, msgs []sglang.Message) ([]int, error) {
+	s, err := t.p.pick(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.p.release(s)
+	return s.client().TokenizeMessages(ctx, msgs)
+}
+
+func (t poolTokenizer) TokenizeText(ctx context.Context, text string) ([]int, error) {
+	s, err := t.p.pick(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.p.release(s)
+	return s.client().TokenizeText(ctx, text)
+}
+
+// exportPending reports whether some dataset has answers without a record
+// or an exclusion, which catchUp would export.
+func (r *run) exportPending() bool {
+	pending := false
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sets {
+			if s, err := v.Summary(ds.Name); err == nil && s.MissingTokenized() > 0 {
+				pending = true
+			}
+		}
+		return nil
+	})
+	return pending
+}
+
+// decideExport decides, under --export, the record or exclusion of res's
+// raw line, the answer to p.
+func (r *run) decideExport(res *result, p *Prompt) {
+	x := r.cfg.Export
+	if x == nil {
+		return
+	}
+	d, err := x.DecideLine(r.reqs, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
+	if err != nil { // gen gives DecideLine no tokenizer: not expected
+		d = export.Decision{Left: err.Error()}
+	}
+	res.exp = d
+}
+
+// exportBufs is one flush's records and exclusions of a dataset.
+type exportBufs struct {
+	tok, exc []byte
+	exportCounts
+	reasons map[string]int64
+}
+
+// take adds res's record or exclusion to b.
+func (b *exportBufs) take(r *run, res *result) {
+	d := &res.exp
+	switch {
+	case d.Left != "":
+		b.left++
+		r.once("export left "+res.ds.Name+"\x00"+d.Left, "gen: --export: %s: an answer has no record yet: %s", res.ds.Name, d.Left)
+	case d.Reason != "":
+		b.exc = append(b.exc, d.Line...)
+		b.excluded++
+		if b.reasons == nil {
+			b.reasons = map[string]int64{}
+		}
+		b.reasons[d.Reason]++
+	case d.Line != nil:
+		b.tok = append(b.tok, d.Line...)
+		b.records++
+	}
+}
+
+// flushExport writes b's records, then its exclusions (each written,
+// fsynced and indexed), after the raw lines they belong to.
+func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
+	e := &ds.exp
+	for _, o := range []struct {
+		f    **os.File
+		src  ingest.Source
+		data []byte
+	}{{&e.tokFile, e.tok, b.tok}, {&e.excFile, e.exc, b.exc}} {
+		if len(o.data) == 0 {
+			continue
+		}
+		if *o.f == nil {
+			f, err := ingest.OpenOutput(o.src.Path, "gen")
+			if err != nil {
+				return err
+			}
+			*o.f = f
+		}
+		if err := r.flushFile(*o.f, o.src, o.data); err != nil {
+			return err
+		}
+	}
+	e.records += b.records
+	e.excluded += b.excluded
+	e.left += b.left
+	for reason, n := range b.reasons {
+		e.reasons[reason] += n
+	}
+	return nil
+}
+
+// reasonsText is " (length 3, abort 1)", by reason; "" for none.
+func reasonsText(m map[string]int64) string {
+	var parts []string
+	for reason, n := range m {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", reason, n))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// exportText is a dataset's status under --export, from the index:
+// ", 950 records, 12 excluded".
+func exportText(s store.Summary) string {
+	return fmt.Sprintf(", %d records, %d excluded", s.Stage(store.Tokenized).Records, s.Excluded())
+}
+
+// addExport adds the datasets' --export counts to sum.
+func (r *run) addExport(sum *Summary) {
+	for _, ds := range r.sets {
+		sum.Records += ds.exp.records
+		sum.Excluded += ds.exp.excluded
+		sum.ExportLeft += ds.exp.left
+	}
+}
