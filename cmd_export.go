@@ -70,6 +70,11 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	start := c.env.Now()
 	left := 0
 	for _, d := range sets {
+		if err := export.CheckFormat(d.Tokenized(), cfg.Format); err != nil {
+			return err
+		}
+	}
+	for _, d := range sets {
 		res, err := x.Export(ctx, d)
 		if res.Todo > 0 || err != nil {
 			printExportResult(c.env.Stderr, &res, d, *format)

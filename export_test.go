@@ -227,9 +227,9 @@ func TestExportAgainstSim(t *testing.T) {
 		})
 		return n
 	}
-	for _, run := range []struct{ db, out string }{{db, idsOut}, {db2, convOut}} {
+	for _, run := range []struct{ db, out, format string }{{db, idsOut, "ids"}, {db2, convOut, "conversations"}} {
 		before := size(run.out)
-		o := gendexOK("--db", run.db, "export", "--format", "ids", "--server", url, "--out", run.out, out, prompts)
+		o := gendexOK("--db", run.db, "export", "--format", run.format, "--server", url, "--out", run.out, out, prompts)
 		for _, ds := range sets {
 			if !strings.Contains(o, "export: nothing to do: every answer of "+ds+" has a record or an exclusion") {
 				t.Errorf("second run does not say %s has nothing to do:\n%s", ds, o)

@@ -365,3 +365,39 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 }
+
+// TestExportRefusesMixedFormats: records of one format are never appended
+// to a tokenized.jsonl holding the other, by export or by gen --export;
+// the error says how to write the other format.
+func TestExportRefusesMixedFormats(t *testing.T) {
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 2})
+	root := t.TempDir()
+	writeMixedPrompts(t, filepath.Join(root, "m"), "m", 6)
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--export", "ids", root)
+	tok := filepath.Join(root, "m", "tokenized.jsonl")
+	before, err := os.ReadFile(tok)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("no ids records: %v", err)
+	}
+	// A new prompt: without the check, gen would append its record.
+	f, err := os.OpenFile(filepath.Join(root, "m", "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, `{"id":"m-new","text":"one more"}`)
+	f.Close()
+	for _, args := range [][]string{
+		{"--db", filepath.Join(t.TempDir(), "e.db"), "export", "--format", "conversations", root},
+		{"--db", db, "gen", "--server", url, "--export", "conversations", root},
+	} {
+		r := gendex(t, testEnv(nil), args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "holds ids records; conversations records would mix two formats") {
+			t.Errorf("gendex %q: %s", args, r)
+		}
+	}
+	if after, _ := os.ReadFile(tok); !bytes.Equal(before, after) {
+		t.Error("tokenized.jsonl changed")
+	}
+}

@@ -1,7 +1,11 @@
 package export
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"gendex/ingest"
@@ -76,4 +80,38 @@ func (f Format) String() string {
 		return "ids"
 	}
 	return "conversations"
+}
+
+// CheckFormat returns an error when the records file at path (one
+// dataset's tokenized.jsonl) already holds records of a format other than
+// f: one file, and one index, hold one record per answer, in one format.
+// A missing or empty file is fine.
+func CheckFormat(path string, f Format) error {
+	file, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	first, err := bufio.NewReaderSize(file, 64<<10).ReadBytes('\n')
+	if len(first) == 0 || (err != nil && err != io.EOF) {
+		return nil
+	}
+	var o [2][]byte
+	if getFields(first, []string{"input_ids", "conversations"}, o[:]) != nil {
+		return nil // not a record: the index reports the line
+	}
+	have := f
+	switch {
+	case !isNull(o[0]):
+		have = IDs
+	case !isNull(o[1]):
+		have = Conversations
+	}
+	if have != f {
+		return fmt.Errorf("%s holds %s records; %s records would mix two formats in one file (each answer has one record per index): write the other format into another folder with its own index (gendex --db OTHER.db export --format %s --out DIR ...)", path, have, f, f)
+	}
+	return nil
 }

@@ -378,6 +378,11 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 			return nil, err
 		}
 		r.sets = append(r.sets, ds)
+		if cfg.Export != nil {
+			if err := export.CheckFormat(ds.Tokenized, cfg.Export.Format); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var todo, half int64
 	for _, ds := range r.sets {
