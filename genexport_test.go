@@ -401,3 +401,32 @@ func TestExportRefusesMixedFormats(t *testing.T) {
 		t.Error("tokenized.jsonl changed")
 	}
 }
+
+// TestGenExportCatchUpNeedsNoServer: gen --export on a finished run makes
+// the records of its answers without waiting for a server when no prompt
+// must be tokenized; when one must, it waits for the first --server (up to
+// --wait-ready) and says so.
+func TestGenExportCatchUpNeedsNoServer(t *testing.T) {
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 3})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "ids"), "ids", 20)
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, root)
+	r := mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", "http://127.0.0.1:1", "--wait-ready", "1s", "--export", "ids", root)
+	if !strings.Contains(r.stderr, "--export: ids: 20 answers written earlier had no record") || !strings.Contains(r.stderr, "nothing to do") {
+		t.Errorf("gen --export after the run:\n%s", r.stderr)
+	}
+	if n := exportedOnce(t, filepath.Join(root, "ids")); n == 0 {
+		t.Error("no records")
+	}
+
+	text := t.TempDir()
+	writeMixedPrompts(t, filepath.Join(text, "t"), "t", 3)
+	db2 := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db2, "gen", "--server", url, text)
+	r = gendex(t, testEnv(nil), "--db", db2, "gen", "--server", "http://127.0.0.1:1", "--wait-ready", "1s", "--export", "ids", text)
+	if r.code != 1 || !strings.Contains(r.stderr, "waiting for http://127.0.0.1:1") {
+		t.Errorf("gen --export ids with a text prompt to tokenize and no server: %s", r)
+	}
+}

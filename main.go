@@ -9,8 +9,8 @@
 //
 // Commands:
 //
-//	gendex gen --server URL [--server URL]... [FLAGS] ROOT|DATASET_DIR...
-//	    answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once
+//	gendex gen --server URL [--server URL]... [--export conversations|ids] [FLAGS] ROOT|DATASET_DIR...
+//	    answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once (--export: and write their training records)
 //	gendex sim [--listen HOST:PORT] [FLAGS]
 //	    an SGLang-compatible simulator, for dry runs and tests
 //	gendex ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH...
@@ -71,8 +71,8 @@ var commands []*Command
 func init() { // not a plain initializer: help reads the table
 	commands = []*Command{{
 		Name:    "gen",
-		Usage:   []string{"gen --server URL [--server URL]... [FLAGS] ROOT|DATASET_DIR..."},
-		Summary: "answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once",
+		Usage:   []string{"gen --server URL [--server URL]... [--export conversations|ids] [FLAGS] ROOT|DATASET_DIR..."},
+		Summary: "answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once (--export: and write their training records)",
 		Run:     runGen,
 	}, {
 		Name:    "sim",

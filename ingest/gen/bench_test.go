@@ -13,30 +13,41 @@ import (
 	"gendex/query"
 	"gendex/query/live"
 
+	"gendex/ingest/export"
 	"gendex/ingest/gen/sglang"
 	"gendex/ingest/gen/sim"
 )
 
 var (
 	benchPrompts = flag.Int("prompts", 20000, "prompts in BenchmarkGenOverhead and BenchmarkLiveQuery")
+	benchExport  = flag.String("export", "", "BenchmarkGenOverhead: conversations or ids, to measure gen --export")
 	liveDecode   = flag.Float64("live-decode-tps", 1600, "BenchmarkLiveQuery: the simulator's decode speed, which sets gen's rate (about 5,000 answers/s at 1600)")
 )
 
 // BenchmarkGenOverhead measures the client's own cost: gen against a
 // zero-latency simulator in the same process, every answer written,
-// fsynced and indexed. Reports answers/s.
+// fsynced and indexed (and, with -export FORMAT, its training record
+// decided, written, fsynced and indexed too). Reports answers/s.
 func BenchmarkGenOverhead(b *testing.B) {
 	_, url := simServer(b, sim.Config{Seed: 1})
 	root := b.TempDir()
 	writePrompts(b, root, "O", "ids", *benchPrompts)
+	var x *export.Config
+	if *benchExport != "" {
+		f, err := export.ParseFormat(*benchExport)
+		if err != nil {
+			b.Fatal(err)
+		}
+		x = &export.Config{Format: f}
+	}
 	maxNew := 16
 	i := 0
 	for b.Loop() {
 		i++
 		out := filepath.Join(b.TempDir(), fmt.Sprint(i))
 		sum, log, err := runGen(b, b.Context(), filepath.Join(out, "g.db"), Config{Servers: []string{url}, Out: out,
-			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
-		if err != nil || sum.Responses != int64(*benchPrompts) {
+			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}, Export: x}, root)
+		if err != nil || sum.Responses != int64(*benchPrompts) || (x != nil && sum.Records+sum.Excluded != sum.Responses) {
 			b.Fatalf("%+v %v\n%s", sum, err, log)
 		}
 	}

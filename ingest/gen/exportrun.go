@@ -20,10 +20,13 @@ package gen
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"gendex/ingest"
 	"gendex/ingest/export"
@@ -45,12 +48,16 @@ type exportCounts struct{ records, excluded, left int64 }
 
 // catchUp gives every answer of ds that has neither a record nor an
 // exclusion its record or exclusion, through export's own path, before
-// the run's first request.
-func (r *run) catchUp(ctx context.Context, ds *dsRun) error {
+// the run's first request (and before it connects: tok waits for a
+// server only if a prompt must be tokenized).
+func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) error {
 	x := &export.Exporter{Ix: r.ix, Config: *r.cfg.Export}
-	x.Tokenizer = poolTokenizer{r.pool}
+	x.Tokenizer = tok
 	x.Logf = r.logf
 	res, err := x.Export(ctx, export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
+	}
 	e := &ds.exp
 	e.records += int64(res.Records)
 	for reason, n := range res.Excluded {
@@ -72,41 +79,49 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun) error {
 	return err
 }
 
-// poolTokenizer tokenizes on the run's servers, as gen's requests are
-// made: on a ready one, the least busy.
-type poolTokenizer struct{ p *pool }
-
-func (t poolTokenizer) TokenizeMessages(ctx context.Context, msgs []sglang.Message) ([]int, error) {
-	s, err := t.p.pick(ctx)
-	if err != nil {
-		return nil, err
+// firstServer is the tokenizer of catchUp, which runs before the run
+// connects: the first --server, waited for (up to WaitReady) the first
+// time a prompt must be tokenized, and only then.
+func (r *run) firstServer() export.Tokenizer {
+	hc := r.cfg.HTTP
+	if hc == nil {
+		hc = &http.Client{Transport: sglang.NewTransport(16)}
 	}
-	defer t.p.release(s)
-	return s.client().TokenizeMessages(ctx, msgs)
+	return &lazyServer{c: sglang.New(r.cfg.Servers[0], sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model}),
+		wait: r.cfg.WaitReady, logf: r.logf}
 }
 
-func (t poolTokenizer) TokenizeText(ctx context.Context, text string) ([]int, error) {
-	s, err := t.p.pick(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer t.p.release(s)
-	return s.client().TokenizeText(ctx, text)
+// lazyServer tokenizes on one server, once it is ready.
+type lazyServer struct {
+	c    *sglang.Client
+	wait time.Duration
+	logf func(string, ...any)
+	once sync.Once
+	err  error
 }
 
-// exportPending reports whether some dataset has answers without a record
-// or an exclusion, which catchUp would export.
-func (r *run) exportPending() bool {
-	pending := false
-	r.db.View(func(v *store.View) error {
-		for _, ds := range r.sets {
-			if s, err := v.Summary(ds.Name); err == nil && s.MissingTokenized() > 0 {
-				pending = true
-			}
-		}
-		return nil
+func (t *lazyServer) ready(ctx context.Context) error {
+	t.once.Do(func() {
+		t.logf("gen: --export: earlier answers need their prompts tokenized: waiting for %s", t.c.Server())
+		ctx, cancel := context.WithTimeout(ctx, t.wait)
+		defer cancel()
+		t.err = t.c.WaitReady(ctx, nil)
 	})
-	return pending
+	return t.err
+}
+
+func (t *lazyServer) TokenizeMessages(ctx context.Context, msgs []sglang.Message) ([]int, error) {
+	if err := t.ready(ctx); err != nil {
+		return nil, err
+	}
+	return t.c.TokenizeMessages(ctx, msgs)
+}
+
+func (t *lazyServer) TokenizeText(ctx context.Context, text string) ([]int, error) {
+	if err := t.ready(ctx); err != nil {
+		return nil, err
+	}
+	return t.c.TokenizeText(ctx, text)
 }
 
 // decideExport decides, under --export, the record or exclusion of res's

@@ -384,6 +384,14 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 			}
 		}
 	}
+	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
+		tok := r.firstServer()
+		for _, ds := range r.sets {
+			if err := r.catchUp(r.stop, ds, tok); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var todo, half int64
 	for _, ds := range r.sets {
 		todo += ds.todo
@@ -394,8 +402,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
 	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
-	exportOnly := todo == 0 && cfg.Export != nil && r.exportPending()
-	if todo == 0 && !exportOnly {
+	if todo == 0 {
 		var failed uint64
 		r.db.View(func(v *store.View) error {
 			for _, ds := range r.sets {
@@ -410,25 +417,14 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		} else {
 			r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 		}
-		return &Summary{}, nil
+		sum = &Summary{}
+		r.addExport(sum)
+		return sum, nil
 	}
 	r.startMonitor(todo)
 	defer func() { r.stopMonitor(sum, err) }()
 	if err := r.connect(); err != nil {
 		return nil, err
-	}
-	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
-		for _, ds := range r.sets {
-			if err := r.catchUp(r.stop, ds); err != nil {
-				return nil, err
-			}
-		}
-		if exportOnly {
-			sum = &Summary{Elapsed: time.Since(r.started)}
-			r.addExport(sum)
-			r.logf("gen: every prompt has an answer; --export made the records of the earlier answers that had none")
-			return sum, nil
-		}
 	}
 
 	r.jobs = make(chan job, cfg.Concurrency)
