@@ -43,6 +43,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
+	scrapeEvery := fs.Duration("scrape-every", gen.DefaultScrapeEvery, "how often to read each server's /metrics into the index (0: never)")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -71,6 +72,14 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	if cfg.Turns != gen.TurnsAll && cfg.Turns != gen.TurnsLast {
 		return usagef("gen: --turns %q: want all or last", *turns)
+	}
+	switch {
+	case *scrapeEvery < 0:
+		return usagef("gen: --scrape-every %s: want a duration, or 0 for never", *scrapeEvery)
+	case *scrapeEvery == 0:
+		cfg.ScrapeEvery = -1
+	default:
+		cfg.ScrapeEvery = *scrapeEvery
 	}
 	if *exportFormat != "" {
 		x, err := records(*exportFormat)

@@ -213,3 +213,30 @@ func TestServerWithoutMetrics(t *testing.T) {
 		t.Errorf("events %s", ev.stdout)
 	}
 }
+
+// TestGenScrapeEvery: --scrape-every 0 reads no /metrics (query server
+// has no server rows, though the server serves them); the default reads
+// them; a negative value is a usage error.
+func TestGenScrapeEvery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeIDPrompts(t, filepath.Join(dir, "in", "S"), "S", 20)
+	env := testEnv(nil)
+	env.Now = time.Now
+	for _, tc := range []struct {
+		flag []string
+		rows int
+	}{{[]string{"--scrape-every", "0"}, 0}, {nil, 1}} {
+		db := filepath.Join(t.TempDir(), "g.db")
+		args := append([]string{"--db", db, "gen", "--server", "sim", "--sim-metrics", "--out", t.TempDir()}, tc.flag...)
+		mustGendex(t, env, append(args, filepath.Join(dir, "in"))...)
+		q := mustGendex(t, env, "--db", db, "query", "server", "--format", "json")
+		var rows []serverRow
+		if err := json.Unmarshal([]byte(q.stdout), &rows); err != nil || len(rows) != tc.rows {
+			t.Errorf("gen %v: query server %s (%v); want %d rows", tc.flag, q.stdout, err, tc.rows)
+		}
+	}
+	if r := gendex(t, env, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "sim", "--scrape-every", "-1s", dir); r.code != 2 {
+		t.Errorf("--scrape-every -1s: %s", r)
+	}
+}
