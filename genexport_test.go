@@ -251,6 +251,33 @@ func TestGenExportRefusesIDsWithoutGenerate(t *testing.T) {
 	}
 }
 
+// killWhileWriting starts cmd and, once writing reports that it writes,
+// SIGKILLs it after delay (the random moment under test). It reports
+// whether the kill landed; a run that ended on its own first (or never
+// wrote within 20 s and then ended) returns its exit error.
+func killWhileWriting(t *testing.T, cmd *exec.Cmd, writing func() bool, delay time.Duration) (killed bool, exit error) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
+		select {
+		case err := <-done:
+			return false, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-time.After(delay):
+		cmd.Process.Signal(syscall.SIGKILL)
+		return <-done != nil, nil
+	case err := <-done:
+		return false, err
+	}
+}
+
 // TestGenExportSurvivesSIGKILL kills a running `gendex gen --export ids`
 // with SIGKILL at random moments (against a `gendex sim` process slow
 // enough that every kill lands mid-run) at least 10 times, resuming each
@@ -296,41 +323,18 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		before := rawSize()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		// Once this run writes answers, kill it at a random moment: the
-		// moment is what is under test.
-		exited := false
-		var exit error
-		for deadline := time.Now().Add(20 * time.Second); rawSize() == before && time.Now().Before(deadline) && !exited; {
-			select {
-			case exit = <-done:
-				exited = true
-			case <-time.After(5 * time.Millisecond):
+		killed, exit := killWhileWriting(t, cmd, func() bool { return rawSize() != before }, time.Duration(rng.IntN(400))*time.Millisecond)
+		if killed {
+			kills++
+			if !export {
+				plain++
 			}
+			continue
 		}
-		if !exited {
-			select {
-			case <-time.After(time.Duration(rng.IntN(400)) * time.Millisecond):
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-done
-				kills++
-				if !export {
-					plain++
-				}
-			case exit = <-done:
-				exited = true
-			}
-		}
-		if exited && exit != nil {
+		if exit != nil {
 			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
 		}
-		if exited {
-			break // every prompt answered: the rest is the last run's
-		}
+		break // every prompt answered: the rest is the last run's
 	}
 	final, err := exec.Command(bin, args(true)...).CombinedOutput()
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,34 +72,13 @@ func killConversations(t *testing.T, bin, url, api string, sets map[string][2]in
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		before := turnsSize()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		// Once this run has written turn lines (so conversations are under
 		// way), kill it at a random moment: the moment is what is under
 		// test.
-		var exit error
-		exited := false
-		for deadline := time.Now().Add(20 * time.Second); turnsSize() == before && time.Now().Before(deadline) && !exited; {
-			select {
-			case exit = <-done:
-				exited = true
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		if !exited {
-			select {
-			case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond):
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-done
-				kills++
-			case exit = <-done:
-				exited = true
-			}
-		}
-		if exited && exit != nil {
+		killed, exit := killWhileWriting(t, cmd, func() bool { return turnsSize() != before }, time.Duration(rng.IntN(300))*time.Millisecond)
+		if killed {
+			kills++
+		} else if exit != nil {
 			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
 		}
 		for name := range sets {

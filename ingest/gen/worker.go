@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -212,32 +213,21 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 	ids := p.InputIDs
 	c := s.client()
 	ctxLen := int(s.ctxLen.Load())
+	var err error
 	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		t, err := c.TokenizeMessages(ctx, p.Messages)
-		switch {
-		case errors.Is(err, sglang.ErrTokenizeUnsupported):
-			s.tokenize.Store(-1)
-			r.once("tokenize "+s.name, "gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
-		case err != nil:
+		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
+			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
+		if err != nil {
 			return nil, err
-		default:
-			s.tokenize.Store(1)
-			ids = t
 		}
 	}
 	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == sglang.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
 		// An ids record needs the exact prompt ids: tokenize the text as
 		// /generate would, and send the ids (kept in the answer line).
-		t, err := c.TokenizeText(ctx, p.Text)
-		switch {
-		case errors.Is(err, sglang.ErrTokenizeUnsupported):
-			s.countTokens.Store(-1)
-			r.once("count "+s.name, "gen: %s has no /v1/tokenize: --export ids cannot know a text prompt's ids, so those answers get no record now (gendex export --server URL, with a server that has it, makes them)", s.name)
-		case err != nil:
+		ids, err = r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+			"gen: %s has no /v1/tokenize: --export ids cannot know a text prompt's ids, so those answers get no record now (gendex export --server URL, with a server that has it, makes them)", s.name)
+		if err != nil {
 			return nil, err
-		default:
-			s.countTokens.Store(1)
-			ids = t
 		}
 	}
 	textOut := ids == nil && p.Messages == nil && (api == sglang.APIGenerate || api == sglang.APICompletions)
@@ -248,16 +238,13 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 		len(p.Text)+textSlack+*sp.MaxNewTokens > ctxLen-clipMargin:
 		// The text may not fit with max_new_tokens: count its tokens (a
 		// token is at least one byte, so shorter texts always fit).
-		n, err := c.CountTokens(ctx, p.Text)
-		switch {
-		case errors.Is(err, sglang.ErrTokenizeUnsupported):
-			s.countTokens.Store(-1)
-			r.once("count "+s.name, "gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
-		case err != nil:
+		t, err := r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+			"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
+		if err != nil {
 			return nil, err
-		default:
-			s.countTokens.Store(1)
-			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, n)
+		}
+		if t != nil {
+			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, len(t))
 		}
 	}
 	switch {
@@ -286,6 +273,24 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 		r.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
 	return c.Chat(ctx, req)
+}
+
+// optional makes call, a request to an endpoint a server may lack
+// (/v1/tokenize), and keeps in state whether it has it (1) or not (-1).
+// When it does not, it says so once (the message format with a) and
+// returns no ids and no error.
+func (r *run) optional(state *atomic.Int32, key string, call func() ([]int, error), format string, a ...any) ([]int, error) {
+	ids, err := call()
+	switch {
+	case errors.Is(err, sglang.ErrTokenizeUnsupported):
+		state.Store(-1)
+		r.once(key, format, a...)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	state.Store(1)
+	return ids, nil
 }
 
 // textSlack bounds the special tokens (BOS and the like) a tokenizer adds

@@ -128,7 +128,7 @@ func (e *Error) ModelNotFound() bool {
 // TokenizeMessages when the server cannot tokenize chat messages: it answers
 // 404 or 405 (SGLang older than v0.5.3.post1, or vLLM) or 400 asking for
 // "prompt" (SGLang before PR #23981); callers should fall back to Chat. It
-// is also returned by CountTokens when the server has no /v1/tokenize.
+// is also returned by TokenizeText when the server has no /v1/tokenize.
 var ErrTokenizeUnsupported = errors.New("the server has no usable /v1/tokenize (for chat messages or text)")
 
 // KindOf returns the Kind of err: the Kind of an *Error in its chain,

@@ -182,50 +182,37 @@ type Message struct {
 // TokenizeMessages returns the prompt token ids SGLang's chat endpoint would
 // use for messages (chat template applied, generation prompt added, no double
 // BOS), via POST /v1/tokenize {"messages": ...}. ChatTemplateKwargs and
-// Model are sent when set. When the server cannot do this the error wraps
+// Model are sent when set. When the server cannot do this (no
+// /v1/tokenize, or one that wants "prompt") the error wraps
 // ErrTokenizeUnsupported (test with errors.Is); the caller should then use
 // Chat for the rest of the run.
 func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]int, error) {
-	const op = "POST /v1/tokenize"
 	if len(messages) == 0 {
-		return nil, c.requestError(op, "no messages to tokenize")
+		return nil, c.requestError("POST /v1/tokenize", "no messages to tokenize")
 	}
 	body := map[string]any{"messages": messages}
-	if c.Model != "" {
-		body["model"] = c.Model
-	}
 	if c.ChatTemplateKwargs != nil {
 		body["chat_template_kwargs"] = c.ChatTemplateKwargs
 	}
-	var out struct {
-		Tokens json.RawMessage `json:"tokens"`
-	}
-	_, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out)
-	if err != nil {
-		var e *Error
-		if errors.As(err, &e) && tokenizeUnsupported(e) {
-			e.Err = ErrTokenizeUnsupported
-			e.Kind = Permanent // an optional endpoint, not a wrong setup
-		}
-		return nil, err
-	}
-	var ids []int
-	if err := json.Unmarshal(out.Tokens, &ids); err != nil || ids == nil {
-		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
-			Message: "response has no flat \"tokens\" list"}
-	}
-	return ids, nil
+	return c.tokenize(ctx, body, tokenizeUnsupported)
 }
 
 // TokenizeText returns the ids /generate sees for text sent as "text"
 // (add_special_tokens true: BOS and the like included), via POST
 // /v1/tokenize {"prompt": text}. When the server has no /v1/tokenize (404
 // or 405: SGLang older than v0.5.3.post1) the error wraps
-// ErrTokenizeUnsupported and is Permanent, not Setup: the endpoint is
-// optional.
+// ErrTokenizeUnsupported.
 func (c *Client) TokenizeText(ctx context.Context, text string) ([]int, error) {
-	const op = "POST /v1/tokenize"
-	body := map[string]any{"prompt": text, "add_special_tokens": true}
+	return c.tokenize(ctx, map[string]any{"prompt": text, "add_special_tokens": true}, func(e *Error) bool {
+		return e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed
+	})
+}
+
+// tokenize posts body (with Model when set) to /v1/tokenize and returns
+// its flat "tokens". An error that unsupported says is the server's lack
+// wraps ErrTokenizeUnsupported and is Permanent, not Setup: the endpoint is
+// optional.
+func (c *Client) tokenize(ctx context.Context, body map[string]any, unsupported func(*Error) bool) ([]int, error) {
 	if c.Model != "" {
 		body["model"] = c.Model
 	}
@@ -234,7 +221,7 @@ func (c *Client) TokenizeText(ctx context.Context, text string) ([]int, error) {
 	}
 	if _, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out); err != nil {
 		var e *Error
-		if errors.As(err, &e) && (e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed) {
+		if errors.As(err, &e) && unsupported(e) {
 			e.Err = ErrTokenizeUnsupported
 			e.Kind = Permanent
 		}
@@ -242,17 +229,10 @@ func (c *Client) TokenizeText(ctx context.Context, text string) ([]int, error) {
 	}
 	var ids []int
 	if err := json.Unmarshal(out.Tokens, &ids); err != nil || ids == nil {
-		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
+		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: "POST /v1/tokenize",
 			Message: "response has no flat \"tokens\" list"}
 	}
 	return ids, nil
-}
-
-// CountTokens returns how many tokens /generate would see for text sent as
-// "text" (TokenizeText's ids, counted).
-func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
-	ids, err := c.TokenizeText(ctx, text)
-	return len(ids), err
 }
 
 // tokenizeUnsupported reports whether e says /v1/tokenize does not exist

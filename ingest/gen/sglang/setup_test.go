@@ -60,21 +60,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestCountTokens(t *testing.T) {
-	f := newFake(t, reply(http.StatusOK, `{"tokens":[1,2,3],"count":3,"max_model_len":1000000000000000019884624838656}`))
-	if n, err := f.client(Options{}).CountTokens(t.Context(), "a b"); err != nil || n != 3 {
-		t.Errorf("CountTokens = %d, %v", n, err)
-	}
-	if got := object(t, f.last(t).Body); got["prompt"] != "a b" {
-		t.Errorf("request %v", got)
-	}
-	old := newFake(t, reply(http.StatusNotFound, `{"detail":"Not Found"}`))
-	_, err := old.client(Options{}).CountTokens(t.Context(), "a")
-	if e := asError(t, err); e.Kind != Permanent || !errors.Is(err, ErrTokenizeUnsupported) {
-		t.Errorf("no /v1/tokenize: %v (%v)", err, e.Kind)
-	}
-}
-
 func TestTokenizeText(t *testing.T) {
 	var body map[string]any
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
@@ -91,5 +76,10 @@ func TestTokenizeText(t *testing.T) {
 	batch := newFake(t, reply(http.StatusOK, `{"tokens":[[1],[2]],"count":[1,1],"max_model_len":4096}`))
 	if _, err := batch.client(Options{}).TokenizeText(t.Context(), "a"); err == nil {
 		t.Error("a nested tokens list was taken for one prompt's ids")
+	}
+	old := newFake(t, reply(http.StatusNotFound, `{"detail":"Not Found"}`))
+	_, err = old.client(Options{}).TokenizeText(t.Context(), "a")
+	if e := asError(t, err); e.Kind != Permanent || !errors.Is(err, ErrTokenizeUnsupported) {
+		t.Errorf("no /v1/tokenize: %v (%v)", err, e.Kind)
 	}
 }
