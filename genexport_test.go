@@ -153,22 +153,24 @@ func copyAnswers(t *testing.T, out string, datasets ...string) string {
 
 // TestGenExportMatchesExport: gen --export writes, while answers arrive,
 // the records and exclusions that `gendex export` writes afterwards from
-// the same answers, in both formats: text, chat and token-id prompts and
-// 2-turn ShareGPT conversations asked turn by turn. Every answer has
+// the same answers, in both formats (conversations from /generate and from
+// chat): text, chat and token-id prompts and 2-turn ShareGPT conversations
+// asked turn by turn. Every answer has
 // exactly one; progress has raw == tokenized + excluded and nothing left;
 // a text prompt's ids record holds the ids the server's /v1/tokenize gives
 // (gen sent those ids, and kept them in the answer line).
 func TestGenExportMatchesExport(t *testing.T) {
 	t.Parallel()
 	url := simURL(t, sim.Config{Seed: 4})
-	for _, format := range []string{"ids", "conversations"} {
-		t.Run(format, func(t *testing.T) {
+	for _, tc := range []struct{ api, format string }{{"generate", "ids"}, {"generate", "conversations"}, {"chat", "conversations"}} {
+		format := tc.format
+		t.Run(tc.api+"/"+format, func(t *testing.T) {
 			t.Parallel()
 			root, out := t.TempDir(), t.TempDir()
 			writeMixedPrompts(t, filepath.Join(root, "mixed"), "mixed", 36)
 			writeShareGPTPrompts(t, filepath.Join(root, "sg"), "sg", 12, 2)
 			db := filepath.Join(t.TempDir(), "g.db")
-			res := mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--max-new-tokens", "48", "--export", format, "--out", out, root)
+			res := mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--api", tc.api, "--max-new-tokens", "48", "--export", format, "--out", out, root)
 			var total [2]int // records, exclusions
 			for _, ds := range []string{"mixed", "sg"} {
 				records := exportedOnce(t, filepath.Join(out, ds))
