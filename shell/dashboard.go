@@ -11,7 +11,8 @@ import (
 )
 
 // dashboard writes, per dataset: done/total, errors, the turns answered of
-// multi-turn conversations, answers and tokens per second over the last
+// multi-turn conversations, the training records and exclusions when any
+// dataset has some (export, gen --export), answers and tokens per second over the last
 // 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
 // one when nothing finished in the last 30 s). The three answers are joined
 // by dataset name, and the rates are asked for exactly the datasets progress
@@ -73,8 +74,19 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	records := false // show records and excluded
+	for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
+		for _, col := range []string{"tokenized", "excluded"} {
+			if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
+				records = true
+			}
+		}
+	}
 	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors", "turns",
 		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
+	if records {
+		res.Columns = slices.Insert(res.Columns, 6, "records", "excluded")
+	}
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
 		var done any
@@ -88,8 +100,12 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 			}
 			eta = store.ETA(int64(m), rate)
 		}
-		return []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"), turns,
+		row := []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"), turns,
 			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
+		if records {
+			row = slices.Insert(row, 6, get(prog, p, "tokenized"), get(prog, p, "excluded"))
+		}
+		return row
 	}
 	for _, row := range prog.Rows {
 		name, _ := row[0].(string)

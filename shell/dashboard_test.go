@@ -138,3 +138,42 @@ func TestDashboardShowsTurns(t *testing.T) {
 		t.Errorf("dashboard:\n%s\nwant a turns column with 4 for A", b.String())
 	}
 }
+
+// TestDashboardShowsRecords: once a dataset has training records or
+// exclusions (export, gen --export), watch shows both, per dataset.
+func TestDashboardShowsRecords(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	root := t.TempDir()
+	writeDataset(t, root, "A", 6, now)
+	writeDataset(t, root, "B", 2, now)
+	files := map[string]string{
+		"tokenized.jsonl": `{"id":"A0","input_ids":[1,2],"loss_mask":[0,1]}` + "\n" + `{"id":"A1","input_ids":[1,2],"loss_mask":[0,1]}` + "\n" +
+			`{"id":"A2","input_ids":[1,2],"loss_mask":[0,1]}` + "\n",
+		"excluded.jsonl": `{"id":"A3","reason":"length","detail":"cut off","excluded_at":"2026-11-28T10:00:00Z"}` + "\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(root, "A", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, _ := ingesttest.Index(t, root)
+	sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.TSV}
+	var b strings.Builder
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{
+		"dataset\tdone\tprompts\tdone_pct\terrors\tturns\trecords\texcluded\t",
+		"A\t6\t10\t60.00\t0\t0\t3\t1\t",
+		"B\t2\t10\t20.00\t0\t0\t0\t0\t",
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("dashboard:\n%s", b.String())
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rows[i], w) {
+			t.Errorf("row %d: %q; want it to start with %q", i, rows[i], w)
+		}
+	}
+}
