@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // TestDecideLineAsExport: every answer of the fixture, decided in memory
@@ -124,4 +123,3 @@ func BenchmarkDecideLine(b *testing.B) {
 		}
 	}
 }
-
