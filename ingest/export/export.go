@@ -458,6 +458,7 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 		var p store.Record
 		pok := false
 		first := true
+		n := 0
 		return v.Missing(dataset, store.Raw, func(id string) error {
 			e := entry{id: id}
 			for {
@@ -471,6 +472,14 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 				}
 			}
 			path(e.rec.File)
+			// The walk reads every page of two stages: they leave
+			// the process's memory as it goes, within the indexer's
+			// budget (see ingest.Indexer.ReleaseAbove).
+			if n++; n%releaseCheck == 0 && x.Ix.OverBudget() {
+				if err := v.ReleaseMapped(); err != nil {
+					return err
+				}
+			}
 			if first {
 				p, pok = prompts()
 				first = false
@@ -491,6 +500,10 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	}
 	return sp, paths, nil
 }
+
+// releaseCheck is how many answers the todo walk lists between two
+// checks of the indexer's budget of resident index pages.
+const releaseCheck = 1024
 
 // records is the records of a dataset's stage in id order, as an iterator.
 func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Record] {
