@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -193,30 +194,33 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		return x.index(out)
 	}
-	readers := map[uint32]*lineReader{}
-	defer func() {
-		for _, r := range readers {
-			r.close()
-		}
-	}()
-	var read reader = func(r *store.Record) ([]byte, string, error) {
-		lr := readers[r.File]
-		if lr == nil {
-			path, ok := paths[r.File]
-			if !ok {
-				return nil, "", fmt.Errorf("file %d of dataset %s is not in the index; run gendex ingest on its folder, then export", r.File, d.Name)
-			}
-			if lr, err = openReader(path); err != nil {
-				return nil, "", err
-			}
-			readers[r.File] = lr
-		}
-		line, err := lr.line(r)
-		return line, lr.path, err
+	read, closeReaders := x.reader(d.Name, paths)
+	defer closeReaders()
+	// The second half of each chunk is decided by a helper goroutine,
+	// with readers of its own, while this one decides the first (not
+	// while prompts are tokenized ahead: the prefetch cache is this
+	// goroutine's).
+	var help *helper
+	if prefetch == nil {
+		hread, closeHelper := x.reader(d.Name, paths)
+		defer closeHelper()
+		help = &helper{x: x, read: hread, res: Result{Excluded: map[string]int{}}}
+		defer help.wait() // before its readers close
 	}
 	chunk := make([]entry, c.ChunkSize)
 	var keys []placeKey
 	done, lastLog := 0, c.Now()
+	progress := func(n int) {
+		before := done
+		done += n
+		if c.Logf != nil && done/1024 != before/1024 {
+			if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
+				lastLog = now
+				c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
+					res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
+			}
+		}
+	}
 	for {
 		n, err := todo.next(chunk)
 		if err != nil {
@@ -227,19 +231,25 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		es := chunk[:n]
 		keys = sortByPlace(es, keys)
-		for i := range es {
+		mine := es
+		if help != nil && len(es) >= 2 {
+			mine = es[:len(es)/2]
+			help.start(ctx, es[len(es)/2:])
+		}
+		for i := range mine {
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
-				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
+				if err := prefetch.fetch(ctx, x, mine[i:min(i+prefetchWindow, len(mine))], read); err != nil {
 					return res, err
 				}
 			}
 			if ctx.Err() != nil {
+				help.wait() // what it decided is not written: exported next run
 				if err := finish(); err != nil {
 					return res, err
 				}
 				return res, ctx.Err()
 			}
-			if err := x.one(ctx, &es[i], read, out, &res); err != nil {
+			if err := x.one(ctx, &mine[i], read, &out.tokBuf, &out.excBuf, &res); err != nil {
 				return res, err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
@@ -247,17 +257,142 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 					return res, err
 				}
 			}
-			done++
-			if done%1024 == 0 && c.Logf != nil {
-				if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
-					lastLog = now
-					c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
-						res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
-				}
+			progress(1)
+		}
+		if len(mine) == len(es) {
+			continue
+		}
+		if err := help.wait(); err != nil {
+			return res, err
+		}
+		if help.n < len(es)-len(mine) || ctx.Err() != nil { // the helper stopped for ctx
+			if err := finish(); err != nil {
+				return res, err
+			}
+			return res, ctx.Err()
+		}
+		if err := x.take(out, help, &res); err != nil {
+			return res, err
+		}
+		progress(help.n)
+	}
+	return res, finish()
+}
+
+// reader returns a reader of the lines of dataset's files (paths by file
+// id) and a function that closes the files it opened. A reader is used by
+// one goroutine.
+func (x *Exporter) reader(dataset string, paths map[uint32]string) (reader, func()) {
+	readers := map[uint32]*lineReader{}
+	read := func(r *store.Record) ([]byte, string, error) {
+		lr := readers[r.File]
+		if lr == nil {
+			path, ok := paths[r.File]
+			if !ok {
+				return nil, "", fmt.Errorf("file %d of dataset %s is not in the index; run gendex ingest on its folder, then export", r.File, dataset)
+			}
+			var err error
+			if lr, err = openReader(path); err != nil {
+				return nil, "", err
+			}
+			readers[r.File] = lr
+		}
+		line, err := lr.line(r)
+		return line, lr.path, err
+	}
+	return read, func() {
+		for _, r := range readers {
+			r.close()
+		}
+	}
+}
+
+// helper decides a run of entries in a goroutine of its own, into buffers
+// of its own, while the exporter decides the entries before them; the
+// exporter then takes its records and exclusions, in order (see take).
+// Deciding an answer reads only the answer, its prompt (through the
+// helper's own reader) and the Config, so two run at once.
+type helper struct {
+	x        *Exporter
+	read     reader
+	tok, exc []byte
+	res      Result // its counts, added to the exporter's by take
+	n        int    // entries decided
+	err      error
+	done     chan struct{} // nil: not running
+}
+
+// start decides es in a new goroutine; it stops early when ctx is done.
+func (h *helper) start(ctx context.Context, es []entry) {
+	h.tok, h.exc, h.n, h.err = h.tok[:0], h.exc[:0], 0, nil
+	clear(h.res.Excluded)
+	h.res = Result{Excluded: h.res.Excluded, BadPrompts: h.res.BadPrompts[:0]}
+	h.done = make(chan struct{})
+	go func() {
+		defer close(h.done)
+		for i := range es {
+			if ctx.Err() != nil {
+				return
+			}
+			if h.err = h.x.one(ctx, &es[i], h.read, &h.tok, &h.exc, &h.res); h.err != nil {
+				return
+			}
+			h.n++
+		}
+	}()
+}
+
+// wait waits for the goroutine, if one runs, and returns its error.
+func (h *helper) wait() error {
+	if h == nil || h.done == nil {
+		return nil
+	}
+	<-h.done
+	h.done = nil
+	return h.err
+}
+
+// take adds what h decided to the buffers and counts: the records in
+// pieces of whole lines, flushing as the exporter's own do.
+func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
+	out.excBuf = append(out.excBuf, h.exc...)
+	for tok := h.tok; len(tok) > 0; {
+		room := x.FlushBytes - len(out.tokBuf) - len(out.excBuf)
+		cut := len(tok)
+		if room < cut {
+			// up to the end of the line at room (a line is never cut)
+			cut = max(room, 1)
+			if nl := bytes.IndexByte(tok[cut-1:], '\n'); nl >= 0 {
+				cut += nl
+			} else {
+				cut = len(tok)
+			}
+		}
+		out.tokBuf = append(out.tokBuf, tok[:cut]...)
+		tok = tok[cut:]
+		if len(out.tokBuf)+len(out.excBuf) >= x.FlushBytes {
+			if err := x.flush(out, false); err != nil {
+				return err
 			}
 		}
 	}
-	return res, finish()
+	r := &h.res
+	res.AnswerBytes += r.AnswerBytes
+	for i := range res.Left {
+		res.Left[i] += r.Left[i]
+	}
+	for _, b := range r.BadPrompts {
+		if len(res.BadPrompts) < 5 {
+			res.BadPrompts = append(res.BadPrompts, b)
+		}
+	}
+	res.Records += r.Records
+	res.LenUnknown += r.LenUnknown
+	res.Unmatched += r.Unmatched
+	for reason, n := range r.Excluded {
+		res.Excluded[reason] += n
+	}
+	return nil
 }
 
 // placeKey is an entry's answer's file and offset, and the entry's index.
@@ -363,9 +498,10 @@ func (p place) String() string {
 	return filepath.Base(p.path) + ":" + strconv.FormatInt(p.line, 10)
 }
 
-// one decides one answer and buffers its record or exclusion.
-func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs, res *Result) error {
-	o, n, err := x.decideEntry(ctx, e, read, out.tokBuf)
+// one decides one answer and appends its record to tok or its exclusion
+// to exc, and counts it in res.
+func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]byte, res *Result) error {
+	o, n, err := x.decideEntry(ctx, e, read, *tok)
 	if err != nil {
 		return err
 	}
@@ -377,14 +513,14 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs,
 			res.BadPrompts = append(res.BadPrompts, o.note)
 		}
 	case o.record != nil:
-		out.tokBuf = o.record
+		*tok = o.record
 		res.Records++
 		if o.lenUnknown {
 			res.LenUnknown++
 		}
 		res.Unmatched += o.unmatched
 	default:
-		out.excBuf = exclusionLine(out.excBuf, e.id, o.reason, o.detail, x.Now())
+		*exc = exclusionLine(*exc, e.id, o.reason, o.detail, x.Now())
 		res.Excluded[o.reason]++
 	}
 	return nil
