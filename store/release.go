@@ -1,6 +1,7 @@
 package store
 
 import (
+	"sync"
 	"syscall"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,17 +65,18 @@ func madviseDontNeed(addr, n uintptr) error {
 // ResidentShared returns how much of the process's resident memory is
 // file-backed or shared (the third field of /proc/self/statm, in bytes):
 // the pages of the index's map among them, as ReleaseMapped releases
-// them. It is a few microseconds: callers check it every few hundred
-// lookups and release the map when it is over their budget. ok is false
-// where the kernel does not say (not Linux).
+// them. It is one pread of a file kept open: callers check it every few
+// hundred lookups and release the map when it is over their budget. ok is
+// false where the kernel does not say (not Linux).
 func ResidentShared() (n int64, ok bool) {
-	fd, err := syscall.Open("/proc/self/statm", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	statm.once.Do(func() {
+		statm.fd, statm.err = syscall.Open("/proc/self/statm", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	})
+	if statm.err != nil {
 		return 0, false
 	}
-	defer syscall.Close(fd)
 	var buf [128]byte
-	m, err := syscall.Read(fd, buf[:])
+	m, err := syscall.Pread(statm.fd, buf[:], 0)
 	if err != nil || m <= 0 {
 		return 0, false
 	}
@@ -94,4 +96,12 @@ func ResidentShared() (n int64, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// statm is /proc/self/statm, opened once for ResidentShared (the process's
+// own, whichever thread reads it).
+var statm struct {
+	once sync.Once
+	fd   int
+	err  error
 }

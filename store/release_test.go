@@ -212,3 +212,11 @@ func TestReleaseMappedDropsRSS(t *testing.T) {
 		t.Errorf("ResidentShared does not follow the mapped pages as RssFile does")
 	}
 }
+
+func BenchmarkResidentShared(b *testing.B) {
+	for b.Loop() {
+		if _, ok := ResidentShared(); !ok {
+			b.Skip("no /proc/self/statm")
+		}
+	}
+}
