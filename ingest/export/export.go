@@ -1,7 +1,6 @@
 package export
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"gendex/ingest"
@@ -194,15 +194,15 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		return x.index(out)
 	}
-	read, closeReaders := x.reader(d.Name, paths)
+	read, closeReaders := x.reader(d.Name, paths, false)
 	defer closeReaders()
-	// The second half of each chunk is decided by a helper goroutine,
-	// with readers of its own, while this one decides the first (not
-	// while prompts are tokenized ahead: the prefetch cache is this
-	// goroutine's).
+	// A helper goroutine decides each chunk from its end, with readers
+	// of its own, while this one decides it from its start; they meet
+	// where they meet (see split). Not while prompts are tokenized ahead:
+	// the prefetch cache is this goroutine's.
 	var help *helper
 	if prefetch == nil {
-		hread, closeHelper := x.reader(d.Name, paths)
+		hread, closeHelper := x.reader(d.Name, paths, true)
 		defer closeHelper()
 		help = &helper{x: x, read: hread, res: Result{Excluded: map[string]int{}}}
 		defer help.wait() // before its readers close
@@ -231,14 +231,19 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		es := chunk[:n]
 		keys = sortByPlace(es, keys)
-		mine := es
-		if help != nil && len(es) >= 2 {
-			mine = es[:len(es)/2]
-			help.start(ctx, es[len(es)/2:])
+		var sp split
+		sp.reset(len(es))
+		helped := help != nil && len(es) >= 2
+		if helped {
+			help.start(ctx, es, &sp)
 		}
-		for i := range mine {
-			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
-				if err := prefetch.fetch(ctx, x, mine[i:min(i+prefetchWindow, len(mine))], read); err != nil {
+		for i := 0; ; i++ {
+			k, ok := sp.front()
+			if !ok {
+				break
+			}
+			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() { // no helper: k == i
+				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
 					return res, err
 				}
 			}
@@ -249,7 +254,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 				}
 				return res, ctx.Err()
 			}
-			if err := x.one(ctx, &mine[i], read, &out.tokBuf, &out.excBuf, &res); err != nil {
+			if err := x.one(ctx, &es[k], read, &out.tokBuf, &out.excBuf, &res); err != nil {
 				return res, err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
@@ -259,30 +264,25 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			}
 			progress(1)
 		}
-		if len(mine) == len(es) {
+		if !helped {
 			continue
 		}
+		// The two met: every entry of the chunk is decided.
 		if err := help.wait(); err != nil {
 			return res, err
-		}
-		if help.n < len(es)-len(mine) || ctx.Err() != nil { // the helper stopped for ctx
-			if err := finish(); err != nil {
-				return res, err
-			}
-			return res, ctx.Err()
 		}
 		if err := x.take(out, help, &res); err != nil {
 			return res, err
 		}
-		progress(help.n)
+		progress(len(help.ends))
 	}
 	return res, finish()
 }
 
 // reader returns a reader of the lines of dataset's files (paths by file
 // id) and a function that closes the files it opened. A reader is used by
-// one goroutine.
-func (x *Exporter) reader(dataset string, paths map[uint32]string) (reader, func()) {
+// one goroutine; back: it reads lines mostly in decreasing offsets.
+func (x *Exporter) reader(dataset string, paths map[uint32]string, back bool) (reader, func()) {
 	readers := map[uint32]*lineReader{}
 	read := func(r *store.Record) ([]byte, string, error) {
 		lr := readers[r.File]
@@ -295,6 +295,7 @@ func (x *Exporter) reader(dataset string, paths map[uint32]string) (reader, func
 			if lr, err = openReader(path); err != nil {
 				return nil, "", err
 			}
+			lr.back = back
 			readers[r.File] = lr
 		}
 		line, err := lr.line(r)
@@ -307,37 +308,79 @@ func (x *Exporter) reader(dataset string, paths map[uint32]string) (reader, func
 	}
 }
 
-// helper decides a run of entries in a goroutine of its own, into buffers
-// of its own, while the exporter decides the entries before them; the
-// exporter then takes its records and exclusions, in order (see take).
-// Deciding an answer reads only the answer, its prompt (through the
-// helper's own reader) and the Config, so two run at once.
+// split is how a chunk's entries are shared between the exporter, which
+// takes them from the start, and its helper, which takes them from the
+// end: lo is the exporter's next, hi the end of what is left (one word, so
+// that each takes an entry with one compare-and-swap).
+type split struct{ v atomic.Uint64 }
+
+func (s *split) reset(n int) { s.v.Store(uint64(n)) }
+
+// front takes the first entry left, back the last; ok is false when none is.
+func (s *split) front() (int, bool) {
+	for {
+		v := s.v.Load()
+		lo, hi := v>>32, v&0xffffffff
+		if lo >= hi {
+			return 0, false
+		}
+		if s.v.CompareAndSwap(v, (lo+1)<<32|hi) {
+			return int(lo), true
+		}
+	}
+}
+
+func (s *split) back() (int, bool) {
+	for {
+		v := s.v.Load()
+		lo, hi := v>>32, v&0xffffffff
+		if lo >= hi {
+			return 0, false
+		}
+		if s.v.CompareAndSwap(v, lo<<32|(hi-1)) {
+			return int(hi - 1), true
+		}
+	}
+}
+
+// helper decides entries of a chunk from its end, in a goroutine of its
+// own, into buffers of its own, while the exporter decides from the start;
+// the exporter then takes its records and exclusions in the chunk's order
+// (see take). Deciding an answer reads only the answer, its prompt
+// (through the helper's own reader) and the Config, so two run at once.
 type helper struct {
 	x        *Exporter
 	read     reader
 	tok, exc []byte
-	res      Result // its counts, added to the exporter's by take
-	n        int    // entries decided
-	err      error
-	done     chan struct{} // nil: not running
+	// ends[j] is where the j-th entry decided ends in tok and exc (the
+	// entries are decided last first).
+	ends []span
+	res  Result // its counts, added to the exporter's by take
+	err  error
+	done chan struct{} // nil: not running
 }
 
-// start decides es in a new goroutine; it stops early when ctx is done.
-func (h *helper) start(ctx context.Context, es []entry) {
-	h.tok, h.exc, h.n, h.err = h.tok[:0], h.exc[:0], 0, nil
+type span struct{ tok, exc int }
+
+// start decides entries from the end of es (taken from sp) in a new
+// goroutine until none is left, or ctx is done.
+func (h *helper) start(ctx context.Context, es []entry, sp *split) {
+	h.tok, h.exc, h.ends, h.err = h.tok[:0], h.exc[:0], h.ends[:0], nil
 	clear(h.res.Excluded)
 	h.res = Result{Excluded: h.res.Excluded, BadPrompts: h.res.BadPrompts[:0]}
 	h.done = make(chan struct{})
 	go func() {
 		defer close(h.done)
-		for i := range es {
-			if ctx.Err() != nil {
+		for ctx.Err() == nil {
+			k, ok := sp.back()
+			if !ok {
 				return
 			}
-			if h.err = h.x.one(ctx, &es[i], h.read, &h.tok, &h.exc, &h.res); h.err != nil {
+			if h.err = h.x.one(ctx, &es[k], h.read, &h.tok, &h.exc, &h.res); h.err != nil {
+				sp.reset(0) // the exporter takes no more
 				return
 			}
-			h.n++
+			h.ends = append(h.ends, span{len(h.tok), len(h.exc)})
 		}
 	}()
 }
@@ -352,24 +395,18 @@ func (h *helper) wait() error {
 	return h.err
 }
 
-// take adds what h decided to the buffers and counts: the records in
-// pieces of whole lines, flushing as the exporter's own do.
+// take adds what h decided to the buffers, in the chunk's order (the
+// reverse of h's), and to the counts, flushing as the exporter's own
+// records do.
 func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
-	out.excBuf = append(out.excBuf, h.exc...)
-	for tok := h.tok; len(tok) > 0; {
-		room := x.FlushBytes - len(out.tokBuf) - len(out.excBuf)
-		cut := len(tok)
-		if room < cut {
-			// up to the end of the line at room (a line is never cut)
-			cut = max(room, 1)
-			if nl := bytes.IndexByte(tok[cut-1:], '\n'); nl >= 0 {
-				cut += nl
-			} else {
-				cut = len(tok)
-			}
+	for j := len(h.ends) - 1; j >= 0; j-- {
+		var from span
+		if j > 0 {
+			from = h.ends[j-1]
 		}
-		out.tokBuf = append(out.tokBuf, tok[:cut]...)
-		tok = tok[cut:]
+		to := h.ends[j]
+		out.tokBuf = append(out.tokBuf, h.tok[from.tok:to.tok]...)
+		out.excBuf = append(out.excBuf, h.exc[from.exc:to.exc]...)
 		if len(out.tokBuf)+len(out.excBuf) >= x.FlushBytes {
 			if err := x.flush(out, false); err != nil {
 				return err

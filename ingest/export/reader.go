@@ -17,6 +17,9 @@ type lineReader struct {
 	path string
 	buf  []byte
 	off  int64 // file offset of buf[0]
+	// back: lines are read mostly in decreasing offsets, so a window
+	// ends at the line read rather than starting there.
+	back bool
 }
 
 const window = 1 << 20
@@ -39,11 +42,15 @@ func (r *lineReader) line(rec *store.Record) ([]byte, error) {
 		if cap(r.buf) < size {
 			r.buf = make([]byte, size)
 		}
-		n, err := r.f.ReadAt(r.buf[:size], rec.Offset)
+		at := rec.Offset
+		if r.back {
+			at = max(0, rec.Offset+rec.Length-int64(size))
+		}
+		n, err := r.f.ReadAt(r.buf[:size], at)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("reading %s:%d: %w", r.path, rec.Line, err)
 		}
-		r.buf, r.off = r.buf[:n], rec.Offset
+		r.buf, r.off = r.buf[:n], at
 	}
 	start := rec.Offset - r.off
 	if start+rec.Length > int64(len(r.buf)) || store.LineSum(r.buf[start:start+rec.Length]) != rec.Sum {
