@@ -87,7 +87,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			}
 		}
 		for i := range c.recs {
-			if i%releaseCheck == releaseCheck-1 && ix.OverBudget() {
+			if i%releaseCheck == releaseCheck-1 && ix.overBudget() {
 				if err := tx.ReleaseMapped(); err != nil {
 					return err
 				}
@@ -158,7 +158,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	if err != nil {
 		return fmt.Errorf("indexing %s: %w", src.Path, err)
 	}
-	if ix.OverBudget() {
+	if ix.overBudget() {
 		if err := ix.DB.ReleaseMapped(); err != nil {
 			return err
 		}
@@ -182,9 +182,9 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 // every 128 records of two lookups lets at most 16 MiB in between.
 const releaseCheck = 128
 
-// OverBudget reports whether the process's resident file pages are above
+// overBudget reports whether the process's resident file pages are above
 // ReleaseAbove (never when it is 0).
-func (ix *Indexer) OverBudget() bool {
+func (ix *Indexer) overBudget() bool {
 	if ix.ReleaseAbove <= 0 {
 		return false
 	}

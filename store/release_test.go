@@ -220,3 +220,49 @@ func BenchmarkResidentShared(b *testing.B) {
 		}
 	}
 }
+
+// TestKeepMappedUnder: a walk of a view that keeps the map under a budget
+// (here none: every check releases) leaves few of the pages it read
+// resident, and reads the same records.
+func TestKeepMappedUnder(t *testing.T) {
+	db := newDB(t)
+	fillReleaseDB(t, db, 0, 50000)
+	var want []Record
+	var plain int64
+	err := db.View(func(v *View) error {
+		if err := v.ReleaseMapped(); err != nil {
+			return err
+		}
+		before := rssFileKB(t)
+		want = readAll(t, v)
+		plain = rssFileKB(t) - before
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(v *View) error {
+		if err := v.ReleaseMapped(); err != nil {
+			return err
+		}
+		v.KeepMappedUnder(1)
+		before := rssFileKB(t)
+		got := readAll(t, v)
+		var missing []string
+		if err := v.Missing("d", Raw, func(id string) error { missing = append(missing, id); return nil }, Prompts); err != nil {
+			return err
+		}
+		kept := rssFileKB(t) - before
+		t.Logf("a walk adds %d kB of RssFile; walking twice while keeping the map under 1 byte, %d kB", plain, kept)
+		if !reflect.DeepEqual(got, want) || len(missing) != len(want) {
+			t.Errorf("the walks read %d records and %d missing ids; want %d of each", len(got), len(missing), len(want))
+		}
+		if plain < 1024 || kept > plain/2 {
+			t.Errorf("keeping the map under 1 byte, RssFile grew %d kB; %d kB without", kept, plain)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -619,6 +619,9 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	}
 	paths := map[uint32]string{}
 	err = x.Ix.DB.View(func(v *store.View) error {
+		// The walk reads every page of three stages: they leave the
+		// process's memory as it goes, within the indexer's budget.
+		v.KeepMappedUnder(x.Ix.ReleaseAbove)
 		path := func(id uint32) {
 			if _, ok := paths[id]; !ok {
 				if p, ok := v.FilePath(id); ok {
@@ -633,7 +636,6 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 		var p store.Record
 		pok := false
 		first := true
-		n := 0
 		return v.Missing(dataset, store.Raw, func(id string) error {
 			e := entry{id: id}
 			for {
@@ -647,14 +649,6 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 				}
 			}
 			path(e.rec.File)
-			// The walk reads every page of two stages: they leave
-			// the process's memory as it goes, within the indexer's
-			// budget (see ingest.Indexer.ReleaseAbove).
-			if n++; n%releaseCheck == 0 && x.Ix.OverBudget() {
-				if err := v.ReleaseMapped(); err != nil {
-					return err
-				}
-			}
 			if first {
 				p, pok = prompts()
 				first = false
@@ -675,10 +669,6 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	}
 	return sp, paths, nil
 }
-
-// releaseCheck is how many answers the todo walk lists between two
-// checks of the indexer's budget of resident index pages.
-const releaseCheck = 1024
 
 // records is the records of a dataset's stage in id order, as an iterator.
 func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Record] {
