@@ -22,7 +22,15 @@ type lineReader struct {
 	back bool
 }
 
-const window = 1 << 20
+// window is how much of a file one read brings in, and slack how much of
+// it lies before the line read (after it, reading backwards): lines come
+// in offset order within a chunk, but prompts (in their answers' order)
+// and the answers at a chunk's edges a few hundred lines out of it, and a
+// line just before the window would cost a read of a new one.
+const (
+	window = 1 << 20
+	slack  = 64 << 10
+)
 
 func openReader(path string) (*lineReader, error) {
 	f, err := os.Open(path)
@@ -38,13 +46,13 @@ func (r *lineReader) close() { r.f.Close() }
 // line that was indexed (its CRC). The slice is valid until the next call.
 func (r *lineReader) line(rec *store.Record) ([]byte, error) {
 	if rec.Offset < r.off || rec.Offset+rec.Length > r.off+int64(len(r.buf)) {
-		size := max(window, int(rec.Length))
+		size := max(window, int(rec.Length)+slack)
 		if cap(r.buf) < size {
 			r.buf = make([]byte, size)
 		}
-		at := rec.Offset
+		at := max(0, rec.Offset-slack)
 		if r.back {
-			at = max(0, rec.Offset+rec.Length-int64(size))
+			at = max(0, rec.Offset+rec.Length+slack-int64(size))
 		}
 		n, err := r.f.ReadAt(r.buf[:size], at)
 		if err != nil && !errors.Is(err, io.EOF) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -252,6 +253,46 @@ func TestHelperDecidesAsOne(t *testing.T) {
 			}
 			same(t, fmt.Sprintf("format %d, chunks of %d, flush %d: sorted records", format, c.chunk, c.flush), tok, wantTok)
 			same(t, fmt.Sprintf("format %d, chunks of %d, flush %d: sorted exclusions", format, c.chunk, c.flush), exc, wantExc)
+		}
+	}
+}
+
+// TestLineReaderAnyOrder: lines read forwards, backwards and in random
+// order, through a reader of either kind, are the lines at their records.
+func TestLineReaderAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	path := filepath.Join(t.TempDir(), "f.jsonl")
+	var data []byte
+	var recs []store.Record
+	for i := range 3000 {
+		line := bytes.Repeat([]byte{byte('a' + i%26)}, 1+rng.IntN(3000))
+		if i%500 == 0 {
+			line = bytes.Repeat([]byte{'L'}, window+rng.IntN(window)) // longer than a window
+		}
+		recs = append(recs, store.Record{Offset: int64(len(data)), Length: int64(len(line)), Line: int64(i + 1), Sum: store.LineSum(line)})
+		data = append(append(data, line...), '\n')
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	orders := map[string][]int{"forwards": make([]int, len(recs)), "backwards": make([]int, len(recs)), "random": rng.Perm(len(recs))}
+	for i := range recs {
+		orders["forwards"][i], orders["backwards"][i] = i, len(recs)-1-i
+	}
+	for name, order := range orders {
+		for _, back := range []bool{false, true} {
+			r, err := openReader(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.back = back
+			for _, i := range order {
+				line, err := r.line(&recs[i])
+				if err != nil || !bytes.Equal(line, data[recs[i].Offset:recs[i].Offset+recs[i].Length]) {
+					t.Fatalf("%s, back %v: line %d: %v", name, back, i+1, err)
+				}
+			}
+			r.close()
 		}
 	}
 }
