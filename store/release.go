@@ -28,7 +28,8 @@ import (
 // time are simply faulted in again.
 //
 // It costs one system call over the file's size; call it every few MB of
-// reading, not per record. On a system without madvise it does nothing.
+// reading, not per record. It is written for Linux (other unix systems
+// have madvise too, but may keep the pages).
 func (v *View) ReleaseMapped() error { return releaseMapped(v.btx) }
 
 // ReleaseMapped is View.ReleaseMapped in a read transaction of its own.
