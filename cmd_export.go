@@ -66,7 +66,9 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	rep := &ingest.Reporter{W: c.env.Stderr}
 	logf := func(format string, a ...any) { fmt.Fprintf(c.env.Stderr, format+"\n", a...) }
 	cfg.Logf = logf
-	x := &export.Exporter{Ix: &ingest.Indexer{DB: db, Report: rep.Report}, Config: cfg}
+	// ReleaseAbove: the index pages that export's walks and lookups touch
+	// all over the file stay in the page cache, not in its RSS.
+	x := &export.Exporter{Ix: &ingest.Indexer{DB: db, Report: rep.Report, ReleaseAbove: 32 << 20}, Config: cfg}
 	start := c.env.Now()
 	left := 0
 	for _, d := range sets {

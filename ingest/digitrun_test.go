@@ -81,3 +81,60 @@ func TestDigitRunDifferential(t *testing.T) {
 		}
 	}
 }
+
+// skipStringRef is skipString one byte at a time.
+func skipStringRef(b []byte, i int) (end int, escaped bool, err error) {
+	i++
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return i + 1, escaped, errAt(b, i+1, " in string escape")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				for j := 2; j < 6; j++ {
+					if i+j >= len(b) || !isHex(b[i+j]) {
+						return i + j, escaped, errAt(b, i+j, " in \\u escape")
+					}
+				}
+				i += 6
+			default:
+				return i + 1, escaped, errAt(b, i+1, " in string escape")
+			}
+		case c < 0x20:
+			return i, escaped, errAt(b, i, " in string (control characters must be escaped)")
+		default:
+			i++
+		}
+	}
+	return i, escaped, errAt(b, i, " in string")
+}
+
+func TestSkipStringDifferential(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	special := []byte("\"\\\x00\x1f\x20\x7f\x80\xff\xe2u0nA/")
+	for iter := range 1000000 {
+		n := rng.IntN(40)
+		b := make([]byte, 0, n+1)
+		b = append(b, '"')
+		for range n {
+			if rng.IntN(12) == 0 {
+				b = append(b, special[rng.IntN(len(special))])
+			} else {
+				b = append(b, byte(0x20+rng.IntN(0x60)))
+			}
+		}
+		e1, esc1, err1 := skipString(b, 0)
+		e2, esc2, err2 := skipStringRef(b, 0)
+		if e1 != e2 || esc1 != esc2 || (err1 == nil) != (err2 == nil) || (err1 != nil && err1.Error() != err2.Error()) {
+			t.Fatalf("iter %d %q: %d %v %v; want %d %v %v", iter, b, e1, esc1, err1, e2, esc2, err2)
+		}
+	}
+}

@@ -41,6 +41,14 @@ type Indexer struct {
 	// ForgetBatch is how many old records of a forgotten file are removed
 	// per transaction (default store.DefaultForgetBatch).
 	ForgetBatch int
+	// ReleaseAbove, when above 0, keeps the index file's pages out of
+	// the process's resident memory: every releaseCheck records a commit
+	// adds, and once it is done, when the process's resident file pages
+	// (store.ResidentShared) are above ReleaseAbove bytes, they are
+	// released (store.Tx.ReleaseMapped). Lookups of ids spread over a
+	// large index otherwise leave most of its file counted in RSS (as
+	// page cache it stays in memory either way).
+	ReleaseAbove int64
 
 	mu       sync.Mutex
 	serverID map[string]bool // files whose ServerID warning was reported
@@ -79,6 +87,11 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			}
 		}
 		for i := range c.recs {
+			if i%releaseCheck == releaseCheck-1 && ix.overBudget() {
+				if err := tx.ReleaseMapped(); err != nil {
+					return err
+				}
+			}
 			p := &c.recs[i]
 			p.rec.File = st.ID
 			if p.chunk {
@@ -145,6 +158,11 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	if err != nil {
 		return fmt.Errorf("indexing %s: %w", src.Path, err)
 	}
+	if ix.overBudget() {
+		if err := ix.DB.ReleaseMapped(); err != nil {
+			return err
+		}
+	}
 	for _, p := range c.problems {
 		ix.report(p)
 	}
@@ -157,6 +175,21 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	res.Unknown += countKind(c.problems, NoTokens) + int(chunkUnknown)
 	res.Bytes += state.Offset - start
 	return nil
+}
+
+// releaseCheck is how many records a commit adds between two checks of
+// ReleaseAbove: a lookup may fault in 16 pages (64 KiB), so a check
+// every 128 records of two lookups lets at most 16 MiB in between.
+const releaseCheck = 128
+
+// overBudget reports whether the process's resident file pages are above
+// ReleaseAbove (never when it is 0).
+func (ix *Indexer) overBudget() bool {
+	if ix.ReleaseAbove <= 0 {
+		return false
+	}
+	n, ok := store.ResidentShared()
+	return ok && n > ix.ReleaseAbove
 }
 
 // report passes p on; a file's ServerID warning only the first time.

@@ -87,6 +87,9 @@ func skipLiteral(b []byte, i int, lit string) (int, error) {
 func skipString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for i < len(b) {
+		if i = plainRun(b, i); i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -116,6 +119,29 @@ func skipString(b []byte, i int) (end int, escaped bool, err error) {
 		}
 	}
 	return i, escaped, errAt(b, i, " in string")
+}
+
+// plainRun returns the position of the first byte from b[i] that a string
+// cannot hold as it is ('"', '\\' or a control character), reading eight
+// bytes at a time; or, when there is none, the start of the last less than
+// eight bytes, which the caller reads one at a time.
+func plainRun(b []byte, i int) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^'"'*ones, x^'\\'*ones
+		// A byte's high bit in m is set for the first byte below 0x20
+		// or equal to 0 after the xor (the lowest bit set is exact: a
+		// borrow only goes up), and perhaps for bytes after it.
+		m := ((x-0x20*ones)&^x | (q-ones)&^q | (bs-ones)&^bs) & highs
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	return i
 }
 
 func isHex(c byte) bool {

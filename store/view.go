@@ -13,6 +13,32 @@ import (
 type View struct {
 	btx              *bolt.Tx
 	skippedFromFiles bool // see DB.skippedFromFiles
+	// keepUnder and walked: see KeepMappedUnder.
+	keepUnder int64
+	walked    int
+}
+
+// KeepMappedUnder makes the view's walks (Each, Missing) keep the index's
+// pages out of the process's resident memory: every 1,024 keys they walk,
+// when the process's resident file pages (ResidentShared) are above n
+// bytes, they release them (ReleaseMapped). A walk over every record of a
+// large dataset otherwise leaves its pages counted in RSS. 0, the
+// default, never releases.
+func (v *View) KeepMappedUnder(n int64) { v.keepUnder = n }
+
+// step counts one key walked and releases the map when KeepMappedUnder
+// says so.
+func (v *View) step() error {
+	if v.keepUnder <= 0 {
+		return nil
+	}
+	if v.walked++; v.walked%1024 != 0 {
+		return nil
+	}
+	if n, ok := ResidentShared(); ok && n > v.keepUnder {
+		return v.ReleaseMapped()
+	}
+	return nil
 }
 
 func (v *View) datasetBucket(name string) *bolt.Bucket {
@@ -173,6 +199,9 @@ func (v *View) Each(name string, stage Stage, fn func(*Record) error) error {
 	var r Record
 	c := sb.Cursor()
 	for k, val := c.First(); k != nil; k, val = c.Next() {
+		if err := v.step(); err != nil {
+			return err
+		}
 		if err := decodeRecord(val, &r); err != nil {
 			return fmt.Errorf("dataset %q %s id %q: %w", name, stage, k, err)
 		}
@@ -209,6 +238,9 @@ func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...St
 	}
 	c := src.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if err := v.step(); err != nil {
+			return err
+		}
 		found := false
 		for i, oc := range others {
 			for heads[i] != nil && bytes.Compare(heads[i], k) < 0 {

@@ -81,6 +81,7 @@ func BenchmarkExportIDs(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		ix.ReleaseAbove = 32 << 20 // as gendex export
 		x := &Exporter{Ix: ix, Config: Config{Format: IDs}}
 		b.StartTimer()
 		res, err := x.Export(b.Context(), d)

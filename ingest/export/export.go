@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"gendex/ingest"
@@ -30,7 +31,9 @@ type Config struct {
 	// FlushBytes is how much is buffered before one write and fsync of
 	// tokenized.jsonl (default 8 MiB; of excluded.jsonl once a quarter of
 	// it is exclusions); ChunkSize how many answers are read, sorted
-	// by file and offset, at a time (default 65,536).
+	// by file and offset, at a time (default 8,192: answers that come
+	// out of order do so within a few hundred lines, and each entry in
+	// memory is ~350 bytes).
 	FlushBytes int
 	ChunkSize  int
 	Now        func() time.Time
@@ -133,7 +136,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		c.FlushBytes = 8 << 20
 	}
 	if c.ChunkSize <= 0 {
-		c.ChunkSize = 65536
+		c.ChunkSize = 8192
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -191,30 +194,33 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		return x.index(out)
 	}
-	readers := map[uint32]*lineReader{}
-	defer func() {
-		for _, r := range readers {
-			r.close()
-		}
-	}()
-	var read reader = func(r *store.Record) ([]byte, string, error) {
-		lr := readers[r.File]
-		if lr == nil {
-			path, ok := paths[r.File]
-			if !ok {
-				return nil, "", fmt.Errorf("file %d of dataset %s is not in the index; run gendex ingest on its folder, then export", r.File, d.Name)
-			}
-			if lr, err = openReader(path); err != nil {
-				return nil, "", err
-			}
-			readers[r.File] = lr
-		}
-		line, err := lr.line(r)
-		return line, lr.path, err
+	read, closeReaders := x.reader(d.Name, paths, false)
+	defer closeReaders()
+	// A helper goroutine decides each chunk from its end, with readers
+	// of its own, while this one decides it from its start; they meet
+	// where they meet (see split). Not while prompts are tokenized ahead:
+	// the prefetch cache is this goroutine's.
+	var help *helper
+	if prefetch == nil {
+		hread, closeHelper := x.reader(d.Name, paths, true)
+		defer closeHelper()
+		help = &helper{x: x, read: hread, res: Result{Excluded: map[string]int{}}}
+		defer help.wait() // before its readers close
 	}
 	chunk := make([]entry, c.ChunkSize)
 	var keys []placeKey
 	done, lastLog := 0, c.Now()
+	progress := func(n int) {
+		before := done
+		done += n
+		if c.Logf != nil && done/1024 != before/1024 {
+			if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
+				lastLog = now
+				c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
+					res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
+			}
+		}
+	}
 	for {
 		n, err := todo.next(chunk)
 		if err != nil {
@@ -225,19 +231,30 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		es := chunk[:n]
 		keys = sortByPlace(es, keys)
-		for i := range es {
-			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() {
+		var sp split
+		sp.reset(len(es))
+		helped := help != nil && len(es) >= 2
+		if helped {
+			help.start(ctx, es, &sp)
+		}
+		for i := 0; ; i++ {
+			k, ok := sp.front()
+			if !ok {
+				break
+			}
+			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() { // no helper: k == i
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
 					return res, err
 				}
 			}
 			if ctx.Err() != nil {
+				help.wait() // what it decided is not written: exported next run
 				if err := finish(); err != nil {
 					return res, err
 				}
 				return res, ctx.Err()
 			}
-			if err := x.one(ctx, &es[i], read, out, &res); err != nil {
+			if err := x.one(ctx, &es[k], read, &out.tokBuf, &out.excBuf, &res); err != nil {
 				return res, err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
@@ -245,17 +262,174 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 					return res, err
 				}
 			}
-			done++
-			if done%1024 == 0 && c.Logf != nil {
-				if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
-					lastLog = now
-					c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
-						res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
-				}
+			progress(1)
+		}
+		if !helped {
+			continue
+		}
+		// The two met: every entry of the chunk is decided.
+		if err := help.wait(); err != nil {
+			return res, err
+		}
+		if err := x.take(out, help, &res); err != nil {
+			return res, err
+		}
+		progress(len(help.ends))
+	}
+	return res, finish()
+}
+
+// reader returns a reader of the lines of dataset's files (paths by file
+// id) and a function that closes the files it opened. A reader is used by
+// one goroutine; back: it reads lines mostly in decreasing offsets.
+func (x *Exporter) reader(dataset string, paths map[uint32]string, back bool) (reader, func()) {
+	readers := map[uint32]*lineReader{}
+	read := func(r *store.Record) ([]byte, string, error) {
+		lr := readers[r.File]
+		if lr == nil {
+			path, ok := paths[r.File]
+			if !ok {
+				return nil, "", fmt.Errorf("file %d of dataset %s is not in the index; run gendex ingest on its folder, then export", r.File, dataset)
+			}
+			var err error
+			if lr, err = openReader(path); err != nil {
+				return nil, "", err
+			}
+			lr.back = back
+			readers[r.File] = lr
+		}
+		line, err := lr.line(r)
+		return line, lr.path, err
+	}
+	return read, func() {
+		for _, r := range readers {
+			r.close()
+		}
+	}
+}
+
+// split is how a chunk's entries are shared between the exporter, which
+// takes them from the start, and its helper, which takes them from the
+// end: lo is the exporter's next, hi the end of what is left (one word, so
+// that each takes an entry with one compare-and-swap).
+type split struct{ v atomic.Uint64 }
+
+func (s *split) reset(n int) { s.v.Store(uint64(n)) }
+
+// front takes the first entry left, back the last; ok is false when none is.
+func (s *split) front() (int, bool) {
+	for {
+		v := s.v.Load()
+		lo, hi := v>>32, v&0xffffffff
+		if lo >= hi {
+			return 0, false
+		}
+		if s.v.CompareAndSwap(v, (lo+1)<<32|hi) {
+			return int(lo), true
+		}
+	}
+}
+
+func (s *split) back() (int, bool) {
+	for {
+		v := s.v.Load()
+		lo, hi := v>>32, v&0xffffffff
+		if lo >= hi {
+			return 0, false
+		}
+		if s.v.CompareAndSwap(v, lo<<32|(hi-1)) {
+			return int(hi - 1), true
+		}
+	}
+}
+
+// helper decides entries of a chunk from its end, in a goroutine of its
+// own, into buffers of its own, while the exporter decides from the start;
+// the exporter then takes its records and exclusions in the chunk's order
+// (see take). Deciding an answer reads only the answer, its prompt
+// (through the helper's own reader) and the Config, so two run at once.
+type helper struct {
+	x        *Exporter
+	read     reader
+	tok, exc []byte
+	// ends[j] is where the j-th entry decided ends in tok and exc (the
+	// entries are decided last first).
+	ends []span
+	res  Result // its counts, added to the exporter's by take
+	err  error
+	done chan struct{} // nil: not running
+}
+
+type span struct{ tok, exc int }
+
+// start decides entries from the end of es (taken from sp) in a new
+// goroutine until none is left, or ctx is done.
+func (h *helper) start(ctx context.Context, es []entry, sp *split) {
+	h.tok, h.exc, h.ends, h.err = h.tok[:0], h.exc[:0], h.ends[:0], nil
+	clear(h.res.Excluded)
+	h.res = Result{Excluded: h.res.Excluded, BadPrompts: h.res.BadPrompts[:0]}
+	h.done = make(chan struct{})
+	go func() {
+		defer close(h.done)
+		for ctx.Err() == nil {
+			k, ok := sp.back()
+			if !ok {
+				return
+			}
+			if h.err = h.x.one(ctx, &es[k], h.read, &h.tok, &h.exc, &h.res); h.err != nil {
+				sp.reset(0) // the exporter takes no more
+				return
+			}
+			h.ends = append(h.ends, span{len(h.tok), len(h.exc)})
+		}
+	}()
+}
+
+// wait waits for the goroutine, if one runs, and returns its error.
+func (h *helper) wait() error {
+	if h == nil || h.done == nil {
+		return nil
+	}
+	<-h.done
+	h.done = nil
+	return h.err
+}
+
+// take adds what h decided to the buffers, in the chunk's order (the
+// reverse of h's), and to the counts, flushing as the exporter's own
+// records do.
+func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
+	for j := len(h.ends) - 1; j >= 0; j-- {
+		var from span
+		if j > 0 {
+			from = h.ends[j-1]
+		}
+		to := h.ends[j]
+		out.tokBuf = append(out.tokBuf, h.tok[from.tok:to.tok]...)
+		out.excBuf = append(out.excBuf, h.exc[from.exc:to.exc]...)
+		if len(out.tokBuf)+len(out.excBuf) >= x.FlushBytes {
+			if err := x.flush(out, false); err != nil {
+				return err
 			}
 		}
 	}
-	return res, finish()
+	r := &h.res
+	res.AnswerBytes += r.AnswerBytes
+	for i := range res.Left {
+		res.Left[i] += r.Left[i]
+	}
+	for _, b := range r.BadPrompts {
+		if len(res.BadPrompts) < 5 {
+			res.BadPrompts = append(res.BadPrompts, b)
+		}
+	}
+	res.Records += r.Records
+	res.LenUnknown += r.LenUnknown
+	res.Unmatched += r.Unmatched
+	for reason, n := range r.Excluded {
+		res.Excluded[reason] += n
+	}
+	return nil
 }
 
 // placeKey is an entry's answer's file and offset, and the entry's index.
@@ -361,9 +535,10 @@ func (p place) String() string {
 	return filepath.Base(p.path) + ":" + strconv.FormatInt(p.line, 10)
 }
 
-// one decides one answer and buffers its record or exclusion.
-func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs, res *Result) error {
-	o, n, err := x.decideEntry(ctx, e, read, out.tokBuf)
+// one decides one answer and appends its record to tok or its exclusion
+// to exc, and counts it in res.
+func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]byte, res *Result) error {
+	o, n, err := x.decideEntry(ctx, e, read, *tok)
 	if err != nil {
 		return err
 	}
@@ -375,14 +550,14 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, out *outputs,
 			res.BadPrompts = append(res.BadPrompts, o.note)
 		}
 	case o.record != nil:
-		out.tokBuf = o.record
+		*tok = o.record
 		res.Records++
 		if o.lenUnknown {
 			res.LenUnknown++
 		}
 		res.Unmatched += o.unmatched
 	default:
-		out.excBuf = exclusionLine(out.excBuf, e.id, o.reason, o.detail, x.Now())
+		*exc = exclusionLine(*exc, e.id, o.reason, o.detail, x.Now())
 		res.Excluded[o.reason]++
 	}
 	return nil
@@ -444,6 +619,9 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 	}
 	paths := map[uint32]string{}
 	err = x.Ix.DB.View(func(v *store.View) error {
+		// The walk reads every page of three stages: they leave the
+		// process's memory as it goes, within the indexer's budget.
+		v.KeepMappedUnder(x.Ix.ReleaseAbove)
 		path := func(id uint32) {
 			if _, ok := paths[id]; !ok {
 				if p, ok := v.FilePath(id); ok {

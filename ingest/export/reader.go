@@ -17,9 +17,20 @@ type lineReader struct {
 	path string
 	buf  []byte
 	off  int64 // file offset of buf[0]
+	// back: lines are read mostly in decreasing offsets, so a window
+	// ends at the line read rather than starting there.
+	back bool
 }
 
-const window = 1 << 20
+// window is how much of a file one read brings in, and slack how much of
+// it lies before the line read (after it, reading backwards): lines come
+// in offset order within a chunk, but prompts (in their answers' order)
+// and the answers at a chunk's edges a few hundred lines out of it, and a
+// line just before the window would cost a read of a new one.
+const (
+	window = 1 << 20
+	slack  = 64 << 10
+)
 
 func openReader(path string) (*lineReader, error) {
 	f, err := os.Open(path)
@@ -35,15 +46,19 @@ func (r *lineReader) close() { r.f.Close() }
 // line that was indexed (its CRC). The slice is valid until the next call.
 func (r *lineReader) line(rec *store.Record) ([]byte, error) {
 	if rec.Offset < r.off || rec.Offset+rec.Length > r.off+int64(len(r.buf)) {
-		size := max(window, int(rec.Length))
+		size := max(window, int(rec.Length)+slack)
 		if cap(r.buf) < size {
 			r.buf = make([]byte, size)
 		}
-		n, err := r.f.ReadAt(r.buf[:size], rec.Offset)
+		at := max(0, rec.Offset-slack)
+		if r.back {
+			at = max(0, rec.Offset+rec.Length+slack-int64(size))
+		}
+		n, err := r.f.ReadAt(r.buf[:size], at)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("reading %s:%d: %w", r.path, rec.Line, err)
 		}
-		r.buf, r.off = r.buf[:n], rec.Offset
+		r.buf, r.off = r.buf[:n], at
 	}
 	start := rec.Offset - r.off
 	if start+rec.Length > int64(len(r.buf)) || store.LineSum(r.buf[start:start+rec.Length]) != rec.Sum {

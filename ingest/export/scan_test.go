@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -197,5 +201,98 @@ func TestSpillRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%d entries back, %d in; first differences elided", len(got), len(want))
+	}
+}
+
+// TestHelperDecidesAsOne: a chunk decided in two halves, the second by the
+// helper goroutine, gives the records, exclusions and counts that chunks
+// of one answer (no helper) give, in both formats, whatever the chunk
+// and flush sizes.
+func TestHelperDecidesAsOne(t *testing.T) {
+	var p, r strings.Builder
+	id := regexp.MustCompile(`^\{"id":"([^"]*)"`)
+	for k := range 25 {
+		for _, f := range []struct {
+			b     *strings.Builder
+			lines string
+		}{{&p, fixturePrompts}, {&r, fixtureRaw}} {
+			for _, line := range strings.SplitAfter(f.lines, "\n") {
+				f.b.WriteString(id.ReplaceAllString(line, fmt.Sprintf(`{"id":"${1}-%d"`, k)))
+			}
+		}
+	}
+	sorted := func(s string) string {
+		lines := strings.SplitAfter(s, "\n")
+		sort.Strings(lines)
+		return strings.Join(lines, "")
+	}
+	for _, format := range []Format{IDs, Conversations} {
+		d, _ := fixture(t, p.String(), r.String())
+		export := func(chunk, flush int) (Result, string, string) {
+			db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			d := d
+			d.Out = t.TempDir()
+			res, tok, exc := runExport(t, db, d, Config{Format: format, ChunkSize: chunk, FlushBytes: flush})
+			// The first few bad prompts are in the order decided, with
+			// the fixture's folder: their number is compared.
+			res.BadPrompts = res.BadPrompts[:0:len(res.BadPrompts)]
+			return res, sorted(tok), sorted(exc)
+		}
+		wantRes, wantTok, wantExc := export(1, 1<<20)
+		if wantRes.Records == 0 || len(wantRes.Excluded) == 0 || wantRes.Left == [numLeft]int{} {
+			t.Fatalf("the fixture should give records, exclusions and answers left: %+v", wantRes)
+		}
+		for _, c := range []struct{ chunk, flush int }{{2, 1 << 20}, {3, 100}, {8, 700}, {101, 1 << 20}, {10000, 2000}} {
+			res, tok, exc := export(c.chunk, c.flush)
+			if !reflect.DeepEqual(res, wantRes) {
+				t.Errorf("format %d, chunks of %d, flush %d: %+v; want %+v", format, c.chunk, c.flush, res, wantRes)
+			}
+			same(t, fmt.Sprintf("format %d, chunks of %d, flush %d: sorted records", format, c.chunk, c.flush), tok, wantTok)
+			same(t, fmt.Sprintf("format %d, chunks of %d, flush %d: sorted exclusions", format, c.chunk, c.flush), exc, wantExc)
+		}
+	}
+}
+
+// TestLineReaderAnyOrder: lines read forwards, backwards and in random
+// order, through a reader of either kind, are the lines at their records.
+func TestLineReaderAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	path := filepath.Join(t.TempDir(), "f.jsonl")
+	var data []byte
+	var recs []store.Record
+	for i := range 3000 {
+		line := bytes.Repeat([]byte{byte('a' + i%26)}, 1+rng.IntN(3000))
+		if i%500 == 0 {
+			line = bytes.Repeat([]byte{'L'}, window+rng.IntN(window)) // longer than a window
+		}
+		recs = append(recs, store.Record{Offset: int64(len(data)), Length: int64(len(line)), Line: int64(i + 1), Sum: store.LineSum(line)})
+		data = append(append(data, line...), '\n')
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	orders := map[string][]int{"forwards": make([]int, len(recs)), "backwards": make([]int, len(recs)), "random": rng.Perm(len(recs))}
+	for i := range recs {
+		orders["forwards"][i], orders["backwards"][i] = i, len(recs)-1-i
+	}
+	for name, order := range orders {
+		for _, back := range []bool{false, true} {
+			r, err := openReader(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.back = back
+			for _, i := range order {
+				line, err := r.line(&recs[i])
+				if err != nil || !bytes.Equal(line, data[recs[i].Offset:recs[i].Offset+recs[i].Length]) {
+					t.Fatalf("%s, back %v: line %d: %v", name, back, i+1, err)
+				}
+			}
+			r.close()
+		}
 	}
 }
