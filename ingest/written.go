@@ -5,6 +5,7 @@ package ingest
 // ParseWritten to parse one write while the one before is indexed.
 
 import (
+	"bytes"
 	"context"
 
 	"gendex/store"
@@ -106,4 +107,71 @@ func (w *written) usable() *Parsed {
 		return nil
 	}
 	return w.parsed
+}
+
+// KnownLine is what a writer knows one of its lines normalizes to: its id
+// and its prompt count (store.Unknown when it has none). See KnownWritten.
+type KnownLine struct {
+	ID           string
+	PromptTokens int64
+}
+
+// KnownWritten is ParseWritten for a writer that made the lines of data
+// itself and knows, for each, what Normalize reads from it: known[i] is
+// line i's id and prompt count (export's tokenized.jsonl, whose records it
+// lays out: the id and the length of input_ids). It is for the tokenized
+// stage only, and for a file read by the default id rules; otherwise, or
+// when known has not one entry per line, it returns nil (ParseWritten
+// does the work). The records are those Normalize would make; tests hold
+// the writers to that.
+func (ix *Indexer) KnownWritten(src Source, data []byte, at int64, known []KnownLine) *Parsed {
+	if src.Stage != store.Tokenized || src.IDPath != "" || len(data) == 0 || data[len(data)-1] != '\n' {
+		return nil
+	}
+	custom := false
+	if err := ix.DB.View(func(v *store.View) error {
+		st, ok, err := v.File(src.Path)
+		custom = ok && st.IDPath != ""
+		return err
+	}); err != nil || custom {
+		return nil
+	}
+	maxRecords, maxBytes := ix.limits()
+	p := &Parsed{src: src, at: at, end: at + int64(len(data))}
+	c := chunks.Get().(*chunk)
+	c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+	var size, lines int64
+	off := at
+	for rest := data; len(rest) > 0; {
+		nl := bytes.IndexByte(rest, '\n')
+		line := rest[:nl]
+		if int(lines) >= len(known) {
+			return nil
+		}
+		k := known[lines]
+		lines++
+		c.recs = append(c.recs, pending{stage: store.Tokenized, rec: store.Record{
+			ID: k.ID, Shape: store.ShapeTokenized, Offset: off, Length: int64(len(line)), Line: lines, Sum: store.LineSum(line),
+			PromptTokens: k.PromptTokens, CompletionTokens: store.Unknown, CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
+		}})
+		if clipCounts(&c.recs[len(c.recs)-1].rec) != "" || store.CheckRecord(&c.recs[len(c.recs)-1].rec) != nil {
+			return nil // a line the parser reports on
+		}
+		off += int64(nl) + 1
+		size += int64(nl) + 1
+		rest = rest[nl+1:]
+		if len(c.recs) >= maxRecords || size >= maxBytes || len(rest) == 0 {
+			c.off, c.lines, c.last = off, lines, len(rest) == 0
+			p.chunks = append(p.chunks, c)
+			if !c.last {
+				c = chunks.Get().(*chunk)
+				c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+				size = 0
+			}
+		}
+	}
+	if int(lines) != len(known) {
+		return nil
+	}
+	return p
 }

@@ -233,3 +233,81 @@ func TestIndexWrittenUsesTheBytesGiven(t *testing.T) {
 		t.Errorf("indexed %v; want x (from the bytes given) and b (from the file)", ids)
 	}
 }
+
+// TestKnownWrittenEqualsIndexFile: tokenized lines indexed from what their
+// writer knows of them (KnownWritten: ids and input_ids lengths, no parse),
+// write after write, with small and large batches, give the index a fresh
+// IndexFile of the file gives: every record, the file's state, every
+// counter. KnownWritten refuses what it cannot stand for: another stage,
+// a count of known lines that is not the file's, a record the store
+// refuses.
+func TestKnownWrittenEqualsIndexFile(t *testing.T) {
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		dir := t.TempDir()
+		src := Source{Path: filepath.Join(dir, "tokenized.jsonl"), Dataset: "D", Stage: store.Tokenized}
+		f, err := os.OpenFile(src.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc, fresh := &Indexer{DB: openTemp(t), BatchRecords: 1 + rng.IntN(50)}, &Indexer{DB: openTemp(t)}
+		var size int64
+		line := 0
+		for range 30 {
+			var data []byte
+			var known []KnownLine
+			for range 1 + rng.IntN(40) {
+				ids := make([]string, rng.IntN(30)) // input_ids may be empty
+				for j := range ids {
+					ids[j] = fmt.Sprint(rng.IntN(200000))
+				}
+				id := fmt.Sprintf("k%05d", line)
+				line++
+				if rng.IntN(3) == 0 {
+					data = fmt.Appendf(data, `{"id":%q,"conversations":[{"role":"user","content":"x"}]}`+"\n", id)
+					known = append(known, KnownLine{ID: id, PromptTokens: store.Unknown})
+					continue
+				}
+				data = fmt.Appendf(data, `{"id":%q,"input_ids":[%s],"loss_mask":[%s]}`+"\n", id, strings.Join(ids, ","), strings.Repeat(",1", len(ids))[min(1, len(ids)):])
+				known = append(known, KnownLine{ID: id, PromptTokens: int64(len(ids))})
+			}
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			p := inc.KnownWritten(src, data, size, known)
+			if p == nil {
+				t.Fatalf("seed %d: KnownWritten refused %d lines it knows", seed, len(known))
+			}
+			if inc.KnownWritten(src, data, size, known[1:]) != nil || inc.KnownWritten(Source{Path: src.Path, Dataset: "D", Stage: store.Raw}, data, size, known) != nil {
+				t.Fatal("KnownWritten took a wrong count of lines, or the raw stage")
+			}
+			if _, err := inc.IndexWritten(t.Context(), src, data, size, p); err != nil {
+				t.Fatal(err)
+			}
+			size += int64(len(data))
+		}
+		f.Close()
+		if _, err := fresh.IndexFile(t.Context(), src); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := indexDump(t, inc.DB, src), indexDump(t, fresh.DB, src); !reflect.DeepEqual(got, want) {
+			t.Errorf("seed %d: the index built from known lines differs from a fresh one:\n got %+v %d\nwant %+v %d", seed, got.File, len(got.Records[store.Tokenized]), want.File, len(want.Records[store.Tokenized]))
+		}
+	}
+	long := KnownLine{ID: strings.Repeat("x", 70000), PromptTokens: 1}
+	data := []byte(`{"id":"` + long.ID + `","input_ids":[1],"loss_mask":[1]}` + "\n")
+	ix := &Indexer{DB: openTemp(t)}
+	if ix.KnownWritten(Source{Path: filepath.Join(t.TempDir(), "t.jsonl"), Dataset: "D", Stage: store.Tokenized}, data, 0, []KnownLine{long}) != nil {
+		t.Error("KnownWritten took an id the store refuses")
+	}
+}
+
+func openTemp(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}

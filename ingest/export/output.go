@@ -39,6 +39,7 @@ type batch struct {
 	tok, exc     []byte
 	tokAt, excAt int64
 	parsed       chan *ingest.Parsed
+	known        []ingest.KnownLine // what the index needs of tok's lines (knownLines)
 }
 
 // numBatches is how many flushes may be written or indexed while the next
@@ -141,7 +142,17 @@ func (x *Exporter) flush(out *outputs, last bool) error {
 		// (and while the batch before is indexed).
 		at := out.tokEnd
 		out.tokEnd += int64(len(b.tok))
-		go func() { b.parsed <- x.Ix.ParseWritten(out.tokSrc, b.tok, at) }()
+		go func() {
+			var p *ingest.Parsed
+			var ok bool
+			if b.known, ok = knownLines(b.tok, b.known); ok { // export's own layout: no parse
+				p = x.Ix.KnownWritten(out.tokSrc, b.tok, at, b.known)
+			}
+			if p == nil {
+				p = x.Ix.ParseWritten(out.tokSrc, b.tok, at)
+			}
+			b.parsed <- p
+		}()
 	}
 	out.toWrite <- b
 	return nil

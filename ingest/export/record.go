@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"gendex/ingest"
 	"gendex/ingest/gen/sglang"
 	"gendex/store"
 )
@@ -336,6 +337,46 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 }
 
 var zeros, ones = strings.Repeat("0,", 4096), strings.Repeat("1,", 4096)
+
+// knownLines reads back what the index needs of records export wrote
+// (data, whole lines of tokenized.jsonl): each line's id and the length
+// of its input_ids, or store.Unknown for a conversations record. It reads
+// only the layout ids and conversation both write ({"id":"...", then
+// ,"input_ids":[...] or ,"conversations":), with no escape in the id; for
+// anything else it returns false and the lines are parsed instead.
+func knownLines(data []byte, dst []ingest.KnownLine) ([]ingest.KnownLine, bool) {
+	const idKey, idsKey = `{"id":"`, `,"input_ids":[`
+	dst = dst[:0]
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		line := data[:nl]
+		data = data[nl+1:]
+		if !bytes.HasPrefix(line, []byte(idKey)) {
+			return dst, false
+		}
+		line = line[len(idKey):]
+		q := bytes.IndexByte(line, '"')
+		if q <= 0 || bytes.IndexByte(line[:q], '\\') >= 0 {
+			return dst, false
+		}
+		k := ingest.KnownLine{ID: string(line[:q]), PromptTokens: store.Unknown}
+		switch line = line[q+1:]; {
+		case bytes.HasPrefix(line, []byte(idsKey)):
+			ids := line[len(idsKey):]
+			end := bytes.IndexByte(ids, ']')
+			if end < 0 {
+				return dst, false
+			}
+			if k.PromptTokens = 0; end > 0 {
+				k.PromptTokens = int64(bytes.Count(ids[:end], []byte{','})) + 1
+			}
+		case !bytes.HasPrefix(line, []byte(`,"conversations":`)):
+			return dst, false
+		}
+		dst = append(dst, k)
+	}
+	return dst, true
+}
 
 // appendRun appends n copies of run's digit, comma-separated.
 func appendRun(dst []byte, run string, n int) []byte {
