@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -111,7 +112,9 @@ func (r *run) write() error {
 	}
 }
 
-// flushFile writes data in one write, fsyncs, and indexes it.
+// flushFile writes data in one write, fsyncs, and indexes it from memory
+// (gen is the file's only writer: ingest.Indexer.IndexWritten reads it
+// back only when the index has not read the file up to this write).
 func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	if len(data) == 0 {
 		return nil
@@ -122,8 +125,11 @@ func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", src.Path, err)
 	}
-	if _, err := r.ix.IndexFile(context.Background(), src); err != nil {
+	end, err := f.Seek(0, io.SeekCurrent) // an append leaves the offset at the end
+	if err != nil {
+		_, err = r.ix.IndexFile(context.Background(), src)
 		return err
 	}
-	return nil
+	_, err = r.ix.IndexWritten(context.Background(), src, data, end-int64(len(data)), nil)
+	return err
 }
