@@ -10,7 +10,7 @@ import (
 )
 
 // noMetricsNote is what `server` says of a server without /metrics.
-const noMetricsNote = "no /metrics (HTTP 404): start the server with --enable-metrics"
+const noMetricsNote = "no /metrics (HTTP 404): start the server with --enable-metrics (a router or gateway in front serves none)"
 
 // timeFormat is how questions print a moment: UTC, to the millisecond, as
 // gen's answer lines write finished_at.

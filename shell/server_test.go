@@ -52,7 +52,7 @@ func TestDashboardShowsServers(t *testing.T) {
 	}
 	want := "server\tup\trunning\tqueued\ttoken_usage\ttokens/s server 30s\ttokens/s gendex 30s\tnote\n" +
 		"http://a:30000\tyes\t121\t3\t0.700\t1000.0\t990.0\t\n" +
-		"http://b:30000\tyes\t\t\t\t\t500.0\tno /metrics (HTTP 404): start the server with --enable-metrics\n"
+		"http://b:30000\tyes\t\t\t\t\t500.0\tno /metrics (HTTP 404): start the server with --enable-metrics (a router or gateway in front serves none)\n"
 	if !strings.HasSuffix(b.String(), "\n"+want) {
 		t.Errorf("dashboard:\n%s\nwant it to end with:\n%s", b.String(), want)
 	}

@@ -107,7 +107,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 			return // the run ends: the last sample is the stop's
 		case errors.Is(err, errNoMetrics):
 			sc.noMetrics.Store(true)
-			m.r.once("nometrics "+s.name, "gen: %s has no /metrics (404): its own view (running and queued requests, KV use, tokens/s) is unknown; start the server with --enable-metrics to have it in 'gendex query server'", s.name)
+			m.r.once("nometrics "+s.name, "gen: %s has no /metrics (404): its own view (running and queued requests, KV use, tokens/s) is unknown; start the server with --enable-metrics to have it in 'gendex query server' (a router or sgl-model-gateway in front serves none of its workers' /metrics)", s.name)
 		case err != nil:
 			var ne net.Error
 			if !errors.As(err, &ne) && !strings.Contains(err.Error(), "connection refused") {
