@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,5 +435,49 @@ func TestGenExportCatchUpNeedsNoServer(t *testing.T) {
 	r = gendex(t, testEnv(nil), "--db", db2, "gen", "--server", "http://127.0.0.1:1", "--wait-ready", "1s", "--export", "ids", text)
 	if r.code != 1 || !strings.Contains(r.stderr, "waiting for http://127.0.0.1:1") {
 		t.Errorf("gen --export ids with a text prompt to tokenize and no server: %s", r)
+	}
+}
+
+// TestGenExportHoldsItsOutputs: from its start (here, while it waits for
+// its server), gen --export holds its outputs: an export of the same
+// folder with its own index is refused, instead of gen failing at its
+// first record; gen then goes on to the end.
+func TestGenExportHoldsItsOutputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	root := t.TempDir()
+	writeMixedPrompts(t, filepath.Join(root, "h"), "h", 60)
+	cmd := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://"+addr, "--wait-ready", "60s",
+		"--max-new-tokens", "24", "--export", "ids", root)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, 20*time.Second, "gen to wait for its server", func() bool { return strings.Contains(stderr.String(), "waiting for") })
+	o, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", root).CombinedOutput()
+	if err == nil || !strings.Contains(string(o), "is being written by another gendex gen or export") {
+		t.Errorf("export while gen --export runs: %v\n%s", err, o)
+	}
+	sim := exec.Command(bin, "sim", "--listen", addr, "--seed", "6")
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Process.Kill(); sim.Wait() })
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gen: %v\n%s", err, stderr.String())
+	}
+	if n := exportedOnce(t, filepath.Join(root, "h")); n == 0 {
+		t.Error("no records")
 	}
 }

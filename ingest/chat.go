@@ -83,17 +83,17 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 // OpenOutput opens a file that only its writer appends to (gen's answers,
-// export's records), creating it, and locks it so that a second writer
-// (named in the error by who, "gen" or "export") fails at once instead of
+// export's records), creating it, and locks it so that a second writer (a
+// gen or an export of the same folder) fails at once instead of
 // interleaving lines. The lock goes with the file's close or the process.
-func OpenOutput(path, who string) (*os.File, error) {
+func OpenOutput(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s is being written by another %s (lock: %v)", path, who, err)
+		return nil, fmt.Errorf("%s is being written by another gendex gen or export (lock: %v); run this when it is done", path, err)
 	}
 	return f, nil
 }

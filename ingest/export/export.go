@@ -150,11 +150,11 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
 	var err error
-	if out.tok, err = ingest.OpenOutput(out.tokSrc.Path, "export"); err != nil {
+	if out.tok, err = ingest.OpenOutput(out.tokSrc.Path); err != nil {
 		return res, err
 	}
 	defer out.tok.Close()
-	if out.exc, err = ingest.OpenOutput(out.excSrc.Path, "export"); err != nil {
+	if out.exc, err = ingest.OpenOutput(out.excSrc.Path); err != nil {
 		return res, err
 	}
 	defer out.exc.Close()

@@ -76,7 +76,20 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 	if res.LeftNoPrompt() > 0 {
 		r.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// Held, and locked, for the whole run: a second writer (an export of
+	// the same folder) fails at its start, not gen in the middle.
+	for _, o := range []struct {
+		f   **os.File
+		src ingest.Source
+	}{{&e.tokFile, e.tok}, {&e.excFile, e.exc}} {
+		if *o.f, err = ingest.OpenOutput(o.src.Path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // firstServer is the tokenizer of catchUp, which runs before the run
@@ -178,7 +191,7 @@ func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
 			continue
 		}
 		if *o.f == nil {
-			f, err := ingest.OpenOutput(o.src.Path, "gen")
+			f, err := ingest.OpenOutput(o.src.Path)
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		return ds, fmt.Errorf("output folder: %w", err)
 	}
 	var err error
-	if ds.rawFile, err = ingest.OpenOutput(d.Raw, "gen"); err != nil {
+	if ds.rawFile, err = ingest.OpenOutput(d.Raw); err != nil {
 		return ds, err
 	}
 	type output struct {
@@ -58,13 +58,13 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	}
 	outputs := []output{{ds.raw, ds.rawFile}}
 	if _, err := os.Stat(d.Errors); err == nil { // else created with the first error
-		if ds.errFile, err = ingest.OpenOutput(d.Errors, "gen"); err != nil {
+		if ds.errFile, err = ingest.OpenOutput(d.Errors); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.errs, ds.errFile})
 	}
 	if _, err := os.Stat(d.Turns); err == nil { // else created with the first turn
-		if ds.turnsFile, err = ingest.OpenOutput(d.Turns, "gen"); err != nil {
+		if ds.turnsFile, err = ingest.OpenOutput(d.Turns); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.turns, ds.turnsFile})

@@ -33,7 +33,7 @@ func (r *run) write() error {
 	flush := func() {
 		for ds, b := range pending {
 			if failed == nil && len(b.turns) > 0 && ds.turnsFile == nil {
-				ds.turnsFile, failed = ingest.OpenOutput(ds.Turns, "gen")
+				ds.turnsFile, failed = ingest.OpenOutput(ds.Turns)
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.turnsFile, ds.turns, b.turns)
@@ -42,7 +42,7 @@ func (r *run) write() error {
 				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
 			}
 			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
-				ds.errFile, failed = ingest.OpenOutput(ds.Errors, "gen")
+				ds.errFile, failed = ingest.OpenOutput(ds.Errors)
 			}
 			if failed == nil {
 				failed = r.flushFile(ds.errFile, ds.errs, b.errs)
