@@ -518,7 +518,11 @@ func (r *run) once(key, format string, a ...any) {
 
 func (r *run) settings() string {
 	b, _ := json.Marshal(r.cfg.Sampling)
-	return fmt.Sprintf("api %s, concurrency %d, turns %s, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, r.cfg.Turns, b)
+	export := ""
+	if x := r.cfg.Export; x != nil {
+		export = fmt.Sprintf(", export %s (tokenized.jsonl and excluded.jsonl beside the answers)", x.Format)
+	}
+	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, r.cfg.Turns, export, b)
 }
 
 // writeMetrics writes the requests in flight, whether each server is up
