@@ -5,6 +5,8 @@
 // answered exactly once through crashes and restarts. A multi-turn chat
 // prompt is regenerated turn by turn, each turn exactly once, its earlier
 // turns written to turns.jsonl (turns.go).
+// Under Config.Export each answer's training record or exclusion is written
+// after it, in the same flush (exportrun.go).
 //
 // The protocol (README.md, gen, "Exactly once"): responses are buffered for
 // at most FlushEvery, written to the dataset's file in one write and
