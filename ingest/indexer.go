@@ -44,8 +44,8 @@ type Indexer struct {
 	// ReleaseAbove, when above 0, keeps the index file's pages out of
 	// the process's resident memory: every releaseCheck records a commit
 	// adds, and once it is done, when the process's resident file pages
-	// (store.ResidentShared) are above ReleaseAbove bytes, they are
-	// released (store.Tx.ReleaseMapped). Lookups of ids spread over a
+	// are above ReleaseAbove bytes, they are released
+	// (store.Tx.ReleaseMappedAbove). Lookups of ids spread over a
 	// large index otherwise leave most of its file counted in RSS (as
 	// page cache it stays in memory either way).
 	ReleaseAbove int64
@@ -87,8 +87,8 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 			}
 		}
 		for i := range c.recs {
-			if i%releaseCheck == releaseCheck-1 && ix.overBudget() {
-				if err := tx.ReleaseMapped(); err != nil {
+			if i%releaseCheck == releaseCheck-1 && ix.ReleaseAbove > 0 {
+				if err := tx.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
 					return err
 				}
 			}
@@ -158,8 +158,8 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	if err != nil {
 		return fmt.Errorf("indexing %s: %w", src.Path, err)
 	}
-	if ix.overBudget() {
-		if err := ix.DB.ReleaseMapped(); err != nil {
+	if ix.ReleaseAbove > 0 {
+		if err := ix.DB.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
 			return err
 		}
 	}
@@ -181,16 +181,6 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 // ReleaseAbove: a lookup may fault in 16 pages (64 KiB), so a check
 // every 128 records of two lookups lets at most 16 MiB in between.
 const releaseCheck = 128
-
-// overBudget reports whether the process's resident file pages are above
-// ReleaseAbove (never when it is 0).
-func (ix *Indexer) overBudget() bool {
-	if ix.ReleaseAbove <= 0 {
-		return false
-	}
-	n, ok := store.ResidentShared()
-	return ok && n > ix.ReleaseAbove
-}
 
 // report passes p on; a file's ServerID warning only the first time.
 func (ix *Indexer) report(p Problem) {

@@ -45,6 +45,25 @@ func (db *DB) ReleaseMapped() error {
 // not in the map; what they still point at in the map reads back the same.
 func (tx *Tx) ReleaseMapped() error { return releaseMapped(tx.btx) }
 
+// ReleaseMappedAbove is ReleaseMapped when the process's resident file
+// pages (ResidentShared) are above n bytes, and nothing otherwise: the
+// check a long reader or writer makes every so often to keep the index's
+// pages under a budget.
+func (tx *Tx) ReleaseMappedAbove(n int64) error { return releaseMappedAbove(tx.btx, n) }
+
+// ReleaseMappedAbove is Tx.ReleaseMappedAbove in a read transaction of
+// its own.
+func (db *DB) ReleaseMappedAbove(n int64) error {
+	return db.View(func(v *View) error { return releaseMappedAbove(v.btx, n) })
+}
+
+func releaseMappedAbove(btx *bolt.Tx, n int64) error {
+	if r, ok := ResidentShared(); ok && r > n {
+		return releaseMapped(btx)
+	}
+	return nil
+}
+
 func releaseMapped(btx *bolt.Tx) error {
 	size := btx.Size()
 	size -= size % int64(syscall.Getpagesize()) // whole pages of the map only

@@ -266,3 +266,33 @@ func TestKeepMappedUnder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReleaseMappedAbove: the pages a walk touched are released only when
+// the process's resident file pages are above the budget given.
+func TestReleaseMappedAbove(t *testing.T) {
+	db := newDB(t)
+	fillReleaseDB(t, db, 0, 50000)
+	if err := db.ReleaseMapped(); err != nil {
+		t.Fatal(err)
+	}
+	before := rssFileKB(t)
+	if err := db.View(func(v *View) error { readAll(t, v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	touched := rssFileKB(t)
+	if touched-before < 1024 {
+		t.Fatalf("the walk added %d kB of RssFile: the test does not see mapped pages", touched-before)
+	}
+	if err := db.ReleaseMappedAbove(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	if kept := rssFileKB(t); touched-kept > (touched-before)/4 {
+		t.Errorf("under the budget, %d of the %d kB the walk added were released", touched-kept, touched-before)
+	}
+	if err := db.ReleaseMappedAbove(0); err != nil {
+		t.Fatal(err)
+	}
+	if after := rssFileKB(t); touched-after < (touched-before)*3/4 {
+		t.Errorf("over the budget, %d of the %d kB the walk added were released", touched-after, touched-before)
+	}
+}

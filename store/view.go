@@ -35,10 +35,7 @@ func (v *View) step() error {
 	if v.walked++; v.walked%1024 != 0 {
 		return nil
 	}
-	if n, ok := ResidentShared(); ok && n > v.keepUnder {
-		return v.ReleaseMapped()
-	}
-	return nil
+	return releaseMappedAbove(v.btx, v.keepUnder)
 }
 
 func (v *View) datasetBucket(name string) *bolt.Bucket {
