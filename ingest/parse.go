@@ -35,6 +35,12 @@ type chunk struct {
 	err      error
 }
 
+// reset empties c for another batch, keeping its memory.
+func (c *chunk) reset() *chunk {
+	c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+	return c
+}
+
 // parseFile reads complete lines from lr (lines before them) and sends
 // them, parsed, in chunks; the last chunk has last set (or err). It stops
 // early when ctx is done (sending what it has as the last chunk) or stop
@@ -55,7 +61,7 @@ func parseFile(ctx context.Context, lr *lineReader, src Source, idPath IDPath, l
 	next := func() bool {
 		select {
 		case c = <-free:
-			c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+			c.reset()
 			if cap(c.recs) < want {
 				c.recs = make([]pending, 0, want)
 			}

@@ -121,8 +121,8 @@ type KnownLine struct {
 // line i's id and prompt count (export's tokenized.jsonl, whose records it
 // lays out: the id and the length of input_ids). It is for the tokenized
 // stage only, and for a file read by the default id rules; otherwise, or
-// when known has not one entry per line, it returns nil (ParseWritten
-// does the work). The records are those Normalize would make; tests hold
+// when known has not one entry per line, or a record the store refuses,
+// it returns nil (ParseWritten does the work, and reports). The records are those Normalize would make; tests hold
 // the writers to that.
 func (ix *Indexer) KnownWritten(src Source, data []byte, at int64, known []KnownLine) *Parsed {
 	if src.Stage != store.Tokenized || src.IDPath != "" || len(data) == 0 || data[len(data)-1] != '\n' {
@@ -136,18 +136,17 @@ func (ix *Indexer) KnownWritten(src Source, data []byte, at int64, known []Known
 	}); err != nil || custom {
 		return nil
 	}
+	if bytes.Count(data, newline) != len(known) {
+		return nil
+	}
 	maxRecords, maxBytes := ix.limits()
 	p := &Parsed{src: src, at: at, end: at + int64(len(data))}
-	c := chunks.Get().(*chunk)
-	c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+	c := chunks.Get().(*chunk).reset()
 	var size, lines int64
 	off := at
 	for rest := data; len(rest) > 0; {
 		nl := bytes.IndexByte(rest, '\n')
 		line := rest[:nl]
-		if int(lines) >= len(known) {
-			return nil
-		}
 		k := known[lines]
 		lines++
 		c.recs = append(c.recs, pending{stage: store.Tokenized, rec: store.Record{
@@ -164,14 +163,9 @@ func (ix *Indexer) KnownWritten(src Source, data []byte, at int64, known []Known
 			c.off, c.lines, c.last = off, lines, len(rest) == 0
 			p.chunks = append(p.chunks, c)
 			if !c.last {
-				c = chunks.Get().(*chunk)
-				c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
-				size = 0
+				c, size = chunks.Get().(*chunk).reset(), 0
 			}
 		}
-	}
-	if int(lines) != len(known) {
-		return nil
 	}
 	return p
 }

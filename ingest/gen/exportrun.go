@@ -20,7 +20,6 @@ package gen
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -96,12 +95,8 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 // connects: the first --server, waited for (up to WaitReady) the first
 // time a prompt must be tokenized, and only then.
 func (r *run) firstServer() export.Tokenizer {
-	hc := r.cfg.HTTP
-	if hc == nil {
-		hc = &http.Client{Transport: sglang.NewTransport(16)}
-	}
-	return &lazyServer{c: sglang.New(r.cfg.Servers[0], sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model}),
-		wait: r.cfg.WaitReady, logf: r.logf}
+	c := sglang.New(r.cfg.Servers[0], sglang.Options{APIKey: r.cfg.APIKey, HTTP: r.cfg.HTTP, Model: r.cfg.Model, Concurrency: 16})
+	return &lazyServer{c: c, wait: r.cfg.WaitReady, logf: r.logf}
 }
 
 // lazyServer tokenizes on one server, once it is ready.
@@ -179,27 +174,15 @@ func (b *exportBufs) take(r *run, res *result) {
 }
 
 // flushExport writes b's records, then its exclusions (each written,
-// fsynced and indexed), after the raw lines they belong to.
+// fsynced and indexed), after the raw lines they belong to. The files are
+// open since catchUp.
 func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
 	e := &ds.exp
-	for _, o := range []struct {
-		f    **os.File
-		src  ingest.Source
-		data []byte
-	}{{&e.tokFile, e.tok, b.tok}, {&e.excFile, e.exc, b.exc}} {
-		if len(o.data) == 0 {
-			continue
-		}
-		if *o.f == nil {
-			f, err := ingest.OpenOutput(o.src.Path)
-			if err != nil {
-				return err
-			}
-			*o.f = f
-		}
-		if err := r.flushFile(*o.f, o.src, o.data); err != nil {
-			return err
-		}
+	if err := r.flushFile(e.tokFile, e.tok, b.tok); err != nil {
+		return err
+	}
+	if err := r.flushFile(e.excFile, e.exc, b.exc); err != nil {
+		return err
 	}
 	e.records += b.records
 	e.excluded += b.excluded

@@ -127,7 +127,6 @@ func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	}
 	end, err := f.Seek(0, io.SeekCurrent) // an append leaves the offset at the end
 	if err != nil {
-		_, err = r.ix.IndexFile(context.Background(), src)
 		return err
 	}
 	_, err = r.ix.IndexWritten(context.Background(), src, data, end-int64(len(data)), nil)
