@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -448,12 +447,7 @@ func TestGenExportHoldsItsOutputs(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	root := t.TempDir()
 	writeMixedPrompts(t, filepath.Join(root, "h"), "h", 60)
 	cmd := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://"+addr, "--wait-ready", "60s",

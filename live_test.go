@@ -601,16 +601,23 @@ func TestListenMetricsOnly(t *testing.T) {
 	}
 }
 
-// startSimProcess runs `gendex sim` with args on a free loopback port until
-// the test ends, and returns its URL once it answers /health.
-func startSimProcess(t *testing.T, bin string, args ...string) string {
+// freeAddr returns a loopback address no one listens on now, for a
+// server the test starts (or restarts) there later.
+func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startSimProcess runs `gendex sim` with args on a free loopback port until
+// the test ends, and returns its URL once it answers /health.
+func startSimProcess(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -65,12 +64,7 @@ func TestServerRestartEvents(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	url := "http://" + addr
 	startSim := func() *exec.Cmd {
 		cmd := exec.Command(bin, "sim", "--listen", addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
