@@ -72,15 +72,15 @@ func TestProgress(t *testing.T) {
 			}
 		}
 		// The fixture has no exclusions (TestProgressExcluded has).
-		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, int64(0)})
+		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, cutOf(d.raw), int64(0)})
 	}
-	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "skipped"}
+	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "skipped"}
 	r := answer(t, db, time.Now(), "progress")
 	checkRows(t, "progress", r, cols, want)
 
 	// Spelled out for alpha, so a wrong model cannot hide a wrong answer:
 	// 12 prompts; 9 answered (7 responses, 2 open errors); B5, B6, B7 missing.
-	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(0)}) {
+	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(1), int64(0)}) {
 		t.Errorf("alpha progress %v", got)
 	}
 
@@ -143,9 +143,12 @@ func TestTokens(t *testing.T) {
 	db, _ := ingesttest.Index(t, fixtureRoot)
 	m := model(t, fixtureRoot)
 	row := func(name string, recs []mRec) []any {
-		var prompt, completion, unkC, unkP int64
+		var prompt, completion, unkC, unkP, cut int64
 		var known []int64
 		for _, r := range recs {
+			if r.finish == "length" {
+				cut++
+			}
 			if r.completion < 0 {
 				unkC++
 			} else {
@@ -168,7 +171,7 @@ func TestTokens(t *testing.T) {
 		} else if len(recs) > 0 {
 			c = nil
 		}
-		return []any{name, int64(len(recs)), p, c, avg, nearestRank(known, 50), nearestRank(known, 90), nearestRank(known, 99), unkC, unkP, int64(0)}
+		return []any{name, int64(len(recs)), p, c, avg, nearestRank(known, 50), nearestRank(known, 90), nearestRank(known, 99), unkC, unkP, cut, int64(0)}
 	}
 	var want [][]any
 	var all []mRec
@@ -181,7 +184,7 @@ func TestTokens(t *testing.T) {
 		want = append(want, row(n, recs))
 	}
 	cols := []string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
-		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "skipped"}
+		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"}
 	r := answer(t, db, time.Now(), "tokens")
 	checkRows(t, "tokens", r, cols, want)
 	if got, w := normRow(r.Total), row("TOTAL", all); !slices.Equal(got, w) {
@@ -191,7 +194,7 @@ func TestTokens(t *testing.T) {
 	// Spelled out: beta's counts are 1..9 and 100 with one unknown, so the
 	// nearest-rank p50 is the 5th value, p90 the 9th, p99 the 10th.
 	if got := normRow(answer(t, db, time.Now(), "tokens", "beta").Rows[0]); !slices.Equal(got,
-		[]any{"beta", int64(11), int64(1380), int64(145), "14.5", int64(5), int64(9), int64(100), int64(1), int64(3), int64(0)}) {
+		[]any{"beta", int64(11), int64(1380), int64(145), "14.5", int64(5), int64(9), int64(100), int64(1), int64(3), int64(2), int64(0)}) {
 		t.Errorf("beta tokens %v", got)
 	}
 	// alpha: the duplicate B4 line (999 tokens) is not counted; the first is (4 output_ids).
@@ -210,7 +213,7 @@ func TestTokensAllUnknown(t *testing.T) {
 		t.Errorf("%d problems reported, want one warning per line without a count: %v", len(problems), problems)
 	}
 	got := normRow(answer(t, db, time.Now(), "tokens", "u").Rows[0])
-	if want := []any{"u", int64(2), nil, nil, nil, nil, nil, nil, int64(2), int64(2), int64(0)}; !slices.Equal(got, want) {
+	if want := []any{"u", int64(2), nil, nil, nil, nil, nil, nil, int64(2), int64(2), int64(0), int64(0)}; !slices.Equal(got, want) {
 		t.Errorf("tokens of all-unknown dataset:\n got %v\nwant %v", got, want)
 	}
 }

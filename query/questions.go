@@ -60,6 +60,8 @@ func summaries(v *store.View, names []string) ([]store.Summary, error) {
 // tokenize since; missing_tokenized the responses with neither a tokenized
 // record nor an exclusion, so raw == tokenized + excluded +
 // missing_tokenized whenever every tokenized id has a response.
+// truncated counts the responses cut at the token limit (finish_reason
+// length), which export excludes as length unless --include-truncated.
 // skipped is the number of lines of the dataset's files, every stage, left
 // out of the index (invalid JSON, no id, not storable): prompts among them
 // are in neither prompts nor missing_raw.
@@ -68,9 +70,9 @@ func progress(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "skipped"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "skipped"})
 	var tot [7]sum
-	var answered, skipped uint64
+	var answered, truncated, skipped uint64
 	for _, s := range sums {
 		var prompts, missingRaw, done any
 		if s.Stage(store.Prompts).Files > 0 {
@@ -79,11 +81,12 @@ func progress(v *store.View, names []string, out Sink) error {
 			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, truncatedOf(s), s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
 		answered += s.Overlap.Answered
+		truncated += truncatedOf(s)
 		skipped += s.Skipped()
 		if err := out.Row(row); err != nil {
 			return err
@@ -97,7 +100,13 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !tot[0].unknown {
 		done = pct(answered, tot[0].v)
 	}
-	return out.Total(append(total, done, skipped))
+	return out.Total(append(total, done, truncated, skipped))
+}
+
+// truncatedOf is the number of a dataset's responses whose finish reason
+// is length: cut at max_new_tokens (or the context length).
+func truncatedOf(s store.Summary) uint64 {
+	return s.Stage(store.Raw).Finish["length"]
 }
 
 // ranker finds nearest-rank percentiles in one pass over a histogram given
@@ -165,18 +174,20 @@ func (h *sumHist) percentiles(qs ...float64) []any {
 
 // tokens: sums over the records that carry a count; unknown_tokens counts
 // responses without a completion count, unknown_prompt_tokens those without
-// a prompt count. A sum over no known record is unknown, not 0. skipped is
-// as in progress: lines left out, whose tokens no sum can hold.
+// a prompt count. A sum over no known record is unknown, not 0. truncated
+// and skipped are as in progress: responses cut at the token limit (their
+// completion tokens are in the sums), lines left out (whose tokens no sum
+// can hold).
 func tokens(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
 	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
-		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "skipped"})
+		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"})
 	var all sumHist
 	var tot store.Stats
-	var skipped uint64
+	var truncated, skipped uint64
 	for _, s := range sums {
 		r := s.Stage(store.Raw)
 		rank := newRanker(int64(r.Records-r.UnknownCompletion), 0.50, 0.90, 0.99)
@@ -188,9 +199,10 @@ func tokens(v *store.View, names []string, out Sink) error {
 				}
 			}
 		})
-		if err := out.Row(tokenRow(s.Dataset, &r, rank.out, s.Skipped())); err != nil {
+		if err := out.Row(tokenRow(s.Dataset, &r, rank.out, truncatedOf(s), s.Skipped())); err != nil {
 			return err
 		}
+		truncated += truncatedOf(s)
 		skipped += s.Skipped()
 		tot.Records += r.Records
 		tot.PromptTokens += r.PromptTokens
@@ -198,10 +210,10 @@ func tokens(v *store.View, names []string, out Sink) error {
 		tot.UnknownCompletion += r.UnknownCompletion
 		tot.UnknownPrompt += r.UnknownPrompt
 	}
-	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99), skipped))
+	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99), truncated, skipped))
 }
 
-func tokenRow(name string, r *store.Stats, p []any, skipped uint64) []any {
+func tokenRow(name string, r *store.Stats, p []any, truncated, skipped uint64) []any {
 	var prompt, completion, avg any
 	if known := r.Records - r.UnknownPrompt; known > 0 {
 		prompt = r.PromptTokens
@@ -213,7 +225,7 @@ func tokenRow(name string, r *store.Stats, p []any, skipped uint64) []any {
 	if r.Records == 0 {
 		prompt, completion = uint64(0), uint64(0)
 	}
-	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt, skipped}
+	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt, truncated, skipped}
 }
 
 // throughput: responses that finished in the window ending now, by their own

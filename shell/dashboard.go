@@ -10,7 +10,8 @@ import (
 	"gendex/store"
 )
 
-// dashboard writes, per dataset: done/total, errors, the turns answered of
+// dashboard writes, per dataset: done/total, errors, the answers cut at the
+// token limit (truncated) when any dataset has some, the turns answered of
 // multi-turn conversations, the training records and exclusions when any
 // dataset has some (export, gen --export), answers and tokens per second over the last
 // 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
@@ -74,18 +75,25 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	records := false // show records and excluded
-	for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
-		for _, col := range []string{"tokenized", "excluded"} {
-			if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
-				records = true
+	// Columns shown only when some dataset has a count in them.
+	some := func(cols ...string) bool {
+		for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
+			for _, col := range cols {
+				if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
+					return true
+				}
 			}
 		}
+		return false
 	}
+	truncated, records := some("truncated"), some("tokenized", "excluded")
 	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors", "turns",
 		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
 	if records {
 		res.Columns = slices.Insert(res.Columns, 6, "records", "excluded")
+	}
+	if truncated {
+		res.Columns = slices.Insert(res.Columns, 5, "truncated")
 	}
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
@@ -104,6 +112,9 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
 		if records {
 			row = slices.Insert(row, 6, get(prog, p, "tokenized"), get(prog, p, "excluded"))
+		}
+		if truncated {
+			row = slices.Insert(row, 5, get(prog, p, "truncated"))
 		}
 		return row
 	}

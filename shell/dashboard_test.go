@@ -177,3 +177,46 @@ func TestDashboardShowsRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardShowsTruncated: once a dataset has answers cut at the token
+// limit (finish_reason length), watch shows how many, per dataset, after
+// errors; not before.
+func TestDashboardShowsTruncated(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	root := t.TempDir()
+	writeDataset(t, root, "A", 3, now)
+	writeDataset(t, root, "B", 2, now)
+	dashboard := func() []string {
+		t.Helper()
+		db, _ := ingesttest.Index(t, root)
+		sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.TSV}
+		var b strings.Builder
+		if err := sh.dashboard(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(b.String()), "\n")
+	}
+	if rows := dashboard(); strings.Contains(rows[0], "truncated") {
+		t.Errorf("no answer is cut, yet the dashboard has a truncated column:\n%s", strings.Join(rows, "\n"))
+	}
+	raw := `{"id":"A0","text":"a","completion_tokens":8,"finish_reason":"length"}` + "\n" +
+		`{"id":"A1","text":"a","completion_tokens":8,"finish_reason":{"type":"length","length":8}}` + "\n" +
+		`{"id":"A2","text":"a","completion_tokens":3,"finish_reason":"stop"}` + "\n"
+	if err := os.WriteFile(filepath.Join(root, "A", "raw_responses.jsonl"), []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := dashboard()
+	want := []string{
+		"dataset\tdone\tprompts\tdone_pct\terrors\ttruncated\tturns\t",
+		"A\t3\t10\t30.00\t0\t2\t0\t",
+		"B\t2\t10\t20.00\t0\t0\t0\t",
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("dashboard:\n%s", strings.Join(rows, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rows[i], w) {
+			t.Errorf("row %d: %q; want it to start with %q", i, rows[i], w)
+		}
+	}
+}
