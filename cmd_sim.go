@@ -15,6 +15,7 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
 	listen := fs.String("listen", "127.0.0.1:30000", "address to listen on")
 	cfg := simFlags(fs, "")
+	fs.BoolVar(&cfg.Unmarked, "unmarked", false, "leave out the simulator's mark in /v1/models, so gen takes it for a real server and its answers for real ones (for tests of what gen does with a real server; never for data)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}

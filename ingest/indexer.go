@@ -135,6 +135,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		st.ErrorDuplicates += uint64(errDups)
 		st.Skipped += uint64(countSkips(c.problems) + refused)
 		st.Unknown += uint64(int64(countKind(c.problems, NoTokens)) + chunkUnknown)
+		st.Makers = c.makers.addTo(append([]store.Maker(nil), st.Makers...))
 		if st.HeadLen < headBytes && st.Offset > st.HeadLen {
 			n := min(int64(headBytes), st.Offset)
 			sum, err := headSum(f, n)

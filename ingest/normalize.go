@@ -43,6 +43,7 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail                        span
+	model, simulated                            span
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -134,6 +135,10 @@ func (f *fields) set(key []byte, sp span) {
 		f.specAccepted = sp
 	case "spec_proposed_drafts", "spec_draft_token_num", "spec_num_proposed_drafts":
 		f.specProposed = sp
+	case "model":
+		f.model = sp
+	case "simulated":
+		f.simulated = sp
 	case "turns":
 		f.turns = sp
 	case "sglext":
@@ -256,6 +261,11 @@ type lineInfo struct {
 	// "chat.completion.chunk"): the lines of one id in one file are parts of
 	// one response, to be merged into one record.
 	chunk bool
+	// model is the line's top-level "model" value as written (a JSON
+	// string, or nil), and simulated its "simulated": true, for the
+	// file's Makers.
+	model     []byte
+	simulated bool
 }
 
 // normalize is Normalize with the id read from path when path is not nil
@@ -473,6 +483,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		rec.Finish = str(b, f.stopReason)
 	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
+	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 	specCounts(b, &f, &meta, hasMeta, rec)
 
 	// The record's own time.

@@ -27,6 +27,7 @@ var chunks = sync.Pool{New: func() any { return new(chunk) }}
 type chunk struct {
 	recs     []pending
 	problems []Problem
+	makers   makers // the answer lines' makers (a response file's)
 	off      int64 // end of the last complete line in the chunk
 	lines    int64 // lines before off
 	last     bool  // no chunk follows: the file's end (eof), or ctx was done
@@ -38,6 +39,7 @@ type chunk struct {
 // reset empties c for another batch, keeping its memory.
 func (c *chunk) reset() *chunk {
 	c.recs, c.problems, c.last, c.eof, c.torn, c.err = c.recs[:0], c.problems[:0], false, false, 0, nil
+	c.makers.reset()
 	return c
 }
 
@@ -137,6 +139,9 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 		return
 	}
 	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
+	if stage == store.Raw && src.Stage == store.Raw {
+		c.makers.add(info.model, info.simulated)
+	}
 	over := clipCounts(&p.rec)
 	if err := store.CheckRecord(&p.rec); err != nil {
 		c.recs = c.recs[:len(c.recs)-1]
@@ -200,4 +205,39 @@ func isBlank(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// makers counts a batch's answer lines by their raw "model" value and
+// "simulated" flag; most batches have one maker, so a line costs one
+// comparison.
+type makers struct {
+	raw   [][]byte // each maker's "model" value as written (nil: none)
+	sim   []bool
+	lines []uint64
+}
+
+func (m *makers) reset() { m.raw, m.sim, m.lines = m.raw[:0], m.sim[:0], m.lines[:0] }
+
+func (m *makers) add(model []byte, simulated bool) {
+	for i := len(m.raw) - 1; i >= 0; i-- {
+		if m.sim[i] == simulated && bytes.Equal(m.raw[i], model) && (m.raw[i] == nil) == (model == nil) {
+			m.lines[i]++
+			return
+		}
+	}
+	m.raw = append(m.raw, bytes.Clone(model))
+	m.sim = append(m.sim, simulated)
+	m.lines = append(m.lines, 1)
+}
+
+// addTo adds the batch's counts to a file's makers.
+func (m *makers) addTo(ms []store.Maker) []store.Maker {
+	for i, raw := range m.raw {
+		model := ""
+		if len(raw) > 0 && raw[0] == '"' {
+			model, _ = decodeString(raw)
+		}
+		ms = store.AddMaker(ms, model, m.sim[i], m.lines[i])
+	}
+	return ms
 }

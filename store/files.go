@@ -44,6 +44,11 @@ type FileState struct {
 	ErrorDuplicates uint64 `json:"error_duplicates,omitempty"`
 	Skipped         uint64 `json:"skipped"`
 	Unknown         uint64 `json:"unknown_tokens"`
+	// Makers counts a response file's answer lines by what made them (the
+	// lines' "model" and "simulated"), for saying where a dataset's
+	// answers come from and for keeping the simulator's apart. A file
+	// indexed before this was kept has none: its makers are unknown.
+	Makers []Maker `json:"makers,omitempty"`
 
 	// Keyed reports that every record of the file is listed in its
 	// dataset's per-file key index, so forgetting it touches only its own
@@ -55,6 +60,25 @@ type FileState struct {
 	Phase Phase `json:"phase,omitempty"`
 	// Forget says what is left to remove while Phase is Forgetting.
 	Forget *Forgetting `json:"forget,omitempty"`
+}
+
+// Maker is what made some of a file's answers: a model (empty when the
+// lines name none), and whether gendex's simulator did.
+type Maker struct {
+	Model     string `json:"model,omitempty"`
+	Simulated bool   `json:"simulated,omitempty"`
+	Lines     uint64 `json:"lines"`
+}
+
+// AddMaker counts n more lines made by m's model and kind.
+func AddMaker(ms []Maker, model string, simulated bool, n uint64) []Maker {
+	for i := range ms {
+		if ms[i].Model == model && ms[i].Simulated == simulated {
+			ms[i].Lines += n
+			return ms
+		}
+	}
+	return append(ms, Maker{Model: model, Simulated: simulated, Lines: n})
 }
 
 // Phase is the state of a file in the index. A file's life is

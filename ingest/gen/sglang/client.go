@@ -31,6 +31,9 @@ type Client struct {
 	// Model is sent as "model" to the OpenAI-compatible endpoints and to
 	// /v1/tokenize when non-empty.
 	Model string
+	// Simulated says the server is gendex's simulator (its /v1/models
+	// says so); every answer's Result is then marked Simulated.
+	Simulated bool
 	// RIDPrefix starts every request id (default "gendex").
 	RIDPrefix string
 	// ChatTemplateKwargs is sent as "chat_template_kwargs" by Chat and

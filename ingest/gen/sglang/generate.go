@@ -105,6 +105,8 @@ func (c *Client) generateResult(op, rid string, resp *generateResponse, start, e
 		E2ELatency:       latency(mi.E2ELatency, start, end),
 		FinishedAt:       end.UTC(),
 		Server:           c.server(),
+		Model:            c.Model,
+		Simulated:        c.Simulated,
 	}
 	if fr := mi.FinishReason; fr != nil {
 		if fr.Type == "abort" {
@@ -284,6 +286,8 @@ func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[
 		Text:       ch.Text,
 		FinishedAt: end.UTC(),
 		Server:     c.server(),
+		Model:      c.Model,
+		Simulated:  c.Simulated,
 	}
 	if ch.Message != nil {
 		r.Text = ch.Message.Content

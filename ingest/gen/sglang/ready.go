@@ -151,6 +151,9 @@ func (c *Client) Health(ctx context.Context) error {
 type ModelInfo struct {
 	ID          string // served model name
 	MaxModelLen int    // effective context length; 0 when not reported
+	// Simulated: the entry says the server is gendex's simulator
+	// ("gendex_simulator": true, a field no other server sends).
+	Simulated bool
 }
 
 // ServedModel returns data[0] of GET /v1/models.
@@ -160,6 +163,7 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 		Data []struct {
 			ID          string `json:"id"`
 			MaxModelLen int    `json:"max_model_len"`
+			Simulator   bool   `json:"gendex_simulator"`
 		} `json:"data"`
 	}
 	if _, err := c.call(ctx, http.MethodGet, "/v1/models", nil, &out); err != nil {
@@ -169,7 +173,8 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 		return ModelInfo{}, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
 			Message: "no model listed in /v1/models"}
 	}
-	return ModelInfo{ID: out.Data[0].ID, MaxModelLen: out.Data[0].MaxModelLen}, nil
+	d := out.Data[0]
+	return ModelInfo{ID: d.ID, MaxModelLen: d.MaxModelLen, Simulated: d.Simulator}, nil
 }
 
 // Message is one chat message.

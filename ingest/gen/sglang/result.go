@@ -60,6 +60,11 @@ type Result struct {
 	E2ELatency float64   // seconds: the server's e2e_latency if given, else measured by the client
 	FinishedAt time.Time // when the full answer was read, UTC
 	Server     string    // base URL of the server that answered
+	// Model is the model the server serves (its /v1/models id, or --model);
+	// Simulated marks an answer made by gendex's simulator, so no reader
+	// takes it for a real model's.
+	Model     string
+	Simulated bool
 }
 
 // AppendJSONL appends r as one JSON line with id and returns the extended
@@ -79,7 +84,8 @@ func (r *Result) AppendJSONL(dst []byte, id string) []byte {
 // cached_tokens, reasoning_tokens, spec_verify_ct, spec_accept_length,
 // spec_accepted_drafts, spec_proposed_drafts (each only when the server
 // sent it), finish_reason, matched_stop,
-// e2e_latency, finished_at (RFC 3339, milliseconds, UTC), server. A count,
+// e2e_latency, finished_at (RFC 3339, milliseconds, UTC), server, model,
+// simulated (only when true). A count,
 // output_ids or text that is absent is left out rather than written as 0 or
 // null, as is an empty finish_reason, zero finished_at or empty server;
 // matched_stop and e2e_latency are always written, so the result is never
@@ -141,6 +147,19 @@ func (r *Result) AppendFields(dst []byte) []byte {
 	if r.Server != "" {
 		dst = append(dst, `,"server":`...)
 		dst = appendString(dst, r.Server)
+	}
+	return AppendMaker(dst, r.Model, r.Simulated)
+}
+
+// AppendMaker appends what made an answer: `,"model":MODEL` when model is
+// set, and `,"simulated":true` when simulated.
+func AppendMaker(dst []byte, model string, simulated bool) []byte {
+	if model != "" {
+		dst = append(dst, `,"model":`...)
+		dst = appendString(dst, model)
+	}
+	if simulated {
+		dst = append(dst, `,"simulated":true`...)
 	}
 	return dst
 }

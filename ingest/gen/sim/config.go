@@ -16,6 +16,10 @@ type Config struct {
 	// Model is the served model name (--served-model-name), default
 	// DefaultModel.
 	Model string
+	// Unmarked leaves the simulator's mark ("gendex_simulator": true) out
+	// of /v1/models, so gen takes the server for a real one: tests of what
+	// gen does with a real server use it.
+	Unmarked bool
 	// ContextLength is the model context length, default DefaultContextLength.
 	// It is reported as /v1/models data[0].max_model_len and bounds prompts.
 	ContextLength int

@@ -49,10 +49,16 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 // modelCard is one entry of /v1/models.
 func (s *Server) modelCard() []byte {
-	return orderedJSON([]kv{
+	card := []kv{
 		{"id", s.cfg.Model}, {"object", "model"}, {"created", s.created}, {"owned_by", "sglang"},
 		{"root", s.cfg.Model}, {"parent", nil}, {"max_model_len", s.cfg.ContextLength},
-	})
+	}
+	if !s.cfg.Unmarked {
+		// Not SGLang's: it marks the simulator, so gen marks its answers
+		// "simulated" and never takes them for a real model's.
+		card = append(card, kv{"gendex_simulator", true})
+	}
+	return orderedJSON(card)
 }
 
 // handleModels serves /v1/models; data[0].max_model_len is the context

@@ -1,0 +1,59 @@
+package ingest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gendex/store"
+)
+
+// TestFileMakers: a response file's state counts its answer lines by their
+// "model" and "simulated", across commits (a batch size of 2), and a
+// forgotten file starts its count again.
+func TestFileMakers(t *testing.T) {
+	db := openDB(t)
+	path := filepath.Join(t.TempDir(), "ds", "raw_responses.jsonl")
+	lines := []string{
+		`{"id":"1","completion_tokens":3,"model":"sim-model","simulated":true}`,
+		`{"id":"2","completion_tokens":3,"model":"sim-model","simulated":true}`,
+		`{"id":"3","completion_tokens":3,"model":"Kimi-K2.5"}`,
+		`{"id":"4","completion_tokens":3}`,
+		`{"id":"5","completion_tokens":3,"model":"Kimi-K2.5","simulated":false}`,
+		`{"id":"6","error":{"message":"boom"},"model":"Kimi-K2.5"}`, // an error line: not an answer
+		`{"id":"7","completion_tokens":3,"model":"sim-model","simulated":true}`,
+		`{"id":"8","completion_tokens":3,"model":"caf\u00e9"}`,
+	}
+	write := func(ls []string) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(strings.Join(ls, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(lines)
+	ix := &Indexer{DB: db, BatchRecords: 2}
+	if _, err := ix.IndexFile(context.Background(), Source{Path: path, Dataset: "ds", Stage: store.Raw}); err != nil {
+		t.Fatal(err)
+	}
+	makers := func() []store.Maker {
+		var fs store.FileState
+		db.View(func(v *store.View) (err error) { fs, _, err = v.File(path); return err })
+		return fs.Makers
+	}
+	want := []store.Maker{{Model: "sim-model", Simulated: true, Lines: 3}, {Model: "Kimi-K2.5", Lines: 2}, {Lines: 1}, {Model: "café", Lines: 1}}
+	if got := makers(); !reflect.DeepEqual(got, want) {
+		t.Errorf("makers:\n got %+v\nwant %+v", got, want)
+	}
+	write(lines[2:4]) // replaced: shorter, another start
+	if _, err := ix.IndexFile(context.Background(), Source{Path: path, Dataset: "ds", Stage: store.Raw}); err != nil {
+		t.Fatal(err)
+	}
+	want = []store.Maker{{Model: "Kimi-K2.5", Lines: 1}, {Lines: 1}}
+	if got := makers(); !reflect.DeepEqual(got, want) {
+		t.Errorf("makers after the file was replaced:\n got %+v\nwant %+v", got, want)
+	}
+}
