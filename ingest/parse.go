@@ -28,10 +28,10 @@ type chunk struct {
 	recs     []pending
 	problems []Problem
 	makers   makers // the answer lines' makers (a response file's)
-	off      int64 // end of the last complete line in the chunk
-	lines    int64 // lines before off
-	last     bool  // no chunk follows: the file's end (eof), or ctx was done
-	eof      bool  // the file was read to its end: torn is set
+	off      int64  // end of the last complete line in the chunk
+	lines    int64  // lines before off
+	last     bool   // no chunk follows: the file's end (eof), or ctx was done
+	eof      bool   // the file was read to its end: torn is set
 	torn     int
 	err      error
 }
