@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +17,7 @@ import (
 	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
 
@@ -22,7 +28,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
 	format := fs.String("format", "conversations", "conversations (SpecForge: role/content turns) or ids (input_ids + loss_mask)")
 	out := fs.String("out", "", "write DIR/<dataset>/tokenized.jsonl and excluded.jsonl instead of beside the answers")
-	server := fs.String("server", "", "an SGLang server with the model's tokenizer, for --format ids of answers whose prompt ids are in neither the answer nor the prompt")
+	server := fs.String("server", "", "an SGLang server with the model's tokenizer, for --format ids of answers whose prompt ids are in neither the answer nor the prompt (sim: the built-in simulator's, for gen --server sim's answers)")
 	records := recordFlags(fs, "export")
 	apiKeyFile := fs.String("api-key-file", "", "read the --server's API key from this file (default $SGLANG_API_KEY)")
 	paths, err := c.parse(fs, args)
@@ -42,7 +48,21 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	if n, err := strconv.Atoi(c.env.Getenv("GENDEX_EXPORT_FLUSH_BYTES")); err == nil && n > 0 {
 		cfg.FlushBytes = n
 	}
-	if *server != "" {
+	switch {
+	case *server == "sim":
+		// gen --server sim's answers: the simulator's tokenizer gives
+		// their prompts' ids, as it did for gen.
+		simURL, stop, err := startSim(ctx, sim.Config{})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(c.env.Stderr, "export: --server sim: the built-in simulator's tokenizer at %s (for answers made by gen --server sim)\n", simURL)
+		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(simURL, sglang.Options{Concurrency: 16})}
+	case *server != "":
+		if u, err := url.Parse(*server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("export: --server %q: want a server URL, http://HOST:PORT (or sim: the built-in simulator's tokenizer, for answers made by gen --server sim)", *server)
+		}
 		key := c.env.Getenv("SGLANG_API_KEY")
 		if *apiKeyFile != "" {
 			if key, err = readAPIKey(*apiKeyFile); err != nil {
@@ -71,10 +91,11 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	x := &export.Exporter{Ix: &ingest.Indexer{DB: db, Report: rep.Report, ReleaseAbove: 32 << 20}, Config: cfg}
 	start := c.env.Now()
 	left := 0
-	for _, d := range sets {
-		if err := export.CheckFormat(d.Tokenized(), cfg.Format); err != nil {
-			return err
-		}
+	// Refused before anything is written: records of another folder in
+	// the index, or of the other format in the output.
+	plan := &exportPlan{c: c, fs: fs, paths: paths, format: cfg.Format, db: db}
+	if err := plan.check(*out); err != nil {
+		return err
 	}
 	for _, d := range sets {
 		res, err := x.Export(ctx, d)
@@ -85,7 +106,12 @@ func runExport(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 		if res.Todo == 0 {
-			logf("export: nothing to do: every answer of %s has a record or an exclusion", d.Name)
+			own, _, err := export.Where(db, d)
+			if err != nil {
+				return err
+			}
+			own.Dir = plan.show(own.Dir)
+			logf("export: nothing to do: every answer of %s has a record or an exclusion in %s", d.Name, own)
 		}
 		left += res.LeftNoPrompt() + res.LeftNeedsServer() + res.LeftBadPrompt()
 		if n := res.LeftNeedsServer(); n > 0 && *server == "" {
@@ -138,4 +164,276 @@ func printExportResult(w io.Writer, r *export.Result, d export.Dataset, format s
 	if r.Unmatched > 0 {
 		fmt.Fprintf(w, "export: %s: %d earlier turns' output_ids were not found verbatim in their conversation's prompt ids: no loss on them\n", d.Name, r.Unmatched)
 	}
+}
+
+// exportPlan is what an export was asked, for checking, before anything
+// is written, that its records can go where it was asked, and for
+// writing a command that works when they cannot.
+type exportPlan struct {
+	c      *call
+	fs     *flag.FlagSet // the parsed flags, to repeat them
+	paths  []string
+	format export.Format
+	db     *store.DB // c.db, open
+}
+
+// check returns the refusal of an export into out (--out; "": beside the
+// answers) with the index c.db, or nil when it may go ahead. A dataset's
+// records in the index must be those of its output folder (else they
+// stand in for the records of that folder, which stays empty), and its
+// tokenized.jsonl must hold no records of the other format.
+func (p *exportPlan) check(out string) error {
+	probs, elsewhere, err := p.problems(p.c.db, out)
+	if err != nil || len(probs) == 0 {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "export: refused, nothing written:\n")
+	for _, pr := range probs {
+		fmt.Fprintf(&b, "  %s\n", pr)
+	}
+	wanted := "beside the answers"
+	if out != "" {
+		wanted = "in " + p.show(absPath(out))
+	}
+	// Where the user asked, with an index of its own; or, when that
+	// folder holds records of the other format, a folder of their own.
+	or := ""
+	if db, o, ok := p.ownIndex(out); ok {
+		or = "Or, to"
+		if o == out {
+			fmt.Fprintf(&b, "To write the %s records %s, give them an index of their own (an index holds one record per answer):\n", p.format, wanted)
+		} else {
+			fmt.Fprintf(&b, "To write the %s records too, write them into a folder of their own, with an index of their own (an index holds one record per answer, a file one format):\n", p.format)
+		}
+		fmt.Fprintf(&b, "    %s\n", p.command(db, o))
+	}
+	if o, ok := p.whereTheyAre(elsewhere, out); ok {
+		if or == "" {
+			or = "To"
+		}
+		fmt.Fprintf(&b, "%s complete the records this index has where they are:\n    %s\n", or, p.command(p.c.db, o))
+	}
+	if p.format == export.IDs && p.flagSet("server") == "" {
+		fmt.Fprintf(&b, "(Answers whose prompt ids are in neither the answer nor the prompt also need --server URL, a server with the model's tokenizer: --server sim for gen --server sim's answers.)\n")
+	}
+	return errors.New(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// problems returns, one line per dataset, what stops an export into out
+// with the index at dbPath, and which of them are records elsewhere. An
+// index that does not exist yet holds nothing.
+func (p *exportPlan) problems(dbPath, out string) (probs []string, elsewhere []*export.ElsewhereError, err error) {
+	sets, err := export.Find(p.paths, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := p.db
+	if !sameFile(dbPath, p.c.db) {
+		db = nil
+		if _, err := os.Stat(dbPath); err == nil {
+			if db, err = store.Open(dbPath, store.Options{ReadOnly: true, Timeout: 2 * time.Second}); err != nil {
+				return []string{err.Error()}, nil, nil
+			}
+			defer db.Close()
+		}
+	}
+	for _, d := range sets {
+		if db != nil {
+			_, el, err := export.Where(db, d)
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(el) > 0 {
+				elsewhere = append(elsewhere, &export.ElsewhereError{Dataset: d.Name, Out: d.Out, Elsewhere: el})
+				probs = append(probs, fmt.Sprintf("%s: the index %s holds its records and exclusions in %s, not in %s",
+					d.Name, p.show(dbPath), p.places(el), p.show(d.Out)))
+				continue
+			}
+		}
+		if have, ok, err := export.FileFormat(d.Tokenized()); err != nil {
+			return nil, nil, err
+		} else if ok && have != p.format {
+			probs = append(probs, fmt.Sprintf("%s: %s holds %s records; %s records would mix two formats in one file", d.Name, p.show(d.Tokenized()), have, p.format))
+		}
+	}
+	return probs, elsewhere, nil
+}
+
+// places says where records are and how many.
+func (p *exportPlan) places(ps []export.Place) string {
+	s := make([]string, len(ps))
+	for i, pl := range ps {
+		pl.Dir = p.show(pl.Dir)
+		s[i] = pl.String()
+	}
+	return strings.Join(s, " and ")
+}
+
+// ownIndex returns an index and an output folder (--out; "": beside the
+// answers) that an export with the same flags may use: out itself with an
+// index of its own (OUT/gendex.db, or ROOT/gendex.db beside the answers),
+// or, when out holds records of the other format, OUT-FORMAT (ROOT-FORMAT)
+// with OUT-FORMAT/gendex.db; each checked as check would, so the command
+// works as written.
+func (p *exportPlan) ownIndex(out string) (db, o string, ok bool) {
+	base := absPath(out)
+	if out == "" {
+		sets, err := export.Find(p.paths, "")
+		if err != nil || len(sets) == 0 {
+			return "", "", false
+		}
+		base = filepath.Dir(sets[0].Out) // the first dataset's root
+	}
+	var cands [][2]string
+	for i := 1; i <= 3; i++ {
+		cands = append(cands, [2]string{filepath.Join(base, numbered("gendex", i)+".db"), out})
+	}
+	for i := 1; i <= 3; i++ {
+		dir := numbered(base+"-"+p.format.String(), i)
+		cands = append(cands, [2]string{filepath.Join(dir, "gendex.db"), dir})
+	}
+	for _, c := range cands {
+		if sameFile(c[0], p.c.db) {
+			continue
+		}
+		if probs, _, err := p.problems(c[0], c[1]); err == nil && len(probs) == 0 {
+			return c[0], c[1], true
+		}
+	}
+	return "", "", false
+}
+
+func numbered(s string, i int) string {
+	if i == 1 {
+		return s
+	}
+	return s + "-" + strconv.Itoa(i)
+}
+
+// whereTheyAre returns the --out ("": beside the answers) that puts every
+// dataset's records where the index already holds them, when there is
+// one and an export into it would not be refused.
+func (p *exportPlan) whereTheyAre(elsewhere []*export.ElsewhereError, out string) (string, bool) {
+	if len(elsewhere) == 0 {
+		return "", false
+	}
+	beside, err := export.Find(p.paths, "")
+	if err != nil {
+		return "", false
+	}
+	answers := map[string]string{}
+	for _, d := range beside {
+		answers[d.Name] = d.Out
+	}
+	cand, first := "", true
+	for _, e := range elsewhere {
+		if len(e.Elsewhere) != 1 || e.Elsewhere[0].Gone {
+			return "", false
+		}
+		dir, o := e.Elsewhere[0].Dir, ""
+		if dir != answers[e.Dataset] {
+			if filepath.Base(dir) != e.Dataset {
+				return "", false
+			}
+			o = filepath.Dir(dir)
+		}
+		if !first && o != cand {
+			return "", false
+		}
+		cand, first = o, false
+	}
+	if cand == absPath(out) || cand == out {
+		return "", false
+	}
+	if probs, _, err := p.problems(p.c.db, cand); err != nil || len(probs) > 0 {
+		return "", false
+	}
+	return cand, true
+}
+
+// command is this export's command line with the index db and --out out
+// ("": beside the answers), quoted for a POSIX shell.
+func (p *exportPlan) command(db, out string) string {
+	args := []string{"gendex", "--db", p.show(db), "export"}
+	p.fs.Visit(func(f *flag.Flag) {
+		if f.Name == "out" {
+			return
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			if f.Value.String() == "true" {
+				args = append(args, "--"+f.Name)
+			} else {
+				args = append(args, "--"+f.Name+"=false")
+			}
+			return
+		}
+		args = append(args, "--"+f.Name, f.Value.String())
+	})
+	if out != "" {
+		args = append(args, "--out", p.show(absPath(out)))
+	}
+	for _, a := range p.paths {
+		if strings.HasPrefix(a, "-") {
+			args = append(args, "--")
+			break
+		}
+	}
+	args = append(args, p.paths...)
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// flagSet returns the value of flag name when it was given, else "".
+func (p *exportPlan) flagSet(name string) string {
+	v := ""
+	p.fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			v = f.Value.String()
+		}
+	})
+	return v
+}
+
+// show returns path relative to the working directory when it lies
+// under it, else absolute.
+func (p *exportPlan) show(path string) string {
+	abs := absPath(path)
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, abs); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return abs
+}
+
+func absPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// sameFile reports whether a and b name the same file (by path, or, when
+// both exist, by identity).
+func sameFile(a, b string) bool {
+	if absPath(a) == absPath(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -87,31 +87,38 @@ func (f Format) String() string {
 // f: one file, and one index, hold one record per answer, in one format.
 // A missing or empty file is fine.
 func CheckFormat(path string, f Format) error {
+	have, ok, err := FileFormat(path)
+	if err != nil || !ok || have == f {
+		return err
+	}
+	return fmt.Errorf("%s holds %s records; %s records would mix two formats in one file (each answer has one record per index): write the other format into a folder of its own, with an index of its own (gendex --db DIR/gendex.db export --format %s --out DIR ROOT|DATASET_DIR...)", path, have, f, f)
+}
+
+// FileFormat returns the format of the records file at path, from its
+// first line; ok is false when the file is missing or empty, or its first
+// line is no record (the index reports that line).
+func FileFormat(path string) (f Format, ok bool, err error) {
 	file, err := os.Open(path)
 	if os.IsNotExist(err) {
-		return nil
+		return f, false, nil
 	}
 	if err != nil {
-		return err
+		return f, false, err
 	}
 	defer file.Close()
 	first, err := bufio.NewReaderSize(file, 64<<10).ReadBytes('\n')
 	if len(first) == 0 || (err != nil && err != io.EOF) {
-		return nil
+		return f, false, nil
 	}
 	var o [2][]byte
 	if getFields(first, []string{"input_ids", "conversations"}, o[:]) != nil {
-		return nil // not a record: the index reports the line
+		return f, false, nil
 	}
-	have := f
 	switch {
 	case !isNull(o[0]):
-		have = IDs
+		return IDs, true, nil
 	case !isNull(o[1]):
-		have = Conversations
+		return Conversations, true, nil
 	}
-	if have != f {
-		return fmt.Errorf("%s holds %s records; %s records would mix two formats in one file (each answer has one record per index): write the other format into another folder with its own index (gendex --db OTHER.db export --format %s --out DIR ...)", path, have, f, f)
-	}
-	return nil
+	return f, false, nil
 }

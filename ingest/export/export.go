@@ -59,6 +59,11 @@ func (d Dataset) Excluded() string  { return filepath.Join(d.Out, "excluded.json
 // folder, as ingest.Discover reads them), in name order. A dataset's
 // outputs go beside its first raw_responses file, or to outDir/<dataset>
 // when outDir is set. Datasets with no raw_responses file are left out.
+//
+// An export's records are those in its own output folder: the
+// tokenized* and excluded* files of the folders given count only when
+// that folder is the output folder, and with outDir, those of
+// outDir/<dataset> count. Records elsewhere never stand in for them.
 func Find(paths []string, outDir string) ([]Dataset, error) {
 	byName := map[string]*Dataset{}
 	for _, p := range paths {
@@ -78,21 +83,60 @@ func Find(paths []string, outDir string) ([]Dataset, error) {
 			}
 		}
 	}
+	var abs string
+	if outDir != "" {
+		var err error
+		if abs, err = filepath.Abs(outDir); err != nil {
+			return nil, err
+		}
+	}
 	var out []Dataset
 	for _, d := range byName {
 		if d.Out == "" {
 			continue
 		}
-		if outDir != "" {
-			abs, err := filepath.Abs(outDir)
+		if abs != "" {
+			d.Out = filepath.Join(abs, d.Name)
+		}
+		srcs := d.Sources[:0]
+		for _, s := range d.Sources {
+			if !isOutput(s.Stage) || filepath.Dir(s.Path) == d.Out {
+				srcs = append(srcs, s)
+			}
+		}
+		d.Sources = srcs
+		if abs != "" {
+			own, err := outputFiles(d.Out, d.Name)
 			if err != nil {
 				return nil, err
 			}
-			d.Out = filepath.Join(abs, d.Name)
+			d.Sources = append(d.Sources, own...)
 		}
 		out = append(out, *d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// isOutput reports whether a stage is one of export's outputs.
+func isOutput(s store.Stage) bool { return s == store.Tokenized || s == store.Excluded }
+
+// outputFiles lists the tokenized* and excluded* files already in the
+// output folder dir, if it exists.
+func outputFiles(dir, dataset string) ([]ingest.Source, error) {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []ingest.Source
+	for _, e := range entries { // in name order
+		if st, ok := ingest.StageOf(e.Name()); ok && !e.IsDir() && isOutput(st) {
+			out = append(out, ingest.Source{Path: filepath.Join(dir, e.Name()), Dataset: dataset, Stage: st})
+		}
+	}
 	return out, nil
 }
 
@@ -128,7 +172,9 @@ type Exporter struct {
 // then both are indexed; the next run first indexes both to their ends and cuts a torn
 // last line, so whatever the moment of a crash, each answer ends with
 // exactly one record or one exclusion. When ctx is done it stops after
-// writing what it has decided and returns ctx.Err().
+// writing what it has decided and returns ctx.Err(). The index must hold
+// no records or exclusions of d from another folder than d.Out (else an
+// *ElsewhereError, before anything is written).
 func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
@@ -140,6 +186,9 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if err := x.checkPlace(d); err != nil {
+		return res, err
 	}
 	if err := os.MkdirAll(d.Out, 0o755); err != nil {
 		return res, fmt.Errorf("output folder: %w", err)

@@ -1,0 +1,128 @@
+package export
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gendex/store"
+)
+
+// Place is a folder whose tokenized* and excluded* files the index holds
+// a dataset's records and exclusions from.
+type Place struct {
+	Dir        string
+	Records    uint64 // records indexed from its tokenized* files
+	Exclusions uint64 // exclusions indexed from its excluded* files
+	// Gone: none of the place's indexed files is on disk any more (the
+	// index still counts their records until they are dropped from it).
+	Gone bool
+}
+
+// String says where the records are and how many: "DIR (N records, M
+// exclusions)".
+func (p Place) String() string {
+	s := fmt.Sprintf("%s (%d records, %d exclusions", p.Dir, p.Records, p.Exclusions)
+	if p.Gone {
+		s += "; its files are no longer on disk"
+	}
+	return s + ")"
+}
+
+// Places lists, in folder order, every folder that the index holds
+// records or exclusions of dataset from.
+func Places(db *store.DB, dataset string) ([]Place, error) {
+	byDir := map[string]*Place{}
+	present := map[string]bool{}
+	err := db.View(func(v *store.View) error {
+		return v.Files(func(fs store.FileState) error {
+			if fs.Dataset != dataset || !isOutput(fs.Stage) || fs.ID == 0 || fs.Phase != store.PhaseReady {
+				return nil
+			}
+			if fs.Records == 0 {
+				return nil // nothing of it stands for an answer
+			}
+			dir := filepath.Dir(fs.Path)
+			p := byDir[dir]
+			if p == nil {
+				p = &Place{Dir: dir}
+				byDir[dir] = p
+			}
+			if fs.Stage == store.Tokenized {
+				p.Records += fs.Records
+			} else {
+				p.Exclusions += fs.Records
+			}
+			if _, err := os.Stat(fs.Path); err == nil {
+				present[dir] = true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Place, 0, len(byDir))
+	for dir, p := range byDir {
+		p.Gone = !present[dir]
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+	return out, nil
+}
+
+// Where returns the place of d's own outputs (Dataset.Out), with what the
+// index holds from it, and the other places the index holds records or
+// exclusions of d from.
+func Where(db *store.DB, d Dataset) (own Place, elsewhere []Place, err error) {
+	ps, err := Places(db, d.Name)
+	if err != nil {
+		return Place{}, nil, err
+	}
+	out := filepath.Clean(d.Out)
+	own.Dir = out
+	for _, p := range ps {
+		if p.Dir == out {
+			own = p
+		} else {
+			elsewhere = append(elsewhere, p)
+		}
+	}
+	return own, elsewhere, nil
+}
+
+// ElsewhereError is export's refusal to write a dataset's records in its
+// output folder when the index already holds records or exclusions of
+// the dataset from other folders: an index holds one record per answer,
+// so those would stand in for the records of this folder (which would
+// stay empty), or the records would be split between two folders.
+type ElsewhereError struct {
+	Dataset   string
+	Out       string  // the output folder asked for
+	Elsewhere []Place // where the index's records of the dataset are
+}
+
+func (e *ElsewhereError) Error() string {
+	where := make([]string, len(e.Elsewhere))
+	for i, p := range e.Elsewhere {
+		where[i] = p.String()
+	}
+	return fmt.Sprintf("%s: this index already holds the dataset's records in %s, not in %s: an index holds one record per answer, "+
+		"so they would stand in for %s's; write the records where they are (export's --out), or write %s's with an index of their own (another --db)",
+		e.Dataset, strings.Join(where, " and "), e.Out, e.Out, e.Out)
+}
+
+// checkPlace returns an *ElsewhereError when the index holds records or
+// exclusions of d from folders other than d.Out.
+func (x *Exporter) checkPlace(d Dataset) error {
+	_, elsewhere, err := Where(x.Ix.DB, d)
+	if err != nil {
+		return err
+	}
+	if len(elsewhere) > 0 {
+		return &ElsewhereError{Dataset: d.Name, Out: filepath.Clean(d.Out), Elsewhere: elsewhere}
+	}
+	return nil
+}
