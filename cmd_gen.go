@@ -91,6 +91,13 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		}
 		x.Now = c.env.Now
 		cfg.Export = &x
+		if !flagGiven(fs, "max-new-tokens") { // say so once: cut answers make no records
+			cut := "excluded as length (raise it for training data, or --include-truncated)"
+			if x.IncludeTruncated {
+				cut = "kept, cut, in the records (--include-truncated; raise it for whole answers)"
+			}
+			fmt.Fprintf(c.env.Stderr, "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
+		}
 	}
 	switch {
 	case *apiKeyFile != "" && cfg.APIKey != "":
@@ -109,6 +116,16 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if err != nil {
 		return err
 	}
+	sims := 0
+	for _, s := range servers {
+		if s == "sim" {
+			sims++
+		}
+	}
+	if sims > 0 && sims < len(servers) {
+		return usagef("gen: --server sim with other servers: the simulator's answers never go beside a real model's; give the dry run its own run (and --out)")
+	}
+	cfg.Simulator = sims > 0
 	for _, s := range servers {
 		if s != "sim" {
 			cfg.Servers = append(cfg.Servers, s)
@@ -149,6 +166,13 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		return errSkipped
 	}
 	return err
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // readAPIKey returns the API key held in path, without its trailing

@@ -17,6 +17,8 @@
 //	    index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file
 //	gendex export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR...
 //	    write a training record or an excluded line, with its reason, for every answer that has neither
+//	gendex drop DATASET|FOLDER...
+//	    make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
 //	gendex shell
@@ -89,6 +91,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR..."},
 		Summary: "write a training record or an excluded line, with its reason, for every answer that has neither",
 		Run:     runExport,
+	}, {
+		Name:    "drop",
+		Usage:   []string{"drop DATASET|FOLDER..."},
+		Summary: "make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched",
+		Run:     runDrop,
 	}, {
 		Name:    "query",
 		Usage:   []string{"query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]"},

@@ -130,15 +130,24 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		return nil
 	}
 	s.ctxLen.Store(int64(info.MaxModelLen))
-	if r.cfg.Model == "" && c.Model != info.ID {
+	if (r.cfg.Model == "" && c.Model != info.ID) || c.Simulated != info.Simulated {
 		// The OpenAI-compatible endpoints of some servers (vLLM) want
-		// "model"; send the one the server serves.
-		if c.Model != "" {
-			r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
-		}
+		// "model"; send the one the server serves. Answers record it,
+		// and whether the simulator made them.
 		nc := *c
-		nc.Model = info.ID
+		if r.cfg.Model == "" {
+			if c.Model != "" && c.Model != info.ID {
+				r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
+			}
+			nc.Model = info.ID
+		}
+		nc.Simulated = info.Simulated
 		s.cl.Store(&nc)
+	}
+	s.simulated.Store(info.Simulated)
+	if err := r.checkServerKind(s.name, info.Simulated); err != nil {
+		r.abort(err)
+		return err
 	}
 	r.logf("gen: %s is ready: model %s, context length %d", s.name, info.ID, info.MaxModelLen)
 	return nil

@@ -277,8 +277,9 @@ func TestGenClips(t *testing.T) {
 }
 
 // TestGenIndexesOtherShards: answers and errors in other raw_responses* and
-// errors* files of the dataset (beside the prompts or in the output folder)
-// count: their prompts are not asked again.
+// errors* files of the answer folder (here --out's) count: their prompts
+// are not asked again. Those beside the prompts do not: answers in another
+// folder never stand in for this run's.
 func TestGenIndexesOtherShards(t *testing.T) {
 	_, url := simServer(t, sim.Config{Seed: 24})
 	root, out := t.TempDir(), t.TempDir()
@@ -289,12 +290,16 @@ func TestGenIndexesOtherShards(t *testing.T) {
 	os.MkdirAll(filepath.Join(out, "O"), 0o755)
 	os.WriteFile(filepath.Join(out, "O", "raw_responses_2.jsonl"), []byte(`{"id":"O-00004","output_ids":[1],"completion_tokens":1}`+"\n"), 0o644)
 	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out}, root)
-	if err != nil || sum.Responses != 6 {
-		t.Fatalf("%+v %v; want the 6 prompts no file answers\n%s", sum, err, log)
+	if err != nil || sum.Responses != 9 {
+		t.Fatalf("%+v %v; want the 9 prompts the answer folder does not answer\n%s", sum, err, log)
 	}
-	for id := range outputLines(t, filepath.Join(out, "O", "raw_responses.jsonl")) {
-		if id <= "O-00004" {
-			t.Errorf("%s was answered again", id)
+	got := outputLines(t, filepath.Join(out, "O", "raw_responses.jsonl"))
+	if _, ok := got["O-00004"]; ok {
+		t.Error("O-00004, answered by the answer folder's shard, was answered again")
+	}
+	for _, id := range []string{"O-00001", "O-00002", "O-00003"} {
+		if _, ok := got[id]; !ok {
+			t.Errorf("%s, answered only beside the prompts, was not asked", id)
 		}
 	}
 }

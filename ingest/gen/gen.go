@@ -114,6 +114,9 @@ type Config struct {
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
 	Export *export.Config
+	// Simulator says every server is the built-in simulator (--server
+	// sim), so a run with nothing to do need not connect to learn it.
+	Simulator bool
 }
 
 func (c *Config) defaults() {
@@ -158,10 +161,12 @@ type Dataset struct {
 	Turns   string   // turns.jsonl: the earlier turns of conversations, beside Raw
 	// Tokenized and Excluded are gen --export's outputs, beside Raw.
 	Tokenized, Excluded string
-	// Others are the dataset's other stage files (raw_responses*,
-	// tokenized*, errors* shards other than Raw and Errors), found by
-	// ingest.Discover beside the prompts and in the output folder. They are
-	// indexed before deciding what is left to answer, and never written.
+	// Others are the dataset's other stage files in its answer folder
+	// (raw_responses*, tokenized*, errors* shards other than Raw and
+	// Errors), found by ingest.Discover: beside the prompts, or in
+	// --out DIR/<dataset>/ (then not those beside the prompts: answers
+	// elsewhere never stand in). They are indexed before deciding what is
+	// left to answer, and never written.
 	Others []ingest.Source
 }
 
@@ -201,17 +206,19 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 			}
 			d.Prompts = append(d.Prompts, s.Path)
 		}
+		// The answer folder's other stage files (shards) count; those
+		// beside the prompts count only when the answers go there too.
 		for _, s := range srcs {
-			if d := byName[s.Dataset]; d != nil && s.Stage != store.Prompts && !d.isOutput(s.Path) {
+			if d := byName[s.Dataset]; d != nil && out == "" && s.Stage != store.Prompts && !d.isOutput(s.Path) {
 				d.Others = append(d.Others, s)
 			}
 		}
 		for _, name := range order {
 			d := byName[name]
-			if out != "" { // the output folder may hold shards too
+			if out != "" {
 				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
 					for _, s := range more {
-						if s.Stage != store.Prompts && !d.isOutput(s.Path) && filepath.Dir(s.Path) != filepath.Dir(d.Prompts[0]) {
+						if s.Stage != store.Prompts && !d.isOutput(s.Path) {
 							d.Others = append(d.Others, s)
 						}
 					}
@@ -252,7 +259,10 @@ type Summary struct {
 	// of this run (and of earlier ones that had neither) that got a
 	// record, an exclusion, or neither for now.
 	Records, Excluded, ExportLeft int64
-	Elapsed                       time.Duration
+	// Truncated counts the answers among Responses cut at the token limit
+	// (finish_reason length).
+	Truncated int64
+	Elapsed   time.Duration
 }
 
 // run is one Run's state.
@@ -294,6 +304,10 @@ type dsRun struct {
 	unknown          atomic.Int64 // answers without a token count
 	rate             rateWindow
 	fed              atomic.Bool
+	// held are the index's files of the dataset once reconciled (all in
+	// its place: settlePlaces), and makers who made their answers.
+	held   []store.FileState
+	makers makerCounts
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).
@@ -341,6 +355,8 @@ type result struct {
 	opens, closes bool
 	// exp is a raw line's training record or exclusion under --export.
 	exp export.Decision
+	// truncated marks a raw line whose finish_reason is length.
+	truncated bool
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when
@@ -371,6 +387,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	defer cancelReqs()
 	r.reqs, r.cancelReqs = reqs, cancelReqs
 
+	if err := r.settlePlaces(datasets); err != nil {
+		return nil, err
+	}
 	for _, d := range datasets {
 		ds, err := r.reconcile(d)
 		if ds != nil {
@@ -385,6 +404,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 				return nil, err
 			}
 		}
+	}
+	if err := r.countAnswerMakers(); err != nil {
+		return nil, err
 	}
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
@@ -405,6 +427,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}
 	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
 	if todo == 0 {
+		if err := r.checkKindIdle(); err != nil {
+			return nil, err
+		}
 		var failed uint64
 		r.db.View(func(v *store.View) error {
 			for _, ds := range r.sets {
@@ -419,6 +444,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		} else {
 			r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 		}
+		r.sayAnswered()
 		sum = &Summary{}
 		r.addExport(sum)
 		return sum, nil

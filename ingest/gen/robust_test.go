@@ -36,7 +36,8 @@ func TestGenOneUnstorablePrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another tool's shard of answers, with one such id among them.
-	shard := filepath.Join(root, "A", "raw_responses.other.jsonl")
+	shard := filepath.Join(out, "A", "raw_responses.other.jsonl") // in the answer folder
+	os.MkdirAll(filepath.Dir(shard), 0o755)
 	shardLines := `{"id":"A-00001","completion_tokens":3}` + "\n" + fmt.Sprintf(`{"id":%q,"completion_tokens":4}`, longID) + "\n"
 	if err := os.WriteFile(shard, []byte(shardLines), 0o644); err != nil {
 		t.Fatal(err)

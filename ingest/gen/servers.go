@@ -20,6 +20,9 @@ type server struct {
 	// ctxLen is the context length from /v1/models; 0 when unknown. It is
 	// read again whenever the server comes back.
 	ctxLen atomic.Int64
+	// simulated: its /v1/models says it is gendex's simulator (learned
+	// whenever it becomes ready).
+	simulated atomic.Bool
 	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
 	// prompts are not clipped).
 	countTokens atomic.Int32

@@ -115,7 +115,10 @@ func TestTurnsLast(t *testing.T) {
 		}
 		res.PromptIDs = ids
 		want := decodeMap(t, res.AppendJSONL(nil, m["id"].(string)))
-		for _, k := range []string{"e2e_latency", "finished_at", "server"} {
+		if m["model"] != "sim-model" || m["simulated"] != true {
+			t.Errorf("line %v: want model sim-model, simulated", m)
+		}
+		for _, k := range []string{"e2e_latency", "finished_at", "server", "model", "simulated"} {
 			delete(m, k)
 			delete(want, k)
 		}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The tests of "what counts as answered" (README): a dataset's answers
+// count only in their own folder, and the simulator's never stand in for
+// a real server's. A "real server" here is `gendex sim --unmarked`: it
+// answers as the simulator does but says nothing of being one, as SGLang
+// says nothing.
+
+// placeRun is a folder with a copy of the demo prompts, an index, and the
+// binary, for whole-binary runs.
+type placeRun struct {
+	t   *testing.T
+	bin string
+	dir string
+}
+
+func newPlaceRun(t *testing.T) *placeRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	p := &placeRun{t: t, bin: gendexBinary(t), dir: t.TempDir()}
+	copyTree(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
+	return p
+}
+
+// run runs the binary in p.dir (the default ./gendex.db is there).
+func (p *placeRun) run(args ...string) (code int, stderr string) {
+	p.t.Helper()
+	cmd := exec.CommandContext(p.t.Context(), p.bin, args...)
+	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), "GENDEX_DB=")
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		p.t.Fatalf("gendex %q: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), errb.String()
+}
+
+func (p *placeRun) mustRun(args ...string) string {
+	p.t.Helper()
+	code, errOut := p.run(args...)
+	if code != 0 {
+		p.t.Fatalf("gendex %q: exit %d\n%s", args, code, errOut)
+	}
+	return errOut
+}
+
+// progress returns query progress as JSON rows, by dataset.
+func (p *placeRun) progress(db string) map[string]map[string]any {
+	p.t.Helper()
+	cmd := exec.CommandContext(p.t.Context(), p.bin, "--db", db, "query", "progress", "--format", "json")
+	cmd.Dir = p.dir
+	out, err := cmd.Output()
+	if err != nil {
+		p.t.Fatalf("query progress: %v", err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil {
+		p.t.Fatalf("query progress: %v\n%s", err, out)
+	}
+	by := map[string]map[string]any{}
+	for _, r := range rows {
+		by[r["dataset"].(string)] = r
+	}
+	return by
+}
+
+// answers reads the answer lines under dir/<dataset>/raw_responses.jsonl of
+// the four demo datasets: how many, and how many the simulator marked.
+func (p *placeRun) answers(dir string) (n, simulated int) {
+	p.t.Helper()
+	for _, ds := range []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"} {
+		f, err := os.Open(filepath.Join(p.dir, dir, ds, "raw_responses.jsonl"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var line struct {
+				Model     string `json:"model"`
+				Simulated bool   `json:"simulated"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				p.t.Fatal(err)
+			}
+			if line.Model == "" {
+				p.t.Errorf("%s/%s: an answer line without its model: %s", dir, ds, sc.Bytes())
+			}
+			n++
+			if line.Simulated {
+				simulated++
+			}
+		}
+		f.Close()
+	}
+	return n, simulated
+}
+
+func (p *placeRun) wantRaw(db string, want float64) {
+	p.t.Helper()
+	for ds, row := range p.progress(db) {
+		if row["raw"] != want || row["prompts"] != 50.0 {
+			p.t.Errorf("%s: progress %v; want %v answers of 50 prompts", ds, row, want)
+		}
+	}
+}
+
+// TestDryRunThenRealRun: README's dry run (--out) and then the real run
+// beside the prompts, one index: each makes its own 200 answers, and the
+// index then counts the real ones.
+func TestDryRunThenRealRun(t *testing.T) {
+	p := newPlaceRun(t)
+	p.mustRun("gen", "--server", "sim", "--out", "dry", "demo")
+	if n, sim := p.answers("dry"); n != 200 || sim != 200 {
+		t.Fatalf("dry run: %d answers, %d marked simulated; want 200, 200", n, sim)
+	}
+	real := startSimProcess(t, p.bin, "--unmarked")
+	errOut := p.mustRun("gen", "--server", real, "demo")
+	if n, sim := p.answers("demo"); n != 200 || sim != 0 {
+		t.Fatalf("real run: %d answers, %d simulated; want 200, 0\n%s", n, sim, errOut)
+	}
+	if !strings.Contains(errOut, "forgets the simulator's 50 answers in "+filepath.Join(p.dir, "dry", "B1_ids")) {
+		t.Errorf("the real run does not say that the dry run's answers stop counting:\n%s", errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+	if code, errOut := p.run("gen", "--server", real, "demo"); code != 0 || !strings.Contains(errOut, "nothing to do") ||
+		!strings.Contains(errOut, "50 answers in "+filepath.Join(p.dir, "demo", "B1_ids")+" (model sim-model)") {
+		t.Errorf("a second real run: exit %d; want nothing to do, saying where the answers are and who made them\n%s", code, errOut)
+	}
+}
+
+// TestSimulatorBesidePromptsThenRealServer: the simulator's answers
+// beside the prompts never count for a real server's run: gen stops
+// before any request and says to use --out; with --out it makes its own.
+func TestSimulatorBesidePromptsThenRealServer(t *testing.T) {
+	p := newPlaceRun(t)
+	p.mustRun("gen", "--server", "sim", "demo")
+	real := startSimProcess(t, p.bin, "--unmarked")
+	code, errOut := p.run("gen", "--server", real, "demo")
+	if code != 1 || !strings.Contains(errOut, "made by the simulator") || !strings.Contains(errOut, "--out DIR") {
+		t.Fatalf("real run over the simulator's answers: exit %d; want 1, naming the simulator's answers and --out\n%s", code, errOut)
+	}
+	if n, sim := p.answers("demo"); n != 200 || sim != 200 {
+		t.Fatalf("the refused run wrote: %d answers, %d simulated; want the dry run's 200 alone", n, sim)
+	}
+	p.mustRun("gen", "--server", real, "--out", "real", "demo") // what the refusal says
+	if n, sim := p.answers("real"); n != 200 || sim != 0 {
+		t.Fatalf("real run with --out: %d answers, %d simulated; want 200 real", n, sim)
+	}
+	p.wantRaw("gendex.db", 50)
+}
+
+// TestAnotherOutIsRefused: a second --out for prompts whose real answers
+// the index counts elsewhere is refused, naming both folders; both ways
+// out it gives work as written.
+func TestAnotherOutIsRefused(t *testing.T) {
+	p := newPlaceRun(t)
+	real := startSimProcess(t, p.bin, "--unmarked")
+	p.mustRun("gen", "--server", real, "--out", "o1", "demo")
+	code, errOut := p.run("gen", "--server", real, "--out", "o2", "--temperature", "0.9", "demo")
+	if code != 1 || !strings.Contains(errOut, filepath.Join(p.dir, "o1", "B1_ids")) || !strings.Contains(errOut, filepath.Join(p.dir, "o2", "B1_ids")) {
+		t.Fatalf("another --out: exit %d; want 1, naming both folders\n%s", code, errOut)
+	}
+	if n, _ := p.answers("o2"); n != 0 {
+		t.Fatalf("the refused run wrote %d answers", n)
+	}
+	// Way out 1, as the message gives it: an index of its own.
+	if !strings.Contains(errOut, "gendex --db OTHER.db gen ...") {
+		t.Fatalf("the refusal does not give --db:\n%s", errOut)
+	}
+	p.mustRun("--db", "OTHER.db", "gen", "--server", real, "--out", "o2", "--temperature", "0.9", "demo")
+	if n, _ := p.answers("o2"); n != 200 {
+		t.Fatalf("with --db OTHER.db: %d answers in o2, want 200", n)
+	}
+	p.wantRaw("OTHER.db", 50)
+	// Way out 2, as written: drop, then run again.
+	i := strings.Index(errOut, "gendex --db gendex.db drop ")
+	if i < 0 {
+		t.Fatalf("the refusal does not give drop:\n%s", errOut)
+	}
+	drop := strings.Fields(strings.SplitN(errOut[i:], " (", 2)[0])[1:]
+	p.mustRun(drop...)
+	p.mustRun("gen", "--server", real, "--out", "o3", "demo")
+	if n, _ := p.answers("o3"); n != 200 {
+		t.Fatalf("after drop: %d answers in o3, want 200", n)
+	}
+	p.wantRaw("gendex.db", 50)
+}
+
+// TestSameNamedRootsNeverMerge: two roots that both hold B1_ids (the same
+// ids): the second is refused, naming both folders, and nothing of it is
+// indexed.
+func TestSameNamedRootsNeverMerge(t *testing.T) {
+	p := newPlaceRun(t)
+	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
+	real := startSimProcess(t, p.bin, "--unmarked")
+	p.mustRun("gen", "--server", real, filepath.Join("demo", "B1_ids"))
+	code, errOut := p.run("gen", "--server", real, "b")
+	if code != 1 || !strings.Contains(errOut, filepath.Join(p.dir, "demo", "B1_ids")) || !strings.Contains(errOut, filepath.Join(p.dir, "b", "B1_ids")) {
+		t.Fatalf("second root: exit %d; want 1 naming both folders\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "b", "B1_ids", "raw_responses.jsonl")); err == nil {
+		t.Error("the refused run created its answer file")
+	}
+	rows := p.progress("gendex.db")
+	if len(rows) != 1 || rows["B1_ids"]["prompts"] != 50.0 || rows["B1_ids"]["raw"] != 50.0 || rows["B1_ids"]["skipped"] != 0.0 {
+		t.Errorf("progress after the refusal: %v", rows)
+	}
+}
+
+// TestUpgradeKeepsCounts: an index written before answers said who made
+// them (testdata/upgrade/v4.db.gz, by gendex at bb39388: gen --server sim
+// --out answers over the demo) reads with the same counts, before and
+// after a writer opens it; a run from another folder is refused, not
+// taken for the simulator's (the old lines do not say who made them).
+func TestUpgradeKeepsCounts(t *testing.T) {
+	p := newPlaceRun(t)
+	gz, err := os.ReadFile(filepath.Join("testdata", "upgrade", "v4.db.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "v4.db"), db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, q := range []string{"progress", "tokens", "finish", "files"} {
+			want := readJSONRows(t, filepath.Join("testdata", "upgrade", "v4."+q+".json"))
+			cmd := exec.CommandContext(t.Context(), p.bin, "--db", "v4.db", "query", q, "--format", "json")
+			cmd.Dir = p.dir
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: query %s: %v", when, q, err)
+			}
+			var got []map[string]any
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s: query %s: %d rows, want %d", when, q, len(got), len(want))
+			}
+			for i := range want {
+				for k, v := range want[i] { // new keys may be added; none may change
+					if g, ok := got[i][k]; !ok || !jsonEqual(g, v) {
+						t.Errorf("%s: query %s row %d: %s = %v, want %v", when, q, i, k, g, v)
+					}
+				}
+			}
+		}
+	}
+	check("read-only")
+	code, errOut := p.run("--db", "v4.db", "gen", "--server", "sim", "--out", "new", "demo")
+	if code != 1 || !strings.Contains(errOut, "/tmp/gendex-v4-run/answers/B1_ids") || !strings.Contains(errOut, "model not recorded") {
+		t.Errorf("a run from other folders over an old index: exit %d; want 1, naming the old folders\n%s", code, errOut)
+	}
+	check("after a writer opened it")
+}
+
+func readJSONRows(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// copyTree copies the regular files under from to to.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
