@@ -43,7 +43,10 @@ type exportOut struct {
 	reasons map[string]int64 // exclusions by reason
 }
 
-type exportCounts struct{ records, excluded, left int64 }
+// exportCounts counts records, exclusions and answers left; and truncated,
+// the answers cut at the token limit (finish_reason length), counted with
+// or without --export: take sees every raw line the run writes.
+type exportCounts struct{ records, excluded, left, truncated int64 }
 
 // catchUp gives every answer of ds that has neither a record nor an
 // exclusion its record or exclusion, through export's own path, before
@@ -153,8 +156,11 @@ type exportBufs struct {
 	reasons map[string]int64
 }
 
-// take adds res's record or exclusion to b.
+// take adds res's record or exclusion to b, and counts it when cut.
 func (b *exportBufs) take(r *run, res *result) {
+	if res.truncated {
+		b.truncated++
+	}
 	d := &res.exp
 	switch {
 	case d.Left != "":
@@ -187,6 +193,7 @@ func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
 	e.records += b.records
 	e.excluded += b.excluded
 	e.left += b.left
+	e.truncated += b.truncated
 	for reason, n := range b.reasons {
 		e.reasons[reason] += n
 	}
@@ -214,11 +221,13 @@ func exportText(s store.Summary) string {
 	return fmt.Sprintf(", %d records, %d excluded", s.Stage(store.Tokenized).Records, s.Excluded())
 }
 
-// addExport adds the datasets' --export counts to sum.
+// addExport adds the datasets' --export counts, and the answers cut at
+// the token limit, to sum.
 func (r *run) addExport(sum *Summary) {
 	for _, ds := range r.sets {
 		sum.Records += ds.exp.records
 		sum.Excluded += ds.exp.excluded
 		sum.ExportLeft += ds.exp.left
+		sum.Truncated += ds.exp.truncated
 	}
 }

@@ -184,7 +184,7 @@ func (r *run) statusLines(now time.Time) []string {
 		if n := s.Overlap.ErrorsOpen; n > 0 {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
-		errs += ds.turnsText()
+		errs += ds.turnsText() + truncatedText(s)
 		if r.cfg.Export != nil {
 			errs += exportText(s)
 		}
@@ -220,6 +220,35 @@ func (ds *dsRun) turnsText() string {
 	return fmt.Sprintf(", %d earlier turns answered, %d conversations half done", t, h)
 }
 
+// truncatedText says how many of a dataset's answers, per the index, were
+// cut at the token limit: ", 12 truncated"; "" for none.
+func truncatedText(s store.Summary) string {
+	if n := s.Stage(store.Raw).Finish["length"]; n > 0 {
+		return fmt.Sprintf(", %d truncated", n)
+	}
+	return ""
+}
+
+// truncatedSummary says how many of the run's answers were cut at the
+// token limit, and what to do; "" when none was.
+func (r *run) truncatedSummary(sum *Summary) string {
+	if sum.Truncated == 0 {
+		return ""
+	}
+	limit := "the server's default max_new_tokens"
+	if n := r.cfg.Sampling.MaxNewTokens; n != nil {
+		limit = fmt.Sprintf("%d tokens", *n)
+	}
+	head := fmt.Sprintf("gen: %d of %d answers were cut at %s (finish_reason length)", sum.Truncated, sum.Responses, limit)
+	switch x := r.cfg.Export; {
+	case x == nil:
+		return head + ": raise --max-new-tokens, or export keeps them only with --include-truncated"
+	case x.IncludeTruncated:
+		return head + "; --include-truncated keeps them, cut, in the records: raise --max-new-tokens for whole answers"
+	}
+	return head + ", so --export excluded them as length: raise --max-new-tokens, or --include-truncated keeps them"
+}
+
 // final prints the run's summary.
 func (r *run) final(sum *Summary) {
 	secs := sum.Elapsed.Seconds()
@@ -233,6 +262,9 @@ func (r *run) final(sum *Summary) {
 	r.logf("gen: %d answers (%s) and %d errors in %s: %.1f answers/s, %s",
 		sum.Responses, tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
+	if t := r.truncatedSummary(sum); t != "" {
+		r.logf("%s", t)
+	}
 	var half int64
 	for _, ds := range r.sets {
 		half += ds.halfDone.Load()
@@ -255,8 +287,8 @@ func (r *run) final(sum *Summary) {
 			if n := s.Skipped(); n > 0 {
 				left = fmt.Sprintf(", %d lines left out of the index", n)
 			}
-			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s%s -> %s",
-				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.turnsText(), left, ds.Raw)
+			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s%s%s -> %s",
+				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if r.cfg.Export != nil {
 				e := &ds.exp
 				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",

@@ -24,6 +24,24 @@ package gen
 // Feeding a conversation reads the turns the index holds from their lines
 // at their stored offsets (checked against their sums), and the worker
 // asks only the turns after them, in order.
+//
+// A conversation cut short (stopsAtCut: --export without
+// --include-truncated): when turn i < k is cut at the token limit
+// (finish_reason length) the conversation can no longer become a training
+// record, so it ends there. Its raw line is written at once, in place of
+// turn i's turn line, with turn i as its last answered turn and each turn
+// after it, never asked, as {"asked":false}:
+//
+//	{"id":ID,"turns":[T1,...,Ti,{"asked":false},...],Σ over T1..Ti,
+//	 "finish_reason":"length",... (Ti's)}
+//
+// Its exclusion ("length", "turn i of k: ...", as export decides it from
+// this line) follows in the same flush, like any answer's. A turn i
+// recorded cut in turns.jsonl (by a run without --export) ends the
+// conversation the same way when a run with --export feeds it, without a
+// request. The prompt then has its answer, so no later run asks its
+// remaining turns, and an exclusion lost in a crash is made from the raw
+// line by catchUp (exportrun.go), as for any answer.
 
 import (
 	"bytes"
@@ -32,6 +50,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"gendex/ingest"
 	"gendex/ingest/gen/sglang"
@@ -60,6 +79,9 @@ type conv struct {
 	// counted reports whether the conversation is counted in its
 	// dataset's halfDone.
 	counted bool
+	// cut reports that the conversation ends at its last done turn, which
+	// was recorded cut (see stopsAtCut): nothing is left to ask.
+	cut bool
 }
 
 // turnAnswer is one answered turn.
@@ -67,6 +89,21 @@ type turnAnswer struct {
 	obj    []byte   // Ti: the answer object, without "id"
 	text   string   // carried into the next turns
 	counts [4]int64 // prompt, completion, cached and reasoning tokens, or store.Unknown
+	// end holds a recorded turn's finish_reason, finished_at, server,
+	// model and simulated, read from its line.
+	end sglang.Result
+}
+
+// notAsked stands in a conversation line for a turn after the one it was
+// cut at (see stopsAtCut); it counts nothing.
+var notAsked = turnAnswer{obj: []byte(`{"asked":false}`)}
+
+// stopsAtCut reports whether a conversation ends at a turn cut at the
+// token limit: under --export without --include-truncated, where it could
+// only be excluded as length, so its later turns would be asked for
+// nothing.
+func (r *run) stopsAtCut() bool {
+	return r.cfg.Export != nil && !r.cfg.Export.IncludeTruncated
 }
 
 // turnPrompt returns the prompt of the conversation's next turn.
@@ -82,12 +119,15 @@ func (c *conv) turnPrompt(p *Prompt) *Prompt {
 
 // turnAnswered takes the answer to j's next turn: a turn line for an earlier
 // turn (and true: the conversation goes on), the conversation's raw line
-// for its last turn. An earlier turn's answer without text cannot be carried
-// into the next turn: the conversation gets an error line instead.
+// for its last turn, or for an earlier one cut at the token limit when the
+// conversation stops there (stopsAtCut). An earlier turn's answer without
+// text cannot be carried into the next turn: the conversation gets an
+// error line instead.
 func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 	c := j.conv
 	i := len(c.done) + 1
-	if i < c.k && res.Text == nil {
+	cut := i < c.k && res.FinishReason == "length" && r.stopsAtCut()
+	if i < c.k && res.Text == nil && !cut {
 		r.results <- r.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
 		return false
 	}
@@ -98,6 +138,8 @@ func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 	tokens := max(t.counts[1], 0)
 	if i < c.k {
 		res.PromptIDs = nil // the last turn's alone (see above)
+	}
+	if i < c.k && !cut {
 		line := fmt.Appendf(make([]byte, 0, 256+8*len(res.OutputIDs)), `{"id":`)
 		line = sglang.AppendJSONString(line, j.p.ID)
 		line = fmt.Appendf(line, `,"turn":%d,"turns":%d,`, i, c.k)
@@ -115,11 +157,32 @@ func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 	t.obj = append([]byte{'{'}, res.AppendFields(nil)...)
 	t.obj = append(t.obj, '}')
 	all := append(c.done, t)
-	line := conversationLine(j.p.ID, all, res)
-	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: c.counted}
-	r.decideExport(&out, j.p)
-	r.results <- out
+	r.results <- r.conversationResult(j, all, res, tokens)
 	return false
+}
+
+// endAtCut sends the raw line of j's conversation, which ends at its last
+// recorded turn, cut (conv.cut): no request is made, and no token counted
+// (the run that wrote the turn counted them).
+func (r *run) endAtCut(j *job) {
+	c := j.conv
+	r.results <- r.conversationResult(j, c.done, &c.done[len(c.done)-1].end, 0)
+}
+
+// conversationResult is the raw line of j's conversation, whose answered
+// turns are all (the others, after a cut, not asked), with last's
+// finish_reason, finished_at, server and maker, and under --export its
+// record or exclusion.
+func (r *run) conversationResult(j *job, all []turnAnswer, last *sglang.Result, tokens int64) result {
+	turns := all
+	if n := j.conv.k - len(all); n > 0 {
+		turns = append(slices.Clip(all), slices.Repeat([]turnAnswer{notAsked}, n)...)
+	}
+	line := conversationLine(j.p.ID, turns, last)
+	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
+		truncated: last.FinishReason == "length"}
+	r.decideExport(&out, j.p)
+	return out
 }
 
 func count(n *int) int64 {
@@ -177,6 +240,7 @@ func conversationLine(id string, turns []turnAnswer, last *sglang.Result) []byte
 		line = append(line, `,"server":`...)
 		line = sglang.AppendJSONString(line, last.Server)
 	}
+	line = sglang.AppendMaker(line, last.Model, last.Simulated)
 	return append(line, "}\n"...)
 }
 
@@ -225,6 +289,10 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles) (*conv, error) {
 			return c, err
 		}
 		c.done = append(c.done, t)
+		if t.end.FinishReason == "length" && r.stopsAtCut() {
+			c.cut = true // the conversation ends here (see above)
+			break
+		}
 	}
 	return c, nil
 }
@@ -254,6 +322,11 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		CompletionTokens *int64  `json:"completion_tokens"`
 		CachedTokens     *int64  `json:"cached_tokens"`
 		ReasoningTokens  *int64  `json:"reasoning_tokens"`
+		FinishReason     string  `json:"finish_reason"`
+		FinishedAt       string  `json:"finished_at"`
+		Server           string  `json:"server"`
+		Model            string  `json:"model"`
+		Simulated        bool    `json:"simulated"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
@@ -265,6 +338,8 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		return t, fmt.Errorf("%s: turn %d has no \"text\" to carry into turn %d", where, i, i+1)
 	}
 	t.text = *l.Text
+	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated = l.FinishReason, l.Server, l.Model, l.Simulated
+	t.end.FinishedAt, _ = time.Parse(time.RFC3339Nano, l.FinishedAt)
 	for c, n := range [4]*int64{l.PromptTokens, l.CompletionTokens, l.CachedTokens, l.ReasoningTokens} {
 		t.counts[c] = store.Unknown
 		if n != nil && *n >= 0 {

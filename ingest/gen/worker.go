@@ -35,6 +35,10 @@ func (r *run) work() {
 // goroutine of its own that retries it alone among such suspects (the
 // rest of that conversation too), and the worker takes the next prompt.
 func (r *run) answer(j job) {
+	if j.conv != nil && j.conv.cut {
+		r.endAtCut(&j) // nothing to ask (turns.go)
+		return
+	}
 	for {
 		p := j.p
 		if j.conv != nil {
@@ -47,7 +51,7 @@ func (r *run) answer(j job) {
 		if j.conv == nil {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
-			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown}
+			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length"}
 			r.decideExport(&out, j.p)
 			r.results <- out
 			return
