@@ -68,6 +68,11 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 			}
 			all = append(all, srcs...)
 		}
+		if *dataset == "" { // named by their folders: see ingest.CheckPlaces
+			if err := ingest.CheckPlaces(db, all); err != nil {
+				return nil, err
+			}
+		}
 		return all, nil
 	}
 	srcs, err := discover()

@@ -326,3 +326,25 @@ func copyTree(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestIngestSameNamedFoldersNeverMerge: ingest of a second folder named
+// like a dataset the index holds (or two such folders at once) is refused,
+// naming both folders; --dataset, the way out it gives, indexes it apart.
+func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
+	p := newPlaceRun(t)
+	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "a", "B1_ids"))
+	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
+	p.mustRun("ingest", "a")
+	for _, args := range [][]string{{"ingest", "b"}, {"--db", "two.db", "ingest", "a", "b"}} {
+		code, errOut := p.run(args...)
+		if code != 1 || strings.Count(errOut, filepath.Join(p.dir, "a", "B1_ids")) != 1 || !strings.Contains(errOut, filepath.Join(p.dir, "b", "B1_ids")) ||
+			!strings.Contains(errOut, "gendex ingest --dataset NAME FOLDER") {
+			t.Errorf("gendex %q: exit %d; want 1, naming both folders once and --dataset\n%s", args, code, errOut)
+		}
+	}
+	p.mustRun("ingest", "--dataset", "B1_b", filepath.Join("b", "B1_ids"))
+	rows := p.progress("gendex.db")
+	if len(rows) != 2 || rows["B1_ids"]["prompts"] != 50.0 || rows["B1_b"]["prompts"] != 50.0 {
+		t.Errorf("progress: %v", rows)
+	}
+}

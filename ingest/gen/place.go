@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"gendex/ingest"
 	"gendex/store"
 )
 
@@ -40,38 +41,11 @@ func placeOf(d Dataset) place {
 	return place{name: d.Name, prompts: filepath.Dir(d.Prompts[0]), answers: filepath.Dir(d.Raw)}
 }
 
-// answerStage reports whether files of stage s hold a dataset's answers
-// (a response file's error lines included), as opposed to its prompts or
-// export's records.
-func answerStage(s store.Stage) bool {
-	return s == store.Raw || s == store.Errors || s == store.Turns
-}
-
 // outside returns the files of a dataset (fs, every file indexed under its
 // name) that lie outside p: prompts from another folder, or answers from
-// another folder. Export's records are export's to place.
+// another folder (ingest.Elsewhere).
 func (p place) outside(fs []store.FileState) []store.FileState {
-	var out []store.FileState
-	for _, f := range fs {
-		dir := filepath.Dir(f.Path)
-		if (f.Stage == store.Prompts && dir != p.prompts) || (answerStage(f.Stage) && dir != p.answers) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// indexedFiles returns the index's files by dataset: those that hold
-// something (an id given) or are being forgotten.
-func indexedFiles(v *store.View) (map[string][]store.FileState, error) {
-	by := map[string][]store.FileState{}
-	err := v.Files(func(f store.FileState) error {
-		if f.ID != 0 || f.Phase == store.PhaseForgetting {
-			by[f.Dataset] = append(by[f.Dataset], f)
-		}
-		return nil
-	})
-	return by, err
+	return append(ingest.Elsewhere(fs, store.Prompts, p.prompts), ingest.Elsewhere(fs, store.Raw, p.answers)...)
 }
 
 // makerCounts sums the answer lines of response files by kind: made by the
@@ -179,20 +153,6 @@ func plural(n uint64, one, many string) string {
 	return many
 }
 
-// folders lists the folders of fs, sorted, without repeats.
-func folders(fs []store.FileState) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range fs {
-		if d := filepath.Dir(f.Path); !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // PlaceError refuses a run whose datasets the index already counts from
 // other folders; it names them and the ways out.
 type PlaceError struct {
@@ -219,7 +179,7 @@ func (e *PlaceError) Error() string {
 func (r *run) settlePlaces(datasets []Dataset) error {
 	var by map[string][]store.FileState
 	if err := r.db.View(func(v *store.View) (err error) {
-		by, err = indexedFiles(v)
+		by, err = ingest.HeldFiles(v)
 		return err
 	}); err != nil {
 		return err
@@ -240,7 +200,7 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 			continue
 		}
 		line := fmt.Sprintf("%s: the index holds %s", d.Name, describeAnswers(held))
-		if dirs := folders(filterStage(elsewhere, store.Prompts)); len(dirs) > 0 {
+		if dirs := ingest.Folders(filterStage(elsewhere, store.Prompts)); len(dirs) > 0 {
 			line += fmt.Sprintf(", and prompts from %s", strings.Join(dirs, ", "))
 		}
 		line += fmt.Sprintf("; this run reads its prompts from %s and writes its answers to %s", p.prompts, p.answers)
@@ -278,7 +238,7 @@ func filterStage(fs []store.FileState, s store.Stage) []store.FileState {
 // checkServerKind and for saying where the answers are.
 func (r *run) countAnswerMakers() error {
 	return r.db.View(func(v *store.View) error {
-		by, err := indexedFiles(v)
+		by, err := ingest.HeldFiles(v)
 		if err != nil {
 			return err
 		}
