@@ -426,6 +426,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
 	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
+	if todo > 0 {
+		r.saySkipped()
+	}
 	if todo == 0 {
 		if err := r.checkKindIdle(); err != nil {
 			return nil, err

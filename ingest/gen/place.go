@@ -295,3 +295,18 @@ func (r *run) sayAnswered() {
 		r.logf("  %s: %s", ds.Name, describeAnswers(ds.held))
 	}
 }
+
+// saySkipped says, per dataset some of whose prompts have an outcome
+// already, how many are not asked again and where their answers are.
+func (r *run) saySkipped() {
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sortedSets() {
+			s, err := v.Summary(ds.Name)
+			if err != nil || s.Overlap.Answered == 0 {
+				continue
+			}
+			r.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, s.Overlap.Answered, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+		}
+		return nil
+	})
+}
