@@ -34,7 +34,7 @@ func newPlaceRun(t *testing.T) *placeRun {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	p := &placeRun{t: t, bin: gendexBinary(t), dir: t.TempDir()}
-	copyTree(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
+	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
 	return p
 }
 
@@ -214,7 +214,7 @@ func TestAnotherOutIsRefused(t *testing.T) {
 // indexed.
 func TestSameNamedRootsNeverMerge(t *testing.T) {
 	p := newPlaceRun(t)
-	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
+	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, filepath.Join("demo", "B1_ids"))
 	code, errOut := p.run("gen", "--server", real, "b")
@@ -305,8 +305,10 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// copyTree copies the regular files under from to to.
-func copyTree(t *testing.T, from, to string) {
+// copyPrompts copies the prompts*.jsonl files under from to to (a clone
+// where README's real run wrote answers beside the demo's prompts holds
+// more).
+func copyPrompts(t *testing.T, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -315,6 +317,9 @@ func copyTree(t *testing.T, from, to string) {
 		rel, _ := filepath.Rel(from, path)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !strings.HasPrefix(d.Name(), "prompts") {
+			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -332,8 +337,8 @@ func copyTree(t *testing.T, from, to string) {
 // naming both folders; --dataset, the way out it gives, indexes it apart.
 func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
 	p := newPlaceRun(t)
-	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "a", "B1_ids"))
-	copyTree(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
+	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "a", "B1_ids"))
+	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
 	p.mustRun("ingest", "a")
 	for _, args := range [][]string{{"ingest", "b"}, {"--db", "two.db", "ingest", "a", "b"}} {
 		code, errOut := p.run(args...)

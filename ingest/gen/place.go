@@ -194,7 +194,7 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 		}
 		held := by[d.Name]
 		if countMakers(held).simulatedOnly() {
-			r.logf("gen: %s: the index forgets the simulator's %s (the files stay): a dry run never stands in for this run",
+			r.logf("gen: %s: a dry run never stands in for this run: the index forgets the simulator's %s; the files stay",
 				d.Name, describeAnswers(held))
 			drop = append(drop, d.Name)
 			continue
