@@ -31,6 +31,10 @@ type Client struct {
 	// Model is sent as "model" to the OpenAI-compatible endpoints and to
 	// /v1/tokenize when non-empty.
 	Model string
+	// Flavor is the server software (from /v1/models): it picks the
+	// tokenize route, the sampling field names and whether answers carry
+	// output ids (see Flavor).
+	Flavor Flavor
 	// Simulated says the server is gendex's simulator (its /v1/models
 	// says so); every answer's Result is then marked Simulated.
 	Simulated bool

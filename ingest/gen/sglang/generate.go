@@ -186,13 +186,18 @@ type openAIResponse struct {
 		Message *struct {
 			Content          *string `json:"content"`
 			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"` // vLLM's name for it
 		} `json:"message"`
 		Text         *string         `json:"text"`
+		TokenIDs     []int           `json:"token_ids"`        // vLLM, with return_token_ids
+		PromptIDs    []int           `json:"prompt_token_ids"` // vLLM completions, per choice
 		FinishReason *string         `json:"finish_reason"`
 		MatchedStop  json.RawMessage `json:"matched_stop"`
 		MetaInfo     *metaInfo       `json:"meta_info"` // with return_meta_info
 	} `json:"choices"`
 	Usage *openAIUsage `json:"usage"`
+	// PromptIDs is vLLM's chat prompt_token_ids (with return_token_ids).
+	PromptIDs []int `json:"prompt_token_ids"`
 	// SGLExt is SGLang's extension object; spec fields are read from it
 	// when a server puts them there.
 	SGLExt *specFields `json:"sglext"`
@@ -256,7 +261,11 @@ func (c *Client) Complete(ctx context.Context, req CompletionRequest) (*Result, 
 func (c *Client) openAIBody(model string, p SamplingParams, extra map[string]any) map[string]any {
 	body := make(map[string]any, len(extra)+16)
 	maps.Copy(body, extra)
-	maps.Copy(body, p.OpenAIFields())
+	fields, _ := p.FieldsFor(c.Flavor)
+	maps.Copy(body, fields)
+	if c.Flavor == FlavorVLLM {
+		body["return_token_ids"] = true // the exact ids, as /generate gives them
+	}
 	if model == "" {
 		model = c.Model
 	}
@@ -292,6 +301,16 @@ func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[
 	if ch.Message != nil {
 		r.Text = ch.Message.Content
 		r.ReasoningContent = ch.Message.ReasoningContent
+		if r.ReasoningContent == nil {
+			r.ReasoningContent = ch.Message.Reasoning
+		}
+	}
+	if ch.TokenIDs != nil {
+		r.OutputIDs = ch.TokenIDs
+		r.PromptIDs = ch.PromptIDs
+		if r.PromptIDs == nil {
+			r.PromptIDs = resp.PromptIDs
+		}
 	}
 	if ch.FinishReason != nil {
 		r.FinishReason = *ch.FinishReason

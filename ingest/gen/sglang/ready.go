@@ -147,24 +147,42 @@ func (c *Client) Health(ctx context.Context) error {
 	return err
 }
 
-// ModelInfo is the first entry of GET /v1/models.
+// ModelInfo is what GET /v1/models says of the model a client asks for.
 type ModelInfo struct {
 	ID          string // served model name
 	MaxModelLen int    // effective context length; 0 when not reported
 	// Simulated: the entry says the server is gendex's simulator
 	// ("gendex_simulator": true, a field no other server sends).
 	Simulated bool
+	// Flavor is the server software, from "owned_by".
+	Flavor Flavor
+	// Models lists every id the server serves (LoRA adapters included).
+	Models []string
 }
 
-// ServedModel returns data[0] of GET /v1/models.
+// modelCard is one entry of /v1/models, as SGLang, vLLM and llama.cpp
+// write it.
+type modelCard struct {
+	ID          string  `json:"id"`
+	OwnedBy     string  `json:"owned_by"`
+	Parent      *string `json:"parent"`
+	MaxModelLen *int    `json:"max_model_len"`
+	Meta        *struct {
+		NCtx *int `json:"n_ctx"`
+	} `json:"meta"`
+	Simulator bool `json:"gendex_simulator"`
+}
+
+// ServedModel reads GET /v1/models: the entry of Client.Model when it is
+// set and listed, else the served model itself (the first entry without a
+// parent: LoRA adapters are listed with their base model as parent, and
+// SGLang lists them with max_model_len null), else the first entry. The
+// context length is max_model_len (SGLang, vLLM), else meta.n_ctx
+// (llama.cpp: the context of one slot).
 func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 	const op = "GET /v1/models"
 	var out struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-			Simulator   bool   `json:"gendex_simulator"`
-		} `json:"data"`
+		Data []modelCard `json:"data"`
 	}
 	if _, err := c.call(ctx, http.MethodGet, "/v1/models", nil, &out); err != nil {
 		return ModelInfo{}, err
@@ -173,8 +191,31 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 		return ModelInfo{}, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: op,
 			Message: "no model listed in /v1/models"}
 	}
-	d := out.Data[0]
-	return ModelInfo{ID: d.ID, MaxModelLen: d.MaxModelLen, Simulated: d.Simulator}, nil
+	pick := -1
+	var ids []string
+	for i, d := range out.Data {
+		ids = append(ids, d.ID)
+		if c.Model != "" && d.ID == c.Model && pick < 0 {
+			pick = i
+		}
+	}
+	for i, d := range out.Data {
+		if pick < 0 && d.Parent == nil {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		pick = 0
+	}
+	d := out.Data[pick]
+	info := ModelInfo{ID: d.ID, Simulated: d.Simulator, Flavor: flavorOf(d.OwnedBy), Models: ids}
+	switch {
+	case d.MaxModelLen != nil:
+		info.MaxModelLen = *d.MaxModelLen
+	case d.Meta != nil && d.Meta.NCtx != nil:
+		info.MaxModelLen = *d.Meta.NCtx
+	}
+	return info, nil
 }
 
 // Message is one chat message.
@@ -199,7 +240,15 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 	if c.ChatTemplateKwargs != nil {
 		body["chat_template_kwargs"] = c.ChatTemplateKwargs
 	}
-	return c.tokenize(ctx, body, tokenizeUnsupported)
+	switch c.Flavor {
+	case FlavorVLLM: // /tokenize: the template adds the special tokens
+		body["add_generation_prompt"], body["add_special_tokens"] = true, false
+		return c.tokenize(ctx, "/tokenize", body, tokenizeUnsupported)
+	case FlavorLlamaCpp: // no tokenize for messages (its /apply-template gives text)
+		return nil, &Error{Kind: Permanent, Server: c.server(), Op: "POST /tokenize", Err: ErrTokenizeUnsupported,
+			Message: "llama.cpp tokenizes text, not messages"}
+	}
+	return c.tokenize(ctx, "/v1/tokenize", body, tokenizeUnsupported)
 }
 
 // TokenizeText returns the ids /generate sees for text sent as "text"
@@ -208,23 +257,30 @@ func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]in
 // or 405: SGLang older than v0.5.3.post1) the error wraps
 // ErrTokenizeUnsupported.
 func (c *Client) TokenizeText(ctx context.Context, text string) ([]int, error) {
-	return c.tokenize(ctx, map[string]any{"prompt": text, "add_special_tokens": true}, func(e *Error) bool {
+	missing := func(e *Error) bool {
 		return e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed
-	})
+	}
+	switch c.Flavor {
+	case FlavorVLLM:
+		return c.tokenize(ctx, "/tokenize", map[string]any{"prompt": text, "add_special_tokens": true}, missing)
+	case FlavorLlamaCpp: // as its completion endpoints read a text prompt
+		return c.tokenize(ctx, "/tokenize", map[string]any{"content": text, "add_special": true, "parse_special": true}, missing)
+	}
+	return c.tokenize(ctx, "/v1/tokenize", map[string]any{"prompt": text, "add_special_tokens": true}, missing)
 }
 
 // tokenize posts body (with Model when set) to /v1/tokenize and returns
 // its flat "tokens". An error that unsupported says is the server's lack
 // wraps ErrTokenizeUnsupported and is Permanent, not Setup: the endpoint is
 // optional.
-func (c *Client) tokenize(ctx context.Context, body map[string]any, unsupported func(*Error) bool) ([]int, error) {
-	if c.Model != "" {
+func (c *Client) tokenize(ctx context.Context, path string, body map[string]any, unsupported func(*Error) bool) ([]int, error) {
+	if c.Model != "" && c.Flavor != FlavorLlamaCpp {
 		body["model"] = c.Model
 	}
 	var out struct {
 		Tokens json.RawMessage `json:"tokens"`
 	}
-	if _, err := c.call(ctx, http.MethodPost, "/v1/tokenize", body, &out); err != nil {
+	if _, err := c.call(ctx, http.MethodPost, path, body, &out); err != nil {
 		var e *Error
 		if errors.As(err, &e) && unsupported(e) {
 			e.Err = ErrTokenizeUnsupported
@@ -234,7 +290,7 @@ func (c *Client) tokenize(ctx context.Context, body map[string]any, unsupported 
 	}
 	var ids []int
 	if err := json.Unmarshal(out.Tokens, &ids); err != nil || ids == nil {
-		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: "POST /v1/tokenize",
+		return nil, &Error{Kind: Permanent, Status: http.StatusOK, Server: c.server(), Op: "POST " + path,
 			Message: "response has no flat \"tokens\" list"}
 	}
 	return ids, nil

@@ -1,0 +1,125 @@
+package sglang
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+)
+
+// Flavor is the server software behind a URL, as its /v1/models says
+// ("owned_by"). Routes, field names and facts differ between them:
+//
+//	                   SGLang               vLLM                       llama.cpp
+//	/generate          yes (ids in, ids out) no                        no
+//	output ids         /generate            return_token_ids: true     none on the OpenAI endpoints
+//	tokenize           /v1/tokenize         /tokenize                  /tokenize {content} (text only here)
+//	context length     max_model_len        max_model_len              meta.n_ctx (per slot)
+//	chat input_ids     read (its extension)  ignored                    ignored
+//	repetition penalty repetition_penalty   repetition_penalty         repeat_penalty
+//
+// (../shared/sglang-api.md sections 3, 4, 13 and 15, and the simulator's
+// package doc, name the sources.) An unknown flavor is spoken to through the
+// OpenAI API alone.
+type Flavor string
+
+// The flavors gendex knows.
+const (
+	FlavorUnknown  Flavor = ""
+	FlavorSGLang   Flavor = "sglang"
+	FlavorVLLM     Flavor = "vllm"
+	FlavorLlamaCpp Flavor = "llamacpp"
+)
+
+// String names the flavor for people.
+func (f Flavor) String() string {
+	switch f {
+	case FlavorSGLang:
+		return "SGLang"
+	case FlavorVLLM:
+		return "vLLM"
+	case FlavorLlamaCpp:
+		return "llama.cpp"
+	}
+	return "an OpenAI-compatible server"
+}
+
+// flavorOf recognises a server by its /v1/models "owned_by".
+func flavorOf(ownedBy string) Flavor {
+	switch ownedBy {
+	case "sglang":
+		return FlavorSGLang
+	case "vllm":
+		return FlavorVLLM
+	case "llamacpp":
+		return FlavorLlamaCpp
+	}
+	return FlavorUnknown
+}
+
+// ReturnsOutputIDs reports whether answers from api on this flavor carry
+// the output token ids (what --export ids needs).
+func (f Flavor) ReturnsOutputIDs(api API) bool {
+	switch {
+	case api == APIGenerate:
+		return true // /generate is SGLang's, and returns them
+	case f == FlavorVLLM:
+		return true // return_token_ids
+	}
+	return false
+}
+
+// ReadsChatInputIDs reports whether the chat endpoint reads SGLang's
+// "input_ids" extension; the others answer the messages instead.
+func (f Flavor) ReadsChatInputIDs() bool { return f == FlavorSGLang }
+
+// FieldsFor maps p onto the chat/completions fields flavor f reads, and
+// lists the set fields it does not read (which are then not sent): llama.cpp
+// reads repeat_penalty, and no min_tokens, stop_token_ids,
+// skip_special_tokens, spaces_between_special_tokens or no_stop_trim; vLLM
+// has include_stop_str_in_output for no_stop_trim.
+func (p SamplingParams) FieldsFor(f Flavor) (fields map[string]any, ignored []string) {
+	m := p.OpenAIFields()
+	move := func(from, to string) {
+		if v, ok := m[from]; ok {
+			delete(m, from)
+			if to == "" {
+				ignored = append(ignored, from)
+			} else {
+				m[to] = v
+			}
+		}
+	}
+	switch f {
+	case FlavorLlamaCpp:
+		move("repetition_penalty", "repeat_penalty")
+		for _, k := range []string{"min_tokens", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"} {
+			move(k, "")
+		}
+	case FlavorVLLM:
+		if v, ok := m["no_stop_trim"].(bool); ok {
+			delete(m, "no_stop_trim")
+			m["include_stop_str_in_output"] = v
+		}
+	}
+	sort.Strings(ignored)
+	return m, ignored
+}
+
+// HasRoute reports whether the server has a POST route, without making it
+// do any work: it posts an empty JSON object, which every server refuses
+// (400 or 422) on a route it has, and answers 404 or 405 on one it lacks.
+// An Auth error is returned as such; so is a server that does not answer.
+func (c *Client) HasRoute(ctx context.Context, path string) (bool, error) {
+	_, err := c.call(ctx, http.MethodPost, path, map[string]any{}, nil)
+	var e *Error
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &e) || e.Status == 0 || e.Kind == Auth:
+		return false, err
+	case e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed:
+		return false, nil
+	}
+	return true, nil
+}
