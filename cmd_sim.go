@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 
 	"gendex/ingest/gen/sim"
 )
@@ -22,8 +24,12 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	if cfg.SpecDraftTokens == 1 || cfg.SpecDraftTokens < 0 {
 		return usagef("--spec-draft-tokens %d: want 0 (off) or 2 or more (the target's token plus at least one draft)", cfg.SpecDraftTokens)
 	}
+	if err := checkSimFlavor(cfg.Flavor, "--flavor"); err != nil {
+		return err
+	}
 	s := sim.New(*cfg)
-	fmt.Fprintf(c.env.Stderr, "gendex sim: an SGLang-compatible simulator on http://%s (model %s, %d slots); Ctrl-C to stop\n", *listen, cfg.Model, cfg.Slots)
+	eff := s.Config()
+	fmt.Fprintf(c.env.Stderr, "gendex sim: %s on http://%s (model %s, %d slots); Ctrl-C to stop\n", simFlavorName(eff.Flavor), *listen, eff.Model, eff.Slots)
 	err := s.ListenAndServe(ctx, *listen)
 	if ctx.Err() != nil {
 		st := s.Stats()
@@ -33,9 +39,35 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	return err
 }
 
+// simFlavorName says what a flavor's simulator is, for the start line.
+func simFlavorName(flavor string) string {
+	switch flavor {
+	case sim.FlavorVLLM:
+		return "a vLLM-compatible simulator"
+	case sim.FlavorLlamaCpp:
+		return "a llama.cpp-compatible (llama-server) simulator"
+	}
+	return "an SGLang-compatible simulator"
+}
+
+// checkSimFlavor refuses a flavor the simulator does not speak; flag names
+// the flag that set it.
+func checkSimFlavor(flavor, flag string) error {
+	if flavor == "" || slices.Contains(sim.Flavors, flavor) {
+		return nil
+	}
+	return usagef("%s %q: want %s", flag, flavor, strings.Join(sim.Flavors, ", "))
+}
+
 // simFlags declares the simulator's settings under prefix.
 func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	cfg := &sim.Config{}
+	fs.StringVar(&cfg.Flavor, prefix+"flavor", sim.FlavorSGLang, "simulator: the server it speaks as: sglang, vllm (vLLM's OpenAI server) or llamacpp (llama.cpp's llama-server): routes, answers, errors, ignored sampling fields and /metrics names of that server")
+	fs.Func(prefix+"lora", "simulator: a loaded LoRA adapter's name, listed in /v1/models with max_model_len null (repeatable)", func(v string) error {
+		cfg.LoRAAdapters = append(cfg.LoRAAdapters, v)
+		return nil
+	})
+	fs.Float64Var(&cfg.ParseErrorRate, prefix+"parse-error-rate", 0, "simulator: fraction of requests answered llama.cpp's HTTP 500 \"Failed to parse input at pos 0\"")
 	fs.StringVar(&cfg.Model, prefix+"model", sim.DefaultModel, "simulator: served model name")
 	fs.IntVar(&cfg.ContextLength, prefix+"context", sim.DefaultContextLength, "simulator: context length")
 	fs.IntVar(&cfg.Slots, prefix+"slots", sim.DefaultSlots, "simulator: requests decoding at once (--max-running-requests)")
@@ -59,6 +91,9 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 
 // startSim runs a simulator on a loopback port in this process.
 func startSim(ctx context.Context, cfg sim.Config) (url string, stop func(), err error) {
+	if err := checkSimFlavor(cfg.Flavor, "--sim-flavor"); err != nil {
+		return "", nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err

@@ -91,12 +91,49 @@ type Config struct {
 	// Slots × ContextLength, a pool that never binds (the simulator never
 	// retracts or queues for KV space).
 	MaxTotalTokens int
+
+	// Flavor is the server the simulator speaks as: "" or FlavorSGLang
+	// (SGLang, the default), FlavorVLLM (vLLM's OpenAI-compatible server)
+	// or FlavorLlamaCpp (llama.cpp's llama-server). Each flavor has its
+	// own routes, answer shapes, errors, sampling fields and /metrics
+	// names; see flavors.go. Under FlavorLlamaCpp, ContextLength is the
+	// per-slot context (meta.n_ctx), and EnableMetrics is --metrics.
+	Flavor string
+	// LoRAAdapters names LoRA adapters the server has loaded: /v1/models
+	// lists a card for each (max_model_len null, parent the base model),
+	// SGLang before the base model's card, vLLM after it. llama.cpp lists
+	// none.
+	LoRAAdapters []string
+	// ParseErrorRate is the fraction of well-formed generation requests
+	// answered with llama.cpp's HTTP 500 {"error":{"code":500,"message":
+	// "Failed to parse input at pos 0",...}} (what llama-server answers
+	// when a model's output does not parse), before any token is
+	// generated: for retry tests. It is drawn after ErrorRate, ResetRate
+	// and AbortRate, from the same draw.
+	ParseErrorRate float64
 }
+
+// The flavors of Config.Flavor.
+const (
+	FlavorSGLang   = "sglang"
+	FlavorVLLM     = "vllm"
+	FlavorLlamaCpp = "llamacpp"
+)
+
+// Flavors lists the valid Config.Flavor values (besides "").
+var Flavors = []string{FlavorSGLang, FlavorVLLM, FlavorLlamaCpp}
 
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
+	if c.Flavor == "" {
+		c.Flavor = FlavorSGLang
+	}
 	if c.Model == "" {
 		c.Model = DefaultModel
+	}
+	if c.Flavor == FlavorLlamaCpp && c.Model == DefaultModel {
+		// llama-server names its model after the GGUF file.
+		c.Model = DefaultModel + ".gguf"
 	}
 	if c.ContextLength <= 0 {
 		c.ContextLength = DefaultContextLength

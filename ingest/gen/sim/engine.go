@@ -28,6 +28,8 @@ type item struct {
 	finish   *finishReason
 	canceled bool // the client went away
 	finished time.Time
+	// prefilled is when the prompt was processed (the first token's time).
+	prefilled time.Time
 }
 
 // reasoningTokens is meta_info.reasoning_tokens of the output so far.
@@ -116,6 +118,7 @@ func (s *Server) run(ctx context.Context, it *item) {
 	}
 	rate := s.cfg.DecodeTokensPerSec
 	start := time.Now()
+	it.prefilled = start
 	if !wait(ctx, perToken(stop, rate)) {
 		it.produced = stop
 		if rate > 0 {
@@ -140,6 +143,7 @@ func (s *Server) account(it *item) {
 		s.stats.items.Add(1)
 	}
 	s.load.finished(time.Now(), it, it.spec(s.cfg.SpecDraftTokens))
+	s.fstats.add(it, s.cfg.SpecDraftTokens, s.cfg.PrefillTokensPerSec, s.cfg.DecodeTokensPerSec)
 }
 
 // spec returns the speculative decoding counts of the tokens it produced.

@@ -17,13 +17,14 @@ const (
 	fault503
 	faultReset
 	faultAbort
+	faultParse // llama.cpp's 500 "Failed to parse input at pos 0"
 )
 
 // drawFault draws the fault of the n-th generation request from Config.Seed.
 // The same Seed gives the same faults to the same arrival numbers.
 func (s *Server) drawFault(n uint64) (fault, float64) {
 	c := &s.cfg
-	if c.ErrorRate <= 0 && c.ResetRate <= 0 && c.AbortRate <= 0 {
+	if c.ErrorRate <= 0 && c.ResetRate <= 0 && c.AbortRate <= 0 && c.ParseErrorRate <= 0 {
 		return noFault, 0
 	}
 	r := rng{state: mix(uint64(c.Seed)^0xFA017) ^ n*0x9E3779B97F4A7C15}
@@ -38,6 +39,8 @@ func (s *Server) drawFault(n uint64) (fault, float64) {
 		return faultReset, v
 	case u < c.ErrorRate+c.ResetRate+c.AbortRate:
 		return faultAbort, v
+	case u < c.ErrorRate+c.ResetRate+c.AbortRate+c.ParseErrorRate:
+		return faultParse, v
 	}
 	return noFault, v
 }
@@ -78,7 +81,12 @@ func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genReq
 	}
 	g := &genRequest{s: s, w: w, r: r, arrival: time.Now()}
 	if s.warmingUp() {
-		writeOpenAIError(w, httpError(http.StatusServiceUnavailable, "503", "The server is warming up."))
+		switch s.cfg.Flavor {
+		case FlavorVLLM:
+			writeVLLMError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is not ready.", "")
+		default:
+			writeOpenAIError(w, httpError(http.StatusServiceUnavailable, "503", "The server is warming up."))
+		}
 		g.end(outError)
 		return nil
 	}
@@ -94,8 +102,21 @@ func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genReq
 		resetConn(w)
 		return nil
 	}
+	if isProbe(body) {
+		// A route probe asks for nothing: it never draws a fault.
+		return g
+	}
 	g.fault, g.faultV = s.drawFault(s.arrivals.Add(1))
 	switch g.fault {
+	case faultParse:
+		if s.cfg.Flavor != FlavorSGLang {
+			// vLLM and llama.cpp handlers answer it once the request
+			// is valid (parseFault).
+			return g
+		}
+		writeParseFault(w)
+		g.end(outError)
+		return nil
 	case fault500:
 		writeInternalError(w)
 		g.end(outError)
@@ -171,4 +192,22 @@ func resetConn(w http.ResponseWriter) {
 		tc.SetLinger(0)
 	}
 	conn.Close()
+}
+
+// writeParseFault writes llama.cpp's answer when a model's output does not
+// parse (server_error, HTTP 500).
+func writeParseFault(w http.ResponseWriter) {
+	writeRaw(w, http.StatusInternalServerError, "application/json; charset=utf-8",
+		[]byte(`{"error":{"code":500,"message":"Failed to parse input at pos 0","type":"server_error"}}`))
+}
+
+// parseFault answers a valid request drawn for ParseErrorRate and reports
+// whether it did.
+func (g *genRequest) parseFault() bool {
+	if g.fault != faultParse {
+		return false
+	}
+	writeParseFault(g.w)
+	g.end(outError)
+	return true
 }

@@ -61,10 +61,29 @@ func (s *Server) modelCard() []byte {
 	return orderedJSON(card)
 }
 
-// handleModels serves /v1/models; data[0].max_model_len is the context
+// loraCard is the /v1/models entry of a loaded LoRA adapter: no context
+// length of its own, its parent the base model.
+func (s *Server) loraCard(name string) []byte {
+	card := []kv{
+		{"id", name}, {"object", "model"}, {"created", s.created}, {"owned_by", "sglang"},
+		{"root", "/adapters/" + name}, {"parent", s.cfg.Model}, {"max_model_len", nil},
+	}
+	if !s.cfg.Unmarked {
+		card = append(card, kv{"gendex_simulator", true})
+	}
+	return orderedJSON(card)
+}
+
+// handleModels serves /v1/models: the LoRA adapters (Config.LoRAAdapters)
+// first, then the served model, whose max_model_len is the context
 // length.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	body := orderedJSON([]kv{{"object", "list"}, {"data", append(append([]byte{'['}, s.modelCard()...), ']')}})
+	data := []byte{'['}
+	for _, a := range s.cfg.LoRAAdapters {
+		data = append(append(data, s.loraCard(a)...), ',')
+	}
+	data = append(append(data, s.modelCard()...), ']')
+	body := orderedJSON([]kv{{"object", "list"}, {"data", data}})
 	writeRaw(w, http.StatusOK, "application/json", body)
 }
 
@@ -167,9 +186,23 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	scheduler("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", float64(s.cfg.MaxTotalTokens))
 	scheduler("sglang:context_len", "The context length.", float64(s.cfg.ContextLength))
-	tokenizer("sglang:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))
-	tokenizer("sglang:generation_tokens_total", "Number of generation tokens processed.", float64(st.GeneratedTokens))
-	tokenizer("sglang:num_requests_total", "The number of processed requests.", float64(s.stats.items.Load()))
+	// SGLang's tokenizer counters carry is_streaming; the simulator never
+	// streams, so every request is is_streaming="false".
+	streaming := func(name string, help string, v float64) {
+		p.Family(name, help, prom.Counter)
+		p.Float(v, "engine_type", "unified", "is_streaming", "false", "model_name", s.cfg.Model)
+	}
+	streaming("sglang:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))
+	streaming("sglang:generation_tokens_total", "Number of generation tokens processed.", float64(st.GeneratedTokens))
+	p.Family("sglang:cached_tokens_total", "Number of cached prompt tokens.", prom.Counter)
+	for _, src := range []string{"device", "host", "total"} {
+		p.Float(0, "cache_source", src, "engine_type", "unified", "model_name", s.cfg.Model)
+	}
+	streaming("sglang:num_requests_total", "The number of processed requests.", float64(s.stats.items.Load()))
 	tokenizer("sglang:num_aborted_requests_total", "Number of requests aborted.", float64(st.Aborts))
+	f := s.fstats.snapshot()
+	hl := []string{"engine_type", "unified", "is_streaming", "false", "model_name", s.cfg.Model}
+	writeHistogram(&b, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", f.ttft, hl...)
+	writeHistogram(&b, "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", f.e2e, hl...)
 	writeRaw(w, http.StatusOK, prom.ContentType, b.Bytes())
 }

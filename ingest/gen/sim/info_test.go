@@ -34,8 +34,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	for _, want := range []string{"sglang:num_running_reqs{", "sglang:num_queue_reqs{", "sglang:num_requests_total{",
-		`sglang:generation_tokens_total{engine_type="unified",model_name="sim-model"} 5.0`,
-		`sglang:prompt_tokens_total{engine_type="unified",model_name="sim-model"} 2.0`} {
+		`sglang:generation_tokens_total{engine_type="unified",is_streaming="false",model_name="sim-model"} 5.0`,
+		`sglang:prompt_tokens_total{engine_type="unified",is_streaming="false",model_name="sim-model"} 2.0`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}

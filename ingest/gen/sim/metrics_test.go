@@ -22,7 +22,7 @@ func TestMetricsFormat(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE sglang:num_running_reqs gauge\n",
 		"# TYPE sglang:generation_tokens_total counter\n",
-		"sglang:generation_tokens_total{engine_type=\"unified\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\"} 5.0\n",
+		"sglang:generation_tokens_total{engine_type=\"unified\",is_streaming=\"false\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\"} 5.0\n",
 		"sglang:num_running_reqs{engine_type=\"unified\",model_name=\"org/数据\\\"集\\\\👩\u200d💻\",moe_ep_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\"} 0.0\n",
 	} {
 		if !strings.Contains(string(b), want) {
@@ -33,7 +33,8 @@ func TestMetricsFormat(t *testing.T) {
 	var allowed []string
 	for _, name := range []string{"num_running_reqs", "num_queue_reqs", "context_len", "prompt_tokens_total",
 		"generation_tokens_total", "num_requests_total", "num_aborted_requests_total", "num_used_tokens",
-		"token_usage", "gen_throughput", "cache_hit_rate", "max_total_num_tokens"} {
+		"token_usage", "gen_throughput", "cache_hit_rate", "max_total_num_tokens", "cached_tokens_total",
+		"time_to_first_token_seconds", "e2e_request_latency_seconds"} {
 		allowed = append(allowed, "sglang:"+name+" metric names should not contain ':'")
 	}
 	promtest.Check(t, b, allowed...)

@@ -103,6 +103,9 @@ const (
 // the lengths, so shorter budgets give prefixes of longer outputs.
 func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan {
 	seed := uint64(s.cfg.Seed)*0x9E3779B97F4A7C15 ^ hashIDs(prompt)
+	if sp.salt != 0 {
+		seed = mix(seed ^ sp.salt)
+	}
 	if !sp.greedy && sp.hasSeed {
 		seed = mix(seed ^ mix(uint64(sp.seed)+0x51))
 	}

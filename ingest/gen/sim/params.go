@@ -24,6 +24,9 @@ type samplingParams struct {
 	seed           int64
 	hasSeed        bool
 	greedy         bool // temperature 0 or top_k 1
+	// salt mixes the sampling fields a vLLM or llama.cpp flavor reads into
+	// the output (see samplingSalt); 0 for SGLang.
+	salt uint64
 }
 
 // samplingKeys lists every key SGLang's SamplingParams accepts, with the

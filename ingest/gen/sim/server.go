@@ -35,6 +35,7 @@ type Server struct {
 	arrivals atomic.Uint64 // generation requests, numbers fault draws
 	stats    counters
 	load     load // what the scheduler gauges of /metrics report
+	fstats   flavorStats
 }
 
 // counters are the live statistics behind Stats.
@@ -193,10 +194,40 @@ type route struct {
 	h       http.HandlerFunc
 }
 
-// routes builds the request router: auth first, as SGLang's middleware
-// runs before routing, then an exact path match. Unknown paths get FastAPI's
-// 404 {"detail":"Not Found"}, known paths with another method 405.
+// routes builds the request router of the configured flavor (see
+// flavorRoutes): the crash check, then the flavor's own gate (llama.cpp's
+// loading state and API key, or SGLang's and vLLM's API key), then an
+// exact path match. A path the flavor does not serve, or a known path with
+// another method, gets the flavor's own answer (flavor.miss).
 func (s *Server) routes() http.Handler {
+	fl := s.flavorRoutes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.isCrashed() {
+			resetConn(w)
+			return
+		}
+		if fl.gate != nil && !fl.gate(w, r) {
+			return
+		}
+		rt, ok := fl.table[r.URL.Path]
+		if !ok {
+			fl.notFound(w)
+			return
+		}
+		for _, m := range rt.methods {
+			if r.Method == m {
+				rt.h(w, r)
+				return
+			}
+		}
+		fl.badMethod(w, rt)
+	})
+}
+
+// sglangRoutes is SGLang's router: auth first, as SGLang's middleware runs
+// before routing; unknown paths get FastAPI's 404 {"detail":"Not Found"},
+// known paths with another method 405.
+func (s *Server) sglangRoutes() flavorRouter {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
 	table := map[string]route{
 		"/generate":            {post, s.handleGenerate},
@@ -209,29 +240,27 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.EnableMetrics {
 		table["/metrics"] = route{get, s.handleMetrics}
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.isCrashed() {
-			resetConn(w)
-			return
-		}
-		if !s.authorized(r) {
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
-			return
-		}
-		rt, ok := table[r.URL.Path]
-		if !ok {
-			writeDetail(w, http.StatusNotFound, "Not Found")
-			return
-		}
-		for _, m := range rt.methods {
-			if r.Method == m {
-				rt.h(w, r)
-				return
+	return flavorRouter{
+		table: table,
+		gate: func(w http.ResponseWriter, r *http.Request) bool {
+			if !s.authorized(r) {
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+				return false
 			}
-		}
-		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-	})
+			return true
+		},
+		notFound:  fastAPINotFound,
+		badMethod: fastAPIBadMethod,
+	}
+}
+
+// fastAPINotFound is FastAPI's answer to a path no route serves.
+func fastAPINotFound(w http.ResponseWriter) { writeDetail(w, http.StatusNotFound, "Not Found") }
+
+// fastAPIBadMethod is FastAPI's answer to a known path with another method.
+func fastAPIBadMethod(w http.ResponseWriter, rt route) {
+	w.Header().Set("Allow", strings.Join(rt.methods, ", "))
+	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 }
 
 // authorized applies SGLang's API key check: /health and /metrics (and

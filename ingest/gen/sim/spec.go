@@ -55,14 +55,21 @@ func (p *plan) spec(k, n int) specStats {
 
 // specMeta is the spec part of meta_info, as SGLang's tokenizer manager
 // writes it (_calculate_spec_decoding_metrics): present only when the
-// request took a verify step.
+// request took a verify step. The counts go by their current names
+// (spec_num_correct_drafts, spec_num_proposed_drafts,
+// spec_correct_drafts_histogram; SGLang PR #24081) and, as SGLang still
+// sends them, by their old ones (spec_accepted_drafts,
+// spec_proposed_drafts, spec_accept_histogram) with the same values.
 type specMeta struct {
-	AcceptRate     float64 `json:"spec_accept_rate"`
-	AcceptLength   float64 `json:"spec_accept_length"`
-	AcceptedDrafts int     `json:"spec_accepted_drafts"`
-	ProposedDrafts int     `json:"spec_proposed_drafts"`
-	VerifyCt       int     `json:"spec_verify_ct"`
-	Histogram      []int   `json:"spec_accept_histogram,omitempty"`
+	AcceptRate        float64 `json:"spec_accept_rate"`
+	AcceptLength      float64 `json:"spec_accept_length"`
+	NumCorrectDrafts  int     `json:"spec_num_correct_drafts"`
+	NumProposedDrafts int     `json:"spec_num_proposed_drafts"`
+	CorrectHistogram  []int   `json:"spec_correct_drafts_histogram,omitempty"`
+	AcceptedDrafts    int     `json:"spec_accepted_drafts"`
+	ProposedDrafts    int     `json:"spec_proposed_drafts"`
+	VerifyCt          int     `json:"spec_verify_ct"`
+	Histogram         []int   `json:"spec_accept_histogram,omitempty"`
 }
 
 // specMetaOf returns the spec fields of an answer of completion tokens
@@ -72,11 +79,14 @@ func specMetaOf(completion int, st specStats) *specMeta {
 		return nil
 	}
 	return &specMeta{
-		AcceptRate:     float64(st.accepted) / float64(st.proposed),
-		AcceptLength:   float64(completion) / float64(st.verify),
-		AcceptedDrafts: st.accepted,
-		ProposedDrafts: st.proposed,
-		VerifyCt:       st.verify,
-		Histogram:      st.hist,
+		AcceptRate:        float64(st.accepted) / float64(st.proposed),
+		AcceptLength:      float64(completion) / float64(st.verify),
+		NumCorrectDrafts:  st.accepted,
+		NumProposedDrafts: st.proposed,
+		CorrectHistogram:  st.hist,
+		AcceptedDrafts:    st.accepted,
+		ProposedDrafts:    st.proposed,
+		VerifyCt:          st.verify,
+		Histogram:         st.hist,
 	}
 }

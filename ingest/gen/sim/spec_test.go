@@ -116,7 +116,14 @@ func metricValues(t *testing.T, url string) map[string]float64 {
 	out := map[string]float64{}
 	for _, m := range sampleRE.FindAllStringSubmatch(string(b), -1) {
 		want := `engine_type="unified",model_name="sim-model",moe_ep_rank="0",pp_rank="0",tp_rank="0"`
-		if strings.HasSuffix(m[1], "_total") {
+		switch {
+		case strings.HasSuffix(m[1], "_seconds_bucket"), strings.HasSuffix(m[1], "_seconds_count"), strings.HasSuffix(m[1], "_seconds_sum"):
+			continue // the latency histograms (TestSGLangStreamingLabels)
+		case m[1] == "sglang:cached_tokens_total":
+			continue // one series per cache_source (TestSGLangStreamingLabels)
+		case m[1] == "sglang:prompt_tokens_total", m[1] == "sglang:generation_tokens_total", m[1] == "sglang:num_requests_total":
+			want = `engine_type="unified",is_streaming="false",model_name="sim-model"`
+		case strings.HasSuffix(m[1], "_total"):
 			want = `engine_type="unified",model_name="sim-model"`
 		}
 		if m[2] != want {

@@ -1,0 +1,396 @@
+package sim
+
+// # Flavors: the servers the simulator speaks as
+//
+// Config.Flavor picks the server whose HTTP behaviour a client meets. The
+// simulated model (tokenizer, chat template, outputs, timing, slots) is
+// the same in every flavor; what changes is what a client can see: routes
+// and their miss answers, request fields read or ignored, answer shapes,
+// errors, and /metrics. Facts below were read from each project's public
+// source (file, and commit where the copy read had one); "sim:" marks
+// where the simulator simplifies.
+//
+// ## sglang (default; "" means sglang)
+//
+// As described in doc.go and ../shared/sglang-api.md (sgl-project/sglang
+// 8905cbd4, with §14's later changes from tokenizer_manager.py 001067ff and
+// observability/metrics_collector.py 016d8605):
+//   - Routes /generate, /v1/chat/completions, /v1/completions,
+//     /v1/tokenize, /health, /v1/models, /metrics (--enable-metrics);
+//     others 404 {"detail":"Not Found"}, wrong method 405.
+//   - POST {} answers 400: /generate "Either text, input_ids or
+//     input_embeds should be provided."; chat a validation error on the
+//     missing messages; completions on the missing prompt; /v1/tokenize
+//     "Exactly one of 'prompt' or 'messages' must be provided."
+//   - /v1/models lists Config.LoRAAdapters before the base model, each
+//     with max_model_len null and parent the base model (§14: a client
+//     must pick the entry whose id is the served model).
+//   - meta_info's speculative counts go by spec_num_correct_drafts,
+//     spec_num_proposed_drafts, spec_correct_drafts_histogram and by the
+//     old spec_accepted_drafts, spec_proposed_drafts, spec_accept_histogram
+//     (§14, PR #24081).
+//   - /metrics: prompt_tokens_total, generation_tokens_total,
+//     num_requests_total, time_to_first_token_seconds and
+//     e2e_request_latency_seconds carry is_streaming ("false": the
+//     simulator does not stream); sglang:cached_tokens_total has
+//     cache_source device, host and total (all 0: no prefix cache).
+//
+// ## vllm
+//
+// vllm-project/vllm, read through an index of mixed commits (see
+// ../shared/vllm-api.md for each file's commit):
+//   - Routes (FastAPI): GET /health (200, empty body), GET /v1/models,
+//     POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
+//     POST /detokenize (serve/tokenize/api_router.py), POST
+//     /inference/v1/generate (serve/disagg/api_router.py @063e5a89,
+//     registered when the model supports "generate"), GET /metrics
+//     (always mounted, serve/instrumentator/metrics.py). No /generate, no
+//     /v1/tokenize: 404 {"detail":"Not Found"}; a wrong method 405.
+//   - POST {} answers 400 {"error":{"message":…,"type":"Bad Request",
+//     "param":null,"code":400}} (the RequestValidationError handler) on
+//     every POST route: chat (messages required), completions ("Either
+//     prompt or prompt_embeds must be provided and non-empty.",
+//     completion/protocol.py), /tokenize, /detokenize (tokens required),
+//     /inference/v1/generate (token_ids and sampling_params required,
+//     serve/disagg/protocol.py @06408932).
+//   - /v1/models cards (openai/models/serving.py, engine/protocol.py
+//     ModelCard): owned_by "vllm", root, parent, max_model_len,
+//     permission; LoRA cards after the base card, root the adapter path,
+//     parent the base name, max_model_len null.
+//   - An unknown "model" on every POST route: 404 {"error":{"message":"The
+//     model `X` does not exist.","type":"NotFoundError","param":"model",
+//     "code":404}} (engine/serving.py _check_model); absent model means
+//     the served one.
+//   - Chat has no pre-tokenized input: unknown fields such as SGLang's
+//     input_ids are ignored (OpenAIBaseModel extra="allow"), so the
+//     messages are answered as given. /v1/completions takes a token-id
+//     prompt. return_token_ids adds choices[].token_ids and
+//     choices[].prompt_token_ids on completions, choices[].token_ids and
+//     a top-level prompt_token_ids on chat.
+//   - /inference/v1/generate takes {token_ids, sampling_params, model,
+//     request_id, stream} and answers {request_id, choices:[{index,
+//     logprobs, finish_reason, token_ids}], prompt_logprobs,
+//     kv_transfer_params}: no text, no usage. sampling_params.max_tokens
+//     defaults to 16 (SamplingParams).
+//   - Sampling read: max_tokens (completions default 16; chat default
+//     null, the rest of the context), max_completion_tokens (chat, wins),
+//     temperature, top_p, top_k, min_p, repetition_penalty,
+//     presence_penalty, frequency_penalty, min_tokens, stop,
+//     stop_token_ids, ignore_eos, skip_special_tokens,
+//     include_stop_str_in_output, seed. Ignored: no_stop_trim, rid,
+//     repeat_penalty, input_ids, return_prompt_token_ids,
+//     return_meta_info.
+//   - Errors: a prompt of max_model_len tokens or more: 400 "This model's
+//     maximum context length is N tokens. However, your request has M
+//     input tokens. Please reduce the length of the input messages."
+//     (param input_tokens); prompt + max_tokens over the context: 400
+//     "'max_tokens' or 'max_completion_tokens' is too large: …" (param
+//     max_tokens).
+//   - /metrics (v1/metrics/loggers.py): labels engine="0" and model_name;
+//     vllm:num_requests_running, vllm:num_requests_waiting,
+//     vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total,
+//     vllm:prefix_cache_hits_total, vllm:prompt_tokens_total,
+//     vllm:generation_tokens_total, vllm:request_success_total
+//     {finished_reason}, and with speculative decoding
+//     vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
+//     _num_accepted_tokens_total (v1/spec_decode/metrics.py). No process
+//     start time (multiprocess registry).
+//   - API key: only paths under /v1 and /inference; 401
+//     {"error":"Unauthorized"}.
+//
+// ## llamacpp
+//
+// ggml-org/llama.cpp tools/server: server.cpp @00dd0816 (routes),
+// server-http.cpp @00dd0816 (404, 401, loading 503), server-context.cpp
+// @001d906a (handlers), server-task.cpp (answers, metrics), and the
+// observed run of ../shared/sglang-api.md §13 (0253fb2):
+//   - Routes (cpp-httplib): GET /health (and /v1/health), GET /v1/models
+//     (and /models), POST /completion (and /completions), POST
+//     /v1/completions, POST /v1/chat/completions (and /chat/completions),
+//     POST /tokenize, POST /detokenize, POST /apply-template, GET
+//     /metrics, GET /props. No /generate and no /v1/tokenize: 404
+//     {"error":{"message":"File Not Found","type":"not_found_error",
+//     "code":404}}, also for a known path with another method.
+//   - While the model loads (Config.Warmup here), every route answers 503
+//     {"error":{"message":"Loading model","type":"unavailable_error",
+//     "code":503}}; then /health answers 200 {"status":"ok"}.
+//   - POST {} answers: /v1/chat/completions and /apply-template 400
+//     {"error":{"code":400,"message":"'messages' is required","type":
+//     "invalid_request_error"}}; /completion and /v1/completions 400
+//     {"error":{"code":400,"message":"[json.exception.out_of_range.403]
+//     key 'prompt' not found","type":"invalid_request_error"}}; /tokenize
+//     200 {"tokens":[]} (content is optional); /detokenize 200
+//     {"content":""}. Nothing is generated for any of them.
+//   - /v1/models: {"models":[…],"object":"list","data":[{"id":
+//     "<file>.gguf","aliases","tags","object":"model","created",
+//     "owned_by":"llamacpp","meta":{"vocab_type","n_vocab","n_ctx" (per
+//     slot),"n_ctx_train","n_embd","n_params","size","ftype"}}]}: no
+//     max_model_len. Here n_ctx is Config.ContextLength.
+//   - The request's "model" is not checked: answers name the server's
+//     model (task.params.oaicompat_model = meta->model_name).
+//   - Chat ignores SGLang's input_ids and answers the messages through
+//     the chat template; /v1/completions and /completion take a token-id
+//     prompt. The OpenAI endpoints return no output ids; /completion
+//     returns them as "tokens" only with "return_tokens": true (else
+//     []), beside tokens_predicted and tokens_evaluated.
+//   - /tokenize {content, add_special (false), parse_special (true),
+//     with_pieces (false)} -> {"tokens":[ids]} or [{"id","piece"}];
+//     /apply-template {messages} -> {"prompt": text}.
+//   - Sampling read: n_predict / max_tokens (default -1: until the
+//     context is full), temperature (0.8), top_k (40), top_p (0.95),
+//     min_p (0.05), seed, ignore_eos, frequency_penalty,
+//     presence_penalty, repeat_penalty, stop. Ignored:
+//     repetition_penalty, min_tokens, stop_token_ids,
+//     skip_special_tokens, no_stop_trim, rid.
+//   - A prompt of n_ctx tokens or more: 400 {"error":{"code":400,
+//     "message":"request (N tokens) exceeds the available context size
+//     (C tokens), try increasing it","type":"exceed_context_size_error",
+//     "n_prompt_tokens":N,"n_ctx":C}}. A prompt that fits but leaves less
+//     room than asked is answered short with finish_reason "length".
+//   - Config.ParseErrorRate answers HTTP 500 {"error":{"code":500,
+//     "message":"Failed to parse input at pos 0","type":"server_error"}}.
+//   - /metrics only with --metrics (Config.EnableMetrics), else 501
+//     {"error":{"code":501,"message":"This server does not support
+//     metrics endpoint. Start it with `--metrics`","type":
+//     "not_supported_error"}}. Names (server_task_result_metrics::
+//     to_metrics): counters llamacpp:prompt_tokens_total,
+//     prompt_tokens_cached_total, prompt_seconds_total,
+//     tokens_predicted_total, tokens_predicted_seconds_total,
+//     n_decode_total, n_tokens_max, spec_decode_num_draft_tokens_total,
+//     spec_decode_num_accepted_tokens_total, spec_decode_num_drafts_total;
+//     gauges prompt_tokens_seconds, predicted_tokens_seconds,
+//     requests_processing, requests_deferred, n_busy_slots_per_decode. No
+//     labels; values printed as C++ streams print doubles (6 significant
+//     digits). The 200 answer carries the header Process-Start-Time-Unix
+//     (the server's start, unix seconds); no other answer does.
+//   - API key: every path but /health, /v1/health, /models, /v1/models;
+//     401 {"error":{"message":"Invalid API Key","type":
+//     "authentication_error","code":401}}.
+//
+// sim: counters count the items the simulator answered (an injected
+// ParseErrorRate or ErrorRate answer generates nothing and counts
+// nothing), so a client's own counts can be compared with them.
+// n_decode_total counts one decode per item and token (no batching), so
+// n_busy_slots_per_decode is 1 once anything decoded.
+
+import (
+	"bytes"
+	"encoding/json"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// flavorRouter is one flavor's routing: its route table, the gate every
+// request passes first (nil: none), and its answers to a missing route and
+// to a known route with another method.
+type flavorRouter struct {
+	table     map[string]route
+	gate      func(w http.ResponseWriter, r *http.Request) bool
+	notFound  func(w http.ResponseWriter)
+	badMethod func(w http.ResponseWriter, rt route)
+}
+
+// flavorRoutes returns the router of Config.Flavor.
+func (s *Server) flavorRoutes() flavorRouter {
+	switch s.cfg.Flavor {
+	case FlavorVLLM:
+		return s.vllmRoutes()
+	case FlavorLlamaCpp:
+		return s.llamaRoutes()
+	}
+	return s.sglangRoutes()
+}
+
+// Config returns the server's configuration with defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
+// isProbe reports whether body is an empty JSON object, the body a client
+// sends to check a route exists without asking for anything. A probe never
+// draws an injected fault.
+func isProbe(body []byte) bool {
+	return string(bytes.Join(bytes.Fields(body), nil)) == "{}"
+}
+
+// samplingSalt hashes the values of the sampling fields a flavor reads
+// (after its defaults), so the simulated output depends on each field the
+// server reads and on none it ignores. The SGLang flavor uses none: its
+// outputs stay what they were.
+func samplingSalt(read map[string]json.RawMessage) uint64 {
+	keys := make([]string, 0, len(read))
+	for k := range read {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(bytes.TrimSpace(read[k]))
+		h.Write([]byte{0})
+	}
+	return mix(h.Sum64() | 1)
+}
+
+// buildFlavorItem makes the item of a vLLM or llama.cpp request whose
+// context checks the caller made: sp holds SGLang-named sampling keys the
+// simulated engine understands (max_new_tokens, min_new_tokens, stop,
+// stop_token_ids, ignore_eos, skip_special_tokens, no_stop_trim,
+// sampling_seed, temperature only as 0 for greedy), maxNew null means
+// until the context is full, and salt is samplingSalt of the fields the
+// flavor read.
+func (s *Server) buildFlavorItem(g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
+	params, err := parseSamplingParams(sp, unlimited)
+	if err != nil {
+		return nil, err
+	}
+	params.salt = salt
+	budget := max(0, min(params.maxNewTokens, s.cfg.ContextLength-len(prompt)))
+	params.minNewTokens = min(params.minNewTokens, budget)
+	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}
+	it.plan = s.planOutput(prompt, params, budget)
+	g.applyFault(it)
+	if err := s.reqs.add(it); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// rawNum returns a JSON number's text for a float default.
+func rawNum(f float64) json.RawMessage {
+	return json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// flavorStats are the counters behind llama.cpp's and vLLM's /metrics
+// that Stats does not keep, and SGLang's latency histograms.
+type flavorStats struct {
+	mu sync.Mutex
+	flavorCounts
+}
+
+// flavorCounts are the values of flavorStats.
+type flavorCounts struct {
+	promptSeconds      float64 // prefill time of finished items
+	predictSeconds     float64 // decode time of finished items
+	nDecode            int64   // one per item's prefill and per later token
+	nTokensMax         int64   // largest prompt + output
+	specDrafts         int64   // verify steps
+	specDraftTokens    int64   // draft tokens proposed
+	specAccepted       int64   // draft tokens accepted
+	finishedReasons    map[string]int64
+	sinceScrape        int64 // items finished since the last /metrics
+	ttft, e2e          histogram
+	promptSinceScrape  int64
+	predictSinceScrape int64
+}
+
+// add records a finished item. draftTokens is Config.SpecDraftTokens.
+func (f *flavorStats) add(it *item, draftTokens int, prefillTPS, decodeTPS float64) {
+	if it.finish == nil || it.finish.kind == finishAbortStatus {
+		return
+	}
+	sp := it.spec(draftTokens)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.promptSeconds += perToken(len(it.prompt), prefillTPS).Seconds()
+	f.predictSeconds += perToken(it.produced, decodeTPS).Seconds()
+	f.nDecode += 1 + int64(max(it.produced-1, 0))
+	f.nTokensMax = max(f.nTokensMax, int64(len(it.prompt)+it.produced))
+	f.specDrafts += int64(sp.verify)
+	f.specDraftTokens += int64(sp.proposed)
+	f.specAccepted += int64(sp.accepted)
+	if f.finishedReasons == nil {
+		f.finishedReasons = map[string]int64{}
+	}
+	f.finishedReasons[it.finish.typ()]++
+	f.sinceScrape++
+	f.promptSinceScrape += int64(len(it.prompt))
+	f.predictSinceScrape += int64(it.produced)
+	if !it.prefilled.IsZero() {
+		f.ttft.observe(it.prefilled.Sub(it.arrival).Seconds())
+	}
+	f.e2e.observe(it.finished.Sub(it.arrival).Seconds())
+}
+
+// histogram is a Prometheus histogram with SGLang's latency buckets.
+type histogram struct {
+	counts []int64 // per bucket of latencyBuckets, not cumulative
+	sum    float64
+	n      int64
+}
+
+// latencyBuckets are the upper bounds of SGLang's latency histograms, in
+// seconds (sim: one set for time to first token and end-to-end latency).
+var latencyBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 800}
+
+func (h *histogram) observe(v float64) {
+	if h.counts == nil {
+		h.counts = make([]int64, len(latencyBuckets))
+	}
+	for i, le := range latencyBuckets {
+		if v <= le {
+			h.counts[i]++
+			break
+		}
+	}
+	h.sum += v
+	h.n++
+}
+
+// snapshot returns a copy of the flavor counters.
+func (f *flavorStats) snapshot() flavorCounts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := flavorCounts{
+		promptSeconds: f.promptSeconds, predictSeconds: f.predictSeconds, nDecode: f.nDecode,
+		nTokensMax: f.nTokensMax, specDrafts: f.specDrafts, specDraftTokens: f.specDraftTokens,
+		specAccepted: f.specAccepted, sinceScrape: f.sinceScrape,
+		promptSinceScrape: f.promptSinceScrape, predictSinceScrape: f.predictSinceScrape,
+		finishedReasons: map[string]int64{},
+	}
+	for k, v := range f.finishedReasons {
+		c.finishedReasons[k] = v
+	}
+	c.ttft = histogram{counts: append([]int64(nil), f.ttft.counts...), sum: f.ttft.sum, n: f.ttft.n}
+	c.e2e = histogram{counts: append([]int64(nil), f.e2e.counts...), sum: f.e2e.sum, n: f.e2e.n}
+	return c
+}
+
+// resetScrapeWindow starts a new window for the gauges llama.cpp averages
+// between two scrapes.
+func (f *flavorStats) resetScrapeWindow() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sinceScrape, f.promptSinceScrape, f.predictSinceScrape = 0, 0, 0
+}
+
+// writeHistogram writes one Prometheus histogram family with a single
+// label set (labels as name, value pairs, sorted), in prometheus_client's
+// text form.
+func writeHistogram(b *bytes.Buffer, name, help string, h histogram, labels ...string) {
+	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n")
+	var ls bytes.Buffer
+	for i := 0; i+1 < len(labels); i += 2 {
+		ls.WriteString(labels[i] + "=" + string(quote(labels[i+1])) + ",")
+	}
+	var cum int64
+	for i, le := range latencyBuckets {
+		if h.counts != nil {
+			cum += h.counts[i]
+		}
+		b.WriteString(name + "_bucket{" + ls.String() + `le="` + pyFloat(le) + `"} ` + pyFloat(float64(cum)) + "\n")
+	}
+	b.WriteString(name + "_bucket{" + ls.String() + `le="+Inf"} ` + pyFloat(float64(h.n)) + "\n")
+	lbl := string(bytes.TrimSuffix(ls.Bytes(), []byte(",")))
+	b.WriteString(name + "_count{" + lbl + "} " + pyFloat(float64(h.n)) + "\n")
+	b.WriteString(name + "_sum{" + lbl + "} " + pyFloat(h.sum) + "\n")
+}
+
+// readBody reads a request body; false if the client went away.
+func readBody(r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(r.Body)
+	return b, err == nil
+}

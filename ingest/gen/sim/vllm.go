@@ -1,0 +1,612 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gendex/query/prom"
+)
+
+// vLLM's flavor: the OpenAI-compatible server's routes and answers (see
+// flavors.go for the facts and their sources).
+
+// vllmRoutes is vLLM's FastAPI router: the API key applies to paths under
+// /v1 and /inference only; a missing route is FastAPI's 404, a wrong
+// method its 405.
+func (s *Server) vllmRoutes() flavorRouter {
+	get, post := []string{http.MethodGet}, []string{http.MethodPost}
+	table := map[string]route{
+		"/health":                {get, s.handleHealth},
+		"/v1/models":             {get, s.handleVLLMModels},
+		"/v1/completions":        {post, s.handleVLLMCompletions},
+		"/v1/chat/completions":   {post, s.handleVLLMChat},
+		"/tokenize":              {post, s.handleVLLMTokenize},
+		"/detokenize":            {post, s.handleVLLMDetokenize},
+		"/inference/v1/generate": {post, s.handleVLLMGenerate},
+		"/metrics":               {get, s.handleVLLMMetrics},
+		"/version":               {get, s.handleVLLMVersion},
+	}
+	return flavorRouter{
+		table: table,
+		gate: func(w http.ResponseWriter, r *http.Request) bool {
+			p := r.URL.Path
+			if s.cfg.APIKey == "" || r.Method == http.MethodOptions ||
+				!(strings.HasPrefix(p, "/v1") || strings.HasPrefix(p, "/inference")) {
+				return true
+			}
+			if r.Header.Get("Authorization") == "Bearer "+s.cfg.APIKey {
+				return true
+			}
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return false
+		},
+		notFound:  fastAPINotFound,
+		badMethod: fastAPIBadMethod,
+	}
+}
+
+// writeVLLMError writes vLLM's ErrorResponse: {"error":{"message","type",
+// "param","code"}}; param "" is null.
+func writeVLLMError(w http.ResponseWriter, status int, typ, msg, param string) {
+	var p any
+	if param != "" {
+		p = param
+	}
+	writeRaw(w, status, "application/json", orderedJSON([]kv{{"error", orderedJSON([]kv{
+		{"message", msg}, {"type", typ}, {"param", p}, {"code", status},
+	})}}))
+}
+
+// writeVLLMAPIError writes a simulator error in vLLM's shape: validation
+// errors as "Bad Request", others as BadRequestError (or their own type).
+func writeVLLMAPIError(w http.ResponseWriter, e *apiError) {
+	typ := e.errType
+	if e.kind == kindValue {
+		typ = "BadRequestError"
+	}
+	writeVLLMError(w, e.status, typ, e.msg, "")
+}
+
+// handleVLLMVersion serves /version.
+func (s *Server) handleVLLMVersion(w http.ResponseWriter, r *http.Request) {
+	writeRaw(w, http.StatusOK, "application/json", []byte(`{"version":"0.0.0+gendex.sim"}`))
+}
+
+// vllmCard is one /v1/models card.
+func (s *Server) vllmCard(id, root string, parent any, maxLen any) []byte {
+	perm := orderedJSON([]kv{
+		{"id", "modelperm-" + newRID()}, {"object", "model_permission"}, {"created", s.created},
+		{"allow_create_engine", false}, {"allow_sampling", true}, {"allow_logprobs", true},
+		{"allow_search_indices", false}, {"allow_view", true}, {"allow_fine_tuning", false},
+		{"organization", "*"}, {"group", nil}, {"is_blocking", false},
+	})
+	card := []kv{
+		{"id", id}, {"object", "model"}, {"created", s.created}, {"owned_by", "vllm"},
+		{"root", root}, {"parent", parent}, {"max_model_len", maxLen},
+		{"permission", append(append([]byte{'['}, perm...), ']')},
+	}
+	if !s.cfg.Unmarked {
+		card = append(card, kv{"gendex_simulator", true})
+	}
+	return orderedJSON(card)
+}
+
+// handleVLLMModels serves /v1/models: the base model, then its LoRA
+// adapters (max_model_len null).
+func (s *Server) handleVLLMModels(w http.ResponseWriter, r *http.Request) {
+	cards := [][]byte{s.vllmCard(s.cfg.Model, s.cfg.Model, nil, s.cfg.ContextLength)}
+	for _, a := range s.cfg.LoRAAdapters {
+		cards = append(cards, s.vllmCard(a, "/adapters/"+a, s.cfg.Model, nil))
+	}
+	data := append(append([]byte{'['}, bytes.Join(cards, []byte{','})...), ']')
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{{"object", "list"}, {"data", data}}))
+}
+
+// vllmBody does the checks every vLLM POST route shares: content type,
+// JSON object body, the model field's type and existence. It answers the
+// request and returns nil when one fails.
+func (s *Server) vllmBody(w http.ResponseWriter, r *http.Request, body []byte) map[string]json.RawMessage {
+	if err := checkOpenAIContentType(r); err != nil {
+		writeVLLMAPIError(w, err)
+		return nil
+	}
+	m, err := decodeBody(body, "Input should be a valid dictionary or object to extract fields from")
+	if err == nil {
+		err = checkFields(m, map[string]kind{"model": kStr})
+	}
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		return nil
+	}
+	if name, ok := asString(m["model"]); ok && !s.vllmKnows(name) {
+		writeVLLMError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", name), "model")
+		return nil
+	}
+	return m
+}
+
+// vllmKnows reports whether name is the served model or a LoRA adapter.
+func (s *Server) vllmKnows(name string) bool {
+	if name == s.cfg.Model {
+		return true
+	}
+	for _, a := range s.cfg.LoRAAdapters {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// vllmSamplingSpec lists the typed sampling fields vLLM's request models
+// validate.
+var vllmSamplingSpec = map[string]kind{
+	"temperature": kNum, "top_p": kNum, "top_k": kInt, "min_p": kNum, "repetition_penalty": kNum,
+	"presence_penalty": kNum, "frequency_penalty": kNum, "min_tokens": kInt, "stop": kStrs,
+	"stop_token_ids": kInts, "ignore_eos": kBool, "skip_special_tokens": kBool,
+	"include_stop_str_in_output": kBool, "seed": kInt, "max_tokens": kInt,
+	"max_completion_tokens": kInt, "stream": kBool, "return_token_ids": kBool, "n": kInt,
+}
+
+// vllmDefaults are the values vLLM falls back to when neither the request
+// nor the model's generation config sets a field.
+var vllmDefaults = map[string]float64{
+	"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
+	"presence_penalty": 0.0, "frequency_penalty": 0.0,
+}
+
+// vllmSampling validates and reads the sampling fields vLLM reads into the
+// engine's sampling map and the output salt. maxNew is the token limit
+// (JSON null: the rest of the context).
+func vllmSampling(m map[string]json.RawMessage, maxNew json.RawMessage) (map[string]json.RawMessage, uint64, *apiError) {
+	if err := checkFields(m, vllmSamplingSpec); err != nil {
+		return nil, 0, err
+	}
+	read := map[string]json.RawMessage{}
+	for k, def := range vllmDefaults {
+		v := m[k]
+		if isNull(v) {
+			v = rawNum(def)
+		}
+		read[k] = v
+	}
+	f := func(k string) float64 { n, _ := parseNum(read[k]); return n.f }
+	bad := func(format string, args ...any) *apiError {
+		return validationError(fieldError{typ: "value_error", loc: []any{"body"}, msg: "Value error, " + fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case f("temperature") < 0:
+		return nil, 0, bad("temperature must be non-negative, got %s.", pyFloat(f("temperature")))
+	case !(f("top_p") > 0 && f("top_p") <= 1):
+		return nil, 0, bad("top_p must be in (0, 1], got %s.", pyFloat(f("top_p")))
+	case f("top_k") < -1:
+		return nil, 0, bad("top_k must be 0 (disable), or at least 1, got %d.", int(f("top_k")))
+	case !(f("min_p") >= 0 && f("min_p") <= 1):
+		return nil, 0, bad("min_p must be in [0, 1], got %s.", pyFloat(f("min_p")))
+	case f("repetition_penalty") <= 0:
+		return nil, 0, bad("repetition_penalty must be greater than zero, got %s.", pyFloat(f("repetition_penalty")))
+	case f("presence_penalty") < -2 || f("presence_penalty") > 2:
+		return nil, 0, bad("presence_penalty must be in [-2, 2], got %s.", pyFloat(f("presence_penalty")))
+	case f("frequency_penalty") < -2 || f("frequency_penalty") > 2:
+		return nil, 0, bad("frequency_penalty must be in [-2, 2], got %s.", pyFloat(f("frequency_penalty")))
+	}
+	if n, ok := asInt(maxNew); ok && n < 1 {
+		return nil, 0, bad("max_tokens must be at least 1, got %d.", n)
+	}
+	if n, ok := asInt(m["n"]); ok && n > 1 {
+		return nil, 0, errParallelSampling
+	}
+	sp := map[string]json.RawMessage{"max_new_tokens": orNull(maxNew)}
+	if f("temperature") < 1e-5 || f("top_k") == 1 {
+		sp["temperature"] = json.RawMessage("0")
+	}
+	for dst, src := range map[string]string{
+		"min_new_tokens": "min_tokens", "stop": "stop", "stop_token_ids": "stop_token_ids",
+		"ignore_eos": "ignore_eos", "skip_special_tokens": "skip_special_tokens",
+		"no_stop_trim": "include_stop_str_in_output", "sampling_seed": "seed",
+	} {
+		if v := m[src]; !isNull(v) {
+			sp[dst] = v
+		}
+	}
+	if b, ok := asBool(sp["ignore_eos"]); ok {
+		sp["ignore_eos"] = json.RawMessage(strconv.FormatBool(b))
+	}
+	for _, k := range []string{"skip_special_tokens", "no_stop_trim"} {
+		if b, ok := asBool(sp[k]); ok {
+			sp[k] = json.RawMessage(strconv.FormatBool(b))
+		}
+	}
+	return sp, samplingSalt(read), nil
+}
+
+// vllmContext applies vLLM's input validation: token ids in the
+// vocabulary, a prompt shorter than max_model_len, and a max_tokens that
+// fits beside it.
+func (s *Server) vllmContext(prompt []int, maxNew json.RawMessage) (string, string) {
+	for _, id := range prompt {
+		if id < 0 || id >= VocabSize {
+			return fmt.Sprintf("Token id %d is out of vocabulary", id), ""
+		}
+	}
+	n, c := len(prompt), s.cfg.ContextLength
+	if n >= c {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. "+
+			"Please reduce the length of the input messages.", c, n), "input_tokens"
+	}
+	if k, ok := asInt(maxNew); ok && k+n > c {
+		return fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens "+
+			"and your request has %d input tokens (%d > %d - %d).", k, c, n, k, c, n), "max_tokens"
+	}
+	return "", ""
+}
+
+// runVLLM checks the context, answers an injected parse fault, then
+// builds and runs the item. It returns nil when it has answered (or
+// ended) the request.
+func (s *Server) runVLLM(w http.ResponseWriter, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) *item {
+	if msg, param := s.vllmContext(prompt, sp["max_new_tokens"]); msg != "" {
+		writeVLLMError(w, http.StatusBadRequest, "BadRequestError", msg, param)
+		g.end(outError)
+		return nil
+	}
+	if g.parseFault() {
+		return nil
+	}
+	it, err := s.buildFlavorItem(g, prompt, sp, salt)
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		g.end(outError)
+		return nil
+	}
+	defer s.reqs.remove(it)
+	if !s.runItem(r.Context(), it) {
+		g.finishItem(it, false)
+		return nil
+	}
+	return it
+}
+
+// vllmStopReason is stop_reason: the matched stop string or stop token id,
+// null for EOS and the length limit.
+func vllmStopReason(it *item) any {
+	switch it.finish.kind {
+	case finishStopString:
+		return it.finish.matchedStr
+	case finishStopToken:
+		if it.finish.matchedID != EOSID {
+			return it.finish.matchedID
+		}
+	}
+	return nil
+}
+
+// vllmUsage is UsageInfo.
+func vllmUsage(it *item) []byte {
+	return orderedJSON([]kv{
+		{"prompt_tokens", len(it.prompt)}, {"total_tokens", len(it.prompt) + it.produced},
+		{"completion_tokens", it.produced}, {"prompt_tokens_details", nil},
+	})
+}
+
+// outputIDs is the output ids of a finished item.
+func outputIDs(it *item) []int { return it.plan.ids[:it.produced:it.produced] }
+
+// handleVLLMCompletions serves /v1/completions: a text or token-id prompt,
+// max_tokens 16 by default.
+func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
+	g := s.beginGeneration(w, r)
+	if g == nil {
+		return
+	}
+	m := s.vllmBody(w, r, g.body)
+	if m == nil {
+		g.end(outError)
+		return
+	}
+	var prompt *completionPrompt
+	err := validationError(fieldError{typ: "value_error", loc: []any{"body"}, msg: "Value error, Either prompt or prompt_embeds must be provided and non-empty."})
+	if !isNull(m["prompt"]) {
+		prompt, err = parseCompletionPrompt(m["prompt"])
+		if err == nil && prompt.empty {
+			err = validationError(fieldError{typ: "value_error", loc: []any{"body"}, msg: "Value error, Either prompt or prompt_embeds must be provided and non-empty."})
+		}
+	}
+	if err == nil && boolField(m, "stream", false) {
+		err = errNoStreaming
+	}
+	maxNew := m["max_tokens"]
+	if isNull(maxNew) {
+		maxNew = json.RawMessage("16")
+	}
+	var sp map[string]json.RawMessage
+	var salt uint64
+	if err == nil {
+		sp, salt, err = vllmSampling(m, maxNew)
+	}
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		g.end(outError)
+		return
+	}
+	ids := prompt.ids
+	if ids == nil {
+		ids = Encode(prompt.text, boolField(m, "add_special_tokens", true))
+	}
+	it := s.runVLLM(w, r, g, ids, sp, salt)
+	if it == nil {
+		return
+	}
+	text := it.finalText()
+	if boolField(m, "echo", false) {
+		text = Decode(ids, true) + text
+	}
+	choice := []kv{{"index", 0}, {"text", text}, {"logprobs", nil}, {"finish_reason", it.finish.typ()},
+		{"stop_reason", vllmStopReason(it)}, {"token_ids", nil}, {"prompt_logprobs", nil}, {"prompt_token_ids", nil}}
+	if boolField(m, "return_token_ids", false) {
+		choice[5].v, choice[7].v = outputIDs(it), it.prompt
+	}
+	c := orderedJSON(choice)
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
+		{"id", "cmpl-" + it.rid}, {"object", "text_completion"}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
+		{"choices", append(append([]byte{'['}, c...), ']')}, {"service_tier", nil}, {"system_fingerprint", nil},
+		{"usage", vllmUsage(it)}, {"kv_transfer_params", nil},
+	}))
+	g.finishItem(it, true)
+}
+
+// handleVLLMChat serves /v1/chat/completions: the messages through the
+// chat template; SGLang's input_ids is an unknown field, ignored.
+func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
+	g := s.beginGeneration(w, r)
+	if g == nil {
+		return
+	}
+	m := s.vllmBody(w, r, g.body)
+	if m == nil {
+		g.end(outError)
+		return
+	}
+	msgs, err := parseMessages(m["messages"])
+	if err == nil && boolField(m, "stream", false) {
+		err = errNoStreaming
+	}
+	maxNew := m["max_tokens"]
+	if mc := m["max_completion_tokens"]; !isNull(mc) {
+		maxNew = mc
+	}
+	var sp map[string]json.RawMessage
+	var salt uint64
+	if err == nil {
+		sp, salt, err = vllmSampling(m, maxNew)
+	}
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		g.end(outError)
+		return
+	}
+	prompt := s.chatPrompt(m, msgs)
+	it := s.runVLLM(w, r, g, prompt, sp, salt)
+	if it == nil {
+		return
+	}
+	text := it.finalText()
+	var reasoning any
+	if s.cfg.ReasoningParser && boolField(m, "include_reasoning", true) {
+		if rtext, content := splitReasoning(text); rtext != "" {
+			reasoning, text = rtext, content
+		}
+	}
+	msg := orderedJSON([]kv{{"role", "assistant"}, {"content", text}, {"refusal", nil}, {"annotations", nil},
+		{"audio", nil}, {"function_call", nil}, {"tool_calls", []int{}}, {"reasoning", reasoning}})
+	choice := []kv{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", it.finish.typ()},
+		{"stop_reason", vllmStopReason(it)}, {"token_ids", nil}}
+	var promptIDs any
+	if boolField(m, "return_token_ids", false) {
+		choice[5].v, promptIDs = outputIDs(it), it.prompt
+	}
+	c := orderedJSON(choice)
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
+		{"id", "chatcmpl-" + it.rid}, {"object", "chat.completion"}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
+		{"choices", append(append([]byte{'['}, c...), ']')}, {"service_tier", nil}, {"system_fingerprint", nil},
+		{"usage", vllmUsage(it)}, {"prompt_logprobs", nil}, {"prompt_token_ids", promptIDs}, {"kv_transfer_params", nil},
+	}))
+	g.finishItem(it, true)
+}
+
+// handleVLLMGenerate serves /inference/v1/generate: token ids in, token
+// ids out, no text and no usage.
+func (s *Server) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
+	g := s.beginGeneration(w, r)
+	if g == nil {
+		return
+	}
+	m := s.vllmBody(w, r, g.body)
+	if m == nil {
+		g.end(outError)
+		return
+	}
+	var errs []fieldError
+	ids, idsOK := asInts(m["token_ids"])
+	switch {
+	case isNull(m["token_ids"]):
+		errs = append(errs, fieldError{typ: "missing", loc: []any{"body", "token_ids"}, msg: "Field required"})
+	case !idsOK:
+		errs = append(errs, fieldError{typ: "list_type", loc: []any{"body", "token_ids"}, msg: "Input should be a valid list"})
+	}
+	spRaw, spOK := asObject(m["sampling_params"])
+	switch {
+	case isNull(m["sampling_params"]):
+		errs = append(errs, fieldError{typ: "missing", loc: []any{"body", "sampling_params"}, msg: "Field required"})
+	case !spOK:
+		errs = append(errs, fieldError{typ: "dict_type", loc: []any{"body", "sampling_params"}, msg: "Input should be a valid dictionary"})
+	}
+	var err *apiError
+	if len(errs) > 0 {
+		err = validationError(errs...)
+	} else if boolField(m, "stream", false) {
+		err = errNoStreaming
+	}
+	var sp map[string]json.RawMessage
+	var salt uint64
+	if err == nil {
+		maxNew := spRaw["max_tokens"]
+		if isNull(maxNew) {
+			maxNew = json.RawMessage("16")
+		}
+		sp, salt, err = vllmSampling(spRaw, maxNew)
+	}
+	if err == nil && len(ids) == 0 {
+		err = valueError("The decoder prompt cannot be empty")
+	}
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		g.end(outError)
+		return
+	}
+	if n, c := len(ids), s.cfg.ContextLength; n >= c {
+		writeVLLMError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("The decoder prompt (length %d) is longer than the maximum model length of %d. "+
+			"Make sure that `max_model_len` is no smaller than the number of text tokens.", n, c), "")
+		g.end(outError)
+		return
+	}
+	if k, ok := asInt(sp["max_new_tokens"]); ok && k+len(ids) > s.cfg.ContextLength {
+		sp["max_new_tokens"] = json.RawMessage(strconv.Itoa(s.cfg.ContextLength - len(ids)))
+	}
+	it := s.runVLLM(w, r, g, ids, sp, salt)
+	if it == nil {
+		return
+	}
+	rid, ok := asString(m["request_id"])
+	if !ok {
+		rid = newRID()
+	}
+	choice := orderedJSON([]kv{{"index", 0}, {"logprobs", nil}, {"finish_reason", it.finish.typ()}, {"token_ids", outputIDs(it)}})
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
+		{"request_id", rid}, {"choices", append(append([]byte{'['}, choice...), ']')},
+		{"prompt_logprobs", nil}, {"kv_transfer_params", nil},
+	}))
+	g.finishItem(it, true)
+}
+
+// handleVLLMTokenize serves /tokenize: {prompt, add_special_tokens=true}
+// or {messages, add_generation_prompt=true, add_special_tokens=false} ->
+// {count, max_model_len, tokens, token_strs}.
+func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(r)
+	if !ok {
+		return
+	}
+	m := s.vllmBody(w, r, body)
+	if m == nil {
+		return
+	}
+	var ids []int
+	switch {
+	case !isNull(m["messages"]):
+		msgs, err := parseMessages(m["messages"])
+		if err != nil {
+			writeVLLMAPIError(w, err)
+			return
+		}
+		t := chatTemplate{addGenerationPrompt: boolField(m, "add_generation_prompt", true), reasoningModel: s.cfg.ReasoningParser}
+		if boolField(m, "continue_final_message", false) {
+			if t.addGenerationPrompt && !isNull(m["add_generation_prompt"]) {
+				writeVLLMAPIError(w, validationError(fieldError{typ: "value_error", loc: []any{"body"},
+					msg: "Value error, Cannot set both `continue_final_message` and `add_generation_prompt` to True."}))
+				return
+			}
+			t.continueFinalMessage, t.addGenerationPrompt = true, false
+		}
+		ids = applyChatTemplate(msgs, t)
+		if boolField(m, "add_special_tokens", false) {
+			ids = append([]int{BOSID}, ids...)
+		}
+	case !isNull(m["prompt"]):
+		p, ok := asString(m["prompt"])
+		if !ok {
+			writeVLLMAPIError(w, validationError(fieldError{typ: "string_type", loc: []any{"body", "prompt"}, msg: "Input should be a valid string"}))
+			return
+		}
+		ids = Encode(p, boolField(m, "add_special_tokens", true))
+	default:
+		writeVLLMAPIError(w, validationError(
+			fieldError{typ: "missing", loc: []any{"body", "TokenizeCompletionRequest", "prompt"}, msg: "Field required"},
+			fieldError{typ: "missing", loc: []any{"body", "TokenizeChatRequest", "messages"}, msg: "Field required"}))
+		return
+	}
+	var strs any
+	if boolField(m, "return_token_strs", false) {
+		list := make([]string, len(ids))
+		for i, id := range ids {
+			list[i] = Decode([]int{id}, false)
+		}
+		strs = list
+	}
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
+		{"count", len(ids)}, {"max_model_len", s.cfg.ContextLength}, {"tokens", ids}, {"token_strs", strs},
+	}))
+}
+
+// handleVLLMDetokenize serves /detokenize {tokens} -> {prompt}.
+func (s *Server) handleVLLMDetokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(r)
+	if !ok {
+		return
+	}
+	m := s.vllmBody(w, r, body)
+	if m == nil {
+		return
+	}
+	ids, ok := asInts(m["tokens"])
+	if !ok {
+		msg := fieldError{typ: "missing", loc: []any{"body", "tokens"}, msg: "Field required"}
+		if !isNull(m["tokens"]) {
+			msg = fieldError{typ: "list_type", loc: []any{"body", "tokens"}, msg: "Input should be a valid list"}
+		}
+		writeVLLMAPIError(w, validationError(msg))
+		return
+	}
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{{"prompt", Decode(ids, false)}}))
+}
+
+// handleVLLMMetrics serves /metrics (always mounted in vLLM) with vLLM's
+// names; every series carries engine and model_name.
+func (s *Server) handleVLLMMetrics(w http.ResponseWriter, r *http.Request) {
+	st := s.Stats()
+	f := s.fstats.snapshot()
+	ld := s.load.snapshot(time.Now(), s.cfg.DecodeTokensPerSec)
+	var b bytes.Buffer
+	p := prom.NewWriter(&b)
+	labels := []string{"engine", "0", "model_name", s.cfg.Model}
+	gauge := func(name, help string, v float64) {
+		p.Family(name, help, prom.Gauge)
+		p.Float(v, labels...)
+	}
+	counter := func(name, help string, v float64) {
+		p.Family(name, help, prom.Counter)
+		p.Float(v, labels...)
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Queued))
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", float64(ld.usedTokens)/float64(s.cfg.MaxTotalTokens))
+	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", float64(st.PromptTokens))
+	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", 0)
+	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))
+	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", float64(st.GeneratedTokens))
+	p.Family("vllm:request_success_total", "Count of successfully processed requests.", prom.Counter)
+	for _, reason := range []string{"stop", "length", "abort"} {
+		p.Float(float64(f.finishedReasons[reason]), "engine", "0", "finished_reason", reason, "model_name", s.cfg.Model)
+	}
+	if s.cfg.SpecDraftTokens >= 2 {
+		counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", float64(f.specDrafts))
+		counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", float64(f.specDraftTokens))
+		counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", float64(f.specAccepted))
+	}
+	writeRaw(w, http.StatusOK, prom.ContentType, b.Bytes())
+}
