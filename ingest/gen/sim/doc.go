@@ -51,23 +51,40 @@ Stats and OccupancySeries report load.
 With Config.SpecDraftTokens N the model decodes speculatively: each answer's
 meta_info carries SGLang's spec fields (spec_verify_ct, spec_accept_length =
 completion_tokens / spec_verify_ct, spec_accept_rate = accepted /
-(spec_verify_ct × (N-1)), spec_accepted_drafts, spec_proposed_drafts and
-spec_accept_histogram), deterministic per prompt; see spec.go.
+(spec_verify_ct × (N-1)), spec_num_correct_drafts, spec_num_proposed_drafts
+and spec_correct_drafts_histogram, and their old names
+spec_accepted_drafts, spec_proposed_drafts and spec_accept_histogram), deterministic per prompt; see spec.go.
 
 /metrics (Config.EnableMetrics) has SGLang's scheduler gauges
 (num_running_reqs, num_queue_reqs, num_used_tokens, token_usage,
 gen_throughput, cache_hit_rate, spec_accept_length and spec_accept_rate with
 speculative decoding, max_total_num_tokens, context_len) with the
 scheduler's labels, and the tokenizer's counters (prompt_tokens_total,
-generation_tokens_total, num_requests_total, num_aborted_requests_total)
-with model_name and engine_type; see Server.handleMetrics.
+generation_tokens_total, num_requests_total, num_aborted_requests_total,
+cached_tokens_total by cache_source) with model_name and engine_type, the
+first three and the time_to_first_token_seconds and
+e2e_request_latency_seconds histograms also with is_streaming; see
+Server.handleMetrics.
+
+# Flavors
+
+Config.Flavor makes the simulator speak as another server: FlavorSGLang
+(the default, all of the above), FlavorVLLM (vLLM's OpenAI-compatible
+server) or FlavorLlamaCpp (llama.cpp's llama-server). A flavor changes what
+a client can see, never the simulated model: routes and the answer to a
+missing one, what POST {} gets on each route, /v1/models cards, chat
+ignoring SGLang's input_ids, which sampling fields are read (the output
+depends on exactly those), context and model errors, and /metrics names.
+flavors.go lists each flavor's facts with the source file (and commit)
+they were read from.
 
 # Faults
 
 Config can delay the bind (StartupDelay), answer 503 during a warmup
 (Warmup), fail, reset or abort a deterministic fraction of generation
-requests (ErrorRate, ResetRate, AbortRate, drawn from Seed and the request's
-arrival number), and crash the whole server after N completed requests
+requests (ErrorRate, ResetRate, AbortRate, and ParseErrorRate with llama.cpp's
+500 "Failed to parse input at pos 0", drawn from Seed and the request's
+arrival number; a route probe, a body of {}, draws none), and crash the whole server after N completed requests
 (CrashAfter).
 */
 package sim
