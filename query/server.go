@@ -36,8 +36,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 //   - agreement = client_tokens_per_s / server_tokens_per_s.
 //
 // Nothing unknown is shown as 0. note says why a server's columns are
-// unknown: no /metrics (with how to turn them on), or no sample in the
-// window.
+// unknown: no /metrics (with how to turn them on), no sample in the
+// window, or what its flavor's /metrics does not expose (serverflavor.go).
+// The columns mean the same for SGLang, vLLM and llama.cpp (README's table
+// names each one's metric).
 func serverList(v *store.View, q Query, now time.Time, out Sink) error {
 	names := v.Servers()
 	if len(q.Servers) > 0 {
@@ -146,9 +148,11 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	}
 	switch {
 	case everOK && ever.NoMetrics:
-		note = noMetricsNote
+		note = noMetricsNoteOf(ever.Flavor)
 	case !have:
 		note = fmt.Sprintf("no reading in the last %ds (gen reads a server's /metrics while it runs)", to-from)
+	case last.Scraped:
+		note = unexposedNote(&last) // serverflavor.go
 	}
 	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), gauge(store.MetricTokenUsage, 3),
 		gauge(store.MetricCacheHitRate, 3), gauge(store.MetricAcceptLength, 2), lastSeen, srvRate, cliRate, agreement, note}, nil

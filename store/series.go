@@ -24,7 +24,8 @@ var bucketSeries = []byte("series")
 type Metric uint8
 
 // The metrics a sample holds, summed or averaged over the server's ranks by
-// gen (see ingest/gen/scrape.go).
+// gen (see ingest/gen/metricsread.go, which names each one's source for
+// SGLang, vLLM and llama.cpp; SGLang's is given here).
 const (
 	MetricRunning       Metric = iota // sglang:num_running_reqs
 	MetricQueued                      // sglang:num_queue_reqs
@@ -35,7 +36,7 @@ const (
 	MetricPromptTokens                // sglang:prompt_tokens_total (counter)
 	MetricAcceptLength                // sglang:spec_accept_length
 	MetricRequests                    // sglang:num_requests_total (counter)
-	MetricStartTime                   // process_start_time_seconds
+	MetricStartTime                   // process_start_time_seconds (Unix seconds)
 	NumMetrics
 )
 
@@ -49,8 +50,12 @@ type ServerSample struct {
 	// Scraped: its /metrics answered, so the metrics it has are in Values.
 	Scraped bool
 	// NoMetrics: its /metrics answered 404 (the server runs without
-	// --enable-metrics).
+	// --enable-metrics) or 501 (llama-server without --metrics).
 	NoMetrics bool
+	// Flavor is the server software its /metrics came from, told by the
+	// metric names (or, with NoMetrics, by how it refused): it says why a
+	// metric the sample lacks is unknown (that server does not expose it).
+	Flavor Flavor
 	// Run identifies the gen run that took it (the run's start, Unix ms):
 	// the client counters below count from 0 in each run.
 	Run int64
@@ -82,12 +87,49 @@ func (s *ServerSample) Get(m Metric) (v float64, ok bool) {
 	return s.values[m], true
 }
 
+// Flavor is the kind of server a sample's /metrics came from.
+type Flavor uint8
+
+// The flavors gen tells apart by their /metrics names (sglang:*, vllm:*,
+// llamacpp:*).
+const (
+	FlavorUnknown  Flavor = iota // not told: nothing read yet, or a sample stored before flavors were kept
+	FlavorSGLang                 // sglang:* names
+	FlavorVLLM                   // vllm:* names
+	FlavorLlamaCpp               // llamacpp:* names, or a 501 not_supported_error for /metrics
+	FlavorOther                  // its /metrics answered with none of those names
+	numFlavors
+)
+
+// String names the flavor for people.
+func (f Flavor) String() string {
+	switch f {
+	case FlavorSGLang:
+		return "SGLang"
+	case FlavorVLLM:
+		return "vLLM"
+	case FlavorLlamaCpp:
+		return "llama.cpp"
+	case FlavorOther:
+		return "an unrecognised server"
+	}
+	return "unknown"
+}
+
 const sampleVersion = 1
 
+// The flags byte: three flags, then the flavor in bits 3-5 (a sample
+// stored before flavors has 0 there: FlavorUnknown; a reader that predates
+// them ignores those bits, so the version stays 1).
 const (
 	sampleUp = 1 << iota
 	sampleScraped
 	sampleNoMetrics
+)
+
+const (
+	sampleFlavorShift = 3
+	sampleFlavorMask  = 7 << sampleFlavorShift
 )
 
 func (s *ServerSample) encode() []byte {
@@ -101,6 +143,9 @@ func (s *ServerSample) encode() []byte {
 	}
 	if s.NoMetrics {
 		flags |= sampleNoMetrics
+	}
+	if s.Flavor < numFlavors {
+		flags |= byte(s.Flavor) << sampleFlavorShift
 	}
 	b = append(b, sampleVersion, flags)
 	for _, v := range [...]int64{s.Time, s.Run, s.LastSeen, s.ClientTokens, s.ClientAnswers, s.ClientUnknown} {
@@ -124,6 +169,9 @@ func decodeSample(b []byte, s *ServerSample) error {
 	}
 	flags := b[1]
 	s.Up, s.Scraped, s.NoMetrics = flags&sampleUp != 0, flags&sampleScraped != 0, flags&sampleNoMetrics != 0
+	if f := Flavor(flags&sampleFlavorMask) >> sampleFlavorShift; f < numFlavors {
+		s.Flavor = f
+	}
 	b = b[2:]
 	for _, p := range [...]*int64{&s.Time, &s.Run, &s.LastSeen, &s.ClientTokens, &s.ClientAnswers, &s.ClientUnknown} {
 		v, n := binary.Varint(b)

@@ -16,12 +16,14 @@ import (
 )
 
 // While gen runs, it reads each server's /metrics (SGLang serves them with
-// --enable-metrics; ../shared/sglang-api.md §7) every Config.ScrapeEvery
-// and stores one sample per server in the index (store.ServerSample):
-// the server's own running and queued requests, KV use, cache hit rate,
-// decode throughput, token counters and accept length, beside gen's own
-// count of the answers and tokens that server gave. `gendex query server`
-// reads them back; `query events` the downs, ups and restarts (events.go).
+// --enable-metrics, ../shared/sglang-api.md §7; vLLM always; llama-server
+// with --metrics) every Config.ScrapeEvery and stores one sample per server
+// in the index (store.ServerSample): the server's own running and queued
+// requests, KV use, cache hit rate, decode throughput, token counters and
+// accept length, the same for every flavor (metricsread.go), beside gen's
+// own count of the answers and tokens that server gave. `gendex query
+// server` reads them back; `query events` the downs, ups and restarts
+// (events.go).
 //
 // Scraping never touches the answers' path: each server has one goroutine,
 // its own small HTTP transport (one connection, so it never waits for a
@@ -53,14 +55,17 @@ type scraper struct {
 	url      string // with credentials, if any: never printed
 	poke     chan struct{}
 	lastSeen int64 // Unix ms; only the scraper's goroutine touches it
-	// noMetrics: /metrics answered 404; it is not asked again until the
-	// server comes back from a down (it may have been restarted with
-	// --enable-metrics).
+	// noMetrics: /metrics answered 404 or 501; it is not asked again until
+	// the server comes back from a down (it may have been restarted with
+	// --enable-metrics, or --metrics).
 	noMetrics atomic.Bool
-	// prev is the last reading while the server was up, for telling a
-	// restart (a counter that went back, another start time).
-	prev    store.ServerSample
-	hasPrev bool
+	// flavor is the server's, as its last /metrics answer (or refusal)
+	// told; only the scraper's goroutine touches it.
+	flavor store.Flavor
+	// last is the last reading, for the ratios of counters over the
+	// interval since; prev the last one while the server was up, for
+	// telling a restart (a counter that went back, another start time).
+	last, prev *reading
 
 	mu      sync.Mutex
 	live    liveView
@@ -98,16 +103,23 @@ func (sc *scraper) wake() {
 func (sc *scraper) scrape(ctx context.Context) {
 	s, m := sc.s, sc.m
 	smp := &store.ServerSample{Run: m.run}
+	var cur *reading
 	if !sc.noMetrics.Load() {
 		cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-		samples, err := fetchMetrics(cctx, m.hc, sc.url, m.apiKey)
+		r, err := fetchMetrics(cctx, m.hc, sc.url, m.apiKey)
 		cancel()
+		var nm *noMetricsError
 		switch {
 		case ctx.Err() != nil:
 			return // the run ends: the last sample is the stop's
-		case errors.Is(err, errNoMetrics):
+		case errors.As(err, &nm):
 			sc.noMetrics.Store(true)
-			m.r.once("nometrics "+s.name, "gen: %s has no /metrics (404): its own view (running and queued requests, KV use, tokens/s) is unknown; start the server with --enable-metrics to have it in 'gendex query server' (a router or sgl-model-gateway in front serves none of its workers' /metrics)", s.name)
+			sc.flavor = nm.flavor
+			what := fmt.Sprint(nm.status)
+			if nm.flavor == store.FlavorLlamaCpp {
+				what += " not_supported_error: llama-server"
+			}
+			m.r.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
 		case err != nil:
 			var ne net.Error
 			if !errors.As(err, &ne) && !strings.Contains(err.Error(), "connection refused") {
@@ -115,18 +127,23 @@ func (sc *scraper) scrape(ctx context.Context) {
 			}
 		default:
 			smp.Scraped = true
-			readMetrics(samples, smp)
+			r.fill(sc.last, smp)
+			cur, sc.last, sc.flavor = r, r, r.flavor
+			if r.flavor == store.FlavorOther {
+				m.r.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
+			}
 		}
 	}
 	now := time.Now()
 	smp.Time = now.UnixMilli()
 	smp.Up = s.up.Load()
 	smp.NoMetrics = sc.noMetrics.Load()
+	smp.Flavor = sc.flavor
 	smp.ClientTokens, smp.ClientAnswers, smp.ClientUnknown = s.tokens.Load(), s.done.Load(), s.unknownTokens.Load()
 	if smp.Scraped {
 		sc.lastSeen = smp.Time
 		if smp.Up {
-			sc.checkRestart(smp)
+			sc.checkRestart(smp.Time, cur)
 		}
 	}
 	smp.LastSeen = sc.lastSeen
@@ -134,31 +151,40 @@ func (sc *scraper) scrape(ctx context.Context) {
 	m.add(pending{server: s.name, sample: smp})
 }
 
-// checkRestart compares a reading taken while the server is up with the
-// last such reading: a counter lower than before, or another process
-// start time, is a restart. Readings taken while gen had the server down
-// are not compared, so a restart is said after the server's up.
-func (sc *scraper) checkRestart(cur *store.ServerSample) {
-	defer func() { sc.prev, sc.hasPrev = *cur, true }()
-	if !sc.hasPrev {
+// checkRestart compares a reading taken at t (Unix ms) while the server
+// is up with the last such reading: a counter lower than before, another
+// process start time (process_start_time_seconds, or llama.cpp's
+// Process-Start-Time-Unix header) or other names (another server behind
+// the URL) is a restart. Readings taken while gen had the server down are
+// not compared, so a restart is said after the server's up.
+func (sc *scraper) checkRestart(t int64, cur *reading) {
+	prev := sc.prev
+	sc.prev = cur
+	if prev == nil {
 		return
 	}
-	for _, c := range []struct {
-		m    store.Metric
-		name string
-	}{{store.MetricGenTokens, "sglang:generation_tokens_total"}, {store.MetricPromptTokens, "sglang:prompt_tokens_total"}, {store.MetricRequests, "sglang:num_requests_total"}} {
-		was, ok1 := sc.prev.Get(c.m)
-		now, ok2 := cur.Get(c.m)
-		if ok1 && ok2 && now < was {
-			sc.m.event(cur.Time, sc.s.name, EventRestarted, fmt.Sprintf("%s went back from %.0f to %.0f", c.name, was, now))
+	restarted := func(detail string) { sc.m.event(t, sc.s.name, EventRestarted, detail) }
+	if prev.flavor != cur.flavor {
+		restarted(fmt.Sprintf("its /metrics now has %s's names (it had %s's)", cur.flavor, prev.flavor))
+		return
+	}
+	for _, src := range flavorSources[cur.flavor] {
+		was, ok1 := prev.get(src.key)
+		now, ok2 := cur.get(src.key)
+		if src.counter && ok1 && ok2 && now < was && prev.names[src.key] == cur.names[src.key] {
+			restarted(fmt.Sprintf("%s went back from %.0f to %.0f", cur.names[src.key], was, now))
 			return
 		}
 	}
-	was, ok1 := sc.prev.Get(store.MetricStartTime)
-	now, ok2 := cur.Get(store.MetricStartTime)
+	was, ok1 := prev.get(keyStart)
+	now, ok2 := cur.get(keyStart)
 	if ok1 && ok2 && now != was {
-		sc.m.event(cur.Time, sc.s.name, EventRestarted, fmt.Sprintf("its process start time changed from %s to %s",
+		restarted(fmt.Sprintf("its process start time changed from %s to %s",
 			time.Unix(int64(was), 0).UTC().Format(time.RFC3339), time.Unix(int64(now), 0).UTC().Format(time.RFC3339)))
+		return
+	}
+	if prev.startHeader != "" && cur.startHeader != "" && prev.startHeader != cur.startHeader {
+		restarted(fmt.Sprintf("its %s header changed from %s to %s (llama-server gives its start there)", startTimeHeader, prev.startHeader, cur.startHeader))
 	}
 }
 
@@ -401,12 +427,16 @@ func serverState(s *server, v liveView, now time.Time) string {
 		return "down " + now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second).String()
 	}
 	switch {
+	case v.sample.NoMetrics && v.sample.Flavor == store.FlavorLlamaCpp:
+		return "up, its metrics unknown (no /metrics: start llama-server with --metrics)"
 	case v.sample.NoMetrics:
 		return "up, its metrics unknown (no /metrics: start it with --enable-metrics)"
 	case !v.taken || !v.metrics:
 		return "up, metrics not read yet"
 	case !v.sample.Scraped:
 		return "up, /metrics did not answer the last time"
+	case v.sample.Flavor == store.FlavorOther:
+		return "up, its metrics unknown (its /metrics has no sglang:, vllm: or llamacpp: names)"
 	}
 	parts := []string{"up"}
 	num := func(m store.Metric, format string) {

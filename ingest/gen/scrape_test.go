@@ -190,9 +190,9 @@ func TestFetchMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	samples, err := fetchMetrics(context.Background(), hs.Client(), u, "")
-	if err != nil || len(samples) != 24 { // the metrics read, not the histogram nor _created
-		t.Fatalf("%d samples, %v", len(samples), err)
+	r, err := fetchMetrics(context.Background(), hs.Client(), u, "")
+	if err != nil || r.flavor != store.FlavorSGLang || len(r.values) != 9 { // the metrics read, not the histogram nor _created
+		t.Fatalf("%+v, %v", r, err)
 	}
 	if _, err := fetchMetrics(context.Background(), hs.Client(), hs.URL+"/none/metrics", ""); !errors.Is(err, errNoMetrics) {
 		t.Errorf("404: %v", err)
@@ -342,12 +342,12 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 	const n = 50
 	start := time.Now()
 	for k := range n {
-		samples, err := fetchMetrics(b.Context(), hs.Client(), hs.URL+"/metrics", "")
+		r, err := fetchMetrics(b.Context(), hs.Client(), hs.URL+"/metrics", "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		s := &store.ServerSample{Time: start.UnixMilli() + int64(k)*1000, Scraped: true, Up: true}
-		readMetrics(samples, s)
+		r.fill(nil, s)
 		if err := db.Update(func(tx *store.Tx) error { return tx.PutServerSample("http://bench", s) }); err != nil {
 			b.Fatal(err)
 		}
@@ -363,16 +363,15 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 func TestCheckRestart(t *testing.T) {
 	m := &monitor{wake: make(chan struct{}, 1)} // no recorder: the events stay queued
 	sc := &scraper{m: m, s: &server{name: "http://s"}}
-	reading := func(tokens, start float64) *store.ServerSample {
-		s := &store.ServerSample{Time: time.Now().UnixMilli(), Scraped: true, Up: true}
-		s.Set(store.MetricGenTokens, tokens)
+	read := func(tokens, start float64) *reading {
+		r := &reading{flavor: store.FlavorSGLang, values: map[string]float64{keyGen: tokens}, names: map[string]string{keyGen: "sglang:generation_tokens_total"}}
 		if start > 0 {
-			s.Set(store.MetricStartTime, start)
+			r.values[keyStart] = start
 		}
-		return s
+		return r
 	}
-	for _, s := range []*store.ServerSample{reading(100, 0), reading(200, 0), reading(50, 0), reading(60, 1.7e9), reading(70, 1.7e9), reading(80, 1.8e9)} {
-		sc.checkRestart(s)
+	for _, r := range []*reading{read(100, 0), read(200, 0), read(50, 0), read(60, 1.7e9), read(70, 1.7e9), read(80, 1.8e9)} {
+		sc.checkRestart(time.Now().UnixMilli(), r)
 	}
 	m.mu.Lock()
 	var got []string
