@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gendex/ingest/export"
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/sglang"
 	"gendex/query/live"
@@ -85,9 +84,6 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		x, err := records(*exportFormat)
 		if err != nil {
 			return err
-		}
-		if x.Format == export.IDs && cfg.API != sglang.APIGenerate {
-			return usagef("gen: --export ids needs --api generate: only /generate returns output ids (use --export conversations with --api %s)", cfg.API)
 		}
 		x.Now = c.env.Now
 		cfg.Export = &x

@@ -237,15 +237,20 @@ func TestGenExportMatchesExport(t *testing.T) {
 	}
 }
 
-// TestGenExportRefusesIDsWithoutGenerate: only /generate returns output
-// ids, so --export ids with another --api is a usage error, not a run of
-// exclusions.
-func TestGenExportRefusesIDsWithoutGenerate(t *testing.T) {
+// TestGenExportRefusesIDsWithoutOutputIDs: --export ids against a server
+// whose answers on the run's routes carry no output ids (SGLang's chat and
+// completions endpoints) stops before the first request, with nothing
+// written, instead of a run of exclusions; an unknown format is a usage
+// error.
+func TestGenExportRefusesIDsWithoutOutputIDs(t *testing.T) {
 	root := t.TempDir()
 	writeMixedPrompts(t, filepath.Join(root, "m"), "m", 3)
-	r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--api", "chat", "--export", "ids", root)
-	if r.code != 2 || !strings.Contains(r.stderr, "--export ids needs --api generate") {
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "sim", "--api", "chat", "--export", "ids", root)
+	if r.code != 1 || !strings.Contains(r.stderr, "without the output token ids, so --export ids cannot make their records") || !strings.Contains(r.stderr, "no prompt was sent") {
 		t.Errorf("gen --api chat --export ids: %s", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "m", "raw_responses.jsonl")); len(b) != 0 {
+		t.Errorf("the stopped run wrote answers:\n%s", b)
 	}
 	r = gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--export", "tokens", root)
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown format "tokens"`) {

@@ -114,10 +114,12 @@ func (r *run) connect() error {
 	return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
 }
 
-// learn reads a ready server's /v1/models: its context length (for
-// clipping) and, unless --model was given, the model name the
-// OpenAI-compatible endpoints want. It returns only an Auth error; any other
-// failure leaves the context length unknown, said in the log.
+// learn reads a ready server's /v1/models: its flavor, its context length
+// (for clipping), whether it is the simulator and, unless --model was
+// given, the model name the OpenAI-compatible endpoints want; then it runs
+// preflight. An Auth error is returned; a check that fails stops the run
+// (and is returned); any other failure to read /v1/models leaves the
+// context length unknown, said in the log.
 func (r *run) learn(ctx context.Context, s *server) error {
 	c := s.client()
 	info, err := c.ServedModel(ctx)
@@ -125,31 +127,41 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	case sglang.KindOf(err) == sglang.Auth:
 		return err
 	case err != nil:
-		s.ctxLen.Store(0)
-		r.logf("gen: %s is ready; context length unknown (%v): max_new_tokens is not clipped", s.name, err)
-		return nil
+		r.logf("gen: %s: /v1/models: %v: its context length is unknown (max_new_tokens is not clipped) and so is its flavor", s.name, err)
+		info = sglang.ModelInfo{ID: c.Model, Models: []string{r.cfg.Model}}
 	}
 	s.ctxLen.Store(int64(info.MaxModelLen))
-	if (r.cfg.Model == "" && c.Model != info.ID) || c.Simulated != info.Simulated {
+	nc := *c
+	if r.cfg.Model == "" && info.ID != "" {
 		// The OpenAI-compatible endpoints of some servers (vLLM) want
-		// "model"; send the one the server serves. Answers record it,
-		// and whether the simulator made them.
-		nc := *c
-		if r.cfg.Model == "" {
-			if c.Model != "" && c.Model != info.ID {
-				r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
-			}
-			nc.Model = info.ID
+		// "model"; send the one the server serves. Answers record it.
+		if c.Model != "" && c.Model != info.ID {
+			r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
 		}
-		nc.Simulated = info.Simulated
+		nc.Model = info.ID
+	}
+	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
+	if nc.Model != c.Model || nc.Simulated != c.Simulated || nc.Flavor != c.Flavor {
 		s.cl.Store(&nc)
+		c = &nc
 	}
 	s.simulated.Store(info.Simulated)
 	if err := r.checkServerKind(s.name, info.Simulated); err != nil {
 		r.abort(err)
 		return err
 	}
-	r.logf("gen: %s is ready: model %s, context length %d", s.name, info.ID, info.MaxModelLen)
+	if err := r.preflight(ctx, s, c, info); err != nil {
+		if sglang.KindOf(err) == sglang.Auth {
+			return err
+		}
+		r.abort(err)
+		return err
+	}
+	ctxText := "context length unknown (max_new_tokens is not clipped)"
+	if info.MaxModelLen > 0 {
+		ctxText = fmt.Sprintf("context length %d", info.MaxModelLen)
+	}
+	r.logf("gen: %s is ready: %s, model %s, %s", s.name, info.Flavor, info.ID, ctxText)
 	return nil
 }
 
@@ -176,18 +188,28 @@ func (r *run) setupError(err error) error {
 }
 
 // stopError is a run-level failure: the run stopped at once and marked no
-// prompt failed.
+// prompt failed. err is the server's answer that stopped it; without one,
+// msg says what a check before the requests found (preflight).
 type stopError struct {
 	err  *sglang.Error
+	msg  string
 	hint string
 }
 
 func (s *stopError) Error() string {
+	if s.err == nil {
+		return fmt.Sprintf("stopped: %s: %s (no prompt was marked failed)", s.msg, s.hint)
+	}
 	return fmt.Sprintf("stopped: server %s answered %s with HTTP %d: %s; %s (no prompt was marked failed)",
 		s.err.Server, s.err.Op, s.err.Status, s.err.Message, s.hint)
 }
 
-func (s *stopError) Unwrap() error { return s.err }
+func (s *stopError) Unwrap() error {
+	if s.err == nil {
+		return nil
+	}
+	return s.err
+}
 
 // warm opens the connections the run will use on the servers up now,
 // before the first prompt is sent, so their slots fill at once rather than

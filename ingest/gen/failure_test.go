@@ -108,7 +108,15 @@ func TestGenStopsOnSetupErrors(t *testing.T) {
 			[]string{"POST /generate", "HTTP 404", "Not Found", "check --api"}},
 		{"wrong method", sglang.APICompletions, "", map[string]http.HandlerFunc{"/v1/completions": answer(405, `{"detail":"Method Not Allowed"}`)},
 			[]string{"POST /v1/completions", "HTTP 405", "Method Not Allowed", "check --api"}},
-		{"unknown model (vLLM)", sglang.APIChat, "nope", map[string]http.HandlerFunc{"/v1/chat/completions": answer(404, "{\"object\":\"error\",\"message\":\"The model `nope` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}")},
+		{"unknown model: not in /v1/models", sglang.APIChat, "nope", nil,
+			[]string{"serves sim-model, not --model nope", "check --model"}},
+		{"unknown model: the chat endpoint says so (vLLM)", sglang.APIChat, "", map[string]http.HandlerFunc{"/v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength <= 3 { // the route's probe ({})
+				answer(400, `{"object":"error","message":"invalid request","code":400}`)(w, r)
+				return
+			}
+			answer(404, "{\"object\":\"error\",\"message\":\"The model `nope` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}")(w, r)
+		}},
 			[]string{"POST /v1/chat/completions", "HTTP 404", "The model `nope` does not exist.", "check --model"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,7 +210,7 @@ func TestGenReadsModelsWhenBack(t *testing.T) {
 	if err != nil || sum.Responses != 40 || sum.Errors != 0 {
 		t.Fatalf("%+v %v\n%s", sum, err, log.String())
 	}
-	if late.Load() != 1 || !strings.Contains(log.String(), addr+" is ready: model sim-model, context length 100") {
+	if late.Load() != 1 || !strings.Contains(log.String(), addr+" is ready: SGLang, model sim-model, context length 100") {
 		t.Errorf("the late server's context length was not read:\n%s", log.String())
 	}
 	n := 0
@@ -235,6 +243,10 @@ func TestGenClips(t *testing.T) {
 				SP       map[string]any `json:"sampling_params"`
 			}
 			json.Unmarshal(body, &req)
+			if req.SP == nil { // gen's probe of the route ({}), before the first request
+				h.ServeHTTP(w, r)
+				return
+			}
 			mu <- struct{}{}
 			sent[fmt.Sprint(req.Text, len(req.InputIDs))] = int(req.SP["max_new_tokens"].(float64))
 			<-mu
@@ -313,6 +325,11 @@ func TestGenUnknownTokenCounts(t *testing.T) {
 		h.ServeHTTP(rec, r)
 		var m map[string]any
 		json.Unmarshal(rec.Body.Bytes(), &m)
+		if rec.Code != http.StatusOK { // the route's probe
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
 		delete(m["meta_info"].(map[string]any), "completion_tokens")
 		delete(m, "output_ids")
 		w.Header().Set("Content-Type", "application/json")

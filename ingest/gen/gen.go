@@ -289,6 +289,9 @@ type run struct {
 	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
 	mon      *monitor // the servers' metrics and the run's events (scrape.go)
+	// shapes are the prompt shapes the run sends, from the first prompt
+	// of each file (sampleShapes): preflight checks their routes.
+	shapes [numShapes]bool
 }
 
 type dsRun struct {
@@ -368,9 +371,6 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("no --server given")
 	}
-	if cfg.Export != nil && cfg.Export.Format == export.IDs && cfg.API != sglang.APIGenerate {
-		return nil, fmt.Errorf("--export ids needs --api generate: only /generate returns the output ids (%s answers would all be excluded); use --export conversations, or --api generate", cfg.API)
-	}
 	r := &run{cfg: cfg, db: db, started: time.Now()}
 	if cfg.Terminal {
 		r.live = &liveLog{w: cfg.Log}
@@ -408,6 +408,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err := r.countAnswerMakers(); err != nil {
 		return nil, err
 	}
+	r.shapes = sampleShapes(r.sets)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
@@ -455,7 +456,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	r.startMonitor(todo)
 	defer func() { r.stopMonitor(sum, err) }()
 	if err := r.connect(); err != nil {
-		return nil, err
+		return &Summary{Elapsed: time.Since(r.started)}, err
 	}
 
 	r.jobs = make(chan job, cfg.Concurrency)

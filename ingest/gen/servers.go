@@ -23,6 +23,8 @@ type server struct {
 	// simulated: its /v1/models says it is gendex's simulator (learned
 	// whenever it becomes ready).
 	simulated atomic.Bool
+	// routes are the routes preflight and routeChecked found it has.
+	routes routes
 	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
 	// prompts are not clipped).
 	countTokens atomic.Int32

@@ -43,7 +43,7 @@ type recorded struct {
 func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	if r.Method == http.MethodPost {
+	if r.Method == http.MethodPost && !isProbe(b) {
 		rc.mu.Lock()
 		rc.reqs = append(rc.reqs, recorded{r.URL.Path, b})
 		rc.mu.Unlock()
@@ -60,6 +60,10 @@ func (rc *recorder) all() []recorded {
 	defer rc.mu.Unlock()
 	return append([]recorded(nil), rc.reqs...)
 }
+
+// isProbe reports whether a request body is gen's probe of a route ({}),
+// which asks for no work (preflight.go).
+func isProbe(body []byte) bool { return string(bytes.TrimSpace(body)) == "{}" }
 
 func isGeneration(path string) bool {
 	return path == "/generate" || path == "/v1/chat/completions" || path == "/v1/completions"

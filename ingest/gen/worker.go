@@ -212,17 +212,33 @@ func clipped(want *int, ctxLen, promptLen int) *int {
 // shape. Chat messages it turned into token ids itself (/v1/tokenize, for
 // /generate) are the result's PromptIDs.
 func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, error) {
+	res, sent, err := r.sendOnce(ctx, s, p)
+	if err != nil {
+		return nil, err
+	}
+	if p.InputIDs != nil {
+		res.PromptIDs = nil // the prompt line has them (vLLM returns them too)
+	}
+	if err := unread(s.name, p, sent, res); err != nil {
+		r.abort(r.setupError(err))
+		return nil, context.Canceled
+	}
+	return res, nil
+}
+
+// sendOnce is send's request; sent is how many token ids it sent as the
+// prompt (0 for text or messages).
+func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.Result, sent int, err error) {
 	sp := r.cfg.Sampling.Merge(p.Sampling)
 	api := r.cfg.API
 	ids := p.InputIDs
 	c := s.client()
 	ctxLen := int(s.ctxLen.Load())
-	var err error
 	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
 		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == sglang.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
@@ -231,7 +247,7 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 		ids, err = r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
 			"gen: %s has no /v1/tokenize: --export ids cannot know a text prompt's ids, so those answers get no record now (gendex export --server URL, with a server that has it, makes them)", s.name)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	textOut := ids == nil && p.Messages == nil && (api == sglang.APIGenerate || api == sglang.APICompletions)
@@ -245,14 +261,18 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 		t, err := r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
 			"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if t != nil {
 			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, len(t))
 		}
 	}
-	switch {
-	case api == sglang.APIGenerate && (ids != nil || p.Messages == nil):
+	route, err := r.routeChecked(ctx, s, c, p)
+	if err != nil {
+		return nil, 0, context.Canceled // the run stops: nothing sent
+	}
+	switch route {
+	case "/generate":
 		req := sglang.GenerateRequest{InputIDs: ids, Sampling: sp}
 		if ids == nil {
 			req.Text = p.Text
@@ -261,22 +281,22 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 		if err == nil && p.InputIDs == nil && ids != nil {
 			res.PromptIDs = ids
 		}
-		return res, err
-	case api == sglang.APICompletions && p.Messages == nil:
-		return c.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
+		return res, len(ids), err
+	case "/v1/completions":
+		// Token ids as OpenAI's token-array prompt: every server reads
+		// it (the chat endpoint would need SGLang's extension).
+		res, err := c.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
+		return res, len(ids), err
 	}
 	req := sglang.ChatRequest{Messages: p.Messages, Sampling: sp}
-	switch {
-	case p.Messages == nil && ids != nil:
-		req.Messages = []sglang.Message{{Role: "user", Content: ""}}
-		req.Extra = map[string]any{"input_ids": ids} // SGLang: pre-tokenized, no template
-	case p.Messages == nil:
+	if p.Messages == nil {
 		req.Messages = []sglang.Message{{Role: "user", Content: p.Text}}
 	}
 	if api == sglang.APICompletions {
 		r.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
-	return c.Chat(ctx, req)
+	res, err = c.Chat(ctx, req)
+	return res, 0, err
 }
 
 // optional makes call, a request to an endpoint a server may lack
@@ -328,4 +348,34 @@ func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, at
 	enc.SetEscapeHTML(false)
 	enc.Encode(rec) // ends in \n
 	return result{ds: ds, line: b.Bytes(), kind: errLine}
+}
+
+// unread returns a Setup error when a server's prompt_tokens show it did
+// not read the prompt gen sent: far fewer tokens than the ids sent (sent),
+// or than the text's length implies (a token of more than 50 bytes is no
+// tokenizer's). Such an answer (an empty chat answered in place of token
+// ids, say) is not kept, and no prompt is marked failed.
+func unread(server string, p *Prompt, sent int, res *sglang.Result) error {
+	if res.PromptTokens == nil {
+		return nil
+	}
+	got := *res.PromptTokens
+	var want string
+	switch {
+	case sent >= 8 && got*2 < sent:
+		want = fmt.Sprintf("%d token ids", sent)
+	case sent == 0:
+		n := len(p.Text)
+		for _, m := range p.Messages {
+			n += len(m.Content)
+		}
+		if n >= 500 && got*50 < n {
+			want = fmt.Sprintf("%d bytes of text", n)
+		}
+	}
+	if want == "" {
+		return nil
+	}
+	return &sglang.Error{Kind: sglang.Setup, Server: server, Op: "its answer to prompt " + p.ID, Status: 200,
+		Message: fmt.Sprintf("prompt_tokens %d for a prompt of %s: the server did not read the prompt gen sent, so the answer is not kept", got, want)}
 }

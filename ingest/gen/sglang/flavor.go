@@ -106,20 +106,23 @@ func (p SamplingParams) FieldsFor(f Flavor) (fields map[string]any, ignored []st
 	return m, ignored
 }
 
-// HasRoute reports whether the server has a POST route, without making it
+// ProbeRoute finds whether the server has a POST route, without making it
 // do any work: it posts an empty JSON object, which every server refuses
 // (400 or 422) on a route it has, and answers 404 or 405 on one it lacks.
-// An Auth error is returned as such; so is a server that does not answer.
-func (c *Client) HasRoute(ctx context.Context, path string) (bool, error) {
-	_, err := c.call(ctx, http.MethodPost, path, map[string]any{}, nil)
+// missing is that answer, a Setup error naming the status and the server's
+// message, when the route is absent. An Auth error, or a server that does
+// not answer, is err.
+func (c *Client) ProbeRoute(ctx context.Context, path string) (missing *Error, err error) {
+	_, err = c.call(ctx, http.MethodPost, path, map[string]any{}, nil)
 	var e *Error
 	switch {
 	case err == nil:
-		return true, nil
+		return nil, nil
 	case !errors.As(err, &e) || e.Status == 0 || e.Kind == Auth:
-		return false, err
+		return nil, err
 	case e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed:
-		return false, nil
+		e.Kind = Setup
+		return e, nil
 	}
-	return true, nil
+	return nil, nil
 }

@@ -64,9 +64,9 @@ func TestServedModelFlavors(t *testing.T) {
 	}
 }
 
-// TestHasRoute: a route answering {} with a 400 or 422 exists; 404 and
+// TestProbeRoute: a route answering {} with a 400 or 422 exists; 404 and
 // 405 do not; a bad key is an Auth error.
-func TestHasRoute(t *testing.T) {
+func TestProbeRoute(t *testing.T) {
 	c := serve(t, map[string]http.HandlerFunc{
 		"/v1/completions": answerWith(400, `{"error":{"message":"\"prompt\" must be provided","code":400}}`),
 		"/generate":       answerWith(405, `{"detail":"Method Not Allowed"}`),
@@ -79,12 +79,13 @@ func TestHasRoute(t *testing.T) {
 		},
 		"/locked": answerWith(401, `{"error":"Unauthorized"}`),
 	})
-	for path, want := range map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/generate": false, "/v1/tokenize": false} {
-		if got, err := c.HasRoute(t.Context(), path); got != want || err != nil {
-			t.Errorf("HasRoute(%s) = %v, %v; want %v", path, got, err, want)
+	for path, want := range map[string]int{"/v1/completions": 0, "/v1/chat/completions": 0, "/generate": 405, "/v1/tokenize": 404} {
+		missing, err := c.ProbeRoute(t.Context(), path)
+		if err != nil || (missing == nil) != (want == 0) || (missing != nil && (missing.Status != want || missing.Kind != Setup || missing.Op != "POST "+path)) {
+			t.Errorf("ProbeRoute(%s) = %+v, %v; want status %d", path, missing, err, want)
 		}
 	}
-	if _, err := c.HasRoute(t.Context(), "/locked"); KindOf(err) != Auth {
+	if _, err := c.ProbeRoute(t.Context(), "/locked"); KindOf(err) != Auth {
 		t.Errorf("a 401: %v; want an Auth error", err)
 	}
 }

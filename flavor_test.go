@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The whole binary against the simulator speaking vLLM and llama.cpp
+// (gendex sim --flavor, --unmarked so that gen takes it for the real
+// server): each run gets the right answers or a clear stop.
+
+// answerLines reads dir/<ds>/raw_responses.jsonl.
+func answerLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// promptIDs maps the ids prompts of demo/B1_ids to their length.
+func promptIDs(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	lens := map[string]int{}
+	for _, m := range answerLines(t, filepath.Join(dir, "B1_ids", "prompts.jsonl")) {
+		lens[m["id"].(string)] = len(m["input_ids"].([]any))
+	}
+	return lens
+}
+
+// checkTokenIDPrompts: every answer to a token-id prompt read the ids
+// (prompt_tokens equals their count), none was an empty chat.
+func checkTokenIDPrompts(t *testing.T, p *placeRun, out string) {
+	t.Helper()
+	want := promptIDs(t, filepath.Join(p.dir, "demo"))
+	got := answerLines(t, filepath.Join(p.dir, out, "B1_ids", "raw_responses.jsonl"))
+	if len(got) != len(want) {
+		t.Fatalf("%d answers to %d token-id prompts", len(got), len(want))
+	}
+	for _, m := range got {
+		if pt, _ := m["prompt_tokens"].(float64); int(pt) != want[m["id"].(string)] {
+			t.Errorf("%s: prompt_tokens %v for %d token ids: the prompt was not read", m["id"], m["prompt_tokens"], want[m["id"].(string)])
+		}
+	}
+}
+
+// noAnswers: the run wrote nothing under out.
+func noAnswers(t *testing.T, p *placeRun, out string) {
+	t.Helper()
+	if n, _ := p.answers(out); n != 0 {
+		t.Errorf("%d answers written under %s before the stop", n, out)
+	}
+}
+
+func TestFlavorVLLM(t *testing.T) {
+	p := newPlaceRun(t)
+	url := startSimProcess(t, p.bin, "--flavor", "vllm", "--unmarked", "--context", "8192")
+
+	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--api", "chat", "--out", "chat", "demo")
+	if !strings.Contains(errOut, url+" is ready: vLLM, model sim-model, context length 8192") {
+		t.Errorf("the flavor and context length are not read:\n%s", errOut)
+	}
+	checkTokenIDPrompts(t, p, "chat")
+	for _, m := range answerLines(t, filepath.Join(p.dir, "chat", "B3_chat", "raw_responses.jsonl")) {
+		if _, ok := m["output_ids"].([]any); !ok {
+			t.Fatalf("a vLLM chat answer without its output ids (return_token_ids): %v", m)
+		}
+	}
+
+	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--out", "gen", "demo")
+	if code != 1 || !strings.Contains(errOut, "POST /generate") || !strings.Contains(errOut, "use --api chat or completions") {
+		t.Errorf("--api generate on vLLM: exit %d; want 1, naming /generate and the way out\n%s", code, errOut)
+	}
+	noAnswers(t, p, "gen")
+
+	code, errOut = p.run("--db", "model.db", "gen", "--server", url, "--api", "chat", "--model", "nope", "--out", "model", "demo")
+	if code != 1 || !strings.Contains(errOut, "not --model nope") {
+		t.Errorf("--model nope: exit %d; want 1\n%s", code, errOut)
+	}
+	noAnswers(t, p, "model")
+
+	// Exact ids on vLLM: --export ids makes records from its token ids.
+	p.mustRun("--db", "ids.db", "gen", "--server", url, "--api", "completions", "--export", "ids", "--out", "ids", filepath.Join("demo", "B1_ids"))
+	recs := answerLines(t, filepath.Join(p.dir, "ids", "B1_ids", "tokenized.jsonl"))
+	if len(recs) == 0 {
+		t.Fatal("no ids records from vLLM")
+	}
+	for _, r := range recs {
+		if ids, _ := r["input_ids"].([]any); len(ids) <= promptIDs(t, filepath.Join(p.dir, "demo"))[r["id"].(string)] {
+			t.Errorf("record %s: %d input_ids, no more than its prompt", r["id"], len(ids))
+		}
+	}
+}
+
+func TestFlavorLlamaCpp(t *testing.T) {
+	p := newPlaceRun(t)
+	url := startSimProcess(t, p.bin, "--flavor", "llamacpp", "--unmarked", "--context", "2048")
+
+	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--api", "chat", "--out", "chat", "--repetition-penalty", "1.1", "--min-new-tokens", "2", "demo")
+	if !strings.Contains(errOut, "is ready: llama.cpp, model sim-model.gguf, context length 2048") {
+		t.Errorf("the flavor and n_ctx are not read:\n%s", errOut)
+	}
+	if !strings.Contains(errOut, "does not read min_tokens") {
+		t.Errorf("the flags llama.cpp ignores are not said:\n%s", errOut)
+	}
+	checkTokenIDPrompts(t, p, "chat")
+
+	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--out", "gen", "demo")
+	if code != 1 || !strings.Contains(errOut, "POST /generate") {
+		t.Errorf("--api generate on llama.cpp: exit %d; want 1\n%s", code, errOut)
+	}
+	noAnswers(t, p, "gen")
+
+	code, errOut = p.run("--db", "ids.db", "gen", "--server", url, "--api", "completions", "--export", "ids", "--out", "ids", "demo")
+	if code != 1 || !strings.Contains(errOut, "without the output token ids") {
+		t.Errorf("--export ids on llama.cpp: exit %d; want 1 before any request\n%s", code, errOut)
+	}
+	noAnswers(t, p, "ids")
+}
