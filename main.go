@@ -12,7 +12,7 @@
 //	gendex gen --server URL [--server URL]... [--export conversations|ids] [FLAGS] ROOT|DATASET_DIR...
 //	    answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once (--export: and write their training records)
 //	gendex sim [--listen HOST:PORT] [FLAGS]
-//	    an SGLang-compatible simulator, for dry runs and tests
+//	    a simulator of SGLang (or vLLM, llama.cpp: --flavor), for dry runs and tests
 //	gendex ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH...
 //	    index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file
 //	gendex export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR...
@@ -79,7 +79,7 @@ func init() { // not a plain initializer: help reads the table
 	}, {
 		Name:    "sim",
 		Usage:   []string{"sim [--listen HOST:PORT] [FLAGS]"},
-		Summary: "an SGLang-compatible simulator, for dry runs and tests",
+		Summary: "a simulator of SGLang (or vLLM, llama.cpp: --flavor), for dry runs and tests",
 		Run:     runSim,
 	}, {
 		Name:    "ingest",
