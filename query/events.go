@@ -11,8 +11,10 @@ import (
 // eventList: what gen recorded of its runs and their servers, oldest
 // first: start, stop and interrupt (server empty), and per server down,
 // up (with how long it was down), restarted (a counter went back, or its
-// process start time changed) and errors (prompts that failed for good,
-// one event per burst, with the count). --since keeps the events of that
+// process start time changed), errors (prompts that failed for good,
+// one event per burst, with the count) and retries (attempts that failed
+// and were sent again, one event per burst, with the count and the most
+// frequent causes). --since keeps the events of that
 // last stretch; server names keep those servers' events (and the run's
 // own).
 func eventList(v *store.View, q Query, now time.Time, out Sink) error {

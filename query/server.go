@@ -33,7 +33,16 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 //     that server returned, over the same pairs of samples (when the server
 //     has no counter: over every pair of one run); unknown when an answer
 //     in it had no count;
-//   - agreement = client_tokens_per_s / server_tokens_per_s.
+//   - agreement = client_tokens_per_s / server_tokens_per_s;
+//   - retries counts gen's attempts on that server that failed and were
+//     sent again (HTTP errors, timeouts, lost connections, aborts) within
+//     the window: the increase of its count between samples of one gen
+//     run, and all of a run's that began in the window; in_backoff is the
+//     prompts waiting then to be sent again, from the last sample; both
+//     unknown without a sample in the window;
+//   - last_error and last_error_at are the last retried attempt's error,
+//     briefly ("HTTP 500 'Failed to parse input'"), and when it was, as the
+//     last sample in the window has them ("" when none failed in that run).
 //
 // Nothing unknown is shown as 0. note says why a server's columns are
 // unknown: no /metrics (with how to turn them on), no sample in the
@@ -54,7 +63,7 @@ func serverList(v *store.View, q Query, now time.Time, out Sink) error {
 		names = dedupe(q.Servers)
 	}
 	out.Columns([]string{"server", "up", "running", "queued", "token_usage", "cache_hit_rate", "accept_length",
-		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "note"})
+		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "retries", "in_backoff", "last_error", "last_error_at", "note"})
 	to := now.Unix()
 	from := to - max(1, int64(q.Window/time.Second))
 	for _, name := range names {
@@ -87,7 +96,14 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var last, prev store.ServerSample
 	var have, havePrev bool
 	var server, clientPaired, clientAll tokenSpan
+	var retries int64
 	err := v.ServerSamples(name, from, to, func(s *store.ServerSample) error {
+		switch {
+		case havePrev && prev.Run == s.Run:
+			retries += max(s.Retries-prev.Retries, 0)
+		case s.Run >= from*1000: // the run began in the window: all its retries are in it
+			retries += s.Retries
+		}
 		if havePrev && prev.Run == s.Run && s.Time > prev.Time {
 			ms := s.Time - prev.Time
 			client := tokenSpan{float64(s.ClientTokens - prev.ClientTokens), s.ClientUnknown - prev.ClientUnknown, ms}
@@ -154,8 +170,16 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	case last.Scraped:
 		note = unexposedNote(&last) // serverflavor.go
 	}
+	var retried, inBackoff, lastError, lastErrorAt any
+	if have {
+		retried, inBackoff, lastError = uint64(retries), uint64(max(last.InBackoff, 0)), last.LastError
+		if last.LastErrorAt > 0 {
+			lastErrorAt = time.UnixMilli(last.LastErrorAt).UTC().Format(timeFormat)
+		}
+	}
 	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), gauge(store.MetricTokenUsage, 3),
-		gauge(store.MetricCacheHitRate, 3), gauge(store.MetricAcceptLength, 2), lastSeen, srvRate, cliRate, agreement, note}, nil
+		gauge(store.MetricCacheHitRate, 3), gauge(store.MetricAcceptLength, 2), lastSeen, srvRate, cliRate, agreement,
+		retried, inBackoff, lastError, lastErrorAt, note}, nil
 }
 
 func (t *tokenSpan) add(o tokenSpan) {

@@ -2,6 +2,8 @@ package query
 
 import (
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +79,7 @@ func TestServerCounterReset(t *testing.T) {
 	if got := row[10]; got != (Fixed{1, 3}) {
 		t.Errorf("agreement %v", got)
 	}
-	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[11] != "" {
+	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[15] != "" {
 		t.Errorf("row %v", row)
 	}
 	// A window whose last sample is the down one: gauges unknown, up no.
@@ -87,12 +89,91 @@ func TestServerCounterReset(t *testing.T) {
 	}
 	// Long after the run: nothing in the window; last_seen still known.
 	row = ask(t0.Add(time.Hour))
-	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[11] == "" {
+	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[15] == "" {
 		t.Errorf("stale: %v", row)
 	}
 	if _, err := Answer(db, Query{Question: "server", Servers: []string{"http://nope"}, Window: time.Minute}, t0); err == nil || !strings.Contains(err.Error(), "http://s") {
 		t.Errorf("unknown server: %v", err)
 	}
+}
+
+// TestServerRetries: retries counts gen's retried attempts within the
+// window: the increase between samples of one run (a run that began
+// before the window counts from its first sample in it), all of a run
+// that began in it, never a count that went back between runs; in_backoff
+// and last_error come from the last sample; none of them is known without
+// a sample in the window, and no error is "", not unknown.
+func TestServerRetries(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ms := func(sec int) int64 { return t0.Add(time.Duration(sec) * time.Second).UnixMilli() }
+	type smp struct {
+		sec, run, retries, backoff int
+		last                       string
+	}
+	for _, s := range []smp{
+		{0, 0, 0, 0, ""}, {10, 0, 4, 1, "timeout"}, {20, 0, 10, 0, "HTTP 500 'Failed to parse input'"}, // run 1 from t0
+		{30, 25, 3, 2, "lost connection 'EOF'"}, {40, 25, 5, 2, "abort"}, // run 2, began at t0+25s
+		{50, 45, 0, 0, ""}, // run 3: none yet
+	} {
+		x := &store.ServerSample{Time: ms(s.sec), Up: true, Run: ms(s.run), Retries: int64(s.retries), InBackoff: int64(s.backoff), LastError: s.last}
+		if s.last != "" {
+			x.LastErrorAt = ms(s.sec) - 1000
+		}
+		if err := db.Update(func(tx *store.Tx) error { return tx.PutServerSample("http://s", x) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cols := []string{"retries", "in_backoff", "last_error", "last_error_at"}
+	ask := func(now time.Time, window string) []any {
+		t.Helper()
+		res, err := Answer(db, Query{Question: "server", Window: mustDuration(t, window)}, now)
+		if err != nil || len(res.Rows) != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		var out []any
+		for _, c := range cols {
+			i := slices.Index(res.Columns, c)
+			if i < 0 {
+				t.Fatalf("no column %s in %v", c, res.Columns)
+			}
+			out = append(out, res.Rows[0][i])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		now    int
+		window string
+		want   []any
+	}{
+		// Run 1 began in the window: all its 10; run 2 began in it: its 5.
+		{41, "1m", []any{uint64(15), uint64(2), "abort", "2026-12-01T10:00:39.000Z"}},
+		// Run 1 began before t0+5s: 10−4 from its samples in the window.
+		{21, "16s", []any{uint64(6), uint64(0), "HTTP 500 'Failed to parse input'", "2026-12-01T10:00:19.000Z"}},
+		// Run 2 began before the window: 5−3 from its first sample in it;
+		// then run 3, none yet.
+		{51, "25s", []any{uint64(2), uint64(0), "", nil}},
+		// Nothing in the window: unknown.
+		{200, "30s", []any{nil, nil, nil, nil}},
+	} {
+		got := ask(t0.Add(time.Duration(tc.now)*time.Second), tc.window)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("t0+%ds, window %s: %v = %#v; want %#v", tc.now, tc.window, cols, got, tc.want)
+		}
+	}
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestEvents: events in time order, --since, and a server's filter keeps

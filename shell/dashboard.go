@@ -144,7 +144,8 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
 // serverLines writes, after the datasets, one line per server gen reads:
 // up or down, the server's own running and queued requests, its KV use
 // (token_usage) and its tokens/s over the last 30 s, with gendex's own
-// tokens/s from it and the note of `query server`. Nothing when no
+// tokens/s from it, gen's retries on it over the same 30 s with the last
+// one's error, and the note of `query server`. Nothing when no
 // server has a series, or when the writer asked is too old to know the
 // question.
 func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Result, error), f query.Format) error {
@@ -152,10 +153,12 @@ func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Re
 	if err != nil || len(srv.Rows) == 0 {
 		return nil
 	}
-	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "token_usage", "tokens/s server 30s", "tokens/s gendex 30s", "note"}}
+	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "token_usage", "tokens/s server 30s", "tokens/s gendex 30s",
+		"retries 30s", "last error", "note"}}
 	for _, row := range srv.Rows {
 		res.Rows = append(res.Rows, []any{row[0], get(srv, row, "up"), get(srv, row, "running"), get(srv, row, "queued"),
-			get(srv, row, "token_usage"), get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"), get(srv, row, "note")})
+			get(srv, row, "token_usage"), get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"),
+			get(srv, row, "retries"), get(srv, row, "last_error"), get(srv, row, "note")})
 	}
 	io.WriteString(w, "\n")
 	return format.Write(w, res, format.Options{Format: f})

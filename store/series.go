@@ -66,6 +66,15 @@ type ServerSample struct {
 	// since Run began, of the answers this server gave: their completion
 	// tokens, the answers, and those without a token count.
 	ClientTokens, ClientAnswers, ClientUnknown int64
+	// Retries counts gen's attempts on this server, since Run began, that
+	// failed and were sent again; InBackoff the prompts waiting then to be
+	// sent again; LastError is the last such attempt's error, briefly
+	// ("HTTP 500 'Failed to parse input'"), at LastErrorAt (Unix ms; 0 and
+	// "" when none failed yet). Samples stored before these were kept have
+	// none of them (read as 0 and "").
+	Retries, InBackoff int64
+	LastError          string
+	LastErrorAt        int64
 
 	has    uint16
 	values [NumMetrics]float64
@@ -157,7 +166,14 @@ func (s *ServerSample) encode() []byte {
 			b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.values[m]))
 		}
 	}
-	return b
+	// The retry fields follow the values, so that a sample without them
+	// (stored before they were kept) still reads, and a reader that does
+	// not know them reads the rest.
+	for _, v := range [...]int64{s.Retries, s.InBackoff, s.LastErrorAt} {
+		b = binary.AppendVarint(b, v)
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.LastError)))
+	return append(b, s.LastError...)
 }
 
 var errBadSample = errors.New("corrupt server sample")
@@ -196,6 +212,21 @@ func decodeSample(b []byte, s *ServerSample) error {
 		s.values[m] = math.Float64frombits(binary.BigEndian.Uint64(b))
 		b = b[8:]
 	}
+	if len(b) == 0 {
+		return nil // stored before the retry fields were kept
+	}
+	for _, p := range [...]*int64{&s.Retries, &s.InBackoff, &s.LastErrorAt} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return errBadSample
+		}
+		*p, b = v, b[n:]
+	}
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return errBadSample
+	}
+	s.LastError = string(b[n : n+int(l)])
 	return nil
 }
 

@@ -21,6 +21,7 @@ const (
 	EventUp        = "up"        // a server is ready: at first, or back (detail: how long it was down)
 	EventRestarted = "restarted" // a server's counters went back, or its process start time changed
 	EventErrors    = "errors"    // prompts failed for good on a server, counted per burst
+	EventRetries   = "retries"   // attempts on a server failed and were sent again, counted per burst (detail: the most frequent cause)
 )
 
 // burstWindow: final errors on one server within this long of the first
@@ -37,7 +38,7 @@ func (m *monitor) event(t int64, server, name, detail string) {
 func (m *monitor) serverChanged(s *server, up, wasUp bool, down time.Duration) {
 	now := time.Now().UnixMilli()
 	if !up {
-		m.event(now, s.name, EventDown, fmt.Sprintf("stopped answering; %d requests in flight on it are retried when it is back", s.inFlight.Load()))
+		m.event(now, s.name, EventDown, fmt.Sprintf("stopped answering; %d requests in flight on it are retried when it is back", s.downInFlight.Load()))
 		return
 	}
 	detail := "ready"
@@ -62,20 +63,26 @@ func roundDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// bursts counts final errors per server and records one event per burst:
-// the first error opens it, and burstWindow later it is recorded, at the
-// first error's time, with the count and the last message.
+// bursts counts final errors, and attempts retried, per server and
+// records one event of each per burst: the first one opens it, and
+// burstWindow later it is recorded, at the first one's time, with the
+// count and the last message (final errors) or the most frequent cause
+// (retries).
 type bursts struct {
 	m    *monitor
 	mu   sync.Mutex
-	open map[string]*burst
+	open map[burstKey]*burst
 }
 
+// burstKey is a server's burst of one event (EventErrors, EventRetries).
+type burstKey struct{ server, event string }
+
 type burst struct {
-	start int64 // Unix ms
-	n     int
-	last  string
-	timer *time.Timer
+	start  int64 // Unix ms
+	n      int
+	last   string
+	causes map[string]int64 // retries: by retryCause
+	timer  *time.Timer
 }
 
 // finalError counts a prompt that failed for good on server.
@@ -83,30 +90,50 @@ func (b *bursts) finalError(server, msg string) {
 	if server == "" {
 		return // not a server's failure (a bad prompt line)
 	}
+	b.count(burstKey{server, EventErrors}, msg)
+}
+
+// retried counts an attempt on server retried, for cause (retryCause).
+func (b *bursts) retried(server, cause string) {
+	b.count(burstKey{server, EventRetries}, cause)
+}
+
+// count adds one to k's open burst, opening one if there is none.
+func (b *bursts) count(k burstKey, msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.open == nil {
-		b.open = map[string]*burst{}
+		b.open = map[burstKey]*burst{}
 	}
-	if u := b.open[server]; u != nil {
-		u.n++
-		u.last = msg
-		return
+	u := b.open[k]
+	if u == nil {
+		u = &burst{start: time.Now().UnixMilli()}
+		b.open[k] = u
+		u.timer = time.AfterFunc(burstWindow, func() { b.end(k, u) })
 	}
-	u := &burst{start: time.Now().UnixMilli(), n: 1, last: msg}
-	b.open[server] = u
-	u.timer = time.AfterFunc(burstWindow, func() { b.end(server, u) })
+	u.n++
+	u.last = msg
+	if k.event == EventRetries {
+		if u.causes == nil {
+			u.causes = map[string]int64{}
+		}
+		u.causes[msg]++
+	}
 }
 
-// end records burst u of server, unless it was recorded already.
-func (b *bursts) end(server string, u *burst) {
+// end records burst u of k, unless it was recorded already.
+func (b *bursts) end(k burstKey, u *burst) {
 	b.mu.Lock()
-	if b.open[server] != u {
+	if b.open[k] != u {
 		b.mu.Unlock()
 		return
 	}
-	delete(b.open, server)
+	delete(b.open, k)
 	b.mu.Unlock()
+	if k.event == EventRetries {
+		b.m.event(u.start, k.server, EventRetries, retryBurstText(u))
+		return
+	}
 	what := "1 prompt failed for good"
 	if u.n > 1 {
 		what = fmt.Sprintf("%d prompts failed for good within %s", u.n, burstWindow)
@@ -115,24 +142,30 @@ func (b *bursts) end(server string, u *burst) {
 	if len(last) > 300 {
 		last = last[:300] + "..."
 	}
-	b.m.event(u.start, server, EventErrors, what+"; last: "+strings.ReplaceAll(last, "\n", " "))
+	b.m.event(u.start, k.server, EventErrors, what+"; last: "+strings.ReplaceAll(last, "\n", " "))
+}
+
+// retryBurstText describes a burst of retries, its causes most frequent
+// first: "37 attempts retried within 10s: 30 HTTP 500 'Failed to parse
+// input', 7 timeouts"; "1 attempt retried: timeout".
+func retryBurstText(u *burst) string {
+	if u.n == 1 {
+		return "1 attempt retried: " + u.last
+	}
+	return fmt.Sprintf("%d attempts retried within %s: %s", u.n, burstWindow, causesText(u.causes))
 }
 
 // flushAll records the bursts still open (the run ends).
 func (b *bursts) flushAll() {
 	b.mu.Lock()
-	open := b.open
-	b.open = nil
+	open := make(map[burstKey]*burst, len(b.open))
+	for k, u := range b.open {
+		open[k] = u
+	}
 	b.mu.Unlock()
-	for server, u := range open {
+	for k, u := range open {
 		u.timer.Stop()
-		b.mu.Lock()
-		if b.open == nil {
-			b.open = map[string]*burst{}
-		}
-		b.open[server] = u
-		b.mu.Unlock()
-		b.end(server, u)
+		b.end(k, u)
 	}
 }
 
@@ -167,7 +200,11 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 		detail = "failed: " + err.Error()
 	}
 	if sum != nil {
-		detail += fmt.Sprintf(": %d answers, %d errors, %d tokens in %s", sum.Responses, sum.Errors, sum.Tokens, sum.Elapsed.Round(time.Millisecond))
+		retried := ""
+		if n := r.pool.retriesTotal(); n > 0 {
+			retried = ", " + attemptsText(n) + " retried"
+		}
+		detail += fmt.Sprintf(": %d answers, %d errors%s, %d tokens in %s", sum.Responses, sum.Errors, retried, sum.Tokens, sum.Elapsed.Round(time.Millisecond))
 	}
 	r.mon.close(err == nil, &store.Event{Name: EventStop, Detail: detail})
 }

@@ -168,9 +168,9 @@ func (r *run) statusLines(now time.Time) []string {
 		}
 		return nil
 	})
-	lines := []string{fmt.Sprintf("gen: %s, %d in flight, %.1f answers/s, %s (last %ds), %d to go, %s",
-		servers, r.pool.inFlight(), all.PerSecond(), rateTokens(all), all.Seconds(), left, etaText(left, all))}
-	lines = append(lines, r.serverLines(now)...)
+	lines := []string{fmt.Sprintf("gen: %s, %d in flight%s, %.1f answers/s, %s (last %ds), %d to go, %s",
+		servers, r.pool.inFlight(), r.pool.retriesLine(), all.PerSecond(), rateTokens(all), all.Seconds(), left, etaText(left, all))}
+	lines = append(lines, r.withRetries(r.serverLines(now), now)...)
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
@@ -190,6 +190,29 @@ func (r *run) statusLines(now time.Time) []string {
 		}
 		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
 			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, rate.PerSecond(), rateTokens(rate), etaText(left, rate)))
+	}
+	return lines
+}
+
+// withRetries adds to the servers' lines (serverLines) what each server's
+// retries are (retries.go): at the end of its line, or on a line of its
+// own when it has none.
+func (r *run) withRetries(lines []string, now time.Time) []string {
+	for _, s := range r.pool.servers {
+		text := serverRetries(s, now)
+		if text == "" {
+			continue
+		}
+		head, found := "  server "+s.name+": ", false
+		for i, l := range lines {
+			if strings.HasPrefix(l, head) {
+				lines[i], found = l+", "+text, true
+				break
+			}
+		}
+		if !found {
+			lines = append(lines, head+text)
+		}
 	}
 	return lines
 }
@@ -262,6 +285,9 @@ func (r *run) final(sum *Summary) {
 	r.logf("gen: %d answers (%s) and %d errors in %s: %.1f answers/s, %s",
 		sum.Responses, tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
+	for _, l := range r.pool.retrySummary() {
+		r.logf("%s", l)
+	}
 	if t := r.truncatedSummary(sum); t != "" {
 		r.logf("%s", t)
 	}

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,13 @@ type server struct {
 	// tokens and unknownTokens count, like done, what this server answered
 	// in this run: completion tokens, and answers without a count.
 	tokens, unknownTokens atomic.Int64
+	// retries are its failed attempts that were sent again (retries.go).
+	retries retries
+	// lost counts the requests to it that ended without an answer since
+	// one last got an answer (pool.ended; under pool.mu); downInFlight is,
+	// when it is marked down, the requests that were in flight on it when
+	// it stopped answering (those still in flight, and those lost already).
+	lost, downInFlight atomic.Int64
 }
 
 // pool spreads requests over servers by least outstanding requests and
@@ -89,6 +98,25 @@ func (p *pool) pick(ctx context.Context) (*server, error) {
 
 func (p *pool) release(s *server) { s.inFlight.Add(-1) }
 
+// ended releases a request to s that ended with err (nil: answered). One
+// that got no answer at all (no status; not a timeout) is counted as lost,
+// and any answer (an error status too) clears that count: so that when s is
+// found down, the requests in flight on it when it stopped answering are
+// known though most have ended by then (markDown).
+func (p *pool) ended(s *server, err error) {
+	var e *sglang.Error
+	errors.As(err, &e)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err == nil || e != nil && e.Status != 0:
+		s.lost.Store(0)
+	case e != nil && e.Kind == sglang.Transient && !errors.Is(e.Err, context.DeadlineExceeded) && !strings.HasPrefix(e.Message, "timeout"):
+		s.lost.Add(1)
+	}
+	p.release(s)
+}
+
 func (s *server) client() *sglang.Client { return s.cl.Load() }
 
 // answered counts an answer s gave.
@@ -105,6 +133,7 @@ func (s *server) answered(res *sglang.Result) {
 func (p *pool) markUp(s *server) {
 	p.mu.Lock()
 	wasUp := s.everUp.Load()
+	s.lost.Store(0)
 	s.up.Store(true)
 	s.everUp.Store(true)
 	close(p.changed)
@@ -121,6 +150,11 @@ func (p *pool) markDown(ctx context.Context, s *server) {
 		return
 	}
 	s.downAt.Store(time.Now().UnixMilli())
+	// The requests in flight when it stopped answering: most of them have
+	// ended already (each then asked /health before saying so).
+	p.mu.Lock()
+	s.downInFlight.Store(s.inFlight.Load() + s.lost.Swap(0))
+	p.mu.Unlock()
 	if p.notify != nil {
 		p.notify(s, false, true, 0)
 	}

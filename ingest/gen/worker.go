@@ -98,7 +98,7 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 		res, err := r.send(ctx, s, p)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
-		r.pool.release(s)
+		r.pool.ended(s, err)
 		if j.suspect {
 			<-r.suspect
 		}
@@ -145,6 +145,7 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 				return nil
 			}
 			if !j.suspect {
+				r.retried(s, err, false) // by the suspect's goroutine
 				j.suspect = true
 				alone := *j
 				r.workers.Go(func() { r.answer(alone) })
@@ -158,13 +159,8 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 				return nil
 			}
 		}
-		if r.stopping() {
-			return nil
-		}
-		select {
-		case <-time.After(r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))):
-		case <-r.stop.Done():
-			return nil
+		if !r.retry(s, err, timedOut, r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))) {
+			return nil // the run stops
 		}
 	}
 }

@@ -1,0 +1,29 @@
+package store
+
+import "testing"
+
+// TestServerSampleRetries: the retry fields come back as stored; a sample
+// stored before they were kept (the values its last bytes) reads with
+// none; a retry field cut short is an error.
+func TestServerSampleRetries(t *testing.T) {
+	s := ServerSample{Time: 1796137441996, Up: true, Run: 1796137441000, ClientTokens: 99,
+		Retries: 152, InBackoff: 3, LastError: "HTTP 500 'Failed to parse input'", LastErrorAt: 1796137440123}
+	s.Set(MetricRunning, 4)
+	var got ServerSample
+	if err := decodeSample(s.encode(), &got); err != nil || got != s {
+		t.Fatalf("%+v %v\nwant %+v", got, err, s)
+	}
+	old := s
+	old.Retries, old.InBackoff, old.LastError, old.LastErrorAt = 0, 0, "", 0
+	b := old.encode()
+	b = b[:len(b)-4] // three varints 0 and an empty string: what a sample had before
+	if err := decodeSample(b, &got); err != nil || got != old {
+		t.Errorf("an older sample: %+v %v\nwant %+v", got, err, old)
+	}
+	full := s.encode()
+	for _, cut := range []int{1, 5, len(s.LastError) + 1} {
+		if err := decodeSample(full[:len(full)-cut], &got); err == nil {
+			t.Errorf("cut by %d: decoded %+v", cut, got)
+		}
+	}
+}
