@@ -1,0 +1,310 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gendex/store"
+)
+
+// SeriesSteps is how many steps at most `series` cuts its span into when
+// no --step is asked for: the smallest round step (SeriesStep) that gives
+// no more.
+const SeriesSteps = 120
+
+// roundSteps are the steps `series` picks from, in seconds; past a day it
+// takes whole days.
+var roundSteps = []int64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
+
+// SeriesStep returns the smallest round step that cuts span seconds into
+// at most steps steps.
+func SeriesStep(span int64, steps int) time.Duration {
+	steps = max(steps, 1)
+	for _, s := range roundSteps {
+		if (span+s-1)/s <= int64(steps) {
+			return time.Duration(s) * time.Second
+		}
+	}
+	days := (span + 86400*int64(steps) - 1) / (86400 * int64(steps))
+	return time.Duration(days) * 24 * time.Hour
+}
+
+// parseSeries reads series' flags: --step (whole seconds, at least one),
+// --since and --servers, after which the names are servers.
+func parseSeries(q *Query, pos []string, step, since string, perServer bool) ([]string, error) {
+	if step != "" {
+		d, err := time.ParseDuration(step)
+		if err != nil || d < time.Second {
+			return nil, usageErr("bad --step %q (want a duration of at least the index's one second, such as 10s, 1m, 1h)", step)
+		}
+		q.Step = d.Truncate(time.Second)
+	}
+	if since != "" {
+		d, err := time.ParseDuration(since)
+		if err != nil || d < time.Second {
+			return nil, usageErr("bad --since %q (want a duration such as 10m, 24h)", since)
+		}
+		q.Since = d.Truncate(time.Second)
+	}
+	q.PerServer = perServer
+	if perServer {
+		q.Servers = pos
+		return nil, nil
+	}
+	return pos, nil
+}
+
+// seriesSpan is the seconds [from, to) a series covers, cut into rows at
+// the multiples of step (Unix seconds: a 1m step starts its rows at whole
+// minutes); the first and last rows may be shorter.
+type seriesSpan struct{ from, to, step int64 }
+
+func newSpan(q Query, now time.Time, first int64, hasFirst bool) seriesSpan {
+	sp := seriesSpan{to: now.Unix()}
+	switch {
+	case q.Since > 0:
+		sp.from = sp.to - int64(q.Since/time.Second)
+	case hasFirst:
+		sp.from = min(first, sp.to)
+	default:
+		sp.from = sp.to
+	}
+	sp.from = max(sp.from, 0)
+	sp.step = int64(q.Step / time.Second)
+	if sp.step <= 0 {
+		sp.step = int64(SeriesStep(sp.to-sp.from, SeriesSteps) / time.Second)
+	}
+	return sp
+}
+
+// each calls fn with every row's seconds [a, b), in order.
+func (sp seriesSpan) each(fn func(a, b int64) error) error {
+	for a := sp.from; a < sp.to; {
+		b := min((a/sp.step+1)*sp.step, sp.to)
+		if err := fn(a, b); err != nil {
+			return err
+		}
+		a = b
+	}
+	return nil
+}
+
+func unixTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeFormat) }
+
+// series: the datasets' answers over time, one row per step and dataset,
+// from the per-second buckets `throughput` reads (never the records):
+// time is the row's first second, seconds how many it covers (a round
+// step, except the first and last rows, cut at the span's ends); answers,
+// completion_tokens and unknown_tokens are the answers that finished in
+// those seconds, as throughput counts them, with their rates over the
+// row's seconds; a step without answers is a row of zeros, never left out.
+// accept_length is as throughput's. The span is --since ending now (the
+// current second never counts), or from the first answer of the datasets
+// asked; the step is --step, or the smallest round step that makes at most
+// SeriesSteps rows per dataset. TOTAL sums the whole span: it equals
+// `throughput --window SINCE` whenever the datasets' first answers are
+// inside the span.
+//
+// With --servers: one row per step and server, from the samples gen took
+// of each server's /metrics (see serverList): samples is how many fall in
+// the row's seconds, up the share of them in which gen had the server in
+// rotation, running, queued, token_usage, cache_hit_rate and
+// accept_length the mean of the server's own values over the samples that
+// have them, and the token rates as server's, over the pairs of
+// consecutive samples of one gen run whose later sample falls in the row.
+// A row without samples has samples 0 and the rest unknown.
+func series(v *store.View, q Query, now time.Time, out Sink) error {
+	if q.PerServer {
+		return serverSeries(v, q, now, out)
+	}
+	names, err := datasets(v, q.Datasets)
+	if err != nil {
+		return err
+	}
+	var first int64
+	hasFirst := false
+	for _, n := range names {
+		if f, ok := v.FirstSecond(n); ok && (!hasFirst || f < first) {
+			first, hasFirst = f, true
+		}
+	}
+	sp := newSpan(q, now, first, hasFirst)
+	out.Columns([]string{"time", "dataset", "seconds", "answers", "completion_tokens", "answers_per_s", "tokens_per_s", "unknown_tokens", "accept_length"})
+	var tot store.Rate
+	var specTokens, specVerify int64
+	row := func(t, name string, r store.Rate, st, sv int64) []any {
+		var tok, tokRate any = r.Tokens, nil
+		if perSec, ok := r.TokensPerSecond(); ok {
+			tokRate = Fixed{perSec, 1}
+		} else {
+			tok = nil
+		}
+		return []any{t, name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown,
+			AcceptLength(uint64(max(st, 0)), uint64(max(sv, 0)))}
+	}
+	err = sp.each(func(a, b int64) error {
+		for _, n := range names {
+			r := store.Rate{From: a, To: b}
+			r.Records, r.Tokens, r.Unknown = v.Window(n, a, b)
+			_, st, sv := v.SpecWindow(n, a, b)
+			tot.Records += r.Records
+			tot.Tokens += r.Tokens
+			tot.Unknown += r.Unknown
+			specTokens += st
+			specVerify += sv
+			if err := out.Row(row(unixTime(a), n, r, st, sv)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	tot.From, tot.To = sp.from, max(sp.to, sp.from+1)
+	return out.Total(row("TOTAL", "", tot, specTokens, specVerify))
+}
+
+var errFirstOnly = errors.New("first sample only")
+
+// serverSeries: series --servers (see series).
+func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
+	names := v.Servers()
+	if len(q.Servers) > 0 {
+		for _, n := range q.Servers {
+			if !containsString(names, n) {
+				if len(names) == 0 {
+					return fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
+				}
+				return fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
+			}
+		}
+		names = dedupe(q.Servers)
+	}
+	var first int64
+	hasFirst := false
+	for _, n := range names {
+		err := v.ServerSamples(n, 0, now.Unix(), func(s *store.ServerSample) error {
+			if sec := s.Time / 1000; !hasFirst || sec < first {
+				first, hasFirst = sec, true
+			}
+			return errFirstOnly
+		})
+		if err != nil && !errors.Is(err, errFirstOnly) {
+			return err
+		}
+	}
+	sp := newSpan(q, now, first, hasFirst)
+	out.Columns([]string{"time", "server", "seconds", "samples", "up", "running", "queued", "token_usage", "cache_hit_rate",
+		"accept_length", "server_tokens_per_s", "client_tokens_per_s"})
+	// Each server's samples are read once, from a minute before the span
+	// (so that its first row has the pair its first sample closes), and
+	// added to the row they fall in.
+	rows := make([][]stepSamples, len(names))
+	nrows := 0
+	sp.each(func(a, b int64) error { nrows++; return nil })
+	for i, n := range names {
+		rows[i] = make([]stepSamples, nrows)
+		var prev store.ServerSample
+		havePrev := false
+		err := v.ServerSamples(n, sp.from-60, sp.to-1, func(s *store.ServerSample) error {
+			sec := s.Time / 1000
+			if sec >= sp.from && sec < sp.to {
+				rows[i][sp.index(sec)].add(s, &prev, havePrev)
+			}
+			prev, havePrev = *s, true
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	k := 0
+	return sp.each(func(a, b int64) error {
+		for i, n := range names {
+			if err := out.Row(rows[i][k].row(unixTime(a), n, b-a)); err != nil {
+				return err
+			}
+		}
+		k++
+		return nil
+	})
+}
+
+// index returns the row of second sec, from <= sec < to.
+func (sp seriesSpan) index(sec int64) int {
+	firstEnd := (sp.from/sp.step + 1) * sp.step
+	if sec < firstEnd {
+		return 0
+	}
+	return 1 + int((sec-firstEnd)/sp.step)
+}
+
+// stepSamples sums one row's samples of one server.
+type stepSamples struct {
+	samples, up int64
+	gauges      [store.NumMetrics]struct {
+		sum float64
+		n   int64
+	}
+	server, client tokenSpan
+	paired         bool // a pair had the server's counter: server's rate is known
+}
+
+var seriesGauges = []store.Metric{store.MetricRunning, store.MetricQueued, store.MetricTokenUsage, store.MetricCacheHitRate, store.MetricAcceptLength}
+
+func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool) {
+	st.samples++
+	if s.Up {
+		st.up++
+	}
+	if s.Scraped {
+		for _, m := range seriesGauges {
+			if x, ok := s.Get(m); ok {
+				st.gauges[m].sum += x
+				st.gauges[m].n++
+			}
+		}
+	}
+	if !havePrev || prev.Run != s.Run || s.Time <= prev.Time {
+		return
+	}
+	ms := s.Time - prev.Time
+	client := tokenSpan{float64(s.ClientTokens - prev.ClientTokens), s.ClientUnknown - prev.ClientUnknown, ms}
+	st.client.add(client)
+	a, ok1 := prev.Get(store.MetricGenTokens)
+	b, ok2 := s.Get(store.MetricGenTokens)
+	if ok1 && ok2 {
+		st.server.add(tokenSpan{counterIncrease(a, b), 0, ms})
+		st.paired = true
+	}
+}
+
+func (st *stepSamples) row(t, name string, seconds int64) []any {
+	row := []any{t, name, seconds, uint64(st.samples), nil, nil, nil, nil, nil, nil, nil, nil}
+	if st.samples == 0 {
+		return row
+	}
+	row[4] = Fixed{float64(st.up) / float64(st.samples), 2}
+	for i, m := range seriesGauges {
+		if g := st.gauges[m]; g.n > 0 {
+			prec := 3
+			switch m {
+			case store.MetricRunning, store.MetricQueued:
+				prec = 1
+			case store.MetricAcceptLength:
+				prec = 2
+			}
+			row[5+i] = Fixed{g.sum / float64(g.n), prec}
+		}
+	}
+	if r, ok := st.server.perSecond(); ok && st.paired {
+		row[10] = Fixed{r, 1}
+	}
+	if r, ok := st.client.perSecond(); ok {
+		row[11] = Fixed{r, 1}
+	}
+	return row
+}
