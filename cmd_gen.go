@@ -43,6 +43,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
 	scrapeEvery := fs.Duration("scrape-every", gen.DefaultScrapeEvery, "how often to read each server's /metrics into the index (0: never)")
+	shardFlag := fs.String("shard", "", "I/N: answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -108,7 +109,10 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if err := cfg.Sampling.Validate(); err != nil {
 		return usagef("gen: %v", err)
 	}
-	sets, err := gen.FindDatasets(paths, *out)
+	if cfg.Shard, err = store.ParseShard(*shardFlag); err != nil {
+		return usagef("gen: --shard: %v", err)
+	}
+	sets, err := gen.FindShardDatasets(paths, *out, cfg.Shard)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,11 @@ type Source struct {
 	// forgotten and indexed again from its start, as when its dataset or
 	// stage changes.
 	IDPath string
+	// Shard, when set, keeps of a file only the records of that shard's
+	// prompts (a sharded gen's index holds its own); remembered with the
+	// file like IDPath, and a file indexed under another shard is indexed
+	// again.
+	Shard store.Shard
 }
 
 // Indexer brings the new lines of files into the index. It is the one path
@@ -77,7 +82,11 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	var added, dups, errDups, refused int
 	var chunkUnknown int64 // stream records without a count, net of merges
 	var txProblems []Problem
-	err := ix.DB.Update(func(tx *store.Tx) error {
+	shard, err := store.ParseShard(state.Shard)
+	if err != nil {
+		return fmt.Errorf("%s: the shard the index remembers: %w", src.Path, err)
+	}
+	err = ix.DB.Update(func(tx *store.Tx) error {
 		added, dups, errDups, refused, txProblems = 0, 0, 0, 0, txProblems[:0]
 		chunkUnknown = 0
 		st := *state
@@ -93,6 +102,9 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 				}
 			}
 			p := &c.recs[i]
+			if !shard.IsZero() && !shard.Has(store.PromptID(p.stage, p.rec.ID)) {
+				continue // another shard's
+			}
 			p.rec.File = st.ID
 			if p.chunk {
 				old, err := tx.Merge(src.Dataset, p.stage, &p.rec)
@@ -258,7 +270,8 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 		}
 	}
 	sameIDPath := src.IDPath == "" || src.IDPath == state.IDPath
-	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage && sameIDPath &&
+	sameShard := src.Shard.IsZero() || src.Shard.String() == state.Shard
+	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage && sameIDPath && sameShard &&
 		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
 		res.Unchanged = true
 		res.Torn = int(size - state.Offset)
@@ -285,6 +298,8 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 		reason = fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage)
 	case !sameIDPath:
 		reason = fmt.Sprintf("its ids are now read from %s (were from %s)", src.IDPath, idRules(state.IDPath))
+	case !sameShard:
+		reason = fmt.Sprintf("it is now read for shard %s (was %q)", src.Shard, state.Shard)
 	case state.Dev != dev || state.Ino != ino:
 		reason = "the file was replaced by another (new inode)"
 	case size < state.Offset:
@@ -336,6 +351,9 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, dev, ino, mtime
 	if src.IDPath != "" {
 		state.IDPath = src.IDPath
+	}
+	if !src.Shard.IsZero() {
+		state.Shard = src.Shard.String()
 	}
 	idPath, err := ParseIDPath(state.IDPath)
 	if err != nil {

@@ -23,13 +23,13 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing and lines skipped, per dataset"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
-	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
 	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw), or without a tokenized record and why (tokenized)"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
+	{"shards", "shards [--quiet 5m] [DATASET...]", "a run sharded over nodes (gen --shard), by shard: answers, errors, the last answer indexed, and which shards have gone quiet"},
 	{"server", "server [--window 30s|DURATION] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
@@ -41,6 +41,7 @@ type Query struct {
 	Datasets []string
 	Window   time.Duration // throughput, server
 	Since    time.Duration // events: how far back (0: all)
+	Quiet    time.Duration // shards: a shard with no answer for longer has gone quiet
 	Servers  []string      // server, events
 	Stage    store.Stage   // missing (Raw or Tokenized), show
 	StageSet bool          // show: --stage given
@@ -50,9 +51,6 @@ type Query struct {
 	Bare     bool // missing: ids only (see Resolve)
 	// Args are the words Parse read, to ask the same question elsewhere.
 	Args []string
-	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
-	Step      time.Duration
-	PerServer bool
 }
 
 // Format is the output format a question asks for (--format); package
@@ -108,8 +106,7 @@ func Parse(args []string) (Query, error) {
 	window := fs.String("window", "30s", "throughput window")
 	stage := fs.String("stage", "", "stage")
 	since := fs.String("since", "", "events: how far back")
-	step := fs.String("step", "", "series: a row's length")
-	perServer := fs.Bool("servers", false, "series: rows per server")
+	quiet := fs.Duration("quiet", 5*time.Minute, "shards: no answer for longer than this is quiet")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return q, usageErr("%v", err)
@@ -131,10 +128,6 @@ func Parse(args []string) (Query, error) {
 		q.StageSet = true
 	}
 	switch q.Question {
-	case "series":
-		if pos, err = parseSeries(&q, pos, *step, *since, *perServer); err != nil {
-			return q, err
-		}
 	case "events":
 		if *since != "" {
 			d, err := time.ParseDuration(*since)
@@ -173,6 +166,11 @@ func Parse(args []string) (Query, error) {
 		if len(pos) != 0 {
 			return q, usageErr("usage: datasets")
 		}
+	case "shards":
+		if *quiet <= 0 {
+			return q, usageErr("--quiet %s: want a positive duration such as 5m", *quiet)
+		}
+		q.Quiet = *quiet
 	}
 	q.Datasets = pos
 	return q, nil
@@ -260,8 +258,6 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return serverList(v, q, now, out)
 		case "events":
 			return eventList(v, q, now, out)
-		case "series":
-			return series(v, q, now, out)
 		}
 		names, err := datasets(v, q.Datasets)
 		if err != nil {
@@ -286,6 +282,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return datasetList(v, names, out)
 		case "files":
 			return fileList(v, names, out)
+		case "shards":
+			return shardList(v, names, q.Quiet, now, out)
 		case "show":
 			return show(v, names[0], q, out)
 		}

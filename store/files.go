@@ -21,6 +21,9 @@ type FileState struct {
 	// is stored with the records read under it and kept while the file is
 	// forgotten, so every later read of the file uses it.
 	IDPath string `json:"id_path,omitempty"`
+	// Shard is "I/N" when only the prompts of that shard of the file are
+	// indexed (a sharded gen's index), as given to ingest.Source.Shard.
+	Shard string `json:"shard,omitempty"`
 
 	// Offset is the end of the last complete line indexed; Lines is how many
 	// lines lie before it (so the next line is number Lines+1).
@@ -298,7 +301,7 @@ func (tx *Tx) beginForget(fs *FileState) error {
 	}
 	d.sum.Stages[fs.Stage].Files--
 	d.sum.Stages[fs.Stage].Skipped -= fs.Skipped
-	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, IDPath: fs.IDPath, Phase: PhaseForgetting,
+	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, IDPath: fs.IDPath, Shard: fs.Shard, Phase: PhaseForgetting,
 		Forget: &Forgetting{ID: fs.ID, Dataset: fs.Dataset, Stage: fs.Stage, Keyed: fs.Keyed}}
 	if err := tx.putState(fs); err != nil {
 		return err

@@ -92,6 +92,9 @@ func Open(path string, opts Options) (*DB, error) {
 			bopts.InitialMmapSize = opts.InitialMmapSize
 		}
 	}
+	if fs := networkFS(path); fs != "" && os.Getenv("GENDEX_NETWORK_DB") != "1" {
+		return nil, fmt.Errorf("open index %s: it is on %s, a network filesystem, where the index's lock and memory map are not reliable (two writers on two machines could both take it): keep --db on local disk, such as --db /tmp/gendex-$SLURM_ARRAY_TASK_ID.db, and only the JSONL files on the shared folder (GENDEX_NETWORK_DB=1 opens it anyway)", path, fs)
+	}
 	bdb, err := bolt.Open(path, 0o600, bopts)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {

@@ -114,6 +114,10 @@ type Config struct {
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
 	Export *export.Config
+	// Shard, when set, is the part of every dataset this run answers:
+	// the prompts whose id hashes to it (store.ShardOf), written to files
+	// of its own (FindShardDatasets); the index holds only its prompts.
+	Shard store.Shard
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
@@ -175,6 +179,15 @@ type Dataset struct {
 // its subfolders that holds some is. Output files go beside the prompts, or
 // under out/<dataset>/ when out is set.
 func FindDatasets(paths []string, out string) ([]Dataset, error) {
+	return FindShardDatasets(paths, out, store.Shard{})
+}
+
+// FindShardDatasets is FindDatasets for shard (the zero Shard: the whole
+// run). A shard's output files are named for it (store.Shard.FileName),
+// and the other shards' files are not its Others. A folder holding the
+// files of a run sharded another number of ways is refused: its answers
+// would not be known to this run's shards.
+func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset, error) {
 	var sets []Dataset
 	seen := map[string]string{}
 	for _, p := range paths {
@@ -198,9 +211,9 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 					}
 					dir = filepath.Join(abs, s.Dataset)
 				}
-				d = &Dataset{Name: s.Dataset, Raw: filepath.Join(dir, "raw_responses.jsonl"), Errors: filepath.Join(dir, "errors.jsonl"),
-					Turns: filepath.Join(dir, "turns.jsonl"), Tokenized: filepath.Join(dir, "tokenized.jsonl"),
-					Excluded: filepath.Join(dir, "excluded.jsonl")}
+				name := func(file string) string { return filepath.Join(dir, shard.FileName(file)) }
+				d = &Dataset{Name: s.Dataset, Raw: name("raw_responses.jsonl"), Errors: name("errors.jsonl"),
+					Turns: name("turns.jsonl"), Tokenized: name("tokenized.jsonl"), Excluded: name("excluded.jsonl")}
 				byName[s.Dataset] = d
 				order = append(order, s.Dataset)
 			}
@@ -209,8 +222,10 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 		// The answer folder's other stage files (shards) count; those
 		// beside the prompts count only when the answers go there too.
 		for _, s := range srcs {
-			if d := byName[s.Dataset]; d != nil && out == "" && s.Stage != store.Prompts && !d.isOutput(s.Path) {
-				d.Others = append(d.Others, s)
+			if d := byName[s.Dataset]; d != nil && out == "" {
+				if err := d.addOther(s, shard); err != nil {
+					return nil, err
+				}
 			}
 		}
 		for _, name := range order {
@@ -218,8 +233,8 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 			if out != "" {
 				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
 					for _, s := range more {
-						if s.Stage != store.Prompts && !d.isOutput(s.Path) {
-							d.Others = append(d.Others, s)
+						if err := d.addOther(s, shard); err != nil {
+							return nil, err
 						}
 					}
 				}
@@ -235,6 +250,31 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 		return nil, fmt.Errorf("no prompts*.jsonl under %s", strings.Join(paths, ", "))
 	}
 	return sets, nil
+}
+
+// addOther adds s to d.Others when it is one of the answer folder's stage
+// files that a run (of shard) reads: not a prompts file, not d's own
+// output, not another shard's file. A shard file of another count is an
+// error (store.ErrShardCount).
+func (d *Dataset) addOther(s ingest.Source, shard store.Shard) error {
+	if s.Stage == store.Prompts || d.isOutput(s.Path) {
+		return nil
+	}
+	if of, ok := store.ShardOfFile(s.Path); ok && !shard.IsZero() && of != shard {
+		if of.N != shard.N {
+			if fi, err := os.Stat(s.Path); err == nil && fi.Size() == 0 {
+				return nil // empty: nothing to miss
+			}
+			return fmt.Errorf("%s: %s holds the answers of a run %w (%d), and this one is --shard %s: its shards would not know them, and could answer their prompts again; run it as --shard I/%d, or move those files away",
+				d.Name, s.Path, store.ErrShardCount, of.N, shard, of.N)
+		}
+		return nil // another shard's: its own index counts it
+	}
+	if _, ok := store.ShardOfFile(s.Path); !ok {
+		s.Shard = shard // an unsharded file: only this shard's records
+	}
+	d.Others = append(d.Others, s)
+	return nil
 }
 
 // isOutput reports whether path is one of the files gen writes for d.

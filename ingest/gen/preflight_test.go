@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"gendex/ingest/gen/sglang"
@@ -96,11 +98,11 @@ func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
 func TestGenChecksRoutesBeforeAnything(t *testing.T) {
 	h := sim.New(sim.Config{Seed: 12}).Handler()
 	notFound := answer(404, `{"error":{"message":"File Not Found","type":"not_found_error","code":404}}`)
-	var generations int
+	var generations atomic.Int64
 	url := wrap(t, h, map[string]http.HandlerFunc{"/generate": notFound, "/v1/tokenize": notFound,
 		"/v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > 3 {
-				generations++
+				generations.Add(1)
 			}
 			h.ServeHTTP(w, r)
 		}})
@@ -112,8 +114,8 @@ func TestGenChecksRoutesBeforeAnything(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "POST /generate") || !strings.Contains(err.Error(), "HTTP 404") {
 		t.Fatalf("%v; want the run stopped on the missing /generate\n%s", err, log)
 	}
-	if generations != 0 || sum.Responses != 0 {
-		t.Errorf("%d chat requests, %d answers before the stop; want none", generations, sum.Responses)
+	if generations.Load() != 0 || sum.Responses != 0 {
+		t.Errorf("%d chat requests, %d answers before the stop; want none", generations.Load(), sum.Responses)
 	}
 }
 
@@ -122,6 +124,7 @@ func TestGenChecksRoutesBeforeAnything(t *testing.T) {
 // max_new_tokens clipped to it.
 func TestGenReadsLlamaCppContext(t *testing.T) {
 	h := sim.New(sim.Config{Seed: 13, ContextLength: 4096}).Handler()
+	var mu sync.Mutex
 	var maxTokens []float64
 	url := wrap(t, h, map[string]http.HandlerFunc{
 		"/v1/models": answer(200, `{"object":"list","data":[{"id":"tiny.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx":128,"n_ctx_train":4096}}]}`),
@@ -130,7 +133,9 @@ func TestGenReadsLlamaCppContext(t *testing.T) {
 			var req map[string]any
 			json.Unmarshal(body, &req)
 			if v, ok := req["max_tokens"].(float64); ok {
+				mu.Lock()
 				maxTokens = append(maxTokens, v)
+				mu.Unlock()
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			h.ServeHTTP(w, r)

@@ -23,7 +23,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	ds.exp = exportOut{tok: ingest.Source{Path: d.Tokenized, Dataset: d.Name, Stage: store.Tokenized},
 		exc: ingest.Source{Path: d.Excluded, Dataset: d.Name, Stage: store.Excluded}, reasons: map[string]int64{}}
 	for _, p := range d.Prompts {
-		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
+		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts, Shard: r.cfg.Shard})
 		if err != nil {
 			return ds, err
 		}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gendex/store"
+)
+
+// TestShardOfIsStable pins the shard hash: it is part of the file format
+// (a shard resumed by another version must answer the same prompts), so a
+// change of hash must fail here.
+func TestShardOfIsStable(t *testing.T) {
+	// The values are FNV-1a 64 of the id's UTF-8 bytes mod 4 and mod 16,
+	// computed by an independent implementation (Python).
+	for id, want := range map[string][2]int{ // id -> shard of 4, of 16
+		"B1_ids-00001": {3, 3}, "B2_text-00042": {2, 10}, "conv-7": {3, 11}, "x": {3, 7}, "": {1, 5},
+		"日本語-1": {1, 13}, "prompts.jsonl:17": {2, 14},
+	} {
+		if got := [2]int{store.ShardOf(id, 4), store.ShardOf(id, 16)}; got != want {
+			t.Errorf("ShardOf(%q) = %v, want %v", id, got, want)
+		}
+	}
+	s := store.Shard{I: 3, N: 16}
+	if got := s.FileName("raw_responses.jsonl"); got != "raw_responses.shard-0003-of-0016.jsonl" {
+		t.Errorf("FileName: %s", got)
+	}
+	if back, ok := store.ShardOfFile("/x/" + s.FileName("errors.jsonl")); !ok || back != s {
+		t.Errorf("ShardOfFile: %v %v", back, ok)
+	}
+}
+
+// writeShardPrompts writes three datasets of n prompts: token ids, text,
+// and two-turn conversations.
+func writeShardPrompts(t *testing.T, root string, n int) map[string]map[string]bool {
+	t.Helper()
+	all := map[string]map[string]bool{}
+	for _, ds := range []string{"I", "T", "C"} {
+		dir := filepath.Join(root, ds)
+		os.MkdirAll(dir, 0o755)
+		var b strings.Builder
+		all[ds] = map[string]bool{}
+		for i := range n {
+			id := fmt.Sprintf("%s-%05d", ds, i)
+			all[ds][id] = true
+			var line any
+			switch ds {
+			case "I":
+				line = map[string]any{"id": id, "input_ids": []int{1, 3 + i%50, 7, 9, 11 + i%7}}
+			case "T":
+				line = map[string]any{"id": id, "text": fmt.Sprintf("write about %d", i)}
+			case "C":
+				line = map[string]any{"id": id, "conversations": []map[string]string{{"from": "human", "value": fmt.Sprintf("why %d", i)}, {"from": "gpt", "value": "old"}, {"from": "human", "value": "and then?"}, {"from": "gpt", "value": "old"}}}
+			}
+			j, _ := json.Marshal(line)
+			b.Write(j)
+			b.WriteByte('\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return all
+}
+
+// TestShardsSurviveSIGKILL: four `gen --shard I/4`, each with its own
+// simulator process and its own index, on one prompt folder, SIGKILLed and
+// restarted at random until each is done. Every prompt is answered exactly
+// once across the shards' files, each shard answered only its own, a fifth
+// process's ingest of the folder counts every dataset complete with no
+// duplicate, and an `ingest --follow` beside the run shows the total grow.
+func TestShardsSurviveSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	const shards, n = 4, 400
+	root := t.TempDir()
+	all := writeShardPrompts(t, root, n)
+	watchDB := filepath.Join(t.TempDir(), "watch.db")
+	follow := exec.Command(bin, "--db", watchDB, "ingest", "--follow", root)
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { follow.Process.Kill(); follow.Wait() })
+
+	var wg sync.WaitGroup
+	kills := make([]int, shards)
+	for i := range shards {
+		url := startSimProcess(t, bin, "--seed", fmt.Sprint(40+i), "--slots", "16", "--decode-tps", "400")
+		db := filepath.Join(t.TempDir(), fmt.Sprintf("shard%d.db", i))
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for attempt := 0; ; attempt++ {
+				cmd := exec.Command(bin, "--db", db, "gen", "--server", url, "--shard", fmt.Sprintf("%d/%d", i, shards), "--concurrency", "16", "--max-new-tokens", "24", root)
+				cmd.Env = append(os.Environ(), "GENDEX_DB=")
+				var errb strings.Builder
+				cmd.Stderr = &errb
+				if attempt < 3 { // killed at a random moment
+					if err := cmd.Start(); err != nil {
+						t.Error(err)
+						return
+					}
+					done := make(chan error, 1)
+					go func() { done <- cmd.Wait() }()
+					select {
+					case <-time.After(time.Duration(200+rng.IntN(600)) * time.Millisecond):
+						cmd.Process.Kill()
+						<-done
+						kills[i]++
+						continue
+					case err := <-done:
+						if err != nil {
+							t.Errorf("shard %d: %v\n%s", i, err, errb.String())
+							return
+						}
+						return // done before the kill
+					}
+				}
+				if err := cmd.Run(); err != nil {
+					t.Errorf("shard %d, last run: %v\n%s", i, err, errb.String())
+				}
+				return
+			}
+		})
+	}
+	// The whole run, live, from the follower's index: the total grows.
+	var seen []float64
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		out, err := exec.Command(bin, "--db", watchDB, "query", "progress", "--format", "json").Output()
+		if err != nil {
+			continue
+		}
+		var rows []map[string]any
+		if json.Unmarshal(out, &rows) != nil {
+			continue
+		}
+		total := 0.0
+		for _, r := range rows {
+			total += r["raw"].(float64)
+		}
+		if len(seen) == 0 || total != seen[len(seen)-1] {
+			seen = append(seen, total)
+		}
+		if total == 3*n {
+			break
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(seen) < 2 || seen[len(seen)-1] != 3*n {
+		t.Errorf("the follower's totals during the run: %v; want them to grow to %d", seen, 3*n)
+	}
+	t.Logf("kills per shard: %v; totals seen: %v", kills, seen)
+
+	// Exactly once across the shards' files, each in its own shard.
+	for ds, ids := range all {
+		got := map[string]int{}
+		files, _ := filepath.Glob(filepath.Join(root, ds, "raw_responses*.jsonl"))
+		if len(files) != shards {
+			t.Errorf("%s: answer files %v; want one per shard", ds, files)
+		}
+		for _, f := range files {
+			sh, ok := store.ShardOfFile(f)
+			if !ok {
+				t.Errorf("%s is not a shard's file", f)
+				continue
+			}
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(fh)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var m struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				got[m.ID]++
+				if !sh.Has(m.ID) {
+					t.Errorf("%s answered %s, of shard %d", f, m.ID, store.ShardOf(m.ID, shards))
+				}
+			}
+			fh.Close()
+		}
+		for id := range ids {
+			if got[id] != 1 {
+				t.Errorf("%s: %s answered %d times", ds, id, got[id])
+			}
+		}
+		if len(got) != len(ids) {
+			t.Errorf("%s: %d ids answered, %d prompts", ds, len(got), len(ids))
+		}
+	}
+	// A fifth process sees the whole run.
+	db := filepath.Join(t.TempDir(), "all.db")
+	if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	json.Unmarshal(out, &rows)
+	if len(rows) != 3 {
+		t.Fatalf("progress: %s", out)
+	}
+	for _, r := range rows {
+		if r["prompts"] != float64(n) || r["raw"] != float64(n) || r["missing_raw"] != 0.0 || r["skipped"] != 0.0 {
+			t.Errorf("progress of the whole run: %v", r)
+		}
+	}
+	out, err = exec.Command(bin, "--db", db, "query", "shards", "--format", "json").Output()
+	var byShard []map[string]any
+	if err != nil || json.Unmarshal(out, &byShard) != nil || len(byShard) != 3*shards {
+		t.Errorf("query shards: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "--db", db, "query", "files", "--format", "json").Output(); err != nil || strings.Contains(string(out), `"duplicates": 1`) {
+		t.Errorf("duplicates in the whole run's files: %v\n%s", err, out)
+	}
+}
