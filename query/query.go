@@ -23,6 +23,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing and lines skipped, per dataset"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
+	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
 	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw), or without a tokenized record and why (tokenized)"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
@@ -51,6 +52,9 @@ type Query struct {
 	Bare     bool // missing: ids only (see Resolve)
 	// Args are the words Parse read, to ask the same question elsewhere.
 	Args []string
+	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
+	Step      time.Duration
+	PerServer bool
 }
 
 // Format is the output format a question asks for (--format); package
@@ -107,6 +111,8 @@ func Parse(args []string) (Query, error) {
 	stage := fs.String("stage", "", "stage")
 	since := fs.String("since", "", "events: how far back")
 	quiet := fs.Duration("quiet", 5*time.Minute, "shards: no answer for longer than this is quiet")
+	step := fs.String("step", "", "series: a row's length")
+	perServer := fs.Bool("servers", false, "series: rows per server")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return q, usageErr("%v", err)
@@ -128,6 +134,10 @@ func Parse(args []string) (Query, error) {
 		q.StageSet = true
 	}
 	switch q.Question {
+	case "series":
+		if pos, err = parseSeries(&q, pos, *step, *since, *perServer); err != nil {
+			return q, err
+		}
 	case "events":
 		if *since != "" {
 			d, err := time.ParseDuration(*since)
@@ -258,6 +268,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return serverList(v, q, now, out)
 		case "events":
 			return eventList(v, q, now, out)
+		case "series":
+			return series(v, q, now, out)
 		}
 		names, err := datasets(v, q.Datasets)
 		if err != nil {
