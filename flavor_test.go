@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,7 @@ func TestFlavorVLLM(t *testing.T) {
 
 	// Exact ids on vLLM: --export ids makes records from its token ids.
 	p.mustRun("--db", "ids.db", "gen", "--server", url, "--api", "completions", "--export", "ids", "--out", "ids", filepath.Join("demo", "B1_ids"))
+	serverViewKnown(t, p, "chat.db", url)
 	recs := answerLines(t, filepath.Join(p.dir, "ids", "B1_ids", "tokenized.jsonl"))
 	if len(recs) == 0 {
 		t.Fatal("no ids records from vLLM")
@@ -125,6 +127,15 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "POST /generate") {
 		t.Errorf("--api generate on llama.cpp: exit %d; want 1\n%s", code, errOut)
 	}
+
+	// Its HTTP 500s are retried and counted, and its /metrics (with
+	// --metrics) gives the server view.
+	flaky := startSimProcess(t, p.bin, "--flavor", "llamacpp", "--unmarked", "--metrics", "--parse-error-rate", "0.2", "--seed", "3")
+	errOut = p.mustRun("--db", "flaky.db", "gen", "--server", flaky, "--api", "chat", "--out", "flaky", "--scrape-every", "200ms", filepath.Join("demo", "B2_text"))
+	if !strings.Contains(errOut, "attempts retried: ") || !strings.Contains(errOut, "HTTP 500 'Failed to parse input") {
+		t.Errorf("llama.cpp's 500s are not counted as retries:\n%s", errOut)
+	}
+	serverViewKnown(t, p, "flaky.db", flaky)
 	noAnswers(t, p, "gen")
 
 	code, errOut = p.run("--db", "ids.db", "gen", "--server", url, "--api", "completions", "--export", "ids", "--out", "ids", "demo")
@@ -132,4 +143,25 @@ func TestFlavorLlamaCpp(t *testing.T) {
 		t.Errorf("--export ids on llama.cpp: exit %d; want 1 before any request\n%s", code, errOut)
 	}
 	noAnswers(t, p, "ids")
+}
+
+// serverViewKnown: query server has a row for url with the columns every
+// flavor exposes (up, running, queued) known, from its own metric names.
+func serverViewKnown(t *testing.T, p *placeRun, db, url string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), p.bin, "--db", db, "query", "server", "--window", "1h", "--format", "json")
+	cmd.Dir = p.dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("query server: %v", err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 || rows[0]["server"] != url {
+		t.Fatalf("query server: %v\n%s", err, out)
+	}
+	for _, k := range []string{"up", "running", "queued"} {
+		if rows[0][k] == nil {
+			t.Errorf("query server: %s unknown for %s: %v", k, url, rows[0])
+		}
+	}
 }
