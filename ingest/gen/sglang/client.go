@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -72,12 +73,15 @@ func (o Options) String() string {
 // GoString is String, so %#v does not print the API key either.
 func (o Options) GoString() string { return o.String() }
 
-// New returns a Client for baseURL. A trailing "/" or "/v1" is removed, so an
-// OpenAI-style base URL works too. Several Clients may share one
-// *http.Client (one transport per run) through opts.HTTP.
+// New returns a Client for baseURL. A trailing "/" or "/v1" of its path is
+// removed, so an OpenAI-style base URL works too. A base path (a router's
+// or proxy's prefix, "http://host/sglang") and a query string
+// ("?key=..."): both are kept, and every request goes to the base path
+// joined with the endpoint's ("/sglang/generate"), with the query string.
+// Several Clients may share one *http.Client (one transport per run)
+// through opts.HTTP.
 func New(baseURL string, opts Options) *Client {
-	base := strings.TrimRight(baseURL, "/")
-	base = strings.TrimSuffix(base, "/v1")
+	base := trimBase(baseURL)
 	hc := opts.HTTP
 	if hc == nil {
 		n := opts.Concurrency
@@ -95,6 +99,29 @@ func New(baseURL string, opts Options) *Client {
 		ChatTemplateKwargs: opts.ChatTemplateKwargs,
 		PollInterval:       opts.PollInterval,
 	}
+}
+
+// trimBase removes a trailing "/" and "/v1" from the path of the URL raw,
+// keeping its query string (a fragment is never sent, and goes).
+func trimBase(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" { // not a URL: the request says so
+		return strings.TrimSuffix(strings.TrimRight(raw, "/"), "/v1")
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
+	u.RawPath = ""
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// endpoint is the URL of path ("/generate") on the server: BaseURL's path
+// joined with path as URL paths are joined, BaseURL's query string kept.
+func (c *Client) endpoint(path string) (string, error) {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", errors.New("the server URL does not parse as scheme://host[:port][/path][?query] (check --server)")
+	}
+	return u.JoinPath(path).String(), nil
 }
 
 // NewTransport returns an HTTP/1.1 transport for concurrency simultaneous
@@ -231,7 +258,13 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 		}
 		body = bytes.NewReader(buf.Bytes())
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	target, err := c.endpoint(path)
+	if err != nil {
+		e := c.requestError(op, err.Error())
+		e.Err = err
+		return nil, e
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		e := c.requestError(op, c.redact(err.Error()))
 		e.Err = err
