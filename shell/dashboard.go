@@ -7,6 +7,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
+	"gendex/query/live"
 	"gendex/store"
 )
 
@@ -20,7 +21,9 @@ import (
 // listed, so a dataset indexed between the questions shifts nothing and
 // TOTAL covers the rows shown. Below it, when gen has read any server's
 // /metrics, a line per server (see serverLines).
-func (s *Shell) dashboard(ctx context.Context, w io.Writer) error {
+func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
+	// A writer that is not answering is shown, and watch goes on.
+	defer func() { err = live.ShowNotAnswering(w, err) }()
 	collect := func(args ...string) (*query.Result, error) {
 		q, err := query.Parse(args)
 		if err != nil {

@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -98,7 +103,7 @@ func Open(path string, opts Options) (*DB, error) {
 	bdb, err := bolt.Open(path, 0o600, bopts)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("open index %s: %w (is 'gendex gen' or 'gendex ingest --follow' running?)", path, ErrLocked)
+			return nil, fmt.Errorf("open index %s: %w: %s", path, ErrLocked, lockHolders(path))
 		}
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
@@ -232,4 +237,108 @@ func (db *DB) View(fn func(*View) error) error {
 	return db.bolt.View(func(btx *bolt.Tx) error {
 		return fn(&View{btx: btx, skippedFromFiles: db.skippedFromFiles})
 	})
+}
+
+// lockHolders says who holds the lock on the file at path, for ErrLocked's
+// message: a writer (it holds the file exclusively) or a reader (shared),
+// and, where Linux tells (/proc/locks, else /proc/*/fd), which process,
+// with its command line; and what to do.
+func lockHolders(path string) string {
+	const what = "a writer ('gendex gen', 'gendex ingest', 'gendex export' or 'gendex drop') or a reader (an older gendex's 'gendex query ... | less' or 'gendex shell', or a bbolt tool)"
+	const todo = "wait for it to finish, or stop it"
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Sprintf("held by %s that is still running: %s", what, todo)
+	}
+	var parts []string
+	for _, h := range flockHolders(fi) {
+		who := "a reader"
+		if h.write {
+			who = "a writer"
+		}
+		parts = append(parts, fmt.Sprintf("%s (pid %d%s)", who, h.pid, describePid(h.pid)))
+	}
+	if len(parts) > 0 {
+		return fmt.Sprintf("held by %s, still running: %s", strings.Join(parts, " and "), todo)
+	}
+	for _, pid := range openedBy(fi) {
+		parts = append(parts, fmt.Sprintf("pid %d%s", pid, describePid(pid)))
+	}
+	if len(parts) > 0 {
+		return fmt.Sprintf("held by %s that is still running, with it open: %s; %s", what, strings.Join(parts, ", "), todo)
+	}
+	return fmt.Sprintf("held by %s that is still running ('fuser -v %s' names it): %s", what, path, todo)
+}
+
+type flockHolder struct {
+	pid   int
+	write bool
+}
+
+// flockHolders reads /proc/locks for the flock locks held (not waited
+// for) on the file fi: "1: FLOCK  ADVISORY  WRITE 6510 fe:00:9977985 0 EOF",
+// the device as major:minor in hex.
+func flockHolders(fi os.FileInfo) []flockHolder {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil
+	}
+	dev := uint64(st.Dev)
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
+	var out []flockHolder
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != want {
+			continue // another file, another kind of lock, or a waiter ("->")
+		}
+		pid, err := strconv.Atoi(f[4])
+		if err != nil || pid <= 0 {
+			continue
+		}
+		out = append(out, flockHolder{pid: pid, write: f[3] == "WRITE"})
+	}
+	return out
+}
+
+// openedBy lists the other processes that have the file fi open
+// (/proc/*/fd), for when /proc/locks does not name the lock's holder.
+func openedBy(fi os.FileInfo) []int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if ofi, err := os.Stat(filepath.Join("/proc", p.Name(), "fd", fd.Name())); err == nil && os.SameFile(fi, ofi) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// describePid is ": its command line", ": this process", or "".
+func describePid(pid int) string {
+	if pid == os.Getpid() {
+		return ": this process, through another handle"
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	return ": " + strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }

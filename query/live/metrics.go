@@ -14,7 +14,8 @@ import (
 // without a token count, missing answers, exclusions and answers not
 // exported, the speculative decoding accept length (only for datasets
 // whose answers carry it) and the answers that carry it;
-// then the Extra samples and the serving process's goroutine count.
+// then the Extra samples, the serving process's goroutine count and the
+// read transactions open for answers.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// Written to memory inside the read transaction, sent after it.
 	bw := &bytes.Buffer{}
@@ -73,6 +74,8 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Family("gendex_goroutines", "Goroutines in the process that serves these metrics.", prom.Gauge)
 	p.Int(int64(runtime.NumGoroutine()))
+	p.Family("gendex_answer_transactions", "Read transactions open for answers being computed (answers are spooled first: a reader that stalls holds none).", prom.Gauge)
+	p.Int(s.Answering())
 	w.Header().Set("Content-Type", prom.ContentType)
 	bw.WriteTo(w)
 }

@@ -1,16 +1,20 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gendex/query"
@@ -21,49 +25,75 @@ import (
 // next ones (re-dialing the socket when the writer closed it: a writer that
 // restarted is found at the same path). Close releases the connection. A
 // Remote is safe for concurrent use.
+//
+// A Remote waits for a writer a bounded time: FirstByteTimeout for the
+// answer to start (the writer sends its response header before it
+// computes the answer, and a blank line every second while it does), then
+// ReadTimeout for each read of the rest. A writer that is stopped (Ctrl-Z),
+// hung or swamped gets an error wrapping ErrNotAnswering instead of a hang.
+// The answer is read whole into a spool (memory, then an unlinked
+// temporary file) before the first row reaches out, so a reader whose own
+// output stalls (gendex query ... | less) never stalls the writer's
+// connection.
 type Remote struct {
 	Socket string
-	tr     *http.Transport
-	hc     *http.Client
+	// FirstByteTimeout bounds the wait for the answer to start; 0 means
+	// DefaultFirstByteTimeout.
+	FirstByteTimeout time.Duration
+	// ReadTimeout bounds each wait for more of an answer once it has
+	// started; 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
+	tr          *http.Transport
+	hc          *http.Client
+	peer        atomic.Int64 // pid of the writer last connected to, 0 unknown
 }
+
+const (
+	// DefaultFirstByteTimeout is Remote.FirstByteTimeout's default: a
+	// writer sends its response header as soon as it reads the question.
+	DefaultFirstByteTimeout = 5 * time.Second
+	// DefaultReadTimeout is Remote.ReadTimeout's default: a writer sends a
+	// blank line every heartbeatEvery while it computes a long answer.
+	DefaultReadTimeout = 15 * time.Second
+)
 
 // ErrNoWriter: no process serves the socket.
 var ErrNoWriter = errors.New("no process serves the socket")
+
+// ErrNotAnswering: a process serves the socket (it accepted the
+// connection) but did not answer in time: it is stopped, hung or swamped.
+var ErrNotAnswering = errors.New("the writer is not answering")
+
+// errSilent is the cause a Remote's watchdog cancels a question with.
+var errSilent = errors.New("the writer sent nothing in time")
 
 // remoteIdle is how long a Remote keeps an unused connection: shorter than
 // the server's idle timeout, so the client, not the server, closes it.
 const remoteIdle = 30 * time.Second
 
 // NewRemote returns a Remote for the writer at socket, without connecting.
-// Before each connection it checks the socket (see Listen): a socket of
-// another user, or in an unsafe folder, is refused with ErrUnsafeSocket; no
-// socket, or nobody answering, is ErrNoWriter.
+// Before each connection it checks the socket's folder and the socket,
+// through one open folder, and after it the process at the other end (see
+// Listen): a socket of another user, or in an unsafe folder, or served by
+// another user's process, is refused with ErrUnsafeSocket; no socket, or
+// nobody answering, is ErrNoWriter.
 func NewRemote(socket string) *Remote {
-	tr := &http.Transport{
+	r := &Remote{Socket: socket}
+	r.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			if err := checkDir(socket); err != nil {
-				if errors.Is(err, ErrUnsafeSocket) {
-					return nil, err
-				}
-				return nil, fmt.Errorf("%w: %v", ErrNoWriter, err)
-			}
-			if err := checkSocket(socket); err != nil {
-				if errors.Is(err, ErrUnsafeSocket) {
-					return nil, err
-				}
-				return nil, fmt.Errorf("%w: %v", ErrNoWriter, err)
-			}
 			var d net.Dialer
-			c, err := d.DialContext(ctx, "unix", socket)
+			c, pid, err := dialSocket(func(addr string) (net.Conn, error) { return d.DialContext(ctx, "unix", addr) }, socket)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrNoWriter, err)
+				return nil, err
 			}
+			r.peer.Store(int64(pid))
 			return c, nil
 		},
 		MaxIdleConnsPerHost: 1,
 		IdleConnTimeout:     remoteIdle,
 	}
-	return &Remote{Socket: socket, tr: tr, hc: &http.Client{Transport: tr}}
+	r.hc = &http.Client{Transport: r.tr}
+	return r
 }
 
 // Dial returns a Remote for the writer at socket once the writer answers a
@@ -108,27 +138,135 @@ func (r *Remote) Close() error {
 	return nil
 }
 
-// Ask sends q's words to the writer and streams its answer to out. When no
-// writer could be reached, nothing was sent to out and the error wraps
-// ErrNoWriter.
+// Ask sends q's words to the writer, reads its whole answer into a spool,
+// and then gives it to out. When no writer could be reached, nothing was
+// sent to out and the error wraps ErrNoWriter; when the writer did not
+// answer in time (see Remote), nothing was sent to out and the error wraps
+// ErrNotAnswering.
 func (r *Remote) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
 	v := url.Values{"arg": q.Args}
 	if q.Bare {
 		v.Set("bare", "1")
 	}
+	first, each := r.FirstByteTimeout, r.ReadTimeout
+	if first <= 0 {
+		first = DefaultFirstByteTimeout
+	}
+	if each <= 0 {
+		each = DefaultReadTimeout
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(first, func() { cancel(errSilent) })
+	defer watchdog.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://gendex/v1/query?"+v.Encode(), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errSilent) {
+			return r.notAnswering(fmt.Sprintf("no answer began within %v", first))
+		}
 		return fmt.Errorf("asking the writer at %s: %w", r.Socket, unwrapURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("asking the writer at %s: %s", r.Socket, resp.Status)
 	}
-	dec := json.NewDecoder(resp.Body)
+	sp := &spool{}
+	defer sp.Close()
+	_, err = io.Copy(sp, &watchedReader{r: resp.Body, t: watchdog, d: each})
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errSilent) {
+			return r.notAnswering(fmt.Sprintf("the answer stopped coming for %v (%d bytes read)", each, sp.Len()))
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("asking the writer at %s: the answer was cut short (%v; did the writer exit? ask again)", r.Socket, unwrapURL(err))
+	}
+	watchdog.Stop()
+	rd, err := sp.Reader()
+	if err != nil {
+		return err
+	}
+	return decodeAnswer(rd, out, func() error {
+		return fmt.Errorf("asking the writer at %s: the answer was cut short (did the writer exit? ask again)", r.Socket)
+	})
+}
+
+// watchedReader gives each Read of r at most d: it moves the watchdog t on
+// before each one.
+type watchedReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	w.t.Reset(w.d)
+	return w.r.Read(p)
+}
+
+// notAnswering is the error for a writer that accepted the question and
+// then sent nothing for too long: what happened, which process, and what
+// to check.
+func (r *Remote) notAnswering(what string) error {
+	pid := int(r.peer.Load())
+	who, check := "the process that writes this index", "check that process (gendex gen or gendex ingest --follow: 'ps -eo pid,stat,args | grep gendex'; state T means stopped: resume it with 'fg' in its terminal or 'kill -CONT PID')"
+	if pid > 0 {
+		who = fmt.Sprintf("the writer (pid %d", pid)
+		if cmd := procCmdline(pid); cmd != "" {
+			who += ": " + cmd
+		}
+		who += ")"
+		switch procState(pid) {
+		case 'T', 't':
+			check = fmt.Sprintf("it is stopped (Ctrl-Z or SIGSTOP): resume it with 'fg' in its terminal or 'kill -CONT %d'", pid)
+		case 0:
+			check = fmt.Sprintf("pid %d is gone: ask again", pid)
+		default:
+			check = fmt.Sprintf("check whether it is hung or swamped ('ps -o pid,stat,etime,args -p %d'; state T means stopped: 'kill -CONT %d')", pid, pid)
+		}
+	}
+	return fmt.Errorf("%w: %s accepted the question on %s but %s; %s", ErrNotAnswering, who, r.Socket, what, check)
+}
+
+// procCmdline is pid's command line, its arguments joined by spaces, or ""
+// where the system does not say.
+func procCmdline(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// procState is pid's state letter from /proc/PID/stat (R, S, D, T, ...),
+// '?' where the system does not say, and 0 when the process is gone.
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat("/proc/self/stat"); err == nil {
+				return 0
+			}
+		}
+		return '?'
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return '?'
+}
+
+// decodeAnswer gives out the answer in r, JSON lines as the socket sends
+// them (see the package doc). cut is the error for an answer that ends
+// before its end line.
+func decodeAnswer(r io.Reader, out query.Sink, cut func() error) error {
+	dec := json.NewDecoder(r)
 	dec.UseNumber()
 	for {
 		var m struct {
@@ -142,10 +280,11 @@ func (r *Remote) Ask(ctx context.Context, q query.Query, now time.Time, out quer
 		}
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("asking the writer at %s: the answer was cut short (did the writer exit? ask again)", r.Socket)
+				return cut()
 			}
-			return fmt.Errorf("asking the writer at %s: %w", r.Socket, err)
+			return fmt.Errorf("reading the answer: %w", err)
 		}
+		var err error
 		switch {
 		case m.Error != nil:
 			if m.Usage {

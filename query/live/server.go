@@ -29,16 +29,19 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"gendex/query"
 	"gendex/query/prom"
+	"gendex/store"
 )
 
 const (
@@ -66,6 +69,8 @@ type Server struct {
 	// that does not read before the connection is closed; 0 means
 	// DefaultStallTimeout. A slow reader that keeps reading is not cut off.
 	StallTimeout time.Duration
+
+	answering atomic.Int64 // read transactions open for answers
 }
 
 // Handler serves GET /v1/query?arg=...&arg=...[&bare=1], GET /metrics and
@@ -183,30 +188,108 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) query(w http.ResponseWriter, r *http.Request) {
-	sp := &spool{}
-	defer sp.Close()
-	bw := bufio.NewWriterSize(sp, 64<<10)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
+	// The header goes first, before the answer is computed: the reader
+	// knows at once that the writer is alive (see Remote).
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	var sp *spool
 	q, err := query.Parse(r.URL.Query()["arg"])
 	if err == nil {
 		q.Bare = r.URL.Query().Get("bare") == "1"
+		stop := heartbeat(w, heartbeatEvery)
 		// The whole answer goes to the spool inside the read transaction;
-		// nothing goes to the network before Run has released it.
-		err = query.Run(s.Src, q, time.Now(), &streamSink{enc: enc, ctx: r.Context()})
+		// nothing of it goes to the network before the transaction is over.
+		sp, err = spoolAnswer(r.Context(), countedSource{s.Src, &s.answering}, q, time.Now())
+		stop()
 	}
+	if sp == nil { // a bad question, or the spool failed
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.Encode(errorLine(err))
+		return
+	}
+	defer sp.Close()
+	rd, err := sp.Reader()
 	if err != nil {
-		enc.Encode(map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, query.ErrUsage)})
+		return // the reader sees the answer cut short
+	}
+	io.CopyBuffer(w, rd, make([]byte, 64<<10))
+}
+
+// Answering is the number of read transactions open right now for answers
+// being computed. Answers are spooled, so it is 0 while readers only read
+// (a stalled reader holds none).
+func (s *Server) Answering() int64 { return s.answering.Load() }
+
+// countedSource counts the read transactions open on src in n.
+type countedSource struct {
+	src query.Source
+	n   *atomic.Int64
+}
+
+func (c countedSource) View(fn func(*store.View) error) error {
+	c.n.Add(1)
+	defer c.n.Add(-1)
+	return c.src.View(fn)
+}
+
+// heartbeatEvery is how often a writer computing an answer sends a blank
+// line, so that its reader tells a long answer from a writer that stopped.
+const heartbeatEvery = time.Second
+
+// heartbeat writes a newline to w every d until stop is called; stop
+// returns once it no longer writes. (Blank lines between JSON lines are
+// skipped by every reader.) It writes only to the network, never inside a
+// read transaction: the answer meanwhile goes to its spool.
+func heartbeat(w http.ResponseWriter, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	rc := http.NewResponseController(w)
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if _, err := io.WriteString(w, "\n"); err != nil || rc.Flush() != nil {
+					return
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// errorLine is the JSON line that carries err to the reader.
+func errorLine(err error) map[string]any {
+	return map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, query.ErrUsage)}
+}
+
+// spoolAnswer computes q's answer from src into a spool, as the JSON lines
+// the socket sends (an error line after what was computed when Run fails,
+// the end line otherwise), and returns it with Run's error. The read
+// transaction is over when it returns. A nil spool means the spool itself
+// failed (a full disk).
+func spoolAnswer(ctx context.Context, src query.Source, q query.Query, now time.Time) (*spool, error) {
+	sp := &spool{}
+	bw := bufio.NewWriterSize(sp, 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	err := query.Run(src, q, now, &streamSink{enc: enc, ctx: ctx})
+	if err != nil {
+		enc.Encode(errorLine(err))
 	} else {
 		enc.Encode(map[string]bool{"end": true})
 	}
-	if err := bw.Flush(); err != nil {
-		http.Error(w, "spooling the answer: "+err.Error(), http.StatusInternalServerError)
-		return
+	if ferr := bw.Flush(); ferr != nil {
+		sp.Close()
+		return nil, fmt.Errorf("spooling the answer: %w", ferr)
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Content-Length", strconv.FormatInt(sp.Len(), 10))
-	sp.WriteTo(w)
+	return sp, err
 }
 
 // spool keeps an answer until it can be sent: in memory up to spoolMemory
@@ -239,15 +322,15 @@ func (s *spool) Write(p []byte) (int, error) {
 // Len is the number of bytes written.
 func (s *spool) Len() int64 { return s.n }
 
-// WriteTo sends what was written to w.
-func (s *spool) WriteTo(w io.Writer) (int64, error) {
+// Reader reads back what was written, from the start.
+func (s *spool) Reader() (io.Reader, error) {
 	if s.f == nil {
-		return s.mem.WriteTo(w)
+		return bytes.NewReader(s.mem.Bytes()), nil
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return io.CopyBuffer(w, s.f, make([]byte, 64<<10))
+	return s.f, nil
 }
 
 // Close frees the temporary file, if any.

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The tests here check what README's "A reader never holds the writer"
+// and "Live answers while a run writes" promise, each with real processes.
+
+// holdLockEnv makes the test binary a helper process that takes a flock on
+// a file, says "held" on stdout and keeps the lock until its stdin closes:
+// a stand-in for another process (an older gendex reader, a bbolt tool,
+// another writer) holding the index.
+const holdLockEnv = "GENDEX_TEST_HOLD_LOCK"
+
+func init() {
+	spec := os.Getenv(holdLockEnv)
+	if spec == "" {
+		return
+	}
+	mode, path, _ := strings.Cut(spec, ":")
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	how := syscall.LOCK_SH
+	if mode == "write" {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("held")
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// holdLock starts a process that holds the file at path locked (mode
+// "read": shared, as a reader does; "write": exclusive) until the test
+// ends, and returns its pid. Its command line ends in "holds-the-index".
+func holdLock(t *testing.T, mode, path string) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "holds-the-index")
+	cmd.Env = append(os.Environ(), holdLockEnv+"="+mode+":"+path)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "held\n" {
+		t.Fatalf("the lock holder said %q", line)
+	}
+	return cmd.Process.Pid
+}
+
+// runBin runs the gendex binary with args and returns its exit code, stdout
+// and stderr. A run that does not end within d fails the test.
+func runBin(t *testing.T, d time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gendexBinary(t), args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), d, stdout.String(), stderr.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// pipeQueued is how many bytes wait unread in the pipe r.
+func pipeQueued(r *os.File) int {
+	var v int32
+	syscall.Syscall(syscall.SYS_IOCTL, r.Fd(), syscall.TIOCINQ, uintptr(unsafe.Pointer(&v)))
+	return int(v)
+}
+
+// TestPipedReaderHoldsNoLock: `gendex query missing DS | less`, with no
+// writer running, reads the index into its spool and lets the file go
+// before it writes a byte: while its pipe is full and nobody reads it, a
+// writer starts and indexes, and afterwards the reader's whole answer
+// arrives. (When the reader wrote from inside its read transaction, it held
+// the file's lock for as long as its pipe stalled, and the writer failed
+// with "database is in use".)
+func TestPipedReaderHoldsNoLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	const n = 100_000 // ~900 KB of ids: far more than a pipe holds
+	root := promptsRoot(t, "big", n)
+	db := filepath.Join(t.TempDir(), "g.db")
+	if code, _, stderr := runBin(t, 2*time.Minute, "--db", db, "ingest", root); code != 0 {
+		t.Fatalf("ingest: exit %d\n%s", code, stderr)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	reader := exec.Command(bin, "--db", db, "query", "missing", "big", "--format", "tsv", "--no-header")
+	reader.Stdout = w
+	var readerErr strings.Builder
+	reader.Stderr = &readerErr
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer reader.Process.Kill()
+	waitFor(t, 60*time.Second, "the reader never wrote to its pipe", func() bool { return pipeQueued(r) > 0 })
+
+	// The pipe is full and unread: the reader is blocked in a write.
+	more := filepath.Join(root, "more")
+	os.MkdirAll(more, 0o755)
+	os.WriteFile(filepath.Join(more, "prompts.jsonl"), []byte(`{"id":"m1","text":"x"}`+"\n"), 0o644)
+	code, _, stderr := runBin(t, time.Minute, "--db", db, "ingest", root)
+	if code != 0 {
+		t.Fatalf("a writer could not start while a reader's pipe was stalled: exit %d\n%s", code, stderr)
+	}
+
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Wait(); err != nil {
+		t.Fatalf("the reader: %v\n%s", err, readerErr.String())
+	}
+	if got := strings.Count(string(out), "\n"); got != n {
+		t.Errorf("the reader wrote %d lines, want %d ids", got, n)
+	}
+}
+
+// TestLockErrorNamesTheHolder: when another process holds the index, the
+// error says whether a writer or a reader holds it, and which process (its
+// pid and command line), and what to do; for a writer that is refused and
+// for a reader alike.
+func TestLockErrorNamesTheHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	gendexBinary(t)
+	t.Parallel()
+	root := promptsRoot(t, "d", 10)
+	for _, c := range []struct {
+		mode, kind string
+		args       []string
+	}{
+		{"read", "a reader", []string{"ingest", root}},
+		{"write", "a writer", []string{"query", "progress"}},
+		{"write", "a writer", []string{"ingest", root}},
+	} {
+		db := filepath.Join(t.TempDir(), "g.db")
+		if code, _, stderr := runBin(t, time.Minute, "--db", db, "ingest", root); code != 0 {
+			t.Fatalf("ingest: exit %d\n%s", code, stderr)
+		}
+		pid := holdLock(t, c.mode, db)
+		code, _, stderr := runBin(t, time.Minute, append([]string{"--db", db}, c.args...)...)
+		want := fmt.Sprintf("%s (pid %d: %s -test.run=^$ holds-the-index)", c.kind, pid, os.Args[0])
+		if code != 1 || !strings.Contains(stderr, "in use") || !strings.Contains(stderr, want) || !strings.Contains(stderr, "wait for it to finish, or stop it") {
+			t.Errorf("gendex %s with the index held by %s: exit %d, want 1 and a message naming %q and what to do:\n%s",
+				strings.Join(c.args, " "), c.kind, code, want, stderr)
+		}
+	}
+}
+
+// TestFrozenWriter: with the writer stopped (Ctrl-Z, SIGSTOP), a reader
+// gives up after a few seconds with exit 1 and a message that says the
+// writer is not answering, which process it is and how to resume it; the
+// shell's watch shows the same and keeps going, and shows the dashboard
+// again once the writer resumes.
+func TestFrozenWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	gendexBinary(t)
+	t.Parallel()
+	root := promptsRoot(t, "d", 100)
+	w := startWriter(t, filepath.Join(t.TempDir(), "g.db"), nil, "ingest", "--follow", root)
+	pid := w.cmd.Process.Pid
+	// The cleanup that interrupts the writer needs it running.
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	if code, _, stderr := runBin(t, time.Minute, "--db", w.db, "query", "progress"); code != 0 {
+		t.Fatalf("query before the stop: exit %d\n%s", code, stderr)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runBin(t, time.Minute, "--db", w.db, "query", "progress")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "not answering") || !strings.Contains(stderr, fmt.Sprintf("kill -CONT %d", pid)) ||
+		!strings.Contains(stderr, "ingest --follow") {
+		t.Errorf("query with the writer stopped: exit %d, want 1 and a message that the writer (its pid and command) is not answering and how to resume it\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	// watch, off a terminal: a refresh that gets no answer says so, and
+	// the next one asks again.
+	sh := exec.Command(gendexBinary(t), "--db", w.db, "shell")
+	in, _ := sh.StdinPipe()
+	out, _ := sh.StdoutPipe()
+	var shErr lockedBuffer
+	sh.Stderr = &shErr
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Process.Kill()
+	io.WriteString(in, "watch 0.2\n")
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(what string, ok func(string) bool) {
+		t.Helper()
+		timeout := time.After(2 * time.Minute)
+		for {
+			select {
+			case line, open := <-lines:
+				if !open {
+					t.Fatalf("the shell ended while waiting for %s\n%s", what, shErr.String())
+				}
+				if ok(line) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %s from watch\n%s", what, shErr.String())
+			}
+		}
+	}
+	for i := range 2 {
+		next(fmt.Sprintf("not-answering note %d", i+1), func(l string) bool { return strings.Contains(l, "asking again at the next refresh") })
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	next("dashboard row after the writer resumed", func(l string) bool { return strings.HasPrefix(l, "d ") || strings.HasPrefix(l, "d\t") })
+	sh.Process.Signal(os.Interrupt)
+	in.Close()
+	if err := sh.Wait(); err != nil {
+		t.Errorf("shell: %v\n%s", err, shErr.String())
+	}
+}
+
+// TestSocketNotInGroupWritableFolder: a database in a folder its group can
+// write gets its socket in the private runtime folder, not beside it, and
+// readers find the writer there.
+func TestSocketNotInGroupWritableFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	gendexBinary(t)
+	rt := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", rt) // for this process's live.SocketPath too
+	dir := filepath.Join(t.TempDir(), "shared")
+	os.Mkdir(dir, 0o775)
+	if err := os.Chmod(dir, 0o775); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "g.db")
+	root := promptsRoot(t, "d", 10)
+	w := startWriter(t, db, []string{"XDG_RUNTIME_DIR=" + rt}, "ingest", "--follow", root)
+	if _, err := os.Lstat(db + ".sock"); err == nil {
+		t.Errorf("the writer put its socket in %s, a folder its group can write", dir)
+	}
+	socks, _ := filepath.Glob(filepath.Join(rt, "gendex", "*.sock"))
+	if len(socks) != 1 || socks[0] != w.socket() {
+		t.Errorf("sockets in the runtime folder: %v, want [%s]", socks, w.socket())
+	}
+	// The writer holds the file: an answer can only come from it.
+	cmd := exec.Command(gendexBinary(t), "--db", db, "query", "progress", "--format", "tsv", "--no-header")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "d\t") {
+		t.Errorf("query while the writer runs: %v\n%s", err, out)
+	}
+}
+
+// TestServerURLWithPathAndQuery: gen reaches a server behind a prefix with
+// a query string (a router's path, a gateway's key): every request goes
+// to the prefix joined with the endpoint, with the query string.
+func TestServerURLWithPathAndQuery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	simURL := startSimProcess(t, bin)
+	target, _ := url.Parse(simURL)
+	var bad atomic.Int32
+	var badReq atomic.Value
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/sglang/")
+		if !ok || r.URL.Query().Get("key") != "k1" {
+			bad.Add(1)
+			badReq.Store(r.URL.RequestURI())
+			http.NotFound(w, r)
+			return
+		}
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = "/"+rest, "", ""
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	root := promptsRoot(t, "d", 20)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := runBin(t, 2*time.Minute, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", front.URL+"/sglang/?key=k1",
+		"--scrape-every", "0", "--max-new-tokens", "8", "--out", out, root)
+	if code != 0 || bad.Load() != 0 {
+		t.Fatalf("gen through a prefix and a query string: exit %d, %d requests elsewhere (the last %v)\n%s", code, bad.Load(), badReq.Load(), stderr)
+	}
+	if n := lines(t, filepath.Join(out, "d", "raw_responses.jsonl")); n != 20 {
+		t.Errorf("%d answers, want 20", n)
+	}
+	if strings.Contains(stderr, "k1") {
+		t.Errorf("gen printed the URL's query string:\n%s", stderr)
+	}
+}
