@@ -112,6 +112,12 @@ func (r *run) write() error {
 	}
 }
 
+// afterSync, when set (by tests only), is called after each fsync of a
+// flush with the file's path, before the file is indexed and before the
+// next file is written; an error it returns fails the flush as a failed
+// write would (the run stops and writes nothing more).
+var afterSync func(path string) error
+
 // flushFile writes data in one write, fsyncs, and indexes it from memory
 // (gen is the file's only writer: ingest.Indexer.IndexWritten reads it
 // back only when the index has not read the file up to this write).
@@ -124,6 +130,11 @@ func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", src.Path, err)
+	}
+	if afterSync != nil {
+		if err := afterSync(src.Path); err != nil {
+			return err
+		}
 	}
 	end, err := f.Seek(0, io.SeekCurrent) // an append leaves the offset at the end
 	if err != nil {
