@@ -481,8 +481,9 @@ func TestGenRefusalCommandWritesTheOtherFormat(t *testing.T) {
 		t.Fatalf("gen: exit %d\n%s", code, out)
 	}
 	code, refusal := runIn(t, bin, work, "gen", "--server", "sim", "--export", "ids", "data")
-	_, cmd, ok := strings.Cut(refusal, "(gendex ")
-	if cmd, _, ok = strings.Cut(cmd, ")"); code != 1 || !ok {
+	_, cmd, found := strings.Cut(refusal, "(gendex ")
+	cmd, _, closed := strings.Cut(cmd, ")")
+	if code != 1 || !found || !closed {
 		t.Fatalf("gen --export ids after conversations: exit %d; want a refusal giving a command\n%s", code, refusal)
 	}
 	cmd = strings.NewReplacer("ROOT|DATASET_DIR...", "data", "...", "data", "OTHER.db", "other.db").Replace(cmd)

@@ -261,7 +261,7 @@ func (r *run) checkServerKind(server string, simulated bool) error {
 			return fmt.Errorf("%s holds %d answers made by the simulator (gendex's --server sim, or gendex sim), and %s is not the simulator: a dry run's answers never count for a real run, nor share its files. Write this run's answers to another folder: add --out DIR (the index then forgets the simulator's answers by itself; their files stay)",
 				ds.placeAnswers(), m.simulated, server)
 		case simulated && m.real > 0:
-			return fmt.Errorf("%s holds %d answers of %s, and %s is gendex's simulator: its answers never go beside a real model's. Give the dry run a folder and an index of its own: gendex --db DRY.db gen --server sim --out DIR ...",
+			return fmt.Errorf("%s holds %d answers of %s, and %s is gendex's simulator: its answers never go beside a real model's; give the dry run a folder and an index of its own (gendex --db DRY.db gen --server sim --out DIR)",
 				ds.placeAnswers(), m.real, strings.Join(m.models, ", "), server)
 		}
 	}
