@@ -21,6 +21,8 @@
 //	    make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
+//	gendex plot [tokens|answers|queue|kv|accept] [--since DURATION] [--svg FILE] [FLAGS] [DATASET...|SERVER...]
+//	    draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)
 //	gendex shell
 //	    ask the same questions interactively (type help there); watch a run live
 //	gendex help [COMMAND]
@@ -48,6 +50,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/live"
+	"gendex/query/plot"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -101,6 +104,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]"},
 		Summary: "answer a question from the index, instantly, even while gen writes it",
 		Run:     runQuery,
+	}, {
+		Name:    "plot",
+		Usage:   []string{plot.Usage},
+		Summary: plot.Summary,
+		Run:     runPlot,
 	}, {
 		Name:    "shell",
 		Usage:   []string{"shell"},

@@ -22,13 +22,6 @@ import (
 type Options struct {
 	Format   query.Format // query.Auto is treated as TSV
 	NoHeader bool         // TSV and CSV: no header line
-	// Width is the terminal's width: a table is fitted to it (see
-	// Layouts); 0 leaves it as wide as its cells. TSV, CSV and JSON
-	// ignore it.
-	Width int
-	// Layout names the table's entry in Layouts: the question's name, or
-	// watch's "watch" and "watch-servers".
-	Layout string
 }
 
 // Unknown is how the table format shows a value the index cannot know.
@@ -137,7 +130,7 @@ func (o *Writer) Close() error {
 	switch o.opts.Format {
 	case query.Table:
 		if o.cols != nil {
-			if err := writeTable(o.w, o.cols, o.table, o.total, o.opts); err != nil {
+			if err := writeTable(o.w, o.cols, o.table, o.total); err != nil {
 				return err
 			}
 		}
@@ -235,34 +228,16 @@ func isZero(v any) bool {
 	return ok && s == "0"
 }
 
-func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Options) error {
+func writeTable(w io.Writer, cols []string, rows [][]any, total []any) error {
 	cols, rows, total = hideZeroColumns(cols, rows, total)
-	isNum := make([]bool, len(cols))
+	align := make([]tw.Align, len(cols))
 	for j := range cols {
+		align[j] = tw.AlignLeft
 		for _, row := range rows {
 			if numeric(row[j]) {
-				isNum[j] = true
+				align[j] = tw.AlignRight
 				break
 			}
-		}
-	}
-	text := make([][]string, 0, len(rows))
-	for _, row := range rows {
-		text = append(text, tableRow(row))
-	}
-	var foot []string
-	if total != nil && len(rows) > 1 {
-		foot = tableRow(total)
-	}
-	f := fit(opts.Width, Layouts[opts.Layout], cols, text, foot, isNum)
-	var align []tw.Align
-	for j := range cols {
-		if slices.Contains(f.hidden, cols[j]) {
-			continue
-		}
-		align = append(align, tw.AlignLeft)
-		if isNum[j] {
-			align[len(align)-1] = tw.AlignRight
 		}
 	}
 	t := tablewriter.NewTable(w,
@@ -277,21 +252,18 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Opti
 		tablewriter.WithFooterAlignmentConfig(tw.CellAlignment{PerColumn: align}),
 		tablewriter.WithFooterAutoFormat(tw.Off),
 	)
-	t.Header(f.cols)
-	if err := t.Bulk(f.rows); err != nil {
+	t.Header(cols)
+	text := make([][]string, 0, len(rows))
+	for _, row := range rows {
+		text = append(text, tableRow(row))
+	}
+	if err := t.Bulk(text); err != nil {
 		return err
 	}
-	if f.total != nil {
-		t.Footer(f.total)
+	if total != nil && len(rows) > 1 {
+		t.Footer(tableRow(total))
 	}
-	if err := t.Render(); err != nil {
-		return err
-	}
-	if len(f.hidden) > 0 {
-		_, err := io.WriteString(w, hiddenNote(f.hidden, opts.Width)+"\n")
-		return err
-	}
-	return nil
+	return t.Render()
 }
 
 func tableRow(row []any) []string {

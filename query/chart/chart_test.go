@@ -1,0 +1,97 @@
+package chart
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func sample() *Chart {
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	c := &Chart{Title: "tokens/s", Unit: "tokens/s", End: t0.Add(time.Hour)}
+	tot, a := Series{Name: "TOTAL"}, Series{Name: "a"}
+	for i := range 60 {
+		c.Times = append(c.Times, t0.Add(time.Duration(i)*time.Minute))
+		v := 100 + 50*math.Sin(float64(i)/6)
+		if i >= 20 && i < 35 {
+			v = 0
+		}
+		a.Values = append(a.Values, v)
+		tot.Values = append(tot.Values, v*1.5)
+	}
+	a.Values[50] = math.NaN()
+	c.Series = []Series{tot, a}
+	c.Marks = []Mark{{t0.Add(20 * time.Minute), "down", "http://s down", ""}, {t0.Add(35 * time.Minute), "up", "http://s up", "back after 15m"}}
+	return c
+}
+
+// TestTextFits: every size gives at most height lines of at most width
+// columns, the time axis with the marks' glyphs, and the legend.
+func TestTextFits(t *testing.T) {
+	c := sample()
+	for _, size := range [][2]int{{80, 24}, {200, 50}, {40, 10}, {120, 12}, {10, 3}} {
+		out := c.Text(size[0], size[1])
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		w, h := max(size[0], MinWidth), max(size[1], MinHeight)
+		if len(lines) > h {
+			t.Errorf("%v: %d lines", size, len(lines))
+		}
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(l); n > w {
+				t.Errorf("%v: line of %d columns: %q", size, n, l)
+			}
+		}
+		legend := "events: 11:20:00 ↓ http://s down"
+		if w < 80 {
+			legend = "events: (+2 more: gendex query events)"
+		}
+		if !strings.Contains(out, "↓") || !strings.Contains(out, "↑") || !strings.Contains(out, legend) {
+			t.Errorf("%v: no marks:\n%s", size, out)
+		}
+	}
+}
+
+func TestShortAndNice(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.25: "0.25", 12.5: "12.5", 830: "830", 1234: "1.2k", 45000: "45k", 3.4e6: "3.4M", 2: "2"} {
+		if got := Short(v); got != want {
+			t.Errorf("Short(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.1: 2, 2.2: 2.5, 240: 250, 3000: 5000, 7000: 10000} {
+		if got := niceCeil(v); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceCeil(%v) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestLayout(t *testing.T) {
+	for _, c := range []struct{ n, rows, shown, more int }{{1, 20, 1, 0}, {3, 20, 3, 0}, {10, 20, 5, 5}, {2, 5, 1, 1}} {
+		shown, lines, more := layout(c.n, c.rows)
+		sum := 0
+		for _, l := range lines {
+			sum += l
+		}
+		if more > 0 {
+			sum++
+		}
+		if shown != c.shown || more != c.more || sum > max(c.rows, 3) || len(lines) != shown {
+			t.Errorf("layout(%d, %d) = %d %v %d", c.n, c.rows, shown, lines, more)
+		}
+	}
+}
+
+// TestSVGIsSelfContained: the SVG is one svg element with no script and
+// no reference outside itself, a polyline per panel and a line per mark.
+func TestSVGIsSelfContained(t *testing.T) {
+	s := string(sample().SVG(1000))
+	for _, bad := range []string{"<script", "href", "url(", "@import", "http://s\"", "<image"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("SVG has %q", bad)
+		}
+	}
+	if !strings.HasPrefix(s, "<svg ") || !strings.HasSuffix(s, "</svg>\n") || strings.Count(s, "<polyline") != 3 || strings.Count(s, "stroke-dasharray") != 2 {
+		t.Errorf("SVG:\n%s", s)
+	}
+}

@@ -1,0 +1,325 @@
+// Package plot is gendex's plot command, in `gendex plot` and in the
+// shell: it asks the series and events questions, as any question is
+// asked (of the gen that writes the index, or of the file), and draws the
+// answer with package chart, in the terminal or as an SVG file.
+package plot
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gendex/query"
+	"gendex/query/chart"
+)
+
+// Usage is plot's usage line, without "gendex ".
+const Usage = "plot [tokens|answers|queue|kv|accept] [--since DURATION] [--svg FILE] [FLAGS] [DATASET...|SERVER...]"
+
+// Summary says what plot does, in one line.
+const Summary = "draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)"
+
+// A metric is what one word of plot draws.
+type metric struct {
+	word, title, unit string
+	servers           bool    // from series --servers, per server
+	column            string  // the series column drawn
+	scale             float64 // shown values are the column's times scale
+	total             bool    // the first panel is the sum over datasets or servers
+	yMax              float64
+}
+
+var metrics = []metric{
+	{word: "tokens", title: "completion tokens/s", unit: "tokens/s", column: "tokens_per_s", scale: 1, total: true},
+	{word: "answers", title: "answers/s", unit: "answers/s", column: "answers_per_s", scale: 1, total: true},
+	{word: "queue", title: "requests queued (the server's own count)", unit: "requests", servers: true, column: "queued", scale: 1, total: true},
+	{word: "kv", title: "KV cache use (the server's token_usage)", unit: "%", servers: true, column: "token_usage", scale: 100, yMax: 100},
+	{word: "accept", title: "accept length (tokens per verify step)", unit: "tokens/step", column: "accept_length", scale: 1},
+}
+
+// Args is a parsed plot command.
+type Args struct {
+	metric        metric
+	since, step   time.Duration
+	svg           string
+	width, height int
+	names         []string
+}
+
+// flagValues are where plot's flags go.
+type flagValues struct {
+	since, step   *time.Duration
+	svg           *string
+	width, height *int
+}
+
+// Flags defines plot's flags on fs (for its help, and for Parse).
+func Flags(fs *flag.FlagSet) *flagValues {
+	return &flagValues{
+		since:  fs.Duration("since", 0, "draw the last DURATION of the run (default: all of it)"),
+		step:   fs.Duration("step", 0, "one point per DURATION (default: as many points as the width holds)"),
+		svg:    fs.String("svg", "", "write the chart to FILE as a self-contained SVG instead of drawing it (default: draw it)"),
+		width:  fs.Int("width", 0, "columns (default: the terminal's, else 80)"),
+		height: fs.Int("height", 0, "lines (default: the terminal's less one, else 24)"),
+	}
+}
+
+// Parse reads plot's arguments, flags anywhere: an optional first word
+// saying what to draw (tokens, the default, answers, queue, kv or accept),
+// then datasets (servers for queue and kv).
+func Parse(args []string) (*Args, error) {
+	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := Flags(fs)
+	pos, err := query.ParseFlags(fs, args)
+	if err != nil {
+		return nil, usage("%v", err)
+	}
+	a := &Args{metric: metrics[0]}
+	if len(pos) > 0 {
+		for _, m := range metrics {
+			if m.word == pos[0] {
+				a.metric, pos = m, pos[1:]
+				break
+			}
+		}
+	}
+	a.names = pos
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"since", *f.since}, {"step", *f.step}} {
+		if d.v != 0 && d.v < time.Second {
+			return nil, usage("bad --%s %s (want a duration of a second or more, such as 10m, 24h)", d.name, d.v)
+		}
+	}
+	a.since, a.step = f.since.Truncate(time.Second), f.step.Truncate(time.Second)
+	a.svg, a.width, a.height = *f.svg, *f.width, *f.height
+	if a.width < 0 || a.height < 0 {
+		return nil, usage("--width and --height must not be negative")
+	}
+	return a, nil
+}
+
+func usage(format string, a ...any) error {
+	return fmt.Errorf("%w: plot: %s", query.ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// Options says where plot draws.
+type Options struct {
+	// Out gets the chart (or, with --svg, the line saying where it went);
+	// its terminal's size is the chart's unless --width and --height say.
+	Out io.Writer
+	// Location is the time zone of the time axis (nil: time.Local).
+	Location *time.Location
+}
+
+// Run draws a's chart of the run as of now, asking ask.
+func (a *Args) Run(ctx context.Context, ask query.Asker, now time.Time, o Options) error {
+	width, height := a.width, a.height
+	if w, h, ok := terminalSize(o.Out); ok {
+		width, height = cmp(width, w), cmp(height, h-1) // a line for the prompt after it
+	}
+	width, height = cmp(width, 80), cmp(height, 24)
+	c, err := a.Chart(ctx, ask, now, a.points(width))
+	if err != nil {
+		return err
+	}
+	c.Location = o.Location
+	if c.Location == nil {
+		c.Location = time.Local
+	}
+	if a.svg != "" {
+		if err := os.WriteFile(a.svg, c.SVG(1000), 0o644); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(o.Out, "wrote %s\n", a.svg)
+		return err
+	}
+	_, err = io.WriteString(o.Out, c.Text(width, height))
+	return err
+}
+
+// cmp returns a, or b when a is 0.
+func cmp(a, b int) int {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// points is how many steps the chart wants: a point per braille dot
+// column of a terminal width columns wide, or some 450 for the SVG.
+func (a *Args) points(width int) int {
+	if a.svg != "" {
+		return 450
+	}
+	return max(2*(max(width, chart.MinWidth)-8), 10)
+}
+
+// Chart asks the questions and returns the chart, at most points steps
+// unless --step says otherwise.
+func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points int) (*chart.Chart, error) {
+	collect := func(args ...string) (*query.Result, error) {
+		q, err := query.Parse(args)
+		if err != nil {
+			return nil, err
+		}
+		var c query.Collect
+		if err := ask.Ask(ctx, q, now, &c); err != nil {
+			return nil, err
+		}
+		return &c.Result, nil
+	}
+	base := []string{"series"}
+	if a.metric.servers {
+		base = append(base, "--servers")
+	}
+	step := a.step
+	to := now.Unix()
+	from := to - int64(a.since/time.Second)
+	if a.since > 0 {
+		base = append(base, "--since", a.since.String())
+	} else {
+		// The whole run: its first second, from a first, coarse answer.
+		r, err := collect(append(slices.Clone(base), append([]string{"--"}, a.names...)...)...)
+		if err != nil {
+			return nil, err
+		}
+		from = to
+		if len(r.Rows) > 0 {
+			if t, err := parseTime(r.Rows[0][0]); err == nil {
+				from = t.Unix()
+			}
+		}
+	}
+	if step == 0 {
+		step = query.SeriesStep(to-from, points)
+	}
+	r, err := collect(append(base, append([]string{"--step", step.String(), "--"}, a.names...)...)...)
+	if err != nil {
+		return nil, err
+	}
+	c := &chart.Chart{Title: a.metric.title, Unit: a.metric.unit, End: time.Unix(to, 0), YMax: a.metric.yMax}
+	col := slices.Index(r.Columns, a.metric.column)
+	if col < 0 {
+		return nil, fmt.Errorf("plot: the answer to series has no %s column (is the gen that answers older than this gendex?)", a.metric.column)
+	}
+	byName := map[string]int{}
+	var totals []float64
+	for _, row := range r.Rows {
+		t, err := parseTime(row[0])
+		if err != nil {
+			return nil, err
+		}
+		if n := len(c.Times); n == 0 || !c.Times[n-1].Equal(t) {
+			c.Times = append(c.Times, t)
+			totals = append(totals, math.NaN())
+		}
+		name, _ := row[1].(string)
+		i, ok := byName[name]
+		if !ok {
+			i = len(c.Series)
+			byName[name] = i
+			c.Series = append(c.Series, chart.Series{Name: name})
+		}
+		s := &c.Series[i]
+		for len(s.Values) < len(c.Times)-1 {
+			s.Values = append(s.Values, math.NaN())
+		}
+		v := number(row[col]) * a.metric.scale
+		s.Values = append(s.Values, v)
+		if k := len(totals) - 1; !math.IsNaN(v) {
+			if math.IsNaN(totals[k]) {
+				totals[k] = 0
+			}
+			totals[k] += v
+		}
+	}
+	for i := range c.Series {
+		for len(c.Series[i].Values) < len(c.Times) {
+			c.Series[i].Values = append(c.Series[i].Values, math.NaN())
+		}
+	}
+	per := "dataset"
+	if a.metric.servers {
+		per = "server"
+	}
+	switch {
+	case a.metric.total && len(c.Series) > 1:
+		c.Series = append([]chart.Series{{Name: "TOTAL", Values: totals}}, c.Series...)
+		c.Title += ", total and per " + per
+	case len(c.Series) > 1:
+		c.Title += ", per " + per
+	}
+	if len(c.Series) == 0 {
+		what := "answer"
+		if a.metric.servers {
+			what = "server sample (gen reads each server's /metrics while it runs)"
+		}
+		c.Series = []chart.Series{{Name: "no " + what + " in the index"}}
+	}
+
+	// The servers' downs, ups and restarts within the span.
+	ev, err := collect("events", "--since", (time.Duration(to-from+1) * time.Second).String())
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range ev.Rows {
+		kind, _ := row[2].(string)
+		server, _ := row[1].(string)
+		if kind != "down" && kind != "up" && kind != "restarted" {
+			continue
+		}
+		if a.metric.servers && len(a.names) > 0 && !slices.Contains(a.names, server) {
+			continue
+		}
+		t, err := parseTime(row[0])
+		if err != nil {
+			return nil, err
+		}
+		detail, _ := row[3].(string)
+		c.Marks = append(c.Marks, chart.Mark{Time: t, Kind: kind, Label: server + " " + kind, Detail: detail})
+	}
+	return c, nil
+}
+
+// timeFormat is how questions write a moment (query's timeFormat).
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func parseTime(v any) (time.Time, error) {
+	s, _ := v.(string)
+	t, err := time.Parse(timeFormat, s)
+	if err != nil {
+		return t, errors.New("plot: the answer's time " + strconv.Quote(s) + " is not a time")
+	}
+	return t, nil
+}
+
+// number returns a value of an answer as a float64: NaN when it is not
+// known.
+func number(v any) float64 {
+	switch x := v.(type) {
+	case uint64:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case query.Fixed:
+		return x.V
+	case float64:
+		return x
+	case string:
+		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+			return f
+		}
+	}
+	return math.NaN()
+}
