@@ -43,7 +43,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
 	scrapeEvery := fs.Duration("scrape-every", gen.DefaultScrapeEvery, "how often to read each server's /metrics into the index (0: never)")
-	shardFlag := fs.String("shard", "", "I/N: answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
+	shardFlag := fs.String("shard", "", "answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -130,6 +130,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		if s != "sim" {
 			cfg.Servers = append(cfg.Servers, s)
 			continue
+		}
+		if !flagGiven(fs, "sim-metrics") {
+			simCfg.EnableMetrics = true // the built-in simulator's view is there by default
 		}
 		url, stop, err := startSim(ctx, *simCfg)
 		if err != nil {

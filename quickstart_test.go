@@ -60,7 +60,10 @@ func TestQuickstartAsWritten(t *testing.T) {
 	if strings.Join(cmds[0][:2], " ") != "gen --server" || cmds[0][2] != "sim" || strings.Join(cmds[2][:2], " ") != "gen --server" || cmds[2][2] == "sim" {
 		t.Fatalf("the Quickstart's commands are not a dry run, a question and a real run: %q", cmds)
 	}
-	p.mustRun(subst(cmds[0])...)
+	dry := p.mustRun(subst(cmds[0])...)
+	if strings.Contains(dry, "--enable-metrics") {
+		t.Errorf("the dry run gives advice about the server's flags that does not apply to the built-in simulator:\n%s", dry)
+	}
 	if n, sim := p.answers("gendex-demo"); n != 200 || sim != 200 {
 		t.Fatalf("the dry run: %d answers, %d the simulator's; want 200 of 200", n, sim)
 	}
