@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"gendex/query/format"
 )
 
 // runHelp prints gendex's usage, or with a COMMAND that command's help
@@ -54,44 +56,232 @@ func writeCommandList(w io.Writer, indent string) {
 // dbNote says where the index is; every command's help ends with it.
 const dbNote = "Every command takes --db FILE, before or after its name (default ./gendex.db, or $GENDEX_DB)."
 
-// printUsage writes gendex's usage: the command list and the questions.
+// helpWidth is the width every line of gendex's help fits
+// (TestHelpFitsEighty).
+const helpWidth = 80
+
+// wrapTo writes text wrapped within helpWidth, its first line starting
+// with first and the others with indent.
+func wrapTo(w io.Writer, text, first, indent string) {
+	for _, l := range format.Wrap(text, helpWidth, first, indent) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// writeUsageLine writes a usage line ("gendex ..."), wrapped within
+// helpWidth with its continuation lines under the command's arguments.
+func writeUsageLine(w io.Writer, first, usage string) {
+	name, _, _ := strings.Cut(usage, " ")
+	wrapTo(w, "gendex "+usage, first, strings.Repeat(" ", len(first)+len("gendex ")+len(name)+1))
+}
+
+// printUsage writes gendex's usage: the command list and the questions,
+// within helpWidth.
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, "gendex: generate synthetic datasets with an LLM server and ask about them instantly.\n\n")
+	fmt.Fprint(w, "gendex: generate synthetic datasets with an LLM server and ask about them\ninstantly.\n\n")
 	fmt.Fprint(w, "Usage:\n  gendex [--db FILE] COMMAND [ARGS]\n\n")
 	fmt.Fprint(w, "Commands:\n")
-	writeCommandList(w, "  ")
+	for _, cmd := range commands {
+		for _, u := range cmd.Usage {
+			writeUsageLine(w, "  ", u)
+		}
+		wrapTo(w, cmd.Summary, "      ", "      ")
+	}
 	fmt.Fprint(w, "\nQuestions (gendex query QUESTION):\n")
 	writeQuestions(w, "  ")
-	fmt.Fprintf(w, "\n%s\n", dbNote)
-	fmt.Fprint(w, `Output is a table on a terminal and TSV with a header when piped; --format table|tsv|csv|json.
-gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the
-answers too); beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.
-Exit status: 0 ok, 1 error (or input lines left out), 2 usage, 130 interrupted.
-Run 'gendex help COMMAND' for a command's flags.
-`)
+	fmt.Fprintln(w)
+	for _, p := range []string{
+		dbNote,
+		"Output is a table on a terminal (fitted to its width) and TSV with a header when piped; --format table|tsv|csv|json.",
+		"gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the answers too); " +
+			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.",
+		"Exit status: 0 ok, 1 error (or input lines left out), 2 usage, 130 interrupted.",
+		"Run 'gendex help COMMAND' for a command's flags.",
+	} {
+		wrapTo(w, p, "", "")
+	}
 }
 
 // printHelp writes the command's help: its usage lines, its summary and,
-// when fs is not nil, fs's flags.
+// when fs is not nil, fs's flags grouped by purpose (see writeFlags).
 func (c *call) printHelp(w io.Writer, fs *flag.FlagSet) {
 	for i, u := range c.cmd.Usage {
 		prefix := "usage: "
 		if i > 0 {
 			prefix = "       "
 		}
-		fmt.Fprintf(w, "%sgendex %s\n", prefix, u)
+		writeUsageLine(w, prefix, u)
 	}
-	fmt.Fprintf(w, "\n%s\n", c.cmd.Summary)
+	fmt.Fprintln(w)
+	wrapTo(w, c.cmd.Summary, "", "")
 	if fs != nil {
-		var flags strings.Builder
-		fs.SetOutput(&flags)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-		if flags.Len() > 0 {
-			fmt.Fprintf(w, "\nFlags:\n%s", flags.String())
+		writeFlags(w, c.cmd.Name, fs)
+	}
+	fmt.Fprintln(w)
+	wrapTo(w, dbNote, "", "")
+}
+
+// The flag groups, in help order.
+const (
+	groupServers  = "Servers and API"
+	groupSampling = "Sampling (sent to the server only when given)"
+	groupRun      = "Run control"
+	groupInput    = "Input"
+	groupRecords  = "Training records"
+	groupLive     = "Live view and metrics"
+	groupSim      = "The built-in simulator (--server sim)"
+	groupSimOwn   = "The simulated server"
+	groupQuestion = "Output and question flags (anywhere on the line)"
+	groupOther    = "Flags"
+)
+
+var groupOrder = []string{groupQuestion, groupServers, groupInput, groupSampling, groupRun, groupRecords, groupLive, groupSimOwn, groupSim, groupOther}
+
+// flagGroups names each flag's group, by the flag's name; a command's own
+// entry ("export/format") wins. sim-* flags are the simulator's (gen's
+// --server sim), and gendex sim's own flags are its server's.
+var flagGroups = map[string]string{
+	"server": groupServers, "api": groupServers, "api-key": groupServers, "api-key-file": groupServers,
+	"model": groupServers, "wait-ready": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
+	"max-new-tokens": groupSampling, "min-new-tokens": groupSampling, "temperature": groupSampling, "top-p": groupSampling,
+	"top-k": groupSampling, "min-p": groupSampling, "frequency-penalty": groupSampling, "presence-penalty": groupSampling,
+	"repetition-penalty": groupSampling, "ignore-eos": groupSampling, "skip-special-tokens": groupSampling,
+	"no-stop-trim": groupSampling, "stop": groupSampling, "stop-token-ids": groupSampling, "seed": groupSampling,
+	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
+	"max-crashes": groupRun, "shard": groupRun,
+	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput,
+	"export": groupRecords, "include-truncated": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
+	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
+	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
+	"sim/listen": groupSimOwn, "sim/unmarked": groupSimOwn,
+}
+
+// flagArgs names the value of each flag that takes one, by the flag's
+// name; the others are named by their type.
+var flagArgs = map[string]string{
+	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME",
+	"out": "DIR", "turns": "all|last", "export": "conversations|ids", "format": "conversations|ids",
+	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH",
+	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",
+	"temperature": "X", "top-p": "X", "min-p": "X", "frequency-penalty": "X", "presence-penalty": "X",
+	"repetition-penalty": "X", "max-len": "N", "query/format": "table|tsv|csv|json", "query/window": "DURATION",
+	"query/since": "DURATION", "query/stage": "STAGE", "query/step": "DURATION", "query/quiet": "DURATION", "lora": "NAME", "flavor": "sglang|vllm|llamacpp", "crash-on": "TEXT",
+}
+
+// flagSentences replaces, in help, the flag descriptions that are no
+// sentence ("server default 0"), by the flag's name.
+var flagSentences = map[string]string{
+	"frequency-penalty":  "penalize tokens by how often they appeared so far (server default 0)",
+	"presence-penalty":   "penalize tokens that appeared at all so far (server default 0)",
+	"repetition-penalty": "scale down the odds of tokens seen before; 1.0 is off (server default 1.0)",
+	"seed":               "sampling seed (sampling_seed), for answers that repeat (server default: random)",
+}
+
+// flagGroup returns the group of flag name in command cmd.
+func flagGroup(cmd, name string) string {
+	if g, ok := flagGroups[cmd+"/"+name]; ok {
+		return g
+	}
+	switch cmd {
+	case "sim":
+		return groupSimOwn
+	case "query":
+		return groupQuestion
+	}
+	if strings.HasPrefix(name, "sim-") {
+		return groupSim
+	}
+	if g, ok := flagGroups[name]; ok {
+		return g
+	}
+	return groupOther
+}
+
+// flagArg returns the name of the value flag f of command cmd takes (""
+// for a switch).
+func flagArg(cmd string, f *flag.Flag) string {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return ""
+	}
+	if a, ok := flagArgs[cmd+"/"+f.Name]; ok {
+		return a
+	}
+	if a, ok := flagArgs[strings.TrimPrefix(f.Name, "sim-")]; ok {
+		return a
+	}
+	switch kind, _ := flag.UnquoteUsage(f); kind {
+	case "int", "uint":
+		return "N"
+	case "float":
+		return "X"
+	case "duration":
+		return "DURATION"
+	case "string":
+		return "TEXT"
+	}
+	return "VALUE"
+}
+
+// flagDefault says a flag's default, for its help: "" when its sentence
+// says it already.
+func flagDefault(cmd string, f *flag.Flag) string {
+	if strings.Contains(f.Usage, "default") {
+		return ""
+	}
+	switch d := f.DefValue; {
+	case flagArg(cmd, f) == "":
+		if d == "true" {
+			return "Default: on."
+		}
+		return "Default: off."
+	case d == "":
+		return "Default: none."
+	case d == "0" || d == "0s":
+		return "Default: 0."
+	case strings.HasSuffix(d, "m0s"):
+		d = strings.TrimSuffix(d, "0s")
+		if strings.HasSuffix(d, "h0m") {
+			d = strings.TrimSuffix(d, "0m")
+		}
+		return "Default: " + d + "."
+	default:
+		return "Default: " + d + "."
+	}
+}
+
+// writeFlags writes fs's flags under their groups' headings, each with
+// its --double-dash name, its value, what it does and its default, within
+// helpWidth.
+func writeFlags(w io.Writer, cmd string, fs *flag.FlagSet) {
+	groups := map[string][]*flag.Flag{}
+	fs.VisitAll(func(f *flag.Flag) { groups[flagGroup(cmd, f.Name)] = append(groups[flagGroup(cmd, f.Name)], f) })
+	const col = 26 // where descriptions start
+	for _, g := range groupOrder {
+		if len(groups[g]) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", g)
+		for _, f := range groups[g] {
+			name := "  --" + f.Name
+			if a := flagArg(cmd, f); a != "" {
+				name += " " + a
+			}
+			usage := strings.TrimPrefix(f.Usage, "simulator: ")
+			if s, ok := flagSentences[f.Name]; ok {
+				usage = s
+			}
+			if !strings.HasSuffix(usage, ".") {
+				usage += "."
+			}
+			text := strings.TrimSpace(usage + " " + flagDefault(cmd, f))
+			first := name + strings.Repeat(" ", max(col-len(name), 1))
+			if len(name) > col-2 {
+				fmt.Fprintln(w, name)
+				first = strings.Repeat(" ", col)
+			}
+			wrapTo(w, text, first, strings.Repeat(" ", col))
 		}
 	}
-	fmt.Fprintf(w, "\n%s\n", dbNote)
 }
 
 // helpAsked reports whether args ask for help (-h, -help or --help before

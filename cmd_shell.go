@@ -24,6 +24,7 @@ func runShell(ctx context.Context, c *call, args []string) error {
 		Ask: asker, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,
 		Interactive: c.env.StdinTTY && c.env.StdoutTTY, Now: c.env.Now,
 		HistoryPath: shell.HistoryPath(c.env.Getenv),
+		Width:       func() int { return termWidth(c.env) }, DBPath: c.db,
 	}
 	return sh.Run(ctx)
 }

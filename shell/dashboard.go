@@ -2,8 +2,10 @@ package shell
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"gendex/query"
 	"gendex/query/format"
@@ -15,8 +17,11 @@ import (
 // token limit (truncated) when any dataset has some, the turns answered of
 // multi-turn conversations, the training records and exclusions when any
 // dataset has some (export, gen --export), answers and tokens per second over the last
-// 30 s and 5 m, and the ETA at the 30 s rate (the 5 m
-// one when nothing finished in the last 30 s). The three answers are joined
+// 30 s and 5 m, and the ETA (see eta). Both windows count only seconds in
+// which the run was running: they start no earlier than the last gen run's
+// start event, so a resumed run is not diluted by the idle time before it
+// (and, by throughput's own rule, no earlier than a dataset's first
+// answer). The three answers are joined
 // by dataset name, and the rates are asked for exactly the datasets progress
 // listed, so a dataset indexed between the questions shifts nothing and
 // TOTAL covers the rows shown. Below it, when gen has read any server's
@@ -39,6 +44,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	shortWin, longWin := runWindows(collect, s.Now())
 	names := make([]string, 0, len(prog.Rows))
 	for _, row := range prog.Rows {
 		if name, ok := row[0].(string); ok {
@@ -70,11 +76,11 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		name, _ := row[0].(string)
 		turns[name] = get(sets, row, "turns")
 	}
-	short, shortBy, err := rates("30s")
+	short, shortBy, err := rates(shortWin)
 	if err != nil {
 		return err
 	}
-	long, longBy, err := rates("5m")
+	long, longBy, err := rates(longWin)
 	if err != nil {
 		return err
 	}
@@ -98,6 +104,13 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if truncated {
 		res.Columns = slices.Insert(res.Columns, 5, "truncated")
 	}
+	// The run's rate: the 30 s one, the 5 m one when nothing finished in
+	// the last 30 s.
+	runRate, _ := asFloat(get(short, short.Total, "records_per_s"))
+	if runRate == 0 {
+		runRate, _ = asFloat(get(long, long.Total, "records_per_s"))
+	}
+	var ahead float64 // prompts left in the datasets being answered, listed so far
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
 		var done any
@@ -105,11 +118,11 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		if n, ok := asFloat(prompts); ok {
 			m, _ := asFloat(missing)
 			done = uint64(n - m)
-			rate, _ := asFloat(get(short, sh, "records_per_s"))
-			if rate == 0 {
-				rate, _ = asFloat(get(long, lo, "records_per_s"))
+			if p[0] == "TOTAL" {
+				eta = store.ETA(int64(m), runRate)
+			} else {
+				eta = datasetETA(m, &ahead, runRate, get(short, sh, "records_per_s"), get(long, lo, "records_per_s"))
 			}
-			eta = store.ETA(int64(m), rate)
 		}
 		row := []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"), turns,
 			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
@@ -138,15 +151,67 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if f == query.Auto {
 		f = query.Table
 	}
-	if err := format.Write(w, res, format.Options{Format: f}); err != nil {
+	if err := format.Write(w, res, format.Options{Format: f, Width: s.width(), Layout: "watch"}); err != nil {
 		return err
 	}
 	return s.serverLines(w, collect, f)
 }
 
-// serverLines writes, after the datasets, one line per server gen reads:
+// datasetETA is the one ETA rule of watch: prompts left over the run's
+// answers per second (rate). gen answers its datasets one after another,
+// so a dataset being answered (it finished answers in the last 30 s or
+// 5 m) has ahead of it the prompts left in those being answered above it:
+// its ETA counts them too, and the last one's is TOTAL's when no other
+// dataset waits. A dataset with prompts left and no answer in 5 m is not
+// being answered: unknown.
+func datasetETA(left float64, ahead *float64, rate float64, short, long any) string {
+	if left <= 0 {
+		return store.ETA(0, rate)
+	}
+	s, _ := asFloat(short)
+	l, _ := asFloat(long)
+	if s == 0 && l == 0 {
+		return "unknown"
+	}
+	*ahead += left
+	return store.ETA(int64(*ahead), rate)
+}
+
+// runWindows returns the two rate windows of the dashboard (30 s and 5 m)
+// cut to the seconds since the last gen run started, when it started
+// within them: the seconds before a run are not its seconds.
+func runWindows(collect func(args ...string) (*query.Result, error), now time.Time) (short, long string) {
+	short, long = "30s", "5m"
+	ev, err := collect("events", "--since", "5m")
+	if err != nil {
+		return // a writer that does not know the question: whole windows
+	}
+	var start time.Time
+	for _, row := range ev.Rows {
+		if name, _ := get(ev, row, "event").(string); name == "start" {
+			at, _ := get(ev, row, "time").(string)
+			if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+				start = t
+			}
+		}
+	}
+	if start.IsZero() {
+		return
+	}
+	secs := max(1, now.Unix()-start.Unix())
+	if secs < 30 {
+		short = fmt.Sprintf("%ds", secs)
+	}
+	if secs < 300 {
+		long = fmt.Sprintf("%ds", secs)
+	}
+	return short, long
+}
+
+// serverLines writes, after the datasets, one line per server gen read in
+// the last 30 s (servers of earlier runs are left out):
 // up or down, the server's own running and queued requests, its KV use
-// (token_usage) and its tokens/s over the last 30 s, with gendex's own
+// (token_usage, in percent as gen shows it) and its tokens/s over the last 30 s, with gendex's own
 // tokens/s from it, gen's retries on it over the same 30 s with the last
 // one's error, and the note of `query server`. Nothing when no
 // server has a series, or when the writer asked is too old to know the
@@ -156,15 +221,25 @@ func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Re
 	if err != nil || len(srv.Rows) == 0 {
 		return nil
 	}
-	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "token_usage", "tokens/s server 30s", "tokens/s gendex 30s",
+	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "kv_pct", "tokens/s server 30s", "tokens/s gendex 30s",
 		"retries 30s", "last error", "note"}}
 	for _, row := range srv.Rows {
+		if get(srv, row, "up") == nil {
+			continue // no reading in the last 30 s: not this run's
+		}
+		var kv any
+		if u, ok := get(srv, row, "token_usage").(query.Fixed); ok {
+			kv = query.Fixed{V: 100 * u.V, Prec: 0}
+		}
 		res.Rows = append(res.Rows, []any{row[0], get(srv, row, "up"), get(srv, row, "running"), get(srv, row, "queued"),
-			get(srv, row, "token_usage"), get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"),
+			kv, get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"),
 			get(srv, row, "retries"), get(srv, row, "last_error"), get(srv, row, "note")})
 	}
+	if len(res.Rows) == 0 {
+		return nil
+	}
 	io.WriteString(w, "\n")
-	return format.Write(w, res, format.Options{Format: f})
+	return format.Write(w, res, format.Options{Format: f, Width: s.width(), Layout: "watch-servers"})
 }
 
 // get returns the value of column name in row, a row of r; nil when r

@@ -78,14 +78,16 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "dataset\tdone\tprompts\tdone_pct\terrors\tturns\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
-		"A\t6\t10\t60.00\t0\t0\t0.30\t3.0\t0.30\t3.0\t13s\n" +
-		"C\t2\t10\t20.00\t0\t0\t0.20\t2.0\t0.20\t2.0\t40s\n"
+		"A\t6\t10\t60.00\t0\t0\t0.30\t3.0\t0.30\t3.0\t10s\n" + // 4 left at the run's 8/20 s
+		"C\t2\t10\t20.00\t0\t0\t0.20\t2.0\t0.20\t2.0\t30s\n" //   and 8 after them: TOTAL's
 	if b.String() != want {
 		t.Errorf("dashboard:\n%s\nwant:\n%s", b.String(), want)
 	}
 
 	// The next refresh shows B on its own row; TOTAL (shown in a table) is
 	// the three from A's first answer: 17 over 20 s, 13 left at 0.85/s.
+	// Each dataset's ETA is at that rate too, with the prompts left above
+	// it (gen answers datasets in turn): the last one's is TOTAL's.
 	sh.format = query.Table
 	b.Reset()
 	if err := sh.dashboard(t.Context(), &b); err != nil {
@@ -98,9 +100,9 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 		}
 	}
 	wantRows := []string{
-		"A 6 10 60.00 0 0.30 3.0 0.30 3.0 13s",
-		"B 9 10 90.00 0 1.80 18.0 1.80 18.0 1s",
-		"C 2 10 20.00 0 0.20 2.0 0.20 2.0 40s",
+		"A 6 10 60.00 0 0.30 3.0 0.30 3.0 5s",
+		"B 9 10 90.00 0 1.80 18.0 1.80 18.0 6s",
+		"C 2 10 20.00 0 0.20 2.0 0.20 2.0 15s",
 		"TOTAL 17 30 56.67 0 0.85 8.5 0.85 8.5 15s",
 	}
 	if !slices.Equal(rows, wantRows) {

@@ -11,7 +11,8 @@ import (
 )
 
 // TestDashboardShowsServers: watch's dashboard ends with a line per
-// server gen reads: up, running, queued, KV use and the tokens/s of the
+// server gen reads: up, running, queued, KV use (in percent, as gen
+// shows it) and the tokens/s of the
 // server's own counter and of gendex's count, gen's retries on it over the
 // last 30 s and the last one's error; a server without /metrics
 // shows them unknown, with the hint. An index without servers shows no
@@ -54,8 +55,8 @@ func TestDashboardShowsServers(t *testing.T) {
 	if err := sh.dashboard(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
-	want := "server\tup\trunning\tqueued\ttoken_usage\ttokens/s server 30s\ttokens/s gendex 30s\tretries 30s\tlast error\tnote\n" +
-		"http://a:30000\tyes\t121\t3\t0.700\t1000.0\t990.0\t12\tHTTP 500 'Failed to parse input'\t\n" +
+	want := "server\tup\trunning\tqueued\tkv_pct\ttokens/s server 30s\ttokens/s gendex 30s\tretries 30s\tlast error\tnote\n" +
+		"http://a:30000\tyes\t121\t3\t70\t1000.0\t990.0\t12\tHTTP 500 'Failed to parse input'\t\n" +
 		"http://b:30000\tyes\t\t\t\t\t500.0\t0\t\tno /metrics (HTTP 404): start the server with --enable-metrics (a router or gateway in front serves none)\n"
 	if !strings.HasSuffix(b.String(), "\n"+want) {
 		t.Errorf("dashboard:\n%s\nwant it to end with:\n%s", b.String(), want)

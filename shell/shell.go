@@ -40,6 +40,11 @@ type Shell struct {
 	// HistoryPath is where command history is kept (mode 0600); "" keeps none.
 	HistoryPath string
 	Now         func() time.Time
+	// Width returns the terminal's width now, which tables and watch fit
+	// (nil or 0: no limit).
+	Width func() int
+	// DBPath is the index file: watch waits for it to exist.
+	DBPath string
 
 	format    query.Format
 	datasets  []string
@@ -185,29 +190,53 @@ func (s *Shell) ask(ctx context.Context, words []string, w io.Writer) error {
 		q.Format = s.format
 	}
 	q.Resolve(s.Interactive)
-	out := format.NewWriter(w, format.Options{Format: q.Format, NoHeader: q.NoHeader})
+	out := format.NewWriter(w, format.Options{Format: q.Format, NoHeader: q.NoHeader, Width: s.width(), Layout: q.Question})
 	if err := s.Ask.Ask(ctx, q, s.Now(), out); err != nil {
 		return err
 	}
 	return out.Close()
 }
 
-func (s *Shell) help() {
-	fmt.Fprintln(s.Out, "Questions (the same as 'gendex query'):")
-	for _, q := range query.Questions {
-		fmt.Fprintf(s.Out, "  %-58s %s\n", q.Usage, q.Help)
+// width returns the terminal's width now; 0 when unknown.
+func (s *Shell) width() int {
+	if s.Width == nil {
+		return 0
 	}
-	fmt.Fprint(s.Out, `  Flags: --format table|tsv|csv|json, --no-header (TSV/CSV), anywhere on the line.
-Shell commands:
-  watch [SECONDS] [QUESTION...]   refresh a question every SECONDS (default 2) until Ctrl-C;
-                                  with no question: progress, answers and tokens per second over
-                                  the last 30 s and 5 m, and the ETA of every dataset; then each
-                                  server's line (up, running, queued, KV use, tokens/s) when gen
-                                  reads its /metrics
-  format table|tsv|csv|json       the output format from now on
-  help                            this text
-  quit                            leave (or Ctrl-D)
-`)
+	return s.Width()
+}
+
+// help lists the questions and the shell's commands, within the terminal's
+// width (80 columns when it is unknown).
+func (s *Shell) help() {
+	width := s.width()
+	if width <= 0 {
+		width = 80
+	}
+	var b strings.Builder
+	say := func(first, indent, text string) {
+		for _, l := range format.Wrap(text, width, first, indent) {
+			b.WriteString(l + "\n")
+		}
+	}
+	b.WriteString("Questions (the same as 'gendex query'):\n")
+	for _, q := range query.Questions {
+		say("  ", "      ", q.Usage)
+		say("      ", "      ", q.Help)
+	}
+	say("", "  ", "Flags, anywhere on the line: --format table|tsv|csv|json; --no-header (TSV, CSV).")
+	b.WriteString("Shell commands:\n")
+	for _, c := range [][2]string{
+		{"watch [SECONDS] [QUESTION...]", "refresh a question every SECONDS (default 2) until Ctrl-C; with no question: " +
+			"each dataset's progress, answers and tokens per second over the last 30 s and 5 m of the run, and its ETA; " +
+			"then each server gen read in the last 30 s (up, running, queued, KV use, tokens/s)"},
+		{"format table|tsv|csv|json", "the output format from now on"},
+		{"help", "this text"},
+		{"quit", "leave (or Ctrl-D)"},
+	} {
+		say("  ", "      ", c[0])
+		say("      ", "      ", c[1])
+	}
+	io.WriteString(s.Out, b.String())
 }
 
 // split cuts a command line into words; '...' and "..." group words.
@@ -263,12 +292,25 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	resized := make(chan os.Signal, 1)
+	notifyResize(resized)
+	defer signal.Stop(resized)
+	title := strings.Join(args, " ")
+	if title == "" {
+		title = "progress"
+	}
 	for {
 		var b strings.Builder
 		var err error
-		if len(args) == 0 {
+		switch {
+		case s.DBPath != "" && !exists(s.DBPath):
+			// Started before gen or ingest: wait for the index.
+			for _, l := range format.Wrap(fmt.Sprintf("waiting for the index %s: gen or ingest makes it", s.DBPath), s.width(), "", "") {
+				b.WriteString(l + "\n")
+			}
+		case len(args) == 0:
 			err = s.dashboard(ctx, &b)
-		} else {
+		default:
 			err = s.ask(ctx, args, &b)
 		}
 		if ctx.Err() != nil {
@@ -277,20 +319,27 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		title := strings.Join(args, " ")
-		if title == "" {
-			title = "progress"
-		}
 		if s.Interactive {
 			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home and clear
 		}
-		fmt.Fprintf(s.Out, "every %s: %s    %s    (Ctrl-C to stop)\n\n%s\n", every, title, s.Now().Format(time.TimeOnly), b.String())
+		head := fmt.Sprintf("every %s: %s    %s    (Ctrl-C to stop)", every, title, s.Now().Format(time.TimeOnly))
+		if w := s.width(); w > 0 && format.Width(head) > w {
+			head = format.Cut(fmt.Sprintf("every %s: %s", every, title), max(w-len("  00:00:00  (Ctrl-C to stop)"), 8), false) +
+				"  " + s.Now().Format(time.TimeOnly) + "  (Ctrl-C to stop)"
+		}
+		fmt.Fprintf(s.Out, "%s\n\n%s\n", head, b.String())
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
+		case <-resized: // redraw at the new width at once
 		}
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // complete completes the word under the cursor: a command, a flag, a flag's
@@ -317,7 +366,7 @@ func (s *Shell) complete(line string, pos int) (head string, completions []strin
 	case before[len(before)-1] == "--window" || before[len(before)-1] == "--since":
 		candidates = []string{"30s", "5m", "1h"}
 	case strings.HasPrefix(word, "-"):
-		candidates = []string{"--format", "--no-header", "--window", "--stage", "--since"}
+		candidates = questionFlags(question(before))
 	case before[0] == "watch" && len(before) == 1 || before[0] == "watch" && len(before) == 2 && isNumber(before[1]):
 		candidates = append(query.Names(), s.names()...)
 	default:
@@ -329,6 +378,42 @@ func (s *Shell) complete(line string, pos int) (head string, completions []strin
 		}
 	}
 	return head, completions, tail
+}
+
+// question returns the question a command line's words ask ("" for none):
+// the first word, or the one after watch and its SECONDS.
+func question(words []string) string {
+	if len(words) > 0 && words[0] == "watch" {
+		words = words[1:]
+		if len(words) > 0 && isNumber(words[0]) {
+			words = words[1:]
+		}
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	return words[0]
+}
+
+// questionFlags returns the flags a question takes: every question
+// --format and --no-header, and its own.
+func questionFlags(q string) []string {
+	flags := []string{"--format", "--no-header"}
+	switch q {
+	case "throughput", "server":
+		flags = append(flags, "--window")
+	case "missing", "show":
+		flags = append(flags, "--stage")
+	case "events":
+		flags = append(flags, "--since")
+	case "series":
+		flags = append(flags, "--step", "--since", "--servers")
+	case "shards":
+		flags = append(flags, "--quiet")
+	case "":
+		return nil // watch's own line, or nothing yet
+	}
+	return flags
 }
 
 func isNumber(s string) bool { _, err := strconv.ParseFloat(s, 64); return err == nil }

@@ -520,11 +520,11 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		case <-reqs.Done():
 			return
 		}
-		if context.Cause(r.stop) == context.Canceled {
+		if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
 			r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), cfg.Grace))
 		}
-		if n := r.pool.inFlight(); n > 0 && context.Cause(r.stop) == context.Canceled {
-			r.logf("gen: interrupted: waiting up to %s for %d requests in flight (interrupt again to quit now)", cfg.Grace, n)
+		if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
+			r.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", cfg.Grace, n)
 		}
 		select {
 		case <-time.After(cfg.Grace):

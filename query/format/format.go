@@ -22,6 +22,13 @@ import (
 type Options struct {
 	Format   query.Format // query.Auto is treated as TSV
 	NoHeader bool         // TSV and CSV: no header line
+	// Width is the terminal's width: a table is fitted to it (see
+	// Layouts); 0 leaves it as wide as its cells. TSV, CSV and JSON
+	// ignore it.
+	Width int
+	// Layout names the table's entry in Layouts: the question's name, or
+	// watch's "watch" and "watch-servers".
+	Layout string
 }
 
 // Unknown is how the table format shows a value the index cannot know.
@@ -130,7 +137,7 @@ func (o *Writer) Close() error {
 	switch o.opts.Format {
 	case query.Table:
 		if o.cols != nil {
-			if err := writeTable(o.w, o.cols, o.table, o.total); err != nil {
+			if err := writeTable(o.w, o.cols, o.table, o.total, o.opts); err != nil {
 				return err
 			}
 		}
@@ -228,16 +235,34 @@ func isZero(v any) bool {
 	return ok && s == "0"
 }
 
-func writeTable(w io.Writer, cols []string, rows [][]any, total []any) error {
+func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Options) error {
 	cols, rows, total = hideZeroColumns(cols, rows, total)
-	align := make([]tw.Align, len(cols))
+	isNum := make([]bool, len(cols))
 	for j := range cols {
-		align[j] = tw.AlignLeft
 		for _, row := range rows {
 			if numeric(row[j]) {
-				align[j] = tw.AlignRight
+				isNum[j] = true
 				break
 			}
+		}
+	}
+	text := make([][]string, 0, len(rows))
+	for _, row := range rows {
+		text = append(text, tableRow(row))
+	}
+	var foot []string
+	if total != nil && len(rows) > 1 {
+		foot = tableRow(total)
+	}
+	f := fit(opts.Width, Layouts[opts.Layout], cols, text, foot, isNum)
+	var align []tw.Align
+	for j := range cols {
+		if slices.Contains(f.hidden, cols[j]) {
+			continue
+		}
+		align = append(align, tw.AlignLeft)
+		if isNum[j] {
+			align[len(align)-1] = tw.AlignRight
 		}
 	}
 	t := tablewriter.NewTable(w,
@@ -252,18 +277,21 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any) error {
 		tablewriter.WithFooterAlignmentConfig(tw.CellAlignment{PerColumn: align}),
 		tablewriter.WithFooterAutoFormat(tw.Off),
 	)
-	t.Header(cols)
-	text := make([][]string, 0, len(rows))
-	for _, row := range rows {
-		text = append(text, tableRow(row))
-	}
-	if err := t.Bulk(text); err != nil {
+	t.Header(f.cols)
+	if err := t.Bulk(f.rows); err != nil {
 		return err
 	}
-	if total != nil && len(rows) > 1 {
-		t.Footer(tableRow(total))
+	if f.total != nil {
+		t.Footer(f.total)
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if len(f.hidden) > 0 {
+		_, err := io.WriteString(w, hiddenNote(f.hidden, opts.Width)+"\n")
+		return err
+	}
+	return nil
 }
 
 func tableRow(row []any) []string {

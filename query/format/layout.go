@@ -1,0 +1,330 @@
+package format
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+)
+
+// A Col says how a table shows one column on a terminal too narrow for
+// all of them. Only the table format is fitted: TSV, CSV and JSON always
+// have every column, whole.
+type Col struct {
+	Name string
+	// Drop orders the dropping: a table too wide loses its columns of the
+	// highest Drop first (the rightmost first among equals); 0 is never
+	// dropped.
+	Drop int
+	// Short is the header shown when the table does not fit with the full
+	// names ("" keeps Name).
+	Short string
+	// Text marks free text (a message, a note, a path): it is cut with …
+	// to fit, down to this many columns, before any column is dropped.
+	Text int
+	// Left cuts the text's start instead of its end (a path's file name
+	// says more than its first folders).
+	Left bool
+}
+
+// A Layout is a table's columns in the order of what a person decides on
+// first: Cols names the known ones; any other column (finish's reasons)
+// gets Rest.
+type Layout struct {
+	Cols []Col
+	Rest int
+}
+
+// Layouts holds each question's layout (by its name, query.Questions), and
+// watch's two tables ("watch", "watch-servers"): the one place that says
+// which columns a narrow terminal keeps, for `gendex query`, the shell and
+// watch alike.
+var Layouts = map[string]Layout{
+	"progress": {Cols: []Col{
+		{Name: "dataset"}, {Name: "done_pct", Drop: 1, Short: "done%"}, {Name: "missing_raw", Drop: 1, Short: "to_go"},
+		{Name: "prompts", Drop: 2}, {Name: "raw", Drop: 2}, {Name: "errors", Drop: 3, Short: "err"},
+		{Name: "tokenized", Drop: 4, Short: "tok"}, {Name: "missing_tokenized", Drop: 5, Short: "miss_tok"},
+		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
+		{Name: "skipped", Drop: 5, Short: "skip"},
+	}},
+	"tokens": {Cols: []Col{
+		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},
+		{Name: "avg_completion_tokens", Drop: 2, Short: "avg"}, {Name: "prompt_tokens", Drop: 3, Short: "prompt"},
+		{Name: "p50_completion_tokens", Drop: 3, Short: "p50"}, {Name: "p90_completion_tokens", Drop: 4, Short: "p90"},
+		{Name: "p99_completion_tokens", Drop: 4, Short: "p99"}, {Name: "unknown_tokens", Drop: 6, Short: "unk"},
+		{Name: "unknown_prompt_tokens", Drop: 7, Short: "unk_prompt"}, {Name: "truncated", Drop: 5, Short: "trunc"},
+		{Name: "skipped", Drop: 6, Short: "skip"},
+	}},
+	"throughput": {Cols: []Col{
+		{Name: "dataset"}, {Name: "records_per_s", Drop: 1, Short: "recs/s"}, {Name: "tokens_per_s", Drop: 1, Short: "tok/s"},
+		{Name: "records", Drop: 3, Short: "recs"}, {Name: "completion_tokens", Drop: 4, Short: "tokens"},
+		{Name: "window_s", Drop: 4, Short: "win_s"}, {Name: "unknown_tokens", Drop: 5, Short: "unk"},
+		{Name: "accept_length", Drop: 3, Short: "acc_len"},
+	}},
+	"spec": {Cols: []Col{
+		{Name: "dataset"}, {Name: "accept_length", Drop: 1, Short: "acc_len"}, {Name: "accept_rate", Drop: 1, Short: "acc_rate"},
+		{Name: "records", Drop: 3, Short: "recs"}, {Name: "verify_steps", Drop: 4, Short: "verify"},
+		{Name: "p50_accept_length", Drop: 2, Short: "p50"}, {Name: "p10_accept_length", Drop: 3, Short: "p10"},
+		{Name: "p90_accept_length", Drop: 3, Short: "p90"}, {Name: "unknown_spec", Drop: 5, Short: "unk"},
+	}},
+	"missing": {Cols: []Col{
+		{Name: "id"}, {Name: "reason", Drop: 1, Text: 12}, {Name: "dataset", Drop: 2}, {Name: "stage", Drop: 3},
+	}},
+	"finish": {Cols: []Col{{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "unknown", Drop: 3, Short: "unk"}}, Rest: 2},
+	"errors": {Cols: []Col{
+		{Name: "id"}, {Name: "dataset", Drop: 2}, {Name: "reason", Drop: 1, Text: 12},
+		{Name: "message", Drop: 2, Text: 12}, {Name: "source", Drop: 3, Text: 16, Left: true},
+	}},
+	"datasets": {Cols: []Col{
+		{Name: "dataset"}, {Name: "prompts", Drop: 1}, {Name: "raw", Drop: 1}, {Name: "errors", Drop: 2, Short: "err"},
+		{Name: "tokenized", Drop: 2, Short: "tok"}, {Name: "files", Drop: 4}, {Name: "turns", Drop: 3},
+		{Name: "excluded", Drop: 3, Short: "excl"},
+	}},
+	"files": {Cols: []Col{
+		{Name: "path", Text: 16, Left: true}, {Name: "dataset", Drop: 3}, {Name: "stage", Drop: 2},
+		{Name: "records", Drop: 1, Short: "recs"}, {Name: "pending_bytes", Drop: 1, Short: "pending"},
+		{Name: "lines", Drop: 4}, {Name: "skipped", Drop: 3, Short: "skip"}, {Name: "duplicates", Drop: 5, Short: "dups"},
+		{Name: "unknown_tokens", Drop: 6, Short: "unk"}, {Name: "indexed_bytes", Drop: 5, Short: "indexed"},
+	}},
+	// query/server.go's columns.
+	"server": {Cols: []Col{
+		{Name: "server", Text: 16}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
+		{Name: "token_usage", Drop: 1, Short: "kv"}, {Name: "queued", Drop: 2, Short: "queue"},
+		{Name: "server_tokens_per_s", Drop: 2, Short: "srv_tok/s"}, {Name: "client_tokens_per_s", Drop: 3, Short: "gdx_tok/s"},
+		{Name: "note", Drop: 2, Text: 12}, {Name: "retries", Drop: 3}, {Name: "last_error", Drop: 4, Text: 12, Short: "error"},
+		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "accept_length", Drop: 4, Short: "acc_len"},
+		{Name: "in_backoff", Drop: 5, Short: "backoff"}, {Name: "agreement", Drop: 5, Short: "agree"},
+		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
+	}, Rest: 6},
+	"events": {Cols: []Col{
+		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 10}, {Name: "server", Drop: 2, Text: 12},
+	}},
+	"series": {Cols: []Col{
+		{Name: "time"}, {Name: "dataset", Drop: 1}, {Name: "server", Drop: 1, Text: 12},
+		{Name: "answers_per_s", Drop: 1, Short: "ans/s"}, {Name: "tokens_per_s", Drop: 1, Short: "tok/s"},
+		{Name: "answers", Drop: 2, Short: "ans"}, {Name: "up", Drop: 2}, {Name: "running", Drop: 2, Short: "run"},
+		{Name: "token_usage", Drop: 2, Short: "kv"}, {Name: "completion_tokens", Drop: 3, Short: "tokens"},
+		{Name: "queued", Drop: 3, Short: "queue"}, {Name: "server_tokens_per_s", Drop: 3, Short: "srv_tok/s"},
+		{Name: "client_tokens_per_s", Drop: 3, Short: "gdx_tok/s"}, {Name: "accept_length", Drop: 4, Short: "acc_len"},
+		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "seconds", Drop: 5, Short: "secs"},
+		{Name: "samples", Drop: 5}, {Name: "unknown_tokens", Drop: 6, Short: "unk"},
+	}, Rest: 6},
+	"shards": {Cols: []Col{
+		{Name: "dataset"}, {Name: "shard"}, {Name: "answers", Drop: 1}, {Name: "quiet", Drop: 1, Text: 8},
+		{Name: "errors", Drop: 2}, {Name: "last_answer", Drop: 3, Short: "last"}, {Name: "turns", Drop: 4},
+	}},
+	"watch": {Cols: []Col{
+		{Name: "dataset"}, {Name: "done"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "tokens/s 30s", Drop: 2, Short: "tok/s"},
+		{Name: "errors", Drop: 3, Short: "err"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
+		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
+		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
+	}},
+	"watch-servers": {Cols: []Col{
+		{Name: "server", Text: 16}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
+		{Name: "kv_pct", Drop: 1, Short: "kv%"}, {Name: "queued", Drop: 2, Short: "queue"},
+		{Name: "tokens/s server 30s", Drop: 2, Short: "srv tok/s"}, {Name: "tokens/s gendex 30s", Drop: 3, Short: "gdx tok/s"},
+		{Name: "note", Drop: 2, Text: 12}, {Name: "retries 30s", Drop: 4, Short: "retries"},
+		{Name: "last error", Drop: 4, Text: 12, Short: "error"},
+	}, Rest: 5},
+}
+
+// col returns the layout's spec of the column name: a column it does not
+// list is dropped at Rest (the first column of an unknown table never).
+func (l Layout) col(name string, j int) Col {
+	for _, c := range l.Cols {
+		if c.Name == name {
+			return c
+		}
+	}
+	if l.Cols == nil && j == 0 {
+		return Col{Name: name}
+	}
+	return Col{Name: name, Drop: max(l.Rest, 1)}
+}
+
+// Width is the display width of s on a terminal.
+func Width(s string) int { return twwidth.Width(s) }
+
+// Cut returns s within width columns, its end (or, left, its start)
+// replaced by … when it is wider.
+func Cut(s string, width int, left bool) string {
+	if Width(s) <= width {
+		return s
+	}
+	if width <= 1 {
+		return strings.Repeat("…", max(width, 0))
+	}
+	if !left {
+		return twwidth.Truncate(s, width-1) + "…"
+	}
+	rs := []rune(s)
+	for i := range rs {
+		if t := string(rs[i:]); Width(t) <= width-1 {
+			return "…" + t
+		}
+	}
+	return "…"
+}
+
+// A fitted table: what is left of its columns, and the columns dropped.
+type fitted struct {
+	cols   []string
+	rows   [][]string
+	total  []string // nil: none
+	hidden []string
+}
+
+// pad is the blank around each cell of a table: one column either side.
+const pad = 2
+
+// fit lays a table out within width columns: it shortens the headers,
+// cuts free text with … down to its minimum, drops the columns a person
+// needs least (lay's order) until the rest fit, then gives the free text
+// back what room is left. A table that fits, or width <= 0, is unchanged.
+// numeric marks the columns never cut.
+func fit(width int, lay Layout, cols []string, rows [][]string, total []string, numeric []bool) fitted {
+	f := fitted{cols: cols, rows: rows, total: total}
+	if width <= 0 || len(cols) == 0 {
+		return f
+	}
+	all := append([][]string{cols}, rows...)
+	if total != nil {
+		all = append(all, total)
+	}
+	natural := func(head []string) []int {
+		w := make([]int, len(cols))
+		for j := range cols {
+			w[j] = Width(head[j])
+			for _, row := range all[1:] {
+				w[j] = max(w[j], Width(row[j]))
+			}
+		}
+		return w
+	}
+	sum := func(w []int, keep []bool) int {
+		n := 0
+		for j := range w {
+			if keep[j] {
+				n += w[j] + pad
+			}
+		}
+		return n
+	}
+	keep := make([]bool, len(cols))
+	for j := range keep {
+		keep[j] = true
+	}
+	nat := natural(cols)
+	if sum(nat, keep) <= width {
+		return f
+	}
+	specs := make([]Col, len(cols))
+	head := slices.Clone(cols)
+	for j, c := range cols {
+		specs[j] = lay.col(c, j)
+		if specs[j].Short != "" {
+			head[j] = specs[j].Short
+		}
+	}
+	nat = natural(head)
+	w := slices.Clone(nat)
+	for j, s := range specs {
+		if s.Text > 0 && !numeric[j] {
+			w[j] = min(nat[j], max(s.Text, Width(head[j])))
+		}
+	}
+	for sum(w, keep) > width {
+		drop := -1
+		for j := len(cols) - 1; j >= 0; j-- {
+			if keep[j] && specs[j].Drop > 0 && (drop < 0 || specs[j].Drop > specs[drop].Drop) {
+				drop = j
+			}
+		}
+		if drop < 0 {
+			break
+		}
+		keep[drop] = false
+	}
+	// Room left goes back to the free text, a column at a time to each in
+	// turn, so that a message and a note share it.
+	for grew := true; grew; {
+		grew = false
+		for j := range cols {
+			if keep[j] && w[j] < nat[j] && sum(w, keep) < width {
+				w[j]++
+				grew = true
+			}
+		}
+	}
+	// Still too wide with every column that may go gone: cut the widest
+	// text, down to 3 columns.
+	for sum(w, keep) > width {
+		widest := -1
+		for j := range cols {
+			if keep[j] && !numeric[j] && w[j] > 3 && (widest < 0 || w[j] > w[widest]) {
+				widest = j
+			}
+		}
+		if widest < 0 {
+			break
+		}
+		w[widest] -= min(w[widest]-3, sum(w, keep)-width)
+	}
+	cut := func(row []string) []string {
+		out := make([]string, 0, len(row))
+		for j, s := range row {
+			if keep[j] {
+				out = append(out, Cut(s, w[j], specs[j].Left))
+			}
+		}
+		return out
+	}
+	f.cols = cut(head)
+	f.rows = make([][]string, len(rows))
+	for i, row := range rows {
+		f.rows[i] = cut(row)
+	}
+	if total != nil {
+		f.total = cut(total)
+	}
+	for j, c := range cols {
+		if !keep[j] {
+			f.hidden = append(f.hidden, c)
+		}
+	}
+	return f
+}
+
+// hiddenNote is the line under a table that lost columns to the width: it
+// names them, within width.
+func hiddenNote(hidden []string, width int) string {
+	tail := " (--format tsv has all)"
+	s := "hidden: " + strings.Join(hidden, ", ")
+	if Width(s+tail) <= width {
+		return s + tail
+	}
+	return Cut(s, width, false)
+}
+
+// Wrap breaks text into lines within width columns at spaces, the first
+// line starting with first and the others with indent; a word wider than
+// a line stays whole on its own line. width <= 0 is one line.
+func Wrap(text string, width int, first, indent string) []string {
+	words := strings.Fields(text)
+	var lines []string
+	line := first
+	empty := true
+	for _, w := range words {
+		if !empty && width > 0 && Width(line)+1+Width(w) > width {
+			lines = append(lines, line)
+			line, empty = indent, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += w
+		empty = false
+	}
+	return append(lines, line)
+}
