@@ -21,6 +21,8 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
 	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
+	mapping := fs.String("map", "", "for a shape gendex does not know: where the lines keep its fields, FIELD=PATH pairs joined by commas, FIELD one of "+
+		strings.Join(ingest.MappedFields[:], ", ")+" (e.g. completion_tokens=stats.out,text=answer.body; remembered per file as --id is)")
 	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := c.parse(fs, args)
 	if err != nil {
@@ -37,8 +39,12 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 		}
 		stage = &st
 	}
-	if _, err := ingest.ParseIDPath(*idPath); err != nil {
-		return usagef("ingest: --id: %v", err)
+	if strings.Contains(*idPath, "=") || strings.Contains(*idPath, ",") {
+		return usagef("ingest: --id %q: a dotted path (give the other fields with --map FIELD=PATH,...)", *idPath)
+	}
+	spec, err := ingest.JoinMapping(*idPath, *mapping)
+	if err != nil {
+		return usagef("ingest: --id/--map: %v", err)
 	}
 	db, err := store.Open(c.db, store.Options{})
 	if err != nil {
@@ -64,7 +70,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 				return nil, err
 			}
 			for i := range srcs {
-				srcs[i].IDPath = *idPath
+				srcs[i].IDPath = spec
 			}
 			all = append(all, srcs...)
 		}

@@ -16,10 +16,10 @@ var (
 )
 
 // noIDAt is ErrNoID (errors.Is matches it) when an id path was given.
-type noIDAt struct{ path IDPath }
+type noIDAt struct{ path []string }
 
 func (e noIDAt) Error() string {
-	return fmt.Sprintf("line has no id at %s (the --id path; want a non-empty string or a number there)", e.path)
+	return fmt.Sprintf("line has no id at %s (the --id path; want a non-empty string or a number there)", strings.Join(e.path, "."))
 }
 
 func (noIDAt) Is(target error) bool { return target == ErrNoID }
@@ -176,30 +176,6 @@ func readObjectKey(b []byte, i int, f *fields, key string) (int, span, error) {
 	return end, at, err
 }
 
-// IDPath is where a line keeps its id when it is not at "custom_id" or
-// "id": the keys of nested objects, outermost first ("meta.uid" is
-// {"meta":{"uid":...}}). A nil IDPath means the default rules (see
-// Normalize).
-type IDPath []string
-
-// ParseIDPath reads a dotted path such as "question_id" or "meta.uid". The
-// empty string is the nil IDPath. A key that itself holds a dot cannot be
-// named.
-func ParseIDPath(s string) (IDPath, error) {
-	if s == "" {
-		return nil, nil
-	}
-	p := IDPath(strings.Split(s, "."))
-	for _, k := range p {
-		if k == "" {
-			return nil, fmt.Errorf("id path %q has an empty key (want keys joined by dots, e.g. meta.uid)", s)
-		}
-	}
-	return p, nil
-}
-
-func (p IDPath) String() string { return strings.Join(p, ".") }
-
 // lookup follows rest from the value at sp, one object key at a time, and
 // returns the span of the value it names (absent when a key is missing or
 // a value on the way is not an object). The line was validated already.
@@ -266,6 +242,12 @@ type lineInfo struct {
 	// file's Makers.
 	model     []byte
 	simulated bool
+	// other says the line is of a shape read by other (a batch API's or a
+	// local server's), form which; lineID that it has no id (it is known
+	// by its file and line); partial that it is a stream's event before
+	// the last.
+	other, lineID, partial bool
+	form                   form
 }
 
 // normalize is Normalize with the id read from path when path is not nil
@@ -293,10 +275,11 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	var end int
 	var err error
 	var at span
-	if path == nil {
+	idPath := path.idPath()
+	if idPath == nil {
 		end, err = readObject(b, i, &f)
 	} else {
-		end, at, err = readObjectKey(b, i, &f, path[0])
+		end, at, err = readObjectKey(b, i, &f, idPath[0])
 	}
 	if err != nil {
 		return stage, info, err
@@ -308,8 +291,8 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	meta, hasMeta := sub(b, f.metaInfo)
 	var id string
 	var ok bool
-	if path != nil {
-		id, ok = idOf(b, lookup(b, at, path[1:]))
+	if idPath != nil {
+		id, ok = idOf(b, lookup(b, at, idPath[1:]))
 	} else {
 		id, ok = idOf(b, f.customID)
 		if !ok {
@@ -324,10 +307,19 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		}
 	}
 	if !ok && stage != store.Prompts {
-		if path != nil {
-			return stage, info, noIDAt{path}
+		switch {
+		case idPath != nil:
+			return stage, info, noIDAt{idPath}
+		case stage != store.Raw:
+			return stage, info, ErrNoID
+		case path.fields(): // a shape the user described: known by its line
+			info.lineID = true
+		default:
+			if st, ok := other(b, span{s: i, e: end}, rec, &info); ok {
+				return st, info, nil
+			}
+			return stage, info, ErrNoID
 		}
-		return stage, info, ErrNoID
 	}
 	rec.ID = id
 
@@ -485,6 +477,19 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 	specCounts(b, &f, &meta, hasMeta, rec)
+	if stage == store.Raw {
+		if path.fields() {
+			if path.apply(b, span{s: i, e: end}, rec) {
+				return store.Errors, info, nil
+			}
+		} else if rec.Shape == store.ShapeUnknown {
+			// No count and no envelope of a built-in shape: one of the
+			// others, or none.
+			if st, ok := other(b, span{s: i, e: end}, rec, &info); ok {
+				return st, info, nil
+			}
+		}
+	}
 
 	// The record's own time.
 	if t, ok := rfc3339(b, f.finishedAt); ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"gendex/store"
@@ -129,6 +130,15 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 			Msg: fmt.Sprintf("prompt has no id; it is known as %q (stable while the file's lines stay in place)", p.rec.ID)})
 		err = nil
 	}
+	if err == nil && info.partial && info.lineID {
+		// A stream's event before its last, with no id to merge it by:
+		// the last event holds the stream's counts and is its record.
+		c.recs = c.recs[:len(c.recs)-1]
+		return
+	}
+	if err == nil && info.lineID {
+		p.rec.ID = LineID(src.Path, lineNo)
+	}
 	if err != nil {
 		c.recs = c.recs[:len(c.recs)-1]
 		kind := Invalid
@@ -148,10 +158,15 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
 		return
 	}
-	if info.serverID != "" && !*warned {
+	switch {
+	case *warned:
+	case info.serverID != "":
 		*warned = true
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID,
 			Msg: fmt.Sprintf("no id or custom_id: indexed under the server's request id (%s), and so are the file's other such lines; no prompt carries it, so these answers cannot be matched to prompts (give --id PATH if the lines keep the prompt's id elsewhere)", info.serverID)})
+	case info.lineID && stage == store.Raw:
+		*warned = true
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID, Msg: lineIDNote(info.form, p.rec.ID)})
 	}
 	// A stream chunk's counts may come with a later chunk: the commit
 	// counts its record as unknown or not once merged.
@@ -159,6 +174,12 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && over != "":
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: over + "; indexed with its completion count unknown"})
+	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && idPath.fields() && idPath.paths[mCompletion] != nil:
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
+			Msg: fmt.Sprintf("no token count at %s (--map completion_tokens); indexed as unknown", strings.Join(idPath.paths[mCompletion], "."))})
+	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && info.other:
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
+			Msg: fmt.Sprintf("no token count where a %s line keeps it (%s); indexed as unknown", forms[info.form].name, forms[info.form].counts)})
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens or output_tokens, response.body.usage, response.usage, output_ids); indexed as unknown"})
@@ -240,4 +261,17 @@ func (m *makers) addTo(ms []store.Maker) []store.Maker {
 		ms = store.AddMaker(ms, model, m.sim[i], m.lines[i])
 	}
 	return ms
+}
+
+// lineIDNote is the warning for a file whose answers have no id: they are
+// known by their file and line, which no prompt carries.
+func lineIDNote(f form, id string) string {
+	how := "give --id PATH (or --map id=PATH) if the lines keep the prompt's id somewhere"
+	switch f {
+	case fVertex:
+		how = "Vertex AI writes no request id and not in the order of the requests; a label of your own in each request (request.labels.KEY) is one: give --id request.labels.KEY"
+	case fOllama, fLlamaCpp, fTGI, fMindIE:
+		how = "the answers of " + forms[f].name + " carry no request id; write the prompt's id beside each answer and give --id PATH"
+	}
+	return fmt.Sprintf("no id: this answer is indexed as %q, its file and line, and so are the file's other answers without one; its tokens, finish reason and time count, but no prompt carries that id, so these answers cannot be matched to prompts (%s)", id, how)
 }

@@ -22,12 +22,12 @@ const (
 	LineIDGiven             // a prompt without an id: indexed under its LineID
 	Unstorable              // beyond the index's limits (store.CheckRecord): skipped
 	BadCount                // a count out of range: indexed with that count unknown
-	ServerID                // indexed under the server's request id: matches no prompt
+	ServerID                // indexed under an id no prompt carries (the server's request id, or the answer's file and line)
 	numKinds
 )
 
 var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id",
-	"not storable", "count out of range", "server request id"}
+	"not storable", "count out of range", "id no prompt carries"}
 
 func (k Kind) String() string { return kindNames[k] }
 

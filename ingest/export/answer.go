@@ -21,6 +21,10 @@ type turn struct {
 	finish    string
 	// Token counts, or store.Unknown.
 	promptTokens, completionTokens int64
+	// shape is the answer line's shape (README's name for it), and noText
+	// where that shape keeps the text this answer lacks, or why it has
+	// none (a flat answer's; see ingest.ReadAnswer).
+	shape, noText string
 }
 
 // hasText reports whether the answer has a text.
@@ -46,7 +50,7 @@ type answer struct {
 }
 
 var answerKeys = []string{"turns", "output_ids", "text", "reasoning_content", "prompt_ids", "finish_reason",
-	"prompt_tokens", "completion_tokens", "choices", "response"}
+	"prompt_tokens", "completion_tokens"}
 
 // The positions of answerKeys.
 const (
@@ -58,15 +62,13 @@ const (
 	kFinish
 	kPromptTokens
 	kCompletionTokens
-	kChoices
-	kResponse
 	nAnswerKeys
 )
 
-// parseAnswer reads an answer line. rec is its index record, whose
-// normalized finish reason and counts stand for a flat line's own (they
-// are read from any shape ingest knows).
-func parseAnswer(line []byte, rec *store.Record) (answer, error) {
+// parseAnswer reads an answer line, of any shape ingest reads (m is its
+// file's mapping, nil for none). rec is its index record, whose
+// normalized finish reason and counts stand for the line's own.
+func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath) (answer, error) {
 	var o [nAnswerKeys][]byte
 	if err := getFields(line, answerKeys, o[:]); err != nil {
 		return answer{}, err
@@ -79,7 +81,7 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
 			var t turn
-			if err := t.read(&to, false); err != nil {
+			if err := t.read(&to); err != nil {
 				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
 			}
 			a.turns = append(a.turns, t)
@@ -93,23 +95,23 @@ func parseAnswer(line []byte, rec *store.Record) (answer, error) {
 		}
 		return a, nil
 	}
-	a := answer{turns: make([]turn, 1)}
-	t := &a.turns[0]
-	if err := t.read(&o, true); err != nil {
+	r, err := ingest.ReadAnswer(line, m)
+	if err != nil {
 		return answer{}, err
 	}
+	a := answer{turns: []turn{{text: r.Text, textRaw: r.TextRaw, reasoning: r.Reasoning, outputIDs: r.OutputIDs,
+		promptIDs: r.PromptIDs, shape: r.Shape, noText: r.NoText}}}
+	t := &a.turns[0]
 	t.finish = rec.Finish
 	t.promptTokens, t.completionTokens = rec.PromptTokens, rec.CompletionTokens
 	return a, nil
 }
 
-// read reads one answer object into t: gendex's flat line or SGLang's
-// /generate (output_ids, text), or OpenAI's choices[0] (message.content,
-// message.reasoning_content, or text), also inside a Batch line's
-// response.body. A flat line's finish reason and counts are left for the
-// caller (the index record has them, read from any shape).
-func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
-	*t = turn{promptTokens: store.Unknown, completionTokens: store.Unknown}
+// read reads one turn of a conversation line (gendex's own: gen --turns
+// all): output_ids, text, reasoning_content, prompt_ids, its finish
+// reason and counts.
+func (t *turn) read(o *[nAnswerKeys][]byte) error {
+	*t = turn{promptTokens: store.Unknown, completionTokens: store.Unknown, shape: "gendex conversation turn", noText: "no \"text\" in the turn"}
 	if v := o[kOutputIDs]; !isNull(v) {
 		t.outputIDs = v
 	}
@@ -129,53 +131,14 @@ func (t *turn) read(o *[nAnswerKeys][]byte, flat bool) error {
 		}
 		t.reasoning = s
 	}
-	if !flat {
-		if s, ok := ingest.DecodeString(o[kFinish]); ok {
-			t.finish = s
-		}
-		if n, ok := ingest.DecodeCount(o[kPromptTokens]); ok {
-			t.promptTokens = n
-		}
-		if n, ok := ingest.DecodeCount(o[kCompletionTokens]); ok {
-			t.completionTokens = n
-		}
+	if s, ok := ingest.DecodeString(o[kFinish]); ok {
+		t.finish = s
 	}
-	if t.textRaw != nil {
-		return nil
+	if n, ok := ingest.DecodeCount(o[kPromptTokens]); ok {
+		t.promptTokens = n
 	}
-	var f [2][]byte
-	choices := o[kChoices]
-	if isNull(choices) && getFields(o[kResponse], []string{"body", "choices"}, f[:]) == nil {
-		choices = f[1]
-		var body [1][]byte
-		if getFields(f[0], []string{"choices"}, body[:]) == nil && !isNull(body[0]) {
-			choices = body[0]
-		}
-	}
-	if isNull(choices) {
-		return nil
-	}
-	var first []byte
-	ingest.EachElement(choices, func(v []byte) error {
-		if first == nil {
-			first = v
-		}
-		return nil
-	})
-	if err := getFields(first, []string{"message", "text"}, f[:]); err != nil {
-		return fmt.Errorf(`"choices"[0]: %v`, err)
-	}
-	if s, ok := ingest.DecodeString(f[1]); ok {
-		t.text = &s
-	}
-	var m [2][]byte
-	if getFields(f[0], []string{"content", "reasoning_content"}, m[:]) == nil {
-		if s, ok := ingest.DecodeString(m[0]); ok {
-			t.text = &s
-		}
-		if s, ok := ingest.DecodeString(m[1]); ok {
-			t.reasoning = s
-		}
+	if n, ok := ingest.DecodeCount(o[kCompletionTokens]); ok {
+		t.completionTokens = n
 	}
 	return nil
 }

@@ -1,17 +1,12 @@
 package export
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"gendex/ingest"
@@ -164,6 +159,7 @@ func (r *Result) LeftBadPrompt() int   { return r.Left[leftBadPrompt] }
 type Exporter struct {
 	Ix *ingest.Indexer
 	Config
+	specs map[uint32]ingest.IDPath // the answer files' mappings, by file id (set by todo)
 }
 
 // Export writes a record or an exclusion for every answer of d that has
@@ -357,180 +353,6 @@ func (x *Exporter) reader(dataset string, paths map[uint32]string, back bool) (r
 	}
 }
 
-// split is how a chunk's entries are shared between the exporter, which
-// takes them from the start, and its helper, which takes them from the
-// end: lo is the exporter's next, hi the end of what is left (one word, so
-// that each takes an entry with one compare-and-swap).
-type split struct{ v atomic.Uint64 }
-
-func (s *split) reset(n int) { s.v.Store(uint64(n)) }
-
-// front takes the first entry left, back the last; ok is false when none is.
-func (s *split) front() (int, bool) {
-	for {
-		v := s.v.Load()
-		lo, hi := v>>32, v&0xffffffff
-		if lo >= hi {
-			return 0, false
-		}
-		if s.v.CompareAndSwap(v, (lo+1)<<32|hi) {
-			return int(lo), true
-		}
-	}
-}
-
-func (s *split) back() (int, bool) {
-	for {
-		v := s.v.Load()
-		lo, hi := v>>32, v&0xffffffff
-		if lo >= hi {
-			return 0, false
-		}
-		if s.v.CompareAndSwap(v, lo<<32|(hi-1)) {
-			return int(hi - 1), true
-		}
-	}
-}
-
-// helper decides entries of a chunk from its end, in a goroutine of its
-// own, into buffers of its own, while the exporter decides from the start;
-// the exporter then takes its records and exclusions in the chunk's order
-// (see take). Deciding an answer reads only the answer, its prompt
-// (through the helper's own reader) and the Config, so two run at once.
-type helper struct {
-	x        *Exporter
-	read     reader
-	tok, exc []byte
-	// ends[j] is where the j-th entry decided ends in tok and exc (the
-	// entries are decided last first).
-	ends []span
-	res  Result // its counts, added to the exporter's by take
-	err  error
-	done chan struct{} // nil: not running
-}
-
-type span struct{ tok, exc int }
-
-// start decides entries from the end of es (taken from sp) in a new
-// goroutine until none is left, or ctx is done.
-func (h *helper) start(ctx context.Context, es []entry, sp *split) {
-	h.tok, h.exc, h.ends, h.err = h.tok[:0], h.exc[:0], h.ends[:0], nil
-	clear(h.res.Excluded)
-	h.res = Result{Excluded: h.res.Excluded, BadPrompts: h.res.BadPrompts[:0]}
-	h.done = make(chan struct{})
-	go func() {
-		defer close(h.done)
-		for ctx.Err() == nil {
-			k, ok := sp.back()
-			if !ok {
-				return
-			}
-			if h.err = h.x.one(ctx, &es[k], h.read, &h.tok, &h.exc, &h.res); h.err != nil {
-				sp.reset(0) // the exporter takes no more
-				return
-			}
-			h.ends = append(h.ends, span{len(h.tok), len(h.exc)})
-		}
-	}()
-}
-
-// wait waits for the goroutine, if one runs, and returns its error.
-func (h *helper) wait() error {
-	if h == nil || h.done == nil {
-		return nil
-	}
-	<-h.done
-	h.done = nil
-	return h.err
-}
-
-// take adds what h decided to the buffers, in the chunk's order (the
-// reverse of h's), and to the counts, flushing as the exporter's own
-// records do.
-func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
-	for j := len(h.ends) - 1; j >= 0; j-- {
-		var from span
-		if j > 0 {
-			from = h.ends[j-1]
-		}
-		to := h.ends[j]
-		out.tokBuf = append(out.tokBuf, h.tok[from.tok:to.tok]...)
-		out.excBuf = append(out.excBuf, h.exc[from.exc:to.exc]...)
-		if len(out.tokBuf)+len(out.excBuf) >= x.FlushBytes {
-			if err := x.flush(out, false); err != nil {
-				return err
-			}
-		}
-	}
-	r := &h.res
-	res.AnswerBytes += r.AnswerBytes
-	for i := range res.Left {
-		res.Left[i] += r.Left[i]
-	}
-	for _, b := range r.BadPrompts {
-		if len(res.BadPrompts) < 5 {
-			res.BadPrompts = append(res.BadPrompts, b)
-		}
-	}
-	res.Records += r.Records
-	res.LenUnknown += r.LenUnknown
-	res.Unmatched += r.Unmatched
-	for reason, n := range r.Excluded {
-		res.Excluded[reason] += n
-	}
-	return nil
-}
-
-// placeKey is an entry's answer's file and offset, and the entry's index.
-type placeKey struct {
-	file   uint32
-	i      int32
-	offset int64
-}
-
-// sortByPlace sorts es by their answers' files and offsets: it sorts small
-// keys, then moves each entry once (an entry is large). keys is reused.
-func sortByPlace(es []entry, keys []placeKey) []placeKey {
-	keys = keys[:0]
-	for i := range es {
-		keys = append(keys, placeKey{es[i].rec.File, int32(i), es[i].rec.Offset})
-	}
-	slices.SortFunc(keys, func(a, b placeKey) int {
-		if c := cmp.Compare(a.file, b.file); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.offset, b.offset)
-	})
-	// Position j takes es[keys[j].i]: follow each cycle of the
-	// permutation, marking the keys done with i = -1.
-	for j := range keys {
-		if keys[j].i < 0 || int(keys[j].i) == j {
-			continue
-		}
-		tmp := es[j]
-		at := j
-		for {
-			from := int(keys[at].i)
-			keys[at].i = -1
-			if from == j {
-				es[at] = tmp
-				break
-			}
-			es[at] = es[from]
-			at = from
-		}
-	}
-	return keys
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 // reader returns the line a record points at, and its file's path.
 type reader func(*store.Record) ([]byte, string, error)
 
@@ -543,7 +365,7 @@ func (x *Exporter) decideEntry(ctx context.Context, e *entry, read reader, dst [
 	}
 	// The answer's line is valid until the next read of its file; the
 	// prompt lives in another file, with its own reader.
-	j := &job{id: e.id, rec: &e.rec, line: line, path: path, dst: dst, entry: e, read: read}
+	j := &job{id: e.id, rec: &e.rec, line: line, path: path, spec: x.specs[e.rec.File], dst: dst, entry: e, read: read}
 	o, err = x.decide(ctx, j)
 	if j.promptErr != nil {
 		return o, len(line), j.promptErr
@@ -611,124 +433,3 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]b
 	}
 	return nil
 }
-
-// reconcile indexes every stage file of d to its end, export's outputs
-// last, and cuts a torn last line of an output (export is their only
-// writer: a torn line is one an earlier run did not finish).
-func (x *Exporter) reconcile(d Dataset, out *outputs) error {
-	for _, src := range d.Sources {
-		if src.Path == out.tokSrc.Path || src.Path == out.excSrc.Path {
-			continue
-		}
-		res, err := x.Ix.IndexFile(context.Background(), src)
-		if err != nil {
-			return err
-		}
-		if res.Torn > 0 && x.Logf != nil {
-			x.Logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
-		}
-	}
-	for _, o := range []struct {
-		f   *os.File
-		src ingest.Source
-	}{{out.tok, out.tokSrc}, {out.exc, out.excSrc}} {
-		res, err := x.Ix.IndexFile(context.Background(), o.src)
-		if err != nil {
-			return err
-		}
-		if res.Torn == 0 {
-			continue
-		}
-		fi, err := o.f.Stat()
-		if err != nil {
-			return err
-		}
-		if err := o.f.Truncate(fi.Size() - int64(res.Torn)); err != nil {
-			return fmt.Errorf("cutting the torn last line of %s: %w", o.src.Path, err)
-		}
-		if err := o.f.Sync(); err != nil {
-			return err
-		}
-		if x.Logf != nil {
-			x.Logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; its answer is exported again", o.src.Path, res.NextLine, res.Torn)
-		}
-	}
-	return nil
-}
-
-// todo lists, in one read transaction, the raw answers of dataset with
-// neither a tokenized nor an excluded record, with their prompts' records,
-// and returns the paths of the files they live in. The walk is one merge
-// of the raw and prompts stages (in id order) with View.Missing, not a
-// lookup per answer.
-func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
-	sp, err := newSpill()
-	if err != nil {
-		return nil, nil, err
-	}
-	paths := map[uint32]string{}
-	err = x.Ix.DB.View(func(v *store.View) error {
-		// The walk reads every page of three stages: they leave the
-		// process's memory as it goes, within the indexer's budget.
-		v.KeepMappedUnder(x.Ix.ReleaseAbove)
-		path := func(id uint32) {
-			if _, ok := paths[id]; !ok {
-				if p, ok := v.FilePath(id); ok {
-					paths[id] = p
-				}
-			}
-		}
-		raws, stopRaws := iter.Pull(records(v, dataset, store.Raw))
-		defer stopRaws()
-		prompts, stopPrompts := iter.Pull(records(v, dataset, store.Prompts))
-		defer stopPrompts()
-		var p store.Record
-		pok := false
-		first := true
-		return v.Missing(dataset, store.Raw, func(id string) error {
-			e := entry{id: id}
-			for {
-				r, ok := raws()
-				if !ok {
-					return fmt.Errorf("dataset %s: raw answer %q is missing from its own stage", dataset, id)
-				}
-				if r.ID == id {
-					e.rec = r
-					break
-				}
-			}
-			path(e.rec.File)
-			if first {
-				p, pok = prompts()
-				first = false
-			}
-			for pok && p.ID < id {
-				p, pok = prompts()
-			}
-			if pok && p.ID == id {
-				e.prompt, e.hasPrompt = p, true
-				path(p.File)
-			}
-			return sp.add(&e)
-		}, store.Tokenized, store.Excluded)
-	})
-	if err != nil {
-		sp.close()
-		return nil, nil, err
-	}
-	return sp, paths, nil
-}
-
-// records is the records of a dataset's stage in id order, as an iterator.
-func records(v *store.View, dataset string, stage store.Stage) iter.Seq[store.Record] {
-	return func(yield func(store.Record) bool) {
-		v.Each(dataset, stage, func(r *store.Record) error {
-			if !yield(*r) {
-				return errStop
-			}
-			return nil
-		})
-	}
-}
-
-var errStop = errors.New("stop")

@@ -90,8 +90,9 @@ type job struct {
 	id   string
 	rec  *store.Record
 	line []byte
-	path string // the answer's file
-	dst  []byte // the record is appended to this
+	path string        // the answer's file
+	spec ingest.IDPath // its file's mapping (ingest --map), nil for none
+	dst  []byte        // the record is appended to this
 	// What prompt reads the prompt with, and into.
 	entry     *entry
 	read      reader
@@ -111,7 +112,13 @@ func (j *job) where() string {
 // decide turns an answer into a record, an exclusion or a reason to wait.
 // It returns an error only for what stops the run (a tokenizer failure).
 func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
-	a, err := parseAnswer(j.line, j.rec)
+	a, err := parseAnswer(j.line, j.rec, j.spec)
+	// An answer without its prompt is left before anything is decided of
+	// it (its prompt may come), unless it makes its record alone: ids
+	// with the prompt's ids in the answer.
+	if !j.entry.hasPrompt && (err != nil || c.Format != IDs || a.turns[len(a.turns)-1].promptIDs == nil) {
+		return outcome{left: true, why: leftNoPrompt}, nil
+	}
 	if err != nil {
 		return exclude(ReasonBadAnswer, "%s: not an answer: %v", j.where(), err), nil
 	}
@@ -128,9 +135,9 @@ func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 		}
 	}
 	for i, t := range a.turns {
-		if t.finish == "length" && !c.IncludeTruncated {
-			return exclude(ReasonLength, "%sfinish_reason length: cut off at the token limit (%s completion tokens); --include-truncated exports it",
-				turnOf(i), countText(t.completionTokens)), nil
+		if ingest.Truncated(t.finish) && !c.IncludeTruncated {
+			return exclude(ReasonLength, "%sfinish_reason %s: cut off at the token limit (%s completion tokens); --include-truncated exports it",
+				turnOf(i), t.finish, countText(t.completionTokens)), nil
 		}
 	}
 	if c.Format == Conversations {
@@ -149,9 +156,13 @@ func countText(n int64) string {
 // conversation builds a conversations record.
 func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcome, error) {
 	k := len(a.turns)
-	for i := range a.turns {
-		if !a.turns[i].hasText() {
+	for i, t := range a.turns {
+		switch {
+		case t.hasText():
+		case t.outputIDs != nil:
 			return exclude(ReasonNoText, "%sthe answer has no text (generated with --skip-tokenizer-init, or its content is null); export it with --format ids", turnOf(i)), nil
+		default:
+			return exclude(ReasonBadAnswer, "%s: %s%s line: %s", j.where(), turnOf(i), t.shape, t.noText), nil
 		}
 	}
 	p, where, why, ok := j.prompt()

@@ -1,0 +1,343 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gendex/store"
+)
+
+// The one place that knows the answer shapes: for each, where its id,
+// counts, finish reason, time and text are (README's "Formats it reads"
+// is this table, checked by TestFormatsTable), and the paths export reads
+// its text, reasoning and token ids from (ReadAnswer). The normalizer
+// reads the counts of the first nine (the built-in shapes) on its hot
+// path; the others only when a line has no id or no count where the
+// built-in shapes keep them (see other.go).
+
+// form is one answer shape.
+type form uint8
+
+const (
+	fFlat form = iota
+	fSGLang
+	fOpenAI
+	fChunk
+	fDashScope
+	fAnthropic
+	fBatch
+	fBatchOld
+	fIDsOnly
+	fAnthropicBatch
+	fBedrock
+	fVertex
+	fOllama
+	fLlamaCpp
+	fTGI
+	fMindIE
+	fMapped
+	numForms
+)
+
+// formDoc is what gendex knows of one shape.
+type formDoc struct {
+	name                         string // as README and export's messages name it
+	id, counts, finish, at, text string // README's columns, in markdown
+	// textAt and reasoningAt are the paths of the answer's text and
+	// reasoning, tried in order: a string, or a list of parts whose text
+	// parts are joined (Anthropic's thinking blocks and Gemini's thought
+	// parts are reasoning).
+	textAt, reasoningAt [][]string
+	// truncated are the finish reasons that say the token limit cut the
+	// answer off.
+	truncated []string
+	// emptyLast: a stream's last line carries the counts but an empty text
+	// (the text is in the events before it).
+	emptyLast bool
+}
+
+func paths(ps ...string) [][]string {
+	out := make([][]string, len(ps))
+	for i, p := range ps {
+		out[i] = strings.Split(p, ".")
+	}
+	return out
+}
+
+// The text of the built-in shapes: each line is read at its own places,
+// in this order.
+var (
+	builtinText = paths("text", "choices.0.message.content", "choices.0.text",
+		"response.body.choices.0.message.content", "response.body.choices.0.text",
+		"response.choices.0.message.content", "response.choices.0.text",
+		"output.text", "output.choices.0.message.content", "content")
+	builtinReasoning = paths("reasoning_content", "choices.0.message.reasoning_content",
+		"response.body.choices.0.message.reasoning_content", "response.choices.0.message.reasoning_content")
+	length = []string{"length"}
+)
+
+var forms = [numForms]formDoc{
+	fFlat: {name: "gendex / seed \"new\" flat", id: "`id`", counts: "`completion_tokens`, `prompt_tokens`, `cached_tokens`, `reasoning_tokens`",
+		finish: "`finish_reason`", at: "`finished_at` (RFC 3339)", text: "`text`, `reasoning_content`; `output_ids`, `prompt_ids`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fSGLang: {name: "SGLang `/generate`", id: "`id`, else the server's `meta_info.id`", counts: "`meta_info.*`",
+		finish: "`meta_info.finish_reason.type`", at: "`meta_info.response_sent_to_client_ts`", text: "`text`; `output_ids`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fOpenAI: {name: "OpenAI chat/completions (seed \"old\")", id: "`id`", counts: "`usage.*`, `usage.prompt_tokens_details.cached_tokens`",
+		finish: "`choices[0].finish_reason`", at: "`created`",
+		text:   "`choices[0].message.content` (a string or text parts), `choices[0].message.reasoning_content`; or `choices[0].text`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fChunk: {name: "OpenAI stream chunks (`chat.completion.chunk`)", id: "`id`: all chunks of one id in one file are **one** record",
+		counts: "the chunk with `usage`", finish: "the chunk that has one", at: "`created`",
+		text: "none on one line (each chunk holds a piece): export excludes it as `bad_answer`"},
+	fDashScope: {name: "DashScope native", id: "the server's `request_id`", counts: "`usage.input_tokens`, `usage.output_tokens`",
+		finish: "`output.finish_reason`", text: "`output.text`, or `output.choices[0].message.content`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fAnthropic: {name: "Anthropic-style message", id: "`id`", counts: "`usage.input_tokens`, `usage.output_tokens`",
+		finish: "`stop_reason`", text: "`content`: its text blocks (thinking blocks: reasoning)",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: []string{"max_tokens"}},
+	fBatch: {name: "OpenAI Batch / vLLM run-batch", id: "`custom_id`", counts: "`response.body.usage.*`",
+		finish: "`response.body.choices[0].finish_reason`", at: "`response.body.created`",
+		text:   "`response.body.choices[0].message.content` or `.text`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fBatchOld: {name: "old vLLM run-batch (`response` is the completion)", id: "`custom_id`", counts: "`response.usage.*`",
+		finish: "`response.choices[0].finish_reason`", at: "`response.created`", text: "`response.choices[0].message.content` or `.text`",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fIDsOnly: {name: "ids only", id: "`id`", counts: "`len(output_ids)`", text: "`output_ids` (the ids format only)",
+		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+	fAnthropicBatch: {name: "Anthropic Message Batches results", id: "`custom_id`",
+		counts: "`result.message.usage`: prompt `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`, `output_tokens`, cached `cache_read_input_tokens`",
+		finish: "`result.message.stop_reason`; `result.type` `errored`, `canceled`, `expired`: an error record (`result.error.error.message`)",
+		text:   "`result.message.content`: its text blocks (thinking blocks: reasoning)",
+		textAt: paths("result.message.content"), truncated: []string{"max_tokens"}},
+	fBedrock: {name: "AWS Bedrock batch inference (`modelOutput` by model family)", id: "`recordId`",
+		counts:    "in `modelOutput`: Claude `usage.input_tokens`, `usage.output_tokens`; Converse and Nova `usage.inputTokens`, `usage.outputTokens`; Titan `inputTextTokenCount`, `results[0].tokenCount`; Llama `prompt_token_count`, `generation_token_count`",
+		finish:    "`stop_reason`, `stopReason` or `results[0].completionReason` in `modelOutput`; `error` (`errorCode`, `errorMessage`): an error record",
+		text:      "in `modelOutput`: `content` text blocks, `output.message.content`, `results[0].outputText` or `generation`",
+		textAt:    paths("modelOutput.content", "modelOutput.output.message.content", "modelOutput.results.0.outputText", "modelOutput.generation"),
+		truncated: []string{"max_tokens", "length", "LENGTH"}},
+	fVertex: {name: "Vertex AI / Gemini batch prediction", id: "Gemini API: `key`; Vertex AI: none (the line: see below)",
+		counts: "`response.usageMetadata`: prompt `promptTokenCount`, completion `candidatesTokenCount` + `thoughtsTokenCount`, reasoning `thoughtsTokenCount`, cached `cachedContentTokenCount`",
+		finish: "`response.candidates[0].finishReason`; a non-empty `status`, or `error`: an error record", at: "`processed_time` (RFC 3339)",
+		text:   "`response.candidates[0].content.parts`: its text parts (thought parts: reasoning)",
+		textAt: paths("response.candidates.0.content.parts"), truncated: []string{"MAX_TOKENS"}},
+	fOllama: {name: "Ollama `/api/generate`, `/api/chat`", id: "none (the line)", counts: "`prompt_eval_count`, `eval_count`",
+		finish: "`done_reason`; a stream's lines before `\"done\": true` are its events", at: "`created_at` (RFC 3339)",
+		text: "`response` or `message.content`; `thinking` or `message.thinking`", textAt: paths("response", "message.content"),
+		reasoningAt: paths("thinking", "message.thinking"), truncated: length, emptyLast: true},
+	fLlamaCpp: {name: "llama.cpp server `/completion`", id: "none (the line)", counts: "`tokens_evaluated`, `tokens_predicted`, cached `timings.cache_n`",
+		finish: "`stop_type`; a stream's lines with `\"stop\": false` are its events", text: "`content`",
+		textAt: paths("content"), truncated: []string{"limit"}, emptyLast: true},
+	fTGI: {name: "TGI `/generate`, `/generate_stream`", id: "none (the line)", counts: "`details.generated_tokens` (no prompt count)",
+		finish: "`details.finish_reason`; a stream's `token` events with no `generated_text` come before its last", text: "`generated_text`",
+		textAt: paths("generated_text"), truncated: length},
+	fMindIE: {name: "MindIE `/infer` (native; its TGI-compatible routes are TGI's)", id: "none (the line)", counts: "`details.generated_tokens` (no prompt count)",
+		finish: "`details.finish_reason`; a stream's `token` events (`prefill_time`, `decode_time`) with no `generated_text` come before its last",
+		text:   "`generated_text`", textAt: paths("generated_text"), truncated: length},
+	fMapped: {name: "any other, described with `ingest --map`", id: "`--id PATH` or `id=PATH`, else the built-in rules, else the line",
+		counts: "`prompt_tokens=PATH`, `completion_tokens=PATH`, `cached_tokens=PATH`, `reasoning_tokens=PATH`",
+		finish: "`finish_reason=PATH`; `error=PATH` (a value other than null, false or \"\"): an error record", text: "`text=PATH`, `reasoning=PATH`",
+		truncated: length},
+}
+
+// FormatsTable is README's table of the shapes gendex reads (section
+// "Formats it reads"), one row per shape.
+func FormatsTable() string {
+	var b strings.Builder
+	b.WriteString("| shape | id | counts | finish reason | own time | text (export) |\n|---|---|---|---|---|---|\n")
+	for _, f := range forms {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.name, f.id, f.counts, f.finish, f.at, f.text)
+	}
+	return b.String()
+}
+
+// Truncated reports whether a finish reason, as a shape writes it, says
+// the token limit cut the answer off ("length", Anthropic's
+// "max_tokens", Gemini's "MAX_TOKENS", llama.cpp's "limit", ...).
+func Truncated(finish string) bool {
+	if finish == "length" {
+		return true
+	}
+	for _, f := range forms {
+		for _, t := range f.truncated {
+			if t == finish {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Answer is what export reads of one answer line (ReadAnswer).
+type Answer struct {
+	Shape string // the shape's name, as README's table names it
+	// TextRaw is the JSON string that holds the whole text, when one
+	// string does (decode it with DecodeString); else Text is the text
+	// joined from its parts. Both are nil when the line has no text where
+	// its shape keeps one; then NoText says where that is, or why.
+	TextRaw   []byte
+	Text      *string
+	NoText    string
+	Reasoning string
+	// OutputIDs and PromptIDs are raw JSON arrays; nil when absent.
+	OutputIDs, PromptIDs []byte
+	// Finish, PromptTokens and CompletionTokens are the index's reading
+	// (store.Unknown when unknown).
+	Finish                         string
+	PromptTokens, CompletionTokens int64
+}
+
+var errNoAnswer = errors.New("not a JSON object")
+
+// ReadAnswer reads an answer line of any shape ingest reads, with the
+// file's mapping (nil: none): its shape, text, reasoning, token ids,
+// finish reason and counts. An error says what is not an answer in it.
+func ReadAnswer(line []byte, m IDPath) (Answer, error) {
+	var rec store.Record
+	_, info, err := normalize(line, store.Raw, m, &rec)
+	if err != nil && !errors.Is(err, ErrNoID) {
+		return Answer{}, err
+	}
+	b := line
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return Answer{}, errNoAnswer
+	}
+	end, _ := skipValue(b, i, 0)
+	top := span{s: i, e: end}
+	fm := formOf(b, top, &rec, &info, m)
+	a := Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
+	if v := get(b, top, "output_ids"); v.ok() && !isNull(b, v) {
+		a.OutputIDs = val(b, v)
+	}
+	if v := get(b, top, "prompt_ids"); v.ok() && !isNull(b, v) {
+		a.PromptIDs = val(b, v)
+	}
+	textAt, reasoningAt := forms[fm].textAt, forms[fm].reasoningAt
+	if fm == fMapped {
+		textAt, reasoningAt = [][]string{m.paths[mText]}, nil
+		if m.paths[mReasoning] != nil {
+			reasoningAt = [][]string{m.paths[mReasoning]}
+		}
+	}
+	var reasoning strings.Builder
+	for _, p := range textAt {
+		v := walk(b, top, p)
+		if !v.ok() || isNull(b, v) {
+			continue
+		}
+		switch b[v.s] {
+		case '"':
+			a.TextRaw = val(b, v)
+		case '[':
+			if s, ok := joinParts(b, v, &reasoning); ok {
+				a.Text = &s
+			}
+		default:
+			return a, fmt.Errorf("%q is not a string", strings.Join(p, "."))
+		}
+		break
+	}
+	for _, p := range reasoningAt {
+		v := walk(b, top, p)
+		if !v.ok() || isNull(b, v) {
+			continue
+		}
+		s, ok := decodeString(val(b, v))
+		if !ok {
+			return a, fmt.Errorf("%q is not a string", strings.Join(p, "."))
+		}
+		reasoning.WriteString(s)
+		break
+	}
+	a.Reasoning = reasoning.String()
+	switch {
+	case fm == fChunk:
+		a.TextRaw, a.Text = nil, nil
+		a.NoText = "an OpenAI stream chunk: each chunk holds a piece of the text, and export reads one line per answer"
+	case forms[fm].emptyLast && a.TextRaw != nil && string(a.TextRaw) == `""` && rec.CompletionTokens > 0:
+		a.TextRaw = nil
+		a.NoText = "the last event of a stream: its text is in the events before it, and export reads one line per answer"
+	case a.TextRaw == nil && a.Text == nil:
+		var at []string
+		for _, p := range textAt {
+			at = append(at, strings.Join(p, "."))
+		}
+		if len(at) > 3 {
+			at = append(at[:3], "...")
+		}
+		a.NoText = "no text where the shape keeps it (" + strings.Join(at, ", ") + ")"
+	}
+	return a, nil
+}
+
+// joinParts joins the text parts of a list (OpenAI content parts,
+// Anthropic content blocks, Gemini parts; a string element is text too);
+// thinking blocks and thought parts go to reasoning. ok is false when no
+// part is text.
+func joinParts(b []byte, list span, reasoning *strings.Builder) (string, bool) {
+	var text strings.Builder
+	found := false
+	eachElement(b, list, func(e span) bool {
+		switch b[e.s] {
+		case '"':
+			s, _ := decodeString(val(b, e))
+			text.WriteString(s)
+			found = true
+		case '{':
+			typ := str(b, get(b, e, "type"))
+			switch {
+			case typ == "thinking":
+				reasoning.WriteString(str(b, get(b, e, "thinking")))
+			case string(val(b, get(b, e, "thought"))) == "true":
+				reasoning.WriteString(str(b, get(b, e, "text")))
+			case typ == "" || typ == "text" || typ == "output_text":
+				if t := get(b, e, "text"); t.ok() && b[t.s] == '"' {
+					text.WriteString(str(b, t))
+					found = true
+				}
+			}
+		}
+		return true
+	})
+	return text.String(), found
+}
+
+// formOf tells a response line's shape: the one the normalizer read it
+// by, else from its envelope.
+func formOf(b []byte, top span, rec *store.Record, info *lineInfo, m IDPath) form {
+	switch {
+	case m.fields() && m.paths[mText] != nil:
+		return fMapped
+	case info.other:
+		return info.form
+	case info.chunk:
+		return fChunk
+	}
+	switch rec.Shape {
+	case store.ShapeSGLang:
+		return fSGLang
+	case store.ShapeIDsOnly:
+		return fIDsOnly
+	case store.ShapeBatch:
+		if r := get(b, top, "response"); get(b, r, "body").ok() {
+			return fBatch
+		}
+		return fBatchOld
+	case store.ShapeOpenAI:
+		switch {
+		case get(b, top, "choices").ok():
+			return fOpenAI
+		case get(b, top, "output").ok():
+			return fDashScope
+		case get(b, top, "content").ok():
+			return fAnthropic
+		}
+		return fOpenAI
+	}
+	if get(b, top, "choices").ok() {
+		return fOpenAI
+	}
+	return fFlat
+}
