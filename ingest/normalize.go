@@ -316,6 +316,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 			info.lineID = true
 		default:
 			if st, ok := other(b, span{s: i, e: end}, rec, &info); ok {
+				info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 				return st, info, nil
 			}
 			return stage, info, ErrNoID
