@@ -260,3 +260,29 @@ func near(r, g, b uint32, R, G, B int) bool {
 	d := func(x uint32, y int) bool { return int(x)-y < 40 && y-int(x) < 40 }
 	return d(r, R) && d(g, G) && d(b, B)
 }
+
+// TestPlotInShell: the shell's plot draws the same chart as gendex plot
+// (its times in the system's zone), and its help lists it.
+func TestPlotInShell(t *testing.T) {
+	db := plotDB(t)
+	env := testEnv(nil)
+	env.Stdin = strings.NewReader("plot --width 80 --height 24\nhelp\n")
+	r := mustGendex(t, env, "--db", db, "shell")
+	lines := strings.Split(r.stdout, "\n")
+	if len(lines) < 24 || lines[0] != "completion tokens/s, total and per dataset, "+rangeIn(time.Local) || !strings.HasPrefix(lines[22], "events: ") {
+		t.Errorf("shell plot:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "  plot [tokens|answers|queue|kv|accept]") {
+		t.Errorf("shell help has no plot:\n%s", r.stdout)
+	}
+}
+
+// rangeIn is the title's span of plotDB's chart in loc.
+func rangeIn(loc *time.Location) string {
+	from, to := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC).In(loc), clockNow.Truncate(time.Second).In(loc)
+	zone, _ := to.Zone()
+	if from.YearDay() != to.YearDay() {
+		return from.Format("2006-01-02 15:04") + " – " + to.Format("2006-01-02 15:04") + " " + zone
+	}
+	return from.Format("2006-01-02 15:04") + "–" + to.Format("15:04") + " " + zone
+}

@@ -26,6 +26,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
+	"gendex/query/plot"
 	"gendex/store"
 )
 
@@ -176,6 +177,12 @@ func (s *Shell) exec(ctx context.Context, text string) (quit bool, err error) {
 		return false, nil
 	case "watch":
 		return false, s.watch(ctx, words[1:])
+	case "plot": // as gendex plot (package plot)
+		a, err := plot.Parse(words[1:])
+		if err != nil {
+			return false, err
+		}
+		return false, a.Run(ctx, s.Ask, s.Now(), plot.Options{Out: s.Out})
 	}
 	return false, s.ask(ctx, words, s.Out)
 }
@@ -229,6 +236,7 @@ func (s *Shell) help() {
 		{"watch [SECONDS] [QUESTION...]", "refresh a question every SECONDS (default 2) until Ctrl-C; with no question: " +
 			"each dataset's progress, answers and tokens per second over the last 30 s and 5 m of the run, and its ETA; " +
 			"then each server gen read in the last 30 s (up, running, queued, KV use, tokens/s)"},
+		{plot.Usage, "as gendex plot: " + plot.Summary},
 		{"format table|tsv|csv|json", "the output format from now on"},
 		{"help", "this text"},
 		{"quit", "leave (or Ctrl-D)"},
@@ -356,7 +364,7 @@ func (s *Shell) complete(line string, pos int) (head string, completions []strin
 	var candidates []string
 	switch {
 	case len(before) == 0:
-		candidates = append(query.Names(), "watch", "format", "help", "quit")
+		candidates = append(query.Names(), "watch", "plot", "format", "help", "quit")
 	case before[len(before)-1] == "--stage" && before[0] == "missing":
 		candidates = []string{"raw", "tokenized"}
 	case before[len(before)-1] == "--stage":
