@@ -171,7 +171,7 @@ func TestServerWithoutMetrics(t *testing.T) {
 	env := testEnv(nil)
 	env.Now = time.Now
 	db := filepath.Join(dir, "g.db")
-	r := gendex(t, env, "--db", db, "gen", "--server", "sim", "--out", filepath.Join(dir, "out"), dir)
+	r := gendex(t, env, "--db", db, "gen", "--server", "sim", "--sim-metrics=false", "--out", filepath.Join(dir, "out"), dir)
 	if r.code != 0 {
 		t.Fatal(r)
 	}

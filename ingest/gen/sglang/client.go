@@ -102,16 +102,17 @@ func New(baseURL string, opts Options) *Client {
 }
 
 // trimBase removes a trailing "/" and "/v1" from the path of the URL raw,
-// keeping its query string (a fragment is never sent, and goes).
+// keeping its query string (a fragment is never sent, and goes). It works
+// on the text, so the URL is printed as it was given (a path in another
+// script is not percent-encoded).
 func trimBase(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Host == "" { // not a URL: the request says so
-		return strings.TrimSuffix(strings.TrimRight(raw, "/"), "/v1")
+	raw, _, _ = strings.Cut(raw, "#")
+	base, query, hasQuery := strings.Cut(raw, "?")
+	base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+	if hasQuery {
+		return base + "?" + query
 	}
-	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
-	u.RawPath = ""
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
+	return base
 }
 
 // endpoint is the URL of path ("/generate") on the server: BaseURL's path
