@@ -53,7 +53,7 @@ import (
 type Config struct {
 	Servers     []string
 	API         sglang.API // default APIGenerate
-	Concurrency int        // requests in flight, default 128 (plus one crash suspect; see MaxCrashes)
+	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
 	Sampling    sglang.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
@@ -78,9 +78,8 @@ type Config struct {
 	// is in flight (the request got no answer and /health then fails) before
 	// that prompt is recorded as an error: a prompt that crashes the server
 	// (out of memory) is not resent after every restart. A prompt that was
-	// in flight in a crash is retried alone among such suspects (one
-	// request beyond Concurrency), so the others in flight with it are not
-	// blamed for it. A refused connection
+	// in flight in a crash is retried alone among such suspects (within
+	// Concurrency), so the others in flight with it are not blamed for it. A refused connection
 	// (the request never reached the server) counts toward nothing and is
 	// waited out; a connection failure while the server stays up counts
 	// toward MaxAttempts. Default 3.
@@ -318,6 +317,7 @@ type run struct {
 	results chan result
 	workers sync.WaitGroup
 	suspect chan struct{} // held by the one crash suspect in flight
+	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 
 	stop       context.Context // done: send nothing new (interrupt or failure)
 	reqs       context.Context // done: abandon requests in flight
@@ -502,6 +502,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
 	r.suspect = make(chan struct{}, 1)
+	r.slots = make(chan struct{}, cfg.Concurrency)
 	for range cfg.Concurrency {
 		r.workers.Go(r.work)
 	}

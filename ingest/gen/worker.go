@@ -84,8 +84,17 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 				return nil
 			}
 		}
+		select { // one of --concurrency slots, whoever asks: a hard bound
+		case r.slots <- struct{}{}:
+		case <-r.stop.Done():
+			if j.suspect {
+				<-r.suspect
+			}
+			return nil
+		}
 		s, err := r.pool.pick(r.reqs)
 		if err != nil {
+			<-r.slots
 			if j.suspect {
 				<-r.suspect
 			}
@@ -99,6 +108,7 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		r.pool.ended(s, err)
+		<-r.slots
 		if j.suspect {
 			<-r.suspect
 		}
