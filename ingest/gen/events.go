@@ -173,8 +173,8 @@ func (b *bursts) flushAll() {
 // servers' samples once connect knows them.
 func (r *run) startMonitor(todo int64) {
 	r.mon = newMonitor(r)
-	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%d datasets, %d prompts to answer, servers %s; %s",
-		len(r.sets), todo, strings.Join(r.serverNames(), ", "), r.settings()))
+	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s to answer, servers %s; %s",
+		counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), strings.Join(r.serverNames(), ", "), r.settings()))
 }
 
 // serverNames returns the servers as gen prints them.
@@ -204,7 +204,8 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 		if n := r.pool.retriesTotal(); n > 0 {
 			retried = ", " + attemptsText(n) + " retried"
 		}
-		detail += fmt.Sprintf(": %d answers, %d errors%s, %d tokens in %s", sum.Responses, sum.Errors, retried, sum.Tokens, sum.Elapsed.Round(time.Millisecond))
+		detail += fmt.Sprintf(": %s, %s%s, %s in %s", counted(sum.Responses, "answer", "answers"), counted(sum.Errors, "error", "errors"),
+			retried, counted(sum.Tokens, "token", "tokens"), sum.Elapsed.Round(time.Millisecond))
 	}
 	r.mon.close(err == nil, &store.Event{Name: EventStop, Detail: detail})
 }

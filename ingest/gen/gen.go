@@ -466,7 +466,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.logf("gen: %d datasets, %d prompts to answer%s; %s", len(r.sets), todo, halfText, r.settings())
+	r.logf("gen: %s, %s to answer%s; %s", counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), halfText, r.settings())
 	if todo > 0 {
 		r.saySkipped()
 	}

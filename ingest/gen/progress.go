@@ -1,9 +1,12 @@
 package gen
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"time"
@@ -45,12 +48,24 @@ func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	w.mu.Unlock()
 }
 
-// rate measures the answers of the window ending at now.
-func (w *rateWindow) rate(now time.Time, window time.Duration) store.Rate {
+// rate measures the answers of the window ending at now by the one rate
+// rule of gen's lines and watch: the window starts at the latest of now
+// less window, the run's start (runStart, a Unix second) and the
+// dataset's first answer (indexFirst, the index's, when hasIndex; else
+// this run's first), so the idle seconds before a resumed run are never
+// counted.
+func (w *rateWindow) rate(now time.Time, window time.Duration, runStart, indexFirst int64, hasIndex bool) store.Rate {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	first, has := w.first, w.hasFirst
+	if hasIndex && (!has || indexFirst < first) {
+		first, has = indexFirst, true
+	}
+	if has {
+		first = max(first, runStart)
+	}
 	var r store.Rate
-	r.From, r.To = store.RateSpan(now, window, w.first, w.hasFirst)
+	r.From, r.To = store.RateSpan(now, window, first, has)
 	for _, b := range w.secs {
 		if b.sec >= r.From && b.sec < r.To {
 			r.Records += b.n
@@ -68,55 +83,183 @@ func tokenRate(n, tokens, unknown int64, secs float64) string {
 	case n > 0 && unknown == n:
 		return "tokens/s unknown"
 	case unknown > 0:
-		return fmt.Sprintf(">=%.0f tokens/s (%d answers without a token count)", float64(tokens)/secs, unknown)
+		return fmt.Sprintf(">=%.0f tokens/s (%s without a token count)", float64(tokens)/secs, counted(unknown, "answer", "answers"))
 	}
 	return fmt.Sprintf("%.0f tokens/s", float64(tokens)/secs)
 }
 
-// liveLog is the log on a terminal: live status lines stay at the bottom,
-// and anything else written first clears them (the next tick redraws them).
-type liveLog struct {
-	mu    sync.Mutex
-	w     io.Writer
-	drawn int // status lines on screen
+// shortTokens is rateTokens for a narrow terminal: "812 tok/s",
+// ">=800 tok/s", "tok/s unknown".
+func shortTokens(r store.Rate) string {
+	secs := float64(r.Seconds())
+	switch {
+	case r.Records > 0 && r.Unknown == r.Records:
+		return "tok/s unknown"
+	case r.Unknown > 0:
+		return fmt.Sprintf(">=%.0f tok/s", float64(r.Tokens)/secs)
+	}
+	return fmt.Sprintf("%.0f tok/s", float64(r.Tokens)/secs)
 }
 
+// liveLog is the log on a terminal: the status lines (the block) stay at
+// the bottom, each fitted to the terminal's width as it is at that moment
+// (liveLine.fit: a line never wraps), and no more of them than the
+// terminal has rows. Each redraw moves up over exactly the rows the block
+// took, clears them and draws it again; a message (any other write) goes
+// above the block, which is drawn again under it at once. Messages may
+// wrap: they are written once and never moved over.
+type liveLog struct {
+	mu sync.Mutex
+	w  io.Writer
+	// size returns the terminal's columns and rows now (0, 0: unknown, the
+	// lines are not fitted); nil reads them from w when it is a terminal.
+	size    func() (cols, rows int)
+	block   []liveLine // the status lines, as last built
+	drawn   []int      // the columns of each line on screen
+	partial []byte     // the start of a message's line, until its newline
+	stopped bool       // the block is gone for good: writes go straight through
+}
+
+func (l *liveLog) termSize() (cols, rows int) {
+	if l.size != nil {
+		return l.size()
+	}
+	if f, ok := l.w.(interface{ Fd() uintptr }); ok {
+		return terminalSize(f.Fd())
+	}
+	return 0, 0
+}
+
+// Write writes the whole lines of p above the block; the start of a line
+// waits for its end.
 func (l *liveLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.clear()
-	return l.w.Write(p)
+	if l.stopped {
+		return l.w.Write(p)
+	}
+	l.partial = append(l.partial, p...)
+	i := bytes.LastIndexByte(l.partial, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	var b bytes.Buffer
+	cols, rows := l.termSize()
+	l.erase(&b, cols, true)
+	b.Write(l.partial[:i+1])
+	l.partial = append(l.partial[:0], l.partial[i+1:]...)
+	l.render(&b, cols, rows)
+	_, err := l.w.Write(b.Bytes())
+	return len(p), err
 }
 
-func (l *liveLog) clear() {
-	if l.drawn > 0 {
-		fmt.Fprintf(l.w, "\x1b[%dA\x1b[J", l.drawn)
-		l.drawn = 0
+// erase moves the cursor up to the block's first row, and clears the
+// block when clear (else the redraw clears each row as it writes it).
+// The rows are the ones the block takes now: a line of w columns drawn
+// in a terminal made narrower since takes ceil(w/cols) rows once the
+// terminal has re-wrapped it (tmux, VTE, iTerm2, kitty and Windows
+// Terminal do).
+func (l *liveLog) erase(b *bytes.Buffer, cols int, clear bool) {
+	rows := 0
+	for _, w := range l.drawn {
+		if cols > 0 && w > cols {
+			rows += (w + cols - 1) / cols
+		} else {
+			rows++
+		}
+	}
+	l.drawn = l.drawn[:0]
+	if rows == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\r\x1b[%dA", rows)
+	if clear {
+		b.WriteString("\x1b[J")
 	}
 }
 
-// draw replaces the status lines.
-func (l *liveLog) draw(lines []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	if l.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", l.drawn)
+// render draws the block at the cursor, fitted to cols (a column to spare,
+// so that no terminal wraps a full line) and to rows (a row to spare for
+// the cursor; the lines that do not fit are counted on the last).
+func (l *liveLog) render(b *bytes.Buffer, cols, rows int) {
+	width := 0
+	if cols > 1 {
+		width = cols - 1
+	}
+	lines := make([]string, 0, len(l.block))
+	for _, ll := range l.block {
+		lines = append(lines, ll.fit(width))
+	}
+	if room := rows - 1; rows > 0 && len(lines) > max(room, 1) {
+		keep := max(room-1, 1)
+		more := liveLine{{text: fmt.Sprintf("  … and %d more lines (a taller terminal shows them; gendex watch too)", len(lines)-keep),
+			short: fmt.Sprintf("  … %d more", len(lines)-keep)}}
+		lines = lines[:keep]
+		if room > 1 {
+			lines = append(lines, more.fit(width))
+		}
 	}
 	for _, s := range lines {
 		b.WriteString("\x1b[2K" + s + "\n")
+		l.drawn = append(l.drawn, textWidth(s))
 	}
 	b.WriteString("\x1b[J")
-	io.WriteString(l.w, b.String())
-	l.drawn = len(lines)
 }
 
-// progress reports until stop is closed: live lines on a terminal, else a
-// log line per dataset every LogEvery.
+// draw replaces the block with lines.
+func (l *liveLog) draw(lines []liveLine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.block = lines
+	l.redrawLocked()
+}
+
+// redraw draws the block again (the terminal was resized).
+func (l *liveLog) redraw() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.redrawLocked()
+}
+
+func (l *liveLog) redrawLocked() {
+	if l.stopped {
+		return
+	}
+	var b bytes.Buffer
+	cols, rows := l.termSize()
+	l.erase(&b, cols, false)
+	l.render(&b, cols, rows)
+	io.Copy(l.w, &b)
+}
+
+// stop clears the block for good (the run's summary follows), and ends a
+// message's unfinished line.
+func (l *liveLog) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b bytes.Buffer
+	cols, _ := l.termSize()
+	l.erase(&b, cols, true)
+	if len(l.partial) > 0 {
+		b.Write(l.partial)
+		b.WriteString("\n")
+		l.partial = nil
+	}
+	l.block, l.stopped = nil, true
+	io.Copy(l.w, &b)
+}
+
+// progress reports until stop is closed: live lines on a terminal, redrawn
+// every second and at once when the terminal is resized; else a log line
+// per dataset every LogEvery.
 func (r *run) progress(stop <-chan struct{}) {
 	every := r.cfg.LogEvery
+	var resized chan os.Signal
 	if r.live != nil {
 		every = time.Second
+		resized = make(chan os.Signal, 1)
+		notifyResize(resized)
+		defer signal.Stop(resized)
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -124,53 +267,93 @@ func (r *run) progress(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			if r.live != nil {
-				r.live.mu.Lock()
-				r.live.clear()
-				r.live.mu.Unlock()
+				r.live.stop()
 			}
 			return
+		case <-resized:
+			r.live.redraw()
+			continue
 		case <-tick.C:
 		}
-		lines := r.statusLines(time.Now())
+		now := time.Now()
 		if r.live != nil {
-			r.live.draw(lines)
-		} else {
-			stamp := time.Now().Format(time.TimeOnly)
-			for _, l := range lines {
-				fmt.Fprintf(r.cfg.Log, "%s %s\n", stamp, l)
-			}
+			r.live.draw(r.status(now))
+			continue
+		}
+		stamp := now.Format(time.TimeOnly)
+		for _, l := range r.statusLines(now) {
+			fmt.Fprintf(r.cfg.Log, "%s %s\n", stamp, l)
 		}
 	}
 }
 
-// statusLines describes the run now: one line for the servers, one per
-// dataset that is not finished (or was worked on in this run).
+// statusLines are the status lines whole, as the log off a terminal has
+// them (see status).
 func (r *run) statusLines(now time.Time) []string {
-	rates := make([]store.Rate, len(r.sets))
-	for i, ds := range r.sets {
-		rates[i] = ds.rate.rate(now, progressWindow)
+	var out []string
+	for _, l := range r.status(now) {
+		out = append(out, l.String())
 	}
-	all := store.TotalRate(now, progressWindow, rates)
-	servers := fmt.Sprintf("%d/%d servers up", r.pool.upCount(), len(r.pool.servers))
-	for _, s := range r.pool.servers {
-		if !s.up.Load() {
-			servers += fmt.Sprintf(", %s down %s", s.name, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second))
-		}
-	}
+	return out
+}
+
+// status describes the run now: one line for the run, a line per server
+// (when gen reads their /metrics, or they retried), one per dataset that is
+// not finished (or was worked on in this run).
+//
+// Rates follow the one rule of gen's lines and watch (rateWindow.rate),
+// and so does the ETA: the run's rate is its answers per second over all
+// datasets, and as gen answers the datasets one after another, a dataset's
+// ETA is the prompts left in it and in those before it over that rate; the
+// last one's is the run's.
+//
+// On a narrow terminal the lines keep the dataset, done/total, the rate and
+// the ETA (and the run's prompts to go); the rest is shortened, then
+// dropped: tokens/s last.
+func (r *run) status(now time.Time) []liveLine {
 	sums := map[string]store.Summary{}
+	type first struct {
+		sec int64
+		ok  bool
+	}
+	firsts := make([]first, len(r.sets))
 	var left uint64
 	r.db.View(func(v *store.View) error {
-		for _, ds := range r.sets {
+		for i, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
 				left += s.MissingRaw()
 			}
+			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
 		return nil
 	})
-	lines := []string{fmt.Sprintf("gen: %s, %d in flight%s, %.1f answers/s, %s (last %ds), %d to go, %s",
-		servers, r.pool.inFlight(), r.pool.retriesLine(), all.PerSecond(), rateTokens(all), all.Seconds(), left, etaText(left, all))}
-	lines = append(lines, r.withRetries(r.serverLines(now), now)...)
+	rates := make([]store.Rate, len(r.sets))
+	for i, ds := range r.sets {
+		rates[i] = ds.rate.rate(now, progressWindow, r.started.Unix(), firsts[i].sec, firsts[i].ok)
+	}
+	all := store.TotalRate(now, progressWindow, rates)
+
+	up, n := r.pool.upCount(), len(r.pool.servers)
+	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
+	for _, s := range r.pool.servers {
+		if !s.up.Load() {
+			head = append(head, part{text: fmt.Sprintf(", %s down %s", s.name, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)), drop: 5})
+		}
+	}
+	head = append(head,
+		part{text: fmt.Sprintf(", %d in flight", r.pool.inFlight()), drop: 3},
+		part{text: r.pool.retriesLine(), drop: 6},
+		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
+		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
+		part{text: fmt.Sprintf(" (last %ds)", all.Seconds()), drop: 4},
+		part{text: fmt.Sprintf(", %d to go", left)},
+		part{text: ", " + etaText(left, all)})
+	lines := []liveLine{head}
+	for _, l := range r.withRetries(r.serverLines(now), now) {
+		lines = append(lines, serverLine(l))
+	}
+	var ahead uint64 // prompts left in the datasets so far
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
@@ -180,18 +363,58 @@ func (r *run) statusLines(now time.Time) []string {
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
-		errs := ""
+		ahead += left
+		eta := etaText(0, all)
+		if left > 0 {
+			eta = etaText(ahead, all)
+		}
+		l := liveLine{{text: "  "}, {text: ds.Name, flex: true}, {text: fmt.Sprintf(" %d/%d", done, total)},
+			{text: fmt.Sprintf(" (%.1f%%)", 100*float64(done)/float64(max(total, 1))), drop: 3}}
 		if n := s.Overlap.ErrorsOpen; n > 0 {
-			errs = fmt.Sprintf(", %d errors", n)
+			l = append(l, part{text: ", " + counted(n, "error", "errors"), short: ", " + counted(n, "err", "err"), drop: 4})
 		}
-		errs += ds.turnsText() + truncatedText(s)
+		if t := ds.turnsText(); t != "" {
+			l = append(l, part{text: t, short: fmt.Sprintf(", %d turns, %d half done", ds.turnsDone.Load(), ds.halfDone.Load()), drop: 5})
+		}
+		if t := truncatedText(s); t != "" {
+			l = append(l, part{text: t, short: fmt.Sprintf(", %d trunc", s.Stage(store.Raw).Finish["length"]), drop: 6})
+		}
 		if r.cfg.Export != nil {
-			errs += exportText(s)
+			l = append(l, part{text: exportText(s), short: fmt.Sprintf(", %d rec, %d excl", s.Stage(store.Tokenized).Records, s.Excluded()), drop: 7})
 		}
-		lines = append(lines, fmt.Sprintf("  %s %d/%d (%.1f%%)%s, %.1f answers/s, %s, %s",
-			ds.Name, done, total, 100*float64(done)/float64(max(total, 1)), errs, rate.PerSecond(), rateTokens(rate), etaText(left, rate)))
+		l = append(l,
+			part{text: fmt.Sprintf(", %.1f answers/s", rate.PerSecond()), short: fmt.Sprintf(", %.1f/s", rate.PerSecond())},
+			part{text: ", " + rateTokens(rate), short: ", " + shortTokens(rate), drop: 2},
+			part{text: ", " + eta})
+		lines = append(lines, l)
 	}
 	return lines
+}
+
+// serverLine is a server's status line ("  server NAME: up, 3 running,
+// ...") in parts: on a narrow terminal its items lose their notes in
+// parentheses, then go from the right; the state (up, down 3s) stays.
+func serverLine(s string) liveLine {
+	const lead = "  server "
+	rest, ok := strings.CutPrefix(s, lead)
+	i := strings.Index(rest, ": ")
+	if !ok || i < 0 {
+		return liveLine{{text: s}}
+	}
+	name := rest[:i]
+	l := liveLine{{text: lead, short: "  "}, {text: name, short: strings.TrimPrefix(name, "http://"), flex: true}}
+	for j, item := range splitTop(rest[i+2:]) {
+		sep, drop := ", ", 1
+		if j == 0 {
+			sep, drop = ": ", 0
+		}
+		p := part{text: sep + item, drop: drop}
+		if short := withoutNote(item); short != "" {
+			p.short = sep + short
+		}
+		l = append(l, p)
+	}
+	return l
 }
 
 // withRetries adds to the servers' lines (serverLines) what each server's
@@ -240,7 +463,7 @@ func (ds *dsRun) turnsText() string {
 	if t == 0 && h == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", %d earlier turns answered, %d conversations half done", t, h)
+	return fmt.Sprintf(", %s answered, %s half done", counted(t, "earlier turn", "earlier turns"), counted(h, "conversation", "conversations"))
 }
 
 // truncatedText says how many of a dataset's answers, per the index, were
@@ -262,7 +485,7 @@ func (r *run) truncatedSummary(sum *Summary) string {
 	if n := r.cfg.Sampling.MaxNewTokens; n != nil {
 		limit = fmt.Sprintf("%d tokens", *n)
 	}
-	head := fmt.Sprintf("gen: %d of %d answers were cut at %s (finish_reason length)", sum.Truncated, sum.Responses, limit)
+	head := fmt.Sprintf("gen: %d of %s were cut at %s (finish_reason length)", sum.Truncated, counted(sum.Responses, "answer", "answers"), limit)
 	switch x := r.cfg.Export; {
 	case x == nil:
 		return head + ": raise --max-new-tokens, or export keeps them only with --include-truncated"
@@ -275,15 +498,15 @@ func (r *run) truncatedSummary(sum *Summary) string {
 // final prints the run's summary.
 func (r *run) final(sum *Summary) {
 	secs := sum.Elapsed.Seconds()
-	tokens := fmt.Sprintf("%d tokens", sum.Tokens)
+	tokens := counted(sum.Tokens, "token", "tokens")
 	switch {
 	case sum.UnknownTokens > 0 && sum.UnknownTokens == sum.Responses:
 		tokens = "tokens unknown: the server reported no counts"
 	case sum.UnknownTokens > 0:
-		tokens = fmt.Sprintf(">=%d tokens; %d answers without a count", sum.Tokens, sum.UnknownTokens)
+		tokens = fmt.Sprintf(">=%d tokens; %s without a count", sum.Tokens, counted(sum.UnknownTokens, "answer", "answers"))
 	}
-	r.logf("gen: %d answers (%s) and %d errors in %s: %.1f answers/s, %s",
-		sum.Responses, tokens, sum.Errors, sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
+	r.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
+		counted(sum.Responses, "answer", "answers"), tokens, counted(sum.Errors, "error", "errors"), sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
 	for _, l := range r.pool.retrySummary() {
 		r.logf("%s", l)
@@ -311,10 +534,10 @@ func (r *run) final(sum *Summary) {
 			total := s.Stage(store.Prompts).Records
 			left := ""
 			if n := s.Skipped(); n > 0 {
-				left = fmt.Sprintf(", %d lines left out of the index", n)
+				left = fmt.Sprintf(", %s left out of the index", counted(n, "line", "lines"))
 			}
-			r.logf("  %s: %d/%d answered (%d this run), %d errors, %d still missing%s%s%s -> %s",
-				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), s.Overlap.ErrorsOpen, s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
+			r.logf("  %s: %d/%d answered (%d this run), %s, %d still missing%s%s%s -> %s",
+				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), counted(s.Overlap.ErrorsOpen, "error", "errors"), s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if r.cfg.Export != nil {
 				e := &ds.exp
 				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
@@ -325,6 +548,6 @@ func (r *run) final(sum *Summary) {
 		return nil
 	})
 	if n := r.rep.Skipped(); n > 0 {
-		r.logf("gen: %d lines were left out of the index (see above); a prompt among them is not sent", n)
+		r.logf("gen: %s left out of the index (see above); a prompt among them is not sent", counted(n, "line was", "lines were"))
 	}
 }
