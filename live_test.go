@@ -383,7 +383,7 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 	sh := exec.Command(gendexBinary(t), "--db", w.db, "shell")
 	in, _ := sh.StdinPipe()
 	out, _ := sh.StdoutPipe()
-	var shErr strings.Builder
+	var shErr lockedBuffer
 	sh.Stderr = &shErr
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
@@ -396,16 +396,35 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		}
 		bw.Flush() // stdin stays open: the shell lives on while we count
 	}()
-	sc := bufio.NewScanner(out)
-	answers := 0
-	for answers < n && sc.Scan() {
-		if !strings.HasPrefix(sc.Text(), "d\t") {
-			t.Fatalf("answer %d: %q\n%s", answers, sc.Text(), shErr.String())
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
 		}
-		answers++
-	}
-	if answers != n {
-		t.Fatalf("%d answers of %d: %s", answers, n, shErr.String())
+	}()
+	// Every question gets its answer line; a question that fails instead
+	// (its error on stderr) would leave the count short forever, so an
+	// error, or the shell's end, stops the test at once.
+	answers := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for answers < n {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the shell ended after %d answers of %d: %s", answers, n, shErr.String())
+			}
+			if !strings.HasPrefix(line, "d\t") {
+				t.Fatalf("answer %d: %q\n%s", answers, line, shErr.String())
+			}
+			answers++
+		case <-tick.C:
+			if e := shErr.String(); e != "" {
+				t.Fatalf("after %d answers of %d the shell said:\n%s", answers, n, e)
+			}
+		}
 	}
 	fds1 := w.fds(t)
 	m, err := w.metrics()
