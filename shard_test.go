@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -77,7 +78,8 @@ func writeShardPrompts(t *testing.T, root string, n int) map[string]map[string]b
 // restarted at random until each is done. Every prompt is answered exactly
 // once across the shards' files, each shard answered only its own, a fifth
 // process's ingest of the folder counts every dataset complete with no
-// duplicate, and an `ingest --follow` beside the run shows the total grow.
+// duplicate, and an `ingest --follow` beside the run shows the total grow,
+// in query and in watch (a shell in a real terminal).
 func TestShardsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
@@ -93,6 +95,15 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { follow.Process.Kill(); follow.Wait() })
+
+	// watch, in a real terminal, on the follower's index (asked through
+	// its socket while it writes).
+	tm := newTerm(t, t.TempDir())
+	tm.typeLine(bin + " --db " + watchDB + " shell")
+	tm.waitFor("gendex>")
+	tm.typeLine("watch 1")
+	totalRE := regexp.MustCompile(`TOTAL\s+(\d+)\s+(\d+)`)
+	var watched []string // the TOTAL rows' done counts, as they changed
 
 	var wg sync.WaitGroup
 	kills := make([]int, shards)
@@ -152,7 +163,12 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 		if len(seen) == 0 || total != seen[len(seen)-1] {
 			seen = append(seen, total)
 		}
-		if total == 3*n {
+		if m := totalRE.FindAllStringSubmatch(tm.tmux("capture-pane", "-t", "t", "-p"), -1); len(m) > 0 {
+			if done := m[len(m)-1][1]; len(watched) == 0 || done != watched[len(watched)-1] {
+				watched = append(watched, done)
+			}
+		}
+		if total == 3*n && len(watched) > 0 && watched[len(watched)-1] == fmt.Sprint(3*n) {
 			break
 		}
 	}
@@ -163,7 +179,10 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	if len(seen) < 2 || seen[len(seen)-1] != 3*n {
 		t.Errorf("the follower's totals during the run: %v; want them to grow to %d", seen, 3*n)
 	}
-	t.Logf("kills per shard: %v; totals seen: %v", kills, seen)
+	if len(watched) < 2 || watched[len(watched)-1] != fmt.Sprint(3*n) {
+		t.Errorf("watch's TOTAL during the run: %v; want it to grow to %d\n%s", watched, 3*n, tm.screen())
+	}
+	t.Logf("kills per shard: %v; totals seen: %v; watch's TOTAL: %v", kills, seen, watched)
 
 	// Exactly once across the shards' files, each in its own shard.
 	for ds, ids := range all {
