@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +12,10 @@ import (
 )
 
 // runHelp prints gendex's usage, or with a COMMAND that command's help
-// (what 'gendex COMMAND -h' prints), to stdout.
+// (what 'gendex COMMAND -h' prints), or with a TOPIC that section of
+// README.md (helpTopics), to stdout. A command that is a topic too (gen,
+// query, ...) prints its help first, then its section of README: flags
+// first, as 'gendex COMMAND -h', and the details after them.
 func runHelp(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
 	pos, err := c.parse(fs, args)
@@ -23,13 +27,20 @@ func runHelp(ctx context.Context, c *call, args []string) error {
 		printUsage(c.env.Stdout)
 		return nil
 	case 1:
-		cmd := lookup(pos[0])
-		if cmd == nil {
-			return usagef("help: unknown command %q (want one of %s)", pos[0], commandNames())
+		cmd, topic := lookup(pos[0]), lookupTopic(pos[0])
+		if cmd == nil && topic == nil {
+			return usagef("help: unknown command or topic %q (commands: %s; topics: %s)", pos[0], commandNames(), topicNames())
 		}
-		return cmd.Run(ctx, &call{cmd: cmd, env: c.env, db: c.db}, []string{"-h"})
+		if cmd != nil {
+			err := cmd.Run(ctx, &call{cmd: cmd, env: c.env, db: c.db}, []string{"-h"})
+			if (err != nil && !errors.Is(err, errHelp)) || topic == nil {
+				return err
+			}
+			fmt.Fprintln(c.env.Stdout)
+		}
+		return printTopic(c.env.Stdout, topic)
 	}
-	return usagef("help: give at most one COMMAND")
+	return usagef("help: give at most one COMMAND or TOPIC")
 }
 
 // commandNames returns the commands' names, comma-separated, in table order.
@@ -96,10 +107,12 @@ func printUsage(w io.Writer) {
 		"gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the answers too); " +
 			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.",
 		"Exit status: 0 ok, 1 error (or input lines left out), 2 usage, 130 interrupted.",
-		"Run 'gendex help COMMAND' for a command's flags.",
 	} {
 		wrapTo(w, p, "", "")
 	}
+	writeTopicList(w)
+	fmt.Fprintln(w)
+	wrapTo(w, "Run 'gendex help COMMAND' for a command's flags (and its section of README.md, when it has one), 'gendex help TOPIC' for a topic.", "", "")
 }
 
 // printHelp writes the command's help: its usage lines, its summary and,

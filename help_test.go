@@ -9,7 +9,8 @@ import (
 
 // TestHelpFitsEighty: no line of 'gendex help' or 'gendex help COMMAND'
 // is wider than 80 columns, and every command's help names its flags
-// with two dashes, each with a sentence and its default.
+// with two dashes, each with a sentence and its default. (The README
+// section 'gendex help COMMAND' prints after it is TestHelpTopicsFitEighty's.)
 func TestHelpFitsEighty(t *testing.T) {
 	t.Parallel()
 	check := func(args []string, out string) {
@@ -23,7 +24,7 @@ func TestHelpFitsEighty(t *testing.T) {
 	check(args, mustGendex(t, testEnv(nil), args...).stdout)
 	for _, cmd := range commands {
 		args := []string{"help", cmd.Name}
-		out := mustGendex(t, testEnv(nil), args...).stdout
+		out := commandHelp(t, cmd.Name, mustGendex(t, testEnv(nil), args...).stdout)
 		check(args, out)
 		for _, l := range strings.Split(out, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(l), "-") && !strings.HasPrefix(strings.TrimSpace(l), "--") {

@@ -25,13 +25,13 @@
 //	    draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)
 //	gendex shell
 //	    ask the same questions interactively (type help there); watch a run live
-//	gendex help [COMMAND]
-//	    this text, or one command's usage and flags
+//	gendex help [COMMAND|TOPIC]
+//	    this text, a command's usage and flags, or a topic: a section of README (help gen: both)
 //
 // The index is ./gendex.db, or $GENDEX_DB, or --db FILE (before or after
-// the command's name). 'gendex help COMMAND' shows a command's flags.
-// Exit status: 0 ok, 1 error (or input lines left out), 2 usage, 130
-// interrupted.
+// the command's name). 'gendex help COMMAND' shows a command's flags,
+// 'gendex help TOPIC' a section of README.md. Exit status: 0 ok, 1 error
+// (or input lines left out), 2 usage, 130 interrupted.
 package main
 
 import (
@@ -116,8 +116,8 @@ func init() { // not a plain initializer: help reads the table
 		Run:     runShell,
 	}, {
 		Name:    "help",
-		Usage:   []string{"help [COMMAND]"},
-		Summary: "this text, or one command's usage and flags",
+		Usage:   []string{"help [COMMAND|TOPIC]"},
+		Summary: "this text, a command's usage and flags, or a topic: a section of README (help gen: both)",
 		Run:     runHelp,
 	}}
 }

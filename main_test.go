@@ -175,8 +175,9 @@ func TestHelp(t *testing.T) {
 
 // TestCommandHelp: for every command in the table, 'gendex help NAME',
 // 'gendex NAME --help' and 'gendex NAME -h' print the same help to stdout
-// (its usage lines and summary from the table) and exit 0; a usage error
-// of that command points at 'gendex help NAME'.
+// (its usage lines and summary from the table; 'gendex help NAME' then
+// README's section, when NAME is a help topic too) and exit 0; a usage
+// error of that command points at 'gendex help NAME'.
 func TestCommandHelp(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range commands {
@@ -188,7 +189,7 @@ func TestCommandHelp(t *testing.T) {
 				t.Errorf("help %s: want stdout starting with %q and holding the summary\n%s", cmd.Name, want, r)
 			}
 			for _, h := range []string{"--help", "-h"} {
-				if r2 := mustGendex(t, testEnv(nil), cmd.Name, h); r2.stdout != r.stdout {
+				if r2 := mustGendex(t, testEnv(nil), cmd.Name, h); r2.stdout != commandHelp(t, cmd.Name, r.stdout) {
 					t.Errorf("%s %s differs from help %s\n%s", cmd.Name, h, cmd.Name, r2)
 				}
 			}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gendex/query/format"
+)
+
+// frontPageLines is how long README's front part (before the reference
+// marker) may grow: a newcomer reads it in ten minutes; the details go in
+// the reference, where 'gendex help TOPIC' finds them.
+const frontPageLines = 250
+
+// verbatimLines returns the lines of every topic's rendering that are code
+// blocks or tables, printed as README has them (they may be wider than 80
+// columns).
+func verbatimLines(t *testing.T) map[string]bool {
+	t.Helper()
+	v := map[string]bool{}
+	for _, topic := range helpTopics {
+		lines, ok := readmeSection(topic.Heading)
+		if !ok {
+			t.Fatalf("README.md has no section %q (help topic %s)", topic.Heading, topic.Name)
+		}
+		for _, l := range renderMarkdown(lines) {
+			if l.Verbatim {
+				v[l.Text] = true
+			}
+		}
+	}
+	return v
+}
+
+// TestHelpTopicsFitEighty: every topic exists and renders, and every line
+// of 'gendex help TOPIC' is within 80 columns, except the lines of code
+// blocks and tables, printed as README has them. A topic that is also a
+// command prints the command's help first, then its section.
+func TestHelpTopicsFitEighty(t *testing.T) {
+	t.Parallel()
+	verbatim := verbatimLines(t)
+	for _, topic := range helpTopics {
+		out := mustGendex(t, testEnv(nil), "help", topic.Name).stdout
+		lines, _ := readmeSection(topic.Heading)
+		rendered := renderMarkdown(lines)
+		if len(rendered) < 4 {
+			t.Errorf("gendex help %s: %d lines:\n%s", topic.Name, len(rendered), out)
+			continue
+		}
+		title := inline(strings.TrimLeft(topic.Heading, "# "))
+		if cmd := lookup(topic.Name); cmd != nil {
+			if !strings.HasPrefix(out, "usage: gendex "+topic.Name) || !strings.Contains(out, "\n\n"+title+"\n===") {
+				t.Errorf("gendex help %s: not the command's help, then README's section %q:\n%s", topic.Name, title, out)
+			}
+		} else if !strings.HasPrefix(out, title+"\n===") {
+			t.Errorf("gendex help %s: does not start with its title %q:\n%s", topic.Name, title, out)
+		}
+		for i, l := range strings.Split(out, "\n") {
+			if w := format.Width(l); w > helpWidth && !verbatim[l] {
+				t.Errorf("gendex help %s, line %d: %d columns, not in a code block or table: %s", topic.Name, i+1, w, l)
+			}
+			if strings.Contains(l, "`") && !verbatim[l] || strings.Contains(l, "**") {
+				t.Errorf("gendex help %s, line %d: Markdown left: %s", topic.Name, i+1, l)
+			}
+		}
+		// Code blocks are printed as they are: each is a line of README.
+		section := "\n" + strings.Join(lines, "\n") + "\n"
+		for _, l := range rendered {
+			if l.Verbatim && !strings.HasPrefix(strings.TrimSpace(l.Text), "|") && !strings.Contains(section, "\n"+l.Text+"\n") {
+				t.Errorf("gendex help %s: a code line not as README writes it: %q", topic.Name, l.Text)
+			}
+		}
+	}
+}
+
+// TestHelpTopicsAreReadme: the reference's sections (every "## " heading
+// after README's "# Reference") are the reference topics, in README's
+// order; the front part holds the other topics' sections; and the topic
+// list of 'gendex help' is the topics, in that order.
+func TestHelpTopicsAreReadme(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != readme {
+		t.Fatal("the embedded README is not README.md: rebuild")
+	}
+	front, ref, ok := strings.Cut(string(b), "\n"+referenceMarker+"\n")
+	if !ok {
+		t.Fatalf("README.md has no line %q", referenceMarker)
+	}
+	var headings []string
+	for _, l := range strings.Split(ref, "\n") {
+		if headingLevel(l) == 2 {
+			headings = append(headings, l)
+		}
+	}
+	var refTopics, want []string
+	for _, topic := range helpTopics {
+		if strings.Contains(front, "\n"+topic.Heading+"\n") {
+			if len(refTopics) > 0 {
+				t.Errorf("topic %s (in README's front part) listed after the reference's topics", topic.Name)
+			}
+			continue
+		}
+		refTopics = append(refTopics, topic.Heading)
+	}
+	if strings.Join(headings, "\n") != strings.Join(refTopics, "\n") {
+		t.Errorf("README's reference sections are not the reference topics (helpTopics); sections:\n%s\n--- topics:\n%s",
+			strings.Join(headings, "\n"), strings.Join(refTopics, "\n"))
+	}
+	for _, topic := range helpTopics {
+		want = append(want, topic.Name)
+		if !regexp.MustCompile(`^[a-z][a-z-]*$`).MatchString(topic.Name) {
+			t.Errorf("topic name %q", topic.Name)
+		}
+	}
+	out := mustGendex(t, testEnv(nil), "help").stdout
+	_, list, ok := strings.Cut(out, "\nHelp topics (gendex help TOPIC")
+	if !ok {
+		t.Fatalf("gendex help lists no topics:\n%s", out)
+	}
+	var got []string
+	for _, l := range strings.Split(list, "\n")[1:] {
+		if !strings.HasPrefix(l, "  ") {
+			break
+		}
+		if f := strings.Fields(l); !strings.HasPrefix(l, "   ") {
+			got = append(got, f[0])
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("gendex help lists the topics %q; want %q", got, want)
+	}
+	// README's paragraph under the marker names every reference topic.
+	for _, topic := range helpTopics {
+		if !strings.Contains(ref[:strings.Index(ref, "\n## ")], "`"+topic.Name+"`") {
+			t.Errorf("README's %q paragraph does not name topic %s", referenceMarker, topic.Name)
+		}
+	}
+}
+
+// TestReadmeFrontPage: README's front part, up to the reference marker,
+// stays a front page of at most frontPageLines lines, and leads with what
+// gendex is, how to build it, the Quickstart and the SpecForge recipe.
+func TestReadmeFrontPage(t *testing.T) {
+	t.Parallel()
+	front, _, ok := strings.Cut(readme, "\n"+referenceMarker+"\n")
+	if !ok {
+		t.Fatalf("README.md has no line %q", referenceMarker)
+	}
+	if n := strings.Count(front, "\n") + 1; n > frontPageLines {
+		t.Errorf("README's front part is %d lines, over %d: move details to the reference (after %q)", n, frontPageLines, referenceMarker)
+	}
+	at := 0
+	for _, want := range []string{
+		"\n## Build or install\n", "    go build -o gendex .", "    go install gendex ",
+		"\n## Quickstart", "    go test -race ./...", "bash .ci/run",
+		"\n## SpecForge: from a ShareGPT file to training data\n", "--max-new-tokens 8192",
+	} {
+		i := strings.Index(front[at:], want)
+		if i < 0 {
+			t.Fatalf("README's front part lacks %q after what comes before it", want)
+		}
+		at += i
+	}
+}
+
+// TestRenderMarkdown: inline Markdown is removed, paragraphs and list
+// items re-wrapped, code blocks and tables kept.
+func TestRenderMarkdown(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"`--max-new-tokens` is **128** by *default*": "--max-new-tokens is 128 by default",
+		"files `raw_responses*` and `errors*`":       "files raw_responses* and errors*",
+		"[bbolt](https://github.com/etcd-io/bbolt)":  "bbolt (https://github.com/etcd-io/bbolt)",
+		"[a.svg](a.svg) and ![chart](a.svg)":         "a.svg and chart (a.svg)",
+		"- *The run* (a wrong key: 401/403)":         "- The run (a wrong key: 401/403)",
+	} {
+		if got := inline(in); got != want {
+			t.Errorf("inline(%q) = %q, want %q", in, got, want)
+		}
+	}
+	md := []string{
+		"## Title `x`", "", "A paragraph", "over `two` lines.", "",
+		"    code   as   is",
+		"    more code", "",
+		"- an item", "  continued", "  - nested", "",
+		"  | a | b |", "  |---|---|", "  | `1` | 2 |",
+	}
+	var got []string
+	for _, l := range renderMarkdown(md) {
+		got = append(got, l.Text)
+	}
+	want := []string{
+		"Title x", "=======", "", "A paragraph over two lines.", "",
+		"    code   as   is", "    more code", "",
+		"- an item continued", "  - nested", "",
+		"  | a | b |", "  |---|---|", "  | 1 | 2 |",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("renderMarkdown:\n%s\n--- want:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	long := strings.Repeat("word ", 40) + strings.Repeat("x", 120)
+	for _, l := range renderMarkdown([]string{long}) {
+		if format.Width(l.Text) > helpWidth {
+			t.Errorf("a wrapped line of %d columns: %q", format.Width(l.Text), l.Text)
+		}
+	}
+}
+
+// TestHelpUnknownTopic: a name that is neither a command nor a topic is a
+// usage error naming both lists.
+func TestHelpUnknownTopic(t *testing.T) {
+	t.Parallel()
+	r := gendex(t, testEnv(nil), "help", "nosuch")
+	if r.code != 2 || !strings.Contains(r.stderr, "topics: quickstart") || !strings.Contains(r.stderr, "commands: gen") {
+		t.Errorf("gendex help nosuch: %s", r)
+	}
+}
+
+// commandHelp returns the output of 'gendex help NAME' without the README
+// section a command that is also a topic prints after its help.
+func commandHelp(t *testing.T, name, out string) string {
+	t.Helper()
+	topic := lookupTopic(name)
+	if topic == nil {
+		return out
+	}
+	var b strings.Builder
+	if err := printTopic(&b, topic); err != nil {
+		t.Fatal(err)
+	}
+	help, ok := strings.CutSuffix(out, "\n"+b.String())
+	if !ok {
+		t.Fatalf("gendex help %s does not end with README's section %q:\n%s", name, topic.Heading, out)
+	}
+	return help
+}
