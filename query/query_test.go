@@ -702,6 +702,7 @@ func (s *failingSink) Row([]any) error {
 }
 func (s *failingSink) Total([]any) error { return nil }
 func (s *failingSink) Line([]byte) error { return nil }
+func (s *failingSink) Note(string) error { return nil }
 
 func writeFile(t *testing.T, path, data string) {
 	t.Helper()

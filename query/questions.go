@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -285,11 +286,20 @@ func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink)
 	if bare {
 		cols, row = cols[2:3], row[2:3]
 	}
+	if stage == store.Raw && s.Stage(store.Prompts).Files == 0 {
+		return fmt.Errorf("dataset %s has no prompts file indexed, so which responses are missing is unknown (index its prompts*.jsonl)", name)
+	}
+	note, err := unmatchedNote(v, name)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		if err := out.Note(note); err != nil {
+			return err
+		}
+	}
 	out.Columns(cols)
 	if stage == store.Raw {
-		if s.Stage(store.Prompts).Files == 0 {
-			return fmt.Errorf("dataset %s has no prompts file indexed, so which responses are missing is unknown (index its prompts*.jsonl)", name)
-		}
 		return v.Missing(name, store.Prompts, func(id string) error {
 			row[len(row)-1] = id
 			return out.Row(row)
@@ -303,6 +313,54 @@ func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink)
 		}
 		return out.Row(row)
 	})
+}
+
+// unmatchedNote is missing's note on a dataset's answers that have no id:
+// they are indexed under their file and line (ingest.LineID,
+// "raw_responses.jsonl:17"), which no prompt carries, so their prompts
+// are listed as missing. "" when there are none. Only the keys that begin
+// with an answers file's base name and ':' are walked.
+func unmatchedNote(v *store.View, name string) (string, error) {
+	var bases []string
+	err := v.Files(func(fs store.FileState) error {
+		if fs.Dataset == name && (fs.Stage == store.Raw || fs.Stage == store.Errors) {
+			if b := filepath.Base(fs.Path); !slices.Contains(bases, b) {
+				bases = append(bases, b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	slices.Sort(bases)
+	var n int64
+	var firsts []string
+	for _, b := range bases {
+		for _, st := range []store.Stage{store.Raw, store.Errors} {
+			c, first, err := v.CountPrefix(name, st, b+":")
+			if err != nil {
+				return "", err
+			}
+			if c > 0 && len(firsts) < 3 && !slices.Contains(firsts, first) {
+				firsts = append(firsts, first)
+			}
+			n += c
+		}
+	}
+	if n == 0 {
+		return "", nil
+	}
+	eg := strings.Join(firsts, ", ")
+	if n > int64(len(firsts)) {
+		eg += ", ..."
+	}
+	what := fmt.Sprintf("%d answers of %s have", n, name)
+	if n == 1 {
+		what = fmt.Sprintf("1 answer of %s has", name)
+	}
+	return fmt.Sprintf("%s no id (%s); they are indexed by file and line, which no prompt carries, so they cannot be matched to prompts and their prompts are listed as missing; "+
+		"give ingest --id PATH (or --map id=PATH) where the lines keep the prompt's id", what, eg), nil
 }
 
 // untokenizedReason says why an id has no tokenized record: its exclusion

@@ -16,6 +16,8 @@ type Result struct {
 	// Line, when set, is a stored input line (the answer to show); it is
 	// written as it is, whatever the format.
 	Line []byte
+	// Notes are sentences about the answer, not part of it (see Sink.Note).
+	Notes []string
 }
 
 // Fixed is a decimal number shown with a fixed number of decimals.

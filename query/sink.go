@@ -2,12 +2,16 @@ package query
 
 // Sink receives an answer as it is computed: Columns once, then the rows,
 // then optionally a Total; or, for show, a single Line. Rows are streamed so
-// that a million missing ids never sit in memory at once.
+// that a million missing ids never sit in memory at once. Note, at any
+// point, is a sentence about the answer for the person who asked (missing:
+// answers that cannot be matched to prompts): never part of the data, so
+// a writer shows it apart from the rows (format.Writer: on stderr).
 type Sink interface {
 	Columns(cols []string) error
 	Row(row []any) error
 	Total(row []any) error
 	Line(line []byte) error
+	Note(note string) error
 }
 
 // Collect is a Sink that keeps the whole answer as a Result.
@@ -20,9 +24,15 @@ func (c *Collect) Row(row []any) error {
 }
 func (c *Collect) Total(row []any) error  { c.Result.Total = append([]any(nil), row...); return nil }
 func (c *Collect) Line(line []byte) error { c.Result.Line = append([]byte{}, line...); return nil }
+func (c *Collect) Note(note string) error { c.Result.Notes = append(c.Result.Notes, note); return nil }
 
 // Replay sends a collected Result to a Sink.
 func Replay(r *Result, s Sink) error {
+	for _, n := range r.Notes {
+		if err := s.Note(n); err != nil {
+			return err
+		}
+	}
 	if r.Line != nil {
 		return s.Line(r.Line)
 	}

@@ -197,7 +197,7 @@ func (s *Shell) ask(ctx context.Context, words []string, w io.Writer) error {
 		q.Format = s.format
 	}
 	q.Resolve(s.Interactive)
-	out := format.NewWriter(w, format.Options{Format: q.Format, NoHeader: q.NoHeader, Width: s.width(), Layout: q.Question})
+	out := format.NewWriter(w, format.Options{Format: q.Format, NoHeader: q.NoHeader, Width: s.width(), Layout: q.Question, Notes: s.Err})
 	if err := s.Ask.Ask(ctx, q, s.Now(), out); err != nil {
 		return err
 	}

@@ -255,3 +255,30 @@ func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...St
 	}
 	return nil
 }
+
+// CountPrefix returns how many ids of a dataset's stage begin with prefix,
+// and the first of them in id order. It walks only that range of keys:
+// CountPrefix(ds, Raw, "raw_responses.jsonl:") counts the answers of that
+// file indexed under their file and line.
+func (v *View) CountPrefix(name string, stage Stage, prefix string) (n int64, first string, err error) {
+	b := v.datasetBucket(name)
+	if b == nil || stage >= numStages {
+		return 0, "", nil
+	}
+	sb := b.Bucket(stageBuckets[stage])
+	if sb == nil {
+		return 0, "", nil
+	}
+	p := []byte(prefix)
+	c := sb.Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		if err := v.step(); err != nil {
+			return n, first, err
+		}
+		if n == 0 {
+			first = string(k)
+		}
+		n++
+	}
+	return n, first, nil
+}

@@ -29,6 +29,11 @@ type Options struct {
 	// Layout names the table's entry in Layouts: the question's name, or
 	// watch's "watch" and "watch-servers".
 	Layout string
+	// Notes receives the answer's notes (see query.Sink.Note), each as
+	// "note: ..." on a line of its own, after the answer is flushed: the
+	// query command's and the shell's stderr, so that the data on stdout
+	// stays as it is. nil drops them.
+	Notes io.Writer
 }
 
 // Unknown is how the table format shows a value the index cannot know.
@@ -56,6 +61,7 @@ type Writer struct {
 	// table
 	table [][]any
 	total []any
+	notes []string
 }
 
 // NewWriter returns a Writer for w. Call Close when the answer is complete.
@@ -132,8 +138,30 @@ func (o *Writer) Line(line []byte) error {
 	return nil
 }
 
-// Close finishes the answer and flushes it.
+// Note keeps a note for Options.Notes; Close writes it there.
+func (o *Writer) Note(note string) error {
+	o.notes = append(o.notes, note)
+	return nil
+}
+
+// Close finishes the answer and flushes it, then writes its notes to
+// Options.Notes.
 func (o *Writer) Close() error {
+	if err := o.close(); err != nil {
+		return err
+	}
+	if o.opts.Notes != nil {
+		for _, n := range o.notes {
+			if _, err := io.WriteString(o.opts.Notes, "note: "+n+"\n"); err != nil {
+				return err
+			}
+		}
+	}
+	o.notes = nil
+	return nil
+}
+
+func (o *Writer) close() error {
 	switch o.opts.Format {
 	case query.Table:
 		if o.cols != nil {

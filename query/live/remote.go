@@ -274,6 +274,7 @@ func decodeAnswer(r io.Reader, out query.Sink, cut func() error) error {
 			Row     []json.RawMessage `json:"row"`
 			Total   []json.RawMessage `json:"total"`
 			Line    *string           `json:"line"`
+			Note    *string           `json:"note"`
 			Error   *string           `json:"error"`
 			Usage   bool              `json:"usage"`
 			End     bool              `json:"end"`
@@ -301,6 +302,8 @@ func decodeAnswer(r io.Reader, out query.Sink, cut func() error) error {
 			err = out.Total(decodeRow(m.Total))
 		case m.Line != nil:
 			err = out.Line([]byte(*m.Line))
+		case m.Note != nil:
+			err = out.Note(*m.Note)
 		}
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@
 //
 //	{"columns":[...]}  {"row":[...]}...  {"total":[...]}  {"end":true}
 //	{"line":"..."}     (show)
+//	{"note":"..."}     (a sentence about the answer, apart from its data; anywhere before the end)
 //	{"error":"...","usage":false}
 //
 // Cells are null (unknown), integers, strings, or {"fixed":"12.34"}.
@@ -375,4 +376,7 @@ func (s *streamSink) Total(row []any) error {
 }
 func (s *streamSink) Line(line []byte) error {
 	return s.enc.Encode(map[string]string{"line": string(line)})
+}
+func (s *streamSink) Note(note string) error {
+	return s.enc.Encode(map[string]string{"note": note})
 }

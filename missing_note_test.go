@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// noIDData writes a dataset "ds" of three prompts and two Ollama answers,
+// which carry no request id: they are indexed as raw_responses.jsonl:1
+// and :2, so every prompt is missing.
+func noIDData(t *testing.T) string {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	writeTestFile(t, filepath.Join(data, "ds", "prompts.jsonl"),
+		`{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n")
+	writeTestFile(t, filepath.Join(data, "ds", "raw_responses.jsonl"),
+		`{"model":"llama3.2","created_at":"2025-03-01T10:00:00Z","response":"Blue.","done":true,"done_reason":"stop","prompt_eval_count":26,"eval_count":12}`+"\n"+
+			`{"model":"llama3.2","created_at":"2025-03-01T10:00:01Z","response":"Red.","done":true,"done_reason":"length","prompt_eval_count":20,"eval_count":8}`+"\n")
+	return data
+}
+
+func writeTestFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkNote checks that stderr says once, as a note, why the answers of ds
+// cannot be matched to prompts.
+func checkNote(t *testing.T, stderr string) {
+	t.Helper()
+	if n := strings.Count(stderr, "note: "); n != 1 {
+		t.Errorf("stderr holds %d notes, want 1:\n%s", n, stderr)
+	}
+	for _, want := range []string{"note: 2 answers of ds have no id (raw_responses.jsonl:1, ...)", "indexed by file and line",
+		"cannot be matched to prompts", "listed as missing", "--id PATH"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// `missing` over answers with no id lists every prompt, and says once, on
+// stderr, that those answers cannot be matched to prompts and why; the
+// bare ids on stdout stay exactly the ids.
+func TestQueryMissingNotesAnswersWithoutID(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db, "ingest", noIDData(t))
+	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "ds", "--format", "tsv", "--no-header")
+	if r.stdout != "p1\np2\np3\n" {
+		t.Errorf("missing --no-header stdout = %q, want the bare ids\n%s", r.stdout, r)
+	}
+	checkNote(t, r.stderr)
+	for _, f := range []string{"table", "csv", "json"} {
+		r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "ds", "--format", f)
+		if strings.Contains(r.stdout, "note") {
+			t.Errorf("--format %s: the note is in the data:\n%s", f, r)
+		}
+		checkNote(t, r.stderr)
+	}
+	r = mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "ds", "--stage", "tokenized")
+	checkNote(t, r.stderr)
+
+	// The shell says it on its stderr too.
+	env := testEnv(nil)
+	env.Stdin = strings.NewReader("missing ds --no-header\n")
+	r = mustGendex(t, env, "--db", db, "shell")
+	if r.stdout != "p1\np2\np3\n" {
+		t.Errorf("shell: missing --no-header stdout = %q\n%s", r.stdout, r)
+	}
+	checkNote(t, r.stderr)
+
+	// Answers with their ids: no note.
+	r = mustGendex(t, testEnv(nil), "--db", ingested(t), "query", "missing", "alpha", "--format", "tsv", "--no-header")
+	if r.stderr != "" {
+		t.Errorf("missing alpha, whose answers have ids: stderr %q, want nothing", r.stderr)
+	}
+}
+
+// The note crosses the writer's socket: asked while ingest --follow holds
+// the index, the answer and its note come from the writer.
+func TestQueryMissingNoteFromWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a writer; skipped with -short")
+	}
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "g.db")
+	startWriter(t, db, nil, "ingest", "--follow", noIDData(t))
+	var r result
+	waitFor(t, 30*time.Second, "the writer indexed the prompts", func() bool {
+		r = gendex(t, testEnv(nil), "--db", db, "query", "missing", "ds", "--format", "tsv", "--no-header")
+		return r.code == 0 && r.stdout == "p1\np2\np3\n" && r.stderr != ""
+	})
+	checkNote(t, r.stderr)
+}
