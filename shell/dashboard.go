@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"gendex/query"
@@ -17,7 +18,8 @@ import (
 // token limit (truncated) when any dataset has some, the turns answered of
 // multi-turn conversations, the training records and exclusions when any
 // dataset has some (export, gen --export), answers and tokens per second over the last
-// 30 s and 5 m, and the ETA (see eta). Both windows count only seconds in
+// 30 s and 5 m, the ETA (see eta) and, in a table only, a sparkline of the
+// last 30 minutes (see sparklines). Both windows count only seconds in
 // which the run was running: they start no earlier than the last gen run's
 // start event, so a resumed run is not diluted by the idle time before it
 // (and, by throughput's own rule, no earlier than a dataset's first
@@ -151,10 +153,60 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if f == query.Auto {
 		f = query.Table
 	}
-	if err := format.Write(w, res, format.Options{Format: f, Width: s.width(), Layout: "watch"}); err != nil {
+	opts := format.Options{Format: f, Width: s.width(), Layout: "watch"}
+	// The table (only) ends with each line's sparkline of the last 30
+	// minutes; none when the writer asked does not know series. It goes
+	// before anything else: shown only when every other column is shown
+	// as it is without it (none dropped, no header shortened), so a
+	// narrow terminal loses it first, and the note of the columns hidden
+	// never names it (--format tsv has it not).
+	var plain strings.Builder
+	if err := format.Write(&plain, res, opts); err != nil {
+		return err
+	}
+	out := plain.String()
+	if f == query.Table && len(names) > 0 {
+		if lines, total, err := sparklines(collect, names, s.Now().Unix()); err == nil {
+			spark := &query.Result{Columns: append(slices.Clone(res.Columns), sparkColumn)}
+			blank := strings.Repeat(" ", sparkMinutes)
+			for _, row := range res.Rows {
+				l, ok := lines[row[0].(string)]
+				if !ok {
+					l = blank
+				}
+				spark.Rows = append(spark.Rows, append(slices.Clone(row), sparkCell(l)))
+			}
+			if res.Total != nil {
+				spark.Total = append(slices.Clone(res.Total), sparkCell(total))
+			}
+			var b strings.Builder
+			if err := format.Write(&b, spark, opts); err != nil {
+				return err
+			}
+			if extends(b.String(), out) {
+				out = b.String()
+			}
+		}
+	}
+	if _, err := io.WriteString(w, out); err != nil {
 		return err
 	}
 	return s.serverLines(w, collect, f)
+}
+
+// extends reports whether the table wide, drawn with a column more than
+// narrow, shows narrow's lines whole, each followed by the new column.
+func extends(wide, narrow string) bool {
+	w, n := strings.Split(wide, "\n"), strings.Split(narrow, "\n")
+	if len(w) != len(n) || !strings.Contains(w[0], sparkColumn) {
+		return false
+	}
+	for i := range n {
+		if !strings.HasPrefix(w[i], strings.TrimRight(n[i], " ")) {
+			return false
+		}
+	}
+	return true
 }
 
 // datasetETA is the one ETA rule of watch: prompts left over the run's

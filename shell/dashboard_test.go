@@ -3,15 +3,18 @@ package shell
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"gendex/ingest/ingesttest"
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -99,11 +102,14 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 			rows = append(rows, strings.Join(f, " "))
 		}
 	}
+	// Every answer is in the last minute: the sparkline is blank (braille
+	// blanks at a cell's ends) up to a full block.
+	spark := strings.Repeat("\u2800", sparkMinutes-1) + "█"
 	wantRows := []string{
-		"A 6 10 60.00 0 0.30 3.0 0.30 3.0 5s",
-		"B 9 10 90.00 0 1.80 18.0 1.80 18.0 6s",
-		"C 2 10 20.00 0 0.20 2.0 0.20 2.0 15s",
-		"TOTAL 17 30 56.67 0 0.85 8.5 0.85 8.5 15s",
+		"A 6 10 60.00 0 0.30 3.0 0.30 3.0 5s " + spark,
+		"B 9 10 90.00 0 1.80 18.0 1.80 18.0 6s " + spark,
+		"C 2 10 20.00 0 0.20 2.0 0.20 2.0 15s " + spark,
+		"TOTAL 17 30 56.67 0 0.85 8.5 0.85 8.5 15s " + spark,
 	}
 	if !slices.Equal(rows, wantRows) {
 		t.Errorf("dashboard rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
@@ -220,5 +226,146 @@ func TestDashboardShowsTruncated(t *testing.T) {
 		if !strings.HasPrefix(rows[i], w) {
 			t.Errorf("row %d: %q; want it to start with %q", i, rows[i], w)
 		}
+	}
+}
+
+// TestSparkline: eight levels scaled to the line's own maximum, a space
+// for a step with nothing, all spaces when nothing at all; in a table
+// cell the blanks at the ends are braille blanks (the table trims spaces).
+func TestSparkline(t *testing.T) {
+	for _, c := range []struct {
+		vals []float64
+		want string
+	}{
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8}, "▁▂▃▄▅▆▇█"},
+		{[]float64{10, 20, 30, 40, 50, 60, 70, 80}, "▁▂▃▄▅▆▇█"},
+		{[]float64{100.0 / 60, 200.0 / 60, 300.0 / 60, 400.0 / 60}, "▂▄▆█"},
+		{[]float64{0, 4, 0, 8, 0}, " ▄ █ "},
+		{[]float64{0.001, 1000}, "▁█"},
+		{[]float64{3, 3, 3}, "███"},
+		{[]float64{0, 0, 0}, "   "},
+		{[]float64{-1, math.NaN(), 2}, "  █"},
+		{nil, ""},
+	} {
+		if got := sparkline(c.vals); got != c.want {
+			t.Errorf("sparkline(%v) = %q, want %q", c.vals, got, c.want)
+		}
+	}
+	for line, want := range map[string]string{
+		"  ▂ █ ": "\u2800\u2800▂ █\u2800",
+		"▂▄":     "▂▄",
+		"   ":    "\u2800\u2800\u2800",
+	} {
+		if got := sparkCell(line); got != want {
+			t.Errorf("sparkCell(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
+
+// sparkIndex returns an index whose answers are spread over the 30
+// minutes before now (10:00:30.5, so that the last minute is 30 s so
+// far): A_code has 1 to 4 answers of 100 tokens a minute with a gap of 5
+// minutes, B_chat (no token counts) an answer a minute in the last 8.
+func sparkIndex(t *testing.T, now time.Time) *store.DB {
+	t.Helper()
+	root := t.TempDir()
+	first := now.Truncate(time.Minute).Add(-29 * time.Minute) // 09:31
+	write := func(name string, tokens bool, count func(k int) int) {
+		var prompts, raw strings.Builder
+		n := 0
+		for k := range sparkMinutes {
+			at := first.Add(time.Duration(k)*time.Minute + 10*time.Second).Format(time.RFC3339Nano)
+			for range count(k) {
+				fmt.Fprintf(&prompts, `{"id":"%s%d","text":"q"}`+"\n", name, n)
+				if tokens {
+					fmt.Fprintf(&raw, `{"id":"%s%d","text":"a","completion_tokens":100,"finished_at":%q}`+"\n", name, n, at)
+				} else {
+					fmt.Fprintf(&raw, `{"id":"%s%d","text":"a","finished_at":%q}`+"\n", name, n, at)
+				}
+				n++
+			}
+		}
+		for range 5 {
+			fmt.Fprintf(&prompts, `{"id":"%s%d","text":"q"}`+"\n", name, n)
+			n++
+		}
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for file, text := range map[string]string{"prompts.jsonl": prompts.String(), "raw_responses.jsonl": raw.String()} {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("A_code", true, func(k int) int {
+		if k >= 10 && k < 15 {
+			return 0 // the gap: 09:41 to 09:45
+		}
+		return 1 + k%4
+	})
+	write("B_chat", false, func(k int) int {
+		if k >= 22 {
+			return 1
+		}
+		return 0
+	})
+	db, _ := ingesttest.Index(t, root)
+	return db
+}
+
+// TestWatchSparkline: watch's table ends with a sparkline per dataset
+// and TOTAL of the last 30 minutes, a minute a character: A_code's
+// tokens/s with its gap blank (the last minute, 2 answers in its 30 s so
+// far, is as high as 4 in a whole one), B_chat's answers/s (its tokens are
+// unknown). The column goes before anything else on a narrow terminal
+// (goldens at 60, 80, 120 and 200 columns): at 120, where the other
+// columns fit whole without it, it is gone, and never named hidden (TSV
+// has none).
+func TestWatchSparkline(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 30, 500e6, time.UTC)
+	db := sparkIndex(t, now)
+	wantLines := map[string]string{
+		"A_code": "▂▄▆█▂▄▆█▂▄     █▂▄▆█▂▄▆█▂▄▆█▂█",
+		"B_chat": strings.Repeat("\u2800", 22) + "▄▄▄▄▄▄▄█",
+		"TOTAL":  "▂▄▆█▂▄▆█▂▄     █▂▄▆█▂▄▆█▂▄▆█▂█",
+	}
+	for _, w := range []int{60, 80, 120, 200} {
+		sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.Table,
+			Width: func() int { return w }}
+		var b strings.Builder
+		if err := sh.dashboard(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		for _, l := range lines {
+			if format.Width(l) > w {
+				t.Errorf("at %d columns, a line of %d:\n%s", w, format.Width(l), l)
+			}
+		}
+		if shown := strings.Contains(lines[0], "last 30m"); shown != (w >= 200) {
+			t.Errorf("at %d columns, sparkline shown: %v\n%s", w, shown, b.String())
+		}
+		if strings.Contains(b.String(), "hidden: ") && strings.Contains(b.String(), "last 30m") {
+			t.Errorf("at %d columns, the sparkline is named hidden (--format tsv has it not):\n%s", w, b.String())
+		}
+		if w >= 200 {
+			for _, l := range lines[1:] {
+				f := strings.Fields(l)
+				if want, ok := wantLines[f[0]]; ok && !strings.HasSuffix(strings.TrimRight(l, " "), want) {
+					t.Errorf("%s's sparkline:\n%s\nwant it to end with %q", f[0], l, want)
+				}
+			}
+		}
+		golden(t, "spark."+strconv.Itoa(w)+".golden", b.String())
+	}
+	sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.TSV}
+	var b strings.Builder
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "last 30m") || strings.ContainsAny(b.String(), "▁▂▃▄▅▆▇█\u2800") {
+		t.Errorf("TSV has a sparkline:\n%s", b.String())
 	}
 }

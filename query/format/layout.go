@@ -119,6 +119,7 @@ var Layouts = map[string]Layout{
 		{Name: "errors", Drop: 3, Short: "err"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
 		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
+		{Name: "last 30m", Drop: 7}, // the sparkline: the first to go
 	}},
 	"watch-servers": {Cols: []Col{
 		{Name: "server", Text: 16}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
