@@ -2,8 +2,6 @@ package query
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"gendex/store"
@@ -171,17 +169,9 @@ var errFirstOnly = errors.New("first sample only")
 
 // serverSeries: series --servers (see series).
 func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
-	names := v.Servers()
-	if len(q.Servers) > 0 {
-		for _, n := range q.Servers {
-			if !containsString(names, n) {
-				if len(names) == 0 {
-					return fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
-				}
-				return fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
-			}
-		}
-		names = dedupe(q.Servers)
+	names, err := servers(v, q.Servers)
+	if err != nil {
+		return err
 	}
 	var first int64
 	hasFirst := false

@@ -50,17 +50,9 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // The columns mean the same for SGLang, vLLM and llama.cpp (README's table
 // names each one's metric).
 func serverList(v *store.View, q Query, now time.Time, out Sink) error {
-	names := v.Servers()
-	if len(q.Servers) > 0 {
-		for _, n := range q.Servers {
-			if !containsString(names, n) {
-				if len(names) == 0 {
-					return fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
-				}
-				return fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
-			}
-		}
-		names = dedupe(q.Servers)
+	names, err := servers(v, q.Servers)
+	if err != nil {
+		return err
 	}
 	out.Columns([]string{"server", "up", "running", "queued", "token_usage", "cache_hit_rate", "accept_length",
 		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "retries", "in_backoff", "last_error", "last_error_at", "note"})
@@ -214,4 +206,22 @@ func dedupe(list []string) []string {
 		}
 	}
 	return out
+}
+
+// servers checks the asked server names against those the index holds,
+// or returns all of them when none are asked.
+func servers(v *store.View, asked []string) ([]string, error) {
+	names := v.Servers()
+	if len(asked) == 0 {
+		return names, nil
+	}
+	for _, n := range asked {
+		if !containsString(names, n) {
+			if len(names) == 0 {
+				return nil, fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
+			}
+			return nil, fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return dedupe(asked), nil
 }
