@@ -161,6 +161,19 @@ func TestPlotUsage(t *testing.T) {
 			t.Errorf("plot %q: %s", args, r)
 		}
 	}
+	// An index with prompts and no answer has nothing to draw: an error,
+	// not an empty chart that exits 0, and no SVG file.
+	empty := filepath.Join(t.TempDir(), "e.db")
+	mustGendex(t, env, "--db", empty, "ingest", filepath.Join("testdata", "demo", "B1_ids", "prompts.jsonl"))
+	svg := filepath.Join(t.TempDir(), "x.svg")
+	for _, args := range [][]string{nil, {"--svg", svg}} {
+		if r := gendex(t, env, append([]string{"--db", empty, "plot"}, args...)...); r.code != 1 || !strings.Contains(r.stderr, "nothing to plot: no answer in the index") {
+			t.Errorf("plot %q of an index without answers: %s", args, r)
+		}
+	}
+	if _, err := os.Stat(svg); err == nil {
+		t.Error("plot --svg wrote a chart of nothing")
+	}
 	r := mustGendex(t, env, "plot", "-h")
 	for _, want := range []string{"usage: gendex plot", "-svg", "-since", "-width"} {
 		if !strings.Contains(r.stdout, want) {

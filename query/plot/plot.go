@@ -265,7 +265,7 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 		if a.metric.servers {
 			what = "server sample (gen reads each server's /metrics while it runs)"
 		}
-		c.Series = []chart.Series{{Name: "no " + what + " in the index"}}
+		return nil, fmt.Errorf("nothing to plot: no %s in the index", what)
 	}
 
 	// The servers' downs, ups and restarts within the span.
