@@ -48,15 +48,19 @@ func TestGenSaysWhatCtrlCDoes(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
 	var stderr syncBuffer
+	listen := freeAddr(t)
 	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "2",
-		"--concurrency", "8", "--grace", "20s", "--max-new-tokens", "100", "--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
+		"--concurrency", "8", "--grace", "20s", "--max-new-tokens", "100", "--listen", listen,
+		"--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
 	gen.Stderr = &stderr
 	if err := gen.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { gen.Process.Kill(); gen.Wait() }()
-	waitFor(t, 20*time.Second, "gen's first request in flight", func() bool { return strings.Contains(stderr.String(), "ready") })
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, 60*time.Second, "gen's 8 requests in flight (gendex_in_flight)", func() bool {
+		n, ok := inFlightMetric("http://" + listen + "/metrics")
+		return ok && n == 8
+	})
 	gen.Process.Signal(os.Interrupt)
 	want := "gen: stopping: waiting up to 20s for 8 answers in flight; Ctrl-C again quits now, the next run catches up"
 	waitFor(t, 3*time.Second, "the stopping line after one Ctrl-C:\n"+stderr.String(), func() bool { return strings.Contains(stderr.String(), want) })

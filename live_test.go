@@ -235,7 +235,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-var stall = flag.Duration("stall", 3*time.Second, "TestStalledReaderDoesNotHoldGen: how long the reader stalls (the full check is -stall 60s)")
+var stall = flag.Duration("stall", 3*time.Second, "TestStalledReaderDoesNotHoldGen: from 30s, gen's rates are measured over this long with and without a stalled reader, and the 5% bound checked (the full check is -stall 60s)")
 
 // writer is a running `gendex ingest --follow` or `gendex gen`: the
 // process that serves the socket.
@@ -447,8 +447,8 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 // TestStalledReaderDoesNotHoldGen: a reader that asks for a long `missing`
 // answer and then stops reading holds no read transaction in gen, does not
 // stop gen's commits, and neither slows gen's answers nor delays its
-// exit on Ctrl-C. -stall sets how long the reader stalls and how long each
-// rate is measured (the default is short; -stall 60s is the full check).
+// exit on Ctrl-C. -stall 30s and more also measures gen's rate over that
+// long with and without the reader (-stall 60s is the full check).
 // The index here stays under bbolt's initial mmap (1 GiB, fixed in
 // store.Open), so the remap is not exercised directly; Close, which the
 // exit waits for, takes the same mmap lock the remap does.
@@ -475,14 +475,22 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 		return 0
 	}
 	waitFor(t, 60*time.Second, "gen never answered", func() bool { return raw() > 0 })
-	// rate counts gen's answers over d, asking all along (each answer in time).
+	// rate counts gen's answers over d, asking all along (each answer in
+	// time). Rates over a few seconds, while other test packages share the
+	// machine, vary by more than any useful bound: they are measured, and
+	// the 5% bound checked, over windows of 30 s and more (-stall 30s),
+	// the run README reports.
+	rates := *stall >= 30*time.Second
 	rate := func(d time.Duration) float64 {
 		start, n0 := time.Now(), raw()
 		var n1 int
 		waitFor(t, d+10*time.Second, "", func() bool { n1 = raw(); return time.Since(start) >= d })
 		return float64(n1-n0) / time.Since(start).Seconds()
 	}
-	base := rate(*stall)
+	var base float64
+	if rates {
+		base = rate(*stall)
+	}
 
 	c, err := net.Dial("unix", w.socket())
 	if err != nil {
@@ -524,30 +532,28 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	if queued() == 0 {
 		t.Fatal("the reader's answer vanished: the check above ran without a stalled reader")
 	}
-	stalled := rate(*stall)
-	if left := prompts - raw(); left < prompts/10 {
-		t.Fatalf("gen has only %d prompts left: the test needs more prompts or a slower simulator", left)
-	}
-	t.Logf("gen answers/s: %.1f without a stalled reader, %.1f with one stalled for %v", base, stalled, *stall)
-	// Rates over a few seconds, while other test packages share the
-	// machine, vary by more than any useful bound (the first window also
-	// sees gen ramp up): the 5% bound is checked over windows of 30 s and
-	// more (-stall 30s), the run README reports. The short default run
-	// checks what fails dependably when a reader holds the writer: exit.
-	if *stall >= 30*time.Second && stalled < 0.95*base {
-		t.Errorf("a stalled reader slowed gen from %.1f to %.1f answers/s (more than 5%%)", base, stalled)
+	if rates {
+		stalled := rate(*stall)
+		if left := prompts - raw(); left < prompts/10 {
+			t.Fatalf("gen has only %d prompts left: the test needs more prompts or a slower simulator", left)
+		}
+		t.Logf("gen answers/s: %.1f without a stalled reader, %.1f with one stalled for %v", base, stalled, *stall)
+		if stalled < 0.95*base {
+			t.Errorf("a stalled reader slowed gen from %.1f to %.1f answers/s (more than 5%%)", base, stalled)
+		}
 	}
 
+	// gen exits on SIGINT while the reader still stalls: before the
+	// writer's stall timeout (30 s) would cut the reader off and free an
+	// exit that waited for it. gen's own wait is --grace (2 s) and a
+	// second for the answers being sent.
 	start := time.Now()
 	w.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-w.done:
 		t.Logf("gen exited %v after SIGINT with the reader stalled", w.exited.Sub(start).Round(time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatalf("gen did not exit within 10 s of SIGINT while a reader was stalled\n%s", w.stderr.String())
-	}
-	if d := w.exited.Sub(start); d > 5*time.Second {
-		t.Errorf("gen took %v to exit after SIGINT with a stalled reader", d)
+	case <-time.After(live.DefaultStallTimeout - 5*time.Second):
+		t.Fatalf("gen did not exit after SIGINT while a reader was stalled: it waits for the reader\n%s", w.stderr.String())
 	}
 }
 

@@ -66,11 +66,12 @@ func (tm *term) lastLine() string {
 	return ls[len(ls)-1]
 }
 
-// waitUntil polls the screen until ok holds, for up to 10 s; what says
-// what was awaited.
+// waitUntil polls the screen until ok holds, failing the test after 30 s
+// (a screen that never comes, not a measure of speed); what says what was
+// awaited.
 func (tm *term) waitUntil(what string, ok func(screen string) bool) {
 	tm.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		s := tm.screen()
 		if ok(s) {
 			return
@@ -215,7 +216,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gen.Wait()
-	waitFor(t, 10*time.Second, "gen's socket", func() bool { _, err := os.Stat(live.SocketPath(db)); return err == nil })
+	waitFor(t, 60*time.Second, "gen's socket", func() bool { _, err := os.Stat(live.SocketPath(db)); return err == nil })
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")

@@ -152,8 +152,9 @@ func (v *views) View(fn func(*store.View) error) error {
 }
 
 // serve serves srv on a fresh socket until the test ends; stop stops it
-// and reports how long Serve took to return.
-func serve(t *testing.T, srv *live.Server) (sock string, stop func() time.Duration) {
+// and waits for Serve to return (the test fails if it has not within a
+// minute).
+func serve(t *testing.T, srv *live.Server) (sock string, stop func()) {
 	t.Helper()
 	sock = filepath.Join(t.TempDir(), "g.db.sock")
 	ln, err := live.Listen(sock)
@@ -163,13 +164,15 @@ func serve(t *testing.T, srv *live.Server) (sock string, stop func() time.Durati
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(done) }()
-	stop = func() time.Duration {
-		start := time.Now()
+	stop = func() {
 		cancel()
-		<-done
-		return time.Since(start)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("Serve did not return within a minute of its stop")
+		}
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(stop)
 	return sock, stop
 }
 
@@ -225,9 +228,9 @@ func TestStalledReaderHoldsNoTransaction(t *testing.T) {
 	if err := db.Update(func(*store.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if took := stop(); took > 3*time.Second {
-		t.Errorf("Serve took %v to return with a stalled reader", took)
-	}
+	// The stall timeout is an hour: Serve must return long before the
+	// reader is cut off, while it still stalls.
+	stop()
 }
 
 // TestStalledReaderDoesNotBlockRemap: while a reader that stopped reading

@@ -109,11 +109,13 @@ func (s slowSource) View(fn func(*store.View) error) error {
 // TestLongAnswerIsNotSilence: a writer that takes longer than the
 // Remote's timeouts to compute an answer keeps it waiting (its header
 // comes at once, then a blank line every second), and the answer arrives.
+// The answer takes over twice the timeouts, which are three heartbeats
+// each: a late heartbeat under load is not silence.
 func TestLongAnswerIsNotSilence(t *testing.T) {
 	db, _ := ingesttest.Index(t, fixtureRoot)
-	sock, _ := serve(t, &live.Server{Src: slowSource{db, 5 * time.Second}})
+	sock, _ := serve(t, &live.Server{Src: slowSource{db, 7 * time.Second}})
 	r := live.NewRemote(sock)
-	r.FirstByteTimeout, r.ReadTimeout = 2*time.Second, 2*time.Second
+	r.FirstByteTimeout, r.ReadTimeout = 3*time.Second, 3*time.Second
 	defer r.Close()
 	q, _ := query.Parse([]string{"progress"})
 	var c query.Collect
