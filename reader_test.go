@@ -194,8 +194,8 @@ func TestLockErrorNamesTheHolder(t *testing.T) {
 // TestFrozenWriter: with the writer stopped (Ctrl-Z, SIGSTOP), a reader
 // gives up after a few seconds with exit 1 and a message that says the
 // writer is not answering, which process it is and how to resume it; the
-// shell's watch shows the same and keeps going, and shows the dashboard
-// again once the writer resumes.
+// shell's watch, of the dashboard or of a question, shows the same and
+// keeps going, and shows its answer again once the writer resumes.
 func TestFrozenWriter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -219,9 +219,25 @@ func TestFrozenWriter(t *testing.T) {
 		t.Errorf("query with the writer stopped: exit %d, want 1 and a message that the writer (its pid and command) is not answering and how to resume it\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 
-	// watch, off a terminal: a refresh that gets no answer says so, and
-	// the next one asks again.
-	sh := exec.Command(gendexBinary(t), "--db", w.db, "shell")
+	// watch, off a terminal, of the dashboard and of one question: a
+	// refresh that gets no answer says so, the next one asks again, and
+	// once the writer resumes its answer is back.
+	for i, line := range []string{"watch 0.2", "watch 0.2 progress d"} {
+		if i > 0 {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		}
+		watchFrozen(t, w.db, line, func() { syscall.Kill(pid, syscall.SIGCONT) })
+	}
+}
+
+// watchFrozen types line into a shell on db whose writer is stopped: two
+// refreshes say the writer is not answering; after resume, a row of
+// dataset d comes.
+func watchFrozen(t *testing.T, db, line string, resume func()) {
+	t.Helper()
+	sh := exec.Command(gendexBinary(t), "--db", db, "shell")
 	in, _ := sh.StdinPipe()
 	out, _ := sh.StdoutPipe()
 	var shErr lockedBuffer
@@ -230,7 +246,7 @@ func TestFrozenWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sh.Process.Kill()
-	io.WriteString(in, "watch 0.2\n")
+	io.WriteString(in, line+"\n")
 	lines := make(chan string, 1000)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -244,27 +260,27 @@ func TestFrozenWriter(t *testing.T) {
 		timeout := time.After(2 * time.Minute)
 		for {
 			select {
-			case line, open := <-lines:
+			case l, open := <-lines:
 				if !open {
-					t.Fatalf("the shell ended while waiting for %s\n%s", what, shErr.String())
+					t.Fatalf("%s: the shell ended while waiting for %s\n%s", line, what, shErr.String())
 				}
-				if ok(line) {
+				if ok(l) {
 					return
 				}
 			case <-timeout:
-				t.Fatalf("no %s from watch\n%s", what, shErr.String())
+				t.Fatalf("%s: no %s\n%s", line, what, shErr.String())
 			}
 		}
 	}
 	for i := range 2 {
 		next(fmt.Sprintf("not-answering note %d", i+1), func(l string) bool { return strings.Contains(l, "asking again at the next refresh") })
 	}
-	syscall.Kill(pid, syscall.SIGCONT)
-	next("dashboard row after the writer resumed", func(l string) bool { return strings.HasPrefix(l, "d ") || strings.HasPrefix(l, "d\t") })
+	resume()
+	next("row of d after the writer resumed", func(l string) bool { return strings.HasPrefix(l, "d ") || strings.HasPrefix(l, "d\t") })
 	sh.Process.Signal(os.Interrupt)
 	in.Close()
 	if err := sh.Wait(); err != nil {
-		t.Errorf("shell: %v\n%s", err, shErr.String())
+		t.Errorf("%s: shell: %v\n%s", line, err, shErr.String())
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
+	"gendex/query/live"
 	"gendex/query/plot"
 	"gendex/store"
 )
@@ -319,7 +320,8 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 		case len(args) == 0:
 			err = s.dashboard(ctx, &b)
 		default:
-			err = s.ask(ctx, args, &b)
+			// A writer that is not answering is shown, and watch goes on.
+			err = live.ShowNotAnswering(&b, s.ask(ctx, args, &b))
 		}
 		if ctx.Err() != nil {
 			return nil
