@@ -93,7 +93,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 			if x.IncludeTruncated {
 				cut = "kept, cut, in the records (--include-truncated; raise it for whole answers)"
 			}
-			fmt.Fprintf(c.env.Stderr, "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
+			fmt.Fprintf(messages(c.env), "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
 		}
 	}
 	switch {
@@ -139,7 +139,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 		defer stop()
-		fmt.Fprintf(c.env.Stderr, "gen: --server sim: a built-in SGLang simulator at %s (deterministic answers; no GPU)\n", url)
+		fmt.Fprintf(messages(c.env), "gen: --server sim: a built-in SGLang simulator at %s (deterministic answers; no GPU)\n", url)
 		cfg.Servers = append(cfg.Servers, url)
 	}
 	db, err := store.Open(c.db, store.Options{})
@@ -165,7 +165,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if err == nil && sum.ExportLeft > 0 {
 		// Exit 1, as export does: a script must not take the records
 		// for complete.
-		fmt.Fprintf(c.env.Stderr, "gendex: %d answers have neither a record nor an exclusion yet (see above); gendex export makes them once that is fixed\n", sum.ExportLeft)
+		fmt.Fprintf(messages(c.env), "gendex: %d answers have neither a record nor an exclusion yet (see above); gendex export makes them once that is fixed\n", sum.ExportLeft)
 		return errSkipped
 	}
 	return err

@@ -17,14 +17,15 @@ import (
 // up ...), a server's, a dataset's.
 var (
 	genHeadLine = regexp.MustCompile(`^gen: \d+/\d+ (servers )?up\b`)
-	genLiveLine = regexp.MustCompile(`^(gen: \d+/\d+ (servers )?up\b|  (server )?127\.0\.0\.1:\d+: |  (alpha_\w*|beta) \d+/\d+)`)
+	genLiveLine = regexp.MustCompile(`^(gen: \d+/\d+ (servers )?up\b|  (server )?(http://)?127\.0\.0\.1:\d+: |  (alpha_\w*|beta) \d+/\d+)`)
 )
 
 // TestGenRedrawsInPlace runs gen against a slow simulator in an 80x30
 // terminal for several redraws, and reads the whole scrollback, wrapped
 // rows joined: no live line is wider than the terminal, none stays behind
 // (the block is there once, at the bottom, every other line a message
-// that printed once), nothing but messages lies above it. The terminal
+// that printed once), nothing but messages lies above it, each broken
+// between words within the terminal's width. The terminal
 // is then made 60 columns wide: the block follows. Ctrl-C's message goes
 // above the block; when gen ends the block is gone and the summary
 // follows the messages.
@@ -90,10 +91,20 @@ func TestGenRedrawsInPlace(t *testing.T) {
 				t.Errorf("%s: a live line of %d columns in a %d-column terminal: %q", when, w, cols, l)
 			}
 		}
-		for _, l := range ls[:block] {
-			if l != "" && !strings.HasPrefix(l, "$ ") && (!strings.HasPrefix(l, "gen: ") || genLiveLine.MatchString(l)) {
+		for i, l := range ls[:block] {
+			// A message, or its continuation: broken between words, the
+			// rest indented.
+			message := strings.HasPrefix(l, "gen: ") ||
+				strings.HasPrefix(l, "  ") && i > 0 && (strings.HasPrefix(ls[i-1], "gen: ") || strings.HasPrefix(ls[i-1], "  "))
+			if l != "" && !strings.HasPrefix(l, "$ ") && (!message || genLiveLine.MatchString(l)) {
 				t.Errorf("%s: above the block, a line that is no message (a live line left behind, or a piece of one): %q\n%s",
 					when, l, strings.Join(ls, "\n"))
+			}
+			// Wrapped rows are joined: a line wider than the terminal is
+			// one the terminal cut, wherever it fell (the messages came
+			// at 80 columns).
+			if message && format.Width(l) > 80 {
+				t.Errorf("%s: a message of %d columns, cut by the terminal instead of between words: %q", when, format.Width(l), l)
 			}
 		}
 	}

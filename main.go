@@ -49,8 +49,10 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"gendex/query"
+	"gendex/query/format"
 	"gendex/query/live"
 	"gendex/query/plot"
+	"gendex/shell"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -146,7 +148,26 @@ func main() {
 	}
 	err := run(ctx, env, os.Args[1:])
 	stop()
-	os.Exit(exitCode(env.Stderr, err))
+	os.Exit(exitCode(messages(env), err))
+}
+
+// messages returns where a command's own messages go: env.Stderr, each
+// line broken between words at the terminal's width (read at each write,
+// so a resize is followed) when stderr is a terminal.
+func messages(env *Env) io.Writer {
+	if f, ok := env.Stderr.(*os.File); ok && env.StderrTTY {
+		return wrappedTerminal{f}
+	}
+	return env.Stderr
+}
+
+type wrappedTerminal struct{ f *os.File }
+
+func (w wrappedTerminal) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(w.f, format.WrapLines(string(p), shell.TerminalWidth(w.f.Fd())-1)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // exitOnSecondInterrupt quits the process with status 130 on the first

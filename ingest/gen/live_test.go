@@ -171,7 +171,8 @@ func (s *screen) text() []string {
 
 // TestLiveLogRedrawsInPlace: at 80 columns a block of lines longer than
 // that, redrawn every "second" with messages written between redraws (one
-// of them wider than the terminal, one written in two pieces), leaves the
+// of them wider than the terminal, broken between words, one written in
+// two pieces), leaves the
 // messages in order, each once, and the block once, at the bottom, every
 // row of it within the width; a terminal shorter than the block gets as
 // many lines as it has rows, the rest counted.
@@ -203,7 +204,10 @@ func TestLiveLogRedrawsInPlace(t *testing.T) {
 		case 6:
 			msgs = append(msgs, fmt.Sprintf("gen: half a message %d and its end", i))
 		case 9:
-			for rest := long; rest != ""; rest = rest[min(80, len(rest)):] { // it wraps: 80 columns a row
+			// Broken between words within 79 columns; the word wider than
+			// a row is the terminal's to wrap, 80 columns a row.
+			msgs = append(msgs, "gen: a message wider than the terminal, that wraps and is never moved over:")
+			for rest := "  " + strings.Repeat("x", 90); rest != ""; rest = rest[min(80, len(rest)):] {
 				msgs = append(msgs, rest[:min(80, len(rest))])
 			}
 		}
@@ -226,6 +230,11 @@ func TestLiveLogRedrawsInPlace(t *testing.T) {
 	fmt.Fprintln(l, "gen: 40 answers")
 	if got := scr.text(); got[len(got)-1] != "gen: 40 answers" || len(got) != len(msgs)+1 {
 		t.Errorf("after stop: %q", got[len(msgs):])
+	}
+	// The summary's lines are broken between words too.
+	fmt.Fprintln(l, "  B1_ids: 50/50 answered (50 this run), 0 errors, 0 still missing, 5 truncated -> /tmp/out/B1_ids/raw_responses.jsonl")
+	if got := scr.text()[len(msgs)+1:]; strings.Join(got, "|") != "  B1_ids: 50/50 answered (50 this run), 0 errors, 0 still missing, 5 truncated|    -> /tmp/out/B1_ids/raw_responses.jsonl" {
+		t.Errorf("a summary line after stop: %q", got)
 	}
 
 	// A terminal of 4 rows: 3 lines of the block, the last counting the rest.

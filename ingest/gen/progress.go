@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"gendex/query/format"
 	"gendex/store"
 )
 
@@ -130,13 +131,15 @@ func (l *liveLog) termSize() (cols, rows int) {
 	return 0, 0
 }
 
-// Write writes the whole lines of p above the block; the start of a line
-// waits for its end.
+// Write writes the whole lines of p above the block, each broken between
+// words to the terminal's width; the start of a line waits for its end.
 func (l *liveLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	cols, rows := l.termSize()
 	if l.stopped {
-		return l.w.Write(p)
+		_, err := io.WriteString(l.w, format.WrapLines(string(p), cols-1))
+		return len(p), err
 	}
 	l.partial = append(l.partial, p...)
 	i := bytes.LastIndexByte(l.partial, '\n')
@@ -144,9 +147,8 @@ func (l *liveLog) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	var b bytes.Buffer
-	cols, rows := l.termSize()
 	l.erase(&b, cols, true)
-	b.Write(l.partial[:i+1])
+	b.WriteString(format.WrapLines(string(l.partial[:i+1]), cols-1))
 	l.partial = append(l.partial[:0], l.partial[i+1:]...)
 	l.render(&b, cols, rows)
 	_, err := l.w.Write(b.Bytes())

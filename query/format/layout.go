@@ -329,3 +329,33 @@ func Wrap(text string, width int, first, indent string) []string {
 	}
 	return append(lines, line)
 }
+
+// WrapLines wraps each line of text wider than width at spaces, its
+// continuations indented two columns past the line's own indent, so a
+// message on a terminal breaks between words instead of where the
+// terminal cuts it (a wrapped line's runs of spaces become one). Lines
+// that fit, and all of text when width <= 0, are kept byte for byte.
+func WrapLines(text string, width int) string {
+	if width <= 0 {
+		return text
+	}
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		body, nl := strings.CutSuffix(line, "\n")
+		if Width(body) <= width {
+			b.WriteString(line)
+			continue
+		}
+		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
+		for i, l := range Wrap(body, width, lead, lead+"  ") {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(l)
+		}
+		if nl {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
