@@ -53,7 +53,7 @@ func runDrop(ctx context.Context, c *call, args []string) error {
 		if err != nil {
 			return fmt.Errorf("drop %s: %w", name, err)
 		}
-		fmt.Fprintf(c.env.Stderr, "dropped %s: %d prompts, %d answers, %d errors, %d records, %d exclusions from %d files (the files are untouched: 'gendex ingest' or 'gendex gen' reads them again)\n",
+		fmt.Fprintf(messages(c.env), "dropped %s: %d prompts, %d answers, %d errors, %d records, %d exclusions from %d files (the files are untouched: 'gendex ingest' or 'gendex gen' reads them again)\n",
 			name, sum.Stage(store.Prompts).Records, sum.Stage(store.Raw).Records, sum.Stage(store.Errors).Records,
 			sum.Stage(store.Tokenized).Records, sum.Stage(store.Excluded).Records, len(files))
 	}

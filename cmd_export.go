@@ -57,7 +57,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 		defer stop()
-		fmt.Fprintf(c.env.Stderr, "export: --server sim: the built-in simulator's tokenizer at %s (for answers made by gen --server sim)\n", simURL)
+		fmt.Fprintf(messages(c.env), "export: --server sim: the built-in simulator's tokenizer at %s (for answers made by gen --server sim)\n", simURL)
 		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(simURL, sglang.Options{Concurrency: 16})}
 	case *server != "":
 		if u, err := url.Parse(*server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -83,8 +83,8 @@ func runExport(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	defer db.Close()
-	rep := &ingest.Reporter{W: c.env.Stderr}
-	logf := func(format string, a ...any) { fmt.Fprintf(c.env.Stderr, format+"\n", a...) }
+	rep := &ingest.Reporter{W: messages(c.env)}
+	logf := func(format string, a ...any) { fmt.Fprintf(messages(c.env), format+"\n", a...) }
 	cfg.Logf = logf
 	// ReleaseAbove: the index pages that export's walks and lookups touch
 	// all over the file stay in the page cache, not in its RSS.
@@ -100,7 +100,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	for _, d := range sets {
 		res, err := x.Export(ctx, d)
 		if res.Todo > 0 || err != nil {
-			printExportResult(c.env.Stderr, &res, d, *format)
+			printExportResult(messages(c.env), &res, d, *format)
 		}
 		if err != nil {
 			return err

@@ -60,7 +60,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	}
 	defer stopLive()
 
-	rep := &ingest.Reporter{W: c.env.Stderr}
+	rep := &ingest.Reporter{W: messages(c.env)}
 	ix := &ingest.Indexer{DB: db, Report: rep.Report}
 	discover := func() ([]ingest.Source, error) {
 		var all []ingest.Source
@@ -110,12 +110,12 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 		}
 	}
 	elapsed := c.env.Now().Sub(start)
-	fmt.Fprintf(c.env.Stderr, "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
+	fmt.Fprintf(messages(c.env), "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
 		total.Added, files, unchanged, humanBytes(total.Bytes), elapsed.Round(time.Millisecond))
 	if *follow {
 		return ingestFollow(ctx, c.env, ix, rep, discover)
 	}
-	return ingestVerdict(c.env.Stderr, rep)
+	return ingestVerdict(messages(c.env), rep)
 }
 
 func accumulate(t *ingest.FileResult, r ingest.FileResult) {
@@ -146,7 +146,8 @@ func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
 // ingestFollow keeps indexing until ctx is done: changed files every 200 ms,
 // new datasets and files every second.
 func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest.Reporter, discover func() ([]ingest.Source, error)) error {
-	fmt.Fprintln(env.Stderr, "following; Ctrl-C to stop")
+	say := messages(env)
+	fmt.Fprintln(say, "following; Ctrl-C to stop")
 	var srcs []ingest.Source
 	lastDiscover := time.Time{}
 	lastLog := env.Now()
@@ -157,7 +158,7 @@ func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest
 		if time.Since(lastDiscover) >= time.Second {
 			s, err := discover()
 			if err != nil {
-				fmt.Fprintf(env.Stderr, "warning: %v\n", err)
+				fmt.Fprintf(say, "warning: %v\n", err)
 			} else {
 				srcs = s
 			}
@@ -167,19 +168,19 @@ func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest
 			res, err := ix.IndexFile(ctx, src)
 			added += res.Added
 			if err != nil && ctx.Err() == nil {
-				fmt.Fprintf(env.Stderr, "warning: %v\n", err)
+				fmt.Fprintf(say, "warning: %v\n", err)
 			}
 		}
 		if now := env.Now(); added > 0 && now.Sub(lastLog) >= 10*time.Second {
-			fmt.Fprintf(env.Stderr, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
+			fmt.Fprintf(say, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
 			added, lastLog = 0, now
 		}
 		select {
 		case <-ctx.Done():
 			if added > 0 {
-				fmt.Fprintf(env.Stderr, "indexed %d new records\n", added)
+				fmt.Fprintf(say, "indexed %d new records\n", added)
 			}
-			ingestVerdict(env.Stderr, rep)
+			ingestVerdict(say, rep)
 			return nil
 		case <-tick.C:
 		}

@@ -30,7 +30,7 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 	}
 	q.Resolve(c.env.StdoutTTY)
 	out := format.NewWriter(c.env.Stdout, format.Options{Format: q.Format, NoHeader: q.NoHeader,
-		Width: termWidth(c.env), Layout: q.Question, Notes: c.env.Stderr})
+		Width: termWidth(c.env), Layout: q.Question, Notes: messages(c.env)})
 	asker := live.NewAsker(c.db)
 	defer asker.Close()
 	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {

@@ -29,11 +29,11 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	}
 	s := sim.New(*cfg)
 	eff := s.Config()
-	fmt.Fprintf(c.env.Stderr, "gendex sim: %s on http://%s (model %s, %d slots); Ctrl-C to stop\n", simFlavorName(eff.Flavor), *listen, eff.Model, eff.Slots)
+	fmt.Fprintf(messages(c.env), "gendex sim: %s on http://%s (model %s, %d slots); Ctrl-C to stop\n", simFlavorName(eff.Flavor), *listen, eff.Model, eff.Slots)
 	err := s.ListenAndServe(ctx, *listen)
 	if ctx.Err() != nil {
 		st := s.Stats()
-		fmt.Fprintf(c.env.Stderr, "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)
+		fmt.Fprintf(messages(c.env), "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)
 		return nil
 	}
 	return err
