@@ -149,6 +149,16 @@ func TestPlotGolden(t *testing.T) {
 		}
 		plotGolden(t, c.golden, out)
 	}
+	// The times are in $TZ's zone: in Tokyo (UTC+9) the same run is from
+	// 17:00 to 19:00 JST, and the server went down at 17:50.
+	if _, err := time.LoadLocation("Asia/Tokyo"); err != nil {
+		t.Logf("no zone data for Asia/Tokyo (%v): $TZ not checked", err)
+		return
+	}
+	out := mustGendex(t, testEnv(map[string]string{"TZ": "Asia/Tokyo"}), "--db", db, "plot", "--width", "80", "--height", "24").stdout
+	if title, _, _ := strings.Cut(out, "\n"); !strings.HasSuffix(title, "2026-11-28 17:00–19:00 JST") || !strings.Contains(out, "17:50:00 ↓ http://gpu1:30000 down") {
+		t.Errorf("TZ=Asia/Tokyo: the times are not in $TZ's zone:\n%s", out)
+	}
 }
 
 // TestPlotUsage: a bad flag or duration is a usage error; -h prints plot's

@@ -16,8 +16,10 @@ import (
 // spec's accept_length, verify_steps, accept_rate and unknown_spec equal
 // what the test computes from the answer lines themselves (Σ completion /
 // Σ verify; a conversation line counts when every turn has its fields; a
-// one-token answer took no verify step and has none). Without the setting
-// every figure is unknown. gendex sim refuses --spec-draft-tokens 1.
+// one-token answer took no verify step and has none, and its tokens count
+// in no figure: dataset short, half of it one-token answers, tells the
+// two apart). Without the setting every figure is unknown. gendex sim
+// refuses --spec-draft-tokens 1.
 func TestSpecAgainstSim(t *testing.T) {
 	root := t.TempDir()
 	write := func(ds string, lines []string) {
@@ -40,15 +42,24 @@ func TestSpecAgainstSim(t *testing.T) {
 	for i := range 10 {
 		conv = append(conv, fmt.Sprintf(`{"id":"c%d","messages":[{"role":"user","content":"first %d"},{"role":"assistant","content":"old"},{"role":"user","content":"second %d"}],"max_new_tokens":80}`, i, i, i))
 	}
+	var short []string
+	for i := range 20 {
+		maxNew := 8
+		if i%2 == 0 {
+			maxNew = 1
+		}
+		short = append(short, fmt.Sprintf(`{"id":"s%d","input_ids":[%d,%d],"max_new_tokens":%d}`, i, 500+i, 501+i, maxNew))
+	}
 	write("ids", ids)
 	write("conv", conv)
+	write("short", short)
 	out := t.TempDir()
 	db := filepath.Join(t.TempDir(), "g.db")
 	if r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", "sim", "--sim-spec-draft-tokens", "4", "--out", out, root); r.code != 0 {
 		t.Fatalf("gen: exit %d (%v)\n%s", r.code, r.err, r.stderr)
 	}
 
-	type want struct{ records, tokens, verify, accepted, proposed, unknown int64 }
+	type want struct{ records, tokens, verify, accepted, proposed, unknown, unknownTokens int64 }
 	fromLines := func(ds string) want {
 		f, err := os.Open(filepath.Join(out, ds, "raw_responses.jsonl"))
 		if err != nil {
@@ -100,6 +111,9 @@ func TestSpecAgainstSim(t *testing.T) {
 			}
 			if verify == nil {
 				w.unknown++
+				if line.Completion != nil {
+					w.unknownTokens += *line.Completion
+				}
 				continue
 			}
 			w.tokens += *line.Completion
@@ -139,9 +153,12 @@ func TestSpecAgainstSim(t *testing.T) {
 		if ds == "ids" && w.unknown != 1 {
 			t.Errorf("ids: %d answers without spec fields, want the one-token answer alone", w.unknown)
 		}
+		if all := math.Round(float64(w.tokens+w.unknownTokens)/float64(w.verify)*100) / 100; ds == "short" && (w.unknown < 10 || all == length) {
+			t.Errorf("short: %d answers without spec fields, accept length %v with their tokens and %v without: the data does not tell them apart", w.unknown, all, length)
+		}
 	}
-	if len(rows) != 2 {
-		t.Errorf("query spec: %d rows, want 2:\n%s", len(rows), r.stdout)
+	if len(rows) != 3 {
+		t.Errorf("query spec: %d rows, want 3:\n%s", len(rows), r.stdout)
 	}
 
 	// The same prompts without speculative decoding: unknown, never 0.

@@ -95,7 +95,8 @@ func answer(status int, body string) http.HandlerFunc {
 // TestGenStopsOnSetupErrors: a server without the route, a wrong method or
 // an unknown model stops the run at once with an error that names the
 // server, the status, the server's message and what to check; no prompt is
-// marked failed, so the next run tries them all again.
+// marked failed, so the next run tries them all again. A missing route or
+// a model /v1/models does not list is found before any prompt is sent.
 func TestGenStopsOnSetupErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -103,13 +104,14 @@ func TestGenStopsOnSetupErrors(t *testing.T) {
 		model    string
 		override map[string]http.HandlerFunc
 		want     []string
+		sends    bool // prompts reach the server: only a request finds the error
 	}{
 		{"no /generate (vLLM)", sglang.APIGenerate, "", map[string]http.HandlerFunc{"/generate": answer(404, `{"detail":"Not Found"}`)},
-			[]string{"POST /generate", "HTTP 404", "Not Found", "check --api"}},
+			[]string{"POST /generate", "HTTP 404", "Not Found", "check --api"}, false},
 		{"wrong method", sglang.APICompletions, "", map[string]http.HandlerFunc{"/v1/completions": answer(405, `{"detail":"Method Not Allowed"}`)},
-			[]string{"POST /v1/completions", "HTTP 405", "Method Not Allowed", "check --api"}},
+			[]string{"POST /v1/completions", "HTTP 405", "Method Not Allowed", "check --api"}, false},
 		{"unknown model: not in /v1/models", sglang.APIChat, "nope", nil,
-			[]string{"serves sim-model, not --model nope", "check --model"}},
+			[]string{"serves sim-model, not --model nope", "check --model"}, false},
 		{"unknown model: the chat endpoint says so (vLLM)", sglang.APIChat, "", map[string]http.HandlerFunc{"/v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength <= 3 { // the route's probe ({})
 				answer(400, `{"object":"error","message":"invalid request","code":400}`)(w, r)
@@ -117,15 +119,30 @@ func TestGenStopsOnSetupErrors(t *testing.T) {
 			}
 			answer(404, "{\"object\":\"error\",\"message\":\"The model `nope` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}")(w, r)
 		}},
-			[]string{"POST /v1/chat/completions", "HTTP 404", "The model `nope` does not exist.", "check --model"}},
+			[]string{"POST /v1/chat/completions", "HTTP 404", "The model `nope` does not exist.", "check --model"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := wrap(t, sim.New(sim.Config{Seed: 30}).Handler(), tc.override)
+			// sent counts the POSTs with a body beyond a route's probe ({}).
+			var sent atomic.Int64
+			counted := func(f http.HandlerFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodPost && r.ContentLength > 3 {
+						sent.Add(1)
+					}
+					f(w, r)
+				}
+			}
+			override := map[string]http.HandlerFunc{}
+			for path, f := range tc.override {
+				override[path] = counted(f)
+			}
+			url := wrap(t, counted(sim.New(sim.Config{Seed: 30}).Handler().ServeHTTP), override)
 			root, out := t.TempDir(), t.TempDir()
 			writePrompts(t, root, "S", "text", 200)
 			dbPath := filepath.Join(t.TempDir(), "g.db")
 			cfg := Config{Servers: []string{url}, Out: out, API: tc.api, Model: tc.model, Concurrency: 16}
 			for run := range 2 {
+				sent.Store(0)
 				sum, log, err := runGen(t, t.Context(), dbPath, cfg, root)
 				var se *stopError
 				if !errors.As(err, &se) {
@@ -144,6 +161,9 @@ func TestGenStopsOnSetupErrors(t *testing.T) {
 				}
 				if strings.Contains(log, "nothing to do") {
 					t.Fatalf("run %d: %s", run, log)
+				}
+				if n := sent.Load(); !tc.sends && n != 0 {
+					t.Errorf("run %d: %d requests sent before the stop; want none (checked before any prompt is sent)", run, n)
 				}
 			}
 		})
@@ -360,8 +380,9 @@ func TestGenUnknownTokenCounts(t *testing.T) {
 }
 
 // TestGenRedactsCredentials: the user and password of a --server URL appear
-// nowhere gen prints or stores them: the log, errors.jsonl, answer lines and
-// the /metrics labels.
+// nowhere gen prints or stores them: the log, errors.jsonl, answer lines,
+// the /metrics labels, the index (its events and series) and the error a
+// run its server stops exits with.
 func TestGenRedactsCredentials(t *testing.T) {
 	_, url := simServer(t, sim.Config{Seed: 26, ContextLength: 64})
 	secret := strings.Replace(url, "http://", "http://alice:hunter2@", 1)
@@ -372,7 +393,8 @@ func TestGenRedactsCredentials(t *testing.T) {
 	short, _ := json.Marshal(map[string]any{"id": "short", "input_ids": sim.Encode("hi", true)})
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(string(long)+"\n"+string(short)+"\n"), 0o644)
 	var metrics func(*prom.Writer)
-	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{secret}, Out: out,
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{secret}, Out: out,
 		OnMetrics: func(f func(*prom.Writer)) { metrics = f }}, root)
 	if err != nil || sum.Responses != 1 || sum.Errors != 1 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
@@ -381,13 +403,33 @@ func TestGenRedactsCredentials(t *testing.T) {
 	metrics(prom.NewWriter(&m))
 	raw, _ := os.ReadFile(filepath.Join(out, "P", "raw_responses.jsonl"))
 	errs, _ := os.ReadFile(filepath.Join(out, "P", "errors.jsonl"))
-	for what, text := range map[string]string{"log": log, "metrics": m.String(), "raw_responses.jsonl": string(raw), "errors.jsonl": string(errs)} {
+	// The index stores the run's events (the start event names the servers)
+	// and each server's series under its name: its bytes, free pages too,
+	// hold the server's name only redacted.
+	index, err := os.ReadFile(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"log": log, "metrics": m.String(), "raw_responses.jsonl": string(raw), "errors.jsonl": string(errs), "the index": string(index)} {
+		show := text
+		if what == "the index" { // binary: only the bytes around a hit
+			show = ""
+			if i := max(strings.Index(text, "hunter2"), strings.Index(text, "alice")); i >= 0 {
+				show = fmt.Sprintf("%q", text[max(0, i-100):min(len(text), i+100)])
+			}
+		}
 		if strings.Contains(text, "hunter2") || strings.Contains(text, "alice") {
-			t.Errorf("%s shows the credentials:\n%s", what, text)
+			t.Errorf("%s shows the credentials:\n%s", what, show)
 		}
 		if what != "log" && !strings.Contains(text, "REDACTED@") {
-			t.Errorf("%s does not name the server:\n%s", what, text)
+			t.Errorf("%s does not name the server:\n%s", what, show)
 		}
+	}
+	// A run its server stops (a wrong route: 404) names that server in the
+	// error gen exits with, redacted.
+	_, log, err = runGen(t, t.Context(), filepath.Join(t.TempDir(), "h.db"), Config{Servers: []string{secret + "/nope"}, Out: t.TempDir()}, root)
+	if err == nil || !strings.Contains(err.Error(), "REDACTED@") || strings.Contains(err.Error()+log, "hunter2") || strings.Contains(err.Error()+log, "alice") {
+		t.Errorf("a run stopped by its server: %v\n%s", err, log)
 	}
 }
 

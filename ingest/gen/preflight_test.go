@@ -55,7 +55,9 @@ func TestGenChatSendsTokenIDsAsCompletions(t *testing.T) {
 // TestGenStopsWhenThePromptWasNotRead: a server whose prompt_tokens show it
 // did not read the prompt (a chat endpoint that dropped SGLang's
 // input_ids, or a proxy that lost the text) stops the run: the answer is
-// not kept and no prompt is marked failed.
+// not kept and no prompt is marked failed. Both halves of the check: token
+// ids (under half of them read) and a text of 500+ bytes (under one token
+// per 50 bytes read).
 func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
 	h := sim.New(sim.Config{Seed: 11}).Handler()
 	emptied := func(w http.ResponseWriter, r *http.Request) {
@@ -71,23 +73,34 @@ func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}
 	url := wrap(t, h, map[string]http.HandlerFunc{"/v1/completions": emptied})
-	root, out := t.TempDir(), t.TempDir()
-	dir := filepath.Join(root, "L")
-	os.MkdirAll(dir, 0o755)
-	line, _ := json.Marshal(map[string]any{"id": "long", "input_ids": sim.Encode(strings.Repeat("many words here ", 20), true)})
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), append(line, '\n'), 0o644)
-	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: sglang.APIChat}, root)
-	var se *stopError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "did not read the prompt gen sent") || !strings.Contains(err.Error(), "prompt long") {
-		t.Fatalf("%v; want the run stopped, naming the prompt\n%s", err, log)
-	}
-	if sum == nil || sum.Responses != 0 || sum.Errors != 0 {
-		t.Errorf("%+v: an answer kept or a prompt marked failed", sum)
-	}
-	for _, f := range []string{"raw_responses.jsonl", "errors.jsonl"} {
-		if b, _ := os.ReadFile(filepath.Join(out, "L", f)); len(b) > 0 {
-			t.Errorf("%s: %s", f, b)
-		}
+	for _, tc := range []struct {
+		name string
+		api  sglang.API
+		line map[string]any
+	}{
+		{"token ids", sglang.APIChat, map[string]any{"id": "long", "input_ids": sim.Encode(strings.Repeat("many words here ", 20), true)}},
+		{"text", sglang.APICompletions, map[string]any{"id": "long", "text": strings.Repeat("many words here ", 40)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, out := t.TempDir(), t.TempDir()
+			dir := filepath.Join(root, "L")
+			os.MkdirAll(dir, 0o755)
+			line, _ := json.Marshal(tc.line)
+			os.WriteFile(filepath.Join(dir, "prompts.jsonl"), append(line, '\n'), 0o644)
+			sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: tc.api}, root)
+			var se *stopError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "did not read the prompt gen sent") || !strings.Contains(err.Error(), "prompt long") {
+				t.Fatalf("%v; want the run stopped, naming the prompt\n%s", err, log)
+			}
+			if sum == nil || sum.Responses != 0 || sum.Errors != 0 {
+				t.Errorf("%+v: an answer kept or a prompt marked failed", sum)
+			}
+			for _, f := range []string{"raw_responses.jsonl", "errors.jsonl"} {
+				if b, _ := os.ReadFile(filepath.Join(out, "L", f)); len(b) > 0 {
+					t.Errorf("%s: %s", f, b)
+				}
+			}
+		})
 	}
 }
 
