@@ -507,16 +507,24 @@ func TestUnsafeSocketRefused(t *testing.T) {
 	ln.Close()
 
 	// A database folder anyone can write to keeps no socket, even a sticky
-	// one (/tmp), where another user could make <db>.sock first.
+	// one (/tmp), where another user could make <db>.sock first. Mode 0757
+	// is writable by everyone but not by the group, so that the rule for
+	// everyone, not the group's, is what refuses it.
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o777)
-	os.Chmod(open, 0o777)
-	if got := live.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
-		t.Errorf("socket for a db in a 0777 folder: %s", got)
-	}
-	os.Chmod(open, 0o777|os.ModeSticky)
-	if got := live.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
-		t.Errorf("socket for a db in a sticky 0777 folder: %s", got)
+	for _, mode := range []os.FileMode{0o777, 0o777 | os.ModeSticky, 0o757, 0o757 | os.ModeSticky} {
+		if err := os.Chmod(open, mode); err != nil {
+			t.Fatal(err)
+		}
+		if got := live.SocketPath(filepath.Join(open, "g.db")); filepath.Dir(got) != rd {
+			t.Errorf("socket for a db in a folder of mode %v: %s", mode, got)
+		}
+		if ln, err := live.Listen(filepath.Join(open, "g.db.sock")); !errors.Is(err, live.ErrUnsafeSocket) {
+			t.Errorf("Listen in a folder of mode %v: %v; want ErrUnsafeSocket", mode, err)
+			if ln != nil {
+				ln.Close()
+			}
+		}
 	}
 }
 

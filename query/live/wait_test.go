@@ -142,6 +142,7 @@ func TestSocketFolderRule(t *testing.T) {
 		{0o770, -1, "chmod g-w"},
 		{0o775, -1, "chmod g-w"},
 		{0o757, -1, "chmod o-w"},
+		{0o757 | os.ModeSticky, -1, "chmod o-w"}, // as /tmp: another user could make <db>.sock first
 		{0o700, 4242, "uid 4242"},
 	} {
 		dir := filepath.Join(t.TempDir(), "d")
