@@ -309,3 +309,24 @@ func rangeIn(loc *time.Location) string {
 	}
 	return from.Format("2006-01-02 15:04") + "–" + to.Format("15:04") + " " + zone
 }
+
+// TestReadmeChartIsTheGolden: the chart README shows is the 80x24 golden,
+// indented as a code block, so a change to the chart that updates the
+// golden shows in README too.
+func TestReadmeChartIsTheGolden(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "plot", "tokens-80x24.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block strings.Builder
+	for line := range strings.Lines(string(golden)) {
+		block.WriteString("    " + line)
+	}
+	if !strings.Contains(string(readme), block.String()) {
+		t.Errorf("README.md does not show testdata/plot/tokens-80x24.golden as its chart (indented 4 spaces); copy it there")
+	}
+}
