@@ -56,8 +56,10 @@ func writeExportFixture(t *testing.T, dir string, n int) {
 
 // TestExportSurvivesSIGKILL kills a running `gendex export --format ids`
 // at random moments (during its first indexing, its writes, fsyncs and
-// commits) until it has been killed at least 6 times, resuming each time,
-// then lets it finish. Every answer must have exactly one record or one
+// commits) until it has been killed at least 6 times, at least 3 of them
+// with records written and not yet indexed, resuming each time, and once
+// leaves a torn last line in both outputs, as a crash inside a write
+// does; then lets it finish. Every answer must have exactly one record or one
 // exclusion, no line twice, each record the prompt's ids + the answer's
 // output_ids, and the index must count what a fresh ingest of the files
 // counts (README, export, "Exactly once").
@@ -73,9 +75,126 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	writeExportFixture(t, dir, n)
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "export", "--format", "ids", root}
+	prompts := map[string][]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "prompts.jsonl")) {
+		var ids []int
+		json.Unmarshal(l["input_ids"], &ids)
+		prompts[idOfLine(t, l)] = ids
+	}
+	raws := map[string]map[string]json.RawMessage{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
+		raws[idOfLine(t, l)] = l
+	}
+	// check checks the outputs of a run that finished (when says which):
+	// every answer has exactly one record or one exclusion, each record
+	// the prompt's ids + the answer's output_ids, and the index counts
+	// what a fresh ingest of the same files counts.
+	check := func(when string) {
+		seen := map[string]int{}
+		for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
+			id := idOfLine(t, l)
+			seen[id]++
+			var input, output []int
+			json.Unmarshal(l["input_ids"], &input)
+			json.Unmarshal(raws[id]["output_ids"], &output)
+			if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
+				t.Errorf("%s: %s: input_ids %v; want %v", when, id, input, want)
+			}
+		}
+		reasons := map[string]int{}
+		for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
+			seen[idOfLine(t, l)]++
+			var reason string
+			json.Unmarshal(l["reason"], &reason)
+			reasons[reason]++
+		}
+		for id := range raws {
+			if seen[id] != 1 {
+				t.Errorf("%s: %s: %d records and exclusions; want exactly 1", when, id, seen[id])
+			}
+		}
+		if len(seen) != n {
+			t.Errorf("%s: %d ids written for %d answers", when, len(seen), n)
+		}
+		var abort, length, noIDs int
+		for i := range n {
+			switch {
+			case i%13 == 0:
+				abort++
+			case i%7 == 0:
+				length++
+			case i%17 == 0:
+				noIDs++
+			}
+		}
+		if want := map[string]int{"abort": abort, "length": length, "no_output_ids": noIDs}; !reflect.DeepEqual(reasons, want) {
+			t.Errorf("%s: exclusions by reason %v; want %v", when, reasons, want)
+		}
+
+		// The index counts what a fresh ingest of the same files counts.
+		fresh := filepath.Join(t.TempDir(), "fresh.db")
+		mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
+		files := func(db string) string {
+			return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
+		}
+		if got, want := files(db), files(fresh); got != want {
+			t.Errorf("%s: the index's files:\n%s\na fresh index's:\n%s", when, got, want)
+		}
+		progress := func(db string) string {
+			return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
+		}
+		if got, want := progress(db), progress(fresh); got != want {
+			t.Errorf("%s: the index's progress:\n%s\na fresh index's:\n%s", when, got, want)
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	kills := 0
-	for run := 0; kills < 6 && run < 40; run++ {
+	// pending returns the bytes of the outputs written and not yet
+	// indexed, as the killed run left them.
+	pending := func() int64 {
+		o, err := exec.Command(bin, "--db", db, "query", "files", "X", "--format", "json").Output()
+		if err != nil {
+			return 0 // nothing indexed yet
+		}
+		var files []struct {
+			Stage   string `json:"stage"`
+			Pending int64  `json:"pending_bytes"`
+		}
+		if err := json.Unmarshal(o, &files); err != nil {
+			t.Fatalf("query files: %v\n%s", err, o)
+		}
+		var n int64
+		for _, f := range files {
+			if f.Stage == "tokenized" || f.Stage == "excluded" {
+				n += f.Pending
+			}
+		}
+		return n
+	}
+	// tear appends the first half of name's last line, as a crash
+	// inside a write leaves it; it reports whether it did.
+	tear := func(name string) bool {
+		path := filepath.Join(dir, name)
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
+			return false
+		}
+		last := data[strings.LastIndexByte(string(data[:len(data)-1]), '\n')+1:]
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		_, err = f.Write(last[:len(last)/2])
+		return err == nil
+	}
+	// Kills that leave records written and not indexed (the next run
+	// must index them, not write them again) and a torn last line (the
+	// next run must cut it) are what is under test: the runs go on until
+	// at least 3 kills left the first and a torn line was left in both
+	// outputs.
+	kills, unindexed, torn := 0, 0, 0
+	var tornIn [2]bool
+	for run := 0; (kills < 6 || unindexed < 3 || torn < 2) && run < 60; run++ {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=65536")
 		if err := cmd.Start(); err != nil {
@@ -89,6 +208,17 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			if err := <-done; err != nil {
 				kills++
+				if pending() > 0 {
+					unindexed++
+				}
+				if kills >= 3 {
+					for i, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+						if !tornIn[i] && tear(name) {
+							tornIn[i] = true
+							torn++
+						}
+					}
+				}
 				continue
 			}
 		case err := <-done:
@@ -96,14 +226,17 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("run %d ended on its own with %v", run, err)
 			}
 		}
-		// The run finished before the kill: start over, so that the kills
-		// land on work in progress.
+		// The run finished before the kill: what it left is checked (the
+		// kills before it are under test too), then it starts over, so
+		// that the kills land on work in progress.
+		check(fmt.Sprintf("run %d, which finished after %d kills", run, kills))
 		os.Remove(filepath.Join(dir, "tokenized.jsonl"))
 		os.Remove(filepath.Join(dir, "excluded.jsonl"))
 		os.Remove(db)
 	}
-	if kills < 6 {
-		t.Fatalf("only %d runs were killed mid-run; the test wants 6", kills)
+	t.Logf("%d kills, %d with records written and not indexed; %d torn lines left", kills, unindexed, torn)
+	if kills < 6 || unindexed < 3 || torn < 2 {
+		t.Fatalf("%d runs were killed mid-run, %d of them with records written and not indexed, and %d torn lines left; the test wants 6, 3 and 2", kills, unindexed, torn)
 	}
 	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("final run: %v\n%s", err, o)
@@ -112,73 +245,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	if err != nil || !strings.Contains(string(o), "export: nothing to do: every answer of X has a record or an exclusion") {
 		t.Errorf("the run after the last says %v:\n%s", err, o)
 	}
-
-	prompts := map[string][]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "prompts.jsonl")) {
-		var ids []int
-		json.Unmarshal(l["input_ids"], &ids)
-		prompts[idOfLine(t, l)] = ids
-	}
-	raws := map[string]map[string]json.RawMessage{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
-		raws[idOfLine(t, l)] = l
-	}
-	seen := map[string]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
-		id := idOfLine(t, l)
-		seen[id]++
-		var input, output []int
-		json.Unmarshal(l["input_ids"], &input)
-		json.Unmarshal(raws[id]["output_ids"], &output)
-		if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
-			t.Errorf("%s: input_ids %v; want %v", id, input, want)
-		}
-	}
-	reasons := map[string]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
-		seen[idOfLine(t, l)]++
-		var reason string
-		json.Unmarshal(l["reason"], &reason)
-		reasons[reason]++
-	}
-	for id := range raws {
-		if seen[id] != 1 {
-			t.Errorf("%s: %d records and exclusions; want exactly 1", id, seen[id])
-		}
-	}
-	if len(seen) != n {
-		t.Errorf("%d ids written for %d answers", len(seen), n)
-	}
-	var abort, length, noIDs int
-	for i := range n {
-		switch {
-		case i%13 == 0:
-			abort++
-		case i%7 == 0:
-			length++
-		case i%17 == 0:
-			noIDs++
-		}
-	}
-	if want := map[string]int{"abort": abort, "length": length, "no_output_ids": noIDs}; !reflect.DeepEqual(reasons, want) {
-		t.Errorf("exclusions by reason %v; want %v", reasons, want)
-	}
-
-	// The index counts what a fresh ingest of the same files counts.
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
-	files := func(db string) string {
-		return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
-	}
-	if got, want := files(db), files(fresh); got != want {
-		t.Errorf("the index's files:\n%s\na fresh index's:\n%s", got, want)
-	}
-	progress := func(db string) string {
-		return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
-	}
-	if got, want := progress(db), progress(fresh); got != want {
-		t.Errorf("the index's progress:\n%s\na fresh index's:\n%s", got, want)
-	}
+	check("the final run")
 }
 
 // TestExportInterrupted: SIGINT stops export cleanly: exit 130, both

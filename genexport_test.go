@@ -239,20 +239,30 @@ func TestGenExportMatchesExport(t *testing.T) {
 
 // TestGenExportRefusesIDsWithoutOutputIDs: --export ids against a server
 // whose answers on the run's routes carry no output ids (SGLang's chat and
-// completions endpoints) stops before the first request, with nothing
-// written, instead of a run of exclusions; an unknown format is a usage
+// completions endpoints, each: mixed prompts under --api chat, token-id
+// prompts alone under --api completions) stops before the first request,
+// with nothing written, instead of a run of exclusions; an unknown format is a usage
 // error.
 func TestGenExportRefusesIDsWithoutOutputIDs(t *testing.T) {
+	// Mixed prompts under --api chat go to both endpoints; token-id
+	// prompts alone under --api completions go to /v1/completions alone.
+	for _, tc := range []struct {
+		api   string
+		write func(t *testing.T, dir, name string, n int)
+	}{{"chat", writeMixedPrompts}, {"completions", writeIDPrompts}} {
+		root := t.TempDir()
+		tc.write(t, filepath.Join(root, "m"), "m", 3)
+		r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "sim", "--api", tc.api, "--export", "ids", root)
+		if r.code != 1 || !strings.Contains(r.stderr, "without the output token ids, so --export ids cannot make their records") || !strings.Contains(r.stderr, "no prompt was sent") {
+			t.Errorf("gen --api %s --export ids: %s", tc.api, r)
+		}
+		if b, _ := os.ReadFile(filepath.Join(root, "m", "raw_responses.jsonl")); len(b) != 0 {
+			t.Errorf("gen --api %s: the stopped run wrote answers:\n%s", tc.api, b)
+		}
+	}
 	root := t.TempDir()
 	writeMixedPrompts(t, filepath.Join(root, "m"), "m", 3)
-	r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "sim", "--api", "chat", "--export", "ids", root)
-	if r.code != 1 || !strings.Contains(r.stderr, "without the output token ids, so --export ids cannot make their records") || !strings.Contains(r.stderr, "no prompt was sent") {
-		t.Errorf("gen --api chat --export ids: %s", r)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "m", "raw_responses.jsonl")); len(b) != 0 {
-		t.Errorf("the stopped run wrote answers:\n%s", b)
-	}
-	r = gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--export", "tokens", root)
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://127.0.0.1:1", "--export", "tokens", root)
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown format "tokens"`) {
 		t.Errorf("gen --export tokens: %s", r)
 	}
