@@ -42,11 +42,65 @@ func idsIn(t *testing.T, path string) map[string]bool {
 	return ids
 }
 
+// turnLinesIn counts the turn lines of each id in a turns.jsonl ({} when
+// it does not exist).
+func turnLinesIn(t *testing.T, path string) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return n
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		var l struct{ ID string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v in %q", path, err, line)
+		}
+		n[l.ID]++
+	}
+	return n
+}
+
+// askedTurnsIn reads a raw_responses.jsonl of conversations: how many
+// turns each asked (its turns but the {"asked":false} ones).
+func askedTurnsIn(t *testing.T, path string) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return n
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		var l struct {
+			ID    string
+			Turns []struct {
+				Asked *bool `json:"asked"`
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v in %q", path, err, line)
+		}
+		for _, turn := range l.Turns {
+			if turn.Asked == nil || *turn.Asked {
+				n[l.ID]++
+			}
+		}
+	}
+	return n
+}
+
 // TestRecordNeverBeforeItsAnswer: README's "a record never reaches the
 // disk before its answer", checked at every point a crash could leave the
 // files: after each fsync of gen --export's flushes (the seam afterSync),
 // every record and exclusion on disk has its answer on disk (single
-// answers, and conversations asked turn by turn). Then a fault injected right
+// answers, and conversations asked turn by turn, whose answer line never
+// reaches the disk before their earlier turns' lines). Then a fault injected right
 // after the first fsync of a flush (the answers written, their records
 // not yet) stops the run, as a crash there would; the next run leaves
 // exactly one record or exclusion per answer.
@@ -67,10 +121,24 @@ func TestRecordNeverBeforeItsAnswer(t *testing.T) {
 			tok, exc := filepath.Join(dir, "tokenized.jsonl"), filepath.Join(dir, "excluded.jsonl")
 			syncs, faultAt, faulted := 0, 0, false
 			var order []string
+			turnsFile := filepath.Join(dir, "turns.jsonl")
 			afterSync = func(path string) error {
 				syncs++
 				order = append(order, filepath.Base(path))
 				answers := idsIn(t, raw)
+				if shape == "conversations" {
+					// A conversation's answer never before its earlier
+					// turns: each turn it answered but its last has its
+					// line in turns.jsonl (a conversation cut at turn i
+					// asked i turns).
+					turns := turnLinesIn(t, turnsFile)
+					for id, asked := range askedTurnsIn(t, raw) {
+						if turns[id] != asked-1 {
+							t.Errorf("after fsync %d (%s): %s holds %s, which asked %d turns, with %d of its %d earlier turns in turns.jsonl (fsyncs so far: %v)",
+								syncs, filepath.Base(path), filepath.Base(raw), id, asked, turns[id], asked-1, order)
+						}
+					}
+				}
 				for _, f := range []string{tok, exc} {
 					for id := range idsIn(t, f) {
 						if !answers[id] {
