@@ -170,23 +170,6 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 		}
 		return n
 	}
-	// tear appends the first half of name's last line, as a crash
-	// inside a write leaves it; it reports whether it did.
-	tear := func(name string) bool {
-		path := filepath.Join(dir, name)
-		data, err := os.ReadFile(path)
-		if err != nil || len(data) == 0 || data[len(data)-1] != '\n' {
-			return false
-		}
-		last := data[strings.LastIndexByte(string(data[:len(data)-1]), '\n')+1:]
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		_, err = f.Write(last[:len(last)/2])
-		return err == nil
-	}
 	// Kills that leave records written and not indexed (the next run
 	// must index them, not write them again) and a torn last line (the
 	// next run must cut it) are what is under test: the runs go on until
@@ -213,7 +196,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 				}
 				if kills >= 3 {
 					for i, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
-						if !tornIn[i] && tear(name) {
+						if !tornIn[i] && tearLastLine(t, filepath.Join(dir, name)) {
 							tornIn[i] = true
 							torn++
 						}

@@ -39,6 +39,10 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var raws []string
+	for _, name := range sets {
+		raws = append(raws, filepath.Join(out, name, "raw_responses.jsonl"))
+	}
 	kills := 0
 	for i := range 25 {
 		cmd := exec.Command(bin, args...)
@@ -47,17 +51,36 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		// The random moment of the kill is what is under test.
+		// The random moment of the kill is what is under test. Every other
+		// kill comes soon after gen's file grows, somewhere in the write's
+		// fsync and the index commits that follow it: the moments where
+		// an answer is on disk and not yet in the index.
+		var moment <-chan struct{}
+		stop := make(chan struct{})
+		if i%2 == 1 {
+			moment = grown(raws, time.Duration(rng.IntN(10_000))*time.Microsecond, stop)
+		} else {
+			moment = after(time.Duration(5+rng.IntN(400))*time.Millisecond, stop)
+		}
 		select {
-		case <-time.After(time.Duration(5+rng.IntN(400)) * time.Millisecond):
+		case <-moment:
 			cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 			kills++
+			// gen writes a flush in one write, so SIGKILL seldom leaves a
+			// torn line; a power loss or a full disk can. Every fifth kill
+			// leaves one in gen's own files, for the next run to cut.
+			if kills%5 == 0 {
+				for _, name := range sets {
+					tearLastLine(t, filepath.Join(out, name, "raw_responses.jsonl"))
+				}
+			}
 		case err := <-done:
 			if err != nil {
 				t.Fatalf("run %d ended on its own with %v", i, err)
 			}
 		}
+		close(stop)
 	}
 	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("final run: %v\n%s", err, outp)
@@ -72,6 +95,86 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "K1", "errors.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("an errors.jsonl exists though no prompt failed: %v", err)
 	}
+}
+
+// after is closed after d, unless stop is closed first.
+func after(d time.Duration, stop <-chan struct{}) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		select {
+		case <-time.After(d):
+			close(ch)
+		case <-stop:
+		}
+	}()
+	return ch
+}
+
+// grown is closed delay after one of paths has grown past its size when
+// grown was called (a missing file counts as empty), unless stop is closed
+// first.
+func grown(paths []string, delay time.Duration, stop <-chan struct{}) <-chan struct{} {
+	size := func(p string) int64 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	was := make([]int64, len(paths))
+	for i, p := range paths {
+		was[i] = size(p)
+	}
+	ch := make(chan struct{})
+	go func() {
+		for {
+			for i, p := range paths {
+				if size(p) > was[i] {
+					select {
+					case <-time.After(delay):
+						close(ch)
+					case <-stop:
+					}
+					return
+				}
+			}
+			select {
+			case <-time.After(100 * time.Microsecond):
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// tearLastLine appends to path the first half of its last line, without a
+// newline: what a write cut short leaves. It reports whether it did: a
+// missing or empty file, or one torn already (the run was killed before it
+// cut it), is left alone.
+func tearLastLine(t *testing.T, path string) bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return false
+	}
+	body := data[:len(data)-1]
+	last := body[strings.LastIndexByte(string(body), '\n')+1:]
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(last[:len(last)/2]); err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
 
 // simURL serves an in-process simulator for the test's lifetime.

@@ -21,13 +21,14 @@ import (
 // (a shard resumed by another version must answer the same prompts), so a
 // change of hash must fail here.
 func TestShardOfIsStable(t *testing.T) {
-	// The values are FNV-1a 64 of the id's UTF-8 bytes mod 4 and mod 16,
-	// computed by an independent implementation (Python).
-	for id, want := range map[string][2]int{ // id -> shard of 4, of 16
-		"B1_ids-00001": {3, 3}, "B2_text-00042": {2, 10}, "conv-7": {3, 11}, "x": {3, 7}, "": {1, 5},
-		"日本語-1": {1, 13}, "prompts.jsonl:17": {2, 14},
+	// The values are FNV-1a 64 of the id's UTF-8 bytes mod 4, 16, 3 and
+	// 10, computed by an independent implementation (Python). A power of
+	// two sees only the hash's low bits; 3 and 10 see all 64 of them.
+	for id, want := range map[string][4]int{ // id -> shard of 4, of 16, of 3, of 10
+		"B1_ids-00001": {3, 3, 2, 5}, "B2_text-00042": {2, 10, 1, 4}, "conv-7": {3, 11, 0, 9}, "x": {3, 7, 2, 1},
+		"": {1, 5, 2, 7}, "日本語-1": {1, 13, 2, 5}, "prompts.jsonl:17": {2, 14, 0, 8},
 	} {
-		if got := [2]int{store.ShardOf(id, 4), store.ShardOf(id, 16)}; got != want {
+		if got := [4]int{store.ShardOf(id, 4), store.ShardOf(id, 16), store.ShardOf(id, 3), store.ShardOf(id, 10)}; got != want {
 			t.Errorf("ShardOf(%q) = %v, want %v", id, got, want)
 		}
 	}
