@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,53 +14,46 @@ import (
 	"gendex/ingest/gen/sim"
 )
 
-// idsIn reads the ids of a JSONL file's lines ({} when it does not exist).
-func idsIn(t *testing.T, path string) map[string]bool {
+// eachLine calls fn with each line of a JSONL file decoded into a fresh
+// T (nothing when the file does not exist).
+func eachLine[T any](t *testing.T, path string, fn func(T)) {
 	t.Helper()
-	ids := map[string]bool{}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return ids
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var l struct{ ID string }
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s: %v in %q", path, err, sc.Text())
-		}
-		ids[l.ID] = true
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
-// turnLinesIn counts the turn lines of each id in a turns.jsonl ({} when
-// it does not exist).
-func turnLinesIn(t *testing.T, path string) map[string]int {
-	t.Helper()
-	n := map[string]int{}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return n
+		return
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.Lines(string(data)) {
-		var l struct{ ID string }
+		var l T
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("%s: %v in %q", path, err, line)
 		}
-		n[l.ID]++
+		fn(l)
 	}
+}
+
+// idsIn reads the ids of a JSONL file's lines ({} when it does not exist).
+func idsIn(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	eachLine(t, path, func(l struct{ ID string }) { ids[l.ID] = true })
+	return ids
+}
+
+// turnLinesIn counts the turn lines of each id in a turns.jsonl.
+func turnLinesIn(t *testing.T, path string) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	eachLine(t, path, func(l struct{ ID string }) { n[l.ID]++ })
 	return n
+}
+
+// askedTurn is a turn of a conversation's answer line: {"asked":false}
+// when it was never asked.
+type askedTurn struct {
+	Asked *bool `json:"asked"`
 }
 
 // askedTurnsIn reads a raw_responses.jsonl of conversations: how many
@@ -69,29 +61,16 @@ func turnLinesIn(t *testing.T, path string) map[string]int {
 func askedTurnsIn(t *testing.T, path string) map[string]int {
 	t.Helper()
 	n := map[string]int{}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return n
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
-		var l struct {
-			ID    string
-			Turns []struct {
-				Asked *bool `json:"asked"`
-			}
-		}
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("%s: %v in %q", path, err, line)
-		}
+	eachLine(t, path, func(l struct {
+		ID    string
+		Turns []askedTurn
+	}) {
 		for _, turn := range l.Turns {
 			if turn.Asked == nil || *turn.Asked {
 				n[l.ID]++
 			}
 		}
-	}
+	})
 	return n
 }
 
