@@ -312,7 +312,10 @@ func hiddenNote(hidden []string, width int) string {
 // line starting with first and the others with indent; a word wider than
 // a line stays whole on its own line. width <= 0 is one line.
 func Wrap(text string, width int, first, indent string) []string {
-	words := strings.Fields(text)
+	return wrapWords(strings.Fields(text), width, first, indent)
+}
+
+func wrapWords(words []string, width int, first, indent string) []string {
 	var lines []string
 	line := first
 	empty := true
@@ -333,8 +336,10 @@ func Wrap(text string, width int, first, indent string) []string {
 // WrapLines wraps each line of text wider than width at spaces, its
 // continuations indented two columns past the line's own indent, so a
 // message on a terminal breaks between words instead of where the
-// terminal cuts it (a wrapped line's runs of spaces become one). Lines
-// that fit, and all of text when width <= 0, are kept byte for byte.
+// terminal cuts it (a wrapped line's runs of spaces become one). A span in
+// single quotes (a command to run: 'kill -CONT 42') is kept on one line,
+// whole for copying, unless it is wider than a line. Lines that fit, and
+// all of text when width <= 0, are kept byte for byte.
 func WrapLines(text string, width int) string {
 	if width <= 0 {
 		return text
@@ -347,7 +352,7 @@ func WrapLines(text string, width int) string {
 			continue
 		}
 		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
-		for i, l := range Wrap(body, width, lead, lead+"  ") {
+		for i, l := range wrapWords(quotedFields(body, width-len(lead)-2), width, lead, lead+"  ") {
 			if i > 0 {
 				b.WriteByte('\n')
 			}
@@ -358,4 +363,31 @@ func WrapLines(text string, width int) string {
 		}
 	}
 	return b.String()
+}
+
+// quotedFields is strings.Fields(s), except that a span from a word that
+// opens a single quote to the word that closes it is one field, when
+// that span fits in width columns (else its words stay apart).
+func quotedFields(s string, width int) []string {
+	words := strings.Fields(s)
+	var out []string
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if strings.HasPrefix(w, "'") && !strings.Contains(w[1:], "'") {
+			for j := i + 1; j < len(words); j++ {
+				if strings.Contains(words[j], "'") {
+					if span := strings.Join(words[i:j+1], " "); Width(span) <= width {
+						out = append(out, span)
+						i = j
+						w = ""
+					}
+					break
+				}
+			}
+		}
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }

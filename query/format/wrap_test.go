@@ -31,6 +31,18 @@ func TestWrapLines(t *testing.T) {
 	if got := WrapLines(in, 0); got != in {
 		t.Errorf("width 0 changed the text: %q", got)
 	}
+	// A command in quotes stays whole on its line; one wider than a line,
+	// or a quote never closed, is wrapped as words.
+	msg := "gendex: the writer is not answering: it is stopped (Ctrl-Z or SIGSTOP): resume it with 'fg' in its terminal or 'kill -CONT 4929'\n"
+	wantMsg := "gendex: the writer is not answering: it is stopped (Ctrl-Z or\n" +
+		"  SIGSTOP): resume it with 'fg' in its terminal or\n" +
+		"  'kill -CONT 4929'\n"
+	if got := WrapLines(msg, 62); got != wantMsg {
+		t.Errorf("WrapLines of a quoted command at 62:\n%s\nwant:\n%s", got, wantMsg)
+	}
+	if got := WrapLines("run 'a b c d e f' now or 'never\n", 9); got != "run 'a b\n  c d e\n  f' now\n  or\n  'never\n" {
+		t.Errorf("a quote wider than a line, and one never closed: %q", got)
+	}
 	// A line that is wrapped has its runs of spaces made one.
 	if got := WrapLines("a  b\n", 3); got != "a b\n" {
 		t.Errorf("WrapLines(%q, 3) = %q", "a  b\n", got)
