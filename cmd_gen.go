@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"gendex/ingest/export"
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/sglang"
 	"gendex/query/live"
@@ -162,6 +165,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	// index catches up from the files on the next start.
 	exitOnSecondInterrupt(ctx, c.env.Stderr)
 	sum, err := gen.Run(ctx, db, cfg, sets)
+	if e := (*export.ElsewhereError)(nil); errors.As(err, &e) {
+		return fmt.Errorf("%w\n%s", err, recordsElsewhereAdvice(c.db, fs, e))
+	}
 	if err == nil && sum.ExportLeft > 0 {
 		// Exit 1, as export does: a script must not take the records
 		// for complete.
@@ -261,4 +267,22 @@ func samplingFlags(fs *flag.FlagSet) *sglang.SamplingParams {
 		return nil
 	})
 	return sp
+}
+
+// recordsElsewhereAdvice says what to run when gen --export finds the
+// index's records of a dataset in another folder (an export's --out): keep
+// making them there with export, or give this run an index of its own.
+func recordsElsewhereAdvice(db string, fs *flag.FlagSet, e *export.ElsewhereError) string {
+	own := "Or give this run an index of its own (its records beside its answers):\n    gendex --db OTHER.db gen ..."
+	if len(e.Elsewhere) != 1 || e.Elsewhere[0].Gone || filepath.Base(e.Elsewhere[0].Dir) != e.Dataset {
+		return own
+	}
+	args := []string{"gendex", "--db", shellQuote(db), "export", "--format", fs.Lookup("export").Value.String()}
+	for _, name := range []string{"include-truncated", "max-len", "reasoning"} { // recordFlags'
+		if flagGiven(fs, name) {
+			args = append(args, "--"+name+"="+shellQuote(fs.Lookup(name).Value.String()))
+		}
+	}
+	args = append(args, "--out", shellQuote(filepath.Dir(e.Elsewhere[0].Dir)), shellQuote(filepath.Dir(e.Out)))
+	return "Keep the records where they are: run gen without --export, then:\n    " + strings.Join(args, " ") + "\n" + own
 }

@@ -500,3 +500,50 @@ func TestGenRefusalCommandWritesTheOtherFormat(t *testing.T) {
 		t.Errorf("gendex %s wrote no ids records", cmd)
 	}
 }
+
+// TestGenExportRecordsElsewhereSaysWhatToRun: gen --export after an export
+// --out elsewhere with the same index is refused (the index's records are
+// in the other folder), saying what to run; both commands work as
+// written: export keeps making the records where they are, and gen with
+// an index of its own makes them beside the answers.
+func TestGenExportRecordsElsewhereSaysWhatToRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	work, datasets := placeData(t)
+	genArgs := []string{"gen", "--server", "sim", "--out", "answers", "--max-len", "4096", "--export", "conversations", "data"}
+	if code, out := runIn(t, bin, work, "gen", "--server", "sim", "--out", "answers", "data"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	if code, out := runIn(t, bin, work, "export", "--format", "conversations", "--max-len", "4096", "--out", "records", "answers"); code != 0 {
+		t.Fatalf("export --out records: exit %d\n%s", code, out)
+	}
+	code, refusal := runIn(t, bin, work, genArgs...)
+	cmds := recommended(t, refusal)
+	if code != 1 || len(cmds) != 2 || !strings.Contains(refusal, "run gen without --export") {
+		t.Fatalf("gen --export after export --out: exit %d, %d commands; want 1 and two commands\n%s", code, len(cmds), refusal)
+	}
+	// Keep them where they are: the records are all there already.
+	if code, out := runIn(t, bin, work, cmds[0]...); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Errorf("gendex %q: exit %d; want 0, nothing to do\n%s", cmds[0], code, out)
+	}
+	if !slices.Contains(cmds[0], "--max-len=4096") {
+		t.Errorf("the export command drops gen's --max-len: %q", cmds[0])
+	}
+	// Or an index of its own: gen's own arguments in place of "...".
+	if !slices.Equal(cmds[1], []string{"--db", "OTHER.db", "gen", "..."}) {
+		t.Fatalf("the second command is %q", cmds[1])
+	}
+	if code, out := runIn(t, bin, work, append([]string{"--db", "other.db"}, genArgs...)...); code != 0 {
+		t.Fatalf("gen with an index of its own: exit %d\n%s", code, out)
+	}
+	for _, ds := range datasets {
+		for _, dir := range []string{"answers", "records"} {
+			if _, err := os.Stat(filepath.Join(work, dir, ds, "tokenized.jsonl")); err != nil {
+				t.Errorf("%s: no records in %s: %v", ds, dir, err)
+			}
+		}
+	}
+}
