@@ -137,7 +137,7 @@ func (c *call) printHelp(w io.Writer, fs *flag.FlagSet) {
 // The flag groups, in help order.
 const (
 	groupServers  = "Servers and API"
-	groupSampling = "Sampling (sent to the server only when given)"
+	groupSampling = "Sampling (sent to the server only when given; defaults named: SGLang's)"
 	groupRun      = "Run control"
 	groupInput    = "Input"
 	groupRecords  = "Training records"
@@ -182,12 +182,12 @@ var flagArgs = map[string]string{
 }
 
 // flagSentences replaces, in help, the flag descriptions that are no
-// sentence ("server default 0"), by the flag's name.
+// sentence ("SGLang default 0"), by the flag's name.
 var flagSentences = map[string]string{
-	"frequency-penalty":  "penalize tokens by how often they appeared so far (server default 0)",
-	"presence-penalty":   "penalize tokens that appeared at all so far (server default 0)",
-	"repetition-penalty": "scale down the odds of tokens seen before; 1.0 is off (server default 1.0)",
-	"seed":               "sampling seed (sampling_seed), for answers that repeat (server default: random)",
+	"frequency-penalty":  "penalize tokens by how often they appeared so far (SGLang default 0)",
+	"presence-penalty":   "penalize tokens that appeared at all so far (SGLang default 0)",
+	"repetition-penalty": "scale down the odds of tokens seen before; 1.0 is off (SGLang default 1.0)",
+	"seed":               "sampling seed (sampling_seed), for answers that repeat (SGLang default: random)",
 }
 
 // flagGroup returns the group of flag name in command cmd.
