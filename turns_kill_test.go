@@ -156,7 +156,16 @@ type answerLine struct {
 	Objects   []json.RawMessage `json:"-"`
 }
 
+// readAnswerLines reads every line of a finished run's file: a torn
+// last line is a bad line.
 func readAnswerLines(t *testing.T, path string) []answerLine {
+	t.Helper()
+	return readLines(t, path, false)
+}
+
+// readLines reads path's answer lines; wholeOnly leaves out a last line
+// without its newline (a killed run's, which the next run cuts).
+func readLines(t *testing.T, path string, wholeOnly bool) []answerLine {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -164,6 +173,9 @@ func readAnswerLines(t *testing.T, path string) []answerLine {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wholeOnly {
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
 	}
 	var out []answerLine
 	for _, l := range bytes.Split(b, []byte("\n")) {
@@ -183,14 +195,15 @@ func readAnswerLines(t *testing.T, path string) []answerLine {
 }
 
 // halfDoneInFiles counts the conversations of a dataset's output folder
-// with turn lines but no raw line.
+// with turn lines but no raw line, between runs: a killed run's torn last
+// line, which the next run cuts, is not read (it failed the test once).
 func halfDoneInFiles(t *testing.T, dir string) int {
 	raw := map[string]bool{}
-	for _, a := range readAnswerLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
+	for _, a := range readLines(t, filepath.Join(dir, "raw_responses.jsonl"), true) {
 		raw[a.ID] = true
 	}
 	half := map[string]bool{}
-	for _, a := range readAnswerLines(t, filepath.Join(dir, "turns.jsonl")) {
+	for _, a := range readLines(t, filepath.Join(dir, "turns.jsonl"), true) {
 		if !raw[a.ID] {
 			half[a.ID] = true
 		}
