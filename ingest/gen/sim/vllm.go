@@ -297,16 +297,57 @@ func vllmUsage(it *item) []byte {
 // outputIDs is the output ids of a finished item.
 func outputIDs(it *item) []int { return it.plan.ids[:it.produced:it.produced] }
 
-// handleVLLMCompletions serves /v1/completions: a text or token-id prompt,
-// max_tokens 16 by default.
-func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
+// beginVLLM starts a generation request and reads its body as vLLM does;
+// on nil, the answer is written and the request ended.
+func (s *Server) beginVLLM(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
 	g := s.beginGeneration(w, r)
 	if g == nil {
-		return
+		return nil, nil
 	}
 	m := s.vllmBody(w, r, g.body)
 	if m == nil {
 		g.end(outError)
+		return nil, nil
+	}
+	return g, m
+}
+
+// vllmSamplingOf reads m's sampling fields once the request's own checks
+// gave err (nil: passed); on an error it answers as vLLM does, ends g and
+// reports false.
+func vllmSamplingOf(w http.ResponseWriter, g *genRequest, m map[string]json.RawMessage, maxNew json.RawMessage, err *apiError) (map[string]json.RawMessage, uint64, bool) {
+	var sp map[string]json.RawMessage
+	var salt uint64
+	if err == nil {
+		sp, salt, err = vllmSampling(m, maxNew)
+	}
+	if err != nil {
+		writeVLLMAPIError(w, err)
+		g.end(outError)
+		return nil, 0, false
+	}
+	return sp, salt, true
+}
+
+// writeVLLMAnswer writes an OpenAI-compatible answer of it as vLLM's
+// server does (id prefix, object, its one choice, usage, then tail) and
+// finishes the item.
+func (s *Server) writeVLLMAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []kv, tail ...kv) {
+	c := orderedJSON(choice)
+	fields := append([]kv{
+		{"id", idPrefix + it.rid}, {"object", object}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
+		{"choices", append(append([]byte{'['}, c...), ']')}, {"service_tier", nil}, {"system_fingerprint", nil},
+		{"usage", vllmUsage(it)},
+	}, tail...)
+	writeRaw(w, http.StatusOK, "application/json", orderedJSON(fields))
+	g.finishItem(it, true)
+}
+
+// handleVLLMCompletions serves /v1/completions: a text or token-id prompt,
+// max_tokens 16 by default.
+func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
+	g, m := s.beginVLLM(w, r)
+	if g == nil {
 		return
 	}
 	var prompt *completionPrompt
@@ -324,14 +365,8 @@ func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if isNull(maxNew) {
 		maxNew = json.RawMessage("16")
 	}
-	var sp map[string]json.RawMessage
-	var salt uint64
-	if err == nil {
-		sp, salt, err = vllmSampling(m, maxNew)
-	}
-	if err != nil {
-		writeVLLMAPIError(w, err)
-		g.end(outError)
+	sp, salt, ok := vllmSamplingOf(w, g, m, maxNew, err)
+	if !ok {
 		return
 	}
 	ids := prompt.ids
@@ -351,25 +386,14 @@ func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, choice[7].v = outputIDs(it), it.prompt
 	}
-	c := orderedJSON(choice)
-	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
-		{"id", "cmpl-" + it.rid}, {"object", "text_completion"}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
-		{"choices", append(append([]byte{'['}, c...), ']')}, {"service_tier", nil}, {"system_fingerprint", nil},
-		{"usage", vllmUsage(it)}, {"kv_transfer_params", nil},
-	}))
-	g.finishItem(it, true)
+	s.writeVLLMAnswer(w, g, it, "cmpl-", "text_completion", choice, kv{"kv_transfer_params", nil})
 }
 
 // handleVLLMChat serves /v1/chat/completions: the messages through the
 // chat template; SGLang's input_ids is an unknown field, ignored.
 func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+	g, m := s.beginVLLM(w, r)
 	if g == nil {
-		return
-	}
-	m := s.vllmBody(w, r, g.body)
-	if m == nil {
-		g.end(outError)
 		return
 	}
 	msgs, err := parseMessages(m["messages"])
@@ -380,14 +404,8 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if mc := m["max_completion_tokens"]; !isNull(mc) {
 		maxNew = mc
 	}
-	var sp map[string]json.RawMessage
-	var salt uint64
-	if err == nil {
-		sp, salt, err = vllmSampling(m, maxNew)
-	}
-	if err != nil {
-		writeVLLMAPIError(w, err)
-		g.end(outError)
+	sp, salt, ok := vllmSamplingOf(w, g, m, maxNew, err)
+	if !ok {
 		return
 	}
 	prompt := s.chatPrompt(m, msgs)
@@ -410,25 +428,15 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, promptIDs = outputIDs(it), it.prompt
 	}
-	c := orderedJSON(choice)
-	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
-		{"id", "chatcmpl-" + it.rid}, {"object", "chat.completion"}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
-		{"choices", append(append([]byte{'['}, c...), ']')}, {"service_tier", nil}, {"system_fingerprint", nil},
-		{"usage", vllmUsage(it)}, {"prompt_logprobs", nil}, {"prompt_token_ids", promptIDs}, {"kv_transfer_params", nil},
-	}))
-	g.finishItem(it, true)
+	s.writeVLLMAnswer(w, g, it, "chatcmpl-", "chat.completion", choice,
+		kv{"prompt_logprobs", nil}, kv{"prompt_token_ids", promptIDs}, kv{"kv_transfer_params", nil})
 }
 
 // handleVLLMGenerate serves /inference/v1/generate: token ids in, token
 // ids out, no text and no usage.
 func (s *Server) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+	g, m := s.beginVLLM(w, r)
 	if g == nil {
-		return
-	}
-	m := s.vllmBody(w, r, g.body)
-	if m == nil {
-		g.end(outError)
 		return
 	}
 	var errs []fieldError
