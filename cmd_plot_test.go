@@ -101,20 +101,7 @@ func plotDB(t *testing.T) string {
 // plotGolden compares got with testdata/plot/name (-update rewrites it).
 func plotGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "plot", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run 'go test . -run Plot -update' to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s--- want\n%s", path, got, want)
-	}
+	goldenIn(t, filepath.Join("testdata", "plot", name), got)
 }
 
 // TestPlotGolden: gendex plot at 80x24 and 200x50 on plotDB: the total and

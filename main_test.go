@@ -80,9 +80,16 @@ func ingested(t *testing.T) string {
 	return db
 }
 
+// golden compares got with testdata/cli/name (-update rewrites it).
 func golden(t *testing.T, name string, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "cli", name)
+	goldenIn(t, filepath.Join("testdata", "cli", name), got)
+}
+
+// goldenIn compares got with the golden file at path (-update rewrites
+// it).
+func goldenIn(t *testing.T, path, got string) {
+	t.Helper()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
