@@ -528,6 +528,14 @@ func serverRowOf(t *testing.T, url string) (map[string]any, string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	_, row := oneServerRow(t, db)
+	return row, log
+}
+
+// oneServerRow answers `query server --window 1m` from db, which must
+// hold one server: the answer, and its row by column.
+func oneServerRow(t *testing.T, db *store.DB) (*query.Result, map[string]any) {
+	t.Helper()
 	q, _ := query.Parse([]string{"server", "--window", "1m"})
 	res, err := query.Answer(db, q, time.Now())
 	if err != nil || len(res.Rows) != 1 {
@@ -537,7 +545,7 @@ func serverRowOf(t *testing.T, url string) (map[string]any, string) {
 	for i, c := range res.Columns {
 		row[c] = res.Rows[0][i]
 	}
-	return row, log
+	return res, row
 }
 
 // TestQueryServerFlavors: gen against servers whose /metrics is vLLM's or

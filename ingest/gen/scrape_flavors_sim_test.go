@@ -9,7 +9,6 @@ import (
 
 	"gendex/ingest/gen/sglang"
 	"gendex/ingest/gen/sim"
-	"gendex/query"
 	"gendex/store"
 )
 
@@ -67,15 +66,7 @@ func TestServerViewOfFlavoredSimulator(t *testing.T) {
 			if last.Flavor != tc.flavor {
 				t.Errorf("flavor %v, want %v", last.Flavor, tc.flavor)
 			}
-			q, _ := query.Parse([]string{"server", "--window", "1m"})
-			res, err := query.Answer(db, q, time.Now())
-			if err != nil || len(res.Rows) != 1 {
-				t.Fatalf("%+v %v", res, err)
-			}
-			row := map[string]any{}
-			for i, c := range res.Columns {
-				row[c] = res.Rows[0][i]
-			}
+			_, row := oneServerRow(t, db)
 			for _, c := range tc.known {
 				if row[c] == nil {
 					t.Errorf("%s unknown, want known; row %v", c, row)

@@ -438,11 +438,7 @@ func TestQueryServerFromSGLangMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	q, _ := query.Parse([]string{"server", "--window", "1m"})
-	res, err := query.Answer(db, q, time.Now())
-	if err != nil || len(res.Rows) != 1 {
-		t.Fatalf("%+v %v", res, err)
-	}
+	res, _ := oneServerRow(t, db)
 	got := fmt.Sprint(res.Rows[0][:7])
 	if want := fmt.Sprintf("[%s yes 121 3 0.700 0.500 3.30]", hs.URL); got != want {
 		t.Errorf("server row %s, want %s", got, want)
