@@ -344,16 +344,26 @@ func llamaUsage(it *item) []byte {
 	})
 }
 
-// handleLlamaCompletion serves /completion (llama.cpp's own answer) and
-// /v1/completions (the OpenAI one).
-func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+// beginLlama starts a generation request and reads its body as
+// llama.cpp does; on nil, the answer is written and the request ended.
+func (s *Server) beginLlama(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
 	g := s.beginGeneration(w, r)
 	if g == nil {
-		return
+		return nil, nil
 	}
 	m, ok := parseLlamaBody(w, g.body)
 	if !ok {
 		g.end(outError)
+		return nil, nil
+	}
+	return g, m
+}
+
+// handleLlamaCompletion serves /completion (llama.cpp's own answer) and
+// /v1/completions (the OpenAI one).
+func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
+	g, m := s.beginLlama(w, r)
+	if g == nil {
 		return
 	}
 	raw, has := m["prompt"]
@@ -471,13 +481,8 @@ func llamaMessages(m map[string]json.RawMessage) ([]chatMessage, string) {
 // handleLlamaChat serves /v1/chat/completions: the messages through the
 // chat template (SGLang's input_ids extension is not read).
 func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+	g, m := s.beginLlama(w, r)
 	if g == nil {
-		return
-	}
-	m, ok := parseLlamaBody(w, g.body)
-	if !ok {
-		g.end(outError)
 		return
 	}
 	msgs, merr := llamaMessages(m)
