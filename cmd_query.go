@@ -12,7 +12,6 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
-	"gendex/shell"
 )
 
 // runQuery asks one question about the index and writes the answer to
@@ -67,7 +66,7 @@ func questionFlags() *flag.FlagSet {
 // limit) when neither says.
 func termWidth(env *Env) int {
 	if f, ok := env.Stdout.(*os.File); ok && env.StdoutTTY {
-		if n := shell.TerminalWidth(f.Fd()); n > 0 {
+		if n, _ := format.TerminalSize(f.Fd()); n > 0 {
 			return n
 		}
 	}

@@ -52,7 +52,6 @@ import (
 	"gendex/query/format"
 	"gendex/query/live"
 	"gendex/query/plot"
-	"gendex/shell"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -163,8 +162,14 @@ func messages(env *Env) io.Writer {
 
 type wrappedTerminal struct{ f *os.File }
 
+// cols is the terminal's width now (0: unknown).
+func cols(f *os.File) int {
+	n, _ := format.TerminalSize(f.Fd())
+	return n
+}
+
 func (w wrappedTerminal) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(w.f, format.WrapLines(string(p), shell.TerminalWidth(w.f.Fd())-1)); err != nil {
+	if _, err := io.WriteString(w.f, format.WrapLines(string(p), cols(w.f)-1)); err != nil {
 		return 0, err
 	}
 	return len(p), nil

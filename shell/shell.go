@@ -302,7 +302,7 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 		}
 	}
 	resized := make(chan os.Signal, 1)
-	notifyResize(resized)
+	format.NotifyResize(resized)
 	defer signal.Stop(resized)
 	title := strings.Join(args, " ")
 	if title == "" {

@@ -126,7 +126,7 @@ func (l *liveLog) termSize() (cols, rows int) {
 		return l.size()
 	}
 	if f, ok := l.w.(interface{ Fd() uintptr }); ok {
-		return terminalSize(f.Fd())
+		return format.TerminalSize(f.Fd())
 	}
 	return 0, 0
 }
@@ -260,7 +260,7 @@ func (r *run) progress(stop <-chan struct{}) {
 	if r.live != nil {
 		every = time.Second
 		resized = make(chan os.Signal, 1)
-		notifyResize(resized)
+		format.NotifyResize(resized)
 		defer signal.Stop(resized)
 	}
 	tick := time.NewTicker(every)

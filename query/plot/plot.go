@@ -19,6 +19,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/chart"
+	"gendex/query/format"
 )
 
 // Usage is plot's usage line, without "gendex ".
@@ -322,4 +323,15 @@ func number(v any) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// terminalSize returns the columns and lines of the terminal w writes to;
+// ok is false when w is not a terminal.
+func terminalSize(w io.Writer) (width, height int, ok bool) {
+	f, isFile := w.(*os.File)
+	if !isFile {
+		return 0, 0, false
+	}
+	width, height = format.TerminalSize(f.Fd())
+	return width, height, width > 0 && height > 0
 }

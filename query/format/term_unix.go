@@ -1,6 +1,6 @@
 //go:build unix
 
-package gen
+package format
 
 import (
 	"os"
@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// terminalSize returns the columns and rows of the terminal open as fd,
+// TerminalSize returns the columns and rows of the terminal open as fd,
 // read now (so a resized window is followed); 0, 0 when fd is not a
 // terminal.
-func terminalSize(fd uintptr) (cols, rows int) {
+func TerminalSize(fd uintptr) (cols, rows int) {
 	ws, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ)
 	if err != nil {
 		return 0, 0
@@ -20,5 +20,5 @@ func terminalSize(fd uintptr) (cols, rows int) {
 	return int(ws.Col), int(ws.Row)
 }
 
-// notifyResize relays the terminal's resizes (SIGWINCH) to c.
-func notifyResize(c chan<- os.Signal) { signal.Notify(c, unix.SIGWINCH) }
+// NotifyResize relays the terminal's resizes (SIGWINCH) to c.
+func NotifyResize(c chan<- os.Signal) { signal.Notify(c, unix.SIGWINCH) }
