@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -490,5 +492,83 @@ func TestGenExportHoldsItsOutputs(t *testing.T) {
 	}
 	if n := exportedOnce(t, filepath.Join(root, "h")); n == 0 {
 		t.Error("no records")
+	}
+}
+
+// TestGenExportHoldsItsRecordsThroughCatchUp: gen --export holds
+// tokenized.jsonl locked from before its catch-up export to its end, so no
+// other writer (here: a lock taken the moment gen says what the catch-up
+// made, as an export of the same folder starting then would) can slip in
+// between, and gen never finds its own file taken. Before, export closed
+// the file and gen opened it again after that message: the lock taken in
+// between made gen refuse its own file ("is being written by another
+// gendex gen or export"), which a loaded machine also did on its own
+// (a forked child still holding the closed descriptor).
+func TestGenExportHoldsItsRecordsThroughCatchUp(t *testing.T) {
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 3, Unmarked: true})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "ids"), "ids", 20)
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, root)
+
+	tok := filepath.Join(root, "ids", "tokenized.jsonl")
+	w := &lockOnMessage{t: t, path: tok, message: "answers written earlier had no record"}
+	defer w.release()
+	e := *testEnv(nil)
+	e.Stderr = w
+	err := run(context.Background(), &e, []string{"--db", db, "gen", "--server", url, "--export", "ids", root})
+	if !w.tried {
+		t.Fatalf("gen never said what its catch-up made:\n%s", w.buf.String())
+	}
+	if w.took {
+		t.Errorf("another writer could lock %s between gen's catch-up export and its run", tok)
+	}
+	if err != nil {
+		t.Fatalf("gen --export: %v\n%s", err, w.buf.String())
+	}
+	if n := exportedOnce(t, filepath.Join(root, "ids")); n != 20 {
+		t.Errorf("%d records, want 20", n)
+	}
+}
+
+// lockOnMessage is a stderr that, the first time message is written,
+// tries to lock path as another gendex writer would (took: it could, and
+// holds it until release).
+type lockOnMessage struct {
+	t           *testing.T
+	path        string
+	message     string
+	mu          sync.Mutex
+	buf         bytes.Buffer
+	tried, took bool
+	held        *os.File
+}
+
+func (w *lockOnMessage) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.tried && strings.Contains(w.buf.String(), w.message) {
+		w.tried = true
+		f, err := os.OpenFile(w.path, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			w.t.Errorf("open %s: %v", w.path, err)
+			return len(p), nil
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			w.took, w.held = true, f
+		} else {
+			f.Close()
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lockOnMessage) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held != nil {
+		w.held.Close()
 	}
 }

@@ -44,7 +44,17 @@ type Dataset struct {
 	// Sources are the dataset's stage files found in the folders given;
 	// each is indexed to its end before anything is decided.
 	Sources []ingest.Source
+	// Held, when set, are Tokenized() and Excluded() already opened and
+	// locked by the caller (ingest.OpenOutput), which keeps them after
+	// Export returns: gen --export holds its outputs from before its
+	// catch-up export to its end, so no moment lies between the two in
+	// which its own lock could be found taken. Nil: Export opens, locks and
+	// closes them itself.
+	Held *HeldOutputs
 }
+
+// HeldOutputs are a dataset's export outputs, opened and locked.
+type HeldOutputs struct{ Tokenized, Excluded *os.File }
 
 // Tokenized and Excluded are export's outputs in Dataset.Out.
 func (d Dataset) Tokenized() string { return filepath.Join(d.Out, "tokenized.jsonl") }
@@ -183,7 +193,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if err := x.checkPlace(d); err != nil {
+	if err := x.CheckPlace(d); err != nil {
 		return res, err
 	}
 	if err := os.MkdirAll(d.Out, 0o755); err != nil {
@@ -195,14 +205,18 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	}
 	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
 	var err error
-	if out.tok, err = ingest.OpenOutput(out.tokSrc.Path); err != nil {
-		return res, err
+	if d.Held != nil {
+		out.tok, out.exc = d.Held.Tokenized, d.Held.Excluded
+	} else {
+		if out.tok, err = ingest.OpenOutput(out.tokSrc.Path); err != nil {
+			return res, err
+		}
+		defer out.tok.Close()
+		if out.exc, err = ingest.OpenOutput(out.excSrc.Path); err != nil {
+			return res, err
+		}
+		defer out.exc.Close()
 	}
-	defer out.tok.Close()
-	if out.exc, err = ingest.OpenOutput(out.excSrc.Path); err != nil {
-		return res, err
-	}
-	defer out.exc.Close()
 	defer out.stop() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err

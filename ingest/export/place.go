@@ -114,9 +114,9 @@ func (e *ElsewhereError) Error() string {
 		e.Dataset, strings.Join(where, " and "), e.Out, e.Out, e.Out)
 }
 
-// checkPlace returns an *ElsewhereError when the index holds records or
+// CheckPlace returns an *ElsewhereError when the index holds records or
 // exclusions of d from folders other than d.Out.
-func (x *Exporter) checkPlace(d Dataset) error {
+func (x *Exporter) CheckPlace(d Dataset) error {
 	_, elsewhere, err := Where(x.Ix.DB, d)
 	if err != nil {
 		return err

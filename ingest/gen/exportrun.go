@@ -53,14 +53,32 @@ type exportCounts struct{ records, excluded, left, truncated int64 }
 // the run's first request (and before it connects: tok waits for a
 // server only if a prompt must be tokenized).
 func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) error {
+	e := &ds.exp
 	x := &export.Exporter{Ix: r.ix, Config: *r.cfg.Export}
 	x.Tokenizer = tok
 	x.Logf = r.logf
-	res, err := x.Export(ctx, export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)})
+	d := export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)}
+	if err := x.CheckPlace(d); err != nil { // before the outputs are created
+		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
+	}
+	// Held, and locked, from here to the run's end (the catch-up export
+	// writes through them): a second writer (an export of the same folder)
+	// fails at its start, not gen in the middle, and gen never finds its
+	// own lock taken.
+	for _, o := range []struct {
+		f   **os.File
+		src ingest.Source
+	}{{&e.tokFile, e.tok}, {&e.excFile, e.exc}} {
+		var err error
+		if *o.f, err = ingest.OpenOutput(o.src.Path); err != nil {
+			return err
+		}
+	}
+	d.Held = &export.HeldOutputs{Tokenized: e.tokFile, Excluded: e.excFile}
+	res, err := x.Export(ctx, d)
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
 	}
-	e := &ds.exp
 	e.records += int64(res.Records)
 	for reason, n := range res.Excluded {
 		e.excluded += int64(n)
@@ -78,20 +96,7 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 	if res.LeftNoPrompt() > 0 {
 		r.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
 	}
-	if err != nil {
-		return err
-	}
-	// Held, and locked, for the whole run: a second writer (an export of
-	// the same folder) fails at its start, not gen in the middle.
-	for _, o := range []struct {
-		f   **os.File
-		src ingest.Source
-	}{{&e.tokFile, e.tok}, {&e.excFile, e.exc}} {
-		if *o.f, err = ingest.OpenOutput(o.src.Path); err != nil {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // firstServer is the tokenizer of catchUp, which runs before the run
