@@ -19,6 +19,8 @@
 //	    write a training record or an excluded line, with its reason, for every answer that has neither
 //	gendex drop DATASET|FOLDER...
 //	    make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched
+//	gendex relocate OLD_FOLDER NEW_FOLDER
+//	    tell the index that the files it read under OLD_FOLDER are now under NEW_FOLDER (moved or copied); each is checked, none is read again
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
 //	gendex plot [tokens|answers|queue|kv|accept] [--since DURATION] [--svg FILE] [FLAGS] [DATASET...|SERVER...]
@@ -100,6 +102,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"drop DATASET|FOLDER..."},
 		Summary: "make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched",
 		Run:     runDrop,
+	}, {
+		Name:    "relocate",
+		Usage:   []string{"relocate OLD_FOLDER NEW_FOLDER"},
+		Summary: "tell the index that the files it read under OLD_FOLDER are now under NEW_FOLDER (moved or copied); each is checked, none is read again",
+		Run:     runRelocate,
 	}, {
 		Name:    "query",
 		Usage:   []string{"query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]"},

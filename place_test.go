@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"compress/gzip"
@@ -230,14 +231,34 @@ func TestSameNamedRootsNeverMerge(t *testing.T) {
 	}
 }
 
-// TestUpgradeKeepsCounts: an index written before answers said who made
-// them (testdata/upgrade/v4.db.gz, by gendex at bb39388: gen --server sim
-// --out answers over the demo) reads with the same counts, before and
-// after a writer opens it; a run from another folder is refused, not
-// taken for the simulator's (the old lines do not say who made them).
+// TestUpgradeKeepsCounts: an index written by an earlier gendex reads
+// with the same counts, before and after a writer opens it. Each fixture
+// in testdata/upgrade is what that commit wrote over the demo from the
+// folder given below: NAME.db.gz the index, NAME.files.tar.gz the folder's
+// files (answers/, prompts/), NAME.QUESTION.json what that commit's query
+// answered. bb39388 wrote answers that do not say who made them
+// (gen --server sim --out answers prompts); a5ad860 is the main of
+// issues 26 and 27 (the same, with --export conversations). The files are
+// unpacked in the test's own folder and the index told with gendex
+// relocate, so nothing outside the test's folders is read. Then a run
+// from another folder is refused (the old lines do not say who made them),
+// and a run over the same folders has nothing to do.
 func TestUpgradeKeepsCounts(t *testing.T) {
+	for _, fx := range []struct {
+		name, root string
+		unmarked   bool // the answers do not say the simulator made them
+	}{
+		{"bb39388", "/tmp/gendex-v4-run", true},
+		{"a5ad860", "/tmp/gendex-a5-run", false},
+	} {
+		t.Run(fx.name, func(t *testing.T) { testUpgrade(t, fx.name, fx.root, fx.unmarked) })
+	}
+}
+
+func testUpgrade(t *testing.T, name, oldRoot string, unmarked bool) {
 	p := newPlaceRun(t)
-	gz, err := os.ReadFile(filepath.Join("testdata", "upgrade", "v4.db.gz"))
+	fixture := func(ext string) string { return filepath.Join("testdata", "upgrade", name+ext) }
+	gz, err := os.ReadFile(fixture(".db.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,14 +270,19 @@ func TestUpgradeKeepsCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(p.dir, "v4.db"), db, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(p.dir, "old.db"), db, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	check := func(when string) {
+	newRoot := filepath.Join(p.dir, "run")
+	untar(t, fixture(".files.tar.gz"), newRoot)
+	// check compares every question with the fixture's answer; the files'
+	// paths moved from oldRoot to newRoot (relocated: after relocate, with
+	// every pending_bytes known).
+	check := func(when string, relocated bool) {
 		t.Helper()
 		for _, q := range []string{"progress", "tokens", "finish", "files"} {
-			want := readJSONRows(t, filepath.Join("testdata", "upgrade", "v4."+q+".json"))
-			cmd := exec.CommandContext(t.Context(), p.bin, "--db", "v4.db", "query", q, "--format", "json")
+			want := readJSONRows(t, fixture("."+q+".json"))
+			cmd := exec.CommandContext(t.Context(), p.bin, "--db", "old.db", "query", q, "--format", "json")
 			cmd.Dir = p.dir
 			out, err := cmd.Output()
 			if err != nil {
@@ -271,6 +297,16 @@ func TestUpgradeKeepsCounts(t *testing.T) {
 			}
 			for i := range want {
 				for k, v := range want[i] { // new keys may be added; none may change
+					if q == "files" && k == "path" {
+						if relocated {
+							v = strings.Replace(v.(string), oldRoot, newRoot, 1)
+						} else {
+							continue
+						}
+					}
+					if q == "files" && k == "pending_bytes" && !relocated {
+						continue // the files are not at the paths the index names
+					}
 					if g, ok := got[i][k]; !ok || !jsonEqual(g, v) {
 						t.Errorf("%s: query %s row %d: %s = %v, want %v", when, q, i, k, g, v)
 					}
@@ -278,12 +314,68 @@ func TestUpgradeKeepsCounts(t *testing.T) {
 			}
 		}
 	}
-	check("read-only")
-	code, errOut := p.run("--db", "v4.db", "gen", "--server", "sim", "--out", "new", "demo")
-	if code != 1 || !strings.Contains(errOut, "/tmp/gendex-v4-run/answers/B1_ids") || !strings.Contains(errOut, "model not recorded") {
-		t.Errorf("a run from other folders over an old index: exit %d; want 1, naming the old folders\n%s", code, errOut)
+	check("read-only", false)
+	errOut := p.mustRun("--db", "old.db", "relocate", oldRoot, newRoot)
+	if !strings.Contains(errOut, "relocated 8 files") && !strings.Contains(errOut, "relocated 16 files") {
+		t.Errorf("relocate: %s", errOut)
 	}
-	check("after a writer opened it")
+	check("relocated", true)
+	if unmarked { // (the simulator's known answers elsewhere are forgotten instead)
+		code, errOut := p.run("--db", "old.db", "gen", "--server", "sim", "--out", "new", "demo")
+		if code != 1 || !strings.Contains(errOut, filepath.Join(newRoot, "answers", "B1_ids")) || !strings.Contains(errOut, "model not recorded") {
+			t.Errorf("a run from other folders over an old index: exit %d; want 1, naming the old folders\n%s", code, errOut)
+		}
+		check("after a writer opened it", true)
+	}
+	args := []string{"--db", "old.db", "gen", "--server", "sim", "--out", filepath.Join(newRoot, "answers")}
+	if !unmarked {
+		args = append(args, "--export", "conversations")
+	}
+	errOut = p.mustRun(append(args, filepath.Join(newRoot, "prompts"))...)
+	if !strings.Contains(errOut, "nothing to do") {
+		t.Errorf("a run over the relocated folders: want nothing to do\n%s", errOut)
+	}
+	check("after a run over the same folders", true)
+}
+
+// untar unpacks the gzipped tar file at path into dir (regular files and
+// folders only).
+func untar(t *testing.T, path, dir string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(dst, 0o755)
+		case tar.TypeReg:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+					err = os.WriteFile(dst, b, 0o644)
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func readJSONRows(t *testing.T, path string) []map[string]any {
@@ -351,5 +443,86 @@ func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
 	rows := p.progress("gendex.db")
 	if len(rows) != 2 || rows["B1_ids"]["prompts"] != 50.0 || rows["B1_b"]["prompts"] != 50.0 {
 		t.Errorf("progress: %v", rows)
+	}
+}
+
+// TestRelocateChecksEveryFile: relocate moves a run's files in the index
+// only when every one is at its new path with at least the bytes indexed
+// and the same first bytes; else it names the file and moves nothing.
+// After it, a run over the new folder asks nothing again.
+func TestRelocateChecksEveryFile(t *testing.T) {
+	p := newPlaceRun(t)
+	real := startSimProcess(t, p.bin, "--unmarked")
+	p.mustRun("gen", "--server", real, "--out", "a", "demo")
+	copyTree(t, filepath.Join(p.dir, "a"), filepath.Join(p.dir, "b"))
+	copyTree(t, filepath.Join(p.dir, "demo"), filepath.Join(p.dir, "b-demo"))
+
+	bad := filepath.Join(p.dir, "b", "B3_chat", "raw_responses.jsonl")
+	good, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		why  string
+		data []byte
+		want string
+	}{
+		{"first bytes changed", append([]byte("X"), good[1:]...), "its first"},
+		{"shorter", good[:len(good)/2], "the index read"},
+		{"gone", nil, "no such file"},
+	} {
+		if c.data == nil {
+			os.Remove(bad)
+		} else if err := os.WriteFile(bad, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, errOut := p.run("relocate", "a", "b")
+		if code != 1 || !strings.Contains(errOut, bad) || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "nothing was moved") {
+			t.Errorf("%s: exit %d, want 1 naming %s (%q)\n%s", c.why, code, bad, c.want, errOut)
+		}
+		p.wantRaw("gendex.db", 50)
+		if code, _ := p.run("relocate", "b", "a"); code != 1 {
+			t.Errorf("%s: a relocate from a folder the index holds nothing under exited %d", c.why, code)
+		}
+	}
+	if err := os.WriteFile(bad, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, errOut := p.run("relocate", "a", "demo"); code != 1 || !strings.Contains(errOut, "nothing was moved") {
+		t.Errorf("relocate onto a folder without the files: exit %d\n%s", code, errOut)
+	}
+	errOut := p.mustRun("relocate", "a", "b")
+	if !strings.Contains(errOut, "relocated 4 files (200 records)") {
+		t.Errorf("relocate: %s", errOut)
+	}
+	if err := os.RemoveAll(filepath.Join(p.dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	errOut = p.mustRun("gen", "--server", real, "--out", "b", "demo")
+	if !strings.Contains(errOut, "nothing to do") {
+		t.Errorf("a run over the relocated answers asked again:\n%s", errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+}
+
+// copyTree copies the regular files under from to to.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -503,3 +503,60 @@ func (v *View) Files(fn func(FileState) error) error {
 func (tx *Tx) FilePath(id uint32) (string, bool) {
 	return (&View{btx: tx.btx}).FilePath(id)
 }
+
+// MoveFile moves the stored state of the file at from to the path to, in
+// this transaction: the same id, offsets, counts and phase, so that every
+// record read from it is found at the new path and nothing of it is read
+// again. The identity (size, mtime, device, inode) is updated from fi
+// when given, since a copy has its own. The caller decides that the file
+// at to is the one the index read at from (a folder moved or copied); it
+// refuses a move onto a path the index already holds.
+func (tx *Tx) MoveFile(from, to string, fi *FileIdentity) (FileState, error) {
+	fs, ok, err := getFile(tx.btx, from)
+	if err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%s: not in the index", from)
+		}
+		return fs, err
+	}
+	if _, taken, err := getFile(tx.btx, to); err != nil || taken {
+		if err == nil {
+			err = fmt.Errorf("%s: the index already holds a file there", to)
+		}
+		return fs, err
+	}
+	files := tx.btx.Bucket(bucketFiles)
+	if err := files.Delete([]byte(from)); err != nil {
+		return fs, err
+	}
+	for _, b := range [...][]byte{bucketForgetting, bucketReread} {
+		bk := tx.btx.Bucket(b)
+		if bk.Get([]byte(from)) == nil {
+			continue
+		}
+		if err := bk.Delete([]byte(from)); err != nil {
+			return fs, err
+		}
+		if err := bk.Put([]byte(to), []byte{}); err != nil {
+			return fs, err
+		}
+	}
+	for _, id := range [...]uint32{fs.ID, forgetID(fs)} {
+		if id != 0 {
+			if err := tx.btx.Bucket(bucketFileIDs).Put(u32key(id), []byte(to)); err != nil {
+				return fs, err
+			}
+		}
+	}
+	fs.Path = to
+	if fi != nil {
+		fs.Size, fs.ModTime, fs.Dev, fs.Ino = fi.Size, fi.ModTime, fi.Dev, fi.Ino
+	}
+	return fs, tx.putState(&fs)
+}
+
+// FileIdentity is what tells one file from another on a disk.
+type FileIdentity struct {
+	Size, ModTime int64
+	Dev, Ino      uint64
+}
