@@ -486,12 +486,13 @@ func TestQueryJSON(t *testing.T) {
 		t.Errorf("error source %q, want %s:2", errs[0]["source"], abs)
 	}
 
-	// Throughput uses the environment's clock.
+	// Throughput uses the environment's clock (10:00:00.5: what finished
+	// in that second so far counts, over 30.5 s).
 	r = mustGendex(t, testEnv(nil), "--db", db, "query", "throughput", "clock", "--format", "json")
 	golden(t, "throughput.json.golden", r.stdout)
 	var tp []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &tp); err != nil || len(tp) != 1 || tp[0]["records"] != 5.0 || tp[0]["completion_tokens"] != 53.0 {
-		t.Errorf("throughput clock at %v: %s (%v), want 5 records and 53 tokens", clockNow, r.stdout, err)
+	if err := json.Unmarshal([]byte(r.stdout), &tp); err != nil || len(tp) != 1 || tp[0]["records"] != 7.0 || tp[0]["completion_tokens"] != 83.0 || tp[0]["window_s"] != 30.5 {
+		t.Errorf("throughput clock at %v: %s (%v), want 7 records and 83 tokens over 30.5 s", clockNow, r.stdout, err)
 	}
 }
 

@@ -255,3 +255,54 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 		t.Errorf("duplicates in the whole run's files: %v\n%s", err, out)
 	}
 }
+
+// TestShardBesideUnshardedAnswers: a sharded run over a folder that holds
+// an unsharded run's raw_responses.jsonl (every prompt answered) counts
+// only its own prompts' answers from it: its index holds as many answers
+// as it has prompts, and it has nothing to do.
+func TestShardBesideUnshardedAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	root := t.TempDir()
+	all := writeShardPrompts(t, root, 40)
+	url := startSimProcess(t, bin, "--unmarked")
+	run := func(db string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), bin, append([]string{"--db", db, "gen", "--server", url, "--max-new-tokens", "16"}, append(args, root)...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run(filepath.Join(t.TempDir(), "all.db"))
+	for i := range 2 {
+		db := filepath.Join(t.TempDir(), "shard.db")
+		out := run(db, "--shard", fmt.Sprintf("%d/2", i))
+		if !strings.Contains(out, "nothing to do") {
+			t.Errorf("shard %d/2 over a folder whose every prompt is answered:\n%s", i, out)
+		}
+		o, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal(o, &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			own := 0
+			for id := range all[r["dataset"].(string)] {
+				if store.ShardOf(id, 2) == i {
+					own++
+				}
+			}
+			if r["prompts"] != float64(own) || r["raw"] != float64(own) || r["missing_raw"] != 0.0 {
+				t.Errorf("shard %d/2, %s: prompts %v, answers %v, missing %v; want its own %d prompts, each answered once", i, r["dataset"], r["prompts"], r["raw"], r["missing_raw"], own)
+			}
+		}
+	}
+}

@@ -520,16 +520,17 @@ func TestThroughputOwnTimes(t *testing.T) {
 		seconds int64
 		records int // spelled out from the fixture's comments
 	}{
-		{"30s", 30, 5},
-		{"1s", 1, 1},
-		{"1h", 3600, 6},
-		{"90s", 90, 5},
-		{"30m", 1800, 6},
+		{"30s", 30, 7},
+		{"1s", 1, 3},
+		{"1h", 3600, 8},
+		{"90s", 90, 7},
+		{"30m", 1800, 8},
 	} {
-		// The window is the completed seconds [now-w, now): the current one never counts.
+		// The window is the seconds [now-w, now], the current one's half
+		// gone by included: every answer up to the moment asked.
 		var records, tokens, unknown int64
 		for _, r := range m["clock"].raw {
-			if sec := r.own.Unix(); sec >= now.Unix()-tc.seconds && sec < now.Unix() {
+			if sec := r.own.Unix(); sec >= now.Unix()-tc.seconds && sec <= now.Unix() {
 				records++
 				if r.completion < 0 {
 					unknown++
@@ -546,21 +547,21 @@ func TestThroughputOwnTimes(t *testing.T) {
 		for _, r := range m["clock"].raw {
 			first = min(first, r.own.Unix())
 		}
-		seconds := min(tc.seconds, now.Unix()-first)
-		want := [][]any{{"clock", seconds, records, tokens,
-			fixed(float64(records)/float64(seconds), 2), fixed(float64(tokens)/float64(seconds), 1), unknown, nil}}
+		seconds := float64(min(tc.seconds, now.Unix()-first)) + 0.5
+		want := [][]any{{"clock", fixed(seconds, 2), records, tokens,
+			fixed(float64(records)/seconds, 2), fixed(float64(tokens)/seconds, 1), unknown, nil}}
 		r := answer(t, db, now, "throughput", "--window", tc.window, "clock")
 		checkRows(t, "throughput "+tc.window, r, []string{"dataset", "window_s", "records", "completion_tokens", "records_per_s", "tokens_per_s", "unknown_tokens", "accept_length"}, want)
 	}
-	// Spelled out for 30s: c1 c2 c3 c7 c8 (c8 without a count); c4 and c6
-	// finished in the current second, which is not over.
+	// Spelled out for 30s: c1 c2 c3 c7 c8 (c8 without a count), and c4 and
+	// c6, which finished in the current second, over 30.5 s.
 	got := normRow(answer(t, db, now, "throughput", "clock").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(30), int64(5), int64(11 + 12 + 13 + 17), "0.17", "1.8", int64(1), nil}) {
+	if !slices.Equal(got, []any{"clock", "30.50", int64(7), int64(11 + 12 + 13 + 17 + 14 + 16), "0.23", "2.7", int64(1), nil}) {
 		t.Errorf("throughput clock 30s = %v", got)
 	}
 	// Before any record: nothing, and zero rates rather than unknown.
 	got = normRow(answer(t, db, now.Add(-24*time.Hour), "throughput", "clock").Rows[0])
-	if !slices.Equal(got, []any{"clock", int64(30), int64(0), int64(0), "0.00", "0.0", int64(0), nil}) {
+	if !slices.Equal(got, []any{"clock", "30.50", int64(0), int64(0), "0.00", "0.0", int64(0), nil}) {
 		t.Errorf("throughput of an empty window = %v", got)
 	}
 }
@@ -581,9 +582,9 @@ func TestThroughputIndexingTime(t *testing.T) {
 	}
 	n := int64(len(m["beta"].raw))
 	window := after.Sub(before).Truncate(time.Second) + 10*time.Second
-	// Asked once the second of the indexing is over (the current second
-	// never counts), the window starts at the first response, indexed
-	// between before and after.
+	// Asked at the start of the second after the indexing (whole seconds),
+	// the window starts at the first response, indexed between before and
+	// after.
 	at := time.Unix(after.Unix()+1, 0)
 	w := at.Unix() - before.Unix()
 	r := answer(t, db, at, "throughput", "beta", "--window", window.String())
@@ -624,20 +625,23 @@ func TestThroughputAllUnknown(t *testing.T) {
 	}
 }
 
-// The current second is not over, so it never counts, however late in it
-// the question comes: c4 (10:00:00.900) and c6 (10:00:00) count from
-// 10:00:01 on; until then the last whole second holds c7 (09:59:59.2) alone.
-func TestThroughputCurrentSecondNeverCounts(t *testing.T) {
+// Every answer up to the moment asked counts, the current second's too,
+// over the part of it gone by: c6 (10:00:00) and c4 (10:00:00.900) count
+// once any of their second has gone by, beside c7 (09:59:59.2) in the last
+// whole one. (The index keeps seconds: an answer counts from its second's
+// start.)
+func TestThroughputCountsTheCurrentSecond(t *testing.T) {
 	db, _ := ingesttest.Index(t, fixtureRoot)
 	sec := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		now  time.Time
 		want []any
 	}{
-		{sec, []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
-		{sec.Add(500 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
-		{sec.Add(999 * time.Millisecond), []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}},
+		{sec, []any{"clock", int64(1), int64(1), int64(17), "1.00", "17.0", int64(0), nil}}, // none of 10:00:00 gone by
+		{sec.Add(500 * time.Millisecond), []any{"clock", "1.50", int64(3), int64(17 + 14 + 16), "2.00", "31.3", int64(0), nil}},
+		{sec.Add(999 * time.Millisecond), []any{"clock", "2.00", int64(3), int64(17 + 14 + 16), "1.50", "23.5", int64(0), nil}},
 		{sec.Add(time.Second), []any{"clock", int64(1), int64(2), int64(14 + 16), "2.00", "30.0", int64(0), nil}},
+		{sec.Add(time.Second + time.Millisecond), []any{"clock", "1.00", int64(3), int64(14 + 16 + 15), "3.00", "45.0", int64(0), nil}},
 	} {
 		if got := normRow(answer(t, db, tc.now, "throughput", "--window", "1s", "clock").Rows[0]); !slices.Equal(got, tc.want) {
 			t.Errorf("at %s: %v, want %v", tc.now.Format("15:04:05.000"), got, tc.want)

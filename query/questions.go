@@ -231,10 +231,11 @@ func tokenRow(name string, r *store.Stats, p []any, truncated, skipped uint64) [
 
 // throughput: responses that finished in the window ending now, by their own
 // finish time (or the time they were indexed), measured by the store's one
-// rate model (store.RateSpan): completed seconds only, the current one never
-// counts, and a dataset's window starts no earlier than its first response,
-// so a run that began 10 s ago is measured over 10 s, not diluted over 30
-// (window_s says which). TOTAL is the same rule over the datasets with a
+// rate model (store.RateSpan): every answer up to the moment asked, the
+// current second's so far included, over the seconds gone by (window_s:
+// the window and the current second's part), and a dataset's window starts
+// no earlier than its first response, so a run that began 10 s ago is
+// measured over 10 s, not diluted over 30. TOTAL is the same rule over the datasets with a
 // response in the window (store.TotalRate). accept_length is Σ completion
 // tokens / Σ verify steps of the window's answers that carry SGLang's
 // speculative decoding counts (unknown when none does); TOTAL's sums the
@@ -245,8 +246,7 @@ func throughput(v *store.View, names []string, window time.Duration, now time.Ti
 	var specTokens, specVerify int64
 	for _, n := range names {
 		first, ok := v.FirstSecond(n)
-		r := store.Rate{}
-		r.From, r.To = store.RateSpan(now, window, first, ok)
+		r := store.RateSpan(now, window, first, ok)
 		r.Records, r.Tokens, r.Unknown = v.Window(n, r.From, r.To)
 		_, st, sv := v.SpecWindow(n, r.From, r.To)
 		specTokens += st
@@ -266,7 +266,7 @@ func rateRow(name string, r store.Rate, specTokens, specVerify int64) []any {
 	} else {
 		tok = nil
 	}
-	return []any{name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown,
+	return []any{name, Seconds(r.Secs), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown,
 		AcceptLength(uint64(max(specTokens, 0)), uint64(max(specVerify, 0)))}
 }
 

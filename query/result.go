@@ -30,3 +30,13 @@ func (f Fixed) String() string { return strconv.FormatFloat(f.V, 'f', f.Prec, 64
 
 // MarshalJSON writes the number as shown.
 func (f Fixed) MarshalJSON() ([]byte, error) { return []byte(f.String()), nil }
+
+// Seconds is how a span's length is shown: whole seconds as an integer,
+// a span that ends in the current second (a part of it gone by) with two
+// decimals.
+func Seconds(secs float64) any {
+	if secs == float64(int64(secs)) {
+		return int64(secs)
+	}
+	return Fixed{secs, 2}
+}

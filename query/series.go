@@ -56,14 +56,17 @@ func parseSeries(q *Query, pos []string, step, since string, perServer bool) ([]
 
 // seriesSpan is the seconds [from, to) a series covers, cut into rows at
 // the multiples of step (Unix seconds: a 1m step starts its rows at whole
-// minutes); the first and last rows may be shorter.
+// minutes); the first and last rows may be shorter. The span ends with the
+// current second (to is the one after it), so every answer up to the
+// moment asked is in a row, the last covering the part of its second gone
+// by (store.Span).
 type seriesSpan struct{ from, to, step int64 }
 
 func newSpan(q Query, now time.Time, first int64, hasFirst bool) seriesSpan {
-	sp := seriesSpan{to: now.Unix()}
+	sp := seriesSpan{to: store.EndOf(now)}
 	switch {
 	case q.Since > 0:
-		sp.from = sp.to - int64(q.Since/time.Second)
+		sp.from = now.Unix() - int64(q.Since/time.Second)
 	case hasFirst:
 		sp.from = min(first, sp.to)
 	default:
@@ -98,12 +101,14 @@ func unixTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeForm
 // completion_tokens and unknown_tokens are the answers that finished in
 // those seconds, as throughput counts them, with their rates over the
 // row's seconds; a step without answers is a row of zeros, never left out.
-// accept_length is as throughput's. The span is --since ending now (the
-// current second never counts), or from the first answer of the datasets
-// asked; the step is --step, or the smallest round step that makes at most
-// SeriesSteps rows per dataset. TOTAL sums the whole span: it equals
-// `throughput --window SINCE` whenever the datasets' first answers are
-// inside the span.
+// accept_length is as throughput's. The span is --since ending now, or
+// from the first answer of the datasets asked, and ends with the current
+// second: the last row counts every answer up to the moment asked, its
+// seconds the part of its second gone by (store.Span). The step is --step,
+// or the smallest round step that makes at most SeriesSteps rows per
+// dataset. TOTAL sums the whole span by throughput's rule (each dataset
+// from its first answer on, the total from the earliest of those): it
+// equals `throughput --window SINCE`.
 //
 // With --servers: one row per step and server, from the samples gen took
 // of each server's /metrics (see serverList): samples is how many fall in
@@ -130,29 +135,28 @@ func series(v *store.View, q Query, now time.Time, out Sink) error {
 	}
 	sp := newSpan(q, now, first, hasFirst)
 	out.Columns([]string{"time", "dataset", "seconds", "answers", "completion_tokens", "answers_per_s", "tokens_per_s", "unknown_tokens", "accept_length"})
-	var tot store.Rate
-	var specTokens, specVerify int64
-	row := func(t, name string, r store.Rate, st, sv int64) []any {
-		var tok, tokRate any = r.Tokens, nil
-		if perSec, ok := r.TokensPerSecond(); ok {
-			tokRate = Fixed{perSec, 1}
-		} else {
-			tok = nil
+	// Each dataset's sums over the whole span, for TOTAL: throughput's
+	// rule, each starting at its first answer.
+	sums := make([]store.Rate, len(names))
+	for i, n := range names {
+		f, ok := v.FirstSecond(n)
+		if !ok || f < sp.from {
+			f = sp.from
 		}
-		return []any{t, name, r.Seconds(), r.Records, tok, Fixed{r.PerSecond(), 2}, tokRate, r.Unknown,
-			AcceptLength(uint64(max(st, 0)), uint64(max(sv, 0)))}
+		sums[i] = store.Span(min(f, sp.to), sp.to, now)
 	}
+	var specTokens, specVerify int64
 	err = sp.each(func(a, b int64) error {
-		for _, n := range names {
-			r := store.Rate{From: a, To: b}
+		for i, n := range names {
+			r := store.Span(a, b, now)
 			r.Records, r.Tokens, r.Unknown = v.Window(n, a, b)
 			_, st, sv := v.SpecWindow(n, a, b)
-			tot.Records += r.Records
-			tot.Tokens += r.Tokens
-			tot.Unknown += r.Unknown
+			sums[i].Records += r.Records
+			sums[i].Tokens += r.Tokens
+			sums[i].Unknown += r.Unknown
 			specTokens += st
 			specVerify += sv
-			if err := out.Row(row(unixTime(a), n, r, st, sv)); err != nil {
+			if err := out.Row(append([]any{unixTime(a)}, rateRow(n, r, st, sv)...)); err != nil {
 				return err
 			}
 		}
@@ -161,8 +165,8 @@ func series(v *store.View, q Query, now time.Time, out Sink) error {
 	if err != nil {
 		return err
 	}
-	tot.From, tot.To = sp.from, max(sp.to, sp.from+1)
-	return out.Total(row("TOTAL", "", tot, specTokens, specVerify))
+	tot := store.TotalRate(now, time.Duration(now.Unix()-sp.from)*time.Second, sums)
+	return out.Total(append([]any{"TOTAL"}, rateRow("", tot, specTokens, specVerify)...))
 }
 
 var errFirstOnly = errors.New("first sample only")
@@ -214,7 +218,7 @@ func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
 	k := 0
 	return sp.each(func(a, b int64) error {
 		for i, n := range names {
-			if err := out.Row(rows[i][k].row(unixTime(a), n, b-a)); err != nil {
+			if err := out.Row(rows[i][k].row(unixTime(a), n, Seconds(store.Span(a, b, now).Secs))); err != nil {
 				return err
 			}
 		}
@@ -272,7 +276,7 @@ func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool) {
 	}
 }
 
-func (st *stepSamples) row(t, name string, seconds int64) []any {
+func (st *stepSamples) row(t, name string, seconds any) []any {
 	row := []any{t, name, seconds, uint64(st.samples), nil, nil, nil, nil, nil, nil, nil, nil}
 	if st.samples == 0 {
 		return row

@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -92,6 +93,20 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// rowSeconds returns how many of the index's seconds a row covers, and
+// whether the last of them is the current one (its seconds a part: here,
+// asked 1.5 s past a second, 0.5 of it).
+func rowSeconds(t *testing.T, v any) (n int64, current bool) {
+	t.Helper()
+	if f, ok := v.(query.Fixed); ok {
+		if f.V-math.Floor(f.V) != 0.5 {
+			t.Errorf("seconds %v: want a whole number and the current second's half", f)
+		}
+		return int64(math.Ceil(f.V)), true
+	}
+	return asInt(t, v), false
+}
+
 func asInt(t *testing.T, v any) int64 {
 	t.Helper()
 	switch x := v.(type) {
@@ -110,15 +125,15 @@ func asInt(t *testing.T, v any) int64 {
 // as rows of zeros; the rows tile the span without a gap or an overlap.
 func TestSeriesSumsEqualThroughput(t *testing.T) {
 	db, all := seriesDB(t)
-	now := seriesNow.Add(1500 * time.Millisecond) // mid-second: 12:00:01 is not over
+	now := seriesNow.Add(1500 * time.Millisecond) // mid-second: 12:00:01 counts, its half gone by
 	for _, c := range []struct{ since, step string }{{"1h", "1m"}, {"45m", "5m"}, {"50m", "7s"}, {"1h", ""}, {"10m", "1h"}} {
 		args := []string{"series", "--since", c.since}
 		if c.step != "" {
 			args = append(args, "--step", c.step)
 		}
 		r := answer(t, db, now, args...)
-		to := now.Unix()
-		from := to - int64(mustParse(t, c.since)/time.Second)
+		to := now.Unix() + 1 // the current second is the last row's
+		from := now.Unix() - int64(mustParse(t, c.since)/time.Second)
 		// Per dataset: rows tile [from, to), and their sums are the hand count.
 		for _, ds := range []string{"a", "b"} {
 			var recs, toks, unk int64
@@ -134,7 +149,10 @@ func TestSeriesSumsEqualThroughput(t *testing.T) {
 				if sec.Unix() != at {
 					t.Fatalf("%v %s: row at %s, want %s", args, ds, row[0], time.Unix(at, 0).UTC())
 				}
-				n := asInt(t, row[2])
+				n, last := rowSeconds(t, row[2])
+				if last != (at+n == to) {
+					t.Errorf("%v %s at %s: seconds %v; only the last row, the current second's, is a part", args, ds, row[0], row[2])
+				}
 				wr, wt, wu := handCount(all, at, at+n, ds)
 				if got := [3]int64{asInt(t, row[3]), 0, asInt(t, row[7])}; got[0] != wr || got[2] != wu {
 					t.Errorf("%v %s at %s: answers/unknown %v, hand count %d/%d", args, ds, row[0], got, wr, wu)
@@ -165,6 +183,10 @@ func TestSeriesSumsEqualThroughput(t *testing.T) {
 		}
 		if asInt(t, tp.Total[2]) != asInt(t, tot[3]) || asInt(t, tp.Total[3]) != asInt(t, tot[4]) || asInt(t, tp.Total[6]) != asInt(t, tot[7]) {
 			t.Errorf("%v: TOTAL %v, throughput's %v", args, tot, tp.Total)
+		}
+		// One rate rule: the same seconds, the same rates.
+		if norm(tot[2]) != norm(tp.Total[1]) || norm(tot[5]) != norm(tp.Total[4]) || norm(tot[6]) != norm(tp.Total[5]) {
+			t.Errorf("%v: TOTAL seconds and rates %v %v %v, throughput's %v %v %v", args, tot[2], tot[5], tot[6], tp.Total[1], tp.Total[4], tp.Total[5])
 		}
 	}
 }

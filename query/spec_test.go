@@ -177,7 +177,7 @@ func TestThroughputAcceptLength(t *testing.T) {
 		var tok, ver int64
 		for _, as := range answers {
 			for _, x := range as {
-				if x.sec >= 1095-30 && x.sec < 1095 && x.verify > 0 && x.completion >= 0 {
+				if x.sec >= 1095-30 && x.sec <= 1095 && x.verify > 0 && x.completion >= 0 {
 					tok += x.completion
 					ver += x.verify
 				}

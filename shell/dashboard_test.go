@@ -60,7 +60,7 @@ func (a *afterProgress) Ask(ctx context.Context, q query.Query, now time.Time, o
 // A dataset that sorts between the others and appears between the
 // dashboard's questions keeps every rate on its own row.
 func TestDashboardJoinsByDataset(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	sec := now.Truncate(time.Second)
 	root := t.TempDir()
 	writeDataset(t, root, "A", 6, sec.Add(-20*time.Second)) // 6 over 20 s: 0.30/s, 4 left
@@ -119,7 +119,7 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 // TestDashboardShowsTurns: while conversations are half done, done stays
 // put and turns counts the turns answered.
 func TestDashboardShowsTurns(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	root := t.TempDir()
 	writeDataset(t, root, "A", 0, now)
 	var turns strings.Builder
@@ -150,7 +150,7 @@ func TestDashboardShowsTurns(t *testing.T) {
 // TestDashboardShowsRecords: once a dataset has training records or
 // exclusions (export, gen --export), watch shows both, per dataset.
 func TestDashboardShowsRecords(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	root := t.TempDir()
 	writeDataset(t, root, "A", 6, now)
 	writeDataset(t, root, "B", 2, now)
@@ -190,7 +190,7 @@ func TestDashboardShowsRecords(t *testing.T) {
 // limit (finish_reason length), watch shows how many, per dataset, after
 // errors; not before.
 func TestDashboardShowsTruncated(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	root := t.TempDir()
 	writeDataset(t, root, "A", 3, now)
 	writeDataset(t, root, "B", 2, now)
@@ -324,7 +324,7 @@ func sparkIndex(t *testing.T, now time.Time) *store.DB {
 // columns fit whole without it, it is gone, and never named hidden (TSV
 // has none).
 func TestWatchSparkline(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 30, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 30, 0, time.UTC) // at a second's start: the spans are whole seconds
 	db := sparkIndex(t, now)
 	wantLines := map[string]string{
 		"A_code": "▂▄▆█▂▄▆█▂▄     █▂▄▆█▂▄▆█▂▄▆█▂█",

@@ -18,7 +18,7 @@ import (
 // shows them unknown, with the hint. An index without servers shows no
 // such lines (the other dashboard tests).
 func TestDashboardShowsServers(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)

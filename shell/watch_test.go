@@ -100,7 +100,7 @@ func watchIndex(t *testing.T, now time.Time) *store.DB {
 // 80, 120 and 200 columns is its golden file (testdata/watch; -update
 // rewrites them), and no line is wider than the terminal.
 func TestWatchAtWidths(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	db := watchIndex(t, now)
 	for _, w := range []int{60, 80, 120, 200} {
 		sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.Table,
@@ -123,7 +123,7 @@ func TestWatchAtWidths(t *testing.T) {
 // the idle hour before it; servers of earlier runs are left out; KV use is
 // a percentage, as gen shows it.
 func TestWatchRatesCountTheRunOnly(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // at a second's start: the spans are whole seconds
 	db := watchIndex(t, now)
 	sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.TSV}
 	var b strings.Builder

@@ -5,67 +5,107 @@ import (
 	"time"
 )
 
-// The rate model: every rate gendex shows (gen's live lines, `query
-// throughput`, the shell's watch) is measured here, one way.
+// The rate model: every count and rate gendex shows over time (gen's live
+// lines, `query throughput` and `series`, `gendex plot`, the shell's watch
+// and its sparkline) is measured here, one way.
 //
-//   - Only completed seconds count. At time now the second now.Unix() is not
-//     over and never counts: a window of W seconds is the seconds
-//     [now.Unix()-W, now.Unix()).
+//   - A span ends at the moment it is asked (now), and counts every answer up
+//     to it: the current second's bucket is the span's last, and it covers
+//     the part of that second gone by (EndOf). A window of W seconds is the
+//     buckets [now.Unix()-W, now.Unix()], W seconds and the current one's
+//     part (Secs), so right after a run every answer is in some span.
 //   - A dataset's window starts no earlier than the second of its first
 //     answer, so a dataset that began 10 s ago is measured over 10 s, not
-//     diluted over 30. One with no answer in a completed second yet is
-//     measured over the whole window (0 answers).
+//     diluted over 30. One with no answer yet is measured over the whole
+//     window (0 answers).
 //   - A total over datasets is the same rule over their union: it starts at
 //     the earliest first-answer second among the datasets with an answer in
 //     the window. A dataset idle for the whole window adds no answers and does
 //     not stretch the total's window, so the total of one running dataset is
 //     that dataset's rate, and rows measured over the same seconds add up to
-//     the total.
+//     the total. `series`' TOTAL is this rule over its whole span, so it
+//     equals `throughput --window` of that span.
+//
+// A rate is a count over Secs: records / Secs answers a second.
 
-// Rate is what finished in the seconds [From, To).
+// Rate is what finished in the per-second buckets [From, To), which cover
+// Secs seconds (To-From, or less when the last bucket is the current
+// second, of which only a part has gone by).
 type Rate struct {
 	From, To int64
+	Secs     float64
 	Records  int64
 	Tokens   int64 // completion tokens of the records that report a count
 	Unknown  int64 // records without a token count
 }
 
-// RateSpan returns the seconds [from, to) a rate over the last window at now
-// measures, for a dataset whose first answer was in second first (hasFirst
-// false: none yet). The span is at least one second.
-func RateSpan(now time.Time, window time.Duration, first int64, hasFirst bool) (from, to int64) {
-	to = now.Unix()
-	from = to - max(1, int64(window/time.Second))
+// Span returns the rate frame of the buckets [from, to) at now: Secs is
+// to-from when those seconds are over, and counts only the part of the
+// current second gone by when to reaches past it.
+func Span(from, to int64, now time.Time) Rate {
+	r := Rate{From: from, To: to, Secs: float64(to - from)}
+	if cur := now.Unix(); to > cur {
+		r.Secs = float64(cur-from) + float64(now.Nanosecond())/1e9
+	}
+	return r
+}
+
+// EndOf is the end (exclusive) of the buckets a span ending at now
+// covers: the seconds begun before now, the current one included once any
+// of it has gone by.
+func EndOf(now time.Time) int64 {
+	if now.Nanosecond() > 0 {
+		return now.Unix() + 1
+	}
+	return now.Unix()
+}
+
+// RateSpan returns the frame of a rate over the last window at now, for
+// a dataset whose first answer was in second first (hasFirst false: none
+// yet): the buckets [from, EndOf(now)), from at least one whole second
+// before the current one.
+func RateSpan(now time.Time, window time.Duration, first int64, hasFirst bool) Rate {
+	to := EndOf(now)
+	from := now.Unix() - max(1, int64(window/time.Second))
 	if hasFirst && first > from && first < to {
 		from = first
 	}
-	return from, to
+	return Span(from, to, now)
 }
 
 // TotalRate returns the rate of several datasets measured at the same now
 // over the same window (see the rule above).
 func TotalRate(now time.Time, window time.Duration, rates []Rate) Rate {
-	from, to := RateSpan(now, window, 0, false)
-	t := Rate{From: to, To: to}
+	all := RateSpan(now, window, 0, false)
+	from := all.To
+	var t Rate
 	for _, r := range rates {
 		t.Records += r.Records
 		t.Tokens += r.Tokens
 		t.Unknown += r.Unknown
 		if r.Records > 0 {
-			t.From = min(t.From, r.From)
+			from = min(from, r.From)
 		}
 	}
 	if t.Records == 0 {
-		t.From = from
+		from = all.From
 	}
-	return t
+	return t.over(Span(from, all.To, now))
 }
 
-// Seconds is the length of the window, at least 1.
-func (r Rate) Seconds() int64 { return max(1, r.To-r.From) }
+// over returns r's counts in the frame f.
+func (r Rate) over(f Rate) Rate {
+	f.Records, f.Tokens, f.Unknown = r.Records, r.Tokens, r.Unknown
+	return f
+}
+
+// Seconds is Secs, the length of the span, but never less than a
+// millisecond: a rate over a span that has only begun is a count over
+// that millisecond, not a division by zero.
+func (r Rate) Seconds() float64 { return max(r.Secs, 0.001) }
 
 // PerSecond is records per second.
-func (r Rate) PerSecond() float64 { return float64(r.Records) / float64(r.Seconds()) }
+func (r Rate) PerSecond() float64 { return float64(r.Records) / r.Seconds() }
 
 // TokensPerSecond is completion tokens per second, of the records that
 // report a count; ok is false when none does (the rate is unknown, not 0).
@@ -73,7 +113,7 @@ func (r Rate) TokensPerSecond() (perSec float64, ok bool) {
 	if r.Records > 0 && r.Unknown == r.Records {
 		return 0, false
 	}
-	return float64(r.Tokens) / float64(r.Seconds()), true
+	return float64(r.Tokens) / r.Seconds(), true
 }
 
 // ETA says how long left answers take at perSec answers a second: "done"

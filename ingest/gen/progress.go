@@ -65,8 +65,7 @@ func (w *rateWindow) rate(now time.Time, window time.Duration, runStart, indexFi
 	if has {
 		first = max(first, runStart)
 	}
-	var r store.Rate
-	r.From, r.To = store.RateSpan(now, window, first, has)
+	r := store.RateSpan(now, window, first, has)
 	for _, b := range w.secs {
 		if b.sec >= r.From && b.sec < r.To {
 			r.Records += b.n
@@ -92,7 +91,7 @@ func tokenRate(n, tokens, unknown int64, secs float64) string {
 // shortTokens is rateTokens for a narrow terminal: "812 tok/s",
 // ">=800 tok/s", "tok/s unknown".
 func shortTokens(r store.Rate) string {
-	secs := float64(r.Seconds())
+	secs := r.Seconds()
 	switch {
 	case r.Records > 0 && r.Unknown == r.Records:
 		return "tok/s unknown"
@@ -348,7 +347,7 @@ func (r *run) status(now time.Time) []liveLine {
 		part{text: r.pool.retriesLine(), drop: 6},
 		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
-		part{text: fmt.Sprintf(" (last %ds)", all.Seconds()), drop: 4},
+		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
 		part{text: fmt.Sprintf(", %d to go", left)},
 		part{text: ", " + etaText(left, all)})
 	lines := []liveLine{head}
@@ -443,7 +442,7 @@ func (r *run) withRetries(lines []string, now time.Time) []string {
 }
 
 func rateTokens(r store.Rate) string {
-	return tokenRate(r.Records, r.Tokens, r.Unknown, float64(r.Seconds()))
+	return tokenRate(r.Records, r.Tokens, r.Unknown, r.Seconds())
 }
 
 // etaText is store.ETA as a progress line says it: "done", "ETA unknown",

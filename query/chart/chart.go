@@ -134,23 +134,39 @@ func (c *Chart) top(s Series) float64 {
 }
 
 // stats returns the mean and the largest of s's known values; ok is false
-// when none is known.
-func stats(s Series) (mean, hi float64, ok bool) {
+// when none is known. The mean weighs each step by how long it lasts (a
+// rate over a part of a step, such as the current one, counts for that
+// part), so it is the rate over the chart's known steps.
+func (c *Chart) stats(s Series) (mean, hi float64, ok bool) {
+	var sum, weight, plain float64
 	n := 0
-	for _, v := range s.Values {
+	for i, v := range s.Values {
 		if math.IsNaN(v) {
 			continue
 		}
 		if n == 0 || v > hi {
 			hi = v
 		}
-		mean += v
 		n++
+		plain += v
+		w := 1.0
+		if i < len(c.Times) {
+			next := c.End
+			if i+1 < len(c.Times) {
+				next = c.Times[i+1]
+			}
+			w = max(next.Sub(c.Times[i]).Seconds(), 0)
+		}
+		sum += v * w
+		weight += w
 	}
 	if n == 0 {
 		return 0, 0, false
 	}
-	return mean / float64(n), hi, true
+	if weight == 0 { // every known step lasts no time
+		return plain / float64(n), hi, true
+	}
+	return sum / weight, hi, true
 }
 
 // niceCeil returns the least of 1, 2, 2.5 and 5 times a power of ten at or

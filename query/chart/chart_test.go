@@ -95,3 +95,18 @@ func TestSVGIsSelfContained(t *testing.T) {
 		t.Errorf("SVG:\n%s", s)
 	}
 }
+
+// TestMeanWeighsSteps: the mean a panel's header gives is the rate over
+// the steps' time: a current step half a second old weighs half a second,
+// not as much as a whole minute.
+func TestMeanWeighsSteps(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	c := &Chart{Times: []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)}, End: t0.Add(2*time.Minute + 500*time.Millisecond)}
+	mean, hi, ok := c.stats(Series{Values: []float64{10, 20, 0}})
+	if want := (10*60 + 20*60 + 0*0.5) / 120.5; !ok || math.Abs(mean-want) > 1e-9 || hi != 20 {
+		t.Errorf("stats = %v %v %v, want mean %v, max 20", mean, hi, ok, want)
+	}
+	if mean, _, _ := c.stats(Series{Values: []float64{math.NaN(), 20, 0}}); math.Abs(mean-20*60/60.5) > 1e-9 {
+		t.Errorf("an unknown step weighs nothing: mean %v", mean)
+	}
+}

@@ -68,7 +68,7 @@ func (c *Chart) SVG(width int) []byte {
 	for i, s := range c.Series {
 		top := c.top(s)
 		head := s.Name + ": no value known"
-		if mean, hi, ok := stats(s); ok {
+		if mean, hi, ok := c.stats(s); ok {
 			head = fmt.Sprintf("%s: mean %s, max %s %s", s.Name, Short(mean), Short(hi), c.Unit)
 		}
 		color := lineColors[i%len(lineColors)]

@@ -60,7 +60,7 @@ func (c *Chart) Text(width, height int) string {
 	for i := range shown {
 		s := c.Series[i]
 		head := s.Name + "  no value known"
-		if mean, hi, ok := stats(s); ok {
+		if mean, hi, ok := c.stats(s); ok {
 			head = fmt.Sprintf("%s  mean %s, max %s %s", s.Name, Short(mean), Short(hi), c.Unit)
 		}
 		line(cut(head, width))

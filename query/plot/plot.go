@@ -209,7 +209,9 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	if err != nil {
 		return nil, err
 	}
-	c := &chart.Chart{Title: a.metric.title, Unit: a.metric.unit, End: time.Unix(to, 0), YMax: a.metric.yMax}
+	// The last step is the current one, up to now (series counts every
+	// answer up to the moment asked).
+	c := &chart.Chart{Title: a.metric.title, Unit: a.metric.unit, End: now, YMax: a.metric.yMax}
 	col := slices.Index(r.Columns, a.metric.column)
 	if col < 0 {
 		return nil, fmt.Errorf("plot: the answer to series has no %s column (is the gen that answers older than this gendex?)", a.metric.column)
