@@ -24,8 +24,12 @@ func TestSocketServedByAnotherUserRefused(t *testing.T) {
 		servePeer(t)
 		return
 	}
+	// Only root may start a process as another user (setuid), and the
+	// guarantee is about another user's process: a fake one of our own uid
+	// would be accepted, rightly. CI runs as root (.ci/run installs its
+	// packages with apt-get), so the test runs there on every push.
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a process as another user")
+		t.Skip("needs root: only root can run the peer process as another user (uid 4242); CI runs it as root")
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "g.db.sock")
