@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"gendex/ingest"
 	"gendex/store"
 )
 
@@ -90,7 +90,7 @@ func dropTargets(v *store.View, args []string) ([]string, error) {
 		if _, err := os.Stat(arg); err != nil && !strings.ContainsRune(arg, os.PathSeparator) {
 			return nil, fmt.Errorf("drop: no dataset %q in the index (%s)", arg, holds(known))
 		}
-		abs, err := filepath.Abs(arg)
+		abs, err := ingest.CanonicalPath(arg)
 		if err != nil {
 			return nil, err
 		}

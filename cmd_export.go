@@ -413,7 +413,7 @@ func absPath(path string) string {
 	if path == "" {
 		return ""
 	}
-	if abs, err := filepath.Abs(path); err == nil {
+	if abs, err := ingest.CanonicalPath(path); err == nil {
 		return abs
 	}
 	return path

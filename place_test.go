@@ -526,3 +526,44 @@ func copyTree(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOneFolderThreeSpellings: a run started through a symlink and resumed
+// through the real path, a folder moved (mv) after its run, and one folder
+// given twice (its root and its own path) are each one place: nothing is
+// refused, nothing asked again, every count stays. Before, the first two
+// were refused as "another folder" (the second naming the folder that was
+// gone) and the third as "two datasets are named B1_ids".
+func TestOneFolderThreeSpellings(t *testing.T) {
+	p := newPlaceRun(t)
+	real := startSimProcess(t, p.bin, "--unmarked")
+	if err := os.Symlink(p.dir, filepath.Join(p.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", filepath.Join("link", "demo", "B1_ids"))
+	errOut := p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "demo")
+	if !strings.Contains(errOut, "150 prompts to answer") {
+		t.Errorf("resumed through the real path: want the 150 prompts not answered through the link asked, no more\n%s", errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+	if n, _ := p.answers("demo"); n != 200 {
+		t.Errorf("%d answer lines, want 200", n)
+	}
+
+	if err := os.Rename(filepath.Join(p.dir, "demo"), filepath.Join(p.dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "moved")
+	if !strings.Contains(errOut, "nothing to do") || !strings.Contains(errOut, "moved") {
+		t.Errorf("a run over the moved folder: want its answers found there, nothing to do\n%s", errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "moved", filepath.Join("moved", "B1_ids"), filepath.Join("link", "moved", "B2_text"))
+	if !strings.Contains(errOut, "nothing to do") {
+		t.Errorf("one folder given three times: want one dataset, nothing to do\n%s", errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+	if n, _ := p.answers("moved"); n != 200 {
+		t.Errorf("%d answer lines, want 200", n)
+	}
+}

@@ -306,3 +306,80 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestReshardAfterMovingFilesAway: README's recipe with node-local
+// indexes (one per array task, kept between jobs): a 4-way run, then, as
+// gendex advises, its files moved away and an 8-way run on the same
+// indexes. Every prompt is answered by the 8-way run, exactly once; tasks
+// 0-3 say their index forgot the moved files' answers. Before, tasks 0-3
+// said "nothing to do" from the answers of files no longer there, and half
+// the prompts were never answered.
+func TestReshardAfterMovingFilesAway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	root := t.TempDir()
+	all := writeShardPrompts(t, root, 60)
+	url := startSimProcess(t, bin, "--unmarked")
+	dbs := t.TempDir()
+	task := func(i, n int) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, fmt.Sprintf("gendex-%d.db", i)), "gen", "--server", url,
+			"--max-new-tokens", "16", "--shard", fmt.Sprintf("%d/%d", i, n), root)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("task %d/%d: %v\n%s", i, n, err, out)
+		}
+		return string(out)
+	}
+	for i := range 4 {
+		task(i, 4)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, "gendex-0.db"), "gen", "--server", url, "--shard", "0/8", root)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "move those files away") {
+		t.Fatalf("an 8-way run over a 4-way run's files: %v\n%s", err, out)
+	}
+	moved := t.TempDir()
+	for ds := range all {
+		files, _ := filepath.Glob(filepath.Join(root, ds, "*.shard-*-of-0004.jsonl"))
+		for _, f := range files {
+			if err := os.Rename(f, filepath.Join(moved, ds+"-"+filepath.Base(f))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 8 {
+		out := task(i, 8)
+		if strings.Contains(out, "nothing to do") {
+			t.Errorf("task %d/8 had nothing to do:\n%s", i, out)
+		}
+		if i < 4 && !strings.Contains(out, "forgotten") {
+			t.Errorf("task %d/8 did not say its index forgot the moved files' answers:\n%s", i, out)
+		}
+	}
+	for ds, ids := range all {
+		seen := map[string]int{}
+		files, _ := filepath.Glob(filepath.Join(root, ds, "raw_responses.shard-*-of-0008.jsonl"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(string(b)) {
+				var a struct{ ID string }
+				if err := json.Unmarshal([]byte(line), &a); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				seen[a.ID]++
+			}
+		}
+		for id := range ids {
+			if seen[id] != 1 {
+				t.Errorf("%s: %s answered %d times by the 8-way run, want once", ds, id, seen[id])
+			}
+		}
+	}
+}

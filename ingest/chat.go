@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Turn is one message of a chat prompt, in OpenAI's terms.
@@ -91,9 +92,23 @@ func OpenOutput(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s is being written by another gendex gen or export (lock: %v); run this when it is done", path, err)
+	// A lock held for a moment is waited for: a process that forks (a test
+	// binary, a program embedding gendex) lends its open files to the child
+	// until the child execs, lock included, even after it closed them. A
+	// writer that holds the file is still there a second later.
+	deadline := time.Now().Add(outputLockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%s is being written by another gendex gen or export (lock: %v); run this when it is done", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return f, nil
 }
+
+// outputLockWait is how long OpenOutput waits for a lock held by another.
+const outputLockWait = time.Second

@@ -47,7 +47,21 @@ func StageOf(name string) (store.Stage, bool) {
 // (ROOT/<dataset>/<stage files>), one dataset folder, or one file. A file
 // needs dataset and stage unless its folder and name say them (an empty
 // dataset means "from the folder name"; a nil stage means "from the name").
+//
+// Each Source.Path is canonical (CanonicalPath: symlinks resolved), so one
+// file reached by two spellings is one file; a dataset keeps the name of
+// its folder as given.
 func Discover(path, dataset string, stage *store.Stage) ([]Source, error) {
+	srcs, err := discover(path, dataset, stage)
+	for i := range srcs {
+		if real, err := CanonicalPath(srcs[i].Path); err == nil {
+			srcs[i].Path = real
+		}
+	}
+	return srcs, err
+}
+
+func discover(path, dataset string, stage *store.Stage) ([]Source, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err

@@ -106,3 +106,26 @@ func CheckPlaces(db *store.DB, srcs []Source) error {
 	return fmt.Errorf("two folders with one dataset name never merge:\n  %s\nIndex a folder as a dataset of its own name: gendex ingest --dataset NAME FOLDER; or give it an index of its own: gendex --db OTHER.db ingest ...; or make the index forget the dataset first: gendex drop NAME (no file is touched)",
 		strings.Join(lines, "\n  "))
 }
+
+// CanonicalPath returns the one spelling of path that every writer stores:
+// absolute, with symlinks and ".." resolved (as far as the path exists; the
+// rest, a folder not made yet, is joined as given). A folder reached
+// through a symlink and through its real path is one place.
+func CanonicalPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for dir := abs; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}

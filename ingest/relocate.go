@@ -126,7 +126,7 @@ func sameFile(f store.FileState, path string) (store.FileIdentity, error) {
 }
 
 func absClean(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
+	if abs, err := CanonicalPath(p); err == nil {
 		return abs
 	}
 	return filepath.Clean(p)

@@ -23,11 +23,13 @@ const (
 	Unstorable              // beyond the index's limits (store.CheckRecord): skipped
 	BadCount                // a count out of range: indexed with that count unknown
 	ServerID                // indexed under an id no prompt carries (the server's request id, or the answer's file and line)
+	Gone                    // a counted file gone, shorter, replaced or changed: its records were forgotten (CheckDisk)
+	Moved                   // a counted file found at a new path (its folder moved): its records count there
 	numKinds
 )
 
 var kindNames = [numKinds]string{"invalid JSON", "no id", "duplicate id", "no token count", "incomplete last line", "re-indexed", "prompt without id",
-	"not storable", "count out of range", "id no prompt carries"}
+	"not storable", "count out of range", "id no prompt carries", "forgotten (not on the disk as indexed)", "moved"}
 
 func (k Kind) String() string { return kindNames[k] }
 

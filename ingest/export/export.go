@@ -91,7 +91,7 @@ func Find(paths []string, outDir string) ([]Dataset, error) {
 	var abs string
 	if outDir != "" {
 		var err error
-		if abs, err = filepath.Abs(outDir); err != nil {
+		if abs, err = ingest.CanonicalPath(outDir); err != nil {
 			return nil, err
 		}
 	}

@@ -204,7 +204,7 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 			if d == nil {
 				dir := filepath.Dir(s.Path)
 				if out != "" {
-					abs, err := filepath.Abs(out)
+					abs, err := ingest.CanonicalPath(out)
 					if err != nil {
 						return nil, err
 					}
@@ -239,6 +239,9 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 				}
 			}
 			if prev, dup := seen[name]; dup {
+				if prev == filepath.Dir(d.Prompts[0]) {
+					continue // the same folder given twice (a glob and its path): one dataset
+				}
 				return nil, fmt.Errorf("two datasets are named %s (%s and %s); rename one folder", name, prev, filepath.Dir(d.Prompts[0]))
 			}
 			seen[name] = filepath.Dir(d.Prompts[0])
@@ -274,6 +277,25 @@ func (d *Dataset) addOther(s ingest.Source, shard store.Shard) error {
 	}
 	d.Others = append(d.Others, s)
 	return nil
+}
+
+// sourcesOf lists every file of datasets a run reads or writes, as the
+// index counts them.
+func sourcesOf(datasets []Dataset) []ingest.Source {
+	var out []ingest.Source
+	for _, d := range datasets {
+		for _, p := range d.Prompts {
+			out = append(out, ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
+		}
+		for _, f := range []struct {
+			path  string
+			stage store.Stage
+		}{{d.Raw, store.Raw}, {d.Errors, store.Errors}, {d.Turns, store.Turns}, {d.Tokenized, store.Tokenized}, {d.Excluded, store.Excluded}} {
+			out = append(out, ingest.Source{Path: f.path, Dataset: d.Name, Stage: f.stage})
+		}
+		out = append(out, d.Others...)
+	}
+	return out
 }
 
 // isOutput reports whether path is one of the files gen writes for d.
@@ -427,6 +449,12 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	defer cancelReqs()
 	r.reqs, r.cancelReqs = reqs, cancelReqs
 
+	// The index believes only what the disk holds: counted files that are
+	// gone or changed are forgotten, moved ones found, before anything is
+	// decided.
+	if err := r.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
+		return nil, err
+	}
 	if err := r.settlePlaces(datasets); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,185 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"gendex/store"
+)
+
+// The disk is the truth (README, "What counts as answered"): an index
+// opened for writing first checks every file it counts, so that it never
+// believes in answers that are no longer there.
+
+// CheckDisk checks every file the index counts against the disk, before a
+// writer reads anything:
+//   - a file that is gone is forgotten (its records removed, so its
+//     prompts are unanswered again), said with its path and count, unless
+//     one of candidates (the files this run reads) is that very file at a
+//     new path (the same device and inode, as after mv of its folder): the
+//     index then moves it there and reads nothing again;
+//   - a file indexed under another spelling of its path (through a
+//     symlink) that candidates name by its real path is moved there;
+//   - a file shorter than what was indexed, another file at its path (a new
+//     inode), or one whose first bytes changed is forgotten too; reading it
+//     again is the indexer's (IndexFile), as for any such file.
+//
+// A file that cannot be looked at for another reason (permissions, an
+// unreachable mount) is left as it is, with a warning: only a file known to
+// be gone or changed is forgotten.
+func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
+	var held []store.FileState
+	err := ix.DB.View(func(v *store.View) error {
+		return v.Files(func(f store.FileState) error {
+			if f.ID != 0 && f.Phase == store.PhaseReady {
+				held = append(held, f)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	known := make(map[string]bool, len(held))
+	for _, f := range held {
+		known[f.Path] = true
+	}
+	wanted := make(map[string]bool, len(candidates))
+	for _, c := range candidates {
+		wanted[c.Path] = true
+	}
+	// The candidates the index does not hold yet, by identity: where a
+	// gone file may have moved.
+	type identity struct{ dev, ino uint64 }
+	var fresh map[identity]Source
+	freshOf := func() map[identity]Source {
+		if fresh != nil {
+			return fresh
+		}
+		fresh = map[identity]Source{}
+		for _, c := range candidates {
+			if known[c.Path] {
+				continue
+			}
+			if fi, err := os.Stat(c.Path); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					fresh[identity{uint64(st.Dev), st.Ino}] = c
+				}
+			}
+		}
+		return fresh
+	}
+	for _, f := range held {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		why, err := changed(f)
+		if err != nil {
+			ix.report(Problem{Path: f.Path, Kind: Gone, Msg: fmt.Sprintf("cannot be checked (%v); its %d records are still counted", err, f.Records)})
+			continue
+		}
+		if why == "" {
+			// Indexed under another spelling (a symlink, by an older gendex):
+			// the file this run reads by its real path is that file.
+			if real, err := filepath.EvalSymlinks(f.Path); err == nil && real != f.Path && !known[real] && wanted[real] {
+				if err := ix.DB.Update(func(tx *store.Tx) error { _, err := tx.MoveFile(f.Path, real, nil); return err }); err != nil {
+					return fmt.Errorf("moving %s to %s in the index: %w", f.Path, real, err)
+				}
+				known[real] = true
+			}
+			continue
+		}
+		if why == whyGone {
+			if c, ok := freshOf()[identity{f.Dev, f.Ino}]; ok && c.Dataset == f.Dataset && c.Stage == f.Stage {
+				if id, err := sameFile(f, c.Path); err == nil {
+					if err := ix.DB.Update(func(tx *store.Tx) error { _, err := tx.MoveFile(f.Path, c.Path, &id); return err }); err != nil {
+						return fmt.Errorf("moving %s to %s in the index: %w", f.Path, c.Path, err)
+					}
+					ix.report(Problem{Path: c.Path, Kind: Moved, Msg: fmt.Sprintf("the same file as %s, which is gone: its %d records count here; nothing is read again", f.Path, f.Records)})
+					continue
+				}
+			}
+		}
+		if err := ix.forget(ctx, f); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("%s: its %d records are forgotten, and the prompts they answered are unanswered again", why, f.Records)
+		if why != whyGone {
+			msg = fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
+		}
+		ix.report(Problem{Path: f.Path, Kind: Gone, Msg: msg})
+	}
+	return nil
+}
+
+const whyGone = "the file is gone"
+
+// changed says why the file the index read at f.Path is no longer what it
+// read ("" when it is): gone, shorter, another file, or other first bytes.
+// An error is a file that could not be looked at.
+func changed(f store.FileState) (string, error) {
+	file, err := os.Open(f.Path)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return whyGone, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return "", err
+	}
+	var dev, ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		dev, ino = uint64(st.Dev), st.Ino
+	}
+	switch {
+	case fi.IsDir():
+		return whyGone + " (a folder is there)", nil
+	case dev != f.Dev || ino != f.Ino:
+		return "another file is at its path (a new inode)", nil
+	case fi.Size() < f.Offset:
+		return fmt.Sprintf("the file is shorter than what was indexed (%d bytes, %d were indexed)", fi.Size(), f.Offset), nil
+	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime:
+		return "", nil // unchanged since it was read
+	case f.HeadLen > 0:
+		sum, err := headSum(file, f.HeadLen)
+		if err != nil {
+			return "", err
+		}
+		if sum != f.HeadSum {
+			return "the file's first bytes changed", nil
+		}
+	}
+	return "", nil
+}
+
+// forget removes what the index holds of f (and of the files that repeat
+// its ids, which stay listed for reading again), in bounded batches.
+func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
+	err := ix.DB.Update(func(tx *store.Tx) error {
+		state, ok, err := tx.File(f.Path)
+		if err != nil || !ok {
+			return err
+		}
+		_, err = tx.ForgetFile(&state)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("forgetting %s: %w", f.Path, err)
+	}
+	if err := ix.DB.FinishForgets(ctx, ix.ForgetBatch, nil); err != nil {
+		return err
+	}
+	if _, err := os.Stat(f.Path); errors.Is(err, os.ErrNotExist) {
+		// Nothing to read again: its state stays (its id path with it) with
+		// nothing counted, as a file forgotten and read to its end.
+		return ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(f.Path) })
+	}
+	return nil
+}
