@@ -89,6 +89,15 @@ func runExport(ctx context.Context, c *call, args []string) error {
 	// ReleaseAbove: the index pages that export's walks and lookups touch
 	// all over the file stay in the page cache, not in its RSS.
 	x := &export.Exporter{Ix: &ingest.Indexer{DB: db, Report: rep.Report, ReleaseAbove: 32 << 20}, Config: cfg}
+	var srcs []ingest.Source
+	for _, d := range sets {
+		srcs = append(srcs, d.Sources...)
+		srcs = append(srcs, ingest.Source{Path: d.Tokenized(), Dataset: d.Name, Stage: store.Tokenized},
+			ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded})
+	}
+	if err := x.Ix.CheckDisk(ctx, srcs); err != nil {
+		return err
+	}
 	start := c.env.Now()
 	left := 0
 	// Refused before anything is written: records of another folder in

@@ -74,6 +74,11 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 			}
 			all = append(all, srcs...)
 		}
+		// The disk is the truth, at the start and as a follow goes:
+		// counted files gone or changed are forgotten, moved ones found.
+		if err := ix.CheckDisk(ctx, all); err != nil {
+			return nil, err
+		}
 		if *dataset == "" { // named by their folders: see ingest.CheckPlaces
 			if err := ingest.CheckPlaces(db, all); err != nil {
 				return nil, err
