@@ -247,7 +247,20 @@ func (p *exportPlan) problems(dbPath, out string) (probs []string, elsewhere []*
 			defer db.Close()
 		}
 	}
+	var held map[string][]store.FileState
+	if db != nil {
+		if err := db.View(func(v *store.View) (err error) { held, err = ingest.HeldFiles(v); return err }); err != nil {
+			return nil, nil, err
+		}
+	}
 	for _, d := range sets {
+		// The answers a record is built from must be the ones the index
+		// counts for the dataset, and the records must not sit beside
+		// other answers (a dry run's records beside the real run's).
+		if pr := p.answerProblem(d, held[d.Name], dbPath); pr != "" {
+			probs = append(probs, pr)
+			continue
+		}
 		if db != nil {
 			_, el, err := export.Where(db, d)
 			if err != nil {
@@ -267,6 +280,42 @@ func (p *exportPlan) problems(dbPath, out string) (probs []string, elsewhere []*
 		}
 	}
 	return probs, elsewhere, nil
+}
+
+// answerProblem says what stops records of d from being built from d's
+// answers (its raw, errors and turns files): the index (holding held for
+// d) counts the dataset's answers in another folder, or d.Out, the records'
+// folder, holds answers of its own other than these. "" when neither.
+func (p *exportPlan) answerProblem(d export.Dataset, held []store.FileState, dbPath string) string {
+	dirs := map[string]bool{}
+	for _, s := range d.Sources {
+		if kind, ok := ingest.PlaceKind(s.Stage); !ok || kind != "answers" {
+			continue
+		}
+		dir := filepath.Dir(s.Path)
+		dirs[dir] = true
+		if el := ingest.Elsewhere(held, s.Stage, dir); len(el) > 0 {
+			var where []string
+			for _, f := range ingest.Folders(el) {
+				where = append(where, p.show(f))
+			}
+			return fmt.Sprintf("%s: the index %s counts its answers in %s, not the ones in %s: answers in one folder never stand in for another's",
+				d.Name, p.show(dbPath), strings.Join(where, " and "), p.show(dir))
+		}
+	}
+	if dirs[d.Out] || len(dirs) == 0 {
+		return ""
+	}
+	if own, _ := filepath.Glob(filepath.Join(d.Out, "raw_responses*.jsonl")); len(own) > 0 {
+		var from []string
+		for dir := range dirs {
+			from = append(from, p.show(dir))
+		}
+		sort.Strings(from)
+		return fmt.Sprintf("%s: %s holds answers of its own (%s); records made from the answers in %s would sit beside answers they were not made from",
+			d.Name, p.show(d.Out), filepath.Base(own[0]), strings.Join(from, " and "))
+	}
+	return ""
 }
 
 // places says where records are and how many.

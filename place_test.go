@@ -7,12 +7,14 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The tests of "what counts as answered" (README): a dataset's answers
@@ -566,4 +568,95 @@ func TestOneFolderThreeSpellings(t *testing.T) {
 	if n, _ := p.answers("moved"); n != 200 {
 		t.Errorf("%d answer lines, want 200", n)
 	}
+}
+
+// TestDryRunRecordsNeverReachTheRealFolder: issue 27's case 1, as a user
+// ran it. A dry run with --export, then the real run interrupted at 38 of
+// 60 answers, then `gendex export dry`: refused, and the command it gives
+// works as written: after it, every count equals the files, no record in
+// data/ was made from the simulator's answers, and the next real run
+// answers the rest. Before, the refusal gave `gendex --db gendex.db export
+// --out data dry`, which wrote the simulator's records into the real
+// tokenized.jsonl and made progress say 60 answered where the folder held
+// 38.
+func TestDryRunRecordsNeverReachTheRealFolder(t *testing.T) {
+	p := newPlaceRun(t)
+	data := filepath.Join(p.dir, "data", "chat_s")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&b, `{"id":"c%03d","messages":[{"role":"user","content":"tell me about %d"}]}`+"\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(data, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.mustRun("gen", "--server", "sim", "--out", "dry", "--export", "conversations", "--max-new-tokens", "16", "data")
+	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "40")
+	gen := exec.CommandContext(t.Context(), p.bin, "gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "--concurrency", "4", "data")
+	gen.Dir = p.dir
+	gen.Env = append(os.Environ(), "GENDEX_DB=")
+	var genErr lockedBuffer
+	gen.Stderr = &genErr
+	if err := gen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(data, name))
+		return strings.Count(string(b), "\n")
+	}
+	waitFor(t, 60*time.Second, "38 real answers", func() bool { return lines("raw_responses.jsonl") >= 38 })
+	gen.Process.Signal(os.Interrupt)
+	gen.Wait()
+	answered := lines("raw_responses.jsonl")
+	if answered >= 60 {
+		t.Fatalf("the real run was not interrupted: %d answers\n%s", answered, genErr.String())
+	}
+	records := lines("tokenized.jsonl") + lines("excluded.jsonl")
+	tokBefore, _ := os.ReadFile(filepath.Join(data, "tokenized.jsonl"))
+
+	code, errOut := p.run("export", "dry")
+	if code != 1 || !strings.Contains(errOut, "refused") {
+		t.Fatalf("export dry after the real run: exit %d, want a refusal\n%s", code, errOut)
+	}
+	// Every command it gives, run as written, one after the other (they
+	// are ways out, each safe): none may write into the real folder or
+	// make a count differ from the files.
+	var cmds []string
+	for _, l := range strings.Split(errOut, "\n") {
+		if l := strings.TrimSpace(l); strings.HasPrefix(l, "gendex ") {
+			cmds = append(cmds, l)
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("the refusal gives no command:\n%s", errOut)
+	}
+	for _, cmdLine := range cmds {
+		p.run(strings.Fields(cmdLine)[1:]...) // as written (no quoting needed here); a refusal is fine
+		tokAfter, _ := os.ReadFile(filepath.Join(data, "tokenized.jsonl"))
+		if !bytes.Equal(tokBefore, tokAfter) || lines("tokenized.jsonl")+lines("excluded.jsonl") != records {
+			t.Errorf("%q wrote into the real run's folder: tokenized.jsonl %d -> %d bytes", cmdLine, len(tokBefore), len(tokAfter))
+		}
+		rows := p.progress("gendex.db")
+		if r := rows["chat_s"]; r["raw"] != float64(answered) || r["tokenized"].(float64)+r["excluded"].(float64) != float64(records) {
+			t.Errorf("after %q: progress %v; the folder holds %d answers and %d records or exclusions", cmdLine, r, answered, records)
+		}
+	}
+	errOut = p.mustRun("gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "data")
+	if lines("raw_responses.jsonl") != 60 || lines("tokenized.jsonl")+lines("excluded.jsonl") != 60 {
+		t.Errorf("the next real run: %d answers, %d records or exclusions; want 60 each\n%s", lines("raw_responses.jsonl"), lines("tokenized.jsonl")+lines("excluded.jsonl"), errOut)
+	}
+	if sim := strings.Count(string(mustRead(t, filepath.Join(data, "raw_responses.jsonl"))), `"simulated":true`); sim != 0 {
+		t.Errorf("%d simulated answers in the real folder", sim)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"gendex/ingest"
 	"gendex/store"
 )
 
@@ -114,9 +115,17 @@ func (e *ElsewhereError) Error() string {
 		e.Dataset, strings.Join(where, " and "), e.Out, e.Out, e.Out)
 }
 
-// CheckPlace returns an *ElsewhereError when the index holds records or
-// exclusions of d from folders other than d.Out.
+// CheckPlace refuses an export of d whose answers (d.Sources) the index
+// counts in another folder (ingest.CheckPlaces), and returns an
+// *ElsewhereError when the index holds records or exclusions of d from
+// folders other than d.Out.
 func (x *Exporter) CheckPlace(d Dataset) error {
+	// The answers it reads count only in the dataset's own answer folder
+	// (ingest's one rule for every writer): a record is never built from
+	// answers the index does not count for the dataset.
+	if err := ingest.CheckPlaces(x.Ix.DB, d.Sources); err != nil {
+		return err
+	}
 	_, elsewhere, err := Where(x.Ix.DB, d)
 	if err != nil {
 		return err
