@@ -24,15 +24,15 @@ func TestOpenOutputWaitsForAMomentaryLock(t *testing.T) {
 		}
 		return f
 	}
-	other := hold()
-	time.AfterFunc(100*time.Millisecond, func() { other.Close() })
+	momentary := hold()
+	time.AfterFunc(100*time.Millisecond, func() { momentary.Close() })
 	f, err := OpenOutput(path)
 	if err != nil {
 		t.Fatalf("a lock released after 100 ms: %v", err)
 	}
 	f.Close()
 
-	other = hold()
+	other := hold()
 	defer other.Close()
 	if f, err := OpenOutput(path); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "being written by another") {
 		if f != nil {
