@@ -45,6 +45,7 @@ var helpTopics = []helpTopic{
 	{"query", "## query", "every question's columns and what the numbers mean"},
 	{"plot", "## series and plot: the run over time", "query series and gendex plot"},
 	{"drafter", "## Measuring a drafter", "accept length from answers and from the servers"},
+	{"disk", "## The disk is the truth", "files gone, moved or copied; gendex relocate"},
 	{"formats", "## Formats it reads", "every response shape, ids, streams, --map"},
 	{"internals", "## How it works", "the packages and what each one does"},
 	{"numbers", "## Measured numbers", "ingest, questions, gen, export and soak, measured"},

@@ -339,7 +339,7 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 	}
 	cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, "gendex-0.db"), "gen", "--server", url, "--shard", "0/8", root)
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "move those files away") {
+	if err == nil || !strings.Contains(string(out), "move its files out of the folder") {
 		t.Fatalf("an 8-way run over a 4-way run's files: %v\n%s", err, out)
 	}
 	moved := t.TempDir()
@@ -380,6 +380,71 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 			if seen[id] != 1 {
 				t.Errorf("%s: %s answered %d times by the 8-way run, want once", ds, id, seen[id])
 			}
+		}
+	}
+}
+
+// TestTwoShardCountsAtOnce: a 4-way and an 8-way run started on one folder
+// while their servers load (here: never up) are never both accepted: the
+// first to start claims the folder before its first request, and of two
+// started at the same instant at least one is refused, saying what to do.
+// Before, both waited for their servers and would have answered every
+// prompt twice between them (the check read only files with answers).
+func TestTwoShardCountsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	for round := range 6 {
+		root := t.TempDir()
+		writeShardPrompts(t, root, 20)
+		down := "http://" + freeAddr(t) // nothing listens: the servers are still loading
+		type start struct {
+			cmd  *exec.Cmd
+			err  *lockedBuffer
+			done chan error
+		}
+		starts := make([]*start, 2)
+		for i, n := range []int{4, 8} {
+			s := &start{err: &lockedBuffer{}, done: make(chan error, 1)}
+			s.cmd = exec.Command(bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", down, "--wait-ready", "10m",
+				"--shard", fmt.Sprintf("0/%d", n), root)
+			s.cmd.Stderr = s.err
+			starts[i] = s
+		}
+		if round%2 == 1 { // one after the other: the first is waiting for its server
+			starts[0].cmd.Start()
+			waitFor(t, 30*time.Second, "the first run to wait for its server", func() bool { return strings.Contains(starts[0].err.String(), "waiting for") })
+			starts[1].cmd.Start()
+		} else { // at the same instant
+			for _, s := range starts {
+				if err := s.cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, s := range starts {
+			go func() { s.done <- s.cmd.Wait() }()
+			defer s.cmd.Process.Kill()
+		}
+		var first int // the first to end: refused
+		select {
+		case <-starts[0].done:
+			first = 0
+		case <-starts[1].done:
+			first = 1
+		case <-time.After(60 * time.Second):
+			t.Fatalf("round %d: a 4-way and an 8-way run on one folder both accepted:\n%s\n%s", round, starts[0].err.String(), starts[1].err.String())
+		}
+		if s := starts[first]; s.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(s.err.String(), "mkdir -p") {
+			t.Errorf("round %d: a refused run: exit %d\n%s", round, s.cmd.ProcessState.ExitCode(), s.err.String())
+		}
+		if round%2 == 1 && first != 1 {
+			t.Errorf("round %d: the second run, started while the first waited, was accepted and the first refused", round)
+		}
+		for _, s := range starts {
+			s.cmd.Process.Kill()
 		}
 	}
 }

@@ -263,12 +263,9 @@ func (d *Dataset) addOther(s ingest.Source, shard store.Shard) error {
 		return nil
 	}
 	if of, ok := store.ShardOfFile(s.Path); ok && !shard.IsZero() && of != shard {
-		if of.N != shard.N {
-			if fi, err := os.Stat(s.Path); err == nil && fi.Size() == 0 {
-				return nil // empty: nothing to miss
-			}
-			return fmt.Errorf("%s: %s holds the answers of a run %w (%d), and this one is --shard %s: its shards would not know them, and could answer their prompts again; run it as --shard I/%d, or move those files away",
-				d.Name, s.Path, store.ErrShardCount, of.N, shard, of.N)
+		if of.N != shard.N { // (empty ones too: see claimShards)
+			dir := filepath.Dir(s.Path)
+			return shardClaimError(d.Name, dir, shard, otherCounts(dir, shard.N))
 		}
 		return nil // another shard's: its own index counts it
 	}
@@ -456,6 +453,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		return nil, err
 	}
 	if err := r.settlePlaces(datasets); err != nil {
+		return nil, err
+	}
+	if err := claimShards(datasets, cfg.Shard); err != nil {
 		return nil, err
 	}
 	for _, d := range datasets {
