@@ -47,6 +47,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
 	scrapeEvery := fs.Duration("scrape-every", gen.DefaultScrapeEvery, "how often to read each server's /metrics into the index (0: never)")
 	shardFlag := fs.String("shard", "", "answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
+	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID); each new answer replaces the old one everywhere, and its record the old one's")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -115,6 +116,11 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if cfg.Shard, err = store.ParseShard(*shardFlag); err != nil {
 		return usagef("gen: --shard: %v", err)
 	}
+	if *redo != "" {
+		if cfg.Redo, err = gen.ParseRedo(*redo); err != nil {
+			return usagef("gen: %v", err)
+		}
+	}
 	sets, err := gen.FindShardDatasets(paths, *out, cfg.Shard)
 	if err != nil {
 		return err
@@ -165,6 +171,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	// index catches up from the files on the next start.
 	exitOnSecondInterrupt(ctx, c.env.Stderr)
 	sum, err := gen.Run(ctx, db, cfg, sets)
+	if errors.Is(err, gen.ErrRedoUsage) {
+		return usagef("gen: %v", err)
+	}
 	if e := (*export.ElsewhereError)(nil); errors.As(err, &e) {
 		return fmt.Errorf("%w\n%s", err, recordsElsewhereAdvice(c.db, fs, e))
 	}

@@ -131,7 +131,7 @@ func TestGenTruncatedEqualsHandCount(t *testing.T) {
 	if all == 0 {
 		t.Fatalf("no answer of the demo was cut at 128 tokens: the test does not test\n%s", o)
 	}
-	if want := fmt.Sprintf("gen: %d of %d answers were cut at 128 tokens (finish_reason length): raise --max-new-tokens", all, answers); !strings.Contains(string(o), want) {
+	if want := fmt.Sprintf("gen: %d of %d answers were cut at 128 tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N", all, answers); !strings.Contains(string(o), want) {
 		t.Errorf("gen's summary does not say %q:\n%s", want, o)
 	}
 	if strings.Contains(string(o), "--max-new-tokens is the default") {

@@ -183,3 +183,20 @@ func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
 	}
 	return nil
 }
+
+// Reread makes the index forget what it holds of src's file and reads it
+// again from its first byte, saying nothing: the caller replaced the file
+// on purpose (export's rewrite without replaced answers' records).
+func (ix *Indexer) Reread(ctx context.Context, src Source) (FileResult, error) {
+	var state store.FileState
+	err := ix.DB.View(func(v *store.View) (err error) { state, _, err = v.File(src.Path); return err })
+	if err != nil {
+		return FileResult{Source: src}, err
+	}
+	if state.ID != 0 && state.Phase == store.PhaseReady {
+		if err := ix.forget(ctx, state); err != nil {
+			return FileResult{Source: src}, err
+		}
+	}
+	return ix.IndexFile(ctx, src)
+}

@@ -116,6 +116,26 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 					continue
 				}
 			}
+			if p.redo {
+				old, err := tx.Replace(src.Dataset, p.stage, &p.rec)
+				if errors.Is(err, store.ErrUnstorable) { // Replace changed nothing
+					refused++
+					txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if old != nil {
+					st.Replacing++
+					if old.File == st.ID {
+						st.Replaced++
+					} else {
+						added++ // the id's record is now this file's
+					}
+					continue
+				}
+			}
 			first, err := tx.Add(src.Dataset, p.stage, &p.rec)
 			if errors.Is(err, store.ErrUnstorable) { // Add changed nothing
 				refused++

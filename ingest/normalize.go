@@ -43,7 +43,7 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail                        span
-	model, simulated                            span
+	model, simulated, redo                      span
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -139,6 +139,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.model = sp
 	case "simulated":
 		f.simulated = sp
+	case "redo":
+		f.redo = sp
 	case "turns":
 		f.turns = sp
 	case "sglext":
@@ -242,6 +244,9 @@ type lineInfo struct {
 	// file's Makers.
 	model     []byte
 	simulated bool
+	// redo is the line's "redo": true: an answer asked again (gen --redo)
+	// that replaces the earlier answer of its id.
+	redo bool
 	// other says the line is of a shape read by other (a batch API's or a
 	// local server's), form which; lineID that it has no id (it is known
 	// by its file and line); partial that it is a stream's event before
@@ -477,6 +482,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
+	info.redo = string(val(b, f.redo)) == "true"
 	specCounts(b, &f, &meta, hasMeta, rec)
 	if stage == store.Raw {
 		if path.fields() {

@@ -45,8 +45,13 @@ type FileState struct {
 	// ErrorDuplicates are duplicates among the error records a response
 	// file holds (they are counted in the errors stage).
 	ErrorDuplicates uint64 `json:"error_duplicates,omitempty"`
-	Skipped         uint64 `json:"skipped"`
-	Unknown         uint64 `json:"unknown_tokens"`
+	// Replaced counts the file's answers that a later answer of the same
+	// id replaced (in this file or another), and Replacing the file's
+	// answers that replaced one (see Tx.Replace).
+	Replaced  uint64 `json:"replaced,omitempty"`
+	Replacing uint64 `json:"replacing,omitempty"`
+	Skipped   uint64 `json:"skipped"`
+	Unknown   uint64 `json:"unknown_tokens"`
 	// Makers counts a response file's answer lines by what made them (the
 	// lines' "model" and "simulated"), for saying where a dataset's
 	// answers come from and for keeping the simulator's apart. A file
@@ -262,7 +267,7 @@ func (tx *Tx) ForgetFile(fs *FileState) (siblings []FileState, err error) {
 		return s == fs.Stage
 	}
 	err = (&View{btx: tx.btx}).Files(func(o FileState) error {
-		if o.Path != fs.Path && o.Dataset == fs.Dataset && group(o.Stage) && o.ID != 0 && o.Duplicates+o.ErrorDuplicates > 0 {
+		if o.Path != fs.Path && o.Dataset == fs.Dataset && group(o.Stage) && o.ID != 0 && o.Duplicates+o.ErrorDuplicates+o.Replaced+o.Replacing > 0 {
 			siblings = append(siblings, o)
 		}
 		return nil
@@ -299,6 +304,7 @@ func (tx *Tx) beginForget(fs *FileState) error {
 	if err != nil {
 		return err
 	}
+	d.sum.Stages[fs.Stage].Replaced -= fs.Replacing
 	d.sum.Stages[fs.Stage].Files--
 	d.sum.Stages[fs.Stage].Skipped -= fs.Skipped
 	*fs = FileState{Path: fs.Path, Dataset: fs.Dataset, Stage: fs.Stage, IDPath: fs.IDPath, Shard: fs.Shard, Phase: PhaseForgetting,

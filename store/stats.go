@@ -18,6 +18,9 @@ type Stats struct {
 
 	// Duplicates counts lines whose id was already indexed for this stage.
 	Duplicates uint64 `json:"duplicates"`
+	// Replaced counts answers a later answer of the same id replaced (a
+	// redo: Tx.Replace); they are counted nowhere else.
+	Replaced uint64 `json:"replaced,omitempty"`
 	// Skipped counts the lines of this stage's files that were left out
 	// (invalid JSON, no id, not storable): the sum of their
 	// FileState.Skipped, kept in step by Tx.PutFile and Tx.ForgetFile.

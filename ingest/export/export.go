@@ -221,6 +221,9 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
 	}
+	if _, err := x.dropStale(ctx, &d, out); err != nil {
+		return res, err
+	}
 	if fi, err := out.tok.Stat(); err == nil {
 		out.tokEnd = fi.Size()
 	}

@@ -39,6 +39,7 @@ import (
 type exportOut struct {
 	tok, exc         ingest.Source
 	tokFile, excFile *os.File
+	catchUpDone      bool // the next catchUp is the final pass (redo.go)
 	exportCounts
 	reasons map[string]int64 // exclusions by reason
 }
@@ -69,6 +70,9 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 		f   **os.File
 		src ingest.Source
 	}{{&e.tokFile, e.tok}, {&e.excFile, e.exc}} {
+		if *o.f != nil {
+			continue // the final pass (redo): held since the start
+		}
 		var err error
 		if *o.f, err = ingest.OpenOutput(o.src.Path); err != nil {
 			return err
@@ -76,20 +80,30 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 	}
 	d.Held = &export.HeldOutputs{Tokenized: e.tokFile, Excluded: e.excFile}
 	res, err := x.Export(ctx, d)
+	e.tokFile, e.excFile = d.Held.Tokenized, d.Held.Excluded // a rewrite replaces them
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
 	}
 	e.records += int64(res.Records)
+	var excluded int64
+	reasons := map[string]int64{}
 	for reason, n := range res.Excluded {
+		excluded += int64(n)
+		reasons[reason] += int64(n)
 		e.excluded += int64(n)
 		e.reasons[reason] += int64(n)
 	}
 	left := res.LeftNoPrompt() + res.LeftNeedsServer() + res.LeftBadPrompt()
 	e.left += int64(left)
 	if res.Todo > 0 {
-		r.logf("gen: --export: %s: %d answers written earlier had no record: %d records, %d excluded%s, %d left",
-			ds.Name, res.Todo, res.Records, e.excluded, reasonsText(e.reasons), left)
+		what := "answers written earlier had no record"
+		if ds.exp.catchUpDone {
+			what = "answers asked again (--redo) get their records"
+		}
+		r.logf("gen: --export: %s: %d %s: %d records, %d excluded%s, %d left",
+			ds.Name, res.Todo, what, res.Records, excluded, reasonsText(reasons), left)
 	}
+	ds.exp.catchUpDone = true
 	if res.LeftBadPrompt() > 0 {
 		r.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
 	}

@@ -58,13 +58,15 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 		case err != nil:
 			return nil // invalid: the indexer has reported it
 		}
-		send := false
+		send, redo := false, false
 		if err := r.db.View(func(v *store.View) error {
 			p, ok, err := v.Get(ds.Name, store.Prompts, rec.ID)
 			if err != nil || !ok || p.File != state.ID || p.Line != n {
 				return err // not the first line with this id
 			}
 			if _, done, _ := v.Get(ds.Name, store.Raw, rec.ID); done {
+				send = ds.redo != nil && ds.redo.ids[rec.ID]
+				redo = send
 				return nil
 			}
 			if _, failed, _ := v.Get(ds.Name, store.Errors, rec.ID); failed && !r.cfg.RetryErrors {
@@ -86,7 +88,13 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 		if r.cfg.Export != nil {
 			p.Raw, p.Path = bytes.Clone(line), path
 		}
-		j := job{ds: ds, p: p}
+		j := job{ds: ds, p: p, redo: redo}
+		if redo && r.cfg.Turns == TurnsAll && p.Turns >= 2 {
+			// A conversation answered whole before (--turns last): asked
+			// turn by turn, its new answer could not replace the old one.
+			r.once("redo-conv-"+ds.Name, "gen: --redo: %s: conversations are not asked again (a redo asks single answers only, for now)", ds.Name)
+			return nil
+		}
 		if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
 			c, err := r.recorded(ds, p, files)
 			if err != nil {

@@ -117,6 +117,8 @@ type Config struct {
 	// the prompts whose id hashes to it (store.ShardOf), written to files
 	// of its own (FindShardDatasets); the index holds only its prompts.
 	Shard store.Shard
+	// Redo, when set, asks again answers the index holds (redo.go).
+	Redo *Redo
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
@@ -360,6 +362,7 @@ type dsRun struct {
 	errFile          *os.File
 	turnsFile        *os.File
 	exp              exportOut // gen --export's outputs and counts
+	redo             *redoSet  // what --redo asks again (nil without it)
 	todo             int64     // prompts to send at the start
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
@@ -379,6 +382,8 @@ type dsRun struct {
 type job struct {
 	ds *dsRun
 	p  *Prompt
+	// redo marks a prompt answered before and asked again (--redo).
+	redo bool
 	tries
 	// conv is the state of a conversation asked turn by turn (--turns
 	// all, k >= 2); nil for one request.
@@ -417,8 +422,9 @@ type result struct {
 	opens, closes bool
 	// exp is a raw line's training record or exclusion under --export.
 	exp export.Decision
-	// truncated marks a raw line whose finish_reason is length.
-	truncated bool
+	// truncated marks a raw line whose finish_reason is length; redo one
+	// that replaces an earlier answer (--redo).
+	truncated, redo bool
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when
@@ -476,6 +482,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err := r.countAnswerMakers(); err != nil {
 		return nil, err
 	}
+	if err := r.chooseRedo(); err != nil {
+		return nil, err
+	}
 	r.shapes = sampleShapes(r.sets)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
@@ -485,8 +494,12 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 			}
 		}
 	}
+	r.sayRedo()
 	var todo, half int64
 	for _, ds := range r.sets {
+		if ds.redo != nil {
+			ds.todo += int64(len(ds.redo.ids))
+		}
 		todo += ds.todo
 		half += ds.halfDone.Load()
 	}
@@ -567,6 +580,9 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	werr := <-writerDone
 	close(progressStop)
 	<-progressDone
+	if werr == nil && !r.stopping() && cfg.Export != nil {
+		werr = r.redoRecords()
+	}
 	cancelReqs()
 
 	sum = &Summary{Elapsed: time.Since(r.started)}

@@ -305,7 +305,14 @@ func (r *run) saySkipped() {
 			if err != nil || s.Overlap.Answered == 0 {
 				continue
 			}
-			r.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, s.Overlap.Answered, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+			kept := s.Overlap.Answered
+			if ds.redo != nil {
+				kept -= uint64(len(ds.redo.ids)) // asked again (--redo)
+			}
+			if kept == 0 {
+				continue
+			}
+			r.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 		}
 		return nil
 	})

@@ -487,13 +487,14 @@ func (r *run) truncatedSummary(sum *Summary) string {
 		limit = fmt.Sprintf("%d tokens", *n)
 	}
 	head := fmt.Sprintf("gen: %d of %s were cut at %s (finish_reason length)", sum.Truncated, counted(sum.Responses, "answer", "answers"), limit)
+	again := "ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags)"
 	switch x := r.cfg.Export; {
 	case x == nil:
-		return head + ": raise --max-new-tokens, or export keeps them only with --include-truncated"
+		return head + ": " + again + "; export keeps cut answers only with --include-truncated"
 	case x.IncludeTruncated:
-		return head + "; --include-truncated keeps them, cut, in the records: raise --max-new-tokens for whole answers"
+		return head + "; --include-truncated keeps them, cut, in the records; for whole answers, " + again
 	}
-	return head + ", so --export excluded them as length: raise --max-new-tokens, or --include-truncated keeps them"
+	return head + ", so --export excluded them as length; " + again + ", or --include-truncated keeps them"
 }
 
 // final prints the run's summary.

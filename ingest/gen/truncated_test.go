@@ -336,7 +336,7 @@ func TestGenCountsTruncated(t *testing.T) {
 	if sum.Truncated != cut {
 		t.Errorf("summary: %d truncated; the file holds %d answers with finish_reason length", sum.Truncated, cut)
 	}
-	want := fmt.Sprintf("gen: %d of 60 answers were cut at 24 tokens (finish_reason length): raise --max-new-tokens, or export keeps them only with --include-truncated\n", cut)
+	want := fmt.Sprintf("gen: %d of 60 answers were cut at 24 tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags); export keeps cut answers only with --include-truncated\n", cut)
 	if !strings.Contains(log, want) {
 		t.Errorf("the summary does not say %q:\n%s", want, log)
 	}
@@ -376,13 +376,13 @@ func TestTruncatedSummary(t *testing.T) {
 		{sglang.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200},
 			""},
 		{sglang.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30},
-			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length): raise --max-new-tokens, or export keeps them only with --include-truncated"},
+			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags); export keeps cut answers only with --include-truncated"},
 		{sglang.SamplingParams{}, nil, Summary{Responses: 200, Truncated: 30},
-			"gen: 30 of 200 answers were cut at the server's default max_new_tokens (finish_reason length): raise --max-new-tokens, or export keeps them only with --include-truncated"},
+			"gen: 30 of 200 answers were cut at the server's default max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags); export keeps cut answers only with --include-truncated"},
 		{sglang.SamplingParams{MaxNewTokens: &n}, &export.Config{}, Summary{Responses: 200, Truncated: 30},
-			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length), so --export excluded them as length: raise --max-new-tokens, or --include-truncated keeps them"},
+			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length), so --export excluded them as length; ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags), or --include-truncated keeps them"},
 		{sglang.SamplingParams{MaxNewTokens: &n}, &export.Config{IncludeTruncated: true}, Summary{Responses: 200, Truncated: 30},
-			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length); --include-truncated keeps them, cut, in the records: raise --max-new-tokens for whole answers"},
+			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length); --include-truncated keeps them, cut, in the records; for whole answers, ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags)"},
 	} {
 		r := &run{cfg: Config{Sampling: tc.sampling, Export: tc.export}}
 		if got := r.truncatedSummary(&tc.sum); got != tc.want {

@@ -51,8 +51,13 @@ func (r *run) answer(j job) {
 		if j.conv == nil {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
-			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length"}
-			r.decideExport(&out, j.p)
+			if j.redo {
+				line = r.redoLine(line)
+			}
+			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
+			if !j.redo { // a redo's record comes in the final export pass (redo.go)
+				r.decideExport(&out, j.p)
+			}
 			r.results <- out
 			return
 		}

@@ -1,0 +1,322 @@
+package gen
+
+// gen --redo: answers asked again. A redone answer is appended to the
+// dataset's answer file like any other, with "redo":true and the run's
+// "max_new_tokens" in its line; the index counts it in place of the
+// earlier answer of its id (store.Tx.Replace), in every view, and a fresh
+// ingest of the folder reaches the same answer from the lines alone. The
+// earlier line stays in the file: it is the record of what was asked.
+//
+// Which answers are asked again is decided from the index and the lines,
+// so a run killed at any moment and started again with the same --redo
+// asks each one once:
+//   - truncated: an answer cut at the token limit (finish_reason length),
+//     unless it is cut at this run's --max-new-tokens or more (asking again
+//     with the same limit gives the same cut), or is itself a redo made
+//     with a limit of this run's or more;
+//   - FILE: each listed id whose answer is older than FILE (a redo made
+//     after FILE was written is this redo's).
+// Under --export, a redone answer's record is made once the run's answers
+// are in (the final export pass), after export took the replaced answer's
+// record or exclusion out of its files (store's stale ids); a run killed
+// before that leaves it to the next run's catch-up.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gendex/ingest/export"
+	"gendex/store"
+)
+
+// ErrRedoUsage marks a --redo that names what the run does not have (a
+// usage mistake: nothing was sent).
+var ErrRedoUsage = errors.New("--redo")
+
+// Redo is what --redo asks again, besides the prompts without an answer.
+type Redo struct {
+	// Truncated asks again the answers cut at the token limit.
+	Truncated bool
+	// Path is FILE: its ids, by dataset ("" for an id of any of the run's
+	// datasets), and when it was last written.
+	Path    string
+	entries []redoEntry
+	written time.Time
+}
+
+type redoEntry struct {
+	line        int
+	dataset, id string
+}
+
+// ParseRedo reads --redo's value: "truncated", or a FILE of ids, one per
+// line (as `gendex query missing` prints them, with or without its
+// header, or DATASET<TAB>ID).
+func ParseRedo(arg string) (*Redo, error) {
+	if arg == "truncated" {
+		return &Redo{Truncated: true}, nil
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %v (give truncated, or a file of ids, one per line)", ErrRedoUsage, arg, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	r := &Redo{Path: arg, written: fi.ModTime()}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, store.MaxIDLen+1<<16)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		e := redoEntry{line: n}
+		switch fields := strings.Split(line, "\t"); {
+		case len(fields) == 1:
+			e.id = fields[0]
+		case len(fields) == 2:
+			e.dataset, e.id = fields[0], fields[1]
+		default: // query missing's dataset, stage, id[, reason]
+			if fields[0] == "dataset" && fields[2] == "id" {
+				continue // its header
+			}
+			e.dataset, e.id = fields[0], fields[2]
+		}
+		r.entries = append(r.entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w %s:%d: %v", ErrRedoUsage, arg, n+1, err)
+	}
+	if len(r.entries) == 0 {
+		return nil, fmt.Errorf("%w %s: no ids in it (one per line, or DATASET<TAB>ID)", ErrRedoUsage, arg)
+	}
+	return r, nil
+}
+
+// redoSet is what a run asks again in one dataset: ids, and why others
+// are not.
+type redoSet struct {
+	ids map[string]bool
+	// atLimit counts cut answers left because they were cut at this run's
+	// limit or above; done those a redo already answered; notAnswered the
+	// listed ids without an answer yet (asked as any missing prompt).
+	atLimit, done, notAnswered int
+	// conversations counts conversations answered turn by turn, which a
+	// redo does not ask again yet (their turns stay as they are).
+	conversations int
+}
+
+// isConversation reports whether id's answer is a conversation answered
+// turn by turn (its earlier turns are in the turns stage).
+func isConversation(v *store.View, dataset, id string) bool {
+	n, _, err := v.CountPrefix(dataset, store.Turns, id+"#")
+	return err == nil && n > 0
+}
+
+// chooseRedo decides, before the first request, what each dataset asks
+// again, and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
+// dataset of the run has.
+func (r *run) chooseRedo() error {
+	red := r.cfg.Redo
+	if red == nil {
+		return nil
+	}
+	maxNew := int64(-1)
+	if r.cfg.Sampling.MaxNewTokens != nil {
+		maxNew = int64(*r.cfg.Sampling.MaxNewTokens)
+	}
+	byName := map[string]*dsRun{}
+	for _, ds := range r.sets {
+		byName[ds.Name] = ds
+		ds.redo = &redoSet{ids: map[string]bool{}}
+	}
+	return r.db.View(func(v *store.View) error {
+		if red.Truncated {
+			for _, ds := range r.sets {
+				err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
+					if rec.Finish != "length" || !r.cfg.Shard.Has(rec.ID) {
+						return nil
+					}
+					if isConversation(v, ds.Name, rec.ID) {
+						ds.redo.conversations++
+						return nil
+					}
+					if maxNew >= 0 && rec.CompletionTokens >= maxNew {
+						ds.redo.atLimit++
+						return nil
+					}
+					if limit, ok := redoneWith(v, rec); ok && (maxNew < 0 || limit >= maxNew) {
+						ds.redo.done++
+						return nil
+					}
+					ds.redo.ids[rec.ID] = true
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var unknown []string
+		unknownN := 0
+		for _, e := range red.entries {
+			var sets []*dsRun
+			if e.dataset != "" {
+				if ds := byName[e.dataset]; ds != nil {
+					sets = append(sets, ds)
+				}
+			} else {
+				sets = r.sets
+			}
+			found := false
+			for _, ds := range sets {
+				if _, ok, err := v.Get(ds.Name, store.Prompts, e.id); err != nil {
+					return err
+				} else if !ok {
+					continue
+				}
+				found = true
+				rec, answered, err := v.Get(ds.Name, store.Raw, e.id)
+				switch {
+				case err != nil:
+					return err
+				case !answered:
+					ds.redo.notAnswered++
+				case rec.Time > red.written.UnixMilli():
+					ds.redo.done++ // answered after FILE was written: by this redo
+				case isConversation(v, ds.Name, e.id):
+					ds.redo.conversations++
+				default:
+					ds.redo.ids[e.id] = true
+				}
+			}
+			if !found {
+				unknownN++
+				if len(unknown) < 5 {
+					where := e.id
+					if e.dataset != "" {
+						where = e.dataset + "\t" + e.id
+					}
+					unknown = append(unknown, fmt.Sprintf("%s:%d: %q", red.Path, e.line, where))
+				}
+			}
+		}
+		if unknownN > 0 {
+			names := make([]string, len(r.sets))
+			for i, ds := range r.sets {
+				names[i] = ds.Name
+			}
+			sort.Strings(names)
+			return fmt.Errorf("%w %s: %d ids are not prompts of this run's datasets (%s): %s; nothing was sent",
+				ErrRedoUsage, red.Path, unknownN, strings.Join(names, ", "), strings.Join(unknown, ", "))
+		}
+		return nil
+	})
+}
+
+// redoneWith reads the answer line of rec and returns the max_new_tokens
+// of the redo that wrote it; ok is false when the line is not a redo's.
+func redoneWith(v *store.View, rec *store.Record) (limit int64, ok bool) {
+	path, found := v.FilePath(rec.File)
+	if !found {
+		return 0, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	line := make([]byte, rec.Length)
+	if _, err := f.ReadAt(line, rec.Offset); err != nil || !bytes.Contains(line, []byte(`"redo":true`)) {
+		return 0, false
+	}
+	var l struct {
+		MaxNewTokens *int64 `json:"max_new_tokens"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.MaxNewTokens == nil {
+		return 0, true // a redo with no limit written: not known to be below this run's
+	}
+	return *l.MaxNewTokens, true
+}
+
+// sayRedo says what each dataset asks again, and why not the others.
+func (r *run) sayRedo() {
+	red := r.cfg.Redo
+	if red == nil {
+		return
+	}
+	for _, ds := range r.sets {
+		s := ds.redo
+		var why []string
+		if s.atLimit > 0 {
+			why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", s.atLimit, *r.cfg.Sampling.MaxNewTokens))
+		}
+		if s.done > 0 {
+			why = append(why, fmt.Sprintf("%d answered again already", s.done))
+		}
+		if s.conversations > 0 {
+			why = append(why, fmt.Sprintf("%d conversations (a redo asks single answers only, for now)", s.conversations))
+		}
+		if s.notAnswered > 0 {
+			why = append(why, fmt.Sprintf("%d not answered yet (asked as any prompt without an answer)", s.notAnswered))
+		}
+		what := "the answers cut at the token limit"
+		if !red.Truncated {
+			what = "the ids " + red.Path + " lists"
+			if len(s.ids)+len(why) == 0 {
+				continue // none of its ids is this dataset's
+			}
+		}
+		if len(s.ids) == 0 {
+			r.logf("gen: --redo: %s: none of %s is asked again: %s", ds.Name, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
+			continue
+		}
+		tail := ""
+		if len(why) > 0 {
+			tail = "; not asked: " + strings.Join(why, ", ")
+		}
+		r.logf("gen: --redo: %s: %d of %s are asked again, each new answer replacing the old one everywhere%s", ds.Name, len(s.ids), what, tail)
+	}
+}
+
+// redoLine marks line, a raw answer line ending in "}\n", as a redo's.
+func (r *run) redoLine(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte("}\n"))
+	line = append(line, `,"redo":true`...)
+	if mt := r.cfg.Sampling.MaxNewTokens; mt != nil {
+		line = fmt.Appendf(line, `,"max_new_tokens":%d`, *mt)
+	}
+	return append(line, "}\n"...)
+}
+
+// redoRecords is --export's final pass after a redo: the records of the
+// redone answers, made by export's own path once the replaced answers'
+// records are out of the files (see export's dropStale).
+func (r *run) redoRecords() error {
+	var tok export.Tokenizer
+	for _, ds := range r.sets {
+		if ds.redo == nil || len(ds.redo.ids) == 0 {
+			continue
+		}
+		if tok == nil {
+			tok = r.firstServer()
+		}
+		if err := r.catchUp(r.stop, ds, tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redoAnswer is what the redo tests read of an answer line.
+type redoAnswer struct {
+	ID        string `json:"id"`
+	OutputIDs []int  `json:"output_ids"`
+	Tokens    int64  `json:"completion_tokens"`
+	Finish    string `json:"finish_reason"`
+	Redo      bool   `json:"redo"`
+}
+
+// newestAnswers reads dir's raw_responses.jsonl and returns each id's
+// newest answer (a redo's replaces the one before; an accidental
+// duplicate does not) and how many lines the file holds.
+func newestAnswers(t *testing.T, dir string) (map[string]redoAnswer, int) {
+	t.Helper()
+	newest := map[string]redoAnswer{}
+	n := 0
+	eachJSONLine(t, filepath.Join(dir, "raw_responses.jsonl"), func(b []byte) {
+		var a redoAnswer
+		if err := json.Unmarshal(b, &a); err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		n++
+		if _, seen := newest[a.ID]; !seen || a.Redo {
+			newest[a.ID] = a
+		}
+	})
+	return newest, n
+}
+
+func eachJSONLine(t *testing.T, path string, fn func([]byte)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRedone checks one ids dataset after a redo: the index counts each
+// id's newest answer (answers, tokens, truncated), and tokenized.jsonl
+// and excluded.jsonl hold exactly one record or exclusion per answer,
+// each record built from its newest answer (its input_ids end with that
+// answer's output_ids).
+func checkRedone(t *testing.T, bin, db, dir, ds string) {
+	t.Helper()
+	newest, _ := newestAnswers(t, dir)
+	var tokens, cut int64
+	for _, a := range newest {
+		tokens += a.Tokens
+		if a.Finish == "length" {
+			cut++
+		}
+	}
+	out, err := exec.Command(bin, "--db", db, "query", "tokens", "--format", "json", ds).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("query tokens %s: %v %s", ds, err, out)
+	}
+	if r := rows[0]; r["records"] != float64(len(newest)) || r["completion_tokens"] != float64(tokens) || r["truncated"] != float64(cut) {
+		t.Errorf("%s: query tokens %v; the newest answers: %d, %d tokens, %d cut", ds, r, len(newest), tokens, cut)
+	}
+	seen := map[string]int{}
+	eachJSONLine(t, filepath.Join(dir, "tokenized.jsonl"), func(b []byte) {
+		var rec struct {
+			ID       string `json:"id"`
+			InputIDs []int  `json:"input_ids"`
+		}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatal(err)
+		}
+		seen[rec.ID]++
+		a := newest[rec.ID]
+		if len(rec.InputIDs) < len(a.OutputIDs) || !slices.Equal(rec.InputIDs[len(rec.InputIDs)-len(a.OutputIDs):], a.OutputIDs) {
+			t.Errorf("%s: the record of %s is not built from its newest answer", ds, rec.ID)
+		}
+	})
+	eachJSONLine(t, filepath.Join(dir, "excluded.jsonl"), func(b []byte) {
+		var ex struct{ ID, Detail string }
+		json.Unmarshal(b, &ex)
+		seen[ex.ID]++
+		if a := newest[ex.ID]; a.Finish != "length" || !strings.Contains(ex.Detail, fmt.Sprintf("(%d completion tokens)", a.Tokens)) {
+			t.Errorf("%s: the exclusion of %s (%s) is not its newest answer's (%s, %d tokens)", ds, ex.ID, ex.Detail, a.Finish, a.Tokens)
+		}
+	})
+	for id := range newest {
+		if seen[id] != 1 {
+			t.Errorf("%s: %s has %d records and exclusions, want 1", ds, id, seen[id])
+		}
+	}
+}
+
+// TestRedoTruncated: issue 27's case 5, as a user meets it. A run with the
+// default --max-new-tokens cuts long answers; gen's summary names --redo
+// truncated; running it with a higher limit asks them, and only them,
+// again: every count is the newest answers', the records files end with one
+// record or exclusion per answer built from its newest answer, a fresh
+// ingest of the folder counts the same, and the same redo again has
+// nothing to do and sends nothing. Before, gen's advice ("raise
+// --max-new-tokens") gave "nothing to do".
+func TestRedoTruncated(t *testing.T) {
+	p := newPlaceRun(t)
+	real := startSimProcess(t, p.bin, "--unmarked")
+	ids := filepath.Join(p.dir, "demo", "B1_ids")
+	errOut := p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "--export", "ids", filepath.Join("demo", "B1_ids"))
+	if !strings.Contains(errOut, "gen --redo truncated --max-new-tokens N") {
+		t.Errorf("gen's summary does not name --redo truncated:\n%s", errOut)
+	}
+	before, _ := newestAnswers(t, ids)
+	cut := 0
+	for _, a := range before {
+		if a.Finish == "length" {
+			cut++
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no answer was cut at 16 tokens")
+	}
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "64", "--export", "ids", "--redo", "truncated", filepath.Join("demo", "B1_ids"))
+	if !strings.Contains(errOut, fmt.Sprintf("%d of the answers cut at the token limit are asked again", cut)) {
+		t.Errorf("the redo does not say it asks the %d cut answers again:\n%s", cut, errOut)
+	}
+	after, lines := newestAnswers(t, ids)
+	if lines != 50+cut {
+		t.Errorf("%d answer lines, want the 50 answers and %d redone", lines, cut)
+	}
+	for id, a := range after {
+		if was := before[id]; (was.Finish == "length") != a.Redo {
+			t.Errorf("%s: cut %v before, redone %v", id, was.Finish == "length", a.Redo)
+		}
+	}
+	checkRedone(t, p.bin, filepath.Join(p.dir, "gendex.db"), ids, "B1_ids")
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	p.mustRun("--db", fresh, "ingest", ids)
+	checkRedone(t, p.bin, fresh, ids, "B1_ids")
+
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "64", "--export", "ids", "--redo", "truncated", filepath.Join("demo", "B1_ids"))
+	if !strings.Contains(errOut, "none of the answers cut at the token limit is asked again") || !strings.Contains(errOut, "nothing to do") || strings.Contains(errOut, "is ready") {
+		t.Errorf("the same redo again: want nothing to do, no server asked\n%s", errOut)
+	}
+	if _, n := newestAnswers(t, ids); n != lines {
+		t.Errorf("the same redo again wrote %d answer lines", n-lines)
+	}
+}
+
+// TestRedoFile: --redo FILE asks again the ids it lists (as query missing
+// prints them, or DATASET<TAB>ID); one that no dataset of the run has is a
+// usage error naming it, with nothing sent.
+func TestRedoFile(t *testing.T) {
+	p := newPlaceRun(t)
+	real := startSimProcess(t, p.bin, "--unmarked")
+	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "demo")
+	bad := filepath.Join(p.dir, "bad.txt")
+	os.WriteFile(bad, []byte("B1_ids-00001\nno-such-id\nB2_text\tB1_ids-00002\n"), 0o644)
+	code, errOut := p.run("gen", "--server", real, "--redo", bad, "demo")
+	if code != 2 || !strings.Contains(errOut, bad+":2: \"no-such-id\"") || !strings.Contains(errOut, bad+":3:") || !strings.Contains(errOut, "nothing was sent") {
+		t.Errorf("a redo file with unknown ids: exit %d, want 2 naming both\n%s", code, errOut)
+	}
+	if n, _ := p.answers("demo"); n != 200 {
+		t.Errorf("the refused redo wrote: %d answers", n)
+	}
+	list := filepath.Join(p.dir, "again.txt")
+	os.WriteFile(list, []byte("dataset\tstage\tid\nB1_ids\traw\tB1_ids-00001\nB2_text-00003\n\n"), 0o644)
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "--redo", list, "demo")
+	if n, _ := p.answers("demo"); n != 202 {
+		t.Errorf("after the redo of 2 ids: %d answer lines, want 202\n%s", n, errOut)
+	}
+	p.wantRaw("gendex.db", 50)
+	errOut = p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "--redo", list, "demo")
+	if n, _ := p.answers("demo"); n != 202 || !strings.Contains(errOut, "nothing to do") {
+		t.Errorf("the same redo again: %d answer lines, want 202 and nothing to do\n%s", n, errOut)
+	}
+}
+
+var redoKillN = flag.Int("redo-kill-n", 1500, "TestRedoSurvivesSIGKILL: how many cut answers the killed redo asks again (README's run: 10000)")
+
+// TestRedoSurvivesSIGKILL: a redo of every answer of a dataset cut at the
+// token limit (-redo-kill-n, 1,500 by default), under --export ids,
+// SIGKILLed three times (as its answer file grows, at a random line; while
+// its start takes the replaced answers' records out; once every answer is
+// in, around the final pass that makes their records), then run to its end:
+// each id counted once, by its newest answer, and one record or exclusion
+// per id in the records files, each from its newest answer.
+func TestRedoSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	n := *redoKillN
+	root := t.TempDir()
+	dir := filepath.Join(root, "cut")
+	writeIDPrompts(t, dir, "cut", n)
+	// Every third prompt has a limit of its own, 1 token: its answers are
+	// cut again by the redo, below the run's limit, and a redo that
+	// resumes must know them for its own.
+	var b strings.Builder
+	eachJSONLine(t, filepath.Join(dir, "prompts.jsonl"), func(line []byte) {
+		var p map[string]any
+		json.Unmarshal(line, &p)
+		if id := p["id"].(string); id[len(id)-1]%3 == 0 {
+			p["max_new_tokens"] = 1
+		}
+		j, _ := json.Marshal(p)
+		b.Write(j)
+		b.WriteByte('\n')
+	})
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "g.db")
+	url := startSimProcess(t, bin, "--unmarked", "--seed", "4")
+	gen := func(args ...string) *exec.Cmd {
+		return exec.Command(bin, append([]string{"--db", db, "gen", "--server", url, "--export", "ids"}, append(args, root)...)...)
+	}
+	if out, err := gen("--max-new-tokens", "1").CombinedOutput(); err != nil {
+		t.Fatalf("the first run: %v\n%s", err, out)
+	}
+	first, _ := newestAnswers(t, dir)
+	cut := 0
+	for _, a := range first {
+		if a.Finish == "length" {
+			cut++
+		}
+	}
+	if cut < n*9/10 {
+		t.Fatalf("%d of %d answers cut at 1 token; the test wants nearly all", cut, n)
+	}
+	slow := startSimProcess(t, bin, "--unmarked", "--seed", "4", "--decode-tps", "40")
+	rng := rand.New(rand.NewPCG(uint64(n), 27))
+	lines := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "raw_responses.jsonl"))
+		return strings.Count(string(b), "\n")
+	}
+	redo := func() *exec.Cmd {
+		// A limit of 2: a sixth of the redone answers are cut again, and
+		// must not be asked a third time when the redo resumes.
+		return exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "2", "--concurrency", "32", "--redo", "truncated", root)
+	}
+	for kill := range 3 {
+		cmd := redo()
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		start := lines()
+		grow := 1 + rng.IntN(max(1, (n+cut-start)/4))
+		switch kill {
+		case 0: // as the answers come in
+			waitFor(t, 5*time.Minute, "the answer file to grow", func() bool { return lines() >= start+grow })
+		case 1: // while the start takes the replaced answers' records out
+			waitFor(t, 5*time.Minute, "the records of replaced answers taken out", func() bool {
+				return strings.Contains(stderr.String(), "took ") || strings.Contains(stderr.String(), "is ready") // (past it)
+			})
+		case 2: // once every answer is in: around the final pass
+			waitFor(t, 5*time.Minute, "every redone answer", func() bool { return lines() >= n+cut })
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Logf("kill %d: %d answer lines", kill+1, lines())
+	}
+	if out, err := redo().CombinedOutput(); err != nil {
+		t.Fatalf("the redo run to its end: %v\n%s", err, out)
+	}
+	if out, _ := redo().CombinedOutput(); !strings.Contains(string(out), "nothing to do") {
+		t.Errorf("a redo after the end has something to do:\n%s", out)
+	}
+	after, total := newestAnswers(t, dir)
+	if total != n+cut {
+		t.Errorf("%d answer lines: want the %d answers and each of the %d cut asked again once", total, n, cut)
+	}
+	for id, a := range after {
+		if first[id].Finish == "length" && !a.Redo {
+			t.Errorf("%s was cut and never asked again", id)
+		}
+	}
+	checkRedone(t, bin, db, dir, "cut")
+}
