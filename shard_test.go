@@ -308,9 +308,9 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 }
 
 // TestReshardAfterMovingFilesAway: README's recipe with node-local
-// indexes (one per array task, kept between jobs): a 4-way run, then, as
-// gendex advises, its files moved away and an 8-way run on the same
-// indexes. Every prompt is answered by the 8-way run, exactly once; tasks
+// indexes (one per array task, kept between jobs): a 4-way run, then its
+// files moved away by the commands gendex's refusal gives, as written, and
+// an 8-way run on the same indexes. Every prompt is answered by the 8-way run, exactly once; tasks
 // 0-3 say their index forgot the moved files' answers. Before, tasks 0-3
 // said "nothing to do" from the answers of files no longer there, and half
 // the prompts were never answered.
@@ -339,17 +339,21 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 	}
 	cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, "gendex-0.db"), "gen", "--server", url, "--shard", "0/8", root)
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "move its files out of the folder") {
+	if err == nil || !strings.Contains(string(out), "move its files out of the folders") {
 		t.Fatalf("an 8-way run over a 4-way run's files: %v\n%s", err, out)
 	}
-	moved := t.TempDir()
-	for ds := range all {
-		files, _ := filepath.Glob(filepath.Join(root, ds, "*.shard-*-of-0004.jsonl"))
-		for _, f := range files {
-			if err := os.Rename(f, filepath.Join(moved, ds+"-"+filepath.Base(f))); err != nil {
-				t.Fatal(err)
+	// The commands it gives, as written, one per folder.
+	moves := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "mkdir -p ") {
+			if o, err := exec.Command("sh", "-c", l).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", l, err, o)
 			}
+			moves++
 		}
+	}
+	if moves != len(all) {
+		t.Fatalf("the refusal gives %d commands for %d folders:\n%s", moves, len(all), out)
 	}
 	for i := range 8 {
 		out := task(i, 8)

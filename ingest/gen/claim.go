@@ -32,6 +32,7 @@ func claimShards(sets []Dataset, shard store.Shard) error {
 			}
 		}
 	}
+	var conflicts shardConflicts
 	for _, d := range sets {
 		dir := filepath.Dir(d.Raw)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -47,12 +48,80 @@ func claimShards(sets []Dataset, shard store.Shard) error {
 			undo()
 			return err
 		}
-		if other := otherCounts(dir, shard.N); len(other) > 0 {
-			undo()
-			return shardClaimError(d.Name, dir, shard, other)
-		}
+		conflicts.add(d.Name, dir, shard)
+	}
+	if err := conflicts.err(shard); err != nil {
+		undo()
+		return err
 	}
 	return nil
+}
+
+// shardConflicts are the answer folders that hold the files of runs
+// sharded another number of ways than this run.
+type shardConflicts struct {
+	folders []shardConflict
+	seen    map[string]bool
+}
+
+type shardConflict struct {
+	dataset, dir string
+	other        map[int][]string // count -> file names
+}
+
+// add notes dir (dataset's answer folder) when it holds another count's
+// files.
+func (c *shardConflicts) add(dataset, dir string, shard store.Shard) {
+	if c.seen[dir] {
+		return
+	}
+	if other := otherCounts(dir, shard.N); len(other) > 0 {
+		if c.seen == nil {
+			c.seen = map[string]bool{}
+		}
+		c.seen[dir] = true
+		c.folders = append(c.folders, shardConflict{dataset, dir, other})
+	}
+}
+
+// err is the refusal naming every such folder, with the commands that move
+// the other runs' files out of them; nil when there is none.
+func (c *shardConflicts) err(shard store.Shard) error {
+	if len(c.folders) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	var moves []string
+	counts := map[int]bool{}
+	for _, f := range c.folders {
+		ns := make([]int, 0, len(f.other))
+		for n := range f.other {
+			ns = append(ns, n)
+			counts[n] = true
+		}
+		sort.Ints(ns)
+		for _, n := range ns {
+			files := f.other[n]
+			sort.Strings(files)
+			more := ""
+			if len(files) > 3 {
+				more = fmt.Sprintf(" and %d more", len(files)-3)
+				files = files[:3]
+			}
+			fmt.Fprintf(&b, "  %s: %s holds the files of a run %v (%d: %s%s)\n", f.dataset, f.dir, store.ErrShardCount, n, strings.Join(files, ", "), more)
+			away := filepath.Join(f.dir, fmt.Sprintf("sharded-%d-ways", n))
+			moves = append(moves, fmt.Sprintf("    mkdir -p %s && mv %s %s/", shellQuote(away),
+				filepath.Join(shellQuote(f.dir), fmt.Sprintf("*.shard-*-of-%04d.jsonl", n)), shellQuote(away)))
+		}
+	}
+	ns := make([]string, 0, len(counts))
+	for n := range counts {
+		ns = append(ns, fmt.Sprintf("--shard I/%d", n))
+	}
+	sort.Strings(ns)
+	return fmt.Errorf("this run is --shard %s, and its folders hold the files of another count: its shards would not know each other's answers, and could answer their prompts twice:\n%s"+
+		"Run it as %s, or, once that run is over, move its files out of the folders (the index then forgets them, and their prompts are asked again):\n%s",
+		shard, b.String(), strings.Join(ns, " or "), strings.Join(moves, "\n"))
 }
 
 // otherCounts returns the files in dir of runs sharded other than n ways,
@@ -69,28 +138,6 @@ func otherCounts(dir string, n int) map[int][]string {
 		}
 	}
 	return out
-}
-
-func shardClaimError(dataset, dir string, shard store.Shard, other map[int][]string) error {
-	counts := make([]int, 0, len(other))
-	for n := range other {
-		counts = append(counts, n)
-	}
-	sort.Ints(counts)
-	n := counts[0]
-	files := other[n]
-	sort.Strings(files)
-	more := ""
-	if len(files) > 3 {
-		more = fmt.Sprintf(" and %d more", len(files)-3)
-		files = files[:3]
-	}
-	away := filepath.Join(dir, fmt.Sprintf("sharded-%d-ways", n))
-	return fmt.Errorf("%s: %s belongs to a run %w (%d: %s%s), and this one is --shard %s: its shards would not know each other's answers, and could answer their prompts twice.\n"+
-		"Run it as --shard I/%d (I from 0 to %d), or, once that run is over, move its files out of the folder (the index then forgets them, and their prompts are asked again):\n"+
-		"    mkdir -p %s && mv %s %s/",
-		dataset, dir, store.ErrShardCount, n, strings.Join(files, ", "), more, shard, n, n-1,
-		shellQuote(away), filepath.Join(shellQuote(dir), fmt.Sprintf("*.shard-*-of-%04d.jsonl", n)), shellQuote(away))
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

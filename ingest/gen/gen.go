@@ -190,6 +190,7 @@ func FindDatasets(paths []string, out string) ([]Dataset, error) {
 // would not be known to this run's shards.
 func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset, error) {
 	var sets []Dataset
+	var conflicts shardConflicts
 	seen := map[string]string{}
 	for _, p := range paths {
 		srcs, err := ingest.Discover(p, "", nil)
@@ -224,9 +225,7 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 		// beside the prompts count only when the answers go there too.
 		for _, s := range srcs {
 			if d := byName[s.Dataset]; d != nil && out == "" {
-				if err := d.addOther(s, shard); err != nil {
-					return nil, err
-				}
+				d.addOther(s, shard, &conflicts)
 			}
 		}
 		for _, name := range order {
@@ -234,9 +233,7 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 			if out != "" {
 				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
 					for _, s := range more {
-						if err := d.addOther(s, shard); err != nil {
-							return nil, err
-						}
+						d.addOther(s, shard, &conflicts)
 					}
 				}
 			}
@@ -253,29 +250,30 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 	if len(sets) == 0 {
 		return nil, fmt.Errorf("no prompts*.jsonl under %s", strings.Join(paths, ", "))
 	}
+	if err := conflicts.err(shard); err != nil {
+		return nil, err
+	}
 	return sets, nil
 }
 
 // addOther adds s to d.Others when it is one of the answer folder's stage
 // files that a run (of shard) reads: not a prompts file, not d's own
-// output, not another shard's file. A shard file of another count is an
-// error (store.ErrShardCount).
-func (d *Dataset) addOther(s ingest.Source, shard store.Shard) error {
+// output, not another shard's file. A shard file of another count is
+// noted in conflicts (the run is refused: store.ErrShardCount).
+func (d *Dataset) addOther(s ingest.Source, shard store.Shard, conflicts *shardConflicts) {
 	if s.Stage == store.Prompts || d.isOutput(s.Path) {
-		return nil
+		return
 	}
 	if of, ok := store.ShardOfFile(s.Path); ok && !shard.IsZero() && of != shard {
 		if of.N != shard.N { // (empty ones too: see claimShards)
-			dir := filepath.Dir(s.Path)
-			return shardClaimError(d.Name, dir, shard, otherCounts(dir, shard.N))
+			conflicts.add(d.Name, filepath.Dir(s.Path), shard)
 		}
-		return nil // another shard's: its own index counts it
+		return // another shard's: its own index counts it
 	}
 	if _, ok := store.ShardOfFile(s.Path); !ok {
 		s.Shard = shard // an unsharded file: only this shard's records
 	}
 	d.Others = append(d.Others, s)
-	return nil
 }
 
 // sourcesOf lists every file of datasets a run reads or writes, as the
