@@ -404,26 +404,7 @@ func jsonEqual(a, b any) bool {
 // more).
 func copyPrompts(t *testing.T, from, to string) {
 	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		if !strings.HasPrefix(d.Name(), "prompts") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
 }
 
 // TestIngestSameNamedFoldersNeverMerge: ingest of a second folder named
@@ -510,6 +491,13 @@ func TestRelocateChecksEveryFile(t *testing.T) {
 // copyTree copies the regular files under from to to.
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()
+	copyFiles(t, from, to, func(string) bool { return true })
+}
+
+// copyFiles copies the files under from whose names keep says, and every
+// folder, to to.
+func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
+	t.Helper()
 	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -517,6 +505,9 @@ func copyTree(t *testing.T, from, to string) {
 		rel, _ := filepath.Rel(from, path)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !keep(d.Name()) {
+			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {

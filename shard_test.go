@@ -285,15 +285,7 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 		if !strings.Contains(out, "nothing to do") {
 			t.Errorf("shard %d/2 over a folder whose every prompt is answered:\n%s", i, out)
 		}
-		o, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []map[string]any
-		if err := json.Unmarshal(o, &rows); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
+		for _, r := range progressRows(t, bin, db) {
 			own := 0
 			for id := range all[r["dataset"].(string)] {
 				if store.ShardOf(id, 2) == i {

@@ -20,35 +20,18 @@ var bucketStale = []byte("stale")
 // is another than r.File, counts it in its stored FileState.Replaced and
 // holds one record less; the caller, which stores r.File's state after,
 // counts FileState.Replacing there (and Replaced, when the old record is
-// of the same file; else one record more). It
-// returns the record replaced, or nil, changing nothing, when the stage
-// holds none (the caller then calls Add). r is checked and cleaned as Add
-// does.
+// of the same file; else one record more). It returns the record
+// replaced, or nil, changing nothing, when the stage holds none (the caller
+// then calls Add). r is checked and cleaned as Add does.
 func (tx *Tx) Replace(dataset string, stage Stage, r *Record) (old *Record, err error) {
-	if stage >= numStages {
-		return nil, fmt.Errorf("replace: bad stage %d", stage)
-	}
-	if err := CheckRecord(r); err != nil {
-		return nil, err
-	}
-	r.Finish = ClipFinish(r.Finish)
-	r.cleanSpec()
-	d, err := tx.dataset(dataset)
+	d, err := tx.prepare("replace", dataset, stage, r)
 	if err != nil {
 		return nil, err
 	}
-	if d.sum.Stages[stage].Records == 0 {
-		return nil, nil
+	if old, err = d.stored(stage, r.ID); old == nil || err != nil {
+		return nil, err
 	}
 	id := []byte(r.ID)
-	v := d.get(stage, id)
-	if v == nil {
-		return nil, nil
-	}
-	old = &Record{ID: r.ID}
-	if err := decodeRecord(v, old); err != nil {
-		return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
-	}
 	if r.Time == 0 {
 		r.Time = tx.now
 		r.OwnTime = false

@@ -141,15 +141,7 @@ func (d *dsTx) get(s Stage, id []byte) []byte {
 // as ClipFinish makes it. A record CheckRecord refuses returns an error
 // matching ErrUnstorable and changes nothing: the transaction goes on.
 func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err error) {
-	if stage >= numStages {
-		return nil, fmt.Errorf("add: bad stage %d", stage)
-	}
-	if err := CheckRecord(r); err != nil {
-		return nil, err
-	}
-	r.Finish = ClipFinish(r.Finish)
-	r.cleanSpec()
-	d, err := tx.dataset(dataset)
+	d, err := tx.prepare("add", dataset, stage, r)
 	if err != nil {
 		return nil, err
 	}
@@ -203,17 +195,9 @@ func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err er
 	if err != nil {
 		return nil, err
 	}
-	if d.sum.Stages[stage].Records == 0 {
-		return nil, nil
-	}
 	id := []byte(r.ID)
-	v := d.get(stage, id)
-	if v == nil {
-		return nil, nil
-	}
-	old = &Record{ID: r.ID}
-	if err := decodeRecord(v, old); err != nil {
-		return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
+	if old, err = d.stored(stage, r.ID); old == nil || err != nil {
+		return nil, err
 	}
 	if old.File != r.File {
 		return nil, nil
@@ -252,6 +236,36 @@ func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err er
 	d.count(stage, &m, 1)
 	*r = m
 	return old, nil
+}
+
+// prepare checks and cleans r for op (Add, Replace) into dataset's stage
+// and returns the dataset: ErrUnstorable (CheckRecord) changes nothing.
+func (tx *Tx) prepare(op, dataset string, stage Stage, r *Record) (*dsTx, error) {
+	if stage >= numStages {
+		return nil, fmt.Errorf("%s: bad stage %d", op, stage)
+	}
+	if err := CheckRecord(r); err != nil {
+		return nil, err
+	}
+	r.Finish = ClipFinish(r.Finish)
+	r.cleanSpec()
+	return tx.dataset(dataset)
+}
+
+// stored returns the record stage holds for id, or nil.
+func (d *dsTx) stored(stage Stage, id string) (*Record, error) {
+	if d.sum.Stages[stage].Records == 0 {
+		return nil, nil
+	}
+	v := d.get(stage, []byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	r := &Record{ID: id}
+	if err := decodeRecord(v, r); err != nil {
+		return nil, fmt.Errorf("dataset %q %s id %q: %w", d.sum.Dataset, stage, id, err)
+	}
+	return r, nil
 }
 
 // count applies r to the counters with sign +1 (added) or -1 (removed).
