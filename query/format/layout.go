@@ -338,8 +338,10 @@ func wrapWords(words []string, width int, first, indent string) []string {
 // message on a terminal breaks between words instead of where the
 // terminal cuts it (a wrapped line's runs of spaces become one). A span in
 // single quotes (a command to run: 'kill -CONT 42') is kept on one line,
-// whole for copying, unless it is wider than a line. Lines that fit, and
-// all of text when width <= 0, are kept byte for byte.
+// whole for copying, unless it is wider than a line; a command on a line of
+// its own (isCommandLine) is wrapped with " \\" at its lines' ends, so it
+// still pastes into a shell as one. Lines that fit, and all of text when
+// width <= 0, are kept byte for byte.
 func WrapLines(text string, width int) string {
 	if width <= 0 {
 		return text
@@ -352,17 +354,47 @@ func WrapLines(text string, width int) string {
 			continue
 		}
 		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
-		for i, l := range wrapWords(quotedFields(body, width-len(lead)-2), width, lead, lead+"  ") {
-			if i > 0 {
-				b.WriteByte('\n')
+		if isCommandLine(body, lead) {
+			// A command given to run, on a line of its own: its lines end
+			// in " \\", so that it pastes into a shell as one command.
+			lines := wrapWords(quotedFields(body, width-len(lead)-4), width-2, lead, lead+"  ")
+			for i, l := range lines {
+				if i > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(l)
+				if i < len(lines)-1 {
+					b.WriteString(" \\")
+				}
 			}
-			b.WriteString(l)
+		} else {
+			for i, l := range wrapWords(quotedFields(body, width-len(lead)-2), width, lead, lead+"  ") {
+				if i > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(l)
+			}
 		}
 		if nl {
 			b.WriteByte('\n')
 		}
 	}
 	return b.String()
+}
+
+// isCommandLine reports whether line (indented by lead) is a command that a
+// message gives to run: indented four columns or more, and begun by one of
+// the commands gendex's messages give (gendex, mkdir, mv, cd, kill).
+func isCommandLine(line, lead string) bool {
+	if len(lead) < 4 {
+		return false
+	}
+	word, _, _ := strings.Cut(line[len(lead):], " ")
+	switch word {
+	case "gendex", "mkdir", "mv", "cd", "kill":
+		return true
+	}
+	return false
 }
 
 // quotedFields is strings.Fields(s), except that a span from a word that

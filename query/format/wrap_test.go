@@ -48,3 +48,38 @@ func TestWrapLines(t *testing.T) {
 		t.Errorf("WrapLines(%q, 3) = %q", "a  b\n", got)
 	}
 }
+
+// TestWrapLinesKeepsCommandsRunnable: a command a message gives on a line
+// of its own, wider than the terminal, is wrapped with " \" at each line's
+// end, so that pasted into a shell it is the one command it was; a
+// sentence is not.
+func TestWrapLinesKeepsCommandsRunnable(t *testing.T) {
+	cmd := "mkdir -p /tmp/nc/sh/B4_sharegpt/sharded-2-ways && mv /tmp/nc/sh/B4_sharegpt/*.shard-*-of-0002.jsonl /tmp/nc/sh/B4_sharegpt/sharded-2-ways/"
+	text := "Move them:\n    " + cmd + "\n  and a sentence long enough to be wrapped at forty columns here\n"
+	got := WrapLines(text, 40)
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	var joined []string
+	in := false
+	for _, l := range lines {
+		if Width(l) > 40 && !strings.Contains(strings.TrimSpace(strings.TrimSuffix(l, " \\")), " ") {
+			// a word wider than a line stays whole
+		} else if Width(l) > 40 {
+			t.Errorf("line wider than 40: %q", l)
+		}
+		switch {
+		case strings.HasPrefix(l, "    mkdir"):
+			in = true
+			joined = append(joined, strings.TrimSpace(strings.TrimSuffix(l, " \\")))
+		case in:
+			joined = append(joined, strings.TrimSpace(strings.TrimSuffix(l, " \\")))
+			in = strings.HasSuffix(l, " \\")
+		default:
+			if strings.HasSuffix(l, "\\") {
+				t.Errorf("a sentence's line ends in a backslash: %q", l)
+			}
+		}
+	}
+	if strings.Join(joined, " ") != cmd {
+		t.Errorf("the command, joined again: %q\nwant %q\n%s", strings.Join(joined, " "), cmd, got)
+	}
+}
