@@ -36,7 +36,11 @@ func newPlaceRun(t *testing.T) *placeRun {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	p := &placeRun{t: t, bin: gendexBinary(t), dir: t.TempDir()}
+	dir, err := filepath.EvalSymlinks(t.TempDir()) // the spelling gendex stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &placeRun{t: t, bin: gendexBinary(t), dir: dir}
 	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
 	return p
 }

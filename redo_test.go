@@ -307,3 +307,110 @@ func TestRedoSurvivesSIGKILL(t *testing.T) {
 	}
 	checkRedone(t, bin, db, dir, "cut")
 }
+
+// TestRedoConversations: conversations answered turn by turn are asked
+// again from their first cut turn: the turns before it are kept as they
+// are, the later ones asked again in order (their context changed), each
+// new turn and the new conversation line replacing the old ones; a fresh
+// index of the folder counts the same; a second redo with a higher limit
+// keeps the turns the first one made whole.
+func TestRedoConversations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	root := t.TempDir()
+	writeShardPrompts(t, root, 30)
+	for _, ds := range []string{"I", "T"} {
+		os.RemoveAll(filepath.Join(root, ds))
+	}
+	dir := filepath.Join(root, "C")
+	db := filepath.Join(t.TempDir(), "g.db")
+	url := startSimProcess(t, bin, "--unmarked", "--seed", "5")
+	gen := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"--db", db, "gen", "--server", url}, append(args, root)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	type turnLine struct {
+		ID     string `json:"id"`
+		Turn   int    `json:"turn"`
+		Tokens int64  `json:"completion_tokens"`
+		Finish string `json:"finish_reason"`
+		Redo   bool   `json:"redo"`
+	}
+	turns := func() (newest map[string]turnLine, n int) {
+		newest = map[string]turnLine{}
+		eachJSONLine(t, filepath.Join(dir, "turns.jsonl"), func(b []byte) {
+			var l turnLine
+			json.Unmarshal(b, &l)
+			n++
+			if _, seen := newest[l.ID]; !seen || l.Redo {
+				newest[l.ID] = l
+			}
+		})
+		return newest, n
+	}
+	gen("--max-new-tokens", "1") // every turn cut
+	out := gen("--max-new-tokens", "4", "--redo", "truncated")
+	if !strings.Contains(out, "30 of the answers cut at the token limit are asked again (30 of them conversations") {
+		t.Errorf("the redo does not ask the 30 conversations again:\n%s", out)
+	}
+	first, n1 := turns()
+	for id, l := range first {
+		if !l.Redo {
+			t.Errorf("%s: turn %d (cut at turn 1) was not asked again", id, l.Turn)
+		}
+	}
+	newest, lines := newestAnswers(t, dir)
+	if lines != 60 {
+		t.Errorf("%d conversation lines, want 30 and 30 redone", lines)
+	}
+	for id, a := range newest {
+		if !a.Redo {
+			t.Errorf("%s: the conversation line was not replaced", id)
+		}
+	}
+	// A higher limit: only the conversations still cut, from their first
+	// cut turn; a turn 1 the first redo made whole stays.
+	gen("--max-new-tokens", "64", "--redo", "truncated")
+	second, n2 := turns()
+	kept := 0
+	for id, l := range first {
+		if l.Finish != "length" {
+			if second[id] != l || n2 < n1 {
+				t.Errorf("%s: turn 1, whole after the first redo, was asked again", id)
+			}
+			kept++
+		}
+	}
+	if kept == 0 {
+		t.Log("no turn 1 was whole at 4 tokens: the keep rule went unchecked")
+	}
+	for _, db := range []string{db, filepath.Join(t.TempDir(), "fresh.db")} {
+		if !strings.HasSuffix(db, "g.db") {
+			if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
+				t.Fatalf("fresh ingest: %v\n%s", err, out)
+			}
+		}
+		r := progressRows(t, bin, db)
+		if len(r) != 1 || r[0]["raw"] != 30.0 {
+			t.Errorf("%s: progress %v, want 30 conversations answered once", filepath.Base(db), r)
+		}
+		out, _ := exec.Command(bin, "--db", db, "query", "tokens", "--format", "json").Output()
+		var tok []map[string]any
+		json.Unmarshal(out, &tok)
+		newest, _ := newestAnswers(t, dir)
+		var sum int64
+		for _, a := range newest {
+			sum += a.Tokens
+		}
+		if len(tok) != 1 || tok[0]["completion_tokens"] != float64(sum) {
+			t.Errorf("%s: tokens %v, want the newest conversations' %d", filepath.Base(db), tok, sum)
+		}
+	}
+}

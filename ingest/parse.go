@@ -16,7 +16,7 @@ type pending struct {
 	rec   store.Record
 	stage store.Stage
 	chunk bool // a stream chunk: merged with the file's earlier chunks of its id
-	redo  bool // an answer that replaces the earlier one of its id ("redo": true)
+	redo  bool // an answer (or a turn) that replaces the earlier one of its id ("redo": true)
 }
 
 var newline = []byte{'\n'}
@@ -150,7 +150,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 		return
 	}
 	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
-	p.redo = info.redo && stage == store.Raw && !p.chunk
+	p.redo = info.redo && (stage == store.Raw || stage == store.Turns) && !p.chunk
 	if stage == store.Raw && src.Stage == store.Raw {
 		c.makers.add(info.model, info.simulated)
 	}

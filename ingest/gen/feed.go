@@ -89,14 +89,8 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 			p.Raw, p.Path = bytes.Clone(line), path
 		}
 		j := job{ds: ds, p: p, redo: redo}
-		if redo && r.cfg.Turns == TurnsAll && p.Turns >= 2 {
-			// A conversation answered whole before (--turns last): asked
-			// turn by turn, its new answer could not replace the old one.
-			r.once("redo-conv-"+ds.Name, "gen: --redo: %s: conversations are not asked again (a redo asks single answers only, for now)", ds.Name)
-			return nil
-		}
 		if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
-			c, err := r.recorded(ds, p, files)
+			c, err := r.recorded(ds, p, files, redo)
 			if err != nil {
 				res := r.errorLine(ds, rec.ID, 0, err.Error(), "", 0)
 				res.closes = c.counted

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/store"
 )
@@ -113,8 +114,8 @@ type redoSet struct {
 	// limit or above; done those a redo already answered; notAnswered the
 	// listed ids without an answer yet (asked as any missing prompt).
 	atLimit, done, notAnswered int
-	// conversations counts conversations answered turn by turn, which a
-	// redo does not ask again yet (their turns stay as they are).
+	// conversations counts, of ids, the conversations asked again turn by
+	// turn from their first cut turn (recorded keeps the turns before it).
 	conversations int
 }
 
@@ -150,8 +151,7 @@ func (r *run) chooseRedo() error {
 						return nil
 					}
 					if isConversation(v, ds.Name, rec.ID) {
-						ds.redo.conversations++
-						return nil
+						return nil // by its turns, below
 					}
 					if maxNew >= 0 && rec.CompletionTokens >= maxNew {
 						ds.redo.atLimit++
@@ -165,6 +165,9 @@ func (r *run) chooseRedo() error {
 					return nil
 				})
 				if err != nil {
+					return err
+				}
+				if err := r.chooseConversations(v, ds, maxNew); err != nil {
 					return err
 				}
 			}
@@ -197,8 +200,6 @@ func (r *run) chooseRedo() error {
 					ds.redo.notAnswered++
 				case rec.Time > red.written.UnixMilli():
 					ds.redo.done++ // answered after FILE was written: by this redo
-				case isConversation(v, ds.Name, e.id):
-					ds.redo.conversations++
 				default:
 					ds.redo.ids[e.id] = true
 				}
@@ -267,9 +268,6 @@ func (r *run) sayRedo() {
 		if s.done > 0 {
 			why = append(why, fmt.Sprintf("%d answered again already", s.done))
 		}
-		if s.conversations > 0 {
-			why = append(why, fmt.Sprintf("%d conversations (a redo asks single answers only, for now)", s.conversations))
-		}
 		if s.notAnswered > 0 {
 			why = append(why, fmt.Sprintf("%d not answered yet (asked as any prompt without an answer)", s.notAnswered))
 		}
@@ -288,7 +286,11 @@ func (r *run) sayRedo() {
 		if len(why) > 0 {
 			tail = "; not asked: " + strings.Join(why, ", ")
 		}
-		r.logf("gen: --redo: %s: %d of %s are asked again, each new answer replacing the old one everywhere%s", ds.Name, len(s.ids), what, tail)
+		conv := ""
+		if s.conversations > 0 {
+			conv = fmt.Sprintf(" (%d of them conversations, from their first cut turn on)", s.conversations)
+		}
+		r.logf("gen: --redo: %s: %d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, len(s.ids), what, conv, tail)
 	}
 }
 
@@ -319,4 +321,120 @@ func (r *run) redoRecords() error {
 		}
 	}
 	return nil
+}
+
+// chooseConversations adds to ds's redo the conversations answered turn by
+// turn whose first cut turn (an earlier turn's record, or the last asked
+// turn, in the conversation's line) is cut below maxNew, unless the
+// conversation's line is a redo's with a limit of this run's or more; and
+// those a redo stopped in the middle of (a turn newer than the line).
+func (r *run) chooseConversations(v *store.View, ds *dsRun, maxNew int64) error {
+	return v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
+		if !r.cfg.Shard.Has(rec.ID) || !isConversation(v, ds.Name, rec.ID) {
+			return nil
+		}
+		if limit, ok := redoneWith(v, rec); ok && (maxNew < 0 || limit >= maxNew) {
+			if rec.Finish == "length" {
+				ds.redo.done++
+			}
+			return nil
+		}
+		below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
+		cut, atLimit, halfDone := false, false, false
+		for i := 1; ; i++ {
+			t, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(rec.ID, i))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			// A turn newer than the conversation's line: a redo of it was
+			// stopped between its turns; it goes on.
+			halfDone = halfDone || t.Time > rec.Time
+			if t.Finish == "length" && !cut && !atLimit {
+				cut, atLimit = below(t.CompletionTokens), !below(t.CompletionTokens)
+			}
+		}
+		if !cut && !atLimit && rec.Finish == "length" {
+			n := lastTurnTokens(v, rec)
+			cut, atLimit = below(n), !below(n)
+		}
+		switch {
+		case cut || halfDone:
+			ds.redo.ids[rec.ID] = true
+			ds.redo.conversations++
+		case atLimit:
+			ds.redo.atLimit++
+		}
+		return nil
+	})
+}
+
+// lastTurnTokens reads rec's conversation line and returns the completion
+// tokens of its last asked turn (store.Unknown when the line does not say).
+func lastTurnTokens(v *store.View, rec *store.Record) int64 {
+	path, ok := v.FilePath(rec.File)
+	if !ok {
+		return store.Unknown
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return store.Unknown
+	}
+	defer f.Close()
+	line := make([]byte, rec.Length)
+	if _, err := f.ReadAt(line, rec.Offset); err != nil {
+		return store.Unknown
+	}
+	var l struct {
+		Turns []struct {
+			Asked            *bool  `json:"asked"`
+			CompletionTokens *int64 `json:"completion_tokens"`
+		} `json:"turns"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return store.Unknown
+	}
+	for i := len(l.Turns) - 1; i >= 0; i-- {
+		if t := l.Turns[i]; t.Asked == nil || *t.Asked {
+			if t.CompletionTokens == nil {
+				return store.Unknown
+			}
+			return *t.CompletionTokens
+		}
+	}
+	return store.Unknown
+}
+
+// keepTurn reports whether a redo of a conversation keeps its recorded
+// turn t (the turns before t kept; keptRedo: one of them was a redo's),
+// rather than ask the conversation again from t: a turn cut below this
+// run's limit is asked again (unless a redo of this limit wrote it), and
+// after a turn asked again, so is every turn a redo did not write (its
+// context changed). --redo FILE keeps only the turns this redo wrote (a
+// resumed one's: finished after FILE was written).
+func (r *run) keepTurn(t turnAnswer, keptRedo bool) bool {
+	red := r.cfg.Redo
+	if red == nil {
+		return true
+	}
+	if !red.Truncated {
+		return t.redo && t.end.FinishedAt.After(red.written)
+	}
+	if keptRedo && !t.redo {
+		return false
+	}
+	if t.end.FinishReason != "length" {
+		return true
+	}
+	maxNew := int64(-1)
+	if r.cfg.Sampling.MaxNewTokens != nil {
+		maxNew = int64(*r.cfg.Sampling.MaxNewTokens)
+	}
+	if t.redo && (maxNew < 0 || t.redoLimit >= maxNew) {
+		return true // this redo's own
+	}
+	n := t.counts[1]
+	return n >= 0 && maxNew >= 0 && n >= maxNew // cut at this limit: asked again, cut the same
 }

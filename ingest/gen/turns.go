@@ -92,6 +92,11 @@ type turnAnswer struct {
 	// end holds a recorded turn's finish_reason, finished_at, server,
 	// model and simulated, read from its line.
 	end sglang.Result
+	// redo marks a recorded turn asked again by a redo (its line's
+	// "redo"), with the limit it was asked with (redoLimit, -1: none
+	// written).
+	redo      bool
+	redoLimit int64
 }
 
 // notAsked stands in a conversation line for a turn after the one it was
@@ -148,6 +153,9 @@ func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 		t.obj = append([]byte{'{'}, line[fields:]...)
 		t.obj = append(t.obj, '}')
 		line = append(line, "}\n"...)
+		if j.redo {
+			line = r.redoLine(line)
+		}
 		opens := !c.counted
 		c.counted = true
 		c.done = append(c.done, t)
@@ -179,9 +187,14 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *sglang.Result, 
 		turns = append(slices.Clip(all), slices.Repeat([]turnAnswer{notAsked}, n)...)
 	}
 	line := conversationLine(j.p.ID, turns, last)
+	if j.redo {
+		line = r.redoLine(line)
+	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
-		truncated: last.FinishReason == "length"}
-	r.decideExport(&out, j.p)
+		truncated: last.FinishReason == "length", redo: j.redo}
+	if !j.redo { // a redo's record comes in the final export pass (redo.go)
+		r.decideExport(&out, j.p)
+	}
 	return out
 }
 
@@ -259,7 +272,7 @@ func (tf turnFiles) close() {
 // lines. An error says which line is wrong and what to do; the conversation
 // cannot go on from it (the state returned then only says whether it is
 // counted as half done).
-func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles) (*conv, error) {
+func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv, error) {
 	c := &conv{k: p.Turns}
 	type at struct {
 		rec  store.Record
@@ -283,11 +296,16 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles) (*conv, error) {
 		return c, err
 	}
 	c.counted = len(found) > 0
+	keptRedo := false
 	for i, a := range found {
 		t, err := readTurn(files, a.rec, a.path, i+1, c.k)
 		if err != nil {
 			return c, err
 		}
+		if redo && !r.keepTurn(t, keptRedo) {
+			break // asked again from this turn on (redo.go)
+		}
+		keptRedo = keptRedo || t.redo
 		c.done = append(c.done, t)
 		if t.end.FinishReason == "length" && r.stopsAtCut() {
 			c.cut = true // the conversation ends here (see above)
@@ -327,6 +345,8 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		Server           string  `json:"server"`
 		Model            string  `json:"model"`
 		Simulated        bool    `json:"simulated"`
+		Redo             bool    `json:"redo"`
+		MaxNewTokens     *int64  `json:"max_new_tokens"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
@@ -339,6 +359,10 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 	}
 	t.text = *l.Text
 	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated = l.FinishReason, l.Server, l.Model, l.Simulated
+	t.redo, t.redoLimit = l.Redo, -1
+	if l.MaxNewTokens != nil {
+		t.redoLimit = *l.MaxNewTokens
+	}
 	t.end.FinishedAt, _ = time.Parse(time.RFC3339Nano, l.FinishedAt)
 	for c, n := range [4]*int64{l.PromptTokens, l.CompletionTokens, l.CachedTokens, l.ReasoningTokens} {
 		t.counts[c] = store.Unknown
@@ -346,7 +370,7 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 			t.counts[c] = *n
 		}
 	}
-	obj, err := objectWithout(line, "id", "turn", "turns")
+	obj, err := objectWithout(line, "id", "turn", "turns", "redo", "max_new_tokens")
 	if err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
 	}
