@@ -122,15 +122,10 @@ const whyGone = "the file is gone"
 // read ("" when it is): gone, shorter, another file, or other first bytes.
 // An error is a file that could not be looked at.
 func changed(f store.FileState) (string, error) {
-	file, err := os.Open(f.Path)
+	fi, err := os.Stat(f.Path)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return whyGone, nil
 	}
-	if err != nil {
-		return "", err
-	}
-	defer file.Close()
-	fi, err := file.Stat()
 	if err != nil {
 		return "", err
 	}
@@ -145,16 +140,21 @@ func changed(f store.FileState) (string, error) {
 		return "another file is at its path (a new inode)", nil
 	case fi.Size() < f.Offset:
 		return fmt.Sprintf("the file is shorter than what was indexed (%d bytes, %d were indexed)", fi.Size(), f.Offset), nil
-	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime:
-		return "", nil // unchanged since it was read
-	case f.HeadLen > 0:
-		sum, err := headSum(file, f.HeadLen)
-		if err != nil {
-			return "", err
-		}
-		if sum != f.HeadSum {
-			return "the file's first bytes changed", nil
-		}
+	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime, f.HeadLen == 0:
+		return "", nil // unchanged since it was read, or nothing to compare
+	}
+	// Written since it was read: its first bytes must be the same.
+	file, err := os.Open(f.Path)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	sum, err := headSum(file, f.HeadLen)
+	if err != nil {
+		return "", err
+	}
+	if sum != f.HeadSum {
+		return "the file's first bytes changed", nil
 	}
 	return "", nil
 }

@@ -147,27 +147,21 @@ func (r *run) chooseRedo() error {
 		if red.Truncated {
 			for _, ds := range r.sets {
 				err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-					if rec.Finish != "length" || !r.cfg.Shard.Has(rec.ID) {
-						return nil
-					}
-					if isConversation(v, ds.Name, rec.ID) {
-						return nil // by its turns, below
-					}
-					if maxNew >= 0 && rec.CompletionTokens >= maxNew {
+					switch {
+					case !r.cfg.Shard.Has(rec.ID):
+					case isConversation(v, ds.Name, rec.ID):
+						return r.chooseConversation(v, ds, rec, maxNew)
+					case rec.Finish != "length":
+					case maxNew >= 0 && rec.CompletionTokens >= maxNew:
 						ds.redo.atLimit++
-						return nil
-					}
-					if limit, ok := redoneWith(v, rec); ok && (maxNew < 0 || limit >= maxNew) {
+					case redoneAt(readLine(v, rec), maxNew):
 						ds.redo.done++
-						return nil
+					default:
+						ds.redo.ids[rec.ID] = true
 					}
-					ds.redo.ids[rec.ID] = true
 					return nil
 				})
 				if err != nil {
-					return err
-				}
-				if err := r.chooseConversations(v, ds, maxNew); err != nil {
 					return err
 				}
 			}
@@ -228,29 +222,38 @@ func (r *run) chooseRedo() error {
 	})
 }
 
-// redoneWith reads the answer line of rec and returns the max_new_tokens
-// of the redo that wrote it; ok is false when the line is not a redo's.
-func redoneWith(v *store.View, rec *store.Record) (limit int64, ok bool) {
+// readLine returns rec's line, read from its file (nil when it cannot be).
+func readLine(v *store.View, rec *store.Record) []byte {
 	path, found := v.FilePath(rec.File)
 	if !found {
-		return 0, false
+		return nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	defer f.Close()
 	line := make([]byte, rec.Length)
-	if _, err := f.ReadAt(line, rec.Offset); err != nil || !bytes.Contains(line, []byte(`"redo":true`)) {
-		return 0, false
+	if _, err := f.ReadAt(line, rec.Offset); err != nil {
+		return nil
+	}
+	return line
+}
+
+// redoneAt reports whether line is a redo's asked with a limit of maxNew
+// or more (a redo's with no limit written, or a run without one: not known
+// to be below it).
+func redoneAt(line []byte, maxNew int64) bool {
+	if !bytes.Contains(line, []byte(`"redo":true`)) {
+		return false
 	}
 	var l struct {
 		MaxNewTokens *int64 `json:"max_new_tokens"`
 	}
-	if json.Unmarshal(line, &l) != nil || l.MaxNewTokens == nil {
-		return 0, true // a redo with no limit written: not known to be below this run's
+	if json.Unmarshal(line, &l) != nil || l.MaxNewTokens == nil || maxNew < 0 {
+		return true
 	}
-	return *l.MaxNewTokens, true
+	return *l.MaxNewTokens >= maxNew
 }
 
 // sayRedo says what each dataset asks again, and why not the others.
@@ -323,70 +326,55 @@ func (r *run) redoRecords() error {
 	return nil
 }
 
-// chooseConversations adds to ds's redo the conversations answered turn by
-// turn whose first cut turn (an earlier turn's record, or the last asked
-// turn, in the conversation's line) is cut below maxNew, unless the
-// conversation's line is a redo's with a limit of this run's or more; and
-// those a redo stopped in the middle of (a turn newer than the line).
-func (r *run) chooseConversations(v *store.View, ds *dsRun, maxNew int64) error {
-	return v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-		if !r.cfg.Shard.Has(rec.ID) || !isConversation(v, ds.Name, rec.ID) {
-			return nil
+// chooseConversation adds to ds's redo the conversation rec, answered
+// turn by turn, when its first cut turn (an earlier turn's record, or the
+// last asked turn, in the conversation's line) is cut below maxNew, unless
+// its line is a redo's with a limit of this run's or more; or when a redo
+// stopped in the middle of it (a turn newer than the line). The index
+// decides first; the line is read only for a conversation that may be.
+func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, maxNew int64) error {
+	below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
+	cut, atLimit, halfDone := false, false, false
+	for i := 1; ; i++ {
+		t, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(rec.ID, i))
+		if err != nil {
+			return err
 		}
-		if limit, ok := redoneWith(v, rec); ok && (maxNew < 0 || limit >= maxNew) {
-			if rec.Finish == "length" {
-				ds.redo.done++
-			}
-			return nil
+		if !ok {
+			break
 		}
-		below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
-		cut, atLimit, halfDone := false, false, false
-		for i := 1; ; i++ {
-			t, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(rec.ID, i))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			// A turn newer than the conversation's line: a redo of it was
-			// stopped between its turns; it goes on.
-			halfDone = halfDone || t.Time > rec.Time
-			if t.Finish == "length" && !cut && !atLimit {
-				cut, atLimit = below(t.CompletionTokens), !below(t.CompletionTokens)
-			}
+		// A turn newer than the conversation's line: a redo of it was
+		// stopped between its turns; it goes on.
+		halfDone = halfDone || t.Time > rec.Time
+		if t.Finish == "length" && !cut && !atLimit {
+			cut, atLimit = below(t.CompletionTokens), !below(t.CompletionTokens)
 		}
-		if !cut && !atLimit && rec.Finish == "length" {
-			n := lastTurnTokens(v, rec)
-			cut, atLimit = below(n), !below(n)
-		}
-		switch {
-		case cut || halfDone:
-			ds.redo.ids[rec.ID] = true
-			ds.redo.conversations++
-		case atLimit:
-			ds.redo.atLimit++
-		}
+	}
+	if !cut && !atLimit && !halfDone && rec.Finish != "length" {
 		return nil
-	})
+	}
+	line := readLine(v, rec)
+	if !halfDone && redoneAt(line, maxNew) {
+		ds.redo.done++
+		return nil
+	}
+	if !cut && !atLimit && rec.Finish == "length" {
+		n := lastTurnTokens(line)
+		cut, atLimit = below(n), !below(n)
+	}
+	switch {
+	case cut || halfDone:
+		ds.redo.ids[rec.ID] = true
+		ds.redo.conversations++
+	case atLimit:
+		ds.redo.atLimit++
+	}
+	return nil
 }
 
-// lastTurnTokens reads rec's conversation line and returns the completion
-// tokens of its last asked turn (store.Unknown when the line does not say).
-func lastTurnTokens(v *store.View, rec *store.Record) int64 {
-	path, ok := v.FilePath(rec.File)
-	if !ok {
-		return store.Unknown
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return store.Unknown
-	}
-	defer f.Close()
-	line := make([]byte, rec.Length)
-	if _, err := f.ReadAt(line, rec.Offset); err != nil {
-		return store.Unknown
-	}
+// lastTurnTokens returns the completion tokens of the last asked turn of a
+// conversation line (store.Unknown when the line does not say).
+func lastTurnTokens(line []byte) int64 {
 	var l struct {
 		Turns []struct {
 			Asked            *bool  `json:"asked"`
