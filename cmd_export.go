@@ -277,6 +277,16 @@ func (p *exportPlan) problems(dbPath, out string) (probs []string, elsewhere []*
 			return nil, nil, err
 		} else if ok && have != p.format {
 			probs = append(probs, fmt.Sprintf("%s: %s holds %s records; %s records would mix two formats in one file", d.Name, p.show(d.Tokenized()), have, p.format))
+			continue
+		}
+		if db != nil {
+			reason, other, n, err := export.OtherFormatExclusions(db, d.Name, p.format)
+			if err != nil {
+				return nil, nil, err
+			}
+			if n > 0 {
+				probs = append(probs, fmt.Sprintf("%s: the index %s excluded %d of its answers as %s, making %s records; it holds one record or exclusion per answer", d.Name, p.show(dbPath), n, reason, other))
+			}
 		}
 	}
 	return probs, elsewhere, nil
@@ -352,14 +362,36 @@ func (p *exportPlan) ownIndex(out string) (db, o string, ok bool) {
 		cands = append(cands, [2]string{filepath.Join(dir, "gendex.db"), dir})
 	}
 	for _, c := range cands {
-		if sameFile(c[0], p.c.db) {
-			continue
+		if sameFile(c[0], p.c.db) || !exists(c[0]) && p.holdsOutputs(c[1]) {
+			continue // a new index would read the records and exclusions there as its own
 		}
 		if probs, _, err := p.problems(c[0], c[1]); err == nil && len(probs) == 0 {
 			return c[0], c[1], true
 		}
 	}
 	return "", "", false
+}
+
+// holdsOutputs reports whether an export into out would find records or
+// exclusions in a dataset's files there already.
+func (p *exportPlan) holdsOutputs(out string) bool {
+	sets, err := export.Find(p.paths, out)
+	if err != nil {
+		return false
+	}
+	for _, d := range sets {
+		for _, path := range []string{d.Tokenized(), d.Excluded()} {
+			if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func numbered(s string, i int) string {
@@ -439,7 +471,7 @@ func (p *exportPlan) command(db, out string) string {
 	}
 	args = append(args, p.paths...)
 	for i, a := range args {
-		args[i] = shellQuote(a)
+		args[i] = ingest.ShellQuote(a)
 	}
 	return strings.Join(args, " ")
 }
@@ -486,12 +518,4 @@ func sameFile(a, b string) bool {
 	fa, errA := os.Stat(a)
 	fb, errB := os.Stat(b)
 	return errA == nil && errB == nil && os.SameFile(fa, fb)
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

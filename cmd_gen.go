@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/sglang"
@@ -32,7 +33,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
 	var servers stringList
 	fs.Var(&servers, "server", "server URL (repeatable), or sim for the built-in simulator")
-	api := fs.String("api", "generate", "generate (SGLang /generate), chat or completions (OpenAI-compatible)")
+	api := fs.String("api", "auto", "auto: the route each server offers (SGLang: /generate; vLLM, llama.cpp and other OpenAI-compatible servers: chat, token ids to /v1/completions); or force generate, chat or completions")
 	concurrency := fs.Int("concurrency", 128, "requests in flight")
 	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
 	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
@@ -70,9 +71,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
 	switch cfg.API {
-	case sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
+	case sglang.APIAuto, sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
 	default:
-		return usagef("gen: --api %q: want generate, chat or completions", *api)
+		return usagef("gen: --api %q: want auto, generate, chat or completions", *api)
 	}
 	if cfg.Turns != gen.TurnsAll && cfg.Turns != gen.TurnsLast {
 		return usagef("gen: --turns %q: want all or last", *turns)
@@ -148,7 +149,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 		defer stop()
-		fmt.Fprintf(messages(c.env), "gen: --server sim: a built-in SGLang simulator at %s (deterministic answers; no GPU)\n", url)
+		fmt.Fprintf(messages(c.env), "gen: --server sim: %s built in, at %s (deterministic answers; no GPU)\n", simFlavorName(simCfg.Flavor), url)
 		cfg.Servers = append(cfg.Servers, url)
 	}
 	db, err := store.Open(c.db, store.Options{})
@@ -286,12 +287,12 @@ func recordsElsewhereAdvice(db string, fs *flag.FlagSet, e *export.ElsewhereErro
 	if len(e.Elsewhere) != 1 || e.Elsewhere[0].Gone || filepath.Base(e.Elsewhere[0].Dir) != e.Dataset {
 		return own
 	}
-	args := []string{"gendex", "--db", shellQuote(db), "export", "--format", fs.Lookup("export").Value.String()}
+	args := []string{"gendex", "--db", ingest.ShellQuote(db), "export", "--format", fs.Lookup("export").Value.String()}
 	for _, name := range []string{"include-truncated", "max-len", "reasoning"} { // recordFlags'
 		if flagGiven(fs, name) {
-			args = append(args, "--"+name+"="+shellQuote(fs.Lookup(name).Value.String()))
+			args = append(args, "--"+name+"="+ingest.ShellQuote(fs.Lookup(name).Value.String()))
 		}
 	}
-	args = append(args, "--out", shellQuote(filepath.Dir(e.Elsewhere[0].Dir)), shellQuote(filepath.Dir(e.Out)))
+	args = append(args, "--out", ingest.ShellQuote(filepath.Dir(e.Elsewhere[0].Dir)), ingest.ShellQuote(filepath.Dir(e.Out)))
 	return "Keep the records where they are: run gen without --export, then:\n    " + strings.Join(args, " ") + "\n" + own
 }

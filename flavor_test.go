@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +74,15 @@ func TestFlavorVLLM(t *testing.T) {
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "vllm", "--unmarked", "--context", "8192")
 
-	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--api", "chat", "--out", "chat", "demo")
+	// No --api: gen picks vLLM's routes itself, and says so.
+	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--out", "chat", "demo")
 	if !strings.Contains(errOut, url+" is ready: vLLM, model sim-model, context length 8192") {
 		t.Errorf("the flavor and context length are not read:\n%s", errOut)
+	}
+	for _, want := range []string{"token-id prompts to /v1/completions", "chat prompts to /v1/chat/completions", "text prompts to /v1/chat/completions", "chosen for vLLM"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the ready line does not say %q:\n%s", want, errOut)
+		}
 	}
 	checkTokenIDPrompts(t, p, "chat")
 	for _, m := range answerLines(t, filepath.Join(p.dir, "chat", "B3_chat", "raw_responses.jsonl")) {
@@ -84,8 +91,8 @@ func TestFlavorVLLM(t *testing.T) {
 		}
 	}
 
-	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--out", "gen", "demo")
-	if code != 1 || !strings.Contains(errOut, "POST /generate") || !strings.Contains(errOut, "use --api chat or completions") {
+	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--api", "generate", "--out", "gen", "demo")
+	if code != 1 || !strings.Contains(errOut, "POST /generate") || !strings.Contains(errOut, "leave it out and gen uses the route the server offers") {
 		t.Errorf("--api generate on vLLM: exit %d; want 1, naming /generate and the way out\n%s", code, errOut)
 	}
 	noAnswers(t, p, "gen")
@@ -114,7 +121,7 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "llamacpp", "--unmarked", "--context", "2048")
 
-	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--api", "chat", "--out", "chat", "--repetition-penalty", "1.1", "--min-new-tokens", "2", "demo")
+	errOut := p.mustRun("--db", "chat.db", "gen", "--server", url, "--out", "chat", "--repetition-penalty", "1.1", "--min-new-tokens", "2", "demo")
 	if !strings.Contains(errOut, "is ready: llama.cpp, model sim-model.gguf, context length 2048") {
 		t.Errorf("the flavor and n_ctx are not read:\n%s", errOut)
 	}
@@ -123,9 +130,32 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	}
 	checkTokenIDPrompts(t, p, "chat")
 
-	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--out", "gen", "demo")
+	if !strings.Contains(errOut, "token-id prompts to /v1/completions") || !strings.Contains(errOut, "chosen for llama.cpp") {
+		t.Errorf("the ready line does not say llama.cpp's routes:\n%s", errOut)
+	}
+
+	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--api", "generate", "--out", "gen", "demo")
 	if code != 1 || !strings.Contains(errOut, "POST /generate") {
 		t.Errorf("--api generate on llama.cpp: exit %d; want 1\n%s", code, errOut)
+	}
+
+	// A prompt's own sampling keys it does not read are said too, once
+	// per key and server, the flags' (min_tokens above) not again.
+	own := filepath.Join(p.dir, "own", "S")
+	os.MkdirAll(own, 0o755)
+	var lines strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&lines, `{"id": "s%d", "text": "hello", "sampling_params": {"min_new_tokens": 2, "stop_token_ids": [7], "skip_special_tokens": false}}`+"\n", i)
+	}
+	os.WriteFile(filepath.Join(own, "prompts.jsonl"), []byte(lines.String()), 0o644)
+	errOut = p.mustRun("--db", "own.db", "gen", "--server", url, "--min-new-tokens", "1", filepath.Join("own", "S"))
+	for _, key := range []string{"stop_token_ids", "skip_special_tokens"} {
+		if n := strings.Count(errOut, "does not read "+key+", set by prompt"); n != 1 {
+			t.Errorf("a prompt's %s llama.cpp does not read: said %d times, want once:\n%s", key, n, errOut)
+		}
+	}
+	if strings.Contains(errOut, "min_new_tokens), set by prompt") {
+		t.Errorf("min_tokens said again for a prompt, after the flag's line:\n%s", errOut)
 	}
 
 	// Its HTTP 500s are retried and counted, and its /metrics (with

@@ -80,7 +80,7 @@ func TestGenRunLevelErrorExits(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	for run := range 2 {
 		r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", hs.URL, dir)
-		if r.code != 1 || !strings.Contains(r.stderr, hs.URL) || !strings.Contains(r.stderr, "HTTP 404") || !strings.Contains(r.stderr, "check --api") {
+		if r.code != 1 || !strings.Contains(r.stderr, hs.URL) || !strings.Contains(r.stderr, "HTTP 404") || !strings.Contains(r.stderr, "--api generate, chat or completions forces one") {
 			t.Errorf("run %d: exit %d\n%s", run, r.code, r.stderr)
 		}
 	}

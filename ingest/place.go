@@ -129,3 +129,12 @@ func CanonicalPath(path string) (string, error) {
 		dir = parent
 	}
 }
+
+// ShellQuote quotes s for a POSIX shell when it needs it, so that a
+// command a message gives pastes as written.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

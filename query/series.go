@@ -113,10 +113,11 @@ func unixTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeForm
 // With --servers: one row per step and server, from the samples gen took
 // of each server's /metrics (see serverList): samples is how many fall in
 // the row's seconds, up the share of them in which gen had the server in
-// rotation, running, queued, token_usage, cache_hit_rate and
-// accept_length the mean of the server's own values over the samples that
-// have them, and the token rates as server's, over the pairs of
-// consecutive samples of one gen run whose later sample falls in the row.
+// rotation, running, queued, token_usage and cache_hit_rate the mean of
+// the server's own values over the samples that have them, accept_length
+// the row's (acceptSpan, over the pairs whose later sample falls in it),
+// and the token rates as server's, over the pairs of consecutive samples
+// of one gen run whose later sample falls in the row.
 // A row without samples has samples 0 and the rest unknown.
 func series(v *store.View, q Query, now time.Time, out Sink) error {
 	if q.PerServer {
@@ -206,7 +207,7 @@ func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
 		err := v.ServerSamples(n, sp.from-60, sp.to-1, func(s *store.ServerSample) error {
 			sec := s.Time / 1000
 			if sec >= sp.from && sec < sp.to {
-				rows[i][sp.index(sec)].add(s, &prev, havePrev)
+				rows[i][sp.index(sec)].add(s, &prev, havePrev, sp.from*1000)
 			}
 			prev, havePrev = *s, true
 			return nil
@@ -245,12 +246,18 @@ type stepSamples struct {
 	}
 	server, client tokenSpan
 	paired         bool // a pair had the server's counter: server's rate is known
+	accept         acceptSpan
 }
 
-var seriesGauges = []store.Metric{store.MetricRunning, store.MetricQueued, store.MetricTokenUsage, store.MetricCacheHitRate, store.MetricAcceptLength}
+var seriesGauges = []store.Metric{store.MetricRunning, store.MetricQueued, store.MetricTokenUsage, store.MetricCacheHitRate}
 
-func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool) {
+func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool, from int64) {
 	st.samples++
+	if havePrev {
+		st.accept.add(prev, s, from)
+	} else {
+		st.accept.add(nil, s, from)
+	}
 	if s.Up {
 		st.up++
 	}
@@ -288,12 +295,11 @@ func (st *stepSamples) row(t, name string, seconds any) []any {
 			switch m {
 			case store.MetricRunning, store.MetricQueued:
 				prec = 1
-			case store.MetricAcceptLength:
-				prec = 2
 			}
 			row[5+i] = Fixed{g.sum / float64(g.n), prec}
 		}
 	}
+	row[9] = st.accept.fixed()
 	if r, ok := st.server.perSecond(); ok && st.paired {
 		row[10] = Fixed{r, 1}
 	}

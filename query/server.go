@@ -20,10 +20,12 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // /metrics of, from the samples whose second is in the window ending now
 // ([now−window, now]):
 //   - up is gen's view in the last sample ("yes": in rotation, "no":
-//     waited for); running, queued, token_usage, cache_hit_rate and
-//     accept_length are the server's own, from the last sample, unknown
-//     when that reading lacks them (the server was down, or does not report
-//     them);
+//     waited for); running, queued, token_usage and cache_hit_rate are
+//     the server's own, from the last sample, unknown when that reading
+//     lacks them (the server was down, or does not report them);
+//   - accept_length is the window's, from the server's spec counters or
+//     the answers' per-request counts (acceptSpan), unknown when nothing
+//     was drafted in it;
 //   - last_seen is the last time its /metrics answered, ever;
 //   - server_tokens_per_s is the increase of its generation_tokens_total
 //     counter between consecutive samples of one gen run, over the time
@@ -89,7 +91,13 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var have, havePrev bool
 	var server, clientPaired, clientAll tokenSpan
 	var retries int64
+	var accept acceptSpan
 	err := v.ServerSamples(name, from, to, func(s *store.ServerSample) error {
+		if havePrev {
+			accept.add(&prev, s, from*1000)
+		} else {
+			accept.add(nil, s, from*1000)
+		}
 		switch {
 		case havePrev && prev.Run == s.Run:
 			retries += max(s.Retries-prev.Retries, 0)
@@ -170,7 +178,7 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 		}
 	}
 	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), gauge(store.MetricTokenUsage, 3),
-		gauge(store.MetricCacheHitRate, 3), gauge(store.MetricAcceptLength, 2), lastSeen, srvRate, cliRate, agreement,
+		gauge(store.MetricCacheHitRate, 3), accept.fixed(), lastSeen, srvRate, cliRate, agreement,
 		retried, inBackoff, lastError, lastErrorAt, note}, nil
 }
 

@@ -1,7 +1,9 @@
 package query
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"gendex/store"
 )
@@ -25,6 +27,7 @@ func spec(v *store.View, names []string, out Sink) error {
 		"p10_accept_length", "p50_accept_length", "p90_accept_length", "unknown_spec"})
 	var all sumHist
 	var tot store.Stats
+	var none []string // datasets whose answers carry no counts
 	for _, s := range sums {
 		r := s.Stage(store.Raw)
 		var h sumHist
@@ -39,6 +42,9 @@ func spec(v *store.View, names []string, out Sink) error {
 		if err := out.Row(specRow(s.Dataset, &r, &h)); err != nil {
 			return err
 		}
+		if r.Records > 0 && r.SpecVerify == 0 {
+			none = append(none, s.Dataset)
+		}
 		tot.Records += r.Records
 		tot.SpecRecords += r.SpecRecords
 		tot.SpecTokens += r.SpecTokens
@@ -46,7 +52,25 @@ func spec(v *store.View, names []string, out Sink) error {
 		tot.SpecAccepted += r.SpecAccepted
 		tot.SpecProposed += r.SpecProposed
 	}
-	return out.Total(specRow("TOTAL", &tot, &all))
+	if err := out.Total(specRow("TOTAL", &tot, &all)); err != nil {
+		return err
+	}
+	if len(none) > 0 {
+		return out.Note(noSpecNote(none))
+	}
+	return nil
+}
+
+// noSpecNote says why datasets have no per-dataset figures, and where the
+// server-wide one is.
+func noSpecNote(names []string) string {
+	which := "their answers carry"
+	if len(names) == 1 {
+		which = "its answers carry"
+	}
+	return fmt.Sprintf("%s: unknown: %s no per-request speculative counts (SGLang's /generate answers have them; vLLM's and llama.cpp's never do, nor SGLang's chat endpoint). "+
+		"The server-wide accept length over a window, from the server's own counters: gendex query server --window 1h, or gendex series --servers (gendex plot accept draws it)",
+		strings.Join(names, ", "), which)
 }
 
 func specRow(name string, r *store.Stats, h *sumHist) []any {

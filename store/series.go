@@ -37,6 +37,8 @@ const (
 	MetricAcceptLength                // sglang:spec_accept_length
 	MetricRequests                    // sglang:num_requests_total (counter)
 	MetricStartTime                   // process_start_time_seconds (Unix seconds)
+	MetricSpecDrafts                  // vllm:spec_decode_num_drafts_total (counter; vLLM and llama.cpp)
+	MetricSpecAccepted                // vllm:spec_decode_num_accepted_tokens_total (counter; vLLM and llama.cpp)
 	NumMetrics
 )
 
@@ -75,6 +77,13 @@ type ServerSample struct {
 	Retries, InBackoff int64
 	LastError          string
 	LastErrorAt        int64
+	// ClientSpecTokens and ClientSpecVerify are gen's own counts, since
+	// Run began, of the completion tokens and verify steps of this server's
+	// answers that carry spec_verify_ct (SGLang's meta_info): their ratio
+	// over a window is the server's accept length then, from per-request
+	// counts (see query's acceptSpan). 0 in samples stored before they were
+	// kept.
+	ClientSpecTokens, ClientSpecVerify int64
 
 	has    uint16
 	values [NumMetrics]float64
@@ -173,7 +182,12 @@ func (s *ServerSample) encode() []byte {
 		b = binary.AppendVarint(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.LastError)))
-	return append(b, s.LastError...)
+	b = append(b, s.LastError...)
+	// The spec counts follow, for the same reason.
+	for _, v := range [...]int64{s.ClientSpecTokens, s.ClientSpecVerify} {
+		b = binary.AppendVarint(b, v)
+	}
+	return b
 }
 
 var errBadSample = errors.New("corrupt server sample")
@@ -227,6 +241,17 @@ func decodeSample(b []byte, s *ServerSample) error {
 		return errBadSample
 	}
 	s.LastError = string(b[n : n+int(l)])
+	b = b[n+int(l):]
+	if len(b) == 0 {
+		return nil // stored before the spec counts were kept
+	}
+	for _, p := range [...]*int64{&s.ClientSpecTokens, &s.ClientSpecVerify} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return errBadSample
+		}
+		*p, b = v, b[n:]
+	}
 	return nil
 }
 

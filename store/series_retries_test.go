@@ -16,9 +16,19 @@ func TestServerSampleRetries(t *testing.T) {
 	old := s
 	old.Retries, old.InBackoff, old.LastError, old.LastErrorAt = 0, 0, "", 0
 	b := old.encode()
-	b = b[:len(b)-4] // three varints 0 and an empty string: what a sample had before
+	b = b[:len(b)-6] // three varints 0, an empty string and two spec varints 0: what a sample had before
 	if err := decodeSample(b, &got); err != nil || got != old {
 		t.Errorf("an older sample: %+v %v\nwant %+v", got, err, old)
+	}
+	// A sample stored before the spec counts were kept reads with none.
+	spec := s
+	spec.ClientSpecTokens, spec.ClientSpecVerify = 3000, 1234
+	if err := decodeSample(spec.encode(), &got); err != nil || got != spec {
+		t.Errorf("spec counts: %+v %v", got, err)
+	}
+	b = s.encode()
+	if err := decodeSample(b[:len(b)-2], &got); err != nil || got != s {
+		t.Errorf("a sample without spec counts: %+v %v\nwant %+v", got, err, s)
 	}
 	full := s.encode()
 	for _, cut := range []int{1, 5, len(s.LastError) + 1} {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,15 @@ func TestDecideLineAsExport(t *testing.T) {
 			}
 		}
 		cfg.Now = func() time.Time { return fixedNow }
+		dir := filepath.Dir(d.Tokenized()) // the answers' and the prompts' folder
+		raw, promptsPath := filepath.Join(dir, "raw_responses.jsonl"), filepath.Join(dir, "prompts.jsonl")
 		left := 0
 		for _, answer := range strings.SplitAfter(strings.TrimSpace(fixtureRaw), "\n") {
 			answer = strings.TrimSuffix(answer, "\n")
 			var m struct{ ID string }
 			json.Unmarshal([]byte(answer), &m)
 			p := prompts[m.ID]
-			got, err := cfg.DecideLine(context.Background(), m.ID, []byte(answer), "raw.jsonl", p, "prompts.jsonl", promptLine[m.ID])
+			got, err := cfg.DecideLine(context.Background(), m.ID, []byte(answer), raw, p, promptsPath, promptLine[m.ID])
 			if err != nil {
 				t.Fatalf("%+v: %s: %v", cfg, m.ID, err)
 			}
@@ -59,7 +62,7 @@ func TestDecideLineAsExport(t *testing.T) {
 					t.Errorf("format %d: %s left (%s); export wrote %s", cfg.Format, m.ID, got.Left, w)
 				}
 			case got.Reason == ReasonBadAnswer:
-				if !strings.Contains(w, `"reason":"bad_answer"`) || !strings.Contains(string(got.Line), "raw.jsonl (the answer to "+m.ID+")") {
+				if !strings.Contains(w, `"reason":"bad_answer"`) || !strings.Contains(string(got.Line), "raw_responses.jsonl (the answer to "+m.ID+")") {
 					t.Errorf("format %d: %s: %s; export wrote %s", cfg.Format, m.ID, got.Line, w)
 				}
 			case string(got.Line) != w:

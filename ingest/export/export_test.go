@@ -122,7 +122,7 @@ func TestConversations(t *testing.T) {
 `)
 	raw := filepath.Join(filepath.Dir(d.Tokenized()), "raw_responses.jsonl")
 	same(t, "excluded.jsonl", exc,
-		excl("a4", "ids_prompt", "the prompt (prompts.jsonl:4) is token ids (input_ids), not a conversation; export it with --format ids")+
+		excl("a4", "ids_prompt", "the prompt (prompts.jsonl:4) is token ids (input_ids), not a conversation; its ids record: "+IDsCommand(filepath.Dir(raw), filepath.Dir(raw)))+
 			excl("t1", "length", lengthDetail)+
 			excl("ab1", "abort", "finish_reason abort: the server aborted the request")+
 			excl("nt", "no_text", "the answer has no text (generated with --skip-tokenizer-init, or its content is null); export it with --format ids")+

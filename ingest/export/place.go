@@ -135,3 +135,45 @@ func (x *Exporter) CheckPlace(d Dataset) error {
 	}
 	return nil
 }
+
+// IDsCommand is the command that makes the ids records of a dataset of
+// token-id prompts, whose prompts are in promptDir and answers in
+// answerDir (the same folder, or gen --out's), in a folder and an index of
+// their own beside the answers' parent (ROOT-ids): the conversations format
+// makes no record of such a prompt (ReasonIDsPrompt), and one index holds
+// one record per answer.
+func IDsCommand(promptDir, answerDir string) string {
+	own := filepath.Join(filepath.Dir(filepath.Dir(answerDir)), filepath.Base(filepath.Dir(answerDir))+"-ids")
+	args := []string{"gendex", "--db", ingest.ShellQuote(filepath.Join(own, "gendex.db")), "export", "--format", "ids",
+		"--out", ingest.ShellQuote(own), ingest.ShellQuote(promptDir)}
+	if answerDir != promptDir {
+		args = append(args, ingest.ShellQuote(answerDir))
+	}
+	return strings.Join(args, " ")
+}
+
+// formatOnly maps each reason that holds under one format only to that
+// format: a token-id prompt has an ids record but no conversations one, an
+// answer without output ids a conversations record but no ids one.
+var formatOnly = map[string]Format{ReasonIDsPrompt: Conversations, ReasonNoOutputIDs: IDs}
+
+// OtherFormatExclusions returns the reason and number of the exclusions
+// of dataset the index holds that only the other format than f makes: an
+// export in f would find those answers decided already (one record or
+// exclusion per answer in an index), so their f records need an index of
+// their own. n is 0 when there are none.
+func OtherFormatExclusions(db *store.DB, dataset string, f Format) (reason string, other Format, n uint64, err error) {
+	err = db.View(func(v *store.View) error {
+		s, err := v.Summary(dataset)
+		if err != nil {
+			return nil // nothing indexed of it
+		}
+		for r, rf := range formatOnly {
+			if c := s.Stage(store.Excluded).Finish[r]; rf != f && c > 0 {
+				reason, other, n = r, rf, c
+			}
+		}
+		return nil
+	})
+	return reason, other, n, err
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -170,7 +171,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 		return outcome{left: true, why: why, note: where.String()}, nil
 	}
 	if p.ids != nil {
-		return exclude(ReasonIDsPrompt, "the prompt (%s) is token ids (input_ids), not a conversation; export it with --format ids", where), nil
+		return exclude(ReasonIDsPrompt, "the prompt (%s) is token ids (input_ids), not a conversation; its ids record: %s", where, IDsCommand(filepath.Dir(where.path), filepath.Dir(j.path))), nil
 	}
 	assistant := func(i int) message {
 		m := message{Role: "assistant", Content: a.turns[i].content()}

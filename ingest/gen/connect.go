@@ -161,7 +161,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	if info.MaxModelLen > 0 {
 		ctxText = fmt.Sprintf("context length %d", info.MaxModelLen)
 	}
-	r.logf("gen: %s is ready: %s, model %s, %s", s.name, info.Flavor, info.ID, ctxText)
+	r.logf("gen: %s is ready: %s, model %s, %s%s", s.name, info.Flavor, info.ID, ctxText, r.routesText(s, c))
 	return nil
 }
 
@@ -181,8 +181,10 @@ func (r *run) setupError(err error) error {
 		hint = "check --model (GET /v1/models lists the model the server serves; leave --model out to use it)"
 	case e.Op == "GET /health":
 		hint = "check that --server is the server's root URL, such as http://host:30000"
+	case r.cfg.API == sglang.APIAuto:
+		hint = "check that --server is the server's root URL (gen chose the route from its GET /v1/models; --api generate, chat or completions forces one)"
 	default:
-		hint = fmt.Sprintf("check --api (now %s; an OpenAI-compatible server such as vLLM has no /generate: use --api chat or completions) and that --server is the server's root URL", r.cfg.API)
+		hint = fmt.Sprintf("check --api (now %s; leave it out and gen uses the route the server offers: SGLang's /generate, else chat) and that --server is the server's root URL", r.cfg.API)
 	}
 	return &stopError{err: e, hint: hint}
 }

@@ -52,7 +52,7 @@ import (
 // Config is one gen run.
 type Config struct {
 	Servers     []string
-	API         sglang.API // default APIGenerate
+	API         sglang.API // default APIAuto: the route each server offers (Flavor.API)
 	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
 	Sampling    sglang.SamplingParams
 	APIKey      string
@@ -129,7 +129,7 @@ func (c *Config) defaults() {
 		c.Turns = TurnsAll
 	}
 	if c.API == "" {
-		c.API = sglang.APIGenerate
+		c.API = sglang.APIAuto
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 128
@@ -359,9 +359,10 @@ type dsRun struct {
 	rawFile          *os.File
 	errFile          *os.File
 	turnsFile        *os.File
-	exp              exportOut // gen --export's outputs and counts
-	redo             *redoSet  // what --redo asks again (nil without it)
-	todo             int64     // prompts to send at the start
+	exp              exportOut       // gen --export's outputs and counts
+	redo             *redoSet        // what --redo asks again (nil without it)
+	shapes           [numShapes]bool // of the first prompt of each prompts file
+	todo             int64           // prompts to send at the start
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
 	unknown          atomic.Int64 // answers without a token count
@@ -537,6 +538,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err := r.connect(); err != nil {
 		return &Summary{Elapsed: time.Since(r.started)}, err
 	}
+	r.sayIDsPrompts()
 
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
@@ -637,7 +639,11 @@ func (r *run) settings() string {
 	if x := r.cfg.Export; x != nil {
 		export = fmt.Sprintf(", export %s (tokenized.jsonl and excluded.jsonl beside the answers)", x.Format)
 	}
-	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", r.cfg.API, r.cfg.Concurrency, r.cfg.Turns, export, b)
+	api := string(r.cfg.API)
+	if r.cfg.API == sglang.APIAuto {
+		api = "auto (each server's own: SGLang /generate, others chat)"
+	}
+	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
 }
 
 // writeMetrics writes the requests in flight, whether each server is up

@@ -315,7 +315,7 @@ var directMetrics = []struct {
 	{keyRunning, store.MetricRunning}, {keyQueued, store.MetricQueued}, {keyKV, store.MetricTokenUsage},
 	{keyHitRate, store.MetricCacheHitRate}, {keyThroughput, store.MetricGenThroughput}, {keyGen, store.MetricGenTokens},
 	{keyPrompt, store.MetricPromptTokens}, {keyAccept, store.MetricAcceptLength}, {keyRequests, store.MetricRequests},
-	{keyStart, store.MetricStartTime},
+	{keyStart, store.MetricStartTime}, {keyDrafts, store.MetricSpecDrafts}, {keyAccepted, store.MetricSpecAccepted},
 }
 
 // readNames is every name some flavor reads: the others are skipped by

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,12 +19,13 @@ import (
 // preflight checks that it can serve this run: the model asked for is
 // listed, every route the run's prompts need exists, and its answers carry
 // the output ids --export ids needs. Each route is decided per prompt shape
-// once (routeFor): a token-id prompt goes to /generate (--api generate) or
-// to /v1/completions with the ids as its prompt (--api chat and
-// completions: OpenAI's token-array prompt, which SGLang, vLLM and
-// llama.cpp read), never to the chat endpoint, which only SGLang would read
-// them from. A missing route or model stops the run before anything is
-// written for it.
+// once (routeFor) from the API the server is spoken to with (apiFor: --api,
+// or by default the one its flavor offers): a token-id prompt goes to
+// /generate (generate) or to /v1/completions with the ids as its prompt
+// (chat and completions: OpenAI's token-array prompt, which SGLang, vLLM
+// and llama.cpp read), never to the chat endpoint, which only SGLang would
+// read them from. A missing route or model stops the run before anything
+// is written for it.
 
 // shape is what a prompt line holds, for routing.
 type shape uint8
@@ -56,6 +58,49 @@ func routeFor(api sglang.API, sh shape, tok int32) string {
 		return "/v1/completions"
 	}
 	return "/v1/chat/completions"
+}
+
+// apiFor is the API gen speaks to the server behind c with: --api when
+// given, else the one its flavor offers (SGLang's /generate, else chat).
+func (r *run) apiFor(c *sglang.Client) sglang.API {
+	if r.cfg.API != sglang.APIAuto {
+		return r.cfg.API
+	}
+	return c.Flavor.API()
+}
+
+// shapeNames name the prompt shapes for people.
+var shapeNames = [numShapes]string{shapeIDs: "token-id prompts", shapeText: "text prompts", shapeChat: "chat prompts"}
+
+// routesText says where this run's prompts go on s, for its ready line:
+// "prompts to /generate", or per shape when they differ.
+func (r *run) routesText(s *server, c *sglang.Client) string {
+	api, tok := r.apiFor(c), s.tokenize.Load()
+	var parts []string
+	same := ""
+	for sh := range numShapes {
+		if !r.shapes[sh] {
+			continue
+		}
+		route := routeFor(api, sh, tok)
+		if len(parts) == 0 {
+			same = route
+		} else if route != same {
+			same = ""
+		}
+		parts = append(parts, shapeNames[sh]+" to "+route)
+	}
+	how := "--api " + string(api)
+	if r.cfg.API == sglang.APIAuto {
+		how = "chosen for " + c.Flavor.String() + "; --api forces one"
+	}
+	switch {
+	case len(parts) == 0:
+		return ""
+	case same != "":
+		return fmt.Sprintf("; prompts to %s (%s)", same, how)
+	}
+	return fmt.Sprintf("; %s (%s)", strings.Join(parts, ", "), how)
 }
 
 // routes keeps, per server, what each route's probe found: nil, or the
@@ -101,7 +146,7 @@ func (r *run) preflight(ctx context.Context, s *server, c *sglang.Client, info s
 			hint: "check --model: leave it out to use the model the server serves, or name one GET /v1/models lists; no prompt was sent"}
 	}
 	s.routes.reset()
-	api := r.cfg.API
+	api := r.apiFor(c)
 	for sh := range numShapes {
 		if !r.shapes[sh] {
 			continue
@@ -122,6 +167,9 @@ func (r *run) preflight(ctx context.Context, s *server, c *sglang.Client, info s
 	if api != sglang.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
 		if _, ignored := r.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
 			r.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
+			for _, k := range ignored {
+				r.saidOnce.Store("ignored "+s.name+" "+k, true) // a prompt that sets it too is not said again (sayUnread)
+			}
 		}
 	}
 	return nil
@@ -143,25 +191,65 @@ func (r *run) needRoute(ctx context.Context, s *server, c *sglang.Client, path s
 }
 
 // sampleShapes reads the first prompt of each prompts file: the shapes
-// the run will send, so that preflight checks their routes before the
-// first request (a shape met later is checked when it comes: sendable).
+// the run will send (each dataset's in its shapes), so that preflight
+// checks their routes before the first request (a shape met later is
+// checked when it comes: sendable).
 func sampleShapes(sets []*dsRun) (shapes [numShapes]bool) {
 	for _, ds := range sets {
-		for _, path := range ds.Prompts {
-			f, err := os.Open(path)
-			if err != nil {
-				continue
-			}
-			ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
-				p, err := ParsePrompt(line, "x", n)
-				if err != nil {
-					return nil
-				}
-				shapes[shapeOf(p)] = true
-				return errStop
-			})
-			f.Close()
+		ds.shapes = datasetShapes(ds.Prompts)
+		for sh, has := range ds.shapes {
+			shapes[sh] = shapes[sh] || has
 		}
+	}
+	return shapes
+}
+
+// sayIDsPrompts says, once the first server is ready and before the first
+// request, which datasets of token-id prompts an --export conversations
+// run makes no records for (each answer is excluded as ids_prompt: a
+// conversation needs text), and the command that makes their ids records
+// afterwards, or, on a server whose answers carry no output ids
+// (llama.cpp), that none can be made from them.
+func (r *run) sayIDsPrompts() {
+	if x := r.cfg.Export; x == nil || x.Format != export.Conversations {
+		return
+	}
+	var c *sglang.Client
+	for _, s := range r.pool.servers {
+		if s.up.Load() {
+			c = s.client()
+			break
+		}
+	}
+	for _, ds := range r.sets {
+		if !ds.shapes[shapeIDs] {
+			continue
+		}
+		const head = "gen: %s: its prompts are token ids, so --export conversations makes no records of them (each answer is excluded as ids_prompt)"
+		if c != nil && !c.Flavor.ReturnsOutputIDs(r.apiFor(c)) {
+			r.logf(head+"; %s's answers carry no output ids, so no ids records can be made of them either (SGLang and vLLM return them)", ds.Name, c.Flavor)
+			continue
+		}
+		r.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
+	}
+}
+
+// datasetShapes reads the first prompt of each of paths.
+func datasetShapes(paths []string) (shapes [numShapes]bool) {
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
+			p, err := ParsePrompt(line, "x", n)
+			if err != nil {
+				return nil
+			}
+			shapes[shapeOf(p)] = true
+			return errStop
+		})
+		f.Close()
 	}
 	return shapes
 }
@@ -170,7 +258,7 @@ func sampleShapes(sets []*dsRun) (shapes [numShapes]bool) {
 // it; a route s lacks stops the run before the request (needRoute), and
 // the caller sends nothing.
 func (r *run) routeChecked(ctx context.Context, s *server, c *sglang.Client, p *Prompt) (string, error) {
-	route := routeFor(r.cfg.API, shapeOf(p), s.tokenize.Load())
+	route := routeFor(r.apiFor(c), shapeOf(p), s.tokenize.Load())
 	if err := r.needRoute(ctx, s, c, route); err != nil {
 		r.abort(err)
 		return "", err

@@ -140,6 +140,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 	smp.NoMetrics = sc.noMetrics.Load()
 	smp.Flavor = sc.flavor
 	smp.ClientTokens, smp.ClientAnswers, smp.ClientUnknown = s.tokens.Load(), s.done.Load(), s.unknownTokens.Load()
+	smp.ClientSpecTokens, smp.ClientSpecVerify = s.specTokens.Load(), s.specVerify.Load()
 	smp.Retries, smp.InBackoff, smp.LastError, smp.LastErrorAt = s.retries.sample() // retries.go
 	if smp.Scraped {
 		sc.lastSeen = smp.Time

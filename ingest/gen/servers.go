@@ -41,6 +41,9 @@ type server struct {
 	// tokens and unknownTokens count, like done, what this server answered
 	// in this run: completion tokens, and answers without a count.
 	tokens, unknownTokens atomic.Int64
+	// specTokens and specVerify count, of its answers with spec_verify_ct,
+	// the completion tokens and the verify steps (its accept length).
+	specTokens, specVerify atomic.Int64
 	// retries are its failed attempts that were sent again (retries.go).
 	retries retries
 	// lost counts the requests to it that ended without an answer since
@@ -127,6 +130,10 @@ func (s *server) answered(res *sglang.Result) {
 		s.unknownTokens.Add(1)
 	}
 	s.done.Add(1)
+	if sp := res.Spec; sp != nil && sp.VerifyCt != nil && *sp.VerifyCt > 0 && res.CompletionTokens != nil {
+		s.specTokens.Add(int64(*res.CompletionTokens))
+		s.specVerify.Add(int64(*sp.VerifyCt))
+	}
 }
 
 // markUp puts s in rotation and wakes the requests waiting for a server.

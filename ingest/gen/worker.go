@@ -219,7 +219,7 @@ func clipped(want *int, ctxLen, promptLen int) *int {
 	return want
 }
 
-// send makes one request for p on s, by the run's API and the prompt's
+// send makes one request for p on s, by the server's API and the prompt's
 // shape. Chat messages it turned into token ids itself (/v1/tokenize, for
 // /generate) are the result's PromptIDs.
 func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, error) {
@@ -241,9 +241,9 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 // prompt (0 for text or messages).
 func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.Result, sent int, err error) {
 	sp := r.cfg.Sampling.Merge(p.Sampling)
-	api := r.cfg.API
-	ids := p.InputIDs
 	c := s.client()
+	api := r.apiFor(c)
+	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
 	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
 		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
@@ -282,6 +282,9 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 	if err != nil {
 		return nil, 0, context.Canceled // the run stops: nothing sent
 	}
+	if route != "/generate" && c.Flavor.DropsFields() {
+		r.sayUnread(s, c, p)
+	}
 	switch route {
 	case "/generate":
 		req := sglang.GenerateRequest{InputIDs: ids, Sampling: sp}
@@ -308,6 +311,21 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 	}
 	res, err = c.Chat(ctx, req)
 	return res, 0, err
+}
+
+// sayUnread says, once per key and server, the keys of p's own sampling
+// that the server does not read (as preflight says of the flags): they are
+// not sent, and its own behaviour applies.
+func (r *run) sayUnread(s *server, c *sglang.Client, p *Prompt) {
+	_, ignored := p.Sampling.FieldsFor(c.Flavor)
+	for _, k := range ignored {
+		key := k
+		if k == "min_tokens" {
+			key = "min_tokens (min_new_tokens)" // the prompt line's name for it
+		}
+		r.once("ignored "+s.name+" "+k, "gen: %s (%s) does not read %s, set by prompt %s's sampling_params: not sent, its own behaviour applies (said once, for every prompt that sets it)",
+			s.name, c.Flavor, key, p.ID)
+	}
 }
 
 // optional makes call, a request to an endpoint a server may lack

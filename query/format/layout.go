@@ -92,7 +92,7 @@ var Layouts = map[string]Layout{
 		{Name: "token_usage", Drop: 1, Short: "kv"}, {Name: "queued", Drop: 2, Short: "queue"},
 		{Name: "server_tokens_per_s", Drop: 2, Short: "srv_tok/s"}, {Name: "client_tokens_per_s", Drop: 3, Short: "gdx_tok/s"},
 		{Name: "note", Drop: 2, Text: 12}, {Name: "retries", Drop: 3}, {Name: "last_error", Drop: 4, Text: 12, Short: "error"},
-		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "accept_length", Drop: 4, Short: "acc_len"},
+		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "accept_length", Drop: 2, Short: "acc_len"},
 		{Name: "in_backoff", Drop: 5, Short: "backoff"}, {Name: "agreement", Drop: 5, Short: "agree"},
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
 	}, Rest: 6},
@@ -168,6 +168,16 @@ func Cut(s string, width int, left bool) string {
 	return "…"
 }
 
+// emptyColumn reports whether column j is empty or unknown in every row.
+func emptyColumn(rows [][]string, j int) bool {
+	for _, row := range rows {
+		if row[j] != "" && row[j] != Unknown {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
 // A fitted table: what is left of its columns, and the columns dropped.
 type fitted struct {
 	cols   []string
@@ -226,6 +236,16 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 		specs[j] = lay.col(c, j)
 		if specs[j].Short != "" {
 			head[j] = specs[j].Short
+		}
+	}
+	// A column unknown in every row says nothing here: it goes first.
+	most := 0
+	for _, sp := range specs {
+		most = max(most, sp.Drop)
+	}
+	for j := range cols {
+		if specs[j].Drop > 0 && emptyColumn(all[1:], j) {
+			specs[j].Drop = most + 1
 		}
 	}
 	nat = natural(head)

@@ -46,6 +46,12 @@ var metrics = []metric{
 	{word: "accept", title: "accept length (tokens per verify step)", unit: "tokens/step", column: "accept_length", scale: 1},
 }
 
+// acceptServers is what plot accept draws when no dataset's answers carry
+// per-request speculative counts (vLLM, llama.cpp, SGLang's chat
+// endpoint): each server's own figure, from series --servers.
+var acceptServers = metric{word: "accept", title: "accept length, server-wide (the answers carry no per-request counts)",
+	unit: "tokens/step", servers: true, column: "accept_length", scale: 1}
+
 // Args is a parsed plot command.
 type Args struct {
 	metric        metric
@@ -263,6 +269,14 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	case len(c.Series) > 1:
 		c.Title += ", per " + per
 	}
+	if a.metric.column == "accept_length" && len(c.Series) > 0 && allUnknown(c.Series) {
+		if !a.metric.servers {
+			b := *a
+			b.metric, b.names = acceptServers, nil
+			return b.Chart(ctx, ask, now, points)
+		}
+		return nil, fmt.Errorf("nothing to plot: no accept length in the index: no answer carries SGLang's per-request speculative counts, and no server's /metrics reports a drafter (a server without one has no accept length; SGLang's /metrics needs --enable-metrics)")
+	}
 	if len(c.Series) == 0 {
 		what := "answer"
 		if a.metric.servers {
@@ -293,6 +307,18 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 		c.Marks = append(c.Marks, chart.Mark{Time: t, Kind: kind, Label: server + " " + kind, Detail: detail})
 	}
 	return c, nil
+}
+
+// allUnknown reports whether no series has a known value.
+func allUnknown(series []chart.Series) bool {
+	for _, s := range series {
+		for _, v := range s.Values {
+			if !math.IsNaN(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // timeFormat is how questions write a moment (query's timeFormat).

@@ -57,6 +57,17 @@ func flavorOf(ownedBy string) Flavor {
 	return FlavorUnknown
 }
 
+// API is the API gen uses on this flavor when --api is auto: SGLang's
+// /generate (ids in, ids out, for every prompt shape), else the OpenAI
+// chat endpoint (token-id prompts go to /v1/completions as a token array,
+// which every OpenAI-compatible server reads).
+func (f Flavor) API() API {
+	if f == FlavorSGLang {
+		return APIGenerate
+	}
+	return APIChat
+}
+
 // ReturnsOutputIDs reports whether answers from api on this flavor carry
 // the output token ids (what --export ids needs).
 func (f Flavor) ReturnsOutputIDs(api API) bool {
@@ -72,6 +83,10 @@ func (f Flavor) ReturnsOutputIDs(api API) bool {
 // ReadsChatInputIDs reports whether the chat endpoint reads SGLang's
 // "input_ids" extension; the others answer the messages instead.
 func (f Flavor) ReadsChatInputIDs() bool { return f == FlavorSGLang }
+
+// DropsFields reports whether FieldsFor leaves set fields out for f (so a
+// caller need only ask it which on such a flavor).
+func (f Flavor) DropsFields() bool { return f == FlavorLlamaCpp }
 
 // FieldsFor maps p onto the chat/completions fields flavor f reads, and
 // lists the set fields it does not read (which are then not sent): llama.cpp

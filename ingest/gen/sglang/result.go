@@ -15,6 +15,9 @@ const (
 	APIGenerate    API = "generate"    // POST /generate
 	APIChat        API = "chat"        // POST /v1/chat/completions
 	APICompletions API = "completions" // POST /v1/completions
+	// APIAuto is not an endpoint: it asks gen to use the one the server
+	// offers (Flavor.API).
+	APIAuto API = "auto"
 )
 
 // Result is one finished generation in gendex's flat, self-describing
