@@ -29,19 +29,19 @@ type acceptSpan struct {
 	gaugeTokens, gaugeSteps float64
 }
 
-// add adds the pair (prev, s) of one server's consecutive samples; prev is
-// nil before the span's first sample. from is the span's start (Unix ms):
-// a run that began then or later has all its counts in the span.
-func (a *acceptSpan) add(prev, s *store.ServerSample, from int64) {
+// add adds sample s of one server, and the pair it closes with prev, the
+// sample before it (when havePrev). from is the span's start (Unix ms): a
+// run that began then or later has all its counts in the span.
+func (a *acceptSpan) add(s, prev *store.ServerSample, havePrev bool, from int64) {
 	switch {
-	case prev != nil && prev.Run == s.Run:
+	case havePrev && prev.Run == s.Run:
 		a.specTokens += max(s.ClientSpecTokens-prev.ClientSpecTokens, 0)
 		a.specSteps += max(s.ClientSpecVerify-prev.ClientSpecVerify, 0)
 	case s.Run >= from: // the run began in the span: all its counts are in it
 		a.specTokens += s.ClientSpecTokens
 		a.specSteps += s.ClientSpecVerify
 	}
-	if prev == nil || !prev.Scraped || !s.Scraped {
+	if !havePrev || !prev.Scraped || !s.Scraped {
 		return
 	}
 	restarted := false

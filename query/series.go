@@ -253,11 +253,7 @@ var seriesGauges = []store.Metric{store.MetricRunning, store.MetricQueued, store
 
 func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool, from int64) {
 	st.samples++
-	if havePrev {
-		st.accept.add(prev, s, from)
-	} else {
-		st.accept.add(nil, s, from)
-	}
+	st.accept.add(s, prev, havePrev, from)
 	if s.Up {
 		st.up++
 	}

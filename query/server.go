@@ -93,11 +93,7 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var retries int64
 	var accept acceptSpan
 	err := v.ServerSamples(name, from, to, func(s *store.ServerSample) error {
-		if havePrev {
-			accept.add(&prev, s, from*1000)
-		} else {
-			accept.add(nil, s, from*1000)
-		}
+		accept.add(s, &prev, havePrev, from*1000)
 		switch {
 		case havePrev && prev.Run == s.Run:
 			retries += max(s.Retries-prev.Retries, 0)
