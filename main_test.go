@@ -690,7 +690,7 @@ func TestIngestFollow(t *testing.T) {
 		t.Fatalf("ingest --follow ended with exit %d: %v\n%s", code, err, stderr.String())
 	}
 	got := mustGendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "csv", "--no-header").stdout
-	if !strings.HasPrefix(got, "one,3,,6,2.0,") || !strings.Contains(got, "\ntwo,1,,7,7.0,") {
+	if !strings.HasPrefix(got, "one,3,,6,,2.0,") || !strings.Contains(got, "\ntwo,1,,7,,7.0,") { // reasoning unknown
 		t.Errorf("after --follow, tokens:\n%s\nstderr:\n%s", got, stderr.String())
 	}
 }

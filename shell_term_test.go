@@ -139,7 +139,7 @@ func TestShellInATerminal(t *testing.T) {
 	tm.send("-l", "js")
 	tm.send("Tab")
 	tm.send("Enter")
-	tm.waitFor(`"stop": 7`) // testdata/shapes/demo: 7 answers finished with stop
+	tm.waitFor(`"stop": 8`) // testdata/shapes/demo: 8 answers finished with stop (one an Anthropic end_turn)
 
 	// Ctrl-C at the prompt clears the line; the shell stays.
 	tm.send("-l", "half a command")

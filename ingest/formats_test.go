@@ -321,7 +321,7 @@ func TestCountsWhereToolsPutThem(t *testing.T) {
 	}
 	s := summary(t, db, "d").Stage(store.Raw)
 	got := fmt.Sprint(s.Records, s.PromptTokens, s.CompletionTokens, s.UnknownCompletion, s.UnknownPrompt, s.Finish)
-	if w := fmt.Sprint(3, 25+53+12, 31+9+100, 0, 0, map[string]uint64{"stop": 2, "max_tokens": 1}); got != w {
+	if w := fmt.Sprint(3, 25+53+12, 31+9+100, 0, 0, map[string]uint64{"stop": 2, "length": 1}); got != w {
 		t.Errorf("counters %s; want %s", got, w)
 	}
 }

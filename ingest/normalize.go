@@ -214,6 +214,20 @@ func sub(b []byte, sp span) (fields, bool) {
 
 func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
 
+// noID reports whether the object names an id, in "custom_id" or "id",
+// that is no id: "" or null (a Hugging Face TGI chat answer's "id": "").
+func (f *fields) noID(b []byte) bool {
+	empty := func(sp span) bool { return isNull(b, sp) || string(val(b, sp)) == `""` }
+	return empty(f.customID) || empty(f.id)
+}
+
+// answer reports whether the object holds an answer's parts where the
+// built-in shapes keep them: a count, a usage object, choices, SGLang's
+// meta_info or a finish reason.
+func (f *fields) answer() bool {
+	return f.completion.ok() || f.usage.ok() || f.choices.ok() || f.metaInfo.ok() || f.finish.ok() || f.outputIDs.ok()
+}
+
 // Normalize reads one JSONL line that belongs to stage and fills rec with
 // what the index keeps; it returns the stage the record belongs in (a
 // response line that reports a failed request goes to store.Errors).
@@ -247,6 +261,13 @@ type lineInfo struct {
 	// redo is the line's "redo": true: an answer asked again (gen --redo)
 	// that replaces the earlier answer of its id.
 	redo bool
+	// emptyID says the line's id is empty or null: an answer with no id
+	// (known by its file and line, as lineID says).
+	emptyID bool
+	// countsOff says why the line's counts were made unknown: they state
+	// a total no reading of them adds up to ("" when they do, or state
+	// none).
+	countsOff string
 	// other says the line is of a shape read by other (a batch API's or a
 	// local server's), form which; lineID that it has no id (it is known
 	// by its file and line); partial that it is a stream's event before
@@ -256,8 +277,19 @@ type lineInfo struct {
 }
 
 // normalize is Normalize with the id read from path when path is not nil
-// (with the same rule for its value, and no other place tried).
+// (with the same rule for its value, and no other place tried). An
+// answer's finish reason is gendex's (store.FinishReason), whatever the
+// word its shape writes.
 func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (store.Stage, lineInfo, error) {
+	st, info, err := readLine(line, stage, path, rec)
+	if err == nil && (st == store.Raw || st == store.Turns) {
+		rec.Finish = store.FinishReason(rec.Finish)
+	}
+	return st, info, err
+}
+
+// readLine is normalize, with the finish reason as the line writes it.
+func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (store.Stage, lineInfo, error) {
 	var info lineInfo
 	*rec = store.Record{
 		File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum,
@@ -324,7 +356,12 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 				info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 				return st, info, nil
 			}
-			return stage, info, ErrNoID
+			if !f.noID(b) || !f.answer() {
+				return stage, info, ErrNoID
+			}
+			// An answer whose id is "" or null has none: it is known by
+			// its line, as the answers of a shape without ids are.
+			info.lineID, info.emptyID = true, true
 		}
 	}
 	rec.ID = id
@@ -368,6 +405,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	// response.body; old vLLM run-batch output has the completion itself at
 	// response (no status_code, no body).
 	var body fields
+	var bodyAt span // the object body was read from
 	hasBody := false
 	if rf, ok := sub(b, f.response); ok {
 		if code, ok := decodeCount(val(b, rf.statusCode)); ok && code >= 400 {
@@ -381,13 +419,29 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 			return store.Errors, info, nil
 		}
 		body, hasBody = sub(b, rf.body)
+		bodyAt = rf.body
 		if !rf.body.ok() && (rf.usage.ok() || rf.choices.ok()) {
-			body, hasBody = rf, true
+			body, bodyAt, hasBody = rf, f.response, true
 		}
 	}
+	top := span{s: i, e: end}
 	if f.errorV.ok() && !isNull(b, f.errorV) && !hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
 		errorRecord(b, &f, rec)
 		return store.Errors, info, nil
+	}
+	// A Responses API object (alone, or a Batch line's body) that failed
+	// or was cancelled holds no answer.
+	if r, _ := responseOf(b, &f, top, &body, bodyAt); r != nil {
+		if st := str(b, r.status); st == "failed" || st == "cancelled" {
+			errorRecord(b, r, rec)
+			if rec.Finish == "error" {
+				rec.Finish = st
+			}
+			if rec.Message == "" {
+				rec.Message = "the response's status is " + st
+			}
+			return store.Errors, info, nil
+		}
 	}
 
 	usage, hasUsage := sub(b, f.usage)
@@ -402,16 +456,18 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	// (DashScope, Anthropic), after the OpenAI names.
 	type source struct {
 		f     *fields
+		at    span // the object f was read from
 		ok    bool
 		shape store.Shape
 		usage bool
 	}
 	sources := [...]source{
-		{&f, true, store.ShapeFlat, false},
-		{&meta, hasMeta, store.ShapeSGLang, false},
-		{&usage, hasUsage, store.ShapeOpenAI, true},
-		{&bodyUsage, hasBodyUsage, store.ShapeBatch, true},
+		{&f, top, true, store.ShapeFlat, false},
+		{&meta, f.metaInfo, hasMeta, store.ShapeSGLang, false},
+		{&usage, f.usage, hasUsage, store.ShapeOpenAI, true},
+		{&bodyUsage, body.usage, hasBodyUsage, store.ShapeBatch, true},
 	}
+	var counted span // the usage object the completion count came from
 	for _, s := range sources {
 		if !s.ok {
 			continue
@@ -423,6 +479,11 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 			}
 			if ok {
 				rec.CompletionTokens = n
+				rec.Shape = s.shape
+				if s.usage {
+					counted = s.at
+				}
+			} else if s.usage && otherUsage(b, s.at, rec) {
 				rec.Shape = s.shape
 			}
 		}
@@ -439,6 +500,15 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 		if rec.ReasoningTokens < 0 && s.f.completionDetails.ok() {
 			d, _ := sub(b, s.f.completionDetails)
 			known(b, &rec.ReasoningTokens, d.reasoning)
+		}
+		if s.usage && s.f.outputTokens.ok() { // the Responses API's names
+			known(b, &rec.CachedTokens, get(b, get(b, s.at, "input_tokens_details"), "cached_tokens"))
+			known(b, &rec.ReasoningTokens, get(b, get(b, s.at, "output_tokens_details"), "reasoning_tokens"))
+		}
+	}
+	if counted.ok() {
+		if t, ok := decodeCount(val(b, get(b, counted, "total_tokens"))); ok {
+			info.countsOff = reconcile(rec, t)
 		}
 	}
 	if rec.CompletionTokens < 0 {
@@ -480,6 +550,10 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	if rec.Finish == "" {
 		rec.Finish = str(b, f.stopReason)
 	}
+	response, responseAt := responseOf(b, &f, top, &body, bodyAt)
+	if rec.Finish == "" && response != nil {
+		rec.Finish = responseFinish(b, response, responseAt)
+	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 	info.redo = string(val(b, f.redo)) == "true"
@@ -508,6 +582,8 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 	} else if t, ok := unixSeconds(b, f.created); ok {
 		rec.Time = t
 	} else if t, ok := unixSeconds(b, body.created); hasBody && ok {
+		rec.Time = t
+	} else if t, ok := unixSeconds(b, get(b, responseAt, "created_at")); response != nil && ok { // the Responses API's
 		rec.Time = t
 	}
 	rec.OwnTime = rec.Time != 0

@@ -94,7 +94,7 @@ func TestNormalizeShapes(t *testing.T) {
 		{"dashscope text output", `{"status_code":200,"request_id":"5c0e-78","output":{"text":"ok","finish_reason":"length"},"usage":{"input_tokens":4,"output_tokens":30}}`,
 			store.Raw, store.Raw, "5c0e-78", store.ShapeOpenAI, 4, 30, U, U, "length", 0},
 		{"anthropic message", `{"id":"msg_01X","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":25,"output_tokens":9}}`,
-			store.Raw, store.Raw, "msg_01X", store.ShapeOpenAI, 25, 9, U, U, "end_turn", 0},
+			store.Raw, store.Raw, "msg_01X", store.ShapeOpenAI, 25, 9, U, U, "stop", 0}, // end_turn is a stop,
 		{"openai names win over input/output", `{"id":"u","usage":{"output_tokens":1,"completion_tokens":2,"input_tokens":3,"prompt_tokens":4}}`,
 			store.Raw, store.Raw, "u", store.ShapeOpenAI, 4, 2, U, U, "", 0},
 		{"sglang native: only the server's meta_info.id", `{"text":" Paris.","output_ids":[12,13],"meta_info":{"id":"4d2f0a","finish_reason":{"type":"stop","matched":2},"prompt_tokens":6,"completion_tokens":2,"cached_tokens":0}}`,

@@ -17,6 +17,8 @@ type ofields struct {
 	processed, key, done, doneReason, createdAt, promptEval, evalCount span
 	message, predicted, evaluated, stopType, stop, content, timings    span
 	generated, details, token, prefill, decode                         span
+	stoppedLimit, stoppedEOS, stoppedWord                              span
+	candidates, usageMetadata, responseID                              span
 }
 
 func (o *ofields) set(key []byte, sp span) {
@@ -73,6 +75,18 @@ func (o *ofields) set(key []byte, sp span) {
 		o.prefill = sp
 	case "decode_time":
 		o.decode = sp
+	case "stopped_limit":
+		o.stoppedLimit = sp
+	case "stopped_eos":
+		o.stoppedEOS = sp
+	case "stopped_word":
+		o.stoppedWord = sp
+	case "candidates":
+		o.candidates = sp
+	case "usageMetadata":
+		o.usageMetadata = sp
+	case "responseId":
+		o.responseID = sp
 	}
 }
 
@@ -109,6 +123,8 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 			rec.ID, _ = idOf(b, o.recordID)
 		case fVertex:
 			rec.ID, _ = idOf(b, o.key)
+		case fGemini:
+			rec.ID, _ = idOf(b, o.responseID)
 		}
 		info.lineID = rec.ID == ""
 	}
@@ -184,15 +200,11 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 				rec.Finish = "error"
 			}
 		default:
-			u := get(b, o.response, "usageMetadata")
-			known(b, &rec.PromptTokens, get(b, u, "promptTokenCount"))
-			known(b, &rec.CachedTokens, get(b, u, "cachedContentTokenCount"))
-			known(b, &rec.ReasoningTokens, get(b, u, "thoughtsTokenCount"))
-			if n, ok := decodeCount(val(b, get(b, u, "candidatesTokenCount"))); ok {
-				rec.CompletionTokens = n + max(rec.ReasoningTokens, 0)
-			}
-			rec.Finish = str(b, walk(b, o.response, []string{"candidates", "0", "finishReason"}))
+			geminiResponse(b, o.response, rec, info)
 		}
+	case fGemini:
+		rec.Shape = store.ShapeOpenAI
+		geminiResponse(b, top, rec, info)
 	case fOllama:
 		rec.Shape = store.ShapeFlat
 		if string(val(b, o.done)) == "false" {
@@ -213,6 +225,13 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 		known(b, &rec.CompletionTokens, o.predicted)
 		known(b, &rec.CachedTokens, get(b, o.timings, "cache_n"))
 		rec.Finish = str(b, o.stopType)
+		switch { // older builds: a boolean for each reason
+		case rec.Finish != "":
+		case string(val(b, o.stoppedLimit)) == "true":
+			rec.Finish = store.FinishLength
+		case string(val(b, o.stoppedEOS)) == "true", string(val(b, o.stoppedWord)) == "true":
+			rec.Finish = store.FinishStop
+		}
 	case fTGI, fMindIE:
 		rec.Shape = store.ShapeFlat
 		if o.token.ok() && !isString(b, o.generated) {
@@ -244,15 +263,18 @@ func (o *ofields) form(b []byte) (form, bool) {
 	case isObject(b, o.request) && (isObject(b, o.response) || isString(b, o.status) || o.processed.ok()),
 		o.key.ok() && (isObject(b, o.response) || isObject(b, o.errorV) || isObject(b, o.status)):
 		return fVertex, true
-	case o.done.ok() && (isString(b, o.response) || isObject(b, o.message)):
+	case o.done.ok() && (isString(b, o.response) || isObject(b, o.message)),
+		string(val(b, o.done)) == "true" && (o.evalCount.ok() || o.doneReason.ok()): // a stream's last, with no text
 		return fOllama, true
-	case o.predicted.ok() || o.stopType.ok() || (isString(b, o.content) && o.stop.ok() && o.timings.ok()):
+	case o.predicted.ok() || o.stopType.ok() || o.stoppedEOS.ok() || (isString(b, o.content) && o.stop.ok() && o.timings.ok()):
 		return fLlamaCpp, true
 	case (o.prefill.ok() || o.decode.ok()) && (o.token.ok() || o.generated.ok()):
 		return fMindIE, true
 	case isString(b, o.generated) || isObject(b, o.details) && get(b, o.details, "generated_tokens").ok(),
 		isObject(b, o.token) && o.generated.ok():
 		return fTGI, true
+	case o.candidates.ok() && isObject(b, o.usageMetadata):
+		return fGemini, true
 	}
 	return 0, false
 }
@@ -278,4 +300,28 @@ func anthropicUsage(b []byte, u span, rec *store.Record) {
 	if okRead {
 		rec.CachedTokens = read
 	}
+}
+
+// geminiResponse reads a Gemini GenerateContentResponse (a batch line's
+// response, or a line of its own): the prompt is promptTokenCount and
+// toolUsePromptTokenCount, the completion candidatesTokenCount and, as
+// Gemini counts them apart, thoughtsTokenCount; where the line states
+// totalTokenCount, the reading of them that adds up to it (reconcile).
+func geminiResponse(b []byte, resp span, rec *store.Record, info *lineInfo) {
+	u := get(b, resp, "usageMetadata")
+	known(b, &rec.PromptTokens, get(b, u, "promptTokenCount"))
+	if n, ok := decodeCount(val(b, get(b, u, "toolUsePromptTokenCount"))); ok && rec.PromptTokens >= 0 {
+		rec.PromptTokens += n
+	}
+	known(b, &rec.CachedTokens, get(b, u, "cachedContentTokenCount"))
+	known(b, &rec.ReasoningTokens, get(b, u, "thoughtsTokenCount"))
+	if n, ok := decodeCount(val(b, get(b, u, "candidatesTokenCount"))); ok {
+		rec.CompletionTokens = n
+		if t, ok := decodeCount(val(b, get(b, u, "totalTokenCount"))); ok && rec.PromptTokens >= 0 {
+			info.countsOff = reconcile(rec, t)
+		} else {
+			rec.CompletionTokens = n + max(rec.ReasoningTokens, 0)
+		}
+	}
+	rec.Finish = str(b, walk(b, resp, []string{"candidates", "0", "finishReason"}))
 }

@@ -52,7 +52,7 @@ func (c *chunk) reset() *chunk {
 func parseFile(ctx context.Context, lr *lineReader, src Source, idPath IDPath, lines int64, maxRecords int, maxBytes int64,
 	out chan<- *chunk, free <-chan *chunk, stop <-chan struct{}) {
 	defer close(out)
-	warned := false // the ServerID warning, once a read
+	var warned onceARead
 	defer lr.release()
 	// Lines in memory are counted first, so a batch does not grow its
 	// records one doubling at a time.
@@ -117,10 +117,17 @@ func parseFile(ctx context.Context, lr *lineReader, src Source, idPath IDPath, l
 	}
 }
 
+// onceARead says which of the warnings given once a read of a file were.
+type onceARead struct {
+	id     bool // its answers are indexed under an id no prompt carries
+	counts bool // a line's counts do not add up to the total it states
+}
+
 // add parses one line into the chunk, or records why it cannot be indexed.
-// The first line indexed under a server's request id is reported (warned
-// says whether one was).
-func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64, warned *bool) {
+// The first line indexed under a server's request id (or its file and
+// line) is reported, and the first whose counts do not add up (warned
+// says which were).
+func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64, warned *onceARead) {
 	c.recs = append(c.recs, pending{})
 	p := &c.recs[len(c.recs)-1]
 	p.rec = store.Record{Offset: start, Length: int64(len(line)), Line: lineNo, Sum: store.LineSum(line)}
@@ -161,18 +168,24 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 		return
 	}
 	switch {
-	case *warned:
+	case warned.id:
 	case info.serverID != "":
-		*warned = true
+		warned.id = true
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID,
 			Msg: fmt.Sprintf("no id or custom_id: indexed under the server's request id (%s), and so are the file's other such lines; no prompt carries it, so these answers cannot be matched to prompts (give --id PATH if the lines keep the prompt's id elsewhere)", info.serverID)})
 	case info.lineID && stage == store.Raw:
-		*warned = true
-		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID, Msg: lineIDNote(info.form, p.rec.ID)})
+		warned.id = true
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: ServerID, Msg: lineIDNote(info, p.rec.ID)})
+	}
+	if info.countsOff != "" && !warned.counts {
+		warned.counts = true
+		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: BadCount,
+			Msg: info.countsOff + "; indexed with its counts unknown, as is every other line of the file whose counts do not add up"})
 	}
 	// A stream chunk's counts may come with a later chunk: the commit
 	// counts its record as unknown or not once merged.
 	switch {
+	case info.countsOff != "": // said above, once a read
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && over != "":
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: over + "; indexed with its completion count unknown"})
@@ -267,12 +280,15 @@ func (m *makers) addTo(ms []store.Maker) []store.Maker {
 
 // lineIDNote is the warning for a file whose answers have no id: they are
 // known by their file and line, which no prompt carries.
-func lineIDNote(f form, id string) string {
+func lineIDNote(info lineInfo, id string) string {
 	how := "give --id PATH (or --map id=PATH) if the lines keep the prompt's id somewhere"
-	switch f {
-	case fVertex:
+	f := info.form
+	switch {
+	case info.emptyID:
+		how = `their "id" is empty, as some servers write it (Hugging Face TGI's chat route does); write the prompt's id beside each answer and give --id PATH`
+	case f == fVertex:
 		how = "Vertex AI writes no request id and not in the order of the requests; a label of your own in each request (request.labels.KEY) is one: give --id request.labels.KEY"
-	case fOllama, fLlamaCpp, fTGI, fMindIE:
+	case f == fOllama, f == fLlamaCpp, f == fTGI, f == fMindIE, f == fGemini:
 		how = "the answers of " + forms[f].name + " carry no request id; write the prompt's id beside each answer and give --id PATH"
 	}
 	return fmt.Sprintf("no id: this answer is indexed as %q, its file and line, and so are the file's other answers without one; its tokens, finish reason and time count, but no prompt carries that id, so these answers cannot be matched to prompts (%s)", id, how)

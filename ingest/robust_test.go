@@ -115,7 +115,6 @@ func TestOneBadLine(t *testing.T) {
 		{"id-at-the-limit-raw", store.Raw, `{"id":"` + maxID + `","completion_tokens":5}`, `{"id":"` + maxID + `","completion_tokens":5}`, -1},
 		{"deep-nesting-raw", store.Raw, `{"id":"deep","x":` + deep + `,"completion_tokens":1}`, "", Invalid},
 		{"deep-nesting-prompts", store.Prompts, `{"id":"deep","input_ids":` + deep + `}`, "", Invalid},
-		{"empty-id-raw", store.Raw, `{"id":"","completion_tokens":3}`, "", NoID},
 		{"count-2^53-raw", store.Raw, `{"id":"big","completion_tokens":9007199254740992,"prompt_tokens":2}`, `{"id":"big","prompt_tokens":2}`, NoTokens},
 		{"prompt-count-too-big-raw", store.Raw, `{"id":"big","completion_tokens":4,"prompt_tokens":5e15}`, `{"id":"big","completion_tokens":4}`, BadCount},
 		{"count-1e30-raw", store.Raw, `{"id":"big","completion_tokens":1e30}`, `{"id":"big"}`, NoTokens},

@@ -12,9 +12,11 @@ import (
 // counts, finish reason, time and text are (README's "Formats it reads"
 // is this table, checked by TestFormatsTable), and the paths export reads
 // its text, reasoning and token ids from (ReadAnswer). The normalizer
-// reads the counts of the first nine (the built-in shapes) on its hot
+// reads the counts of the first eleven (the built-in shapes) on its hot
 // path; the others only when a line has no id or no count where the
-// built-in shapes keep them (see other.go).
+// built-in shapes keep them (see other.go). Whatever the shape, a finish
+// reason is mapped onto gendex's (store.FinishReason), and counts that
+// state a total are read the way that adds up to it (reconcile).
 
 // form is one answer shape.
 type form uint8
@@ -28,10 +30,13 @@ const (
 	fAnthropic
 	fBatch
 	fBatchOld
+	fResponses
+	fCohere
 	fIDsOnly
 	fAnthropicBatch
 	fBedrock
 	fVertex
+	fGemini
 	fOllama
 	fLlamaCpp
 	fTGI
@@ -49,9 +54,6 @@ type formDoc struct {
 	// parts are joined (Anthropic's thinking blocks and Gemini's thought
 	// parts are reasoning).
 	textAt, reasoningAt [][]string
-	// truncated are the finish reasons that say the token limit cut the
-	// answer off.
-	truncated []string
 	// emptyLast: a stream's last line carries the counts but an empty text
 	// (the text is in the events before it).
 	emptyLast bool
@@ -74,71 +76,79 @@ var (
 		"output.text", "output.choices.0.message.content", "content")
 	builtinReasoning = paths("reasoning_content", "choices.0.message.reasoning_content",
 		"response.body.choices.0.message.reasoning_content", "response.choices.0.message.reasoning_content")
-	length = []string{"length"}
 )
 
 var forms = [numForms]formDoc{
 	fFlat: {name: "gendex / seed \"new\" flat", id: "`id`", counts: "`completion_tokens`, `prompt_tokens`, `cached_tokens`, `reasoning_tokens`",
 		finish: "`finish_reason`", at: "`finished_at` (RFC 3339)", text: "`text`, `reasoning_content`; `output_ids`, `prompt_ids`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fSGLang: {name: "SGLang `/generate`", id: "`id`, else the server's `meta_info.id`", counts: "`meta_info.*`",
 		finish: "`meta_info.finish_reason.type`", at: "`meta_info.response_sent_to_client_ts`", text: "`text`; `output_ids`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
-	fOpenAI: {name: "OpenAI chat/completions (seed \"old\")", id: "`id`", counts: "`usage.*`, `usage.prompt_tokens_details.cached_tokens`",
+		textAt: builtinText, reasoningAt: builtinReasoning},
+	fOpenAI: {name: "OpenAI chat/completions (seed \"old\")", id: "`id` (`\"\"` or null: none, the line)", counts: "`usage.*`, `usage.prompt_tokens_details.cached_tokens`, `usage.completion_tokens_details.reasoning_tokens`",
 		finish: "`choices[0].finish_reason`", at: "`created`",
 		text:   "`choices[0].message.content` (a string or text parts), `choices[0].message.reasoning_content`; or `choices[0].text`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fChunk: {name: "OpenAI stream chunks (`chat.completion.chunk`)", id: "`id`: all chunks of one id in one file are **one** record",
 		counts: "the chunk with `usage`", finish: "the chunk that has one", at: "`created`",
 		text: "none on one line (each chunk holds a piece): export excludes it as `bad_answer`"},
 	fDashScope: {name: "DashScope native", id: "the server's `request_id`", counts: "`usage.input_tokens`, `usage.output_tokens`",
 		finish: "`output.finish_reason`", text: "`output.text`, or `output.choices[0].message.content`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fAnthropic: {name: "Anthropic-style message", id: "`id`", counts: "`usage.input_tokens`, `usage.output_tokens`",
 		finish: "`stop_reason`", text: "`content`: its text blocks (thinking blocks: reasoning)",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: []string{"max_tokens"}},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fBatch: {name: "OpenAI Batch / vLLM run-batch", id: "`custom_id`", counts: "`response.body.usage.*`",
 		finish: "`response.body.choices[0].finish_reason`", at: "`response.body.created`",
 		text:   "`response.body.choices[0].message.content` or `.text`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fBatchOld: {name: "old vLLM run-batch (`response` is the completion)", id: "`custom_id`", counts: "`response.usage.*`",
 		finish: "`response.choices[0].finish_reason`", at: "`response.created`", text: "`response.choices[0].message.content` or `.text`",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
+	fResponses: {name: "Responses API (`/v1/responses`), alone or as a Batch line's `response.body`", id: "`id`; in a Batch line `custom_id`",
+		counts: "`usage.input_tokens`, `usage.output_tokens`, `input_tokens_details.cached_tokens`, `output_tokens_details.reasoning_tokens`",
+		finish: "`status`: `completed`, or `incomplete` with `incomplete_details.reason` (`max_output_tokens`: length); `failed`, `cancelled`: an error record (`error.message`)",
+		at:     "`created_at`", text: "`output`: its `message` items' text parts (`reasoning` items: reasoning)",
+		textAt: paths("output", "response.body.output")},
+	fCohere: {name: "Cohere v2 chat", id: "`id`", counts: "`usage.tokens.input_tokens`, `usage.tokens.output_tokens`, else `usage.billed_units.*`",
+		finish: "`finish_reason` (`COMPLETE`, `MAX_TOKENS`, ...)", text: "`message.content`: its text parts (thinking parts: reasoning)",
+		textAt: paths("message.content")},
 	fIDsOnly: {name: "ids only", id: "`id`", counts: "`len(output_ids)`", text: "`output_ids` (the ids format only)",
-		textAt: builtinText, reasoningAt: builtinReasoning, truncated: length},
+		textAt: builtinText, reasoningAt: builtinReasoning},
 	fAnthropicBatch: {name: "Anthropic Message Batches results", id: "`custom_id`",
 		counts: "`result.message.usage`: prompt `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens`, `output_tokens`, cached `cache_read_input_tokens`",
 		finish: "`result.message.stop_reason`; `result.type` `errored`, `canceled`, `expired`: an error record (`result.error.error.message`)",
 		text:   "`result.message.content`: its text blocks (thinking blocks: reasoning)",
-		textAt: paths("result.message.content"), truncated: []string{"max_tokens"}},
+		textAt: paths("result.message.content")},
 	fBedrock: {name: "AWS Bedrock batch inference (`modelOutput` by model family)", id: "`recordId`",
-		counts:    "in `modelOutput`: Claude `usage.input_tokens`, `usage.output_tokens`; Converse and Nova `usage.inputTokens`, `usage.outputTokens`; Titan `inputTextTokenCount`, `results[0].tokenCount`; Llama `prompt_token_count`, `generation_token_count`",
-		finish:    "`stop_reason`, `stopReason` or `results[0].completionReason` in `modelOutput`; `error` (`errorCode`, `errorMessage`): an error record",
-		text:      "in `modelOutput`: `content` text blocks, `output.message.content`, `results[0].outputText` or `generation`",
-		textAt:    paths("modelOutput.content", "modelOutput.output.message.content", "modelOutput.results.0.outputText", "modelOutput.generation"),
-		truncated: []string{"max_tokens", "length", "LENGTH"}},
+		counts: "in `modelOutput`: Claude `usage.input_tokens`, `usage.output_tokens`; Converse and Nova `usage.inputTokens`, `usage.outputTokens`; Titan `inputTextTokenCount`, `results[0].tokenCount`; Llama `prompt_token_count`, `generation_token_count`",
+		finish: "`stop_reason`, `stopReason` or `results[0].completionReason` in `modelOutput`; `error` (`errorCode`, `errorMessage`): an error record",
+		text:   "in `modelOutput`: `content` text blocks, `output.message.content`, `results[0].outputText` or `generation`",
+		textAt: paths("modelOutput.content", "modelOutput.output.message.content", "modelOutput.results.0.outputText", "modelOutput.generation")},
 	fVertex: {name: "Vertex AI / Gemini batch prediction", id: "Gemini API: `key`; Vertex AI: none (the line: see below)",
-		counts: "`response.usageMetadata`: prompt `promptTokenCount`, completion `candidatesTokenCount` + `thoughtsTokenCount`, reasoning `thoughtsTokenCount`, cached `cachedContentTokenCount`",
+		counts: "`response.usageMetadata`: prompt `promptTokenCount` + `toolUsePromptTokenCount`, completion `candidatesTokenCount` + `thoughtsTokenCount` (or without them, where `totalTokenCount` says they are inside), reasoning `thoughtsTokenCount`, cached `cachedContentTokenCount`",
 		finish: "`response.candidates[0].finishReason`; a non-empty `status`, or `error`: an error record", at: "`processed_time` (RFC 3339)",
 		text:   "`response.candidates[0].content.parts`: its text parts (thought parts: reasoning)",
-		textAt: paths("response.candidates.0.content.parts"), truncated: []string{"MAX_TOKENS"}},
+		textAt: paths("response.candidates.0.content.parts")},
+	fGemini: {name: "Gemini API `generateContent` (a response of its own)", id: "`responseId`, else none (the line)",
+		counts: "`usageMetadata`, as in a batch line's `response`", finish: "`candidates[0].finishReason`",
+		text: "`candidates[0].content.parts`: its text parts (thought parts: reasoning)", textAt: paths("candidates.0.content.parts")},
 	fOllama: {name: "Ollama `/api/generate`, `/api/chat`", id: "none (the line)", counts: "`prompt_eval_count`, `eval_count`",
-		finish: "`done_reason`; a stream's lines before `\"done\": true` are its events", at: "`created_at` (RFC 3339)",
+		finish: "`done_reason`; a stream's lines before `\"done\": true` are its events (its last may have no text)", at: "`created_at` (RFC 3339)",
 		text: "`response` or `message.content`; `thinking` or `message.thinking`", textAt: paths("response", "message.content"),
-		reasoningAt: paths("thinking", "message.thinking"), truncated: length, emptyLast: true},
-	fLlamaCpp: {name: "llama.cpp server `/completion`", id: "none (the line)", counts: "`tokens_evaluated`, `tokens_predicted`, cached `timings.cache_n`",
-		finish: "`stop_type`; a stream's lines with `\"stop\": false` are its events", text: "`content`",
-		textAt: paths("content"), truncated: []string{"limit"}, emptyLast: true},
+		reasoningAt: paths("thinking", "message.thinking"), emptyLast: true},
+	fLlamaCpp: {name: "llama.cpp server `/completion`", id: "none (the line)", counts: "`tokens_evaluated`, `tokens_predicted`, cached `timings.cache_n` (not `tokens_cached`: the slot's whole context)",
+		finish: "`stop_type`, or older builds' `stopped_limit`, `stopped_eos`, `stopped_word`; a stream's lines with `\"stop\": false` are its events", text: "`content`",
+		textAt: paths("content"), emptyLast: true},
 	fTGI: {name: "TGI `/generate`, `/generate_stream`", id: "none (the line)", counts: "`details.generated_tokens` (no prompt count)",
 		finish: "`details.finish_reason`; a stream's `token` events with no `generated_text` come before its last", text: "`generated_text`",
-		textAt: paths("generated_text"), truncated: length},
+		textAt: paths("generated_text")},
 	fMindIE: {name: "MindIE `/infer` (native; its TGI-compatible routes are TGI's)", id: "none (the line)", counts: "`details.generated_tokens` (no prompt count)",
 		finish: "`details.finish_reason`; a stream's `token` events (`prefill_time`, `decode_time`) with no `generated_text` come before its last",
-		text:   "`generated_text`", textAt: paths("generated_text"), truncated: length},
+		text:   "`generated_text`", textAt: paths("generated_text")},
 	fMapped: {name: "any other, described with `ingest --map`", id: "`--id PATH` or `id=PATH`, else the built-in rules, else the line",
 		counts: "`prompt_tokens=PATH`, `completion_tokens=PATH`, `cached_tokens=PATH`, `reasoning_tokens=PATH`",
-		finish: "`finish_reason=PATH`; `error=PATH` (a value other than null, false or \"\"): an error record", text: "`text=PATH`, `reasoning=PATH`",
-		truncated: length},
+		finish: "`finish_reason=PATH`; `error=PATH` (a value other than null, false or \"\"): an error record", text: "`text=PATH`, `reasoning=PATH`"},
 }
 
 // FormatsTable is README's table of the shapes gendex reads (section
@@ -150,23 +160,6 @@ func FormatsTable() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.name, f.id, f.counts, f.finish, f.at, f.text)
 	}
 	return b.String()
-}
-
-// Truncated reports whether a finish reason, as a shape writes it, says
-// the token limit cut the answer off ("length", Anthropic's
-// "max_tokens", Gemini's "MAX_TOKENS", llama.cpp's "limit", ...).
-func Truncated(finish string) bool {
-	if finish == "length" {
-		return true
-	}
-	for _, f := range forms {
-		for _, t := range f.truncated {
-			if t == finish {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Answer is what export reads of one answer line (ReadAnswer).
@@ -256,7 +249,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	case fm == fChunk:
 		a.TextRaw, a.Text = nil, nil
 		a.NoText = "an OpenAI stream chunk: each chunk holds a piece of the text, and export reads one line per answer"
-	case forms[fm].emptyLast && a.TextRaw != nil && string(a.TextRaw) == `""` && rec.CompletionTokens > 0:
+	case forms[fm].emptyLast && (a.TextRaw == nil && a.Text == nil || string(a.TextRaw) == `""`) && rec.CompletionTokens > 0:
 		a.TextRaw = nil
 		a.NoText = "the last event of a stream: its text is in the events before it, and export reads one line per answer"
 	case a.TextRaw == nil && a.Text == nil:
@@ -290,6 +283,18 @@ func joinParts(b []byte, list span, reasoning *strings.Builder) (string, bool) {
 			switch {
 			case typ == "thinking":
 				reasoning.WriteString(str(b, get(b, e, "thinking")))
+			case typ == "message": // a Responses API output item
+				if s, ok := joinParts(b, get(b, e, "content"), reasoning); ok {
+					text.WriteString(s)
+					found = true
+				}
+			case typ == "reasoning": // its summary and its text, both reasoning
+				for _, k := range [...]string{"summary", "content"} {
+					eachElement(b, get(b, e, k), func(p span) bool {
+						reasoning.WriteString(str(b, get(b, p, "text")))
+						return true
+					})
+				}
 			case string(val(b, get(b, e, "thought"))) == "true":
 				reasoning.WriteString(str(b, get(b, e, "text")))
 			case typ == "" || typ == "text" || typ == "output_text":
@@ -322,11 +327,19 @@ func formOf(b []byte, top span, rec *store.Record, info *lineInfo, m IDPath) for
 		return fIDsOnly
 	case store.ShapeBatch:
 		if r := get(b, top, "response"); get(b, r, "body").ok() {
+			if str(b, get(b, get(b, r, "body"), "object")) == "response" {
+				return fResponses
+			}
 			return fBatch
 		}
 		return fBatchOld
 	case store.ShapeOpenAI:
 		switch {
+		case str(b, get(b, top, "object")) == "response":
+			return fResponses
+		case isObject(b, get(b, top, "message")) && isObject(b, get(b, top, "usage")) &&
+			(get(b, get(b, top, "usage"), "tokens").ok() || get(b, get(b, top, "usage"), "billed_units").ok()):
+			return fCohere
 		case get(b, top, "choices").ok():
 			return fOpenAI
 		case get(b, top, "output").ok():

@@ -30,13 +30,15 @@ type rec struct {
 var shapeFixtures = []struct {
 	dir, mapping string
 	recs         []rec
-	unknown      int // records without a completion count (each reported)
+	unknown      int // records without a completion count (each reported, but those off)
 	lineIDs      bool
+	off          []int64 // the line warned of counts that add up to no total they state (once a file)
+	offLines     int     // lines whose counts add up to no total (unknown, and no warning of their own)
 }{
 	// 14+9 and 20+1024+2048 prompt tokens; 9+64 = 73 completion tokens.
 	{dir: "anthropic_batch", recs: []rec{
-		{store.Raw, "q-001", 14, 9, 0, U, "end_turn"},
-		{store.Raw, "q-002", 3092, 64, 2048, U, "max_tokens"},
+		{store.Raw, "q-001", 14, 9, 0, U, "stop"},
+		{store.Raw, "q-002", 3092, 64, 2048, U, "length"},
 		{store.Errors, "q-003", U, U, U, U, "invalid_request_error"},
 		{store.Errors, "q-004", U, U, U, U, "overloaded_error"},
 		{store.Errors, "q-005", U, U, U, U, "canceled"},
@@ -44,20 +46,20 @@ var shapeFixtures = []struct {
 	}},
 	// Claude 12+4, Titan 7+2, Llama 5+4, Converse 9+1; one error.
 	{dir: "bedrock", recs: []rec{
-		{store.Raw, "REC0000001", 12, 4, U, U, "end_turn"},
-		{store.Raw, "REC0000002", 7, 2, U, U, "FINISH"},
+		{store.Raw, "REC0000001", 12, 4, U, U, "stop"},
+		{store.Raw, "REC0000002", 7, 2, U, U, "stop"},
 		{store.Raw, "REC0000003", 5, 4, U, U, "stop"},
-		{store.Raw, "REC0000004", 9, 1, U, U, "end_turn"},
+		{store.Raw, "REC0000004", 9, 1, U, U, "stop"},
 		{store.Errors, "REC0000005", U, U, U, U, "http 400"},
 	}},
 	// 6 candidates; 12 candidates + 40 thoughts = 52.
 	{dir: "vertex", lineIDs: true, recs: []rec{
-		{store.Raw, "raw_responses.jsonl:1", 4, 6, U, U, "STOP"},
-		{store.Raw, "raw_responses.jsonl:2", 6, 52, 0, 40, "MAX_TOKENS"},
+		{store.Raw, "raw_responses.jsonl:1", 4, 6, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:2", 6, 52, 0, 40, "length"},
 		{store.Errors, "raw_responses.jsonl:3", U, U, U, U, "error"},
 	}},
 	{dir: "gemini_batch", recs: []rec{
-		{store.Raw, "request-1", 8, 11, U, U, "STOP"},
+		{store.Raw, "request-1", 8, 11, U, U, "stop"},
 		{store.Errors, "request-2", U, U, U, U, "INVALID_ARGUMENT"},
 	}},
 	// Lines 3 and 4 are a stream's events before its last (line 5);
@@ -70,18 +72,72 @@ var shapeFixtures = []struct {
 	}},
 	// Lines 2 and 3 are events of the stream whose last is line 4.
 	{dir: "llamacpp", lineIDs: true, recs: []rec{
-		{store.Raw, "raw_responses.jsonl:1", 13, 3, U, U, "eos"},
-		{store.Raw, "raw_responses.jsonl:4", 5, 2, 3, U, "limit"},
+		{store.Raw, "raw_responses.jsonl:1", 13, 3, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:4", 5, 2, 3, U, "length"},
 	}},
 	// Line 2 asked for no details: no count. Lines 3, 4: stream events.
 	{dir: "tgi", lineIDs: true, unknown: 1, recs: []rec{
-		{store.Raw, "raw_responses.jsonl:1", U, 11, U, U, "eos_token"},
+		{store.Raw, "raw_responses.jsonl:1", U, 11, U, U, "stop"},
 		{store.Raw, "raw_responses.jsonl:2", U, U, U, U, ""},
-		{store.Raw, "raw_responses.jsonl:5", U, 3, U, U, "eos_token"},
+		{store.Raw, "raw_responses.jsonl:5", U, 3, U, U, "stop"},
 	}},
 	{dir: "mindie", lineIDs: true, recs: []rec{
 		{store.Raw, "raw_responses.jsonl:1", U, 20, U, U, "length"},
 		{store.Raw, "raw_responses.jsonl:4", U, 2, U, U, "length"},
+	}},
+	// The Responses API: reasoning inside output_tokens (31+212 = 243);
+	// a cut one (status incomplete, max_output_tokens) alone and in a
+	// Batch line; a failed one is an error; a filtered one keeps its
+	// reason.
+	{dir: "responses", recs: []rec{
+		{store.Raw, "resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9", 31, 212, 0, 180, "stop"},
+		{store.Raw, "resp_1b2c3d4e5f60718293a4b5c6d7e8f90a", 18, 64, 0, 64, "length"},
+		{store.Errors, "resp_2c3d4e5f60718293a4b5c6d7e8f90a1b", U, U, U, U, "server_error"},
+		{store.Raw, "task-1", 22, 8, 0, 0, "stop"},
+		{store.Raw, "task-2", 25, 12, 0, 0, "length"},
+		{store.Raw, "resp_5f607182", 40, 2, 32, 0, "content_filter"},
+	}},
+	// Cohere v2: usage.tokens (the tokens the model read and wrote), else
+	// usage.billed_units; COMPLETE and MAX_TOKENS.
+	{dir: "cohere", recs: []rec{
+		{store.Raw, "5a3e1b0c-7d2f-4e8a-9b61-0c4d2e7f8a90", 215, 6, U, U, "stop"},
+		{store.Raw, "6b4f2c1d-8e3a-4f9b-8c72-1d5e3f8a9b01", 230, 20, U, U, "length"},
+		{store.Raw, "7c5a3d2e-9f4b-4a0c-9d83-2e6f4a9b0c12", 4, 2, U, U, "stop"},
+	}},
+	// 20+50+204 = 274: the reasoning is beside the completion, which is
+	// 254; 15+120 = 135: inside; 10+30(+5) is not 99 and 7+9 is not 50:
+	// unknown, one warning; 12+32 cached+8 = 52: the cached tokens are
+	// beside the prompt, which is 44.
+	{dir: "reasoning_total", unknown: 2, off: []int64{3}, offLines: 2, recs: []rec{
+		{store.Raw, "chatcmpl-r1", 20, 254, U, 204, "stop"},
+		{store.Raw, "chatcmpl-r2", 15, 120, U, 100, "stop"},
+		{store.Raw, "chatcmpl-r3", U, U, U, U, "stop"},
+		{store.Raw, "chatcmpl-r4", U, U, U, U, "stop"},
+		{store.Raw, "chatcmpl-r5", 44, 8, 32, U, "stop"},
+	}},
+	// "id": "" and "id": null are no id: each answer is known by its line.
+	{dir: "tgi_messages", lineIDs: true, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", 42, 7, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:2", 40, 16, U, U, "length"},
+		{store.Raw, "raw_responses.jsonl:3", 30, 5, U, U, "stop"},
+	}},
+	// Older llama.cpp: stopped_eos, stopped_limit, stopped_word.
+	{dir: "llamacpp_old", lineIDs: true, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", 9, 3, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:2", 6, 32, U, U, "length"},
+		{store.Raw, "raw_responses.jsonl:3", 7, 5, U, U, "stop"},
+	}},
+	// Ollama streams whose last object has no message (or response).
+	{dir: "ollama_chat", lineIDs: true, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:3", 14, 3, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:5", 9, 16, U, U, "length"},
+	}},
+	// Gemini generateContent: 9+6+48 = 63, the thoughts beside the
+	// candidates (54); 5+40 = 45, inside; line 2 has no responseId.
+	{dir: "gemini", lineIDs: true, recs: []rec{
+		{store.Raw, "aBcDeF12345", 9, 54, U, 48, "stop"},
+		{store.Raw, "raw_responses.jsonl:2", 11, 16, U, U, "length"},
+		{store.Raw, "gHiJkL67890", 5, 40, U, 30, "stop"},
 	}},
 	{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure", recs: []rec{
 		{store.Raw, "m-1", 30, 12, U, U, "stop"},
@@ -138,8 +194,11 @@ func TestShapes(t *testing.T) {
 			if res.Skipped != 0 || len(k[NoID]) != 0 || len(k[Invalid]) != 0 {
 				t.Errorf("%d lines skipped: %v", res.Skipped, c.problems)
 			}
-			if len(k[NoTokens]) != fx.unknown {
-				t.Errorf("%d lines reported without a count; want %d: %v", len(k[NoTokens]), fx.unknown, c.problems)
+			if len(k[NoTokens]) != fx.unknown-fx.offLines {
+				t.Errorf("%d lines reported without a count; want %d: %v", len(k[NoTokens]), fx.unknown-fx.offLines, c.problems)
+			}
+			if !slices.Equal(k[BadCount], fx.off) {
+				t.Errorf("counts that add up to no total warned of at lines %v; want %v: %v", k[BadCount], fx.off, c.problems)
 			}
 			if n := len(k[ServerID]); fx.lineIDs != (n == 1) || n > 1 {
 				t.Errorf("%d warnings of ids no prompt carries; want one when the answers have no id: %v", n, c.problems)
@@ -191,7 +250,7 @@ func TestShapesStreamWithID(t *testing.T) {
 			return nil
 		})
 	})
-	want := []string{"s1 p=-1 c=2 eos_token", "s2 p=9 c=7 stop", "s3 p=4 c=5 word"}
+	want := []string{"s1 p=-1 c=2 stop", "s2 p=9 c=7 stop", "s3 p=4 c=5 stop"} // eos_token and word are stops
 	if !slices.Equal(got, want) {
 		t.Errorf("records %q; want %q", got, want)
 	}
@@ -233,6 +292,12 @@ func TestReadAnswerShapes(t *testing.T) {
 		{dir: "tgi", line: 1, shape: "TGI", text: " Deep learning is a subset of machine learning."},
 		{dir: "tgi", line: 5, shape: "TGI", text: " Deep Learning"},
 		{dir: "mindie", line: 4, shape: "MindIE", text: "am a"},
+		{dir: "responses", line: 1, shape: "Responses API", text: "17 + 25 = 42.", reason: "Add the two numbers."},
+		{dir: "responses", line: 4, shape: "Responses API", text: "Lisbon is the capital of Portugal."},
+		{dir: "cohere", line: 2, shape: "Cohere", text: "1. Apples\n2. Pears\n3.", reason: "The user wants a list of fruit."},
+		{dir: "tgi_messages", line: 1, shape: "OpenAI chat", text: "Deep learning stacks many layers."},
+		{dir: "gemini", line: 1, shape: "Gemini API", text: "91 is not prime.", reason: "Think: 91 = 7 x 13."},
+		{dir: "ollama_chat", line: 3, shape: "Ollama", noText: "the last event of a stream"},
 		{dir: "mapped", line: 1, shape: "any other", text: "Forty-two.", mapping: shapeFixtures[len(shapeFixtures)-1].mapping},
 	}
 	for _, tt := range tests {

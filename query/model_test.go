@@ -27,6 +27,7 @@ type mRec struct {
 	id         string
 	completion int64 // -1: unknown
 	prompt     int64 // -1: unknown
+	reasoning  int64 // -1: unknown
 	finish     string
 	message    string    // error records
 	own        time.Time // zero: no time of its own
@@ -85,7 +86,7 @@ func model(t *testing.T, root string) map[string]*mDataset {
 				if err := dec.Decode(&m); err != nil {
 					t.Fatalf("%s:%d: fixture line is not JSON: %v", path, i+1, err)
 				}
-				r := mRec{id: idOf(m), completion: -1, prompt: -1, path: path, line: i + 1, text: line}
+				r := mRec{id: idOf(m), completion: -1, prompt: -1, reasoning: -1, path: path, line: i + 1, text: line}
 				into := map[string]map[string]mRec{"prompts.jsonl": ds.prompts, "tokenized.jsonl": ds.tok, "errors.jsonl": ds.errs}[file]
 				switch file {
 				case "raw_responses.jsonl":
@@ -172,6 +173,11 @@ func response(m map[string]any, r *mRec) {
 		}
 		if n, ok := num(p["prompt_tokens"]); ok && r.prompt < 0 {
 			r.prompt = n
+		}
+		for _, q := range []map[string]any{p, obj(p["completion_tokens_details"])} {
+			if n, ok := num(q["reasoning_tokens"]); ok && r.reasoning < 0 {
+				r.reasoning = n
+			}
 		}
 	}
 	if ids, ok := m["output_ids"].([]any); ok && r.completion < 0 {

@@ -162,7 +162,13 @@ func TestTokens(t *testing.T) {
 			}
 		}
 		slices.Sort(known)
-		var p, c, avg any = prompt, completion, nil
+		var p, c, avg, reasoning any = prompt, completion, nil, nil
+		for _, r := range recs {
+			if r.reasoning >= 0 {
+				n, _ := reasoning.(int64)
+				reasoning = n + r.reasoning
+			}
+		}
 		if unkP == int64(len(recs)) && len(recs) > 0 {
 			p = nil
 		}
@@ -171,7 +177,7 @@ func TestTokens(t *testing.T) {
 		} else if len(recs) > 0 {
 			c = nil
 		}
-		return []any{name, int64(len(recs)), p, c, avg, nearestRank(known, 50), nearestRank(known, 90), nearestRank(known, 99), unkC, unkP, cut, int64(0)}
+		return []any{name, int64(len(recs)), p, c, reasoning, avg, nearestRank(known, 50), nearestRank(known, 90), nearestRank(known, 99), unkC, unkP, cut, int64(0)}
 	}
 	var want [][]any
 	var all []mRec
@@ -183,7 +189,7 @@ func TestTokens(t *testing.T) {
 		all = append(all, recs...)
 		want = append(want, row(n, recs))
 	}
-	cols := []string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
+	cols := []string{"dataset", "records", "prompt_tokens", "completion_tokens", "reasoning_tokens", "avg_completion_tokens",
 		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"}
 	r := answer(t, db, time.Now(), "tokens")
 	checkRows(t, "tokens", r, cols, want)
@@ -194,12 +200,12 @@ func TestTokens(t *testing.T) {
 	// Spelled out: beta's counts are 1..9 and 100 with one unknown, so the
 	// nearest-rank p50 is the 5th value, p90 the 9th, p99 the 10th.
 	if got := normRow(answer(t, db, time.Now(), "tokens", "beta").Rows[0]); !slices.Equal(got,
-		[]any{"beta", int64(11), int64(1380), int64(145), "14.5", int64(5), int64(9), int64(100), int64(1), int64(3), int64(2), int64(0)}) {
+		[]any{"beta", int64(11), int64(1380), int64(145), nil, "14.5", int64(5), int64(9), int64(100), int64(1), int64(3), int64(2), int64(0)}) {
 		t.Errorf("beta tokens %v", got)
 	}
 	// alpha: the duplicate B4 line (999 tokens) is not counted; the first is (4 output_ids).
 	a := normRow(answer(t, db, time.Now(), "tokens", "alpha").Rows[0])
-	if a[3] != int64(10+5+21+2+4+7) || a[8] != int64(1) || a[9] != int64(2) {
+	if a[3] != int64(10+5+21+2+4+7) || a[9] != int64(1) || a[10] != int64(2) {
 		t.Errorf("alpha tokens %v: want completion 49, 1 unknown, 2 unknown prompt", a)
 	}
 }
@@ -213,7 +219,7 @@ func TestTokensAllUnknown(t *testing.T) {
 		t.Errorf("%d problems reported, want one warning per line without a count: %v", len(problems), problems)
 	}
 	got := normRow(answer(t, db, time.Now(), "tokens", "u").Rows[0])
-	if want := []any{"u", int64(2), nil, nil, nil, nil, nil, nil, int64(2), int64(2), int64(0), int64(0)}; !slices.Equal(got, want) {
+	if want := []any{"u", int64(2), nil, nil, nil, nil, nil, nil, nil, int64(2), int64(2), int64(0), int64(0)}; !slices.Equal(got, want) {
 		t.Errorf("tokens of all-unknown dataset:\n got %v\nwant %v", got, want)
 	}
 }

@@ -105,9 +105,11 @@ func progress(v *store.View, names []string, out Sink) error {
 }
 
 // truncatedOf is the number of a dataset's responses whose finish reason
-// is length: cut at max_new_tokens (or the context length).
+// is length: cut at max_new_tokens (or the context length), under any
+// provider's word for it.
 func truncatedOf(s store.Summary) uint64 {
-	return s.Stage(store.Raw).Finish["length"]
+	r := s.Stage(store.Raw)
+	return r.TruncatedCount()
 }
 
 // ranker finds nearest-rank percentiles in one pass over a histogram given
@@ -175,7 +177,9 @@ func (h *sumHist) percentiles(qs ...float64) []any {
 
 // tokens: sums over the records that carry a count; unknown_tokens counts
 // responses without a completion count, unknown_prompt_tokens those without
-// a prompt count. A sum over no known record is unknown, not 0. truncated
+// a prompt count. A sum over no known record is unknown, not 0:
+// reasoning_tokens (inside completion_tokens) sums the answers that say
+// how many of their tokens were reasoning, unknown when none does. truncated
 // and skipped are as in progress: responses cut at the token limit (their
 // completion tokens are in the sums), lines left out (whose tokens no sum
 // can hold).
@@ -184,7 +188,7 @@ func tokens(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "avg_completion_tokens",
+	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "reasoning_tokens", "avg_completion_tokens",
 		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"})
 	var all sumHist
 	var tot store.Stats
@@ -210,14 +214,19 @@ func tokens(v *store.View, names []string, out Sink) error {
 		tot.CompletionTokens += r.CompletionTokens
 		tot.UnknownCompletion += r.UnknownCompletion
 		tot.UnknownPrompt += r.UnknownPrompt
+		tot.ReasoningTokens += r.ReasoningTokens
+		tot.ReasoningRecords += r.ReasoningRecords
 	}
 	return out.Total(tokenRow("TOTAL", &tot, all.percentiles(0.50, 0.90, 0.99), truncated, skipped))
 }
 
 func tokenRow(name string, r *store.Stats, p []any, truncated, skipped uint64) []any {
-	var prompt, completion, avg any
+	var prompt, completion, reasoning, avg any
 	if known := r.Records - r.UnknownPrompt; known > 0 {
 		prompt = r.PromptTokens
+	}
+	if r.ReasoningRecords > 0 {
+		reasoning = r.ReasoningTokens
 	}
 	if known := r.Records - r.UnknownCompletion; known > 0 {
 		completion = r.CompletionTokens
@@ -226,7 +235,7 @@ func tokenRow(name string, r *store.Stats, p []any, truncated, skipped uint64) [
 	if r.Records == 0 {
 		prompt, completion = uint64(0), uint64(0)
 	}
-	return []any{name, r.Records, prompt, completion, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt, truncated, skipped}
+	return []any{name, r.Records, prompt, completion, reasoning, avg, p[0], p[1], p[2], r.UnknownCompletion, r.UnknownPrompt, truncated, skipped}
 }
 
 // throughput: responses that finished in the window ending now, by their own
@@ -400,8 +409,11 @@ func finish(v *store.View, names []string, out Sink) error {
 		return err
 	}
 	all := map[string]uint64{}
-	for _, s := range sums {
-		for k, c := range s.Stage(store.Raw).Finish {
+	finishes := make([]map[string]uint64, len(sums)) // each dataset's, mapped onto gendex's reasons
+	for i, s := range sums {
+		r := s.Stage(store.Raw)
+		finishes[i] = r.Finishes()
+		for k, c := range finishes[i] {
 			if k != "unknown" { // a literal "unknown" joins the unknown column
 				all[k] += c
 			}
@@ -418,13 +430,13 @@ func finish(v *store.View, names []string, out Sink) error {
 	out.Columns(append(cols, "unknown"))
 	total := make([]any, len(reasons)+3)
 	var tr, tu uint64
-	for _, s := range sums {
+	for i, s := range sums {
 		r := s.Stage(store.Raw)
 		row := []any{s.Dataset, r.Records}
 		var named uint64
 		for _, k := range reasons {
-			row = append(row, r.Finish[k])
-			named += r.Finish[k]
+			row = append(row, finishes[i][k])
+			named += finishes[i][k]
 		}
 		row = append(row, r.Records-named)
 		tr += r.Records

@@ -15,6 +15,10 @@ type Stats struct {
 	// Records without the count (never summed as 0).
 	UnknownPrompt     uint64 `json:"unknown_prompt"`
 	UnknownCompletion uint64 `json:"unknown_completion"`
+	// ReasoningRecords counts the records that carry a reasoning count
+	// (ReasoningTokens sums them); it starts at 0 in a file written before
+	// it was kept, and never goes below.
+	ReasoningRecords uint64 `json:"reasoning_records,omitempty"`
 
 	// Duplicates counts lines whose id was already indexed for this stage.
 	Duplicates uint64 `json:"duplicates"`
@@ -155,6 +159,11 @@ func (s *Stats) add(r *Record, sign int) {
 	}
 	if r.ReasoningTokens >= 0 {
 		s.ReasoningTokens += d * uint64(r.ReasoningTokens)
+		// A record of a file indexed before ReasoningRecords was kept
+		// was never counted in it: removing it leaves the count at 0.
+		if sign > 0 || s.ReasoningRecords > 0 {
+			s.ReasoningRecords += d
+		}
 	}
 	s.Finish = bump(s.Finish, r.Finish, d)
 	s.Shapes = bump(s.Shapes, r.Shape.String(), d)

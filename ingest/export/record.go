@@ -136,7 +136,7 @@ func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 		}
 	}
 	for i, t := range a.turns {
-		if ingest.Truncated(t.finish) && !c.IncludeTruncated {
+		if store.Truncated(t.finish) && !c.IncludeTruncated {
 			return exclude(ReasonLength, "%sfinish_reason %s: cut off at the token limit (%s completion tokens); --include-truncated exports it",
 				turnOf(i), t.finish, countText(t.completionTokens)), nil
 		}

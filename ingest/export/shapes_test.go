@@ -22,16 +22,25 @@ func TestExportShapes(t *testing.T) {
 		dir, mapping string
 		want         want
 	}{
-		{dir: "anthropic_batch", want: want{"q-001": "record: Paris is the capital of France.", "q-002": "length: finish_reason max_tokens"}},
+		{dir: "anthropic_batch", want: want{"q-001": "record: Paris is the capital of France.", "q-002": "length: finish_reason length"}},
 		{dir: "bedrock", want: want{"REC0000001": "record: Seven.", "REC0000002": "record: blue.\n", "REC0000003": "record:  Hi there!", "REC0000004": "record: 4"}},
-		{dir: "vertex", want: want{"raw_responses.jsonl:1": "record: Red, green and blue.", "raw_responses.jsonl:2": "length: finish_reason MAX_TOKENS"}},
+		{dir: "vertex", want: want{"raw_responses.jsonl:1": "record: Red, green and blue.", "raw_responses.jsonl:2": "length: finish_reason length"}},
 		{dir: "gemini_batch", want: want{"request-1": "record: Photosynthesis turns light, water and CO2 into sugar."}},
 		{dir: "ollama", want: want{"raw_responses.jsonl:1": "record: The sky is blue because of Rayleigh scattering.", "raw_responses.jsonl:2": "record: Hello!",
 			"raw_responses.jsonl:5": "length: finish_reason length", "raw_responses.jsonl:6": "record: Again: blue."}},
-		{dir: "llamacpp", want: want{"raw_responses.jsonl:1": "record:  Paris.", "raw_responses.jsonl:4": "length: finish_reason limit"}},
+		{dir: "llamacpp", want: want{"raw_responses.jsonl:1": "record:  Paris.", "raw_responses.jsonl:4": "length: finish_reason length"}},
 		{dir: "tgi", want: want{"raw_responses.jsonl:1": "record:  Deep learning is a subset of machine learning.", "raw_responses.jsonl:2": "record:  Hello",
 			"raw_responses.jsonl:5": "record:  Deep Learning"}},
 		{dir: "mindie", want: want{"raw_responses.jsonl:1": "length: finish_reason length", "raw_responses.jsonl:4": "length: finish_reason length"}},
+		{dir: "responses", want: want{"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9": "record: 17 + 25 = 42.", "resp_1b2c3d4e5f60718293a4b5c6d7e8f90a": "length: finish_reason length",
+			"task-1": "record: Lisbon is the capital of Portugal.", "task-2": "length: finish_reason length",
+			"resp_5f607182": "record: I can"}}, // content_filter: kept (export excludes cut and aborted answers only)
+		{dir: "cohere", want: want{"5a3e1b0c-7d2f-4e8a-9b61-0c4d2e7f8a90": "record: Bonjour tout le monde.", "6b4f2c1d-8e3a-4f9b-8c72-1d5e3f8a9b01": "length: finish_reason length",
+			"7c5a3d2e-9f4b-4a0c-9d83-2e6f4a9b0c12": "record: Yes."}},
+		{dir: "tgi_messages", want: want{"raw_responses.jsonl:1": "record: Deep learning stacks many layers.", "raw_responses.jsonl:2": "length: finish_reason length",
+			"raw_responses.jsonl:3": "record: Hello!"}},
+		{dir: "gemini", want: want{"aBcDeF12345": "record: 91 is not prime.", "raw_responses.jsonl:2": "length: finish_reason length",
+			"gHiJkL67890": "record: Yes, it is."}},
 		{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure",
 			want: want{"m-1": "record: Forty-two.", "m-2": "length: finish_reason length"}},
 	}

@@ -53,7 +53,7 @@ var Layouts = map[string]Layout{
 		{Name: "p50_completion_tokens", Drop: 3, Short: "p50"}, {Name: "p90_completion_tokens", Drop: 4, Short: "p90"},
 		{Name: "p99_completion_tokens", Drop: 4, Short: "p99"}, {Name: "unknown_tokens", Drop: 6, Short: "unk"},
 		{Name: "unknown_prompt_tokens", Drop: 7, Short: "unk_prompt"}, {Name: "truncated", Drop: 5, Short: "trunc"},
-		{Name: "skipped", Drop: 6, Short: "skip"},
+		{Name: "reasoning_tokens", Drop: 6, Short: "reason"}, {Name: "skipped", Drop: 6, Short: "skip"},
 	}},
 	"throughput": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records_per_s", Drop: 1, Short: "recs/s"}, {Name: "tokens_per_s", Drop: 1, Short: "tok/s"},
