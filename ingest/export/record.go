@@ -40,17 +40,18 @@ func ParseFormat(s string) (Format, error) {
 
 // The exclusion reasons (the "reason" of an excluded.jsonl line).
 const (
-	ReasonLength      = "length"        // finish_reason length, without --include-truncated
-	ReasonAbort       = "abort"         // finish_reason abort
-	ReasonNoOutputIDs = "no_output_ids" // ids format, an answer without output_ids
-	ReasonMaxLen      = "max_len"       // over --max-len
-	ReasonNoText      = "no_text"       // conversations format, an answer without text
-	ReasonIDsPrompt   = "ids_prompt"    // conversations format, a prompt of token ids
-	ReasonBadAnswer   = "bad_answer"    // a line that is not an answer of the expected shape
+	ReasonLength      = "length"         // finish_reason length, without --include-truncated
+	ReasonAbort       = "abort"          // finish_reason abort
+	ReasonFiltered    = "content_filter" // finish_reason content_filter: a filter ended the answer
+	ReasonNoOutputIDs = "no_output_ids"  // ids format, an answer without output_ids
+	ReasonMaxLen      = "max_len"        // over --max-len
+	ReasonNoText      = "no_text"        // conversations format, an answer without text
+	ReasonIDsPrompt   = "ids_prompt"     // conversations format, a prompt of token ids
+	ReasonBadAnswer   = "bad_answer"     // a line that is not an answer of the expected shape
 )
 
 // Reasons lists the exclusion reasons in the order export checks them.
-var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonLength, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
+var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLength, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
 
 // Tokenizer turns prompts into the ids a server would see: chat messages
 // through the chat template (/v1/tokenize with messages), text as
@@ -133,6 +134,9 @@ func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 	for i, t := range a.turns {
 		if t.finish == "abort" {
 			return exclude(ReasonAbort, "%sfinish_reason abort: the server aborted the request", turnOf(i)), nil
+		}
+		if t.finish == store.FinishFilter {
+			return exclude(ReasonFiltered, "%sfinish_reason content_filter: a content filter ended the answer, so its text is not what the model wrote whole", turnOf(i)), nil
 		}
 	}
 	for i, t := range a.turns {

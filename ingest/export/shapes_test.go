@@ -34,7 +34,7 @@ func TestExportShapes(t *testing.T) {
 		{dir: "mindie", want: want{"raw_responses.jsonl:1": "length: finish_reason length", "raw_responses.jsonl:4": "length: finish_reason length"}},
 		{dir: "responses", want: want{"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9": "record: 17 + 25 = 42.", "resp_1b2c3d4e5f60718293a4b5c6d7e8f90a": "length: finish_reason length",
 			"task-1": "record: Lisbon is the capital of Portugal.", "task-2": "length: finish_reason length",
-			"resp_5f607182": "record: I can"}}, // content_filter: kept (export excludes cut and aborted answers only)
+			"resp_5f607182": "content_filter: finish_reason content_filter"}}, // "I can": a filter ended it
 		{dir: "cohere", want: want{"5a3e1b0c-7d2f-4e8a-9b61-0c4d2e7f8a90": "record: Bonjour tout le monde.", "6b4f2c1d-8e3a-4f9b-8c72-1d5e3f8a9b01": "length: finish_reason length",
 			"7c5a3d2e-9f4b-4a0c-9d83-2e6f4a9b0c12": "record: Yes."}},
 		{dir: "tgi_messages", want: want{"raw_responses.jsonl:1": "record: Deep learning stacks many layers.", "raw_responses.jsonl:2": "length: finish_reason length",
