@@ -43,6 +43,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (a trailing newline is trimmed)")
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
+	downLimit := fs.Duration("down-limit", 10*time.Minute, "stop (exit 1, nothing lost) when every server has been down this long mid-run; 0 waits for ever")
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
@@ -66,7 +67,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	cfg := gen.Config{
 		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
-		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, MaxAttempts: *maxAttempts,
+		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
@@ -295,4 +296,12 @@ func recordsElsewhereAdvice(db string, fs *flag.FlagSet, e *export.ElsewhereErro
 	}
 	args = append(args, "--out", ingest.ShellQuote(filepath.Dir(e.Elsewhere[0].Dir)), ingest.ShellQuote(filepath.Dir(e.Out)))
 	return "Keep the records where they are: run gen without --export, then:\n    " + strings.Join(args, " ") + "\n" + own
+}
+
+// downLimitOf is gen.Config.DownLimit for the flag's value (0: no bound).
+func downLimitOf(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

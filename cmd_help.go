@@ -155,7 +155,7 @@ var groupOrder = []string{groupQuestion, groupServers, groupInput, groupSampling
 // --server sim), and gendex sim's own flags are its server's.
 var flagGroups = map[string]string{
 	"server": groupServers, "api": groupServers, "api-key": groupServers, "api-key-file": groupServers,
-	"model": groupServers, "wait-ready": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
+	"model": groupServers, "wait-ready": groupServers, "down-limit": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
 	"max-new-tokens": groupSampling, "min-new-tokens": groupSampling, "temperature": groupSampling, "top-p": groupSampling,
 	"top-k": groupSampling, "min-p": groupSampling, "frequency-penalty": groupSampling, "presence-penalty": groupSampling,
 	"repetition-penalty": groupSampling, "ignore-eos": groupSampling, "skip-special-tokens": groupSampling,

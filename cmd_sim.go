@@ -29,8 +29,19 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	}
 	s := sim.New(*cfg)
 	eff := s.Config()
-	fmt.Fprintf(messages(c.env), "gendex sim: %s on http://%s (model %s, %d slots); Ctrl-C to stop\n", simFlavorName(eff.Flavor), *listen, eff.Model, eff.Slots)
-	err := s.ListenAndServe(ctx, *listen)
+	if eff.StartupDelay > 0 {
+		fmt.Fprintf(messages(c.env), "gendex sim: loading for %s (--startup-delay) before it listens on %s\n", eff.StartupDelay, *listen)
+	}
+	// The banner comes once the port is bound: a script that waits for it
+	// never talks to whatever else holds the port.
+	ln, err := s.Listen(ctx, *listen)
+	if err != nil {
+		return fmt.Errorf("sim: %w (another server holds the port? give --listen another)", err)
+	}
+	if ln != nil {
+		fmt.Fprintf(messages(c.env), "gendex sim: %s on http://%s (model %s, %d slots); Ctrl-C to stop\n", simFlavorName(eff.Flavor), ln.Addr(), eff.Model, eff.Slots)
+		err = s.Serve(ctx, ln)
+	}
 	if ctx.Err() != nil {
 		st := s.Stats()
 		fmt.Fprintf(messages(c.env), "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)

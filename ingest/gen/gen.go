@@ -89,6 +89,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
+	// DownLimit ends the run (ErrServersDown) when every server has been
+	// down this long after the first was ready: in a cluster task nothing
+	// restarts the server, and the node should not idle until the job's
+	// time limit. Default 10 minutes; below 0, no bound.
+	DownLimit time.Duration
 	// FlushEvery is the longest a response waits before it is written,
 	// fsynced and indexed. Default 100 ms.
 	FlushEvery time.Duration
@@ -142,6 +147,9 @@ func (c *Config) defaults() {
 	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second
+	}
+	if c.DownLimit == 0 {
+		c.DownLimit = 10 * time.Minute
 	}
 	if c.FlushEvery <= 0 {
 		c.FlushEvery = 100 * time.Millisecond
@@ -539,6 +547,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		return &Summary{Elapsed: time.Since(r.started)}, err
 	}
 	r.sayIDsPrompts()
+	go r.boundDown()
 
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)

@@ -339,7 +339,12 @@ func (r *run) status(now time.Time) []liveLine {
 	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
 	for _, s := range r.pool.servers {
 		if !s.up.Load() {
-			head = append(head, part{text: fmt.Sprintf(", %s down %s", s.name, now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)), drop: 5})
+			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
+			bound := ""
+			if r.cfg.DownLimit > 0 && up == 0 {
+				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", r.cfg.DownLimit)
+			}
+			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
 	}
 	head = append(head,

@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,4 +195,54 @@ func (p *pool) inFlight() int64 {
 		n += s.inFlight.Load()
 	}
 	return n
+}
+
+// ErrServersDown is the error of a run that stopped because every server
+// was down for longer than Config.DownLimit (errors.Is matches it).
+var ErrServersDown = errors.New("every server is down")
+
+// downTooLong is ErrServersDown with how long and the limit.
+type downTooLong struct{ down, limit time.Duration }
+
+func (e downTooLong) Error() string {
+	return fmt.Sprintf("every server has been down for %s (--down-limit %s): gen stopped; nothing is lost (the answers written are kept, "+
+		"and no prompt was marked failed): run the same command again, or requeue the task (scontrol requeue JOB_TASK), once a server answers",
+		e.down.Round(time.Second), e.limit)
+}
+
+func (downTooLong) Is(target error) bool { return target == ErrServersDown }
+
+// allDownFor is how long every server has been down (the latest went
+// down that long ago), or 0 when one is up.
+func (p *pool) allDownFor(now time.Time) time.Duration {
+	var last int64
+	for _, s := range p.servers {
+		if s.up.Load() {
+			return 0
+		}
+		last = max(last, s.downAt.Load())
+	}
+	return now.Sub(time.UnixMilli(last))
+}
+
+// boundDown ends the run once every server has been down for longer than
+// Config.DownLimit (the first wait is bounded by WaitReady instead). It
+// returns when the requests end.
+func (r *run) boundDown() {
+	if r.cfg.DownLimit < 0 {
+		return
+	}
+	t := time.NewTicker(max(min(time.Second, r.cfg.DownLimit/4), 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-r.reqs.Done():
+			return
+		case now := <-t.C:
+			if d := r.pool.allDownFor(now); d > r.cfg.DownLimit {
+				r.abort(downTooLong{d, r.cfg.DownLimit})
+				return
+			}
+		}
+	}
 }

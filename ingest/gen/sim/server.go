@@ -125,21 +125,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // refused), then listens on the TCP address addr and calls Serve. It returns
 // nil if ctx ends first.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := s.Listen(ctx, addr)
+	if err != nil || ln == nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Listen waits Config.StartupDelay, then binds the TCP address addr for
+// Serve; it returns a nil listener and no error if ctx ends first.
+func (s *Server) Listen(ctx context.Context, addr string) (net.Listener, error) {
 	if d := s.cfg.StartupDelay; d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return nil, nil
 		case <-t.C:
 		}
 	}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return s.Serve(ctx, ln)
+	return lc.Listen(ctx, "tcp", addr)
 }
 
 // Stats returns a snapshot of the counters.

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/sim"
+)
+
+// TestGenStopsWhenTheServerStaysDown: the server dies mid-run and nothing
+// restarts it (a cluster task's SGLang). gen stops once it has been down
+// for --down-limit, with exit 1 and a message that says the task can be
+// requeued; no prompt is marked failed, every answer written is indexed,
+// and the same command, once a server answers again, finishes the run
+// exactly once. Without the bound gen would wait on until the job's time
+// limit.
+func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real processes")
+	}
+	bin := gendexBinary(t)
+	addr := freeAddr(t)
+	startSim := func() *exec.Cmd {
+		cmd := exec.Command(bin, "sim", "--listen", addr, "--seed", "5", "--decode-tps", "2000", "--slots", "4")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
+			resp, err := http.Get("http://" + addr + "/health")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		return cmd
+	}
+	server := startSim()
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "D"), "D", 300)
+	db := filepath.Join(t.TempDir(), "g.db")
+	raw := filepath.Join(root, "D", "raw_responses.jsonl")
+	args := []string{"--db", db, "gen", "--server", "http://" + addr, "--concurrency", "4", "--down-limit", "2s", root}
+	gen := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	gen.Stderr = &stderr
+	if err := gen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gen.Wait() }()
+	waitFor(t, 30*time.Second, "the first answers", func() bool {
+		b, _ := os.ReadFile(raw)
+		return bytes.Count(b, []byte("\n")) >= 5
+	})
+	server.Process.Signal(syscall.SIGKILL)
+	server.Wait()
+	killed := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		gen.Process.Kill()
+		t.Fatalf("gen still waits 2 minutes after its only server died, with --down-limit 2s:\n%s", stderr.String())
+	}
+	t.Logf("gen stopped %s after the kill", time.Since(killed).Round(time.Millisecond))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("gen after its server died: %v; want exit 1\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"every server has been down for", "--down-limit 2s", "nothing is lost", "requeue the task"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("gen's message does not say %q:\n%s", want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "D", "errors.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a prompt was marked failed when the server died (errors.jsonl: %v)", err)
+	}
+	b, _ := os.ReadFile(raw)
+	written := bytes.Count(b, []byte("\n"))
+	if written >= 300 {
+		t.Fatalf("every prompt was answered before the server died (%d): the test needs a slower server", written)
+	}
+	out, qerr := exec.Command(bin, "--db", db, "query", "progress", "--format", "csv", "--no-header").Output()
+	if qerr != nil || !strings.HasPrefix(string(out), "D,300,"+strconv.Itoa(written)+",") {
+		t.Errorf("query progress after the stop: %s (%v); want D with 300 prompts and the %d answers written", out, qerr, written)
+	}
+	startSim()
+	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("the same command once the server is back: %v\n%s", err, outp)
+	}
+	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", sglang.New(simURL(t, sim.Config{Seed: 5}), sglang.Options{}))
+}
