@@ -1,22 +1,37 @@
 package query
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"gendex/store"
 )
 
+// The states of a shard in shardList.
+const (
+	ShardDone       = "done"          // every prompt of the shard has an answer or a final error
+	ShardRunning    = "running"       // a gen writes its answer file, and answered within --quiet
+	ShardQuiet      = "quiet"         // a gen holds its answer file, but no answer for longer than --quiet
+	ShardStopped    = "stopped short" // no gen writes it, and prompts of it are missing
+	ShardNotStarted = "not started"   // no file of the shard
+)
+
 // shardList: a sharded run (gen --shard I/N, its files named for their
-// shard) by dataset and shard: answers and errors the shard's files hold,
-// the time its answer file was last indexed, and whether it has gone quiet
-// (nothing indexed for longer than quiet: "yes" or "no", as server's
-// "up"). Files of no shard are shard
-// "-". The times are the files' own (as last indexed), so this works on
-// any machine that indexes the shared folder (gendex ingest --follow).
+// shard) by dataset and shard. Every shard 0..N-1 of a dataset whose files
+// name N is listed, with its prompts (the dataset's prompt ids that hash
+// to it), the answers and errors its files hold, its prompts still
+// missing, the time its answer file was last indexed (when it holds an
+// answer) and its state (ShardDone, ...): whether a gen is writing its
+// answer file is told by the file's lock (gen holds it while it runs, on
+// any machine that sees the shared folder), whether it has gone quiet by
+// that time. Files of no shard are shard "-". The prompts and missing
+// counts walk the dataset's prompt ids (keys only, never a file).
 func shardList(v *store.View, names []string, quiet time.Duration, now time.Time, out Sink) error {
-	out.Columns([]string{"dataset", "shard", "answers", "errors", "turns", "last_answer", "quiet"})
+	out.Columns([]string{"dataset", "shard", "state", "prompts", "answers", "errors", "missing", "turns", "last_answer"})
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -26,10 +41,14 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 		shard   store.Shard
 	}
 	type row struct {
+		files                  bool
 		answers, errors, turns uint64
-		last                   int64 // unix ns of the newest answer file
+		last                   int64  // unix ns of the newest answer file
+		answerFile             string // the shard's answer file, as indexed
+		prompts, missing       uint64
 	}
 	rows := map[key]*row{}
+	counts := map[string]map[int]bool{} // the shard counts each dataset's files name
 	err := v.Files(func(fs store.FileState) error {
 		if !want[fs.Dataset] || (fs.Stage != store.Raw && fs.Stage != store.Errors && fs.Stage != store.Turns) {
 			return nil
@@ -41,10 +60,20 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 			r = &row{}
 			rows[k] = r
 		}
+		r.files = true
+		if !sh.IsZero() {
+			if counts[fs.Dataset] == nil {
+				counts[fs.Dataset] = map[int]bool{}
+			}
+			counts[fs.Dataset][sh.N] = true
+		}
 		switch fs.Stage {
 		case store.Raw:
 			r.answers += fs.Records
-			r.last = max(r.last, fs.ModTime)
+			if fs.Records > 0 {
+				r.last = max(r.last, fs.ModTime)
+			}
+			r.answerFile = fs.Path
 		case store.Errors:
 			r.errors += fs.Records
 		case store.Turns:
@@ -54,6 +83,54 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 	})
 	if err != nil {
 		return err
+	}
+	// A dataset of no shard's files is one run: its prompts and missing
+	// ones are the dataset's.
+	whole := map[string][2]uint64{}
+	for k := range rows {
+		if !k.shard.IsZero() || counts[k.dataset] != nil {
+			continue
+		}
+		s, err := v.Summary(k.dataset)
+		if err != nil {
+			return err
+		}
+		if p := s.Stage(store.Prompts); p.Files > 0 {
+			whole[k.dataset] = [2]uint64{p.Records, p.Records - s.Overlap.Answered}
+		}
+	}
+	// Every shard of each count, and its prompts and missing ones.
+	havePrompts := map[string]bool{}
+	for ds, ns := range counts {
+		for n := range ns {
+			for i := range n {
+				if rows[key{ds, store.Shard{I: i, N: n}}] == nil {
+					rows[key{ds, store.Shard{I: i, N: n}}] = &row{}
+				}
+			}
+		}
+		s, err := v.Summary(ds)
+		if err != nil {
+			return err
+		}
+		if s.Stage(store.Prompts).Files == 0 {
+			continue
+		}
+		havePrompts[ds] = true
+		each := func(add func(r *row)) func(id string) error {
+			return func(id string) error {
+				for n := range ns {
+					add(rows[key{ds, store.Shard{I: store.ShardOf(id, n), N: n}}])
+				}
+				return nil
+			}
+		}
+		if err := v.Missing(ds, store.Prompts, each(func(r *row) { r.prompts++ })); err != nil {
+			return err
+		}
+		if err := v.Missing(ds, store.Prompts, each(func(r *row) { r.missing++ }), store.Raw, store.Errors); err != nil {
+			return err
+		}
 	}
 	keys := make([]key, 0, len(rows))
 	for k := range rows {
@@ -70,21 +147,83 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 	})
 	for _, k := range keys {
 		r := rows[k]
-		shard, last, isQuiet := "-", any(nil), any(nil)
+		shard, last := "-", any(nil)
+		var prompts, missing any
 		if !k.shard.IsZero() {
 			shard = k.shard.String()
+			if havePrompts[k.dataset] {
+				prompts, missing = r.prompts, r.missing
+			}
+		} else if w, ok := whole[k.dataset]; ok {
+			prompts, missing = w[0], w[1]
 		}
 		if r.last > 0 {
-			t := time.Unix(0, r.last).UTC()
-			last = t.Format(time.RFC3339)
-			isQuiet = "no"
-			if now.Sub(t) > quiet {
-				isQuiet = "yes"
-			}
+			last = time.Unix(0, r.last).UTC().Format(time.RFC3339)
 		}
-		if err := out.Row([]any{k.dataset, shard, r.answers, r.errors, r.turns, last, isQuiet}); err != nil {
+		state := shardState(r.files, r.answerFile, r.last, missing, quiet, now)
+		if err := out.Row([]any{k.dataset, shard, state, prompts, r.answers, r.errors, missing, r.turns, last}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// shardState tells a shard's state from its files, whether a gen holds
+// its answer file, its last answer's time and its missing prompts (nil:
+// unknown).
+func shardState(files bool, answerFile string, last int64, missing any, quiet time.Duration, now time.Time) any {
+	if !files {
+		return ShardNotStarted
+	}
+	if m, ok := missing.(uint64); ok && m == 0 {
+		return ShardDone
+	}
+	held, known := beingWritten(answerFile)
+	recent := last > 0 && now.Sub(time.Unix(0, last)) <= quiet
+	switch {
+	case known && held && (recent || last == 0 && fileAge(answerFile, now) <= quiet):
+		return ShardRunning
+	case known && held:
+		return ShardQuiet
+	case known && missing != nil:
+		return ShardStopped
+	case known:
+		return "stopped"
+	case recent: // the file is not where it was indexed: by time alone
+		return ShardRunning
+	}
+	return ShardQuiet
+}
+
+// beingWritten reports whether a gen holds the lock on an answer file
+// (ingest.OpenOutput's, held while it writes the file); known is false
+// when the file cannot be opened here. The probe holds a shared lock for
+// a moment, which a gen starting then waits out.
+func beingWritten(path string) (held, known bool) {
+	if path == "" {
+		return false, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, true
+	}
+	if err != nil {
+		return false, false
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, true
+}
+
+// fileAge is how long ago a file was last written (its mtime).
+func fileAge(path string, now time.Time) time.Duration {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 1<<63 - 1
+	}
+	return now.Sub(fi.ModTime())
 }

@@ -160,6 +160,9 @@ func (s *Shell) exec(ctx context.Context, text string) (quit bool, err error) {
 	if err != nil || len(words) == 0 || strings.HasPrefix(words[0], "#") {
 		return false, err
 	}
+	if words[0] == "query" && len(words) > 1 { // a line copied from `gendex query ...`
+		words = words[1:]
+	}
 	switch words[0] {
 	case "quit", "exit", `\q`:
 		return true, nil

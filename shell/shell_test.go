@@ -25,12 +25,13 @@ func fixtureDB(t *testing.T) *store.DB {
 }
 
 // TestScript: off a terminal the shell reads commands line by line, with
-// no prompt, prints what `gendex query` prints, and fails if a command did.
+// no prompt, prints what `gendex query` prints (a line copied from
+// `gendex query ...` too), and fails if a command did.
 func TestScript(t *testing.T) {
 	db := fixtureDB(t)
 	now := time.Now()
 	var out, errs strings.Builder
-	sh := &Shell{Ask: query.Local{Src: db}, In: strings.NewReader("progress\n\n# a comment\nformat json\ntokens demo\nbogus\nmissing demo --format tsv --no-header\nquit\nprogress\n"),
+	sh := &Shell{Ask: query.Local{Src: db}, In: strings.NewReader("progress\n\n# a comment\nformat json\nquery tokens demo\nbogus\nmissing demo --format tsv --no-header\nquit\nprogress\n"),
 		Out: &out, Err: &errs, Now: func() time.Time { return now }}
 	err := sh.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "1 commands failed") {

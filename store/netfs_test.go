@@ -4,6 +4,7 @@ package store
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -18,5 +19,21 @@ func TestNetworkFS(t *testing.T) {
 	}
 	if fs := networkFS(filepath.Join(t.TempDir(), "not", "yet", "g.db")); fs != "" {
 		t.Errorf("the test's temp folder is on %s", fs)
+	}
+}
+
+// TestNetworkRefusalSaysWhere: the refusal of an index on a network
+// filesystem (a login node's ~/run.db) names a local path for this
+// user's index, and a reader's command, never an array task's path.
+func TestNetworkRefusalSaysWhere(t *testing.T) {
+	t.Setenv("USER", "ana")
+	msg := networkRefusal("/home/ana/run.db", "NFS").Error()
+	for _, want := range []string{"--db /tmp/ana-run.db", "gendex --db /tmp/ana-run.db ingest --follow FOLDER", "GENDEX_NETWORK_DB=1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "SLURM_ARRAY_TASK_ID") {
+		t.Errorf("refusal %q suggests an array task's path to a reader", msg)
 	}
 }

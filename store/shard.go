@@ -33,6 +33,9 @@ func ParseShard(s string) (Shard, error) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
+	if ok && err1 == nil && err2 == nil && n >= 1 && n <= 9999 && i >= n {
+		return Shard{}, fmt.Errorf("shard %q: the shards of %d are 0 to %d: with a Slurm array, submit --array=0-%d and give --shard $SLURM_ARRAY_TASK_ID/%d (a step, a list or a 1-based range numbers its tasks otherwise)", s, n, n-1, n-1, n)
+	}
 	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || n > 9999 {
 		return Shard{}, fmt.Errorf("shard %q: want I/N with 0 <= I < N <= 9999, such as 3/16", s)
 	}

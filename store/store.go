@@ -98,7 +98,7 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 	}
 	if fs := networkFS(path); fs != "" && os.Getenv("GENDEX_NETWORK_DB") != "1" {
-		return nil, fmt.Errorf("open index %s: it is on %s, a network filesystem, where the index's lock and memory map are not reliable (two writers on two machines could both take it): keep --db on local disk, such as --db /tmp/gendex-$SLURM_ARRAY_TASK_ID.db, and only the JSONL files on the shared folder (GENDEX_NETWORK_DB=1 opens it anyway)", path, fs)
+		return nil, networkRefusal(path, fs)
 	}
 	bdb, err := bolt.Open(path, 0o600, bopts)
 	if err != nil {
@@ -341,4 +341,22 @@ func describePid(pid int) string {
 		return ""
 	}
 	return ": " + strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// networkRefusal is the error of an index asked for on network
+// filesystem fs: it says where to keep it, for a writer and for a reader
+// (a login node's ingest --follow) alike.
+func networkRefusal(path, fs string) error {
+	return fmt.Errorf("open index %s: it is on %s, a network filesystem, where the index's lock and memory map are not reliable (two writers on two machines could both take it): keep --db on this machine's local disk (for example --db /tmp/%s, or under $TMPDIR) and only the JSONL files on the shared folder; a reader elsewhere indexes those files into an index of its own (gendex --db /tmp/%s ingest --follow FOLDER); GENDEX_NETWORK_DB=1 opens it anyway", path, fs, localName(path), localName(path))
+}
+
+// localName is a name for an index on local disk, after the one path
+// names: its file name with the user's name before it, so that users of
+// one machine's /tmp do not share one.
+func localName(path string) string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "gendex"
+	}
+	return user + "-" + filepath.Base(path)
 }

@@ -110,8 +110,9 @@ var Layouts = map[string]Layout{
 		{Name: "samples", Drop: 5}, {Name: "unknown_tokens", Drop: 6, Short: "unk"},
 	}, Rest: 6},
 	"shards": {Cols: []Col{
-		{Name: "dataset"}, {Name: "shard"}, {Name: "answers", Drop: 1}, {Name: "quiet", Drop: 1, Text: 8},
-		{Name: "errors", Drop: 2}, {Name: "last_answer", Drop: 3, Short: "last"}, {Name: "turns", Drop: 4},
+		{Name: "dataset"}, {Name: "shard"}, {Name: "state", Text: 13}, {Name: "missing", Drop: 1},
+		{Name: "answers", Drop: 1}, {Name: "prompts", Drop: 2}, {Name: "errors", Drop: 2},
+		{Name: "last_answer", Drop: 3, Short: "last"}, {Name: "turns", Drop: 4},
 	}},
 	"watch": {Cols: []Col{
 		{Name: "dataset"}, {Name: "done"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
