@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +65,11 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	if len(servers) == 0 {
 		return usagef("gen: give at least one --server URL (or --server sim for a dry run)")
+	}
+	for _, s := range servers {
+		if err := checkServerURL(s); err != nil {
+			return err
+		}
 	}
 	cfg := gen.Config{
 		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
@@ -304,4 +310,21 @@ func downLimitOf(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// checkServerURL refuses a --server that is not an http(s) URL with a
+// host, saying what was meant ("127.0.0.1:8000" is http://127.0.0.1:8000).
+func checkServerURL(s string) error {
+	if s == "sim" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return nil
+	}
+	if !strings.Contains(s, "://") {
+		meant := sglang.RedactURL("http://" + s)
+		return usagef("gen: --server %s has no scheme: did you mean --server %s?", strings.TrimPrefix(meant, "http://"), meant)
+	}
+	return usagef("gen: --server %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:30000", sglang.RedactURL(s))
 }

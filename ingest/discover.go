@@ -67,6 +67,9 @@ func discover(path, dataset string, stage *store.Stage) ([]Source, error) {
 		return nil, err
 	}
 	fi, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file or folder%s", path, similarPath(path))
+	}
 	if err != nil {
 		return nil, err
 	}

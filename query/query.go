@@ -213,7 +213,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, withClosestFlag(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -348,4 +348,20 @@ func sortedKeys(m map[string]uint64) []string {
 		return keys[i] < keys[j]
 	})
 	return keys
+}
+
+// withClosestFlag adds to an undefined flag's error the flag of fs
+// nearest it: "flag provided but not defined: -max-new-token (did you
+// mean --max-new-tokens?)".
+func withClosestFlag(fs *flag.FlagSet, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c := store.Closest(strings.TrimLeft(name, "-"), names); c != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, c)
+	}
+	return err
 }

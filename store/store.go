@@ -74,7 +74,8 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("open index %s: no such file (run 'gendex ingest' or 'gendex gen' first)", path)
+				abs, _ := filepath.Abs(path)
+				return nil, fmt.Errorf("no index at %s: give --db PATH (or $GENDEX_DB) to ask the index of another folder, or make this one with 'gendex ingest FOLDER' or 'gendex gen FOLDER'", abs)
 			}
 			return nil, fmt.Errorf("open index: %w", err)
 		}

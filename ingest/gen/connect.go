@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -76,7 +77,11 @@ func (r *run) connect() error {
 				}
 				if time.Since(lastLog) >= r.cfg.LogEvery || lastLog.IsZero() {
 					left := r.cfg.WaitReady - rd.Elapsed
-					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, rd.State, rd.Elapsed.Round(time.Second), left.Round(time.Second))
+					state := rd.State.String()
+					if rd.State == sglang.StateRefused && rd.Elapsed >= refusedLong {
+						state = fmt.Sprintf("nothing listens on port %s (connection refused): check --server, unless its model is still loading;", portOf(s.name))
+					}
+					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, state, rd.Elapsed.Round(time.Second), left.Round(time.Second))
 					lastLog = time.Now()
 				}
 			})
@@ -234,4 +239,24 @@ func (r *run) warm() {
 		}
 	}
 	wg.Wait()
+}
+
+// refusedLong is how long a server may refuse connections before the wait
+// for it says that nothing may listen there (a mistyped port) rather than
+// that its model loads.
+var refusedLong = time.Minute
+
+// portOf is the port of a server URL, as the connection uses it.
+func portOf(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "?"
+	}
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }

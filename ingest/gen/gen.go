@@ -256,6 +256,11 @@ func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset
 		}
 	}
 	if len(sets) == 0 {
+		for _, p := range paths {
+			if below := ingest.RootBelow(p); below != "" {
+				return nil, fmt.Errorf("no prompts*.jsonl under %s: its datasets are one folder further down; did you mean %s?", strings.Join(paths, ", "), below)
+			}
+		}
 		return nil, fmt.Errorf("no prompts*.jsonl under %s", strings.Join(paths, ", "))
 	}
 	if err := conflicts.err(shard); err != nil {
