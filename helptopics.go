@@ -33,9 +33,9 @@ var helpTopics = []helpTopic{
 	{"quickstart", "## Quickstart (a fresh machine with Go 1.26, no GPU)", "a dry run against the built-in simulator, then the real run"},
 	{"specforge", "## SpecForge: from a ShareGPT file to training data", "the EAGLE-3 recipe: ShareGPT prompts to SpecForge's records"},
 	{"answered", "## What counts as answered", "a dataset is a place: which answers count, and where"},
+	// The reference, after referenceMarker.
 	{"guarantees", "## Guarantees", "what survives a crash, a stalled reader or a bad server"},
 	{"scale-out", "## Past one machine: more servers, or shards on a cluster scheduler", "more servers behind one gen, or shards on Slurm or Kubernetes"},
-	// The reference, after referenceMarker.
 	{"gen", "## gen", "prompts, APIs, servers, sampling, failures, live view, --export"},
 	{"sim", "## sim", "the simulator of SGLang, vLLM and llama.cpp"},
 	{"shell", "## shell", "the interactive shell and watch"},

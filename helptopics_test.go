@@ -12,7 +12,7 @@ import (
 // frontPageLines is how long README's front part (before the reference
 // marker) may grow: a newcomer reads it in ten minutes; the details go in
 // the reference, where 'gendex help TOPIC' finds them.
-const frontPageLines = 250
+const frontPageLines = 160
 
 // verbatimLines returns the lines of every topic's rendering that are code
 // blocks or tables, printed as README has them (they may be wider than 80
