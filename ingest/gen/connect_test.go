@@ -1,10 +1,14 @@
 package gen
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gendex/ingest/gen/sim"
 )
 
 // TestWaitSaysNothingListens: a server that has refused connections for
@@ -25,5 +29,23 @@ func TestWaitSaysNothingListens(t *testing.T) {
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	if !strings.Contains(log, "connection refused (model loading)") || !strings.Contains(log, "nothing listens on port "+port+" (connection refused): check --server") {
 		t.Errorf("the wait says first that the model loads, then that nothing listens on port %s:\n%s", port, log)
+	}
+}
+
+// TestInterruptSaysWhatWasGivenUp: an interrupt whose grace ends with
+// answers still in flight says how many were given up (the next run asks
+// them again); none of them is written or marked failed.
+func TestInterruptSaysWhatWasGivenUp(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8})
+	root := t.TempDir()
+	writePrompts(t, root, "B", "ids", 20)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(500*time.Millisecond, cancel) // every answer takes seconds
+	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Concurrency: 4, Grace: 200 * time.Millisecond}, root)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v\n%s", err, log)
+	}
+	if sum.GivenUp != 4 || sum.Responses != 0 || sum.Errors != 0 || !strings.Contains(log, "gen: interrupted: 4 answers in flight were given up after --grace 200ms; the next run asks them again") {
+		t.Errorf("summary %+v; want 4 given up, none written or failed:\n%s", sum, log)
 	}
 }

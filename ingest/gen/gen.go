@@ -333,12 +333,18 @@ type Summary struct {
 	// Truncated counts the answers among Responses cut at the token limit
 	// (finish_reason length).
 	Truncated int64
-	Elapsed   time.Duration
+	// GivenUp counts, of an interrupted run, the requests still in flight
+	// when the grace period ended: their prompts are asked again by the
+	// next run. Interrupted says the run was.
+	GivenUp     int64
+	Interrupted bool
+	Elapsed     time.Duration
 }
 
 // run is one Run's state.
 type run struct {
-	cfg  Config
+	givenUp atomic.Int64 // requests in flight when an interrupt's grace ended
+	cfg     Config
 	db   *store.DB
 	ix   *ingest.Indexer
 	rep  *ingest.Reporter
@@ -584,6 +590,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		}
 		select {
 		case <-time.After(cfg.Grace):
+			r.givenUp.Store(r.pool.inFlight())
 			cancelReqs()
 		case <-reqs.Done():
 		}
@@ -599,7 +606,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}
 	cancelReqs()
 
-	sum = &Summary{Elapsed: time.Since(r.started)}
+	sum = &Summary{Elapsed: time.Since(r.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
 	for _, ds := range r.sets {
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()

@@ -524,6 +524,12 @@ func (r *run) final(sum *Summary) {
 	for _, l := range r.pool.retrySummary() {
 		r.logf("%s", l)
 	}
+	switch {
+	case sum.Interrupted && sum.GivenUp > 0:
+		r.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), r.cfg.Grace)
+	case sum.Interrupted:
+		r.logf("gen: interrupted: no answer in flight was given up")
+	}
 	if t := r.truncatedSummary(sum); t != "" {
 		r.logf("%s", t)
 	}
