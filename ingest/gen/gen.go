@@ -345,11 +345,11 @@ type Summary struct {
 type run struct {
 	givenUp atomic.Int64 // requests in flight when an interrupt's grace ended
 	cfg     Config
-	db   *store.DB
-	ix   *ingest.Indexer
-	rep  *ingest.Reporter
-	pool *pool
-	sets []*dsRun
+	db      *store.DB
+	ix      *ingest.Indexer
+	rep     *ingest.Reporter
+	pool    *pool
+	sets    []*dsRun
 
 	jobs    chan job
 	results chan result
