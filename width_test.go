@@ -66,6 +66,40 @@ func serversAndEvents(t *testing.T) *store.DB {
 	return db
 }
 
+// serversOnOneHost returns an index holding the samples of three servers
+// on one host in the last run, and of a dry run's simulator two days
+// before (another run, not seen since): the servers of one 8-GPU node.
+func serversOnOneHost(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	run := clockNow.Add(-time.Minute).UnixMilli()
+	old := clockNow.Add(-48 * time.Hour).UnixMilli()
+	err = db.Update(func(tx *store.Tx) error {
+		for i := range 3 {
+			at := clockNow.Add(time.Duration(i-3) * 10 * time.Second).UnixMilli()
+			for k, port := range []string{"30000", "30001", "30002"} {
+				s := &store.ServerSample{Time: at, Up: true, Scraped: true, Run: run, LastSeen: at, ClientTokens: int64(i*(k+1)) * 1000, ClientAnswers: int64(i) * 10}
+				s.Set(store.MetricRunning, float64(60+k))
+				s.Set(store.MetricQueued, 0)
+				s.Set(store.MetricTokenUsage, 0.5)
+				s.Set(store.MetricGenTokens, float64(i*(k+1)*1000))
+				if err := tx.PutServerSample("http://127.0.0.1:"+port, s); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.PutServerSample("http://127.0.0.1:40123", &store.ServerSample{Time: old, Up: true, Scraped: true, Run: old, LastSeen: old})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // TestTablesFitTheWidth: every question's table, at each of widths, is
 // its golden file (testdata/cli/width/QUESTION.WIDTH.golden; -update
 // rewrites them) and has no line wider than the width: columns a person
@@ -78,7 +112,7 @@ func TestTablesFitTheWidth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	live := serversAndEvents(t)
+	live, oneHost := serversAndEvents(t), serversOnOneHost(t)
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +136,8 @@ func TestTablesFitTheWidth(t *testing.T) {
 		{"datasets", db, []string{"datasets"}},
 		{"files", db, []string{"files"}},
 		{"server", live, []string{"server"}},
+		{"server-one-host", oneHost, []string{"server"}}, // by port; the old dry run's simulator left out
+		{"server-one-host-all", oneHost, []string{"server", "--all-servers"}},
 		{"events", live, []string{"events"}},
 	} {
 		q, err := query.Parse(tc.args)

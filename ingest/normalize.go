@@ -233,14 +233,19 @@ func (f *fields) answer() bool {
 // response line that reports a failed request goes to store.Errors).
 // rec's location fields (File, Offset, Length, Line, Sum) are left alone.
 // A count the line does not carry is store.Unknown, never 0. A prompt line
-// without an id returns ErrNoID with the rest of rec filled in.
+// without an id returns ErrNoID with the rest of rec filled in, and so
+// does an answer with no id of its own (of a shape that carries none, or
+// whose id is "" or null), which the indexer knows by its file and line.
 //
 // The id is "custom_id" when the line has one, else "id": a non-empty
 // string, or a number kept as written (17, 1e2). A line of any stage but
 // Prompts that has neither takes the server's request id, SGLang's
 // "meta_info.id" or DashScope's "request_id", if it has one.
 func Normalize(line []byte, stage store.Stage, rec *store.Record) (store.Stage, error) {
-	st, _, err := normalize(line, stage, nil, rec)
+	st, info, err := normalize(line, stage, nil, rec)
+	if err == nil && info.lineID {
+		err = ErrNoID
+	}
 	return st, err
 }
 

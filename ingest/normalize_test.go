@@ -260,6 +260,8 @@ func FuzzNormalize(f *testing.F) {
 	f.Add([]byte(`{"id":"a","completion_tokens":-0}`))
 	f.Add([]byte(`{"custom_id":5,"completion_tokens":1}`))
 	f.Add([]byte(`{"id":"a","custom_id":5}`))
+	// An answer whose id is "" has none: known by its line, ErrNoID here.
+	f.Add([]byte(`{"id":"","usage":{}}`))
 	// The edges of a count: 2^53 is one, 2^53+1 and fractions are not.
 	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740992}`))
 	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740993}`))

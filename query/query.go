@@ -31,7 +31,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
-	{"server", "server [--window 30s|DURATION] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
+	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
@@ -43,6 +43,9 @@ type Query struct {
 	Window   time.Duration // throughput, server
 	Since    time.Duration // events: how far back (0: all)
 	Quiet    time.Duration // shards: a shard with no answer for longer has gone quiet
+	// AllServers lists, in server, the servers of earlier runs not seen in
+	// the last hour too.
+	AllServers bool
 	Servers  []string      // server, events
 	Stage    store.Stage   // missing (Raw or Tokenized), show
 	StageSet bool          // show: --stage given
@@ -113,6 +116,7 @@ func Parse(args []string) (Query, error) {
 	quiet := fs.Duration("quiet", 5*time.Minute, "shards: no answer for longer than this is quiet")
 	step := fs.String("step", "", "series: a row's length")
 	perServer := fs.Bool("servers", false, "series: rows per server")
+	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return q, usageErr("%v", err)

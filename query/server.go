@@ -56,6 +56,13 @@ func serverList(v *store.View, q Query, now time.Time, out Sink) error {
 	if err != nil {
 		return err
 	}
+	var stale int
+	if len(q.Servers) == 0 && !q.AllServers {
+		names, stale, err = currentServers(v, names, now)
+		if err != nil {
+			return err
+		}
+	}
 	out.Columns([]string{"server", "up", "running", "queued", "token_usage", "cache_hit_rate", "accept_length",
 		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "retries", "in_backoff", "last_error", "last_error_at", "note"})
 	to := now.Unix()
@@ -69,7 +76,43 @@ func serverList(v *store.View, q Query, now time.Time, out Sink) error {
 			return err
 		}
 	}
+	if stale > 0 {
+		if stale == 1 {
+			return out.Note("1 server of an earlier run, not seen in the last hour, is not listed (--all-servers lists it)")
+		}
+		return out.Note(fmt.Sprintf("%d servers of earlier runs, not seen in the last hour, are not listed (--all-servers lists them)", stale))
+	}
 	return nil
+}
+
+// staleAfter is how long a server of an earlier run stays in the default
+// views after its last sample.
+const staleAfter = time.Hour
+
+// currentServers keeps the servers of the last gen run (the newest
+// sample's run) and those sampled in the last hour: a dry run's
+// simulator or a mistyped port of last week leaves the default views. It
+// returns how many it left out.
+func currentServers(v *store.View, names []string, now time.Time) ([]string, int, error) {
+	last := make([]store.ServerSample, len(names))
+	var run int64
+	for i, n := range names {
+		s, ok, err := v.LastServerSample(n)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			last[i] = s
+			run = max(run, s.Run)
+		}
+	}
+	var keep []string
+	for i, n := range names {
+		if last[i].Run == run || now.Sub(time.UnixMilli(last[i].Time)) <= staleAfter {
+			keep = append(keep, n)
+		}
+	}
+	return keep, len(names) - len(keep), nil
 }
 
 // tokenSpan sums a token count's increase over pairs of samples.

@@ -413,8 +413,10 @@ func question(words []string) string {
 func questionFlags(q string) []string {
 	flags := []string{"--format", "--no-header"}
 	switch q {
-	case "throughput", "server":
+	case "throughput":
 		flags = append(flags, "--window")
+	case "server":
+		flags = append(flags, "--window", "--all-servers")
 	case "missing", "show":
 		flags = append(flags, "--stage")
 	case "events":

@@ -282,6 +282,14 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Opti
 	if total != nil && len(rows) > 1 {
 		foot = tableRow(total)
 	}
+	var legend []string // what ShortURLs left out of a column
+	for j, c := range cols {
+		if Layouts[opts.Layout].col(c, j).URL {
+			if l := ShortURLs(text, j); l != "" {
+				legend = append(legend, l)
+			}
+		}
+	}
 	f := fit(opts.Width, Layouts[opts.Layout], cols, text, foot, isNum)
 	var align []tw.Align
 	for j := range cols {
@@ -314,6 +322,11 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Opti
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	for _, l := range legend {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			return err
+		}
 	}
 	if len(f.hidden) > 0 {
 		_, err := io.WriteString(w, hiddenNote(f.hidden, opts.Width)+"\n")

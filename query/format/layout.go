@@ -25,6 +25,9 @@ type Col struct {
 	// Left cuts the text's start instead of its end (a path's file name
 	// says more than its first folders).
 	Left bool
+	// URL marks server URLs: a table shows them in the shortest form that
+	// tells them apart (ShortURLs).
+	URL bool
 }
 
 // A Layout is a table's columns in the order of what a person decides on
@@ -88,7 +91,7 @@ var Layouts = map[string]Layout{
 	}},
 	// query/server.go's columns.
 	"server": {Cols: []Col{
-		{Name: "server", Text: 16}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
+		{Name: "server", Text: 16, URL: true}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
 		{Name: "token_usage", Drop: 1, Short: "kv"}, {Name: "queued", Drop: 2, Short: "queue"},
 		{Name: "server_tokens_per_s", Drop: 2, Short: "srv_tok/s"}, {Name: "client_tokens_per_s", Drop: 3, Short: "gdx_tok/s"},
 		{Name: "note", Drop: 2, Text: 12}, {Name: "retries", Drop: 3}, {Name: "last_error", Drop: 4, Text: 12, Short: "error"},
@@ -97,10 +100,10 @@ var Layouts = map[string]Layout{
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
 	}, Rest: 6},
 	"events": {Cols: []Col{
-		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 10}, {Name: "server", Drop: 2, Text: 12},
+		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 10}, {Name: "server", Drop: 2, Text: 12, URL: true},
 	}},
 	"series": {Cols: []Col{
-		{Name: "time"}, {Name: "dataset", Drop: 1}, {Name: "server", Drop: 1, Text: 12},
+		{Name: "time"}, {Name: "dataset", Drop: 1}, {Name: "server", Drop: 1, Text: 12, URL: true},
 		{Name: "answers_per_s", Drop: 1, Short: "ans/s"}, {Name: "tokens_per_s", Drop: 1, Short: "tok/s"},
 		{Name: "answers", Drop: 2, Short: "ans"}, {Name: "up", Drop: 2}, {Name: "running", Drop: 2, Short: "run"},
 		{Name: "token_usage", Drop: 2, Short: "kv"}, {Name: "completion_tokens", Drop: 3, Short: "tokens"},
@@ -123,7 +126,7 @@ var Layouts = map[string]Layout{
 		{Name: "last 30m", Drop: 7}, // the sparkline: the first to go
 	}},
 	"watch-servers": {Cols: []Col{
-		{Name: "server", Text: 16}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
+		{Name: "server", Text: 16, URL: true}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
 		{Name: "kv_pct", Drop: 1, Short: "kv%"}, {Name: "queued", Drop: 2, Short: "queue"},
 		{Name: "tokens/s server 30s", Drop: 2, Short: "srv tok/s"}, {Name: "tokens/s gendex 30s", Drop: 3, Short: "gdx tok/s"},
 		{Name: "note", Drop: 2, Text: 12}, {Name: "retries 30s", Drop: 4, Short: "retries"},
@@ -167,6 +170,36 @@ func Cut(s string, width int, left bool) string {
 		}
 	}
 	return "…"
+}
+
+// CutMiddle returns s within width columns, cut in the middle: its end
+// from byte i on (a URL's port; a path's last folder and file name) is
+// kept whole when it leaves room for a start of two columns or more, and
+// the start gets the rest, then "…". Otherwise (or with i <= 0) it keeps
+// s's end, as Cut does with left.
+func CutMiddle(s string, width, i int) string {
+	if Width(s) <= width {
+		return s
+	}
+	if i <= 0 {
+		return Cut(s, width, true)
+	}
+	tail := s[i:]
+	room := width - 1 - Width(tail)
+	if room < 2 {
+		return Cut(s, width, true)
+	}
+	return twwidth.Truncate(s[:i], room) + "…" + tail
+}
+
+// lastFolder is where a path's last folder begins (the "/" before it),
+// or -1 when it has no folder.
+func lastFolder(path string) int {
+	end := strings.LastIndex(path, "/")
+	if end <= 0 {
+		return -1
+	}
+	return strings.LastIndex(path[:end], "/")
 }
 
 // emptyColumn reports whether column j is empty or unknown in every row.
@@ -297,7 +330,14 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 		out := make([]string, 0, len(row))
 		for j, s := range row {
 			if keep[j] {
-				out = append(out, Cut(s, w[j], specs[j].Left))
+				switch {
+				case specs[j].URL: // keep the port
+					out = append(out, CutMiddle(s, w[j], strings.LastIndex(s, ":")))
+				case specs[j].Left: // keep the dataset's folder and the file name
+					out = append(out, CutMiddle(s, w[j], lastFolder(s)))
+				default:
+					out = append(out, Cut(s, w[j], false))
+				}
 			}
 		}
 		return out
