@@ -46,13 +46,13 @@ type Query struct {
 	// AllServers lists, in server, the servers of earlier runs not seen in
 	// the last hour too.
 	AllServers bool
-	Servers  []string      // server, events
-	Stage    store.Stage   // missing (Raw or Tokenized), show
-	StageSet bool          // show: --stage given
-	ID       string        // show
-	Format   Format
-	NoHeader bool
-	Bare     bool // missing: ids only (see Resolve)
+	Servers    []string    // server, events
+	Stage      store.Stage // missing (Raw or Tokenized), show
+	StageSet   bool        // show: --stage given
+	ID         string      // show
+	Format     Format
+	NoHeader   bool
+	Bare       bool // missing: ids only (see Resolve)
 	// Args are the words Parse read, to ask the same question elsewhere.
 	Args []string
 	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
