@@ -154,6 +154,9 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		f = query.Table
 	}
 	opts := format.Options{Format: f, Width: s.width(), Layout: "watch"}
+	if records { // a run for training records: they stay before the cut answers
+		opts.Layout = "watch-export"
+	}
 	// The table (only) ends with each line's sparkline of the last 30
 	// minutes; none when the writer asked does not know series. It goes
 	// before anything else: shown only when every other column is shown

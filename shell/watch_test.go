@@ -41,7 +41,7 @@ func golden(t *testing.T, name, got string) {
 // watchIndex returns an index of a run that resumed 10 s before now: two
 // datasets answered an hour ago and since the start event, the servers
 // of this run (one with a long error) and one of an earlier run.
-func watchIndex(t *testing.T, now time.Time) *store.DB {
+func watchIndex(t *testing.T, now time.Time, more ...func(root string)) *store.DB {
 	t.Helper()
 	sec := now.Truncate(time.Second)
 	root := t.TempDir()
@@ -61,6 +61,9 @@ func watchIndex(t *testing.T, now time.Time) *store.DB {
 	}
 	if err := os.WriteFile(raw, []byte(strings.Join(lines, "")), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for _, m := range more {
+		m(root)
 	}
 	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
 	if err != nil {
@@ -115,6 +118,42 @@ func TestWatchAtWidths(t *testing.T) {
 			}
 		}
 		golden(t, "dashboard."+strconv.Itoa(w)+".golden", b.String())
+	}
+}
+
+// TestWatchExportRunAtWidths: watch of a gen --export run keeps its
+// goal, the records and the exclusions, where it has room for them and
+// not for the cut answers or the prompts (testdata/watch/export.*).
+func TestWatchExportRunAtWidths(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	db := watchIndex(t, now, func(root string) {
+		dir := filepath.Join(root, "A_code")
+		raw := filepath.Join(dir, "raw_responses.jsonl")
+		b, err := os.ReadFile(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), `{"id":"A_code0",`, `{"id":"A_code0","finish_reason":"length",`, 1))
+		os.WriteFile(raw, b, 0o644)
+		var tok strings.Builder
+		for i := 1; i < 6; i++ {
+			tok.WriteString(`{"id":"A_code` + strconv.Itoa(i) + `","input_ids":[1,2,3],"loss_mask":[0,1,1]}` + "\n")
+		}
+		os.WriteFile(filepath.Join(dir, "tokenized.jsonl"), []byte(tok.String()), 0o644)
+		os.WriteFile(filepath.Join(dir, "excluded.jsonl"), []byte(`{"id":"A_code0","reason":"length","detail":"cut off at the token limit"}`+"\n"), 0o644)
+	})
+	for _, w := range []int{60, 80, 120} {
+		sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.Table,
+			Width: func() int { return w }}
+		var b strings.Builder
+		if err := sh.dashboard(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+		head := strings.SplitN(b.String(), "\n", 2)[0]
+		if w >= 80 && (!strings.Contains(head, "recs") || !strings.Contains(head, "excl")) {
+			t.Errorf("at %d columns, watch of an --export run hides its records or exclusions:\n%s", w, b.String())
+		}
+		golden(t, "export."+strconv.Itoa(w)+".golden", b.String())
 	}
 }
 

@@ -39,7 +39,7 @@ type Layout struct {
 }
 
 // Layouts holds each question's layout (by its name, query.Questions), and
-// watch's two tables ("watch", "watch-servers"): the one place that says
+// watch's tables ("watch", "watch-export", "watch-servers"): the one place that says
 // which columns a narrow terminal keeps, for `gendex query`, the shell and
 // watch alike.
 var Layouts = map[string]Layout{
@@ -124,6 +124,16 @@ var Layouts = map[string]Layout{
 		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
 		{Name: "last 30m", Drop: 7}, // the sparkline: the first to go
+	}},
+	// watch of a run that makes training records (gen --export): the
+	// records and exclusions are its goal, kept before the cut answers.
+	"watch-export": {Cols: []Col{
+		{Name: "dataset"}, {Name: "done"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "records", Drop: 2, Short: "recs"}, {Name: "excluded", Drop: 2, Short: "excl"},
+		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
+		{Name: "errors", Drop: 4, Short: "err"}, {Name: "truncated", Drop: 5, Short: "trunc"}, {Name: "turns", Drop: 5},
+		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
+		{Name: "last 30m", Drop: 7},
 	}},
 	"watch-servers": {Cols: []Col{
 		{Name: "server", Text: 16, URL: true}, {Name: "up"}, {Name: "running", Drop: 1, Short: "run"},
