@@ -240,3 +240,21 @@ func commandHelp(t *testing.T, name, out string) string {
 	}
 	return help
 }
+
+// TestShortHeadersExplained: every short header of the tables `query`
+// prints most (progress, tokens, throughput, server) is explained in
+// `gendex help query`.
+func TestShortHeadersExplained(t *testing.T) {
+	lines, ok := readmeSection("## query")
+	if !ok {
+		t.Fatal(`README.md has no "## query" section`)
+	}
+	text := strings.Join(lines, " ")
+	for _, name := range []string{"progress", "tokens", "throughput", "server"} {
+		for _, c := range format.Layouts[name].Cols {
+			if c.Short != "" && !strings.Contains(text, "`"+c.Short+"`") {
+				t.Errorf("help query does not explain %s's short header %q (%s)", name, c.Short, c.Name)
+			}
+		}
+	}
+}
