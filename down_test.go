@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,20 +30,7 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	bin := gendexBinary(t)
 	addr := freeAddr(t)
 	startSim := func() *exec.Cmd {
-		cmd := exec.Command(bin, "sim", "--listen", addr, "--seed", "5", "--decode-tps", "2000", "--slots", "4")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
-			resp, err := http.Get("http://" + addr + "/health")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return cmd
+		return startSimAt(t, bin, addr, "--seed", "5", "--decode-tps", "2000", "--slots", "4")
 	}
 	server := startSim()
 	root := t.TempDir()

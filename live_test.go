@@ -669,19 +669,27 @@ func freeAddr(t *testing.T) string {
 func startSimProcess(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
+	startSimAt(t, bin, addr, args...)
+	return "http://" + addr
+}
+
+// startSimAt starts `gendex sim` on addr, waits for it to answer /health
+// and returns its process (killed when the test ends), for a test that
+// kills it or starts another on the same address.
+func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	url := "http://" + addr
 	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
-		resp, err := http.Get(url + "/health")
+		resp, err := http.Get("http://" + addr + "/health")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return url
+	return cmd
 }

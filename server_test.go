@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -67,20 +66,7 @@ func TestServerRestartEvents(t *testing.T) {
 	addr := freeAddr(t)
 	url := "http://" + addr
 	startSim := func() *exec.Cmd {
-		cmd := exec.Command(bin, "sim", "--listen", addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, 10*time.Second, "gendex sim to answer /health", func() bool {
-			resp, err := http.Get(url + "/health")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return cmd
+		return startSimAt(t, bin, addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
 	}
 	first := startSim()
 
