@@ -100,7 +100,7 @@ var Layouts = map[string]Layout{
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
 	}, Rest: 6},
 	"events": {Cols: []Col{
-		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 10}, {Name: "server", Drop: 2, Text: 12, URL: true},
+		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 20}, {Name: "server", Drop: 2, Text: 12, URL: true},
 	}},
 	"series": {Cols: []Col{
 		{Name: "time"}, {Name: "dataset", Drop: 1}, {Name: "server", Drop: 1, Text: 12, URL: true},
