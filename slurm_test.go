@@ -118,9 +118,19 @@ func TestSlurmRecipe(t *testing.T) {
 		}
 		f.Close()
 	}
+	missing := 0
 	for i := 1; i <= prompts; i++ {
 		if id := fmt.Sprintf("D-%05d", i); seen[id] != 1 {
 			t.Errorf("%s: answered %d times", id, seen[id])
+			missing++
+		}
+	}
+	if missing > 0 {
+		for i := range 4 {
+			out, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("slurm-%s_%d.out", job, i)))
+			t.Logf("slurm-%s_%d.out:\n%s", job, i, tail(string(out), 3000))
+			errs, _ := os.ReadFile(filepath.Join(shared, "D", store.Shard{I: i, N: 4}.FileName("errors.jsonl")))
+			t.Logf("shard %d's errors:\n%s", i, errs)
 		}
 	}
 	if len(seen) != prompts {
