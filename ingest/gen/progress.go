@@ -528,7 +528,7 @@ func (r *run) final(sum *Summary) {
 	case sum.Interrupted && sum.GivenUp > 0:
 		r.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), r.cfg.Grace)
 	case sum.Interrupted:
-		r.logf("gen: interrupted: no answer in flight was given up")
+		r.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
 	}
 	if t := r.truncatedSummary(sum); t != "" {
 		r.logf("%s", t)
