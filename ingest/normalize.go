@@ -436,7 +436,8 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 	}
 	// A Responses API object (alone, or a Batch line's body) that failed
 	// or was cancelled holds no answer.
-	if r, _ := responseOf(b, &f, top, &body, bodyAt); r != nil {
+	response, responseAt := responseOf(b, &f, top, &body, bodyAt)
+	if r := response; r != nil {
 		if st := str(b, r.status); st == "failed" || st == "cancelled" {
 			errorRecord(b, r, rec)
 			if rec.Finish == "error" {
@@ -555,7 +556,6 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 	if rec.Finish == "" {
 		rec.Finish = str(b, f.stopReason)
 	}
-	response, responseAt := responseOf(b, &f, top, &body, bodyAt)
 	if rec.Finish == "" && response != nil {
 		rec.Finish = responseFinish(b, response, responseAt)
 	}

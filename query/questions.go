@@ -82,12 +82,12 @@ func progress(v *store.View, names []string, out Sink) error {
 			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, truncatedOf(s), s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, s.Truncated(), s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
 		answered += s.Overlap.Answered
-		truncated += truncatedOf(s)
+		truncated += s.Truncated()
 		skipped += s.Skipped()
 		if err := out.Row(row); err != nil {
 			return err
@@ -102,14 +102,6 @@ func progress(v *store.View, names []string, out Sink) error {
 		done = pct(answered, tot[0].v)
 	}
 	return out.Total(append(total, done, truncated, skipped))
-}
-
-// truncatedOf is the number of a dataset's responses whose finish reason
-// is length: cut at max_new_tokens (or the context length), under any
-// provider's word for it.
-func truncatedOf(s store.Summary) uint64 {
-	r := s.Stage(store.Raw)
-	return r.TruncatedCount()
 }
 
 // ranker finds nearest-rank percentiles in one pass over a histogram given
@@ -204,10 +196,10 @@ func tokens(v *store.View, names []string, out Sink) error {
 				}
 			}
 		})
-		if err := out.Row(tokenRow(s.Dataset, &r, rank.out, truncatedOf(s), s.Skipped())); err != nil {
+		if err := out.Row(tokenRow(s.Dataset, &r, rank.out, s.Truncated(), s.Skipped())); err != nil {
 			return err
 		}
-		truncated += truncatedOf(s)
+		truncated += s.Truncated()
 		skipped += s.Skipped()
 		tot.Records += r.Records
 		tot.PromptTokens += r.PromptTokens

@@ -77,3 +77,10 @@ func (s *Stats) TruncatedCount() uint64 {
 	}
 	return n
 }
+
+// Truncated is the number of the dataset's answers cut at the token limit
+// (Stats.TruncatedCount of its raw stage).
+func (s Summary) Truncated() uint64 {
+	r := s.Stage(Raw)
+	return r.TruncatedCount()
+}

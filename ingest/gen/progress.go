@@ -383,7 +383,7 @@ func (r *run) status(now time.Time) []liveLine {
 			l = append(l, part{text: t, short: fmt.Sprintf(", %d turns, %d half done", ds.turnsDone.Load(), ds.halfDone.Load()), drop: 5})
 		}
 		if t := truncatedText(s); t != "" {
-			l = append(l, part{text: t, short: fmt.Sprintf(", %d trunc", truncatedOf(s)), drop: 6})
+			l = append(l, part{text: t, short: fmt.Sprintf(", %d trunc", s.Truncated()), drop: 6})
 		}
 		if r.cfg.Export != nil {
 			l = append(l, part{text: exportText(s), short: fmt.Sprintf(", %d rec, %d excl", s.Stage(store.Tokenized).Records, s.Excluded()), drop: 7})
@@ -475,16 +475,10 @@ func (ds *dsRun) turnsText() string {
 // truncatedText says how many of a dataset's answers, per the index, were
 // cut at the token limit: ", 12 truncated"; "" for none.
 func truncatedText(s store.Summary) string {
-	if n := truncatedOf(s); n > 0 {
+	if n := s.Truncated(); n > 0 {
 		return fmt.Sprintf(", %d truncated", n)
 	}
 	return ""
-}
-
-// truncatedOf is the number of a dataset's answers cut at the token limit.
-func truncatedOf(s store.Summary) uint64 {
-	r := s.Stage(store.Raw)
-	return r.TruncatedCount()
 }
 
 // truncatedSummary says how many of the run's answers were cut at the
