@@ -33,6 +33,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
+	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
@@ -55,6 +56,12 @@ type Query struct {
 	Bare       bool // missing: ids only (see Resolve)
 	// Args are the words Parse read, to ask the same question elsewhere.
 	Args []string
+	// list: the page's start, its length, a finish reason to keep, or a
+	// sample of Sample records at random.
+	After, Before string
+	Limit         int
+	Finish        string
+	Sample        int
 	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
 	Step      time.Duration
 	PerServer bool
@@ -116,6 +123,11 @@ func Parse(args []string) (Query, error) {
 	quiet := fs.Duration("quiet", 5*time.Minute, "shards: no answer for longer than this is quiet")
 	step := fs.String("step", "", "series: a row's length")
 	perServer := fs.Bool("servers", false, "series: rows per server")
+	fs.StringVar(&q.After, "after", "", "list: start after this id")
+	fs.StringVar(&q.Before, "before", "", "list: the page before this id")
+	fs.IntVar(&q.Limit, "limit", 0, "list: records in a page (default 50)")
+	fs.StringVar(&q.Finish, "finish", "", "list: only records with this finish reason (length: cut at the token limit)")
+	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random")
 	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -176,6 +188,10 @@ func Parse(args []string) (Query, error) {
 		}
 		q.ID = pos[1]
 		pos = pos[:1]
+	case "list":
+		if err := checkList(&q, pos); err != nil {
+			return q, err
+		}
 	case "datasets":
 		if len(pos) != 0 {
 			return q, usageErr("usage: datasets")
@@ -300,6 +316,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return fileList(v, names, out)
 		case "shards":
 			return shardList(v, names, q.Quiet, now, out)
+		case "list":
+			return list(v, names[0], q, now, out)
 		case "show":
 			return show(v, names[0], q, out)
 		}

@@ -1,0 +1,119 @@
+package query
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"gendex/store"
+)
+
+// listScan bounds the records one list page looks at when --finish keeps
+// only some: a page of a rare reason costs at most this many records, and
+// says where to go on from.
+const listScan = 100_000
+
+// MoreAfter is the first cell of list's total row when records remain
+// past the page: its id cell says where the next page starts (--after),
+// and, walking back, where the page before starts (--before).
+const MoreAfter = "more after"
+
+// checkList reads list's arguments into q.
+func checkList(q *Query, pos []string) error {
+	if len(pos) != 1 {
+		return usageErr("usage: list DATASET [--stage STAGE] [--after ID|--before ID] [--limit N] [--finish REASON] [--sample N]")
+	}
+	if !q.StageSet {
+		q.Stage = store.Raw
+	}
+	if q.After != "" && q.Before != "" {
+		return usageErr("list: give --after or --before, not both")
+	}
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 1 || q.Limit > 10_000 {
+		return usageErr("list --limit %d: want 1 to 10000", q.Limit)
+	}
+	if q.Sample < 0 || q.Sample > 10_000 {
+		return usageErr("list --sample %d: want 1 to 10000", q.Sample)
+	}
+	return nil
+}
+
+// listColumns are list's columns: the record's id, how it ended and its
+// counts, when it finished (the index's time), an error's message, and
+// where its line is.
+var listColumns = []string{"id", "finish", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finished", "message", "source"}
+
+// list: a page of a stage's records in id order, from a cursor's seek;
+// walking back (--before) the rows still come in id order. When records
+// remain past the page, a total row says after which id they start.
+func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
+	out.Columns(listColumns)
+	if q.Sample > 0 {
+		recs, err := v.Sample(name, q.Stage, q.Sample, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0)))
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if err := out.Row(listRow(v, &recs[i])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r := store.PageRequest{Dataset: name, Stage: q.Stage, After: q.After, Before: q.Before, Back: q.Before != ""}
+	if q.Finish != "" {
+		r.Scan = listScan
+	}
+	var rows [][]any
+	end, err := v.Page(r, func(rec *store.Record) (bool, error) {
+		if q.Finish == "" || store.FinishReason(rec.Finish) == store.FinishReason(q.Finish) {
+			rows = append(rows, listRow(v, rec))
+		}
+		return len(rows) < q.Limit, nil
+	})
+	if err != nil {
+		return err
+	}
+	if r.Back {
+		for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
+			rows[i], rows[j] = rows[j], rows[i]
+		}
+	}
+	for _, row := range rows {
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	if end.More {
+		return out.Total([]any{MoreAfter, end.Last, nil, nil, nil, nil, fmt.Sprintf("%d records looked at", end.Looked), nil})
+	}
+	return nil
+}
+
+func listRow(v *store.View, r *store.Record) []any {
+	source := any(nil)
+	if path, ok := v.FilePath(r.File); ok {
+		source = fmt.Sprintf("%s:%d", path, r.Line)
+	}
+	var msg any
+	if r.Message != "" {
+		msg = r.Message
+	}
+	var finish any
+	if r.Finish != "" {
+		finish = r.Finish
+	}
+	return []any{r.ID, finish, count(r.PromptTokens), count(r.CompletionTokens), count(r.ReasoningTokens),
+		time.UnixMilli(r.Time).UTC().Format(timeFormat), msg, source}
+}
+
+// count is a token count, or nil (unknown) for store.Unknown.
+func count(n int64) any {
+	if n == store.Unknown {
+		return nil
+	}
+	return n
+}
