@@ -27,6 +27,8 @@
 //	    draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)
 //	gendex shell
 //	    ask the same questions interactively (type help there); watch a run live
+//	gendex web [--listen HOST:PORT]
+//	    the run and every answer in a local browser page, live, read-only (loopback; $GENDEX_TOKEN beyond it)
 //	gendex help [COMMAND|TOPIC]
 //	    this text, a command's usage and flags, or a topic: a section of README (help gen: both)
 //
@@ -122,6 +124,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"shell"},
 		Summary: "ask the same questions interactively (type help there); watch a run live",
 		Run:     runShell,
+	}, {
+		Name:    "web",
+		Usage:   []string{"web [--listen HOST:PORT]"},
+		Summary: "the run and every answer in a local browser page, live, read-only (loopback; $GENDEX_TOKEN beyond it)",
+		Run:     runWeb,
 	}, {
 		Name:    "help",
 		Usage:   []string{"help [COMMAND|TOPIC]"},

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"gendex/ingest"
+	"gendex/query"
+	"gendex/query/live"
+	"gendex/query/web"
+)
+
+// runWeb serves the web view of the index (package web) until Ctrl-C: a
+// reader like the shell, through the writer's socket while one runs, else
+// the file read-only, so it never holds the writer.
+func runWeb(ctx context.Context, c *call, args []string) error {
+	fs := c.flags()
+	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty); beyond loopback it needs $GENDEX_TOKEN")
+	every := fs.Duration("every", 5*time.Second, "how often an open page updates its numbers")
+	rest, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("web takes no arguments (give the index with --db)")
+	}
+	if *every < 500*time.Millisecond {
+		return usagef("web --every %s: want at least 500ms", *every)
+	}
+	token := c.env.Getenv("GENDEX_TOKEN")
+	ln, err := webListen(*listen, token)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	asker := live.NewAsker(c.db)
+	defer asker.Close()
+	// The first question says at once whether there is an index to show.
+	q, _ := query.Parse([]string{"datasets"})
+	if err := asker.Ask(ctx, q, c.env.Now(), &query.Collect{}); err != nil {
+		return err
+	}
+	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Now: c.env.Now, Token: token, Index: absPath(c.db), Every: *every})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	url := fmt.Sprintf("http://%s/", ln.Addr())
+	if token != "" {
+		url += "?token=$GENDEX_TOKEN (once: a cookie keeps it)"
+	}
+	fmt.Fprintf(c.env.Stdout, "gendex web: the run in %s on %s; Ctrl-C to stop\n", c.db, url)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		return nil
+	}
+}
+
+// webListen listens on addr (":PORT" is loopback), refusing an address
+// other machines reach unless a token guards it.
+func webListen(addr, token string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usagef("web --listen %q: want HOST:PORT or :PORT", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("web: %w (another program holds the port? give --listen another)", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !a.IP.IsLoopback()) {
+		ln.Close()
+		return nil, usagef("web --listen %s is reachable from other machines: set GENDEX_TOKEN to a secret (open the page once as URL?token=SECRET), or listen on 127.0.0.1 and reach it with ssh -L", addr)
+	}
+	return ln, nil
+}
+
+// readAnswer reads an answer line's text for the page, by ingest's rules
+// for every shape it reads.
+func readAnswer(line []byte) (web.Answer, error) {
+	a, err := ingest.ReadAnswer(line, nil)
+	if err != nil {
+		return web.Answer{}, err
+	}
+	out := web.Answer{Shape: a.Shape, NoText: a.NoText, Reasoning: a.Reasoning}
+	switch {
+	case a.Text != nil:
+		out.Text, out.HasText = *a.Text, true
+	case a.TextRaw != nil:
+		s, ok := ingest.DecodeString(a.TextRaw)
+		if !ok {
+			return out, errors.New("its text is not a JSON string")
+		}
+		out.Text, out.HasText = s, true
+	}
+	return out, nil
+}

@@ -1,0 +1,240 @@
+package web
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"gendex/query"
+)
+
+// The dataset page's views: which records it lists.
+var views = []struct{ Name, Label, Stage, Finish string }{
+	{"answers", "answers", "raw", ""},
+	{"cut", "cut at the limit", "raw", "length"},
+	{"errors", "errors", "errors", ""},
+	{"excluded", "excluded", "excluded", ""},
+	{"missing", "missing", "", ""},
+	{"norecord", "without a record", "", ""},
+	{"sample", "a random sample", "raw", ""},
+}
+
+// The columns of list a view shows: an answer's counts, an error's or an
+// exclusion's reason and message.
+var (
+	answerCols = []col{
+		{"id", "id", ""},
+		{"finish", "finish", "the finish reason (length: cut at the token limit)"},
+		{"prompt_tokens", "prompt tokens", ""},
+		{"completion_tokens", "completion tokens", ""},
+		{"reasoning_tokens", "reasoning", ""},
+		{"finished", "finished", ""},
+		{"source", "file:line", ""},
+	}
+	reasonCols = []col{
+		{"id", "id", ""},
+		{"finish", "reason", ""},
+		{"message", "message", ""},
+		{"finished", "when", ""},
+		{"source", "file:line", ""},
+	}
+)
+
+var missingCols = []col{{"id", "id", ""}, {"stage", "stage", ""}, {"reason", "why", ""}}
+
+// missingShown is how many missing ids the page lists; the count says
+// how many there are in all.
+const missingShown = 200
+
+type tab struct {
+	Label, Href string
+	On          bool
+}
+
+type datasetView struct {
+	Page     frame
+	Dataset  string
+	Tabs     []tab
+	View     string
+	Progress *table
+	List     *table
+	Prev     string // the page before, when there is one
+	Next     string // the page after, when there is one
+	Note     string
+	ID       string // the id searched for
+}
+
+// dataset is a dataset's page: its progress row, then one view of its
+// records a page at a time.
+func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name := q.Get("d")
+	if name == "" {
+		s.fail(w, http.StatusBadRequest, errors.New("which dataset? (/dataset?d=NAME)"))
+		return
+	}
+	if id := q.Get("id"); id != "" {
+		s.find(w, r, name, strings.TrimSpace(id))
+		return
+	}
+	prog, err := s.ask(r.Context(), "progress", "--", name)
+	if err != nil {
+		s.fail(w, http.StatusNotFound, err)
+		return
+	}
+	d := &datasetView{Page: s.page(name), Dataset: name, View: q.Get("view")}
+	if d.View == "" {
+		d.View = "answers"
+	}
+	known := false
+	for _, v := range views {
+		on := v.Name == d.View
+		known = known || on
+		d.Tabs = append(d.Tabs, tab{Label: v.Label, Href: link("/dataset", "d", name, "view", v.Name), On: on})
+	}
+	if !known {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord or sample)", d.View))
+		return
+	}
+	prog.Total = nil
+	d.Progress = newTable(prog, progressCols, nil)
+	if err := s.fill(r, d, prog); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	s.render(w, "dataset.html", d)
+}
+
+// fill asks for the view's records.
+func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error {
+	q := r.URL.Query()
+	if d.View == "missing" || d.View == "norecord" {
+		return s.fillMissing(r, d, prog)
+	}
+	var v = views[0]
+	for _, x := range views {
+		if x.Name == d.View {
+			v = x
+		}
+	}
+	args := []string{"list", "--stage", v.Stage}
+	if v.Finish != "" {
+		args = append(args, "--finish", v.Finish)
+	}
+	if v.Name == "sample" {
+		args = append(args, "--sample", "20")
+	} else {
+		if a := q.Get("after"); a != "" {
+			args = append(args, "--after", a)
+		}
+		if b := q.Get("before"); b != "" {
+			args = append(args, "--before", b)
+		}
+	}
+	res, err := s.ask(r.Context(), append(args, "--", d.Dataset)...)
+	if err != nil {
+		return err
+	}
+	// list's total row says where the walk ended; the page shows it as
+	// its links, not as a row.
+	total := res.Total
+	res.Total = nil
+	cols := answerCols
+	if v.Stage != "raw" {
+		cols = reasonCols
+	}
+	d.List = newTable(res, cols, func(row []any) string {
+		id, _ := row[0].(string)
+		return link("/answer", "d", d.Dataset, "id", id, "stage", v.Stage)
+	})
+	d.List.Empty = "none"
+	page := func(dir, id string) string { return link("/dataset", "d", d.Dataset, "view", v.Name, dir, id) }
+	if v.Name == "sample" {
+		d.Next, d.Note = link("/dataset", "d", d.Dataset, "view", "sample"), "20 drawn at random; the link draws again"
+		return nil
+	}
+	// A walk ends at the last key it looked at (Total's id): the next page
+	// starts past it; walking back, the page before starts below it.
+	more := len(total) > 1 && total[0] == query.MoreAfter
+	var last string
+	if more {
+		last, _ = total[1].(string)
+	}
+	firstID, lastID := "", ""
+	if n := len(res.Rows); n > 0 {
+		firstID, _ = res.Rows[0][0].(string)
+		lastID, _ = res.Rows[n-1][0].(string)
+	}
+	if q.Get("before") != "" {
+		if more {
+			d.Prev = page("before", last)
+		}
+		d.Next = page("after", cmp.Or(lastID, q.Get("before")))
+	} else {
+		if q.Get("after") != "" {
+			d.Prev = page("before", cmp.Or(firstID, q.Get("after")))
+		}
+		if more {
+			d.Next = page("after", last)
+		}
+	}
+	if v.Finish != "" && more {
+		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", v.Finish, thousandsOf(total), last)
+	}
+	return nil
+}
+
+func thousandsOf(total []any) string {
+	if len(total) > 6 {
+		if s, ok := total[6].(string); ok {
+			n, _ := strconv.Atoi(strings.Fields(s + " 0")[0])
+			return thousands(int64(n))
+		}
+	}
+	return "some"
+}
+
+// fillMissing lists the first missingShown ids without an answer (or
+// without a training record, and why), and says how many there are.
+func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result) error {
+	stage, count := "raw", "missing_raw"
+	if d.View == "norecord" {
+		stage, count = "tokenized", "missing_tokenized"
+	}
+	res, err := s.ask(r.Context(), "missing", "--stage", stage, "--", d.Dataset)
+	if err != nil {
+		return err
+	}
+	n := len(res.Rows)
+	if len(prog.Rows) > 0 {
+		if f, ok := number(columnOf(prog, prog.Rows[0], count)); ok {
+			n = int(f)
+		}
+	}
+	if len(res.Rows) > missingShown {
+		res.Rows = res.Rows[:missingShown]
+		d.Note = fmt.Sprintf("the first %d of %s; gendex query missing %s --stage %s lists them all", missingShown, thousands(int64(n)), d.Dataset, stage)
+	}
+	d.List = newTable(res, missingCols, func(row []any) string {
+		id, _ := columnOf(res, row, "id").(string)
+		return link("/answer", "d", d.Dataset, "id", id, "stage", "prompts")
+	})
+	// missing's rows begin with the dataset; the id is the link.
+	d.List.Empty = "none missing"
+	return nil
+}
+
+// find goes to the record with an id, or says there is none.
+func (s *server) find(w http.ResponseWriter, r *http.Request, name, id string) {
+	for _, stage := range []string{"raw", "errors", "excluded", "prompts"} {
+		// A record whose file is gone is still found: its page says so.
+		if _, err := s.ask(r.Context(), "show", "--stage", stage, "--", name, id); err == nil || !strings.Contains(err.Error(), " has no ") {
+			http.Redirect(w, r, link("/answer", "d", name, "id", id, "stage", stage), http.StatusSeeOther)
+			return
+		}
+	}
+	s.fail(w, http.StatusNotFound, fmt.Errorf("dataset %s has no answer, error, exclusion or prompt with id %q", name, id))
+}

@@ -1,0 +1,151 @@
+package web
+
+import (
+	"net/http"
+	"slices"
+
+	"gendex/query"
+	"gendex/store"
+)
+
+// progressCols are the run page's progress columns, README's words as
+// headings.
+var progressCols = []col{
+	{"dataset", "dataset", ""},
+	{"prompts", "prompts", "prompts indexed"},
+	{"raw", "answers", "prompts with an answer"},
+	{"tokenized", "records", "training records written by export"},
+	{"errors", "errors", "requests that failed for good"},
+	{"excluded", "excluded", "answers export left out, with a reason"},
+	{"missing_raw", "missing", "prompts with neither an answer nor a final error"},
+	{"missing_tokenized", "no record", "prompts or answers without a training record"},
+	{"truncated", "cut", "answers cut at the token limit (finish reason length)"},
+	{"done_pct", "done %", "the share of prompts answered or failed for good"},
+	{"skipped", "skipped", "lines that could not be read"},
+}
+
+var tokenCols = []col{
+	{"dataset", "dataset", ""},
+	{"records", "answers", ""},
+	{"prompt_tokens", "prompt tokens", ""},
+	{"completion_tokens", "completion tokens", ""},
+	{"reasoning_tokens", "reasoning tokens", ""},
+	{"avg_completion_tokens", "avg", "average completion tokens"},
+	{"p50_completion_tokens", "p50", "median completion tokens (exact)"},
+	{"p90_completion_tokens", "p90", ""},
+	{"p99_completion_tokens", "p99", ""},
+	{"unknown_tokens", "unknown", "answers without a completion token count"},
+}
+
+var rateCols = []col{
+	{"dataset", "dataset", ""},
+	{"records_per_s", "answers/s", ""},
+	{"tokens_per_s", "tokens/s", "completion tokens per second"},
+	{"records", "answers", "answers in the window"},
+}
+
+var serverCols = []col{
+	{"server", "server", ""},
+	{"up", "up", ""},
+	{"running", "running", "requests the server is running"},
+	{"queued", "queued", "requests waiting in the server's queue"},
+	{"token_usage", "KV use", "the server's KV cache use"},
+	{"server_tokens_per_s", "its tokens/s", "the server's own generation throughput"},
+	{"client_tokens_per_s", "gendex's tokens/s", "what gendex counted from this server"},
+	{"retries", "retries", ""},
+	{"last_error", "last error", ""},
+	{"note", "note", ""},
+}
+
+var eventCols = []col{{"time", "time", ""}, {"server", "server", ""}, {"event", "event", ""}, {"detail", "detail", ""}}
+
+// runView is the run page's live part.
+type runView struct {
+	Progress, Tokens, Rate30s, Rate30m, Servers, Events *table
+	Errors                                              []string
+	HasAnswers                                          bool
+}
+
+// run is the run page: the live part in the page's frame.
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	s.render(w, "run.html", map[string]any{"Page": s.page("the run"), "Run": s.runView(r)})
+}
+
+// runLive is the run page's live part alone, which the page asks for
+// every few seconds.
+func (s *server) runLive(w http.ResponseWriter, r *http.Request) {
+	s.render(w, "runlive", s.runView(r))
+}
+
+func (s *server) runView(r *http.Request) *runView {
+	ctx := r.Context()
+	v := &runView{}
+	get := func(args ...string) *query.Result {
+		res, err := s.ask(ctx, args...)
+		if err != nil {
+			v.Errors = append(v.Errors, "query "+args[0]+": "+err.Error())
+			return &query.Result{}
+		}
+		return res
+	}
+	toDataset := func(row []any) string {
+		name, _ := row[0].(string)
+		return link("/dataset", "d", name)
+	}
+	prog := get("progress")
+	short, long := get("throughput", "--window", "30s"), get("throughput", "--window", "30m")
+	v.Progress = newTable(prog, progressCols, toDataset)
+	addETA(v.Progress, prog, long)
+	v.Progress.Empty = "nothing indexed yet: run gendex gen or gendex ingest"
+	v.Tokens = newTable(get("tokens"), tokenCols, toDataset)
+	v.Rate30s = newTable(short, rateCols, toDataset)
+	v.Rate30m = newTable(long, rateCols, toDataset)
+	v.Servers = newTable(get("server"), serverCols, nil)
+	v.Servers.Empty = "no server seen in this run or the last hour (gen reads each server's /metrics while it runs)"
+	ev := get("events")
+	if n := len(ev.Rows); n > 20 {
+		ev.Rows = ev.Rows[n-20:]
+	}
+	slices.Reverse(ev.Rows)
+	v.Events = newTable(ev, eventCols, nil)
+	v.Events.Empty = "no events yet"
+	for _, row := range prog.Rows {
+		if n, _ := number(columnOf(prog, row, "raw")); n > 0 {
+			v.HasAnswers = true
+		}
+	}
+	return v
+}
+
+// addETA adds an ETA column to the progress table: the prompts still
+// missing over the dataset's answers/s in the last 30 minutes (the
+// store's one ETA: "done" when none is missing, unknown without a rate).
+func addETA(t *table, prog, rate *query.Result) {
+	rates := map[any]any{}
+	for _, row := range rate.Rows {
+		rates[row[0]] = columnOf(rate, row, "records_per_s")
+	}
+	t.Cols = append(t.Cols, column{Name: "eta", Head: "ETA", Title: "missing prompts over the answers/s of the last 30 minutes"})
+	eta := func(row []any, perSec any) cell {
+		left, ok := number(columnOf(prog, row, "missing_raw"))
+		ps, _ := number(perSec)
+		if !ok {
+			return valueCell("eta", nil)
+		}
+		c := valueCell("eta", store.ETA(int64(left), ps))
+		if c.Text == "unknown" {
+			c.Unknown, c.Class = true, "unknown"
+		}
+		return c
+	}
+	for i, row := range prog.Rows {
+		t.Rows[i] = append(t.Rows[i], eta(row, rates[row[0]]))
+	}
+	if prog.Total != nil && t.Total != nil {
+		var total any
+		if rate.Total != nil {
+			total = columnOf(rate, rate.Total, "records_per_s")
+		}
+		t.Total = append(t.Total, eta(prog.Total, total))
+	}
+}

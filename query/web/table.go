@@ -1,0 +1,185 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gendex/query"
+)
+
+// A table is a question's answer as the page shows it: the columns a
+// page keeps, with readable headings, and each cell's text beside its
+// value as the question gave it (data-v in the page, so a test or a
+// script reads the number, not its formatting).
+type table struct {
+	Cols  []column
+	Rows  [][]cell
+	Total []cell
+	Empty string // said when there are no rows
+}
+
+type column struct {
+	Name, Head, Title string // the question's column, the heading, its tooltip
+	Num               bool
+}
+
+type cell struct {
+	Col     string
+	Text    string
+	Raw     string
+	Href    string
+	Title   string
+	Unknown bool
+	Num     bool
+	Class   string
+}
+
+// col names a question's column, the heading a page gives it and what
+// the heading means.
+type col struct{ name, head, title string }
+
+// newTable keeps cols of r, in that order (a column r lacks is left
+// out); href, when not nil, links a row's first cell.
+func newTable(r *query.Result, cols []col, href func(row []any) string) *table {
+	t := &table{}
+	at := map[string]int{}
+	for i, c := range r.Columns {
+		at[c] = i
+	}
+	var idx []int
+	for _, c := range cols {
+		i, ok := at[c.name]
+		if !ok {
+			continue
+		}
+		idx = append(idx, i)
+		t.Cols = append(t.Cols, column{Name: c.name, Head: c.head, Title: c.title})
+	}
+	mk := func(row []any, link bool) []cell {
+		cells := make([]cell, len(idx))
+		for j, i := range idx {
+			var v any
+			if i < len(row) {
+				v = row[i]
+			}
+			cells[j] = valueCell(t.Cols[j].Name, v)
+			if j == 0 && link && href != nil {
+				cells[j].Href = href(row)
+			}
+		}
+		return cells
+	}
+	for _, row := range r.Rows {
+		t.Rows = append(t.Rows, mk(row, true))
+	}
+	if r.Total != nil {
+		t.Total = mk(r.Total, false)
+	}
+	for j := range t.Cols {
+		for _, row := range t.Rows {
+			if row[j].Num {
+				t.Cols[j].Num = true
+			}
+		}
+	}
+	return t
+}
+
+// valueCell shows one value: a count with thousands separators, a share
+// with its decimals, a text as it is, nothing known as "unknown".
+func valueCell(name string, v any) cell {
+	c := cell{Col: name}
+	if v == nil && name == "message" {
+		return c // no message: nothing to say, not a number unknown
+	}
+	if v == nil {
+		c.Text, c.Unknown, c.Class = "unknown", true, "unknown"
+		return c
+	}
+	if s, ok := v.(string); ok && name == "source" {
+		// A file and line: the file's name, its folder in the tooltip.
+		c.Text, c.Raw, c.Title = filepath.Base(s), s, s
+		return c
+	}
+	if s, ok := v.(string); ok {
+		c.Text, c.Raw = s, s
+		return c
+	}
+	c.Raw = raw(v)
+	f, ok := number(v)
+	if !ok {
+		c.Text = c.Raw
+		return c
+	}
+	c.Num = true
+	c.Text = c.Raw // a share or a rate, rounded as the question rounds it
+	if !strings.ContainsAny(c.Raw, ".eE") && f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		c.Text = thousands(int64(f))
+	}
+	return c
+}
+
+// raw is a value as 'gendex query --format tsv' writes it.
+func raw(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case json.Number:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// number reads a value of an answer, local (Go's numbers) or from the
+// writer's socket (json.Number), as a float.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case fmt.Stringer: // a share with its decimals
+		f, err := strconv.ParseFloat(x.String(), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// thousands writes n with commas: 1234567 -> 1,234,567.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// column returns the value of a named column in row, or nil.
+func columnOf(r *query.Result, row []any, name string) any {
+	for i, c := range r.Columns {
+		if c == name && i < len(row) {
+			return row[i]
+		}
+	}
+	return nil
+}
