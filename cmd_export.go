@@ -16,7 +16,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -58,7 +58,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 		}
 		defer stop()
 		fmt.Fprintf(messages(c.env), "export: --server sim: the built-in simulator's tokenizer at %s (for answers made by gen --server sim)\n", simURL)
-		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(simURL, sglang.Options{Concurrency: 16})}
+		cfg.Tokenizer = export.ServerTokenizer{C: client.New(simURL, client.Options{Concurrency: 16})}
 	case *server != "":
 		if u, err := url.Parse(*server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return usagef("export: --server %q: want a server URL, http://HOST:PORT (or sim: the built-in simulator's tokenizer, for answers made by gen --server sim)", *server)
@@ -69,7 +69,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 				return err
 			}
 		}
-		cfg.Tokenizer = export.ServerTokenizer{C: sglang.New(*server, sglang.Options{APIKey: key, Concurrency: 16})}
+		cfg.Tokenizer = export.ServerTokenizer{C: client.New(*server, client.Options{APIKey: key, Concurrency: 16})}
 	}
 	sets, err := export.Find(paths, *out)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/ingest/gen"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/query/live"
 	"gendex/query/prom"
 	"gendex/store"
@@ -72,13 +72,13 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		}
 	}
 	cfg := gen.Config{
-		API: sglang.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
+		API: client.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
 	}
 	switch cfg.API {
-	case sglang.APIAuto, sglang.APIGenerate, sglang.APIChat, sglang.APICompletions:
+	case client.APIAuto, client.APIGenerate, client.APIChat, client.APICompletions:
 	default:
 		return usagef("gen: --api %q: want auto, generate, chat or completions", *api)
 	}
@@ -218,8 +218,8 @@ func readAPIKey(path string) (string, error) {
 // samplingFlags declares the sampling flags, named as SGLang names them.
 // Only the flags given are sent, except max_new_tokens, which is always
 // sent (SGLang's /generate default of 128 made explicit).
-func samplingFlags(fs *flag.FlagSet) *sglang.SamplingParams {
-	sp := &sglang.SamplingParams{}
+func samplingFlags(fs *flag.FlagSet) *client.SamplingParams {
+	sp := &client.SamplingParams{}
 	maxNew := 128
 	sp.MaxNewTokens = &maxNew
 	intFlag := func(name, usage string, dst **int) {
@@ -323,8 +323,8 @@ func checkServerURL(s string) error {
 		return nil
 	}
 	if !strings.Contains(s, "://") {
-		meant := sglang.RedactURL("http://" + s)
+		meant := client.RedactURL("http://" + s)
 		return usagef("gen: --server %s has no scheme: did you mean --server %s?", strings.TrimPrefix(meant, "http://"), meant)
 	}
-	return usagef("gen: --server %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:30000", sglang.RedactURL(s))
+	return usagef("gen: --server %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:30000", client.RedactURL(s))
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -86,5 +86,5 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("the same command once the server is back: %v\n%s", err, outp)
 	}
-	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", sglang.New(simURL(t, sim.Config{Seed: 5}), sglang.Options{}))
+	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", client.New(simURL(t, sim.Config{Seed: 5}), client.Options{}))
 }

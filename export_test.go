@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -86,7 +86,7 @@ func TestExportAgainstSim(t *testing.T) {
 	gendexOK("--db", db, "export", "--format", "ids", "--server", url, "--out", idsOut, out, prompts)
 	gendexOK("--db", db2, "export", "--out", convOut, out, prompts)
 
-	c := sglang.New(url, sglang.Options{})
+	c := client.New(url, client.Options{})
 	sets := []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"}
 	for _, ds := range sets {
 		promptByID := map[string]map[string]json.RawMessage{}
@@ -152,13 +152,13 @@ func TestExportAgainstSim(t *testing.T) {
 				if turns == nil {
 					json.Unmarshal(p["conversations"], &turns)
 				}
-				var msgs []sglang.Message
+				var msgs []client.Message
 				for _, m := range turns {
 					role, content := m["role"], m["content"]
 					if m["from"] != "" {
 						role, content = map[string]string{"human": "user", "gpt": "assistant", "system": "system"}[m["from"]], m["value"]
 					}
-					msgs = append(msgs, sglang.Message{Role: role, Content: content})
+					msgs = append(msgs, client.Message{Role: role, Content: content})
 				}
 				for len(msgs) > 0 && msgs[len(msgs)-1].Role == "assistant" {
 					msgs = msgs[:len(msgs)-1]
@@ -191,7 +191,7 @@ func TestExportAgainstSim(t *testing.T) {
 
 		for _, l := range jsonLines(t, filepath.Join(convOut, ds, "tokenized.jsonl")) {
 			id := idOfLine(t, l)
-			var conv []sglang.Message
+			var conv []client.Message
 			json.Unmarshal(l["conversations"], &conv)
 			users, assistants := 0, 0
 			for _, m := range conv {
@@ -283,34 +283,34 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 	bin := gendexBinary(t)
 	t.Parallel()
 	url := startSimProcess(t, bin)
-	c := sglang.New(url, sglang.Options{})
+	c := client.New(url, client.Options{})
 	root := filepath.Join(t.TempDir(), "root")
 	dir := filepath.Join(root, "MT")
 	os.MkdirAll(dir, 0o755)
 	type prompt struct {
 		id   string
 		line string
-		msgs []sglang.Message // the system and user turns
+		msgs []client.Message // the system and user turns
 	}
 	ps := []prompt{{
 		id: "m3",
 		line: `{"id":"m3","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"First question?"},` +
 			`{"role":"assistant","content":"old one"},{"role":"user","content":"Second question?"},{"role":"assistant","content":"old two"},` +
 			`{"role":"user","content":"Third question?"}]}`,
-		msgs: []sglang.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "First question?"},
+		msgs: []client.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "First question?"},
 			{Role: "user", Content: "Second question?"}, {Role: "user", Content: "Third question?"}},
 	}, {
 		id: "s2",
 		line: `{"id":"s2","conversations":[{"from":"human","value":"Tell me about eagles."},{"from":"gpt","value":"old reply"},` +
 			`{"from":"human","value":"And about drafts?"},{"from":"gpt","value":"old reply 2"}]}`,
-		msgs: []sglang.Message{{Role: "user", Content: "Tell me about eagles."}, {Role: "user", Content: "And about drafts?"}},
+		msgs: []client.Message{{Role: "user", Content: "Tell me about eagles."}, {Role: "user", Content: "And about drafts?"}},
 	}}
 	var promptLines, rawLines strings.Builder
 	turnsOf := map[string][]map[string]any{}
 	maxNew := 4096
 	for _, p := range ps {
 		promptLines.WriteString(p.line + "\n")
-		var history []sglang.Message
+		var history []client.Message
 		var turns []map[string]any
 		sumP, sumC := 0, 0
 		for _, m := range p.msgs {
@@ -322,7 +322,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+			res, err := c.Generate(t.Context(), client.GenerateRequest{InputIDs: ids, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,7 +333,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 				"completion_tokens": len(res.OutputIDs), "finish_reason": "stop"})
 			sumP += len(ids)
 			sumC += len(res.OutputIDs)
-			history = append(history, sglang.Message{Role: "assistant", Content: *res.Text})
+			history = append(history, client.Message{Role: "assistant", Content: *res.Text})
 			turns[len(turns)-1]["prompt_ids"] = ids // kept on the last turn only, below
 		}
 		for _, tu := range turns[:len(turns)-1] {
@@ -398,7 +398,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 	}
 	for _, l := range jsonLines(t, filepath.Join(convOut, "MT", "tokenized.jsonl")) {
 		id := idOfLine(t, l)
-		var conv []sglang.Message
+		var conv []client.Message
 		json.Unmarshal(l["conversations"], &conv)
 		var got, want []string
 		users := 0

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -88,7 +88,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	if kills < 20 {
 		t.Errorf("only %d of the runs were killed; the test wants at least 20", kills)
 	}
-	clean := sglang.New(simURL(t, sim.Config{Seed: 11}), sglang.Options{})
+	clean := client.New(simURL(t, sim.Config{Seed: 11}), client.Options{})
 	for _, name := range sets {
 		checkAnsweredOnce(t, db, filepath.Join(root, name, "prompts.jsonl"), filepath.Join(out, name, "raw_responses.jsonl"), name, clean)
 	}
@@ -210,7 +210,7 @@ func writeIDPrompts(t *testing.T, dir, name string, n int) {
 // raw, that the index in db agrees with a fresh index of raw, and that each
 // answer is the one the simulator c gives to that very prompt (at gen's
 // default of 128 new tokens).
-func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *sglang.Client) {
+func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *client.Client) {
 	t.Helper()
 	type line struct {
 		ID        string `json:"id"`
@@ -290,7 +290,7 @@ func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *sglang.Cl
 		if len(answers[p.ID]) == 0 {
 			continue
 		}
-		res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: p.InputIDs, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		res, err := c.Generate(t.Context(), client.GenerateRequest{InputIDs: p.InputIDs, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -34,7 +34,7 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
 	const seed = 13
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
-	clean := sglang.New(simURL(t, sim.Config{Seed: seed}), sglang.Options{})
+	clean := client.New(simURL(t, sim.Config{Seed: seed}), client.Options{})
 	for _, tc := range []struct {
 		api  string
 		sets map[string][2]int // dataset -> conversations, user turns
@@ -50,7 +50,7 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 // SIGKILLs it mid-conversation until at least 10 kills left conversations
 // half done, lets it finish and checks the outcome (see
 // TestGenConversationsSurviveSIGKILL).
-func killConversations(t *testing.T, bin, url, api string, sets map[string][2]int, clean *sglang.Client) {
+func killConversations(t *testing.T, bin, url, api string, sets map[string][2]int, clean *client.Client) {
 	root, out := t.TempDir(), t.TempDir()
 	for name, nk := range sets {
 		writeConversationPrompts(t, filepath.Join(root, name), name, nk[0], nk[1])
@@ -131,9 +131,9 @@ func writeConversationPrompts(t *testing.T, dir, name string, n, k int) {
 	}
 	var b bytes.Buffer
 	for c := 1; c <= n; c++ {
-		msgs := []sglang.Message{{Role: "system", Content: "Be brief."}}
+		msgs := []client.Message{{Role: "system", Content: "Be brief."}}
 		for u := 1; u <= k; u++ {
-			msgs = append(msgs, sglang.Message{Role: "user", Content: convUser(name, c, u)}, sglang.Message{Role: "assistant", Content: "an original answer"})
+			msgs = append(msgs, client.Message{Role: "user", Content: convUser(name, c, u)}, client.Message{Role: "assistant", Content: "an original answer"})
 		}
 		line, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("%s-%05d", name, c), "messages": msgs})
 		b.Write(line)
@@ -216,7 +216,7 @@ func halfDoneInFiles(t *testing.T, dir string) int {
 // raw line with k turn objects whose first k-1 are those turn lines; and
 // that each turn is the simulator c's answer to the conversation before it
 // (so the history sent after every restart was the recorded one).
-func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string, c *sglang.Client) {
+func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string, c *client.Client) {
 	t.Helper()
 	raw := map[string][]answerLine{}
 	for _, a := range readAnswerLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
@@ -242,7 +242,7 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string
 			t.Errorf("%s: %d turns in its raw line; want %d", id, len(r.Objects), k)
 			continue
 		}
-		msgs := []sglang.Message{{Role: "system", Content: "Be brief."}}
+		msgs := []client.Message{{Role: "system", Content: "Be brief."}}
 		for u := 1; u <= k; u++ {
 			var obj answerLine
 			json.Unmarshal(r.Objects[u-1], &obj)
@@ -254,12 +254,12 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string
 					t.Errorf("%s: the turn line is not turn %d of the conversation's line", key, u)
 				}
 			}
-			msgs = append(msgs, sglang.Message{Role: "user", Content: convUser(name, i, u)})
+			msgs = append(msgs, client.Message{Role: "user", Content: convUser(name, i, u)})
 			ids, err := c.TokenizeMessages(t.Context(), msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+			want, err := c.Generate(t.Context(), client.GenerateRequest{InputIDs: ids, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string
 			if u == k && api == "generate" && !reflect.DeepEqual(obj.PromptIDs, ids) {
 				t.Errorf("%s: prompt_ids of the last turn are not the ids of its conversation", id)
 			}
-			msgs = append(msgs, sglang.Message{Role: "assistant", Content: obj.Text})
+			msgs = append(msgs, client.Message{Role: "assistant", Content: obj.Text})
 		}
 	}
 }

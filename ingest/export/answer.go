@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -145,7 +145,7 @@ func (t *turn) read(o *[nAnswerKeys][]byte) error {
 
 // message is one chat turn, in SpecForge's role/content form (with
 // reasoning_content on an assistant turn under --reasoning keep).
-type message = sglang.Message
+type message = client.Message
 
 // prompt is a prompt line: exactly one of ids, text or messages is set.
 type prompt struct {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -151,7 +151,7 @@ func TestConversationsDropReasoning(t *testing.T) {
 // prompt); a text as BOS and its bytes.
 type fakeTokenizer struct{ calls atomic.Int64 }
 
-func (f *fakeTokenizer) TokenizeMessages(_ context.Context, msgs []sglang.Message) ([]int, error) {
+func (f *fakeTokenizer) TokenizeMessages(_ context.Context, msgs []client.Message) ([]int, error) {
 	f.calls.Add(1)
 	ids := []int{1}
 	for _, m := range msgs {

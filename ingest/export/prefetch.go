@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // prefetchWindow is how many answers' prompts are tokenized at once, and
@@ -50,7 +50,7 @@ func (c *cachedTokenizer) lookup(ctx context.Context, key string, ask func(conte
 }
 
 // TokenizeMessages is the server's, from the window's answers when it can.
-func (c *cachedTokenizer) TokenizeMessages(ctx context.Context, msgs []sglang.Message) ([]int, error) {
+func (c *cachedTokenizer) TokenizeMessages(ctx context.Context, msgs []client.Message) ([]int, error) {
 	b, _ := json.Marshal(msgs)
 	return c.lookup(ctx, "m"+string(b), func(ctx context.Context) ([]int, error) { return c.t.TokenizeMessages(ctx, msgs) })
 }

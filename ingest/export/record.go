@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -58,7 +58,7 @@ var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLengt
 // /generate tokenizes it (special tokens added). Its methods are called
 // from several goroutines at once.
 type Tokenizer interface {
-	TokenizeMessages(ctx context.Context, messages []sglang.Message) ([]int, error)
+	TokenizeMessages(ctx context.Context, messages []client.Message) ([]int, error)
 	TokenizeText(ctx context.Context, text string) ([]int, error)
 }
 

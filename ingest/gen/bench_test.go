@@ -14,7 +14,7 @@ import (
 	"gendex/query/live"
 
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -46,7 +46,7 @@ func BenchmarkGenOverhead(b *testing.B) {
 		i++
 		out := filepath.Join(b.TempDir(), fmt.Sprint(i))
 		sum, log, err := runGen(b, b.Context(), filepath.Join(out, "g.db"), Config{Servers: []string{url}, Out: out,
-			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}, Export: x}, root)
+			Sampling: client.SamplingParams{MaxNewTokens: &maxNew}, Export: x}, root)
 		if err != nil || sum.Responses != int64(*benchPrompts) || (x != nil && sum.Records+sum.Excluded != sum.Responses) {
 			b.Fatalf("%+v %v\n%s", sum, err, log)
 		}
@@ -85,7 +85,7 @@ func BenchmarkGenOccupancy(b *testing.B) {
 			}
 		}()
 		sum, log, err := runGen(b, b.Context(), filepath.Join(out, "g.db"), Config{Servers: []string{url}, Out: out,
-			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+			Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 		close(done)
 		if err != nil || sum.Responses != 1200 {
 			b.Fatalf("%+v %v\n%s", sum, err, log)
@@ -163,7 +163,7 @@ func BenchmarkLiveQuery(b *testing.B) {
 			}
 		}()
 		sum, err := Run(b.Context(), db, Config{Servers: []string{url}, Out: out, Log: io.Discard, LogEvery: time.Hour,
-			Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, sets)
+			Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, sets)
 		close(stop)
 		<-done
 		if err != nil || sum.Responses != int64(n) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -69,12 +69,12 @@ func TestConcurrencyIsAHardBound(t *testing.T) {
 		fmt.Fprintf(&b, `{"id":"p-%d","text":"write about %d","max_new_tokens":40}`+"\n", i, i)
 	}
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
-	ct := &countingTransport{rt: sglang.NewTransport(16)}
+	ct := &countingTransport{rt: client.NewTransport(16)}
 	const limit = 6
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: limit,
-		HTTP: &http.Client{Transport: ct}, Backoff: sglang.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}}, root)
+		HTTP: &http.Client{Transport: ct}, Backoff: client.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}}, root)
 	if err != nil || sum.Responses != 158 || sum.Errors != 2 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // connect waits for the first server to be ready and reads its /v1/models
@@ -20,11 +20,11 @@ import (
 func (r *run) connect() error {
 	hc := r.cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Transport: sglang.NewTransport(r.cfg.Concurrency)}
+		hc = &http.Client{Transport: client.NewTransport(r.cfg.Concurrency)}
 	}
 	var servers []*server
 	for _, u := range r.cfg.Servers {
-		c := sglang.New(u, sglang.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model})
+		c := client.New(u, client.Options{APIKey: r.cfg.APIKey, HTTP: hc, Model: r.cfg.Model})
 		s := &server{name: c.Server()}
 		s.cl.Store(c)
 		s.downAt.Store(time.Now().UnixMilli())
@@ -49,7 +49,7 @@ func (r *run) connect() error {
 					break
 				}
 			}
-			if k := sglang.KindOf(err); k == sglang.Auth || k == sglang.Setup {
+			if k := client.KindOf(err); k == client.Auth || k == client.Setup {
 				r.abort(r.setupError(err))
 				return
 			}
@@ -71,14 +71,14 @@ func (r *run) connect() error {
 	for _, s := range servers {
 		go func() {
 			lastLog := time.Time{}
-			err := s.client().WaitReady(wait, func(rd sglang.Readiness) {
-				if k := sglang.KindOf(rd.Err); rd.State == sglang.StateReady || k == sglang.Auth || k == sglang.Setup {
+			err := s.client().WaitReady(wait, func(rd client.Readiness) {
+				if k := client.KindOf(rd.Err); rd.State == client.StateReady || k == client.Auth || k == client.Setup {
 					return // ready, or about to stop the run
 				}
 				if time.Since(lastLog) >= r.cfg.LogEvery || lastLog.IsZero() {
 					left := r.cfg.WaitReady - rd.Elapsed
 					state := rd.State.String()
-					if rd.State == sglang.StateRefused && rd.Elapsed >= refusedLong {
+					if rd.State == client.StateRefused && rd.Elapsed >= refusedLong {
 						state = fmt.Sprintf("nothing listens on port %s (connection refused): check --server, unless its model is still loading;", portOf(s.name))
 					}
 					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, state, rd.Elapsed.Round(time.Second), left.Round(time.Second))
@@ -88,11 +88,11 @@ func (r *run) connect() error {
 			if err == nil {
 				err = r.learn(wait, s)
 			}
-			switch k := sglang.KindOf(err); {
+			switch k := client.KindOf(err); {
 			case err == nil:
 				r.pool.markUp(s)
 				ready <- s
-			case k == sglang.Auth || k == sglang.Setup:
+			case k == client.Auth || k == client.Setup:
 				r.abort(r.setupError(err))
 			case r.stopping():
 			default:
@@ -129,11 +129,11 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	c := s.client()
 	info, err := c.ServedModel(ctx)
 	switch {
-	case sglang.KindOf(err) == sglang.Auth:
+	case client.KindOf(err) == client.Auth:
 		return err
 	case err != nil:
 		r.logf("gen: %s: /v1/models: %v: its context length is unknown (max_new_tokens is not clipped) and so is its flavor", s.name, err)
-		info = sglang.ModelInfo{ID: c.Model, Models: []string{r.cfg.Model}}
+		info = client.ModelInfo{ID: c.Model, Models: []string{r.cfg.Model}}
 	}
 	s.ctxLen.Store(int64(info.MaxModelLen))
 	nc := *c
@@ -156,7 +156,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		return err
 	}
 	if err := r.preflight(ctx, s, c, info); err != nil {
-		if sglang.KindOf(err) == sglang.Auth {
+		if client.KindOf(err) == client.Auth {
 			return err
 		}
 		r.abort(err)
@@ -171,22 +171,22 @@ func (r *run) learn(ctx context.Context, s *server) error {
 }
 
 // setupError is the error that stops the run for a server error no prompt
-// can get past (see sglang.Setup and sglang.Auth): it names the server, the
+// can get past (see client.Setup and client.Auth): it names the server, the
 // status, the server's message and what to fix.
 func (r *run) setupError(err error) error {
-	var e *sglang.Error
+	var e *client.Error
 	if !errors.As(err, &e) {
 		return err
 	}
 	var hint string
 	switch {
-	case e.Kind == sglang.Auth:
+	case e.Kind == client.Auth:
 		hint = "check --api-key, --api-key-file or $SGLANG_API_KEY"
 	case e.ModelNotFound():
 		hint = "check --model (GET /v1/models lists the model the server serves; leave --model out to use it)"
 	case e.Op == "GET /health":
 		hint = "check that --server is the server's root URL, such as http://host:30000"
-	case r.cfg.API == sglang.APIAuto:
+	case r.cfg.API == client.APIAuto:
 		hint = "check that --server is the server's root URL (gen chose the route from its GET /v1/models; --api generate, chat or completions forces one)"
 	default:
 		hint = fmt.Sprintf("check --api (now %s; leave it out and gen uses the route the server offers: SGLang's /generate, else chat) and that --server is the server's root URL", r.cfg.API)
@@ -198,7 +198,7 @@ func (r *run) setupError(err error) error {
 // prompt failed. err is the server's answer that stopped it; without one,
 // msg says what a check before the requests found (preflight).
 type stopError struct {
-	err  *sglang.Error
+	err  *client.Error
 	msg  string
 	hint string
 }

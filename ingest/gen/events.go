@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -181,7 +181,7 @@ func (r *run) startMonitor(todo int64) {
 func (r *run) serverNames() []string {
 	var out []string
 	for _, u := range r.cfg.Servers {
-		out = append(out, sglang.RedactURL(u))
+		out = append(out, client.RedactURL(u))
 	}
 	return out
 }

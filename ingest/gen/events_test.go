@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -44,7 +44,7 @@ func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
 	writePrompts(t, root, "E", "ids", 40)
 	dbPath := filepath.Join(out, "g.db")
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, MaxAttempts: 1,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
 	if err != nil || sum.Errors != 40 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -53,7 +53,7 @@ func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
 		t.Fatalf("events %s: %+v", got, es)
 	}
 	e := es[2]
-	if e.Server != sglang.RedactURL(url) || !strings.HasPrefix(e.Detail, "40 prompts failed for good within 10s; last: gave up after 1 attempts") {
+	if e.Server != client.RedactURL(url) || !strings.HasPrefix(e.Detail, "40 prompts failed for good within 10s; last: gave up after 1 attempts") {
 		t.Errorf("errors event %+v", e)
 	}
 	if !strings.HasPrefix(es[3].Detail, "finished: 0 answers, 40 errors") {

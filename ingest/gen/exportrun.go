@@ -29,7 +29,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -117,13 +117,13 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 // connects: the first --server, waited for (up to WaitReady) the first
 // time a prompt must be tokenized, and only then.
 func (r *run) firstServer() export.Tokenizer {
-	c := sglang.New(r.cfg.Servers[0], sglang.Options{APIKey: r.cfg.APIKey, HTTP: r.cfg.HTTP, Model: r.cfg.Model, Concurrency: 16})
+	c := client.New(r.cfg.Servers[0], client.Options{APIKey: r.cfg.APIKey, HTTP: r.cfg.HTTP, Model: r.cfg.Model, Concurrency: 16})
 	return &lazyServer{c: c, wait: r.cfg.WaitReady, logf: r.logf}
 }
 
 // lazyServer tokenizes on one server, once it is ready.
 type lazyServer struct {
-	c    *sglang.Client
+	c    *client.Client
 	wait time.Duration
 	logf func(string, ...any)
 	once sync.Once
@@ -140,7 +140,7 @@ func (t *lazyServer) ready(ctx context.Context) error {
 	return t.err
 }
 
-func (t *lazyServer) TokenizeMessages(ctx context.Context, msgs []sglang.Message) ([]int, error) {
+func (t *lazyServer) TokenizeMessages(ctx context.Context, msgs []client.Message) ([]int, error) {
 	if err := t.ready(ctx); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/query/prom"
 )
@@ -100,19 +100,19 @@ func answer(status int, body string) http.HandlerFunc {
 func TestGenStopsOnSetupErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		api      sglang.API
+		api      client.API
 		model    string
 		override map[string]http.HandlerFunc
 		want     []string
 		sends    bool // prompts reach the server: only a request finds the error
 	}{
-		{"no /generate (vLLM)", sglang.APIGenerate, "", map[string]http.HandlerFunc{"/generate": answer(404, `{"detail":"Not Found"}`)},
+		{"no /generate (vLLM)", client.APIGenerate, "", map[string]http.HandlerFunc{"/generate": answer(404, `{"detail":"Not Found"}`)},
 			[]string{"POST /generate", "HTTP 404", "Not Found", "check --api"}, false},
-		{"wrong method", sglang.APICompletions, "", map[string]http.HandlerFunc{"/v1/completions": answer(405, `{"detail":"Method Not Allowed"}`)},
+		{"wrong method", client.APICompletions, "", map[string]http.HandlerFunc{"/v1/completions": answer(405, `{"detail":"Method Not Allowed"}`)},
 			[]string{"POST /v1/completions", "HTTP 405", "Method Not Allowed", "check --api"}, false},
-		{"unknown model: not in /v1/models", sglang.APIChat, "nope", nil,
+		{"unknown model: not in /v1/models", client.APIChat, "nope", nil,
 			[]string{"serves sim-model, not --model nope", "check --model"}, false},
-		{"unknown model: the chat endpoint says so (vLLM)", sglang.APIChat, "", map[string]http.HandlerFunc{"/v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+		{"unknown model: the chat endpoint says so (vLLM)", client.APIChat, "", map[string]http.HandlerFunc{"/v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength <= 3 { // the route's probe ({})
 				answer(400, `{"object":"error","message":"invalid request","code":400}`)(w, r)
 				return
@@ -186,7 +186,7 @@ func TestGenCrashingPrompt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	sum, log, err := runGen(t, ctx, dbPath, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
 	if err != nil || sum.Responses != 40 || sum.Errors != 1 {
 		t.Fatalf("%+v %v (%d server starts)\n%s", sum, err, starts.Load(), log)
 	}
@@ -226,7 +226,7 @@ func TestGenReadsModelsWhenBack(t *testing.T) {
 	db := openDB(t, dbPath)
 	defer db.Close()
 	sum, err := Run(t.Context(), db, Config{Servers: []string{fast, "http://" + addr}, Out: out, Concurrency: 4, WaitReady: 200 * time.Millisecond,
-		Log: &log, LogEvery: time.Hour, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew, IgnoreEOS: &ignore}}, sets)
+		Log: &log, LogEvery: time.Hour, Sampling: client.SamplingParams{MaxNewTokens: &maxNew, IgnoreEOS: &ignore}}, sets)
 	if err != nil || sum.Responses != 40 || sum.Errors != 0 {
 		t.Fatalf("%+v %v\n%s", sum, err, log.String())
 	}
@@ -284,7 +284,7 @@ func TestGenClips(t *testing.T) {
 	text, _ := json.Marshal(map[string]any{"id": "text", "text": long})
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(string(ids)+"\n"+string(text)+"\n"), 0o644)
 	maxNew := 1000
-	cfg := Config{Out: out, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}
+	cfg := Config{Out: out, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}
 	cfg.Servers = []string{url}
 	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), cfg, root)
 	if err != nil || sum.Responses != 2 || sum.Errors != 0 {
@@ -442,7 +442,7 @@ func TestGenConnectionFailuresCount(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, MaxAttempts: 3,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
 	if err != nil || sum.Errors != 4 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}

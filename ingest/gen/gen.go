@@ -44,7 +44,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/query/prom"
 	"gendex/store"
 )
@@ -52,9 +52,9 @@ import (
 // Config is one gen run.
 type Config struct {
 	Servers     []string
-	API         sglang.API // default APIAuto: the route each server offers (Flavor.API)
+	API         client.API // default APIAuto: the route each server offers (Flavor.API)
 	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
-	Sampling    sglang.SamplingParams
+	Sampling    client.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
 	// Out, when set, holds the output: Out/<dataset>/raw_responses.jsonl.
@@ -97,7 +97,7 @@ type Config struct {
 	// FlushEvery is the longest a response waits before it is written,
 	// fsynced and indexed. Default 100 ms.
 	FlushEvery time.Duration
-	Backoff    sglang.Backoff
+	Backoff    client.Backoff
 	// HTTP, when set, is used for every request (tests); otherwise one
 	// transport sized for Concurrency is built.
 	HTTP *http.Client
@@ -134,7 +134,7 @@ func (c *Config) defaults() {
 		c.Turns = TurnsAll
 	}
 	if c.API == "" {
-		c.API = sglang.APIAuto
+		c.API = client.APIAuto
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 128
@@ -661,7 +661,7 @@ func (r *run) settings() string {
 		export = fmt.Sprintf(", export %s (tokenized.jsonl and excluded.jsonl beside the answers)", x.Format)
 	}
 	api := string(r.cfg.API)
-	if r.cfg.API == sglang.APIAuto {
+	if r.cfg.API == client.APIAuto {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
 	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -172,7 +172,7 @@ func checkExactlyOnce(t *testing.T, dbPath, root, name, out, url string, maxNew 
 		return
 	}
 	// Each answer is the simulator's answer to its own prompt.
-	c := sglang.New(url, sglang.Options{})
+	c := client.New(url, client.Options{})
 	for _, p := range prompts {
 		id := p["id"].(string)
 		if len(lines[id]) == 0 {
@@ -186,7 +186,7 @@ func checkExactlyOnce(t *testing.T, dbPath, root, name, out, url string, maxNew 
 		for i, v := range ids {
 			in[i] = int(v.(float64))
 		}
-		res, err := c.Generate(context.Background(), sglang.GenerateRequest{InputIDs: in, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		res, err := c.Generate(context.Background(), client.GenerateRequest{InputIDs: in, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestGenShapes(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "g.db")
 	maxNew := 50
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 8,
-		Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+		Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -244,7 +244,7 @@ func TestGenChatAndCompletions(t *testing.T) {
 	writePrompts(t, root, "M", "messages", 10)
 	writePrompts(t, root, "T", "text", 10)
 	dbPath := filepath.Join(t.TempDir(), "g.db")
-	_, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: sglang.APIChat}, filepath.Join(root, "M"))
+	_, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: client.APIChat}, filepath.Join(root, "M"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -255,7 +255,7 @@ func TestGenChatAndCompletions(t *testing.T) {
 			t.Errorf("%s: reasoning not kept apart: %v", id, ls[0])
 		}
 	}
-	_, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: sglang.APICompletions}, filepath.Join(root, "T"))
+	_, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: client.APICompletions}, filepath.Join(root, "T"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -272,7 +272,7 @@ func TestGenFaults(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "g.db")
 	maxNew := 128
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 16,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
 	if err != nil || sum.Responses != 150 || sum.Errors != 0 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -295,7 +295,7 @@ func TestGenPermanentErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(string(long)+"\n"+string(short)+"\n"+bad+"\n"+none+"\n"), 0o644)
 	dbPath := filepath.Join(t.TempDir(), "g.db")
 	maxNew := 1000 // clipped to the context for "short"
-	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 	if err != nil || sum.Responses != 1 || sum.Errors != 3 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -386,7 +386,7 @@ func TestGenServerRestart(t *testing.T) {
 	sets, _ := FindDatasets([]string{root}, out)
 	db := openDB(t, dbPath)
 	sum, err := Run(t.Context(), db, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8, Log: &log, LogEvery: time.Hour,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}}, sets)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}}, sets)
 	db.Close()
 	if err != nil || sum.Responses != 120 {
 		t.Fatalf("%+v %v\n%s", sum, err, log.String())
@@ -513,8 +513,8 @@ func TestGenRequestTimeout(t *testing.T) {
 	maxNew := 100 // 5 s at 20 tokens/s, unless EOS comes first
 	minNew := 100
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, RequestTimeout: 100 * time.Millisecond,
-		MaxAttempts: 2, Backoff: sglang.Backoff{Base: time.Millisecond, Max: time.Millisecond},
-		Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew, MinNewTokens: &minNew}}, root)
+		MaxAttempts: 2, Backoff: client.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+		Sampling: client.SamplingParams{MaxNewTokens: &maxNew, MinNewTokens: &minNew}}, root)
 	if err != nil || sum.Errors != 3 || sum.Responses != 0 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/query/prom"
 	"gendex/query/prom/promtest"
 )
@@ -16,7 +16,7 @@ import (
 func TestWriteMetrics(t *testing.T) {
 	var servers []*server
 	for _, u := range []string{"http://alice:hunter2@gpu-1:30000", "http://router/数据\"集\\👩\u200d💻"} {
-		servers = append(servers, &server{name: sglang.New(u, sglang.Options{}).Server()})
+		servers = append(servers, &server{name: client.New(u, client.Options{}).Server()})
 	}
 	servers[0].up.Store(true)
 	servers[0].inFlight.Store(4)

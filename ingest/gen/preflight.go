@@ -12,7 +12,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // Before a server gets its first request, and whenever it comes back,
@@ -50,11 +50,11 @@ func shapeOf(p *Prompt) shape {
 // routeFor returns the route a prompt of shape sh takes under api on a
 // server whose tokenize state is tok (-1: it cannot turn messages into
 // ids, so chat prompts go to its chat endpoint).
-func routeFor(api sglang.API, sh shape, tok int32) string {
+func routeFor(api client.API, sh shape, tok int32) string {
 	switch {
-	case api == sglang.APIGenerate && (sh != shapeChat || tok >= 0):
+	case api == client.APIGenerate && (sh != shapeChat || tok >= 0):
 		return "/generate"
-	case sh == shapeIDs, sh == shapeText && api == sglang.APICompletions:
+	case sh == shapeIDs, sh == shapeText && api == client.APICompletions:
 		return "/v1/completions"
 	}
 	return "/v1/chat/completions"
@@ -62,8 +62,8 @@ func routeFor(api sglang.API, sh shape, tok int32) string {
 
 // apiFor is the API gen speaks to the server behind c with: --api when
 // given, else the one its flavor offers (SGLang's /generate, else chat).
-func (r *run) apiFor(c *sglang.Client) sglang.API {
-	if r.cfg.API != sglang.APIAuto {
+func (r *run) apiFor(c *client.Client) client.API {
+	if r.cfg.API != client.APIAuto {
 		return r.cfg.API
 	}
 	return c.Flavor.API()
@@ -74,7 +74,7 @@ var shapeNames = [numShapes]string{shapeIDs: "token-id prompts", shapeText: "tex
 
 // routesText says where this run's prompts go on s, for its ready line:
 // "prompts to /generate", or per shape when they differ.
-func (r *run) routesText(s *server, c *sglang.Client) string {
+func (r *run) routesText(s *server, c *client.Client) string {
 	api, tok := r.apiFor(c), s.tokenize.Load()
 	var parts []string
 	same := ""
@@ -91,7 +91,7 @@ func (r *run) routesText(s *server, c *sglang.Client) string {
 		parts = append(parts, shapeNames[sh]+" to "+route)
 	}
 	how := "--api " + string(api)
-	if r.cfg.API == sglang.APIAuto {
+	if r.cfg.API == client.APIAuto {
 		how = "chosen for " + c.Flavor.String() + "; --api forces one"
 	}
 	switch {
@@ -107,12 +107,12 @@ func (r *run) routesText(s *server, c *sglang.Client) string {
 // server's answer that the route is missing.
 type routes struct {
 	mu      sync.Mutex
-	checked map[string]*sglang.Error
+	checked map[string]*client.Error
 }
 
 // check probes path on c once (ProbeRoute) and returns the missing route's
 // answer, or nil when it exists.
-func (rt *routes) check(ctx context.Context, c *sglang.Client, path string) (*sglang.Error, error) {
+func (rt *routes) check(ctx context.Context, c *client.Client, path string) (*client.Error, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if missing, known := rt.checked[path]; known {
@@ -123,7 +123,7 @@ func (rt *routes) check(ctx context.Context, c *sglang.Client, path string) (*sg
 		return nil, err // not known: asked again next time
 	}
 	if rt.checked == nil {
-		rt.checked = map[string]*sglang.Error{}
+		rt.checked = map[string]*client.Error{}
 	}
 	rt.checked[path] = missing
 	return missing, nil
@@ -138,8 +138,8 @@ func (rt *routes) reset() {
 
 // preflight runs the checks above for s, whose /v1/models said info; c is
 // the client the run will use for it.
-func (r *run) preflight(ctx context.Context, s *server, c *sglang.Client, info sglang.ModelInfo) error {
-	if m := r.cfg.Model; m != "" && !slices.Contains(info.Models, m) && info.Flavor == sglang.FlavorLlamaCpp {
+func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info client.ModelInfo) error {
+	if m := r.cfg.Model; m != "" && !slices.Contains(info.Models, m) && info.Flavor == client.FlavorLlamaCpp {
 		r.once("model "+s.name, "gen: %s (llama.cpp) serves %s and does not read --model %s", s.name, strings.Join(info.Models, ", "), m)
 	} else if m != "" && !slices.Contains(info.Models, m) {
 		return &stopError{msg: fmt.Sprintf("%s (%s) serves %s, not --model %s", s.name, info.Flavor, strings.Join(info.Models, ", "), m),
@@ -158,13 +158,13 @@ func (r *run) preflight(ctx context.Context, s *server, c *sglang.Client, info s
 	if x := r.cfg.Export; x != nil && x.Format == export.IDs {
 		for sh := range numShapes {
 			route := routeFor(api, sh, s.tokenize.Load())
-			if r.shapes[sh] && (route == "/v1/chat/completions" || route == "/v1/completions") && !info.Flavor.ReturnsOutputIDs(sglang.APICompletions) {
+			if r.shapes[sh] && (route == "/v1/chat/completions" || route == "/v1/completions") && !info.Flavor.ReturnsOutputIDs(client.APICompletions) {
 				return &stopError{msg: fmt.Sprintf("%s (%s) answers %s without the output token ids, so --export ids cannot make their records", s.name, info.Flavor, route),
 					hint: "use --export conversations, or a server that returns ids (SGLang's /generate with --api generate, vLLM); no prompt was sent"}
 			}
 		}
 	}
-	if api != sglang.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
+	if api != client.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
 		if _, ignored := r.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
 			r.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
 			for _, k := range ignored {
@@ -177,10 +177,10 @@ func (r *run) preflight(ctx context.Context, s *server, c *sglang.Client, info s
 
 // needRoute stops the run when s lacks path, which the run's prompts need:
 // the error names the server, the route, its answer and what to check.
-func (r *run) needRoute(ctx context.Context, s *server, c *sglang.Client, path string) error {
+func (r *run) needRoute(ctx context.Context, s *server, c *client.Client, path string) error {
 	missing, err := s.routes.check(ctx, c, path)
 	switch {
-	case err != nil && sglang.KindOf(err) == sglang.Auth:
+	case err != nil && client.KindOf(err) == client.Auth:
 		return r.setupError(err)
 	case err != nil:
 		return nil // not known now: the request itself finds out, as any request does
@@ -214,7 +214,7 @@ func (r *run) sayIDsPrompts() {
 	if x := r.cfg.Export; x == nil || x.Format != export.Conversations {
 		return
 	}
-	var c *sglang.Client
+	var c *client.Client
 	for _, s := range r.pool.servers {
 		if s.up.Load() {
 			c = s.client()
@@ -257,7 +257,7 @@ func datasetShapes(paths []string) (shapes [numShapes]bool) {
 // routeChecked returns the route p takes on s, once s is known to have
 // it; a route s lacks stops the run before the request (needRoute), and
 // the caller sends nothing.
-func (r *run) routeChecked(ctx context.Context, s *server, c *sglang.Client, p *Prompt) (string, error) {
+func (r *run) routeChecked(ctx context.Context, s *server, c *client.Client, p *Prompt) (string, error) {
 	route := routeFor(r.apiFor(c), shapeOf(p), s.tokenize.Load())
 	if err := r.needRoute(ctx, s, c, route); err != nil {
 		r.abort(err)

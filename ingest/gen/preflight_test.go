@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -26,7 +26,7 @@ func TestGenChatSendsTokenIDsAsCompletions(t *testing.T) {
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "I", "ids", 6)
 	writePrompts(t, root, "T", "text", 4)
-	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: sglang.APIChat}, root)
+	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: client.APIChat}, root)
 	if err != nil || sum.Responses != 10 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -75,11 +75,11 @@ func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
 	url := wrap(t, h, map[string]http.HandlerFunc{"/v1/completions": emptied})
 	for _, tc := range []struct {
 		name string
-		api  sglang.API
+		api  client.API
 		line map[string]any
 	}{
-		{"token ids", sglang.APIChat, map[string]any{"id": "long", "input_ids": sim.Encode(strings.Repeat("many words here ", 20), true)}},
-		{"text", sglang.APICompletions, map[string]any{"id": "long", "text": strings.Repeat("many words here ", 40)}},
+		{"token ids", client.APIChat, map[string]any{"id": "long", "input_ids": sim.Encode(strings.Repeat("many words here ", 20), true)}},
+		{"text", client.APICompletions, map[string]any{"id": "long", "text": strings.Repeat("many words here ", 40)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, out := t.TempDir(), t.TempDir()
@@ -157,7 +157,7 @@ func TestGenReadsLlamaCppContext(t *testing.T) {
 	writePrompts(t, root, "I", "ids", 3)
 	maxNew := 1000
 	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"),
-		Config{Servers: []string{url}, Out: out, API: sglang.APICompletions, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+		Config{Servers: []string{url}, Out: out, API: client.APICompletions, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 	if err != nil || sum.Responses != 3 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // Prompt is one line of a prompts file, ready to be sent.
@@ -17,11 +17,11 @@ type Prompt struct {
 	// Exactly one of these is set.
 	InputIDs []int
 	Text     string
-	Messages []sglang.Message
+	Messages []client.Message
 
 	// Sampling holds the line's own settings (max_new_tokens, or a
 	// sampling_params object); they override the run's.
-	Sampling sglang.SamplingParams
+	Sampling client.SamplingParams
 
 	// Turns is the number of user turns of a chat prompt (k); 0 for the
 	// other shapes. Messages is what --turns last sends; a chat prompt
@@ -34,7 +34,7 @@ type Prompt struct {
 	Path string
 	// chat is the conversation without its original assistant turns:
 	// system, user and other turns in their order.
-	chat []sglang.Message
+	chat []client.Message
 }
 
 type promptLine struct {
@@ -96,7 +96,7 @@ func ParsePrompt(line []byte, id string, lineNo int64) (*Prompt, error) {
 		return nil, errors.New("prompt has more than one of input_ids, text, messages and conversations")
 	}
 	if len(pl.SamplingParams) > 0 && string(pl.SamplingParams) != "null" {
-		sp, err := sglang.ParseSampling(pl.SamplingParams)
+		sp, err := client.ParseSampling(pl.SamplingParams)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +114,7 @@ func ParsePrompt(line []byte, id string, lineNo int64) (*Prompt, error) {
 // setChat sets the chat prompt's messages: Messages as --turns last sends
 // them (a conversations list without its trailing assistant turns), and the
 // conversation without any assistant turn, with its number of user turns.
-func (p *Prompt) setChat(msgs []sglang.Message, dropTrailingAssistant bool) error {
+func (p *Prompt) setChat(msgs []client.Message, dropTrailingAssistant bool) error {
 	p.Messages = msgs
 	if dropTrailingAssistant {
 		for len(p.Messages) > 0 && p.Messages[len(p.Messages)-1].Role == "assistant" {
@@ -142,8 +142,8 @@ func (p *Prompt) setChat(msgs []sglang.Message, dropTrailingAssistant bool) erro
 // their order, with answers[j-1] as the assistant's answer right after
 // user turn j, for j < i. The original assistant turns are never in it;
 // the turns after user turn i are left out.
-func (p *Prompt) TurnMessages(i int, answers []string) []sglang.Message {
-	out := make([]sglang.Message, 0, len(p.chat)+i)
+func (p *Prompt) TurnMessages(i int, answers []string) []client.Message {
+	out := make([]client.Message, 0, len(p.chat)+i)
 	u := 0
 	for _, m := range p.chat {
 		out = append(out, m)
@@ -153,13 +153,13 @@ func (p *Prompt) TurnMessages(i int, answers []string) []sglang.Message {
 		if u++; u == i {
 			break
 		}
-		out = append(out, sglang.Message{Role: "assistant", Content: answers[u-1]})
+		out = append(out, client.Message{Role: "assistant", Content: answers[u-1]})
 	}
 	return out
 }
 
 // turns reads a chat prompt's turns (ingest.ParseTurns) as messages.
-func turns(raw []json.RawMessage) ([]sglang.Message, error) {
+func turns(raw []json.RawMessage) ([]client.Message, error) {
 	ts, err := ingest.ParseTurns(raw)
 	if err != nil {
 		return nil, err
@@ -167,9 +167,9 @@ func turns(raw []json.RawMessage) ([]sglang.Message, error) {
 	if len(ts) == 0 {
 		return nil, errors.New("no turns to answer")
 	}
-	out := make([]sglang.Message, len(ts))
+	out := make([]client.Message, len(ts))
 	for i, t := range ts {
-		out[i] = sglang.Message{Role: t.Role, Content: t.Content}
+		out[i] = client.Message{Role: t.Role, Content: t.Content}
 	}
 	return out, nil
 }

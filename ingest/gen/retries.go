@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // Retries are counted per server, by cause, so that a server that fails
@@ -36,7 +36,7 @@ type retries struct {
 // parse input'"), or, counted in the plural, "timeout", "abort", "refused
 // connection" (the server was not there), "lost connection" (no answer).
 func retryCause(err error, timedOut bool) string {
-	var e *sglang.Error
+	var e *client.Error
 	errors.As(err, &e)
 	switch {
 	case timedOut || e != nil && e.Status == 0 && strings.HasPrefix(e.Message, "timeout"):
@@ -78,7 +78,7 @@ func quoteShort(msg string) string {
 // briefError is a retried attempt's error as a live line shows it: its
 // cause, with the transport's message when the cause alone says little.
 func briefError(cause string, err error) string {
-	var e *sglang.Error
+	var e *client.Error
 	if cause == "lost connection" && errors.As(err, &e) && e.Message != "" {
 		return cause + " " + quoteShort(e.Message)
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/query"
 )
@@ -107,7 +107,7 @@ func TestGenRetriesCounted(t *testing.T) {
 	writePrompts(t, root, "F", "ids", 150)
 	dbPath := filepath.Join(t.TempDir(), "g.db")
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 16, ScrapeEvery: 20 * time.Millisecond,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
 	if err != nil || sum.Responses != 150 || sum.Errors != 0 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -155,7 +155,7 @@ func TestGenRetriesCounted(t *testing.T) {
 			continue
 		}
 		c := countRE.FindStringSubmatch(e.Detail)
-		if c == nil || e.Server != sglang.RedactURL(url) {
+		if c == nil || e.Server != client.RedactURL(url) {
 			t.Fatalf("retries event %+v", e)
 		}
 		k, _ := strconv.ParseInt(c[1], 10, 64)
@@ -205,7 +205,7 @@ func TestLiveLineShowsBackoff(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(ctx, db, Config{Servers: []string{url}, Out: out, Log: &log, LogEvery: 5 * time.Millisecond, ScrapeEvery: -1,
-			Backoff: sglang.Backoff{Base: time.Hour, Max: time.Hour}}, sets)
+			Backoff: client.Backoff{Base: time.Hour, Max: time.Hour}}, sets)
 		done <- err
 	}()
 	if !waitLog(t, &log, "in backoff") {
@@ -290,7 +290,7 @@ func TestDownEventCountsInFlight(t *testing.T) {
 		}
 	}()
 	sum, err := Run(t.Context(), db, Config{Servers: []string{hs.URL}, Out: out, Concurrency: n, Log: &log, LogEvery: 5 * time.Millisecond,
-		Backoff: sglang.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, sets)
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, sets)
 	db.Close()
 	if err != nil || sum.Responses != n {
 		t.Fatalf("%+v %v\n%s", sum, err, log.String())
@@ -314,15 +314,15 @@ func TestRetryCause(t *testing.T) {
 		timedOut bool
 		want     string
 	}{
-		{&sglang.Error{Kind: sglang.Transient, Status: 500, Message: "Failed to parse input"}, false, "HTTP 500 'Failed to parse input'"},
-		{&sglang.Error{Kind: sglang.Transient, Status: 500, Message: "Internal Server Error"}, false, "HTTP 500"},
-		{&sglang.Error{Kind: sglang.Transient, Status: 503, Message: "a\nvery long message that goes on and on beyond forty runes"}, false,
+		{&client.Error{Kind: client.Transient, Status: 500, Message: "Failed to parse input"}, false, "HTTP 500 'Failed to parse input'"},
+		{&client.Error{Kind: client.Transient, Status: 500, Message: "Internal Server Error"}, false, "HTTP 500"},
+		{&client.Error{Kind: client.Transient, Status: 503, Message: "a\nvery long message that goes on and on beyond forty runes"}, false,
 			"HTTP 503 'a very long message that goes on and on...'"},
-		{&sglang.Error{Kind: sglang.Transient, Status: 200, Message: "request aborted"}, false, "abort"},
-		{&sglang.Error{Kind: sglang.Transient, Message: "no answer within --request-timeout 1s"}, true, "timeout"},
-		{&sglang.Error{Kind: sglang.Transient, Message: "timeout: context deadline exceeded"}, false, "timeout"},
-		{&sglang.Error{Kind: sglang.Transient, Message: "connection refused", Err: syscall.ECONNREFUSED}, false, "refused connection"},
-		{&sglang.Error{Kind: sglang.Transient, Message: "EOF", Err: io.EOF}, false, "lost connection"},
+		{&client.Error{Kind: client.Transient, Status: 200, Message: "request aborted"}, false, "abort"},
+		{&client.Error{Kind: client.Transient, Message: "no answer within --request-timeout 1s"}, true, "timeout"},
+		{&client.Error{Kind: client.Transient, Message: "timeout: context deadline exceeded"}, false, "timeout"},
+		{&client.Error{Kind: client.Transient, Message: "connection refused", Err: syscall.ECONNREFUSED}, false, "refused connection"},
+		{&client.Error{Kind: client.Transient, Message: "EOF", Err: io.EOF}, false, "lost connection"},
 	} {
 		if got := retryCause(tc.err, tc.timedOut); got != tc.want {
 			t.Errorf("%v: %q; want %q", tc.err, got, tc.want)

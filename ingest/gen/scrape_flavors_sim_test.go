@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -45,8 +45,8 @@ func TestServerViewOfFlavoredSimulator(t *testing.T) {
 			writePrompts(t, root, "V", "ids", 200)
 			maxNew := 24
 			dbPath := filepath.Join(out, "g.db")
-			sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: sglang.APICompletions,
-				Concurrency: 16, ScrapeEvery: 50 * time.Millisecond, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+			sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, API: client.APICompletions,
+				Concurrency: 16, ScrapeEvery: 50 * time.Millisecond, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 			if err != nil || sum.Responses != 200 {
 				t.Fatalf("%+v %v\n%s", sum, err, log)
 			}
@@ -60,7 +60,7 @@ func TestServerViewOfFlavoredSimulator(t *testing.T) {
 			defer db.Close()
 			var last store.ServerSample
 			db.View(func(v *store.View) error {
-				last, _, err = v.LastServerSample(sglang.RedactURL(url))
+				last, _, err = v.LastServerSample(client.RedactURL(url))
 				return err
 			})
 			if last.Flavor != tc.flavor {

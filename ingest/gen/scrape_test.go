@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/query"
 	"gendex/store"
@@ -220,7 +220,7 @@ func TestServerTokensAgree(t *testing.T) {
 	maxNew := 80
 	dbPath := filepath.Join(out, "g.db")
 	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, Concurrency: 32,
-		ScrapeEvery: time.Second, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+		ScrapeEvery: time.Second, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 	if err != nil || sum.Responses != 2400 {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
@@ -229,7 +229,7 @@ func TestServerTokensAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	name := sglang.RedactURL(url)
+	name := client.RedactURL(url)
 	var times []int64
 	db.View(func(v *store.View) error {
 		return v.ServerSamples(name, 0, math.MaxInt64/2, func(s *store.ServerSample) error {
@@ -315,7 +315,7 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 			i++
 			out := filepath.Join(b.TempDir(), fmt.Sprint(i))
 			sum, log, err := runGen(b, b.Context(), filepath.Join(out, "g.db"), Config{Servers: []string{url}, Out: out,
-				ScrapeEvery: every, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}}, root)
+				ScrapeEvery: every, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}}, root)
 			if err != nil || sum.Responses != int64(*benchPrompts) {
 				b.Fatalf("%+v %v\n%s", sum, err, log)
 			}

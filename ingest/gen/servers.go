@@ -9,17 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // server is one generation endpoint and what gen knows of its state.
 type server struct {
-	// name is the URL with credentials redacted (sglang.RedactURL): the
+	// name is the URL with credentials redacted (client.RedactURL): the
 	// only form of it gen prints, stores or uses as a metrics label.
 	name string
 	// cl is the client; replaced (never changed) when /v1/models names
 	// another model after a restart.
-	cl atomic.Pointer[sglang.Client]
+	cl atomic.Pointer[client.Client]
 	// ctxLen is the context length from /v1/models; 0 when unknown. It is
 	// read again whenever the server comes back.
 	ctxLen atomic.Int64
@@ -108,23 +108,23 @@ func (p *pool) release(s *server) { s.inFlight.Add(-1) }
 // found down, the requests in flight on it when it stopped answering are
 // known though most have ended by then (markDown).
 func (p *pool) ended(s *server, err error) {
-	var e *sglang.Error
+	var e *client.Error
 	errors.As(err, &e)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case err == nil || e != nil && e.Status != 0:
 		s.lost.Store(0)
-	case e != nil && e.Kind == sglang.Transient && !errors.Is(e.Err, context.DeadlineExceeded) && !strings.HasPrefix(e.Message, "timeout"):
+	case e != nil && e.Kind == client.Transient && !errors.Is(e.Err, context.DeadlineExceeded) && !strings.HasPrefix(e.Message, "timeout"):
 		s.lost.Add(1)
 	}
 	p.release(s)
 }
 
-func (s *server) client() *sglang.Client { return s.cl.Load() }
+func (s *server) client() *client.Client { return s.cl.Load() }
 
 // answered counts an answer s gave.
-func (s *server) answered(res *sglang.Result) {
+func (s *server) answered(res *client.Result) {
 	if res.CompletionTokens != nil {
 		s.tokens.Add(int64(*res.CompletionTokens))
 	} else {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -46,7 +46,7 @@ func writeCutConversations(t *testing.T, root, ds string, n, k int, cut func(c i
 	}
 }
 
-func maxNew(n int) sglang.SamplingParams { return sglang.SamplingParams{MaxNewTokens: &n} }
+func maxNew(n int) client.SamplingParams { return client.SamplingParams{MaxNewTokens: &n} }
 
 // cutAt returns the turn (1-based) a conversation's raw line says it was
 // cut at and stopped (the turns after it not asked), or 0 when every turn
@@ -368,20 +368,20 @@ func TestGenCountsTruncated(t *testing.T) {
 func TestTruncatedSummary(t *testing.T) {
 	n := 128
 	for _, tc := range []struct {
-		sampling sglang.SamplingParams
+		sampling client.SamplingParams
 		export   *export.Config
 		sum      Summary
 		want     string
 	}{
-		{sglang.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200},
+		{client.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200},
 			""},
-		{sglang.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30},
+		{client.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30},
 			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags); export keeps cut answers only with --include-truncated"},
-		{sglang.SamplingParams{}, nil, Summary{Responses: 200, Truncated: 30},
+		{client.SamplingParams{}, nil, Summary{Responses: 200, Truncated: 30},
 			"gen: 30 of 200 answers were cut at the server's default max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags); export keeps cut answers only with --include-truncated"},
-		{sglang.SamplingParams{MaxNewTokens: &n}, &export.Config{}, Summary{Responses: 200, Truncated: 30},
+		{client.SamplingParams{MaxNewTokens: &n}, &export.Config{}, Summary{Responses: 200, Truncated: 30},
 			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length), so --export excluded them as length; ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags), or --include-truncated keeps them"},
-		{sglang.SamplingParams{MaxNewTokens: &n}, &export.Config{IncludeTruncated: true}, Summary{Responses: 200, Truncated: 30},
+		{client.SamplingParams{MaxNewTokens: &n}, &export.Config{IncludeTruncated: true}, Summary{Responses: 200, Truncated: 30},
 			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length); --include-truncated keeps them, cut, in the records; for whole answers, ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags)"},
 	} {
 		r := &run{cfg: Config{Sampling: tc.sampling, Export: tc.export}}

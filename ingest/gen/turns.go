@@ -53,7 +53,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -91,7 +91,7 @@ type turnAnswer struct {
 	counts [4]int64 // prompt, completion, cached and reasoning tokens, or store.Unknown
 	// end holds a recorded turn's finish_reason, finished_at, server,
 	// model and simulated, read from its line.
-	end sglang.Result
+	end client.Result
 	// redo marks a recorded turn asked again by a redo (its line's
 	// "redo"), with the limit it was asked with (redoLimit, -1: none
 	// written).
@@ -128,7 +128,7 @@ func (c *conv) turnPrompt(p *Prompt) *Prompt {
 // conversation stops there (stopsAtCut). An earlier turn's answer without
 // text cannot be carried into the next turn: the conversation gets an
 // error line instead.
-func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
+func (r *run) turnAnswered(j *job, res *client.Result) bool {
 	c := j.conv
 	i := len(c.done) + 1
 	cut := i < c.k && res.FinishReason == "length" && r.stopsAtCut()
@@ -146,7 +146,7 @@ func (r *run) turnAnswered(j *job, res *sglang.Result) bool {
 	}
 	if i < c.k && !cut {
 		line := fmt.Appendf(make([]byte, 0, 256+8*len(res.OutputIDs)), `{"id":`)
-		line = sglang.AppendJSONString(line, j.p.ID)
+		line = client.AppendJSONString(line, j.p.ID)
 		line = fmt.Appendf(line, `,"turn":%d,"turns":%d,`, i, c.k)
 		fields := len(line)
 		line = res.AppendFields(line)
@@ -181,7 +181,7 @@ func (r *run) endAtCut(j *job) {
 // turns are all (the others, after a cut, not asked), with last's
 // finish_reason, finished_at, server and maker, and under --export its
 // record or exclusion.
-func (r *run) conversationResult(j *job, all []turnAnswer, last *sglang.Result, tokens int64) result {
+func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, tokens int64) result {
 	turns := all
 	if n := j.conv.k - len(all); n > 0 {
 		turns = append(slices.Clip(all), slices.Repeat([]turnAnswer{notAsked}, n)...)
@@ -220,13 +220,13 @@ func sum(turns []turnAnswer, c int) int64 {
 
 // conversationLine builds a conversation's raw_responses.jsonl line from its
 // turns; last is the last turn's result.
-func conversationLine(id string, turns []turnAnswer, last *sglang.Result) []byte {
+func conversationLine(id string, turns []turnAnswer, last *client.Result) []byte {
 	n := 256
 	for _, t := range turns {
 		n += len(t.obj) + 1
 	}
 	line := append(make([]byte, 0, n), `{"id":`...)
-	line = sglang.AppendJSONString(line, id)
+	line = client.AppendJSONString(line, id)
 	line = append(line, `,"turns":[`...)
 	for i, t := range turns {
 		if i > 0 {
@@ -242,7 +242,7 @@ func conversationLine(id string, turns []turnAnswer, last *sglang.Result) []byte
 	}
 	if last.FinishReason != "" {
 		line = append(line, `,"finish_reason":`...)
-		line = sglang.AppendJSONString(line, last.FinishReason)
+		line = client.AppendJSONString(line, last.FinishReason)
 	}
 	if !last.FinishedAt.IsZero() {
 		line = append(line, `,"finished_at":"`...)
@@ -251,9 +251,9 @@ func conversationLine(id string, turns []turnAnswer, last *sglang.Result) []byte
 	}
 	if last.Server != "" {
 		line = append(line, `,"server":`...)
-		line = sglang.AppendJSONString(line, last.Server)
+		line = client.AppendJSONString(line, last.Server)
 	}
-	line = sglang.AppendMaker(line, last.Model, last.Simulated)
+	line = client.AppendMaker(line, last.Model, last.Simulated)
 	return append(line, "}\n"...)
 }
 
@@ -403,7 +403,7 @@ func objectWithout(line []byte, drop ...string) ([]byte, error) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = sglang.AppendJSONString(out, key)
+		out = client.AppendJSONString(out, key)
 		out = append(out, ':')
 		out = append(out, val...)
 	}

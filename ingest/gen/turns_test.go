@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -28,7 +28,7 @@ import (
 // turn, each with the regenerated turns before it and no original assistant
 // text; one raw line per conversation, the earlier turns in turns.jsonl.
 func TestTurnsAll(t *testing.T) {
-	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat, sglang.APICompletions} {
+	for _, api := range []client.API{client.APIGenerate, client.APIChat, client.APICompletions} {
 		t.Run(string(api), func(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 5})
 			root, out := t.TempDir(), t.TempDir()
@@ -46,9 +46,9 @@ func TestTurnsAll(t *testing.T) {
 				t.Errorf("the summary does not count the earlier turns:\n%s", log)
 			}
 			reqs := generations(t, rc)
-			var tok *sglang.Client
-			if api == sglang.APIGenerate {
-				tok = sglang.New(url, sglang.Options{})
+			var tok *client.Client
+			if api == client.APIGenerate {
+				tok = client.New(url, client.Options{})
 			}
 			checkConversations(t, dbPath, out, "M", 12, 3, reqs, tok, true)
 			checkConversations(t, dbPath, out, "S", 10, 2, reqs, tok, false)
@@ -92,24 +92,24 @@ func TestTurnsLast(t *testing.T) {
 	if n != 8 {
 		t.Errorf("%d requests to /generate; want one per conversation, 8", n)
 	}
-	c := sglang.New(url, sglang.Options{})
+	c := client.New(url, client.Options{})
 	maxNew := 24
 	for _, l := range readJSONL(t, filepath.Join(out, "S", "raw_responses.jsonl")) {
 		m := decodeMap(t, l)
 		var i int
 		fmt.Sscanf(m["id"].(string), "S-%05d", &i)
-		var msgs []sglang.Message
+		var msgs []client.Message
 		for u := 1; u <= 2; u++ {
-			msgs = append(msgs, sglang.Message{Role: "user", Content: userText("S", i, u)})
+			msgs = append(msgs, client.Message{Role: "user", Content: userText("S", i, u)})
 			if u < 2 {
-				msgs = append(msgs, sglang.Message{Role: "assistant", Content: fmt.Sprintf("%s %d.%d", origMarker, i, u)})
+				msgs = append(msgs, client.Message{Role: "assistant", Content: fmt.Sprintf("%s %d.%d", origMarker, i, u)})
 			}
 		}
 		ids, err := c.TokenizeMessages(t.Context(), msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Generate(t.Context(), sglang.GenerateRequest{InputIDs: ids, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew}})
+		res, err := c.Generate(t.Context(), client.GenerateRequest{InputIDs: ids, Sampling: client.SamplingParams{MaxNewTokens: &maxNew}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestConversationLine(t *testing.T) {
 		{obj: []byte(`{"text":"a","prompt_tokens":5,"completion_tokens":2}`), counts: [4]int64{5, 2, store.Unknown, 0}},
 		{obj: []byte(`{"text":"b","prompt_tokens":9,"completion_tokens":3,"cached_tokens":4}`), counts: [4]int64{9, 3, 4, 1}},
 	}
-	last := &sglang.Result{FinishReason: "length", Server: "http://s"}
+	last := &client.Result{FinishReason: "length", Server: "http://s"}
 	got := string(conversationLine("c\"1", turns, last))
 	want := `{"id":"c\"1","turns":[{"text":"a","prompt_tokens":5,"completion_tokens":2},{"text":"b","prompt_tokens":9,"completion_tokens":3,"cached_tokens":4}],"prompt_tokens":14,"completion_tokens":5,"reasoning_tokens":1,"finish_reason":"length","server":"http://s"}` + "\n"
 	if got != want {
@@ -265,8 +265,8 @@ func TestTurnMessages(t *testing.T) {
 	if p.Turns != 3 || len(p.Messages) != 6 || p.Messages[5].Content != "U3" {
 		t.Fatalf("turns %d, messages %+v", p.Turns, p.Messages)
 	}
-	m := func(role, content string) sglang.Message { return sglang.Message{Role: role, Content: content} }
-	for i, want := range [][]sglang.Message{
+	m := func(role, content string) client.Message { return client.Message{Role: role, Content: content} }
+	for i, want := range [][]client.Message{
 		{m("system", "S"), m("user", "U1")},
 		{m("system", "S"), m("user", "U1"), m("assistant", "a1"), m("user", "U2")},
 		{m("system", "S"), m("user", "U1"), m("assistant", "a1"), m("user", "U2"), m("assistant", "a2"), m("user", "U3")},
@@ -359,7 +359,7 @@ func TestTurnsVisibleWhileHalfDone(t *testing.T) {
 // which holds the <think> section as SGLang returns it, is rendered without
 // it by the chat template (Qwen3's, as the simulator's).
 func TestTurnsReasoning(t *testing.T) {
-	for _, api := range []sglang.API{sglang.APIGenerate, sglang.APIChat} {
+	for _, api := range []client.API{client.APIGenerate, client.APIChat} {
 		t.Run(string(api), func(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 6, ReasoningParser: true})
 			root, out := t.TempDir(), t.TempDir()
@@ -372,7 +372,7 @@ func TestTurnsReasoning(t *testing.T) {
 			for _, l := range readJSONL(t, filepath.Join(out, "S", "raw_responses.jsonl")) {
 				t1 := decodeMap(t, l)["turns"].([]any)[0].(map[string]any)
 				text := t1["text"].(string)
-				if api == sglang.APIChat {
+				if api == client.APIChat {
 					if rc, _ := t1["reasoning_content"].(string); rc != "" && !strings.Contains(text, "<think>") {
 						thought++
 					}

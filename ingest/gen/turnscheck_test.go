@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"gendex/ingest"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -121,7 +121,7 @@ type request struct {
 	conv     int
 	turn     int
 	ids      []int            // /generate
-	messages []sglang.Message // chat
+	messages []client.Message // chat
 }
 
 // generations reads back the generation requests rc saw, and checks that
@@ -138,7 +138,7 @@ func generations(t *testing.T, rc *recorder) []request {
 		}
 		var body struct {
 			InputIDs []int            `json:"input_ids"`
-			Messages []sglang.Message `json:"messages"`
+			Messages []client.Message `json:"messages"`
 		}
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatal(err)
@@ -205,7 +205,7 @@ func decodeMap(t *testing.T, b []byte) map[string]any {
 // sums of their counts, k-1 turn lines each equal to their turn objects,
 // exactly one generation request per turn, each holding the regenerated
 // turns before it, and an index that agrees with a fresh one of the files.
-func checkConversations(t *testing.T, dbPath, out, ds string, n, k int, reqs []request, tokenize *sglang.Client, system bool) {
+func checkConversations(t *testing.T, dbPath, out, ds string, n, k int, reqs []request, tokenize *client.Client, system bool) {
 	t.Helper()
 	raw := readJSONL(t, filepath.Join(out, ds, "raw_responses.jsonl"))
 	if len(raw) != n {
@@ -282,14 +282,14 @@ func checkConversations(t *testing.T, dbPath, out, ds string, n, k int, reqs []r
 			continue
 		}
 		per[[2]int{q.conv, q.turn}]++
-		var want []sglang.Message
+		var want []client.Message
 		if system {
-			want = append(want, sglang.Message{Role: "system", Content: "Be brief."})
+			want = append(want, client.Message{Role: "system", Content: "Be brief."})
 		}
 		for u := 1; u <= q.turn; u++ {
-			want = append(want, sglang.Message{Role: "user", Content: userText(ds, q.conv, u)})
+			want = append(want, client.Message{Role: "user", Content: userText(ds, q.conv, u)})
 			if u < q.turn {
-				want = append(want, sglang.Message{Role: "assistant", Content: texts[q.conv][u-1]})
+				want = append(want, client.Message{Role: "assistant", Content: texts[q.conv][u-1]})
 			}
 		}
 		if tokenize == nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 )
 
 // work answers jobs until there are none, or the run stops.
@@ -80,7 +80,7 @@ func countOf(n *int) (int64, bool) {
 // ask sends p, the request j is at, until it has an answer, which it
 // returns. It returns nil when it recorded a final error, or when the job
 // was abandoned (the run stops) or handed to a suspect's goroutine.
-func (r *run) ask(j *job, p *Prompt) *sglang.Result {
+func (r *run) ask(j *job, p *Prompt) *client.Result {
 	for {
 		if j.suspect {
 			select {
@@ -122,10 +122,10 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 			s.answered(res)
 			return res
 		}
-		var e *sglang.Error
+		var e *client.Error
 		errors.As(err, &e)
 		if timedOut { // the server is there but slow: an error, not an outage
-			e = &sglang.Error{Kind: sglang.Transient, Server: s.name,
+			e = &client.Error{Kind: client.Transient, Server: s.name,
 				Message: fmt.Sprintf("no answer within --request-timeout %s", r.cfg.RequestTimeout)}
 			err = e
 		}
@@ -133,13 +133,13 @@ func (r *run) ask(j *job, p *Prompt) *sglang.Result {
 		if e != nil {
 			msg, status = e.Message, e.Status
 		}
-		switch sglang.KindOf(err) {
-		case sglang.Canceled:
+		switch client.KindOf(err) {
+		case client.Canceled:
 			return nil
-		case sglang.Auth, sglang.Setup:
+		case client.Auth, client.Setup:
 			r.abort(r.setupError(err))
 			return nil
-		case sglang.Permanent:
+		case client.Permanent:
 			r.results <- r.jobError(j, status, msg, s.name)
 			return nil
 		}
@@ -193,7 +193,7 @@ func (r *run) wentDown(s *server) bool {
 // reached the server: anything but a refused connection, a name that does
 // not resolve, or a stale keep-alive connection closed before the request
 // was written.
-func reachedServer(e *sglang.Error) bool {
+func reachedServer(e *client.Error) bool {
 	var dns *net.DNSError
 	return !errors.Is(e.Err, syscall.ECONNREFUSED) && !errors.As(e.Err, &dns) &&
 		!strings.Contains(e.Message, "server closed idle connection")
@@ -222,7 +222,7 @@ func clipped(want *int, ctxLen, promptLen int) *int {
 // send makes one request for p on s, by the server's API and the prompt's
 // shape. Chat messages it turned into token ids itself (/v1/tokenize, for
 // /generate) are the result's PromptIDs.
-func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, error) {
+func (r *run) send(ctx context.Context, s *server, p *Prompt) (*client.Result, error) {
 	res, sent, err := r.sendOnce(ctx, s, p)
 	if err != nil {
 		return nil, err
@@ -239,20 +239,20 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*sglang.Result, e
 
 // sendOnce is send's request; sent is how many token ids it sent as the
 // prompt (0 for text or messages).
-func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.Result, sent int, err error) {
+func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.Result, sent int, err error) {
 	sp := r.cfg.Sampling.Merge(p.Sampling)
 	c := s.client()
 	api := r.apiFor(c)
 	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
-	if api == sglang.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
+	if api == client.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
 		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
 			return nil, 0, err
 		}
 	}
-	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == sglang.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
+	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == client.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
 		// An ids record needs the exact prompt ids: tokenize the text as
 		// /generate would, and send the ids (kept in the answer line).
 		ids, err = r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
@@ -261,7 +261,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 			return nil, 0, err
 		}
 	}
-	textOut := ids == nil && p.Messages == nil && (api == sglang.APIGenerate || api == sglang.APICompletions)
+	textOut := ids == nil && p.Messages == nil && (api == client.APIGenerate || api == client.APICompletions)
 	switch {
 	case len(ids) > 0:
 		sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, len(ids))
@@ -287,7 +287,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 	}
 	switch route {
 	case "/generate":
-		req := sglang.GenerateRequest{InputIDs: ids, Sampling: sp}
+		req := client.GenerateRequest{InputIDs: ids, Sampling: sp}
 		if ids == nil {
 			req.Text = p.Text
 		}
@@ -299,14 +299,14 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 	case "/v1/completions":
 		// Token ids as OpenAI's token-array prompt: every server reads
 		// it (the chat endpoint would need SGLang's extension).
-		res, err := c.Complete(ctx, sglang.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
+		res, err := c.Complete(ctx, client.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
 		return res, len(ids), err
 	}
-	req := sglang.ChatRequest{Messages: p.Messages, Sampling: sp}
+	req := client.ChatRequest{Messages: p.Messages, Sampling: sp}
 	if p.Messages == nil {
-		req.Messages = []sglang.Message{{Role: "user", Content: p.Text}}
+		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}
-	if api == sglang.APICompletions {
+	if api == client.APICompletions {
 		r.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
 	res, err = c.Chat(ctx, req)
@@ -316,7 +316,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *sglang.R
 // sayUnread says, once per key and server, the keys of p's own sampling
 // that the server does not read (as preflight says of the flags): they are
 // not sent, and its own behaviour applies.
-func (r *run) sayUnread(s *server, c *sglang.Client, p *Prompt) {
+func (r *run) sayUnread(s *server, c *client.Client, p *Prompt) {
 	_, ignored := p.Sampling.FieldsFor(c.Flavor)
 	for _, k := range ignored {
 		key := k
@@ -335,7 +335,7 @@ func (r *run) sayUnread(s *server, c *sglang.Client, p *Prompt) {
 func (r *run) optional(state *atomic.Int32, key string, call func() ([]int, error), format string, a ...any) ([]int, error) {
 	ids, err := call()
 	switch {
-	case errors.Is(err, sglang.ErrTokenizeUnsupported):
+	case errors.Is(err, client.ErrTokenizeUnsupported):
 		state.Store(-1)
 		r.once(key, format, a...)
 		return nil, nil
@@ -384,7 +384,7 @@ func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, at
 // or than the text's length implies (a token of more than 50 bytes is no
 // tokenizer's). Such an answer (an empty chat answered in place of token
 // ids, say) is not kept, and no prompt is marked failed.
-func unread(server string, p *Prompt, sent int, res *sglang.Result) error {
+func unread(server string, p *Prompt, sent int, res *client.Result) error {
 	if res.PromptTokens == nil {
 		return nil
 	}
@@ -405,6 +405,6 @@ func unread(server string, p *Prompt, sent int, res *sglang.Result) error {
 	if want == "" {
 		return nil
 	}
-	return &sglang.Error{Kind: sglang.Setup, Server: server, Op: "its answer to prompt " + p.ID, Status: 200,
+	return &client.Error{Kind: client.Setup, Server: server, Op: "its answer to prompt " + p.ID, Status: 200,
 		Message: fmt.Sprintf("prompt_tokens %d for a prompt of %s: the server did not read the prompt gen sent, so the answer is not kept", got, want)}
 }

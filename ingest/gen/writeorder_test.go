@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"gendex/ingest/export"
-	"gendex/ingest/gen/sglang"
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 )
 
@@ -139,7 +139,7 @@ func TestRecordNeverBeforeItsAnswer(t *testing.T) {
 			}
 			t.Cleanup(func() { afterSync = nil })
 			maxNew := 8
-			cfg := Config{Servers: []string{url}, Out: out, Concurrency: 4, Sampling: sglang.SamplingParams{MaxNewTokens: &maxNew},
+			cfg := Config{Servers: []string{url}, Out: out, Concurrency: 4, Sampling: client.SamplingParams{MaxNewTokens: &maxNew},
 				Export: &export.Config{Format: export.Conversations}}
 			dbPath := filepath.Join(t.TempDir(), "g.db")
 			_, log, err := runGen(t, t.Context(), dbPath, cfg, root)

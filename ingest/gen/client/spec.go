@@ -1,4 +1,4 @@
-package sglang
+package client
 
 // Spec is what a server running speculative decoding reports per answer
 // (SGLang's meta_info, ../shared/sglang-api.md §1.3). A nil field is one

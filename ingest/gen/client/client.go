@@ -1,4 +1,4 @@
-package sglang
+package client
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ type Options struct {
 
 // String describes o without its API key.
 func (o Options) String() string {
-	return "sglang.Options{APIKey: " + redactedKey(o.APIKey) + ", Concurrency: " + strconv.Itoa(o.Concurrency) +
+	return "client.Options{APIKey: " + redactedKey(o.APIKey) + ", Concurrency: " + strconv.Itoa(o.Concurrency) +
 		", Model: " + strconv.Quote(o.Model) + "}"
 }
 
@@ -157,7 +157,7 @@ func NewTransport(concurrency int) *http.Transport {
 // String describes c without its API key. (A value receiver, so printing a
 // Client value is as safe as printing a pointer.)
 func (c Client) String() string {
-	return "sglang.Client{BaseURL: " + c.server() + ", APIKey: " + redactedKey(c.APIKey) + "}"
+	return "client.Client{BaseURL: " + c.server() + ", APIKey: " + redactedKey(c.APIKey) + "}"
 }
 
 // GoString is String, so %#v does not print the API key either.
