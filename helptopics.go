@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // readme is README.md, the source of 'gendex help TOPIC'.
@@ -40,6 +40,7 @@ var helpTopics = []helpTopic{
 	{"sim", "## sim", "the simulator of SGLang, vLLM and llama.cpp"},
 	{"shell", "## shell", "the interactive shell and watch"},
 	{"live", "## Live answers while a run writes", "the writer's socket, readers, and /metrics"},
+	{"web", "## web: the run in a browser", "the run and every answer in a local page, live; ssh -L"},
 	{"ingest", "## ingest", "indexing JSONL files, incrementally; bad input"},
 	{"export", "## export: training records", "conversations and ids records, exclusions"},
 	{"query", "## query", "every question's columns and what the numbers mean"},
@@ -182,7 +183,7 @@ func renderMarkdown(lines []string) []renderedLine {
 			if n <= 2 {
 				rule = "="
 			}
-			emit(strings.Repeat(rule, min(format.Width(text), helpWidth)), false)
+			emit(strings.Repeat(rule, min(terminal.Width(text), helpWidth)), false)
 			emit("", false)
 			listIndent = -1
 		case strings.HasPrefix(trimmed, "|"):
@@ -268,16 +269,16 @@ func inline(text string) string {
 	return strings.Join(parts, "")
 }
 
-// wrapWords wraps text within helpWidth as format.Wrap does, and cuts a
+// wrapWords wraps text within helpWidth as terminal.Wrap does, and cuts a
 // word wider than a line (a long path or flag list) where the line ends.
 func wrapWords(text, first, indent string) []string {
-	room := helpWidth - format.Width(indent)
+	room := helpWidth - terminal.Width(indent)
 	var words []string
 	for _, w := range strings.Fields(text) {
-		for format.Width(w) > room && room > 10 {
+		for terminal.Width(w) > room && room > 10 {
 			cut := 0
 			for i := range w {
-				if format.Width(w[:i]) > room {
+				if terminal.Width(w[:i]) > room {
 					break
 				}
 				cut = i
@@ -287,5 +288,5 @@ func wrapWords(text, first, indent string) []string {
 		}
 		words = append(words, w)
 	}
-	return format.Wrap(strings.Join(words, " "), helpWidth, first, indent)
+	return terminal.Wrap(strings.Join(words, " "), helpWidth, first, indent)
 }

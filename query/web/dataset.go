@@ -58,6 +58,7 @@ type datasetView struct {
 	Page     frame
 	Dataset  string
 	Tabs     []tab
+	Finishes []tab // the answers view's filters: each finish reason, with its count
 	View     string
 	Progress *table
 	List     *table
@@ -120,9 +121,14 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 			v = x
 		}
 	}
+	finish := v.Finish
+	if v.Name == "answers" {
+		finish = q.Get("finish")
+		d.Finishes = s.finishTabs(r, d.Dataset, finish)
+	}
 	args := []string{"list", "--stage", v.Stage}
-	if v.Finish != "" {
-		args = append(args, "--finish", v.Finish)
+	if finish != "" {
+		args = append(args, "--finish", finish)
 	}
 	if v.Name == "sample" {
 		args = append(args, "--sample", "20")
@@ -151,7 +157,9 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 		return link("/answer", "d", d.Dataset, "id", id, "stage", v.Stage)
 	})
 	d.List.Empty = "none"
-	page := func(dir, id string) string { return link("/dataset", "d", d.Dataset, "view", v.Name, dir, id) }
+	page := func(dir, id string) string {
+		return link("/dataset", "d", d.Dataset, "view", v.Name, "finish", q.Get("finish"), dir, id)
+	}
 	if v.Name == "sample" {
 		d.Next, d.Note = link("/dataset", "d", d.Dataset, "view", "sample"), "20 drawn at random; the link draws again"
 		return nil
@@ -181,8 +189,8 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 			d.Next = page("after", last)
 		}
 	}
-	if v.Finish != "" && more {
-		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", v.Finish, thousandsOf(total), last)
+	if finish != "" && more {
+		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", finish, thousandsOf(total), last)
 	}
 	return nil
 }
@@ -195,6 +203,25 @@ func thousandsOf(total []any) string {
 		}
 	}
 	return "some"
+}
+
+// finishTabs are the answers view's filters, one per finish reason the
+// dataset's answers have (query finish), each with its count.
+func (s *server) finishTabs(r *http.Request, name, on string) []tab {
+	res, err := s.ask(r.Context(), "finish", "--", name)
+	if err != nil || len(res.Rows) == 0 {
+		return nil
+	}
+	tabs := []tab{{Label: "every finish", Href: link("/dataset", "d", name), On: on == ""}}
+	for i, c := range res.Columns {
+		if c == "dataset" || c == "records" || c == "unknown" || i >= len(res.Rows[0]) {
+			continue
+		}
+		if n, ok := number(res.Rows[0][i]); ok && n > 0 {
+			tabs = append(tabs, tab{Label: fmt.Sprintf("%s (%s)", c, thousands(int64(n))), Href: link("/dataset", "d", name, "finish", c), On: on == c})
+		}
+	}
+	return tabs
 }
 
 // fillMissing lists the first missingShown ids without an answer (or

@@ -119,6 +119,10 @@ func TestPagesEscapeModelOutput(t *testing.T) {
 	if !strings.Contains(body, `id=b`) || strings.Contains(body, `id=a&amp;`) {
 		t.Errorf("the cut view does not list exactly the cut answer:\n%s", body)
 	}
+	_, body, _ = get(t, c, srv.URL+"/dataset?d=d&finish=length")
+	if !strings.Contains(body, `id=b`) || strings.Contains(body, `id=a&amp;`) || !strings.Contains(body, "length (1)") || !strings.Contains(body, "stop (2)") {
+		t.Errorf("the answers filtered by finish reason length:\n%s", body)
+	}
 	_, body, _ = get(t, c, srv.URL+"/dataset?d=d&view=missing")
 	if !strings.Contains(body, `>m<`) || strings.Contains(body, `>a<`) {
 		t.Errorf("the missing view does not list exactly the missing prompt:\n%s", body)
