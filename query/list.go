@@ -1,6 +1,7 @@
 package query
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -116,4 +117,38 @@ func count(n int64) any {
 		return nil
 	}
 	return n
+}
+
+// errEnough stops a walk that has given the rows asked for.
+var errEnough = errors.New("enough rows")
+
+// limited passes on at most n rows (n > 0), then stops the walk.
+type limited struct {
+	Sink
+	n, given int
+}
+
+func (l *limited) Row(row []any) error {
+	if l.given == l.n {
+		return errEnough
+	}
+	l.given++
+	return l.Sink.Row(row)
+}
+
+// limitRows returns out giving at most n rows (0: every row); a walk
+// stopped by it ends without an error (see stopped).
+func limitRows(out Sink, n int) Sink {
+	if n <= 0 {
+		return out
+	}
+	return &limited{Sink: out, n: n}
+}
+
+// stopped is err, or nil when it only says that enough rows were given.
+func stopped(err error) error {
+	if errors.Is(err, errEnough) {
+		return nil
+	}
+	return err
 }

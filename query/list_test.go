@@ -82,7 +82,19 @@ func TestList(t *testing.T) {
 	if len(r.Rows) != 5 || len(seen) != 5 {
 		t.Errorf("sample of 5: %v", r.Rows)
 	}
-	for _, bad := range [][]string{{"list"}, {"list", "d", "--after", "a", "--before", "b"}, {"list", "d", "--limit", "-1"}} {
+	writeFile(t, filepath.Join(root, "p", "prompts.jsonl"), `{"id":"p1","prompt":"a"}`+"\n"+`{"id":"p2","prompt":"b"}`+"\n"+`{"id":"p3","prompt":"c"}`+"\n")
+	db2, _ := ingesttest.Index(t, root)
+	for limit, want := range map[string]string{"2": "p1 p2", "0": "p1 p2 p3", "9": "p1 p2 p3"} {
+		r := answer(t, db2, time.Now(), "missing", "p", "--limit", limit)
+		var got []string
+		for _, row := range r.Rows {
+			got = append(got, fmt.Sprint(row[2]))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("missing --limit %s: %v, want %s", limit, got, want)
+		}
+	}
+	for _, bad := range [][]string{{"missing", "p", "--limit", "-1"}, {"list"}, {"list", "d", "--after", "a", "--before", "b"}, {"list", "d", "--limit", "-1"}} {
 		if _, err := query.Parse(bad); err == nil {
 			t.Errorf("%v: no usage error", bad)
 		}

@@ -25,7 +25,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
-	{"missing", "missing DATASET [--stage raw|tokenized]", "ids without a response (raw), or without a tokenized record and why (tokenized)"},
+	{"missing", "missing DATASET [--stage raw|tokenized] [--limit N]", "ids without a response (raw), or without a tokenized record and why (tokenized); --limit: the first N"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
@@ -180,7 +180,10 @@ func Parse(args []string) (Query, error) {
 			return q, usageErr("missing --stage must be raw or tokenized")
 		}
 		if len(pos) != 1 {
-			return q, usageErr("usage: missing DATASET [--stage raw|tokenized]")
+			return q, usageErr("usage: missing DATASET [--stage raw|tokenized] [--limit N]")
+		}
+		if q.Limit < 0 {
+			return q, usageErr("missing --limit %d: want a positive count (0 or none: every id)", q.Limit)
 		}
 	case "show":
 		if len(pos) != 2 {
@@ -305,7 +308,7 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 		case "spec":
 			return spec(v, names, out)
 		case "missing":
-			return missing(v, names[0], q.Stage, q.Bare, out)
+			return missing(v, names[0], q.Stage, q.Bare, limitRows(out, q.Limit))
 		case "finish":
 			return finish(v, names, out)
 		case "errors":

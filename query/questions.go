@@ -301,19 +301,19 @@ func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink)
 	}
 	out.Columns(cols)
 	if stage == store.Raw {
-		return v.Missing(name, store.Prompts, func(id string) error {
+		return stopped(v.Missing(name, store.Prompts, func(id string) error {
 			row[len(row)-1] = id
 			return out.Row(row)
-		}, store.Raw, store.Errors)
+		}, store.Raw, store.Errors))
 	}
-	return v.Untokenized(name, func(u *store.Untokenized) error {
+	return stopped(v.Untokenized(name, func(u *store.Untokenized) error {
 		if bare {
 			row[0] = u.ID
 		} else {
 			row[2], row[3] = u.ID, untokenizedReason(u)
 		}
 		return out.Row(row)
-	})
+	}))
 }
 
 // unmatchedNote is missing's note on a dataset's answers that have no id:

@@ -32,6 +32,8 @@ func BenchmarkWebPages(b *testing.B) {
 		{"cut", "/dataset?d=B4_bench&view=cut&after=" + far, ">length<"},
 		{"errors", "/dataset?d=B4_bench&view=errors", "none"},
 		{"sample", "/dataset?d=B4_bench&view=sample", "draw again"},
+		{"missing", "/dataset?d=B4_bench&view=missing", "the first 200"},
+		{"norecord", "/dataset?d=B4_bench&view=norecord", "the first 200"},
 		{"answer", "/answer?d=B4_bench&id=" + mid, "completion tokens"},
 		{"find", "/dataset?d=B4_bench&id=" + mid, "/answer?"},
 		{"chart-30m", "/chart.svg?since=30m", "tokens/s"},

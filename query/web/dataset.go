@@ -231,7 +231,7 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 	if d.View == "norecord" {
 		stage, count = "tokenized", "missing_tokenized"
 	}
-	res, err := s.ask(r.Context(), "missing", "--stage", stage, "--", d.Dataset)
+	res, err := s.ask(r.Context(), "missing", "--stage", stage, "--limit", strconv.Itoa(missingShown+1), "--", d.Dataset)
 	if err != nil {
 		return err
 	}
