@@ -18,8 +18,8 @@ import (
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/client"
 	"gendex/query/live"
-	"gendex/query/prom"
 	"gendex/store"
+	"gendex/store/prom"
 )
 
 // stringList is a repeatable string flag.

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // runHelp prints gendex's usage, or with a COMMAND that command's help
@@ -74,7 +74,7 @@ const helpWidth = 80
 // wrapTo writes text wrapped within helpWidth, its first line starting
 // with first and the others with indent.
 func wrapTo(w io.Writer, text, first, indent string) {
-	for _, l := range format.Wrap(text, helpWidth, first, indent) {
+	for _, l := range terminal.Wrap(text, helpWidth, first, indent) {
 		fmt.Fprintln(w, l)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
+	"gendex/store/terminal"
 )
 
 // runQuery asks one question about the index and writes the answer to
@@ -66,7 +67,7 @@ func questionFlags() *flag.FlagSet {
 // limit) when neither says.
 func termWidth(env *Env) int {
 	if f, ok := env.Stdout.(*os.File); ok && env.StdoutTTY {
-		if n, _ := format.TerminalSize(f.Fd()); n > 0 {
+		if n, _ := terminal.Size(f.Fd()); n > 0 {
 			return n
 		}
 	}

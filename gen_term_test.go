@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // gen's live lines: the run's (gen: 1/1 servers up ... or, short, gen: 1/1
@@ -87,7 +87,7 @@ func TestGenRedrawsInPlace(t *testing.T) {
 			t.Fatalf("%s: %d lines of the run's status; want one, first in the block at the bottom:\n%s", when, n, strings.Join(ls, "\n"))
 		}
 		for _, l := range ls[block:] {
-			if w := format.Width(l); w > cols {
+			if w := terminal.Width(l); w > cols {
 				t.Errorf("%s: a live line of %d columns in a %d-column terminal: %q", when, w, cols, l)
 			}
 		}
@@ -103,8 +103,8 @@ func TestGenRedrawsInPlace(t *testing.T) {
 			// Wrapped rows are joined: a line wider than the terminal is
 			// one the terminal cut, wherever it fell (the messages came
 			// at 80 columns).
-			if message && format.Width(l) > 80 {
-				t.Errorf("%s: a message of %d columns, cut by the terminal instead of between words: %q", when, format.Width(l), l)
+			if message && terminal.Width(l) > 80 {
+				t.Errorf("%s: a message of %d columns, cut by the terminal instead of between words: %q", when, terminal.Width(l), l)
 			}
 		}
 	}
@@ -116,7 +116,7 @@ func TestGenRedrawsInPlace(t *testing.T) {
 		for seen := 0; seen < n; {
 			tm.waitUntil(fmt.Sprintf("the live lines redrawn (%d of %d)", seen+1, n), func(string) bool {
 				_, last := heads(lines())
-				return last != "" && last != prev && (cols == 0 || format.Width(last) < cols)
+				return last != "" && last != prev && (cols == 0 || terminal.Width(last) < cols)
 			})
 			_, prev = heads(lines())
 			seen++

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // TestHelpFitsEighty: no line of 'gendex help' or 'gendex help COMMAND'
@@ -15,7 +15,7 @@ func TestHelpFitsEighty(t *testing.T) {
 	t.Parallel()
 	check := func(args []string, out string) {
 		for i, l := range strings.Split(out, "\n") {
-			if w := format.Width(l); w > 80 {
+			if w := terminal.Width(l); w > 80 {
 				t.Errorf("gendex %s, line %d: %d columns: %s", strings.Join(args, " "), i+1, w, l)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // frontPageLines is how long README's front part (before the reference
@@ -58,7 +59,7 @@ func TestHelpTopicsFitEighty(t *testing.T) {
 			t.Errorf("gendex help %s: does not start with its title %q:\n%s", topic.Name, title, out)
 		}
 		for i, l := range strings.Split(out, "\n") {
-			if w := format.Width(l); w > helpWidth && !verbatim[l] {
+			if w := terminal.Width(l); w > helpWidth && !verbatim[l] {
 				t.Errorf("gendex help %s, line %d: %d columns, not in a code block or table: %s", topic.Name, i+1, w, l)
 			}
 			if strings.Contains(l, "`") && !verbatim[l] || strings.Contains(l, "**") {
@@ -206,8 +207,8 @@ func TestRenderMarkdown(t *testing.T) {
 	}
 	long := strings.Repeat("word ", 40) + strings.Repeat("x", 120)
 	for _, l := range renderMarkdown([]string{long}) {
-		if format.Width(l.Text) > helpWidth {
-			t.Errorf("a wrapped line of %d columns: %q", format.Width(l.Text), l.Text)
+		if terminal.Width(l.Text) > helpWidth {
+			t.Errorf("a wrapped line of %d columns: %q", terminal.Width(l.Text), l.Text)
 		}
 	}
 }

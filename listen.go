@@ -4,7 +4,7 @@ import (
 	"flag"
 
 	"gendex/query/live"
-	"gendex/query/prom"
+	"gendex/store/prom"
 )
 
 // listenFlags are --listen and --listen-queries, the flags of gen and

@@ -53,9 +53,9 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"gendex/query"
-	"gendex/query/format"
 	"gendex/query/live"
 	"gendex/query/plot"
+	"gendex/store/terminal"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -178,12 +178,12 @@ type wrappedTerminal struct{ f *os.File }
 
 // cols is the terminal's width now (0: unknown).
 func cols(f *os.File) int {
-	n, _ := format.TerminalSize(f.Fd())
+	n, _ := terminal.Size(f.Fd())
 	return n
 }
 
 func (w wrappedTerminal) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(w.f, format.WrapLines(string(p), cols(w.f)-1)); err != nil {
+	if _, err := io.WriteString(w.f, terminal.WrapLines(string(p), cols(w.f)-1)); err != nil {
 		return 0, err
 	}
 	return len(p), nil

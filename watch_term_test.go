@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // TestWatchFollowsAResize: watch in a real terminal fits its width and,
@@ -40,7 +40,7 @@ func TestWatchFollowsAResize(t *testing.T) {
 		return strings.Contains(s, "hidden:") && !strings.Contains(s, "answers/s 5m  ")
 	})
 	for _, l := range strings.Split(visible(), "\n") {
-		if w := format.Width(strings.TrimRight(l, " ")); w > 60 {
+		if w := terminal.Width(strings.TrimRight(l, " ")); w > 60 {
 			t.Errorf("a line of %d columns in a 60-column terminal: %q\n%s", w, l, visible())
 		}
 	}
@@ -49,7 +49,7 @@ func TestWatchFollowsAResize(t *testing.T) {
 	tm.typeLine("help")
 	tm.waitFor("leave (or Ctrl-D)")
 	for _, l := range strings.Split(visible(), "\n") {
-		if w := format.Width(strings.TrimRight(l, " ")); w > 60 {
+		if w := terminal.Width(strings.TrimRight(l, " ")); w > 60 {
 			t.Errorf("help: a line of %d columns in a 60-column terminal: %q", w, l)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // widths are the terminal widths every table is checked at: a narrow split
@@ -161,7 +162,7 @@ func TestTablesFitTheWidth(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-				if n := format.Width(l); n > w {
+				if n := terminal.Width(l); n > w {
 					t.Errorf("%s at %d columns: a line of %d:\n%s", tc.name, w, n, l)
 				}
 			}
@@ -186,8 +187,8 @@ func TestQueryFitsColumns(t *testing.T) {
 		t.Fatalf("COLUMNS=60 changed nothing:\n%s", fitted)
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(fitted, "\n"), "\n") {
-		if format.Width(l) > 60 {
-			t.Errorf("a line of %d columns at 60:\n%s", format.Width(l), fitted)
+		if terminal.Width(l) > 60 {
+			t.Errorf("a line of %d columns at 60:\n%s", terminal.Width(l), fitted)
 		}
 	}
 	for _, f := range []string{"tsv", "json", "csv"} {

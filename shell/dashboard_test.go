@@ -14,8 +14,8 @@ import (
 
 	"gendex/ingest/ingesttest"
 	"gendex/query"
-	"gendex/query/format"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // writeDataset writes a dataset of 10 prompts and n answers, all finished
@@ -340,8 +340,8 @@ func TestWatchSparkline(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 		for _, l := range lines {
-			if format.Width(l) > w {
-				t.Errorf("at %d columns, a line of %d:\n%s", w, format.Width(l), l)
+			if terminal.Width(l) > w {
+				t.Errorf("at %d columns, a line of %d:\n%s", w, terminal.Width(l), l)
 			}
 		}
 		if shown := strings.Contains(lines[0], "last 30m"); shown != (w >= 200) {

@@ -29,6 +29,7 @@ import (
 	"gendex/query/live"
 	"gendex/query/plot"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // Shell is one session.
@@ -225,7 +226,7 @@ func (s *Shell) help() {
 	}
 	var b strings.Builder
 	say := func(first, indent, text string) {
-		for _, l := range format.Wrap(text, width, first, indent) {
+		for _, l := range terminal.Wrap(text, width, first, indent) {
 			b.WriteString(l + "\n")
 		}
 	}
@@ -305,7 +306,7 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 		}
 	}
 	resized := make(chan os.Signal, 1)
-	format.NotifyResize(resized)
+	terminal.NotifyResize(resized)
 	defer signal.Stop(resized)
 	title := strings.Join(args, " ")
 	if title == "" {
@@ -317,7 +318,7 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 		switch {
 		case s.DBPath != "" && !exists(s.DBPath):
 			// Started before gen or ingest: wait for the index.
-			for _, l := range format.Wrap(fmt.Sprintf("waiting for the index %s: gen or ingest makes it", s.DBPath), s.width(), "", "") {
+			for _, l := range terminal.Wrap(fmt.Sprintf("waiting for the index %s: gen or ingest makes it", s.DBPath), s.width(), "", "") {
 				b.WriteString(l + "\n")
 			}
 		case len(args) == 0:
@@ -336,8 +337,8 @@ func (s *Shell) watch(ctx context.Context, args []string) error {
 			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home and clear
 		}
 		head := fmt.Sprintf("every %s: %s    %s    (Ctrl-C to stop)", every, title, s.Now().Format(time.TimeOnly))
-		if w := s.width(); w > 0 && format.Width(head) > w {
-			head = format.Cut(fmt.Sprintf("every %s: %s", every, title), max(w-len("  00:00:00  (Ctrl-C to stop)"), 8), false) +
+		if w := s.width(); w > 0 && terminal.Width(head) > w {
+			head = terminal.Cut(fmt.Sprintf("every %s: %s", every, title), max(w-len("  00:00:00  (Ctrl-C to stop)"), 8), false) +
 				"  " + s.Now().Format(time.TimeOnly) + "  (Ctrl-C to stop)"
 		}
 		fmt.Fprintf(s.Out, "%s\n\n%s\n", head, b.String())

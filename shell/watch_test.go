@@ -12,8 +12,8 @@ import (
 
 	"gendex/ingest/ingesttest"
 	"gendex/query"
-	"gendex/query/format"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/watch")
@@ -113,8 +113,8 @@ func TestWatchAtWidths(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-			if format.Width(l) > w {
-				t.Errorf("at %d columns, a line of %d:\n%s", w, format.Width(l), l)
+			if terminal.Width(l) > w {
+				t.Errorf("at %d columns, a line of %d:\n%s", w, terminal.Width(l), l)
 			}
 		}
 		golden(t, "dashboard."+strconv.Itoa(w)+".golden", b.String())
@@ -235,8 +235,8 @@ func TestShellHelpFitsEighty(t *testing.T) {
 			limit = 80
 		}
 		for _, l := range strings.Split(out.String(), "\n") {
-			if format.Width(l) > limit {
-				t.Errorf("width %d: help line of %d columns: %s", w, format.Width(l), l)
+			if terminal.Width(l) > limit {
+				t.Errorf("width %d: help line of %d columns: %s", w, terminal.Width(l), l)
 			}
 		}
 	}

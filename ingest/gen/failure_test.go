@@ -19,7 +19,7 @@ import (
 
 	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
-	"gendex/query/prom"
+	"gendex/store/prom"
 )
 
 // freeAddr returns a loopback address nothing listens on (yet).

@@ -45,8 +45,8 @@ import (
 	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/ingest/gen/client"
-	"gendex/query/prom"
 	"gendex/store"
+	"gendex/store/prom"
 )
 
 // Config is one gen run.

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"gendex/ingest/gen/client"
-	"gendex/query/prom"
-	"gendex/query/prom/promtest"
+	"gendex/store/prom"
+	"gendex/store/prom/promtest"
 )
 
 // TestWriteMetrics: gen's samples are labelled by each server's URL,

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"gendex/query/format"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // rateWindow counts this run's answers per second, over the last minute,
@@ -125,7 +125,7 @@ func (l *liveLog) termSize() (cols, rows int) {
 		return l.size()
 	}
 	if f, ok := l.w.(interface{ Fd() uintptr }); ok {
-		return format.TerminalSize(f.Fd())
+		return terminal.Size(f.Fd())
 	}
 	return 0, 0
 }
@@ -137,7 +137,7 @@ func (l *liveLog) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	cols, rows := l.termSize()
 	if l.stopped {
-		_, err := io.WriteString(l.w, format.WrapLines(string(p), cols-1))
+		_, err := io.WriteString(l.w, terminal.WrapLines(string(p), cols-1))
 		return len(p), err
 	}
 	l.partial = append(l.partial, p...)
@@ -147,7 +147,7 @@ func (l *liveLog) Write(p []byte) (int, error) {
 	}
 	var b bytes.Buffer
 	l.erase(&b, cols, true)
-	b.WriteString(format.WrapLines(string(l.partial[:i+1]), cols-1))
+	b.WriteString(terminal.WrapLines(string(l.partial[:i+1]), cols-1))
 	l.partial = append(l.partial[:0], l.partial[i+1:]...)
 	l.render(&b, cols, rows)
 	_, err := l.w.Write(b.Bytes())
@@ -259,7 +259,7 @@ func (r *run) progress(stop <-chan struct{}) {
 	if r.live != nil {
 		every = time.Second
 		resized = make(chan os.Signal, 1)
-		format.NotifyResize(resized)
+		terminal.NotifyResize(resized)
 		defer signal.Stop(resized)
 	}
 	tick := time.NewTicker(every)

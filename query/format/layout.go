@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
+	"gendex/store/terminal"
 )
 
 // A Col says how a table shows one column on a terminal too narrow for
@@ -158,50 +158,6 @@ func (l Layout) col(name string, j int) Col {
 	return Col{Name: name, Drop: max(l.Rest, 1)}
 }
 
-// Width is the display width of s on a terminal.
-func Width(s string) int { return twwidth.Width(s) }
-
-// Cut returns s within width columns, its end (or, left, its start)
-// replaced by … when it is wider.
-func Cut(s string, width int, left bool) string {
-	if Width(s) <= width {
-		return s
-	}
-	if width <= 1 {
-		return strings.Repeat("…", max(width, 0))
-	}
-	if !left {
-		return twwidth.Truncate(s, width-1) + "…"
-	}
-	rs := []rune(s)
-	for i := range rs {
-		if t := string(rs[i:]); Width(t) <= width-1 {
-			return "…" + t
-		}
-	}
-	return "…"
-}
-
-// CutMiddle returns s within width columns, cut in the middle: its end
-// from byte i on (a URL's port; a path's last folder and file name) is
-// kept whole when it leaves room for a start of two columns or more, and
-// the start gets the rest, then "…". Otherwise (or with i <= 0) it keeps
-// s's end, as Cut does with left.
-func CutMiddle(s string, width, i int) string {
-	if Width(s) <= width {
-		return s
-	}
-	if i <= 0 {
-		return Cut(s, width, true)
-	}
-	tail := s[i:]
-	room := width - 1 - Width(tail)
-	if room < 2 {
-		return Cut(s, width, true)
-	}
-	return twwidth.Truncate(s[:i], room) + "…" + tail
-}
-
 // lastFolder is where a path's last folder begins (the "/" before it),
 // or -1 when it has no folder.
 func lastFolder(path string) int {
@@ -250,9 +206,9 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 	natural := func(head []string) []int {
 		w := make([]int, len(cols))
 		for j := range cols {
-			w[j] = Width(head[j])
+			w[j] = terminal.Width(head[j])
 			for _, row := range all[1:] {
-				w[j] = max(w[j], Width(row[j]))
+				w[j] = max(w[j], terminal.Width(row[j]))
 			}
 		}
 		return w
@@ -296,7 +252,7 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 	w := slices.Clone(nat)
 	for j, s := range specs {
 		if s.Text > 0 && !numeric[j] {
-			w[j] = min(nat[j], max(s.Text, Width(head[j])))
+			w[j] = min(nat[j], max(s.Text, terminal.Width(head[j])))
 		}
 	}
 	for sum(w, keep) > width {
@@ -342,11 +298,11 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 			if keep[j] {
 				switch {
 				case specs[j].URL: // keep the port
-					out = append(out, CutMiddle(s, w[j], strings.LastIndex(s, ":")))
+					out = append(out, terminal.CutMiddle(s, w[j], strings.LastIndex(s, ":")))
 				case specs[j].Left: // keep the dataset's folder and the file name
-					out = append(out, CutMiddle(s, w[j], lastFolder(s)))
+					out = append(out, terminal.CutMiddle(s, w[j], lastFolder(s)))
 				default:
-					out = append(out, Cut(s, w[j], false))
+					out = append(out, terminal.Cut(s, w[j], false))
 				}
 			}
 		}
@@ -373,124 +329,8 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 func hiddenNote(hidden []string, width int) string {
 	tail := " (--format tsv has all)"
 	s := "hidden: " + strings.Join(hidden, ", ")
-	if Width(s+tail) <= width {
+	if terminal.Width(s+tail) <= width {
 		return s + tail
 	}
-	return Cut(s, width, false)
-}
-
-// Wrap breaks text into lines within width columns at spaces, the first
-// line starting with first and the others with indent; a word wider than
-// a line stays whole on its own line. width <= 0 is one line.
-func Wrap(text string, width int, first, indent string) []string {
-	return wrapWords(strings.Fields(text), width, first, indent)
-}
-
-func wrapWords(words []string, width int, first, indent string) []string {
-	var lines []string
-	line := first
-	empty := true
-	for _, w := range words {
-		if !empty && width > 0 && Width(line)+1+Width(w) > width {
-			lines = append(lines, line)
-			line, empty = indent, true
-		}
-		if !empty {
-			line += " "
-		}
-		line += w
-		empty = false
-	}
-	return append(lines, line)
-}
-
-// WrapLines wraps each line of text wider than width at spaces, its
-// continuations indented two columns past the line's own indent, so a
-// message on a terminal breaks between words instead of where the
-// terminal cuts it (a wrapped line's runs of spaces become one). A span in
-// single quotes (a command to run: 'kill -CONT 42') is kept on one line,
-// whole for copying, unless it is wider than a line; a command on a line of
-// its own (isCommandLine) is wrapped with " \\" at its lines' ends, so it
-// still pastes into a shell as one. Lines that fit, and all of text when
-// width <= 0, are kept byte for byte.
-func WrapLines(text string, width int) string {
-	if width <= 0 {
-		return text
-	}
-	var b strings.Builder
-	for line := range strings.Lines(text) {
-		body, nl := strings.CutSuffix(line, "\n")
-		if Width(body) <= width {
-			b.WriteString(line)
-			continue
-		}
-		lead := body[:len(body)-len(strings.TrimLeft(body, " "))]
-		if isCommandLine(body, lead) {
-			// A command given to run, on a line of its own: its lines end
-			// in " \\", so that it pastes into a shell as one command.
-			lines := wrapWords(quotedFields(body, width-len(lead)-4), width-2, lead, lead+"  ")
-			for i, l := range lines {
-				if i > 0 {
-					b.WriteByte('\n')
-				}
-				b.WriteString(l)
-				if i < len(lines)-1 {
-					b.WriteString(" \\")
-				}
-			}
-		} else {
-			for i, l := range wrapWords(quotedFields(body, width-len(lead)-2), width, lead, lead+"  ") {
-				if i > 0 {
-					b.WriteByte('\n')
-				}
-				b.WriteString(l)
-			}
-		}
-		if nl {
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}
-
-// isCommandLine reports whether line (indented by lead) is a command that a
-// message gives to run: indented four columns or more, and begun by one of
-// the commands gendex's messages give (gendex, mkdir, mv, cd, kill).
-func isCommandLine(line, lead string) bool {
-	if len(lead) < 4 {
-		return false
-	}
-	word, _, _ := strings.Cut(line[len(lead):], " ")
-	switch word {
-	case "gendex", "mkdir", "mv", "cd", "kill":
-		return true
-	}
-	return false
-}
-
-// quotedFields is strings.Fields(s), except that a span from a word that
-// opens a single quote to the word that closes it is one field, when
-// that span fits in width columns (else its words stay apart).
-func quotedFields(s string, width int) []string {
-	words := strings.Fields(s)
-	var out []string
-	for i := 0; i < len(words); i++ {
-		w := words[i]
-		if strings.HasPrefix(w, "'") && !strings.Contains(w[1:], "'") {
-			for j := i + 1; j < len(words); j++ {
-				if strings.Contains(words[j], "'") {
-					if span := strings.Join(words[i:j+1], " "); Width(span) <= width {
-						out = append(out, span)
-						i = j
-						w = ""
-					}
-					break
-				}
-			}
-		}
-		if w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
+	return terminal.Cut(s, width, false)
 }

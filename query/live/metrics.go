@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"runtime"
 
-	"gendex/query/prom"
 	"gendex/store"
+	"gendex/store/prom"
 )
 
 // metrics writes Prometheus text: per dataset, records by stage (every

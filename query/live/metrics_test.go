@@ -11,8 +11,8 @@ import (
 
 	"gendex/ingest/ingesttest"
 	"gendex/query/live"
-	"gendex/query/prom"
-	"gendex/query/prom/promtest"
+	"gendex/store/prom"
+	"gendex/store/prom/promtest"
 )
 
 // scrape serves srv's /metrics over HTTP and returns what a GET gets,

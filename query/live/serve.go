@@ -8,8 +8,8 @@ import (
 	"net"
 	"sync"
 
-	"gendex/query/prom"
 	"gendex/store"
+	"gendex/store/prom"
 )
 
 // ErrUsage is wrapped by the errors Serve returns for options that are bad

@@ -41,8 +41,8 @@ import (
 	"time"
 
 	"gendex/query"
-	"gendex/query/prom"
 	"gendex/store"
+	"gendex/store/prom"
 )
 
 const (

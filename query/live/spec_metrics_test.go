@@ -8,7 +8,7 @@ import (
 
 	"gendex/ingest/ingesttest"
 	"gendex/query/live"
-	"gendex/query/prom/promtest"
+	"gendex/store/prom/promtest"
 )
 
 // TestMetricsAcceptLength: /metrics has each dataset's accept length, Σ

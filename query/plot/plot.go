@@ -19,7 +19,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/chart"
-	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 // Usage is plot's usage line, without "gendex ".
@@ -360,6 +360,6 @@ func terminalSize(w io.Writer) (width, height int, ok bool) {
 	if !isFile {
 		return 0, 0, false
 	}
-	width, height = format.TerminalSize(f.Fd())
+	width, height = terminal.Size(f.Fd())
 	return width, height, width > 0 && height > 0
 }

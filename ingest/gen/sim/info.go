@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"gendex/query/prom"
+	"gendex/store/prom"
 )
 
 // kv is one member of an ordered JSON object.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gendex/query/prom/promtest"
+	"gendex/store/prom/promtest"
 )
 
 // TestMetricsFormat: the model name is a label value escaped as the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"gendex/query/prom/promtest"
+	"gendex/store/prom/promtest"
 )
 
 func float(t *testing.T, v any) float64 {

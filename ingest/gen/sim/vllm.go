@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"gendex/query/prom"
+	"gendex/store/prom"
 )
 
 // vLLM's flavor: the OpenAI-compatible server's routes and answers (see

@@ -1,6 +1,6 @@
 //go:build unix
 
-package format
+package terminal
 
 import (
 	"os"
@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TerminalSize returns the columns and rows of the terminal open as fd,
+// Size returns the columns and rows of the terminal open as fd,
 // read now (so a resized window is followed); 0, 0 when fd is not a
 // terminal.
-func TerminalSize(fd uintptr) (cols, rows int) {
+func Size(fd uintptr) (cols, rows int) {
 	ws, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ)
 	if err != nil {
 		return 0, 0

@@ -1,5 +1,8 @@
 // Package prom writes the Prometheus text exposition format, version 0.0.4:
 // the one path by which gendex, gen and the SGLang simulator write /metrics.
+// It sits under store/, the bottom of the house, because query (gendex's own
+// /metrics), ingest (gen's) and the simulator all write through it and
+// ingest may not import query; like store, it imports nothing of gendex's.
 //
 // A Writer writes a family's HELP and TYPE lines once, then its samples:
 //

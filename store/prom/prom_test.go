@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"gendex/query/prom"
-	"gendex/query/prom/promtest"
+	"gendex/store/prom"
+	"gendex/store/prom/promtest"
 )
 
 // TestWriter: HELP and TYPE once per family, then its samples; label
