@@ -50,12 +50,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mattn/go-isatty"
-
 	"gendex/query"
 	"gendex/query/live"
 	"gendex/query/plot"
-	"gendex/store/terminal"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -164,31 +161,6 @@ func main() {
 	os.Exit(exitCode(messages(env), err))
 }
 
-// messages returns where a command's own messages go: env.Stderr, each
-// line broken between words at the terminal's width (read at each write,
-// so a resize is followed) when stderr is a terminal.
-func messages(env *Env) io.Writer {
-	if f, ok := env.Stderr.(*os.File); ok && env.StderrTTY {
-		return wrappedTerminal{f}
-	}
-	return env.Stderr
-}
-
-type wrappedTerminal struct{ f *os.File }
-
-// cols is the terminal's width now (0: unknown).
-func cols(f *os.File) int {
-	n, _ := terminal.Size(f.Fd())
-	return n
-}
-
-func (w wrappedTerminal) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(w.f, terminal.WrapLines(string(p), cols(w.f)-1)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
 // exitOnSecondInterrupt quits the process with status 130 on the first
 // interrupt that arrives after ctx is done, for commands whose shutdown
 // waits on work in flight (gen waits --grace for its answers).
@@ -201,20 +173,6 @@ func exitOnSecondInterrupt(ctx context.Context, stderr io.Writer) {
 		fmt.Fprintln(stderr, "gendex: interrupted twice: quitting now")
 		os.Exit(130)
 	}()
-}
-
-func isTerminal(f *os.File) bool {
-	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
-}
-
-// Env is everything a command touches outside its arguments, so tests can
-// run commands with buffers and a fixed clock.
-type Env struct {
-	Stdin                          io.Reader
-	Stdout, Stderr                 io.Writer
-	StdinTTY, StdoutTTY, StderrTTY bool
-	Getenv                         func(string) string
-	Now                            func() time.Time
 }
 
 // run runs one command line (without the program name) and returns what
@@ -308,35 +266,6 @@ func dbPath(env *Env, cmdDB, globalDB string) string {
 		return env.Getenv("GENDEX_DB")
 	}
 	return "gendex.db"
-}
-
-// A call is one run of a command: what the dispatcher hands its Run.
-type call struct {
-	cmd *Command
-	env *Env
-	db  string // the index file (see dbPath); a command without an index ignores it
-}
-
-// flags returns an empty flag set for the command, writing nothing.
-func (c *call) flags() *flag.FlagSet {
-	fs := flag.NewFlagSet(c.cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-// parse parses fs's flags given anywhere among the positional arguments,
-// which it returns. On -h it prints the command's help with fs's flags to
-// stdout and returns errHelp; a bad flag is a usage error.
-func (c *call) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := query.ParseFlags(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		c.printHelp(c.env.Stdout, fs)
-		return nil, errHelp
-	case err != nil:
-		return nil, usagef("%s: %v", fs.Name(), err)
-	}
-	return pos, nil
 }
 
 // usageError is a mistake in how gendex was called (exit 2). cmd names the
