@@ -37,6 +37,7 @@ type fields struct {
 	finish, finishedAt, created                 span
 	metaInfo, usage, choices, response, errorV  span
 	outputIDs, inputIDs, text, messages, convos span
+	promptIDs, content, reasoningContent        span // for ReadAnswer
 	status, statusCode, body, message           span
 	promptDetails, completionDetails            span
 	sentTS, finishedTS, typ, code               span
@@ -85,6 +86,12 @@ func (f *fields) set(key []byte, sp span) {
 		f.outputIDs = sp
 	case "input_ids":
 		f.inputIDs = sp
+	case "prompt_ids":
+		f.promptIDs = sp
+	case "content":
+		f.content = sp
+	case "reasoning_content":
+		f.reasoningContent = sp
 	case "text":
 		f.text = sp
 	case "messages":
@@ -286,7 +293,15 @@ type lineInfo struct {
 // answer's finish reason is gendex's (store.FinishReason), whatever the
 // word its shape writes.
 func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (store.Stage, lineInfo, error) {
-	st, info, err := readLine(line, stage, path, rec)
+	var f fields
+	return normalizeFields(line, stage, path, rec, &f)
+}
+
+// normalizeFields is normalize that also leaves in f the fields of the
+// line's top-level object (when it is one), for ReadAnswer to read the
+// rest of the line from without scanning it again.
+func normalizeFields(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
+	st, info, err := readLine(line, stage, path, rec, f)
 	if err == nil && (st == store.Raw || st == store.Turns) {
 		rec.Finish = store.FinishReason(rec.Finish)
 	}
@@ -294,7 +309,7 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 }
 
 // readLine is normalize, with the finish reason as the line writes it.
-func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (store.Stage, lineInfo, error) {
+func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
 	var info lineInfo
 	*rec = store.Record{
 		File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum,
@@ -313,15 +328,15 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 		}
 		return stage, info, ErrNotObject
 	}
-	var f fields
+	*f = fields{}
 	var end int
 	var err error
 	var at span
 	idPath := path.idPath()
 	if idPath == nil {
-		end, err = readObject(b, i, &f)
+		end, err = readObject(b, i, f)
 	} else {
-		end, at, err = readObjectKey(b, i, &f, idPath[0])
+		end, at, err = readObjectKey(b, i, f, idPath[0])
 	}
 	if err != nil {
 		return stage, info, err
@@ -388,7 +403,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 		}
 		return stage, info, nil
 	case store.Errors:
-		errorRecord(b, &f, rec)
+		errorRecord(b, f, rec)
 		return store.Errors, info, nil
 	case store.Excluded:
 		rec.Shape = store.ShapeExcluded
@@ -414,7 +429,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 	hasBody := false
 	if rf, ok := sub(b, f.response); ok {
 		if code, ok := decodeCount(val(b, rf.statusCode)); ok && code >= 400 {
-			errorRecord(b, &f, rec)
+			errorRecord(b, f, rec)
 			if bf, ok := sub(b, rf.body); ok {
 				if ef, ok := sub(b, bf.errorV); ok {
 					rec.Message = str(b, ef.message)
@@ -431,12 +446,12 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 	}
 	top := span{s: i, e: end}
 	if f.errorV.ok() && !isNull(b, f.errorV) && !hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
-		errorRecord(b, &f, rec)
+		errorRecord(b, f, rec)
 		return store.Errors, info, nil
 	}
 	// A Responses API object (alone, or a Batch line's body) that failed
 	// or was cancelled holds no answer.
-	response, responseAt := responseOf(b, &f, top, &body, bodyAt)
+	response, responseAt := responseOf(b, f, top, &body, bodyAt)
 	if r := response; r != nil {
 		if st := str(b, r.status); st == "failed" || st == "cancelled" {
 			errorRecord(b, r, rec)
@@ -468,7 +483,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 		usage bool
 	}
 	sources := [...]source{
-		{&f, top, true, store.ShapeFlat, false},
+		{f, top, true, store.ShapeFlat, false},
 		{&meta, f.metaInfo, hasMeta, store.ShapeSGLang, false},
 		{&usage, f.usage, hasUsage, store.ShapeOpenAI, true},
 		{&bodyUsage, body.usage, hasBodyUsage, store.ShapeBatch, true},
@@ -562,7 +577,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record) (s
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 	info.redo = string(val(b, f.redo)) == "true"
-	specCounts(b, &f, &meta, hasMeta, rec)
+	specCounts(b, f, &meta, hasMeta, rec)
 	if stage == store.Raw {
 		if path.fields() {
 			if path.apply(b, span{s: i, e: end}, rec) {

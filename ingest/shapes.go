@@ -175,6 +175,9 @@ type Answer struct {
 	Reasoning string
 	// OutputIDs and PromptIDs are raw JSON arrays; nil when absent.
 	OutputIDs, PromptIDs []byte
+	// Turns is the raw JSON array "turns" of a conversation line (gen
+	// --turns all: one answer object per turn), nil when it has none.
+	Turns []byte
 	// Finish, PromptTokens and CompletionTokens are the index's reading
 	// (store.Unknown when unknown).
 	Finish                         string
@@ -188,7 +191,8 @@ var errNoAnswer = errors.New("not a JSON object")
 // finish reason and counts. An error says what is not an answer in it.
 func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	var rec store.Record
-	_, info, err := normalize(line, store.Raw, m, &rec)
+	var f fields
+	_, info, err := normalizeFields(line, store.Raw, m, &rec, &f)
 	if err != nil && !errors.Is(err, ErrNoID) {
 		return Answer{}, err
 	}
@@ -197,14 +201,22 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	if i >= len(b) || b[i] != '{' {
 		return Answer{}, errNoAnswer
 	}
-	end, _ := skipValue(b, i, 0)
+	// The normalizer read the object whole, with nothing but space after
+	// it: its fields are those of the line, scanned once.
+	end := len(b)
+	for end > i && isSpace(b[end-1]) {
+		end--
+	}
 	top := span{s: i, e: end}
-	fm := formOf(b, top, &rec, &info, m)
+	fm := formOf(b, top, &f, &rec, &info, m)
 	a := Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
-	if v := get(b, top, "output_ids"); v.ok() && !isNull(b, v) {
+	if v := f.turns; v.ok() && !isNull(b, v) {
+		a.Turns = val(b, v)
+	}
+	if v := f.outputIDs; v.ok() && !isNull(b, v) {
 		a.OutputIDs = val(b, v)
 	}
-	if v := get(b, top, "prompt_ids"); v.ok() && !isNull(b, v) {
+	if v := f.promptIDs; v.ok() && !isNull(b, v) {
 		a.PromptIDs = val(b, v)
 	}
 	textAt, reasoningAt := forms[fm].textAt, forms[fm].reasoningAt
@@ -216,7 +228,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	}
 	var reasoning strings.Builder
 	for _, p := range textAt {
-		v := walk(b, top, p)
+		v := walkTop(b, top, &f, p)
 		if !v.ok() || isNull(b, v) {
 			continue
 		}
@@ -233,7 +245,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 		break
 	}
 	for _, p := range reasoningAt {
-		v := walk(b, top, p)
+		v := walkTop(b, top, &f, p)
 		if !v.ok() || isNull(b, v) {
 			continue
 		}
@@ -311,7 +323,7 @@ func joinParts(b []byte, list span, reasoning *strings.Builder) (string, bool) {
 
 // formOf tells a response line's shape: the one the normalizer read it
 // by, else from its envelope.
-func formOf(b []byte, top span, rec *store.Record, info *lineInfo, m IDPath) form {
+func formOf(b []byte, top span, f *fields, rec *store.Record, info *lineInfo, m IDPath) form {
 	switch {
 	case m.fields() && m.paths[mText] != nil:
 		return fMapped
@@ -326,7 +338,7 @@ func formOf(b []byte, top span, rec *store.Record, info *lineInfo, m IDPath) for
 	case store.ShapeIDsOnly:
 		return fIDsOnly
 	case store.ShapeBatch:
-		if r := get(b, top, "response"); get(b, r, "body").ok() {
+		if r := getTop(b, top, f, "response"); get(b, r, "body").ok() {
 			if str(b, get(b, get(b, r, "body"), "object")) == "response" {
 				return fResponses
 			}
@@ -335,22 +347,61 @@ func formOf(b []byte, top span, rec *store.Record, info *lineInfo, m IDPath) for
 		return fBatchOld
 	case store.ShapeOpenAI:
 		switch {
-		case str(b, get(b, top, "object")) == "response":
+		case str(b, getTop(b, top, f, "object")) == "response":
 			return fResponses
-		case isObject(b, get(b, top, "message")) && isObject(b, get(b, top, "usage")) &&
-			(get(b, get(b, top, "usage"), "tokens").ok() || get(b, get(b, top, "usage"), "billed_units").ok()):
+		case isObject(b, getTop(b, top, f, "message")) && isObject(b, getTop(b, top, f, "usage")) &&
+			(get(b, getTop(b, top, f, "usage"), "tokens").ok() || get(b, getTop(b, top, f, "usage"), "billed_units").ok()):
 			return fCohere
-		case get(b, top, "choices").ok():
+		case getTop(b, top, f, "choices").ok():
 			return fOpenAI
-		case get(b, top, "output").ok():
+		case getTop(b, top, f, "output").ok():
 			return fDashScope
-		case get(b, top, "content").ok():
+		case getTop(b, top, f, "content").ok():
 			return fAnthropic
 		}
 		return fOpenAI
 	}
-	if get(b, top, "choices").ok() {
+	if getTop(b, top, f, "choices").ok() {
 		return fOpenAI
 	}
 	return fFlat
+}
+
+// getTop is get on a line's top-level object at top, whose fields the
+// normalizer read into f: a key among them is found without scanning the
+// line again (any other is looked for in the line).
+func getTop(b []byte, top span, f *fields, key string) span {
+	switch key {
+	case "text":
+		return f.text
+	case "choices":
+		return f.choices
+	case "response":
+		return f.response
+	case "output":
+		return f.output
+	case "content":
+		return f.content
+	case "reasoning_content":
+		return f.reasoningContent
+	case "output_ids":
+		return f.outputIDs
+	case "prompt_ids":
+		return f.promptIDs
+	case "object":
+		return f.object
+	case "message":
+		return f.message
+	case "usage":
+		return f.usage
+	case "turns":
+		return f.turns
+	}
+	return get(b, top, key)
+}
+
+// walkTop is walk from the top-level object along path (at least one
+// key), its first key found by getTop.
+func walkTop(b []byte, top span, f *fields, path []string) span {
+	return walk(b, getTop(b, top, f, path[0]), path[1:])
 }

@@ -69,41 +69,51 @@ const (
 // file's mapping, nil for none). rec is its index record, whose
 // normalized finish reason and counts stand for the line's own.
 func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath) (answer, error) {
-	var o [nAnswerKeys][]byte
-	if err := getFields(line, answerKeys, o[:]); err != nil {
-		return answer{}, err
-	}
-	if ts := o[kTurns]; !isNull(ts) {
-		a := answer{conversation: true}
-		err := ingest.EachElement(ts, func(v []byte) error {
-			var to [nAnswerKeys][]byte
-			if err := getFields(v, answerKeys, to[:]); err != nil {
-				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
-			}
-			var t turn
-			if err := t.read(&to); err != nil {
-				return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
-			}
-			a.turns = append(a.turns, t)
-			return nil
-		})
-		if err != nil {
-			return a, fmt.Errorf(`"turns": %v`, err)
-		}
-		if len(a.turns) == 0 {
-			return a, errors.New(`"turns" is empty`)
-		}
-		return a, nil
-	}
 	r, err := ingest.ReadAnswer(line, m)
+	turns := r.Turns
 	if err != nil {
-		return answer{}, err
+		// A conversation line is read turn by turn: ReadAnswer's
+		// reading of it as one answer does not count.
+		var o [nAnswerKeys][]byte
+		if gerr := getFields(line, answerKeys, o[:]); gerr != nil {
+			return answer{}, gerr
+		}
+		if turns = o[kTurns]; isNull(turns) {
+			return answer{}, err
+		}
+	}
+	if turns != nil {
+		return parseTurns(turns)
 	}
 	a := answer{turns: []turn{{text: r.Text, textRaw: r.TextRaw, reasoning: r.Reasoning, outputIDs: r.OutputIDs,
 		promptIDs: r.PromptIDs, shape: r.Shape, noText: r.NoText}}}
 	t := &a.turns[0]
 	t.finish = rec.Finish
 	t.promptTokens, t.completionTokens = rec.PromptTokens, rec.CompletionTokens
+	return a, nil
+}
+
+// parseTurns reads the turns of a conversation line (its raw "turns").
+func parseTurns(ts []byte) (answer, error) {
+	a := answer{conversation: true}
+	err := ingest.EachElement(ts, func(v []byte) error {
+		var to [nAnswerKeys][]byte
+		if err := getFields(v, answerKeys, to[:]); err != nil {
+			return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
+		}
+		var t turn
+		if err := t.read(&to); err != nil {
+			return fmt.Errorf("turn %d: %v", len(a.turns)+1, err)
+		}
+		a.turns = append(a.turns, t)
+		return nil
+	})
+	if err != nil {
+		return a, fmt.Errorf(`"turns": %v`, err)
+	}
+	if len(a.turns) == 0 {
+		return a, errors.New(`"turns" is empty`)
+	}
 	return a, nil
 }
 
