@@ -188,6 +188,7 @@ func TestWebInBrowser(t *testing.T) {
 	}{
 		{"web-run-1280.png", 1280, 800, false, base},
 		{"web-run-phone.png", 390, 844, true, base},
+		{"web-dataset-1280.png", 1280, 800, false, base + "dataset?d=calm"},
 		{"web-answer-phone.png", 390, 844, true, base + "answer?d=hostile&id=h1"},
 	}
 	for _, s := range shots {

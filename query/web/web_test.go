@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,5 +241,34 @@ func TestPaging(t *testing.T) {
 	_, body, _ := get(t, srv.Client(), srv.URL+strings.ReplaceAll(m[1], "&amp;", "&"))
 	if a, b := idRe.FindAllString(body, -1), idRe.FindAllString(pages[1], -1); strings.Join(a, " ") != strings.Join(b, " ") {
 		t.Errorf("back from the last page:\n%v\nwant the second page:\n%v", a, b)
+	}
+}
+
+// TestConcurrentPages: a page's live part, its charts and other tabs ask
+// at once; every answer is whole (run with -race).
+func TestConcurrentPages(t *testing.T) {
+	srv := newSite(t, "")
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for range 8 {
+		wg.Go(func() {
+			for _, p := range []string{"/live", "/chart.svg", "/dataset?d=d", "/answer?d=d&id=c", "/dataset?d=d&view=sample"} {
+				resp, err := srv.Client().Get(srv.URL + p)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("</")) {
+					errs <- fmt.Sprintf("%s: %d", p, resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
