@@ -184,39 +184,15 @@ type Exporter struct {
 func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
-	if c.FlushBytes <= 0 {
-		c.FlushBytes = 8 << 20
-	}
-	if c.ChunkSize <= 0 {
-		c.ChunkSize = 8192
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.defaults()
 	if err := x.CheckPlace(d); err != nil {
 		return res, err
 	}
-	if err := os.MkdirAll(d.Out, 0o755); err != nil {
-		return res, fmt.Errorf("output folder: %w", err)
+	out, closeOut, err := x.openOutputs(d)
+	if err != nil {
+		return res, err
 	}
-	out := &outputs{
-		tokSrc: ingest.Source{Path: d.Tokenized(), Dataset: d.Name, Stage: store.Tokenized},
-		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
-	}
-	out.tokBuf = make([]byte, 0, c.FlushBytes+1<<20)
-	var err error
-	if d.Held != nil {
-		out.tok, out.exc = d.Held.Tokenized, d.Held.Excluded
-	} else {
-		if out.tok, err = ingest.OpenOutput(out.tokSrc.Path); err != nil {
-			return res, err
-		}
-		defer out.tok.Close()
-		if out.exc, err = ingest.OpenOutput(out.excSrc.Path); err != nil {
-			return res, err
-		}
-		defer out.exc.Close()
-	}
+	defer closeOut()
 	defer out.stop() // before the files close
 	if err := x.reconcile(d, out); err != nil {
 		return res, err
@@ -246,6 +222,54 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		c.Tokenizer = prefetch
 		defer func() { c.Tokenizer = prefetch.t }()
 	}
+	err = x.decideAll(ctx, d.Name, out, todo, paths, prefetch, &res)
+	return res, err
+}
+
+// defaults fills in the settings left zero.
+func (c *Config) defaults() {
+	if c.FlushBytes <= 0 {
+		c.FlushBytes = 8 << 20
+	}
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = 8192
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// openOutputs makes d's output folder and opens (or takes, when d holds
+// them) its tokenized.jsonl and excluded.jsonl, locked; closeOut closes
+// the files it opened.
+func (x *Exporter) openOutputs(d Dataset) (out *outputs, closeOut func(), err error) {
+	if err := os.MkdirAll(d.Out, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("output folder: %w", err)
+	}
+	out = &outputs{
+		tokSrc: ingest.Source{Path: d.Tokenized(), Dataset: d.Name, Stage: store.Tokenized},
+		excSrc: ingest.Source{Path: d.Excluded(), Dataset: d.Name, Stage: store.Excluded},
+	}
+	out.tokBuf = make([]byte, 0, x.FlushBytes+1<<20)
+	if d.Held != nil {
+		out.tok, out.exc = d.Held.Tokenized, d.Held.Excluded
+		return out, func() {}, nil
+	}
+	if out.tok, err = ingest.OpenOutput(out.tokSrc.Path); err != nil {
+		return nil, nil, err
+	}
+	if out.exc, err = ingest.OpenOutput(out.excSrc.Path); err != nil {
+		out.tok.Close()
+		return nil, nil, err
+	}
+	return out, func() { out.exc.Close(); out.tok.Close() }, nil
+}
+
+// decideAll decides every answer of the todo list, chunk by chunk,
+// writes what it decides to out, and indexes it (see Export).
+func (x *Exporter) decideAll(ctx context.Context, dataset string, out *outputs, todo *spill, paths map[uint32]string,
+	prefetch *cachedTokenizer, res *Result) error {
+	c := &x.Config
 	// finish writes what is decided and indexes it all.
 	finish := func() error {
 		if err := x.flush(out, true); err != nil {
@@ -256,7 +280,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		return x.index(out)
 	}
-	read, closeReaders := x.reader(d.Name, paths, false)
+	read, closeReaders := x.reader(dataset, paths, false)
 	defer closeReaders()
 	// A helper goroutine decides each chunk from its end, with readers
 	// of its own, while this one decides it from its start; they meet
@@ -264,7 +288,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	// the prefetch cache is this goroutine's.
 	var help *helper
 	if prefetch == nil {
-		hread, closeHelper := x.reader(d.Name, paths, true)
+		hread, closeHelper := x.reader(dataset, paths, true)
 		defer closeHelper()
 		help = &helper{x: x, read: hread, res: Result{Excluded: map[string]int{}}}
 		defer help.wait() // before its readers close
@@ -278,7 +302,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		if c.Logf != nil && done/1024 != before/1024 {
 			if now := c.Now(); now.Sub(lastLog) >= 10*time.Second {
 				lastLog = now
-				c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", d.Name, done, res.Todo,
+				c.Logf("export: %s: %d/%d answers: %d records, %d excluded, %d left", dataset, done, res.Todo,
 					res.Records, sum(res.Excluded), res.Left[0]+res.Left[1]+res.Left[2])
 			}
 		}
@@ -286,7 +310,7 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 	for {
 		n, err := todo.next(chunk)
 		if err != nil {
-			return res, fmt.Errorf("reading the todo list: %w", err)
+			return fmt.Errorf("reading the todo list: %w", err)
 		}
 		if n == 0 {
 			break
@@ -306,22 +330,22 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 			}
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() { // no helper: k == i
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
-					return res, err
+					return err
 				}
 			}
 			if ctx.Err() != nil {
 				help.wait() // what it decided is not written: exported next run
 				if err := finish(); err != nil {
-					return res, err
+					return err
 				}
-				return res, ctx.Err()
+				return ctx.Err()
 			}
-			if err := x.one(ctx, &es[k], read, &out.tokBuf, &out.excBuf, &res); err != nil {
-				return res, err
+			if err := x.one(ctx, &es[k], read, &out.tokBuf, &out.excBuf, res); err != nil {
+				return err
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
 				if err := x.flush(out, false); err != nil {
-					return res, err
+					return err
 				}
 			}
 			progress(1)
@@ -331,14 +355,14 @@ func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
 		}
 		// The two met: every entry of the chunk is decided.
 		if err := help.wait(); err != nil {
-			return res, err
+			return err
 		}
-		if err := x.take(out, help, &res); err != nil {
-			return res, err
+		if err := x.take(out, help, res); err != nil {
+			return err
 		}
 		progress(len(help.ends))
 	}
-	return res, finish()
+	return finish()
 }
 
 // reader returns a reader of the lines of dataset's files (paths by file

@@ -231,55 +231,14 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 	last := a.turns[k-1]
 	promptIDs := last.promptIDs
 	if promptIDs == nil {
-		p, where, why, ok := j.prompt()
-		if !ok {
-			return outcome{left: true, why: why, note: where.String()}, nil
-		}
+		ids, o, err := c.promptIDs(ctx, j, a, turnOf)
 		switch {
-		case p.ids != nil && !a.conversation:
-			promptIDs = p.ids
-		case p.ids != nil:
-			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is token ids", j.where(), k, where), nil
-		case c.Tokenizer == nil:
-			return outcome{left: true, why: leftNeedsServer}, nil
-		default:
-			var ids []int
-			var err error
-			switch {
-			case p.text != nil:
-				ids, err = c.Tokenizer.TokenizeText(ctx, *p.text)
-			case a.conversation:
-				if u := p.userTurns(); u != k {
-					return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
-				}
-				for i := range a.turns[:k-1] {
-					if !a.turns[i].hasText() {
-						return exclude(ReasonNoText, "%sthe answer has no text, which the prompt of the next turn holds; the prompt ids cannot be rebuilt", turnOf(i)), nil
-					}
-				}
-				msgs := p.interleave(func(i int) message {
-					if i < k-1 {
-						return message{Role: "assistant", Content: a.turns[i].content()}
-					}
-					return message{}
-				})
-				ids, err = c.Tokenizer.TokenizeMessages(ctx, msgs[:len(msgs)-1])
-			default:
-				ids, err = c.Tokenizer.TokenizeMessages(ctx, p.upToLastUser())
-			}
-			if err != nil {
-				return outcome{}, fmt.Errorf("tokenizing the prompt of %s (%s): %w", j.id, where, err)
-			}
-			b := make([]byte, 0, 8*len(ids)+2)
-			b = append(b, '[')
-			for i, id := range ids {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendInt(b, int64(id), 10)
-			}
-			promptIDs = append(b, ']')
+		case err != nil:
+			return outcome{}, err
+		case o != nil:
+			return *o, nil
 		}
+		promptIDs = ids
 	}
 	rec := append(j.dst, `{"id":`...)
 	rec = appendString(rec, j.id)
@@ -350,6 +309,69 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 	rec = appendRun(rec, ones, no)
 	o.record = append(rec, "]}\n"...)
 	return o, nil
+}
+
+// promptIDs returns the token ids of the prompt of a (whose answer lines
+// do not hold them): the prompt line's input_ids, or its text or turns
+// tokenized. When there are none, the outcome says what to do with the
+// answer.
+func (c *Config) promptIDs(ctx context.Context, j *job, a answer, turnOf func(int) string) ([]byte, *outcome, error) {
+	k := len(a.turns)
+	p, where, why, ok := j.prompt()
+	if !ok {
+		return nil, &outcome{left: true, why: why, note: where.String()}, nil
+	}
+	switch {
+	case p.ids != nil && !a.conversation:
+		return p.ids, nil, nil
+	case p.ids != nil:
+		return nil, excluded(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is token ids", j.where(), k, where), nil
+	case c.Tokenizer == nil:
+		return nil, &outcome{left: true, why: leftNeedsServer}, nil
+	default:
+		var ids []int
+		var err error
+		switch {
+		case p.text != nil:
+			ids, err = c.Tokenizer.TokenizeText(ctx, *p.text)
+		case a.conversation:
+			if u := p.userTurns(); u != k {
+				return nil, excluded(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
+			}
+			for i := range a.turns[:k-1] {
+				if !a.turns[i].hasText() {
+					return nil, excluded(ReasonNoText, "%sthe answer has no text, which the prompt of the next turn holds; the prompt ids cannot be rebuilt", turnOf(i)), nil
+				}
+			}
+			msgs := p.interleave(func(i int) message {
+				if i < k-1 {
+					return message{Role: "assistant", Content: a.turns[i].content()}
+				}
+				return message{}
+			})
+			ids, err = c.Tokenizer.TokenizeMessages(ctx, msgs[:len(msgs)-1])
+		default:
+			ids, err = c.Tokenizer.TokenizeMessages(ctx, p.upToLastUser())
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("tokenizing the prompt of %s (%s): %w", j.id, where, err)
+		}
+		b := make([]byte, 0, 8*len(ids)+2)
+		b = append(b, '[')
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(id), 10)
+		}
+		return append(b, ']'), nil, nil
+	}
+}
+
+// excluded is exclude, for a function that returns an *outcome.
+func excluded(reason, format string, args ...any) *outcome {
+	o := exclude(reason, format, args...)
+	return &o
 }
 
 var zeros, ones = strings.Repeat("0,", 4096), strings.Repeat("1,", 4096)
