@@ -76,7 +76,11 @@ missing one, what POST {} gets on each route, /v1/models cards, chat
 ignoring SGLang's input_ids, which sampling fields are read (the output
 depends on exactly those), context and model errors, and /metrics names.
 flavors.go lists each flavor's facts with the source file (and commit)
-they were read from.
+they were read from. Each flavor's code is in its own files: vllm.go
+(routes, errors, models, /metrics), vllm_generate.go (the generation
+routes) and vllm_tokens.go, and the same three for llamacpp; what both do
+the same way around a generation request (start it, build and run its
+item) is flavorrun.go's.
 
 # Faults
 

@@ -235,30 +235,6 @@ func samplingSalt(read map[string]json.RawMessage) uint64 {
 	return mix(h.Sum64() | 1)
 }
 
-// buildFlavorItem makes the item of a vLLM or llama.cpp request whose
-// context checks the caller made: sp holds SGLang-named sampling keys the
-// simulated engine understands (max_new_tokens, min_new_tokens, stop,
-// stop_token_ids, ignore_eos, skip_special_tokens, no_stop_trim,
-// sampling_seed, temperature only as 0 for greedy), maxNew null means
-// until the context is full, and salt is samplingSalt of the fields the
-// flavor read.
-func (s *Server) buildFlavorItem(g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
-	params, err := parseSamplingParams(sp, unlimited)
-	if err != nil {
-		return nil, err
-	}
-	params.salt = salt
-	budget := max(0, min(params.maxNewTokens, s.cfg.ContextLength-len(prompt)))
-	params.minNewTokens = min(params.minNewTokens, budget)
-	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}
-	it.plan = s.planOutput(prompt, params, budget)
-	g.applyFault(it)
-	if err := s.reqs.add(it); err != nil {
-		return nil, err
-	}
-	return it, nil
-}
-
 // rawNum returns a JSON number's text for a float default.
 func rawNum(f float64) json.RawMessage {
 	return json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))

@@ -50,79 +50,32 @@ var samplingKeys = map[string]string{
 // item from its sampling_params object (nil means {}), the way
 // SamplingParams(**d), normalize and verify do. An unknown key or a value of
 // the wrong type is a TypeError (HTTP 500 on /generate); a bad value is a
-// ValueError with SGLang's message.
+// ValueError with SGLang's message. The checks run in SGLang's order: the
+// keys and types, the ranges, the token limits, logit_bias, the grammars.
 func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*samplingParams, *apiError) {
-	for k, v := range obj {
-		kind, ok := samplingKeys[k]
-		if !ok {
-			return nil, typeError("Unexpected keyword argument '" + k + "'")
-		}
-		if !isNull(v) && !hasKind(v, kind) {
-			return nil, typeError("wrong type for sampling parameter '" + k + "'")
-		}
+	if err := checkSamplingKeys(obj); err != nil {
+		return nil, err
 	}
-	num := func(key string, def float64) pyNum {
-		if n, ok := parseNum(obj[key]); ok {
-			return n
-		}
-		return pyNum{f: def}
-	}
-	integer := func(key string, def int) (int, pyNum) {
-		if n, ok := parseNum(obj[key]); ok {
-			return int(n.f), n
-		}
-		return def, pyNum{f: float64(def), isInt: true, i: int64(def)}
-	}
-	flag := func(key string, def bool) bool {
-		if b, ok := asBool(obj[key]); ok && jsonKind(obj[key]) == "bool" {
-			return b
-		}
-		return def
-	}
-
-	p := &samplingParams{skipSpecial: flag("skip_special_tokens", true)}
-	p.ignoreEOS = flag("ignore_eos", false)
-	p.noStopTrim = flag("no_stop_trim", false)
-
-	raw, present := obj["max_new_tokens"]
-	var maxNum pyNum
-	switch {
-	case !present:
-		p.maxNewTokens = defaultMax
-		maxNum = pyNum{f: float64(defaultMax), isInt: true, i: int64(defaultMax)}
-	case isNull(raw):
-		p.maxNewTokens = unlimited
-	default:
-		p.maxNewTokens, maxNum = integer("max_new_tokens", defaultMax)
-	}
-	minNew, minNum := integer("min_new_tokens", 0)
+	o := samplingObject(obj)
+	p := &samplingParams{skipSpecial: o.flag("skip_special_tokens", true)}
+	p.ignoreEOS = o.flag("ignore_eos", false)
+	p.noStopTrim = o.flag("no_stop_trim", false)
+	maxNum := o.readMaxNew(p, defaultMax)
+	minNew, minNum := o.integer("min_new_tokens", 0)
 	p.minNewTokens = minNew
-	p.n, _ = integer("n", 1)
-	p.streamInterval, _ = integer("stream_interval", 1)
+	p.n, _ = o.integer("n", 1)
+	p.streamInterval, _ = o.integer("stream_interval", 1)
 	if p.streamInterval < 1 {
 		p.streamInterval = 1
 	}
 	if s, ok := parseNum(obj["sampling_seed"]); ok {
 		p.seed, p.hasSeed = int64(s.f), true
 	}
-	if list, _, ok := asStrings(obj["stop"]); ok {
-		for _, s := range list {
-			if s != "" {
-				p.stop = append(p.stop, s)
-			}
-		}
-	}
-	if a, ok := asArray(obj["stop_token_ids"]); ok {
-		for _, v := range a {
-			if id, ok := asInt(v); ok {
-				p.stopTokenIDs = append(p.stopTokenIDs, id)
-			}
-		}
-	}
+	o.readStops(p)
 
 	// __post_init__: temperature 0 means greedy, implemented as top_k 1.
-	temp := num("temperature", 1.0)
-	topK, topKNum := integer("top_k", -1)
+	temp := o.num("temperature", 1.0)
+	topK, topKNum := o.integer("top_k", -1)
 	if temp.f >= 0 && temp.f < 1e-6 {
 		temp = pyNum{f: 1.0}
 		topK, topKNum = 1, pyNum{f: 1, isInt: true, i: 1}
@@ -132,29 +85,8 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 	}
 	p.greedy = topK == 1
 
-	// verify
-	topP := num("top_p", 1.0)
-	minP := num("min_p", 0.0)
-	freq := num("frequency_penalty", 0.0)
-	pres := num("presence_penalty", 0.0)
-	rep := num("repetition_penalty", 1.0)
-	switch {
-	case math.IsNaN(temp.f) || math.IsInf(temp.f, 0) || temp.f < 0:
-		return nil, valueError("temperature must be a non-negative finite number, got %s.", temp)
-	case !(topP.f > 0 && topP.f <= 1):
-		return nil, valueError("top_p must be in (0, 1], got %s.", topP)
-	case !(minP.f >= 0 && minP.f <= 1):
-		return nil, valueError("min_p must be in [0, 1], got %s.", minP)
-	case topK < 1:
-		return nil, valueError("top_k must be -1 (disable) or at least 1, got %s.", topKNum)
-	case !(freq.f >= -2 && freq.f <= 2):
-		return nil, valueError("frequency_penalty must be in [-2, 2], got %s.", freq)
-	case !(pres.f >= -2 && pres.f <= 2):
-		return nil, valueError("presence_penalty must be in [-2, 2], got %s.", pres)
-	case !(rep.f > 0 && rep.f <= 2):
-		return nil, valueError("repetition_penalty must be in (0, 2] (1.0 = no penalty), got %s.", rep)
-	case minNew < 0:
-		return nil, valueError("min_new_tokens must be in [0, max_new_tokens], got %s.", minNum)
+	if err := o.verifyRanges(temp, topK, topKNum, minNew, minNum); err != nil {
+		return nil, err
 	}
 	if p.maxNewTokens != unlimited {
 		if p.maxNewTokens < 0 {
@@ -164,18 +96,139 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 			return nil, valueError("min_new_tokens must be in [0, max_new_tokens(%s)], got %s.", maxNum, minNum)
 		}
 	}
-	if bias, ok := asObject(obj["logit_bias"]); ok {
-		for _, k := range orderedKeys(obj["logit_bias"]) {
-			id, err := strconv.Atoi(k)
-			if err != nil {
-				return nil, valueError("invalid literal for int() with base 10: %s", pyStr(k))
-			}
-			if id < 0 || id >= VocabSize {
-				return nil, valueError("logit_bias must has keys in [0, %d], got %s.", VocabSize-1, k)
+	if err := checkLogitBias(obj); err != nil {
+		return nil, err
+	}
+	if err := checkGrammars(obj); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkSamplingKeys answers SamplingParams(**d)'s TypeError: a key it does
+// not take, or a value of the wrong type.
+func checkSamplingKeys(obj map[string]json.RawMessage) *apiError {
+	for k, v := range obj {
+		kind, ok := samplingKeys[k]
+		if !ok {
+			return typeError("Unexpected keyword argument '" + k + "'")
+		}
+		if !isNull(v) && !hasKind(v, kind) {
+			return typeError("wrong type for sampling parameter '" + k + "'")
+		}
+	}
+	return nil
+}
+
+// samplingObject reads a sampling_params object's values, each with its
+// default when absent (or of another kind).
+type samplingObject map[string]json.RawMessage
+
+func (o samplingObject) num(key string, def float64) pyNum {
+	if n, ok := parseNum(o[key]); ok {
+		return n
+	}
+	return pyNum{f: def}
+}
+
+func (o samplingObject) integer(key string, def int) (int, pyNum) {
+	if n, ok := parseNum(o[key]); ok {
+		return int(n.f), n
+	}
+	return def, pyNum{f: float64(def), isInt: true, i: int64(def)}
+}
+
+func (o samplingObject) flag(key string, def bool) bool {
+	if b, ok := asBool(o[key]); ok && jsonKind(o[key]) == "bool" {
+		return b
+	}
+	return def
+}
+
+// readMaxNew sets p.maxNewTokens: defaultMax when absent, unlimited when
+// null. It returns the value as given, for the error messages.
+func (o samplingObject) readMaxNew(p *samplingParams, defaultMax int) pyNum {
+	raw, present := o["max_new_tokens"]
+	var maxNum pyNum
+	switch {
+	case !present:
+		p.maxNewTokens = defaultMax
+		maxNum = pyNum{f: float64(defaultMax), isInt: true, i: int64(defaultMax)}
+	case isNull(raw):
+		p.maxNewTokens = unlimited
+	default:
+		p.maxNewTokens, maxNum = o.integer("max_new_tokens", defaultMax)
+	}
+	return maxNum
+}
+
+// readStops sets p's stop strings (empty ones dropped) and stop token ids.
+func (o samplingObject) readStops(p *samplingParams) {
+	if list, _, ok := asStrings(o["stop"]); ok {
+		for _, s := range list {
+			if s != "" {
+				p.stop = append(p.stop, s)
 			}
 		}
-		_ = bias
 	}
+	if a, ok := asArray(o["stop_token_ids"]); ok {
+		for _, v := range a {
+			if id, ok := asInt(v); ok {
+				p.stopTokenIDs = append(p.stopTokenIDs, id)
+			}
+		}
+	}
+}
+
+// verifyRanges is verify's range checks, in its order, on the values after
+// __post_init__ (temp, topK) and min_new_tokens.
+func (o samplingObject) verifyRanges(temp pyNum, topK int, topKNum pyNum, minNew int, minNum pyNum) *apiError {
+	topP := o.num("top_p", 1.0)
+	minP := o.num("min_p", 0.0)
+	freq := o.num("frequency_penalty", 0.0)
+	pres := o.num("presence_penalty", 0.0)
+	rep := o.num("repetition_penalty", 1.0)
+	switch {
+	case math.IsNaN(temp.f) || math.IsInf(temp.f, 0) || temp.f < 0:
+		return valueError("temperature must be a non-negative finite number, got %s.", temp)
+	case !(topP.f > 0 && topP.f <= 1):
+		return valueError("top_p must be in (0, 1], got %s.", topP)
+	case !(minP.f >= 0 && minP.f <= 1):
+		return valueError("min_p must be in [0, 1], got %s.", minP)
+	case topK < 1:
+		return valueError("top_k must be -1 (disable) or at least 1, got %s.", topKNum)
+	case !(freq.f >= -2 && freq.f <= 2):
+		return valueError("frequency_penalty must be in [-2, 2], got %s.", freq)
+	case !(pres.f >= -2 && pres.f <= 2):
+		return valueError("presence_penalty must be in [-2, 2], got %s.", pres)
+	case !(rep.f > 0 && rep.f <= 2):
+		return valueError("repetition_penalty must be in (0, 2] (1.0 = no penalty), got %s.", rep)
+	case minNew < 0:
+		return valueError("min_new_tokens must be in [0, max_new_tokens], got %s.", minNum)
+	}
+	return nil
+}
+
+// checkLogitBias checks that logit_bias's keys are token ids of the
+// vocabulary, in the object's order.
+func checkLogitBias(obj map[string]json.RawMessage) *apiError {
+	if _, ok := asObject(obj["logit_bias"]); !ok {
+		return nil
+	}
+	for _, k := range orderedKeys(obj["logit_bias"]) {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return valueError("invalid literal for int() with base 10: %s", pyStr(k))
+		}
+		if id < 0 || id >= VocabSize {
+			return valueError("logit_bias must has keys in [0, %d], got %s.", VocabSize-1, k)
+		}
+	}
+	return nil
+}
+
+// checkGrammars refuses more than one of regex, json_schema and ebnf.
+func checkGrammars(obj map[string]json.RawMessage) *apiError {
 	grammars := 0
 	for _, k := range []string{"json_schema", "regex", "ebnf"} {
 		if !isNull(obj[k]) {
@@ -183,9 +236,9 @@ func parseSamplingParams(obj map[string]json.RawMessage, defaultMax int) (*sampl
 		}
 	}
 	if grammars > 1 {
-		return nil, valueError("Only one of regex, json_schema, or ebnf can be set.")
+		return valueError("Only one of regex, json_schema, or ebnf can be set.")
 	}
-	return p, nil
+	return nil
 }
 
 // hasKind reports whether raw has the JSON kind named by kind.
