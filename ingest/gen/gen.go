@@ -35,9 +35,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,154 +161,6 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-}
-
-// Dataset is one folder of prompts and where its answers go.
-type Dataset struct {
-	Name    string
-	Prompts []string // prompts*.jsonl, sorted
-	Raw     string   // raw_responses.jsonl
-	Errors  string   // errors.jsonl
-	Turns   string   // turns.jsonl: the earlier turns of conversations, beside Raw
-	// Tokenized and Excluded are gen --export's outputs, beside Raw.
-	Tokenized, Excluded string
-	// Others are the dataset's other stage files in its answer folder
-	// (raw_responses*, tokenized*, errors* shards other than Raw and
-	// Errors), found by ingest.Discover: beside the prompts, or in
-	// --out DIR/<dataset>/ (then not those beside the prompts: answers
-	// elsewhere never stand in). They are indexed before deciding what is
-	// left to answer, and never written.
-	Others []ingest.Source
-}
-
-// FindDatasets lists the datasets under each path: a folder holding
-// prompts*.jsonl is a dataset (named after the folder); otherwise each of
-// its subfolders that holds some is. Output files go beside the prompts, or
-// under out/<dataset>/ when out is set.
-func FindDatasets(paths []string, out string) ([]Dataset, error) {
-	return FindShardDatasets(paths, out, store.Shard{})
-}
-
-// FindShardDatasets is FindDatasets for shard (the zero Shard: the whole
-// run). A shard's output files are named for it (store.Shard.FileName),
-// and the other shards' files are not its Others. A folder holding the
-// files of a run sharded another number of ways is refused: its answers
-// would not be known to this run's shards.
-func FindShardDatasets(paths []string, out string, shard store.Shard) ([]Dataset, error) {
-	var sets []Dataset
-	var conflicts shardConflicts
-	seen := map[string]string{}
-	for _, p := range paths {
-		srcs, err := ingest.Discover(p, "", nil)
-		if err != nil {
-			return nil, err
-		}
-		byName := map[string]*Dataset{}
-		var order []string
-		for _, s := range srcs {
-			if s.Stage != store.Prompts {
-				continue
-			}
-			d := byName[s.Dataset]
-			if d == nil {
-				dir := filepath.Dir(s.Path)
-				if out != "" {
-					abs, err := ingest.CanonicalPath(out)
-					if err != nil {
-						return nil, err
-					}
-					dir = filepath.Join(abs, s.Dataset)
-				}
-				name := func(file string) string { return filepath.Join(dir, shard.FileName(file)) }
-				d = &Dataset{Name: s.Dataset, Raw: name("raw_responses.jsonl"), Errors: name("errors.jsonl"),
-					Turns: name("turns.jsonl"), Tokenized: name("tokenized.jsonl"), Excluded: name("excluded.jsonl")}
-				byName[s.Dataset] = d
-				order = append(order, s.Dataset)
-			}
-			d.Prompts = append(d.Prompts, s.Path)
-		}
-		// The answer folder's other stage files (shards) count; those
-		// beside the prompts count only when the answers go there too.
-		for _, s := range srcs {
-			if d := byName[s.Dataset]; d != nil && out == "" {
-				d.addOther(s, shard, &conflicts)
-			}
-		}
-		for _, name := range order {
-			d := byName[name]
-			if out != "" {
-				if more, err := ingest.Discover(filepath.Dir(d.Raw), name, nil); err == nil {
-					for _, s := range more {
-						d.addOther(s, shard, &conflicts)
-					}
-				}
-			}
-			if prev, dup := seen[name]; dup {
-				if prev == filepath.Dir(d.Prompts[0]) {
-					continue // the same folder given twice (a glob and its path): one dataset
-				}
-				return nil, fmt.Errorf("two datasets are named %s (%s and %s); rename one folder", name, prev, filepath.Dir(d.Prompts[0]))
-			}
-			seen[name] = filepath.Dir(d.Prompts[0])
-			sets = append(sets, *d)
-		}
-	}
-	if len(sets) == 0 {
-		for _, p := range paths {
-			if below := ingest.RootBelow(p); below != "" {
-				return nil, fmt.Errorf("no prompts*.jsonl under %s: its datasets are one folder further down; did you mean %s?", strings.Join(paths, ", "), below)
-			}
-		}
-		return nil, fmt.Errorf("no prompts*.jsonl under %s", strings.Join(paths, ", "))
-	}
-	if err := conflicts.err(shard); err != nil {
-		return nil, err
-	}
-	return sets, nil
-}
-
-// addOther adds s to d.Others when it is one of the answer folder's stage
-// files that a run (of shard) reads: not a prompts file, not d's own
-// output, not another shard's file. A shard file of another count is
-// noted in conflicts (the run is refused: store.ErrShardCount).
-func (d *Dataset) addOther(s ingest.Source, shard store.Shard, conflicts *shardConflicts) {
-	if s.Stage == store.Prompts || d.isOutput(s.Path) {
-		return
-	}
-	if of, ok := store.ShardOfFile(s.Path); ok && !shard.IsZero() && of != shard {
-		if of.N != shard.N { // (empty ones too: see claimShards)
-			conflicts.add(d.Name, filepath.Dir(s.Path), shard)
-		}
-		return // another shard's: its own index counts it
-	}
-	if _, ok := store.ShardOfFile(s.Path); !ok {
-		s.Shard = shard // an unsharded file: only this shard's records
-	}
-	d.Others = append(d.Others, s)
-}
-
-// sourcesOf lists every file of datasets a run reads or writes, as the
-// index counts them.
-func sourcesOf(datasets []Dataset) []ingest.Source {
-	var out []ingest.Source
-	for _, d := range datasets {
-		for _, p := range d.Prompts {
-			out = append(out, ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts})
-		}
-		for _, f := range []struct {
-			path  string
-			stage store.Stage
-		}{{d.Raw, store.Raw}, {d.Errors, store.Errors}, {d.Turns, store.Turns}, {d.Tokenized, store.Tokenized}, {d.Excluded, store.Excluded}} {
-			out = append(out, ingest.Source{Path: f.path, Dataset: d.Name, Stage: f.stage})
-		}
-		out = append(out, d.Others...)
-	}
-	return out
-}
-
-// isOutput reports whether path is one of the files gen writes for d.
-func (d *Dataset) isOutput(path string) bool {
-	return path == d.Raw || path == d.Errors || path == d.Turns
 }
 
 // Summary is what a run did.
@@ -454,6 +304,58 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("no --server given")
 	}
+	r := newRun(db, cfg)
+	stop, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	r.stop, r.fail = stop, fail
+	reqs, cancelReqs := context.WithCancel(context.Background())
+	defer cancelReqs()
+	r.reqs, r.cancelReqs = reqs, cancelReqs
+
+	var opened []*dsRun
+	defer func() {
+		for i := len(opened) - 1; i >= 0; i-- {
+			opened[i].close()
+		}
+	}()
+	todo, err := r.prepare(ctx, datasets, &opened)
+	if err != nil {
+		return nil, err
+	}
+	if todo == 0 {
+		return r.nothingToDo()
+	}
+	r.startMonitor(todo)
+	defer func() { r.stopMonitor(sum, err) }()
+	if err := r.connect(); err != nil {
+		return &Summary{Elapsed: time.Since(r.started)}, err
+	}
+	r.sayIDsPrompts()
+	go r.boundDown()
+	werr := r.generate(ctx)
+
+	sum = &Summary{Elapsed: time.Since(r.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
+	for _, ds := range r.sets {
+		sum.Responses += ds.ok.Load()
+		sum.Errors += ds.failed.Load()
+		sum.Turns += ds.turnsDone.Load()
+		sum.Tokens += ds.tokens.Load()
+		sum.UnknownTokens += ds.unknown.Load()
+	}
+	r.addExport(sum)
+	r.final(sum)
+	if werr != nil {
+		return sum, werr
+	}
+	if cause := context.Cause(r.stop); cause != nil {
+		return sum, cause
+	}
+	return sum, nil
+}
+
+// newRun makes a run of cfg (its defaults set) over db, its log and
+// indexer ready.
+func newRun(db *store.DB, cfg Config) *run {
 	r := &run{cfg: cfg, db: db, started: time.Now()}
 	if cfg.Terminal {
 		r.live = &liveLog{w: cfg.Log}
@@ -463,52 +365,54 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
-	stop, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-	r.stop, r.fail = stop, fail
-	reqs, cancelReqs := context.WithCancel(context.Background())
-	defer cancelReqs()
-	r.reqs, r.cancelReqs = reqs, cancelReqs
+	return r
+}
 
+// prepare decides what is left to answer in datasets, each dataset's
+// files indexed and reconciled (the datasets it opened are added to
+// opened, for the caller to close), the records of earlier answers
+// exported under --export, and says it; it returns the prompts to ask.
+func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
+	cfg := &r.cfg
 	// The index believes only what the disk holds: counted files that are
 	// gone or changed are forgotten, moved ones found, before anything is
 	// decided.
 	if err := r.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := r.settlePlaces(datasets); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := claimShards(datasets, cfg.Shard); err != nil {
-		return nil, err
+		return 0, err
 	}
 	for _, d := range datasets {
 		ds, err := r.reconcile(d)
 		if ds != nil {
-			defer ds.close()
+			*opened = append(*opened, ds)
 		}
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		r.sets = append(r.sets, ds)
 		if cfg.Export != nil {
 			if err := export.CheckFormat(ds.Tokenized, cfg.Export.Format); err != nil {
-				return nil, err
+				return 0, err
 			}
 		}
 	}
 	if err := r.countAnswerMakers(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := r.chooseRedo(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	r.shapes = sampleShapes(r.sets)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
 			if err := r.catchUp(r.stop, ds, tok); err != nil {
-				return nil, err
+				return 0, err
 			}
 		}
 	}
@@ -529,37 +433,39 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if todo > 0 {
 		r.saySkipped()
 	}
-	if todo == 0 {
-		if err := r.checkKindIdle(); err != nil {
-			return nil, err
-		}
-		var failed uint64
-		r.db.View(func(v *store.View) error {
-			for _, ds := range r.sets {
-				if s, err := v.Summary(ds.Name); err == nil {
-					failed += s.Overlap.ErrorsOpen
-				}
-			}
-			return nil
-		})
-		if failed > 0 {
-			r.logf("gen: nothing to do: every prompt has an answer or a final error (%d errors: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
-		} else {
-			r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
-		}
-		r.sayAnswered()
-		sum = &Summary{}
-		r.addExport(sum)
-		return sum, nil
-	}
-	r.startMonitor(todo)
-	defer func() { r.stopMonitor(sum, err) }()
-	if err := r.connect(); err != nil {
-		return &Summary{Elapsed: time.Since(r.started)}, err
-	}
-	r.sayIDsPrompts()
-	go r.boundDown()
+	return todo, nil
+}
 
+// nothingToDo ends a run with no prompt to ask, saying why.
+func (r *run) nothingToDo() (*Summary, error) {
+	if err := r.checkKindIdle(); err != nil {
+		return nil, err
+	}
+	var failed uint64
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sets {
+			if s, err := v.Summary(ds.Name); err == nil {
+				failed += s.Overlap.ErrorsOpen
+			}
+		}
+		return nil
+	})
+	if failed > 0 {
+		r.logf("gen: nothing to do: every prompt has an answer or a final error (%d errors: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
+	} else {
+		r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
+	}
+	r.sayAnswered()
+	sum := &Summary{}
+	r.addExport(sum)
+	return sum, nil
+}
+
+// generate asks the prompts: the workers, the feeder, the writer and the
+// progress lines run until every prompt is answered or the run stops; it
+// returns the writer's error (or that of the records of redone answers).
+func (r *run) generate(ctx context.Context) error {
+	cfg := &r.cfg
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
 	r.suspect = make(chan struct{}, 1)
@@ -573,28 +479,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	progressDone := make(chan struct{})
 	progressStop := make(chan struct{})
 	go func() { r.progress(progressStop); close(progressDone) }()
-
-	// An interrupt stops the feeding at once and the requests in flight
-	// after the grace period.
-	go func() {
-		select {
-		case <-r.stop.Done():
-		case <-reqs.Done():
-			return
-		}
-		if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
-			r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), cfg.Grace))
-		}
-		if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
-			r.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", cfg.Grace, n)
-		}
-		select {
-		case <-time.After(cfg.Grace):
-			r.givenUp.Store(r.pool.inFlight())
-			cancelReqs()
-		case <-reqs.Done():
-		}
-	}()
+	go r.graceOnInterrupt(ctx)
 
 	r.workers.Wait()
 	close(r.results)
@@ -604,25 +489,30 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if werr == nil && !r.stopping() && cfg.Export != nil {
 		werr = r.redoRecords()
 	}
-	cancelReqs()
+	r.cancelReqs()
+	return werr
+}
 
-	sum = &Summary{Elapsed: time.Since(r.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
-	for _, ds := range r.sets {
-		sum.Responses += ds.ok.Load()
-		sum.Errors += ds.failed.Load()
-		sum.Turns += ds.turnsDone.Load()
-		sum.Tokens += ds.tokens.Load()
-		sum.UnknownTokens += ds.unknown.Load()
+// graceOnInterrupt: an interrupt stops the feeding at once and the
+// requests in flight after the grace period.
+func (r *run) graceOnInterrupt(ctx context.Context) {
+	select {
+	case <-r.stop.Done():
+	case <-r.reqs.Done():
+		return
 	}
-	r.addExport(sum)
-	r.final(sum)
-	if werr != nil {
-		return sum, werr
+	if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
+		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), r.cfg.Grace))
 	}
-	if cause := context.Cause(r.stop); cause != nil {
-		return sum, cause
+	if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
+		r.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", r.cfg.Grace, n)
 	}
-	return sum, nil
+	select {
+	case <-time.After(r.cfg.Grace):
+		r.givenUp.Store(r.pool.inFlight())
+		r.cancelReqs()
+	case <-r.reqs.Done():
+	}
 }
 
 // abort ends the run with err (the first one wins).
