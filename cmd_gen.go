@@ -17,6 +17,7 @@ import (
 	"gendex/ingest/export"
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 	"gendex/query/live"
 	"gendex/store"
 	"gendex/store/prom"
@@ -133,6 +134,24 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopSims, err := genServers(ctx, c, fs, servers, simCfg, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopSims()
+	return runGenOn(ctx, c, fs, cfg, sets, listen)
+}
+
+// genServers sets cfg's servers from the --server flags, starting the
+// built-in simulator for --server sim; the function it returns stops what
+// it started.
+func genServers(ctx context.Context, c *call, fs *flag.FlagSet, servers stringList, simCfg *sim.Config, cfg *gen.Config) (func(), error) {
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	sims := 0
 	for _, s := range servers {
 		if s == "sim" {
@@ -140,7 +159,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		}
 	}
 	if sims > 0 && sims < len(servers) {
-		return usagef("gen: --server sim with other servers: the simulator's answers never go beside a real model's; give the dry run its own run (and --out)")
+		return nil, usagef("gen: --server sim with other servers: the simulator's answers never go beside a real model's; give the dry run its own run (and --out)")
 	}
 	cfg.Simulator = sims > 0
 	for _, s := range servers {
@@ -153,12 +172,19 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		}
 		url, stop, err := startSim(ctx, *simCfg)
 		if err != nil {
-			return err
+			stopAll()
+			return nil, err
 		}
-		defer stop()
+		stops = append(stops, stop)
 		fmt.Fprintf(messages(c.env), "gen: --server sim: %s built in, at %s (deterministic answers; no GPU)\n", simFlavorName(simCfg.Flavor), url)
 		cfg.Servers = append(cfg.Servers, url)
 	}
+	return stopAll, nil
+}
+
+// runGenOn runs gen of cfg over sets, with the index open and its live
+// view served, and says what it left.
+func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, sets []gen.Dataset, listen listenFlags) error {
 	db, err := store.Open(c.db, store.Options{})
 	if err != nil {
 		return err
