@@ -73,148 +73,6 @@ type FileResult struct {
 	NextLine   int64 // the line number of that unfinished line
 }
 
-const headBytes = 4096
-
-// commit indexes a chunk and moves the file's offset past it, in one
-// transaction, then reports the chunk's problems.
-func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
-	start := state.Offset
-	var added, dups, errDups, refused int
-	var chunkUnknown int64 // stream records without a count, net of merges
-	var txProblems []Problem
-	shard, err := store.ParseShard(state.Shard)
-	if err != nil {
-		return fmt.Errorf("%s: the shard the index remembers: %w", src.Path, err)
-	}
-	err = ix.DB.Update(func(tx *store.Tx) error {
-		added, dups, errDups, refused, txProblems = 0, 0, 0, 0, txProblems[:0]
-		chunkUnknown = 0
-		st := *state
-		if st.ID == 0 { // a new file: give it its id first
-			if err := tx.PutFile(&st); err != nil {
-				return err
-			}
-		}
-		for i := range c.recs {
-			if i%releaseCheck == releaseCheck-1 && ix.ReleaseAbove > 0 {
-				if err := tx.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
-					return err
-				}
-			}
-			p := &c.recs[i]
-			if !shard.IsZero() && !shard.Has(store.PromptID(p.stage, p.rec.ID)) {
-				continue // another shard's
-			}
-			p.rec.File = st.ID
-			if p.chunk {
-				old, err := tx.Merge(src.Dataset, p.stage, &p.rec)
-				if err != nil {
-					return err
-				}
-				if old != nil {
-					chunkUnknown += unknownOf(&p.rec) - unknownOf(old)
-					continue
-				}
-			}
-			if p.redo {
-				old, err := tx.Replace(src.Dataset, p.stage, &p.rec)
-				if errors.Is(err, store.ErrUnstorable) { // Replace changed nothing
-					refused++
-					txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if old != nil {
-					st.Replacing++
-					if old.File == st.ID {
-						st.Replaced++
-					} else {
-						added++ // the id's record is now this file's
-					}
-					continue
-				}
-			}
-			first, err := tx.Add(src.Dataset, p.stage, &p.rec)
-			if errors.Is(err, store.ErrUnstorable) { // Add changed nothing
-				refused++
-				txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if first == nil {
-				added++
-				if p.chunk {
-					chunkUnknown += unknownOf(&p.rec)
-				}
-				continue
-			}
-			if p.stage != src.Stage {
-				errDups++
-				continue
-			}
-			dups++
-			where, _ := tx.FilePath(first.File)
-			txProblems = append(txProblems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
-				Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
-		}
-		st.Offset, st.Lines = c.off, c.lines
-		st.Records += uint64(added)
-		st.Duplicates += uint64(dups)
-		st.ErrorDuplicates += uint64(errDups)
-		st.Skipped += uint64(countSkips(c.problems) + refused)
-		st.Unknown += uint64(int64(countKind(c.problems, NoTokens)) + chunkUnknown)
-		st.Makers = c.makers.addTo(append([]store.Maker(nil), st.Makers...))
-		if st.HeadLen < headBytes && st.Offset > st.HeadLen {
-			n := min(int64(headBytes), st.Offset)
-			sum, err := headSum(f, n)
-			if err != nil {
-				return err
-			}
-			st.HeadLen, st.HeadSum = n, sum
-		}
-		if err := tx.PutFile(&st); err != nil {
-			return err
-		}
-		if c.eof {
-			// Read to its end: if it was forgotten, it is whole again.
-			if err := tx.MarkRead(src.Path); err != nil {
-				return err
-			}
-		}
-		*state = st
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("indexing %s: %w", src.Path, err)
-	}
-	if ix.ReleaseAbove > 0 {
-		if err := ix.DB.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
-			return err
-		}
-	}
-	for _, p := range c.problems {
-		ix.report(p)
-	}
-	for _, p := range txProblems {
-		ix.report(p)
-	}
-	res.Added += added
-	res.Duplicates += dups
-	res.Skipped += countSkips(c.problems) + refused
-	res.Unknown += countKind(c.problems, NoTokens) + int(chunkUnknown)
-	res.Bytes += state.Offset - start
-	return nil
-}
-
-// releaseCheck is how many records a commit adds between two checks of
-// ReleaseAbove: a lookup may fault in 16 pages (64 KiB), so a check
-// every 128 records of two lookups lets at most 16 MiB in between.
-const releaseCheck = 128
-
 // report passes p on; a file's ServerID warning only the first time.
 func (ix *Indexer) report(p Problem) {
 	if p.Kind == ServerID {
@@ -245,29 +103,20 @@ func (ix *Indexer) IndexFile(ctx context.Context, src Source) (FileResult, error
 }
 
 // indexFile is IndexFile, with the new lines taken from mem when they
-// start where the index stopped (see IndexWritten).
+// start where the index stopped (see IndexWritten). Its steps: open the
+// file, look it up in the index, stop if it is unchanged, forget it if it
+// must be read again from its start, read and commit its new lines, then
+// read again the files whose records its forgetting may have removed.
 func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (FileResult, error) {
 	res := FileResult{Source: src}
 	if _, err := ParseIDPath(src.IDPath); err != nil {
 		return res, err
 	}
-	f, err := os.Open(src.Path)
+	f, fs, err := openSource(src.Path)
 	if err != nil {
 		return res, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return res, err
-	}
-	if fi.IsDir() {
-		return res, fmt.Errorf("%s is a directory", src.Path)
-	}
-	size, mtime := fi.Size(), fi.ModTime().UnixNano()
-	var dev, ino uint64
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		dev, ino = uint64(st.Dev), st.Ino
-	}
 
 	var state store.FileState
 	var known, forgetting, unread, selfUnread bool
@@ -292,83 +141,27 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	sameIDPath := src.IDPath == "" || src.IDPath == state.IDPath
 	sameShard := src.Shard.IsZero() || src.Shard.String() == state.Shard
 	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage && sameIDPath && sameShard &&
-		state.Size == size && state.ModTime == mtime && state.Dev == dev && state.Ino == ino {
-		res.Unchanged = true
-		res.Torn = int(size - state.Offset)
-		res.NextLine = state.Lines + 1
-		if selfUnread { // read to its end by a run that stopped before saying so
-			if err := ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(src.Path) }); err != nil {
-				return res, err
-			}
-		}
-		if unread {
-			return res, ix.rereadForgotten(ctx, src, nil, &res)
-		}
-		return res, nil
+		state.Size == fs.size && state.ModTime == fs.mtime && state.Dev == fs.dev && state.Ino == fs.ino {
+		err := ix.unchanged(ctx, src, &state, fs, selfUnread, unread, &res)
+		return res, err
 	}
 
-	reason := ""
-	switch {
-	case !known || state.ID == 0:
-		// nothing indexed from it: nothing to forget. ID 0 is also a file
-		// forgotten earlier and not read since; it is read from the start.
-	case state.Offset == 0 && state.Dataset == src.Dataset && state.Stage == src.Stage:
-		// nothing read from it yet: nothing to forget
-	case state.Dataset != src.Dataset || state.Stage != src.Stage:
-		reason = fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage)
-	case !sameIDPath:
-		reason = fmt.Sprintf("its ids are now read from %s (were from %s)", src.IDPath, idRules(state.IDPath))
-	case !sameShard:
-		reason = fmt.Sprintf("it is now read for shard %s (was %q)", src.Shard, state.Shard)
-	case state.Dev != dev || state.Ino != ino:
-		reason = "the file was replaced by another (new inode)"
-	case size < state.Offset:
-		reason = fmt.Sprintf("the file was truncated (%d bytes, %d were indexed)", size, state.Offset)
-	case state.HeadLen > 0:
-		sum, err := headSum(f, state.HeadLen)
-		if err != nil {
-			return res, err
-		}
-		if sum != state.HeadSum {
-			reason = "the file's first bytes changed"
-		}
+	reason, err := reindexReason(f, src, &state, known, fs, sameIDPath, sameShard)
+	if err != nil {
+		return res, err
 	}
 	if !known {
 		state = store.FileState{Path: src.Path}
 	}
 	var siblings []store.FileState
 	if reason != "" {
-		// One transaction stores the file (and the files that repeat its
-		// ids) reset and in phase Forgetting, then the old records go in
-		// batches. A crash anywhere leaves a state the next run resumes.
-		err := ix.DB.Update(func(tx *store.Tx) (err error) {
-			siblings, err = tx.ForgetFile(&state)
-			return err
-		})
-		if err != nil {
-			return res, fmt.Errorf("forgetting %s: %w", src.Path, err)
-		}
-		var removed uint64
-		err = ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(_ string, n uint64, done bool) {
-			if done {
-				removed += n
-			}
-		})
-		if err != nil {
-			return res, err
-		}
-		if err := ix.DB.View(view); err != nil { // now Ready, ID 0, Offset 0
+		if siblings, err = ix.forgetToReread(ctx, src, &state, reason, func() error { return ix.DB.View(view) }); err != nil {
 			return res, err
 		}
 		res.Reindexed = reason
 		unread = true
-		msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
-		if len(siblings) > 0 {
-			msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
-		}
-		ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: msg})
 	}
-	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, dev, ino, mtime
+	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, fs.dev, fs.ino, fs.mtime
 	if src.IDPath != "" {
 		state.IDPath = src.IDPath
 	}
@@ -379,19 +172,150 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	if err != nil {
 		return res, fmt.Errorf("%s: the id path the index remembers: %w", src.Path, err)
 	}
-
-	// The new lines are data when they start where the index stopped and
-	// the file holds them (it may hold more: the writer goes on; the rest
-	// is read by the next call, as when a file grows while it is read).
-	var r io.Reader = f
-	var eofAt int64 = -1
-	if mem != nil && reason == "" && state.Offset == mem.at && size >= mem.at+int64(len(mem.data)) {
-		r, eofAt = nil, size
-	} else {
+	if mem != nil && !(reason == "" && state.Offset == mem.at && fs.size >= mem.at+int64(len(mem.data))) {
 		mem = nil
-		if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
+	}
+	if err := ix.indexNew(ctx, f, fs.size, src, idPath, &state, mem, &res); err != nil {
+		return res, err
+	}
+	if unread {
+		if err := ix.rereadForgotten(ctx, src, siblings, &res); err != nil {
 			return res, err
 		}
+	}
+	return res, ctx.Err()
+}
+
+// fileStat is what tells one version of a file from another: its size,
+// modification time (ns), device and inode.
+type fileStat struct {
+	size, mtime int64
+	dev, ino    uint64
+}
+
+// openSource opens the file at path, which must not be a directory, and
+// returns it with its fileStat.
+func openSource(path string) (*os.File, fileStat, error) {
+	var fs fileStat
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fs, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fs, err
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, fs, fmt.Errorf("%s is a directory", path)
+	}
+	fs.size, fs.mtime = fi.Size(), fi.ModTime().UnixNano()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		fs.dev, fs.ino = uint64(st.Dev), st.Ino
+	}
+	return f, fs, nil
+}
+
+// unchanged fills res for a file the index has whole as it is (only a
+// torn last line, if any, is left), marks it read if a run read it to its
+// end and stopped before saying so (selfUnread), and reads again the
+// forgotten files of its group when there are some (unread).
+func (ix *Indexer) unchanged(ctx context.Context, src Source, state *store.FileState, fs fileStat, selfUnread, unread bool, res *FileResult) error {
+	res.Unchanged = true
+	res.Torn = int(fs.size - state.Offset)
+	res.NextLine = state.Lines + 1
+	if selfUnread { // read to its end by a run that stopped before saying so
+		if err := ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(src.Path) }); err != nil {
+			return err
+		}
+	}
+	if unread {
+		return ix.rereadForgotten(ctx, src, nil, res)
+	}
+	return nil
+}
+
+// reindexReason says why a file the index knows (state; known says it
+// has it) must be forgotten and read again from its start, "" when it
+// need not: it is now read as another dataset, stage, id path or shard,
+// or it was replaced, truncated, or its first bytes changed.
+func reindexReason(f *os.File, src Source, state *store.FileState, known bool, fs fileStat, sameIDPath, sameShard bool) (string, error) {
+	switch {
+	case !known || state.ID == 0:
+		// nothing indexed from it: nothing to forget. ID 0 is also a file
+		// forgotten earlier and not read since; it is read from the start.
+	case state.Offset == 0 && state.Dataset == src.Dataset && state.Stage == src.Stage:
+		// nothing read from it yet: nothing to forget
+	case state.Dataset != src.Dataset || state.Stage != src.Stage:
+		return fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage), nil
+	case !sameIDPath:
+		return fmt.Sprintf("its ids are now read from %s (were from %s)", src.IDPath, idRules(state.IDPath)), nil
+	case !sameShard:
+		return fmt.Sprintf("it is now read for shard %s (was %q)", src.Shard, state.Shard), nil
+	case state.Dev != fs.dev || state.Ino != fs.ino:
+		return "the file was replaced by another (new inode)", nil
+	case fs.size < state.Offset:
+		return fmt.Sprintf("the file was truncated (%d bytes, %d were indexed)", fs.size, state.Offset), nil
+	case state.HeadLen > 0:
+		sum, err := headSum(f, state.HeadLen)
+		if err != nil {
+			return "", err
+		}
+		if sum != state.HeadSum {
+			return "the file's first bytes changed", nil
+		}
+	}
+	return "", nil
+}
+
+// forgetToReread makes the index forget the file of state for reason, with the
+// files that repeat its ids (returned), reads its state again with view
+// (now Ready, ID 0, Offset 0) and reports it as Reindexed.
+func (ix *Indexer) forgetToReread(ctx context.Context, src Source, state *store.FileState, reason string, view func() error) ([]store.FileState, error) {
+	// One transaction stores the file (and the files that repeat its
+	// ids) reset and in phase Forgetting, then the old records go in
+	// batches. A crash anywhere leaves a state the next run resumes.
+	var siblings []store.FileState
+	err := ix.DB.Update(func(tx *store.Tx) (err error) {
+		siblings, err = tx.ForgetFile(state)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("forgetting %s: %w", src.Path, err)
+	}
+	var removed uint64
+	err = ix.DB.FinishForgets(ctx, ix.ForgetBatch, func(_ string, n uint64, done bool) {
+		if done {
+			removed += n
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := view(); err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("%s; its records were removed and it is indexed again from the start", reason)
+	if len(siblings) > 0 {
+		msg = fmt.Sprintf("%s; %d records were removed and it is indexed again from the start, with %d other files that repeat its ids", reason, removed, len(siblings))
+	}
+	ix.report(Problem{Path: src.Path, Kind: Reindexed, Msg: msg})
+	return siblings, nil
+}
+
+// indexNew reads the file's lines after state.Offset and commits them in
+// batches, moving state on. The lines come from mem when it is not nil
+// (they start where the index stopped and the file, size bytes now, holds
+// them; it may hold more: the writer goes on, and the rest is read by the
+// next call, as when a file grows while it is read), else from f.
+func (ix *Indexer) indexNew(ctx context.Context, f *os.File, size int64, src Source, idPath IDPath, state *store.FileState, mem *written, res *FileResult) error {
+	var r io.Reader = f
+	var eofAt int64 = -1
+	if mem != nil {
+		r, eofAt = nil, size
+	} else if _, err := f.Seek(state.Offset, io.SeekStart); err != nil {
+		return err
 	}
 	maxRecords, maxBytes := ix.limits()
 	// Lines parsed ahead are used when they are exactly these, read as
@@ -419,27 +343,7 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	}()
 	if pre != nil {
 		free = make(chan *chunk, len(pre.chunks))
-		base := state.Lines // the lines before the parsed ones (commit moves state on)
-		go func() {
-			defer close(parsed)
-			for _, c := range pre.chunks {
-				c.lines += base
-				for i := range c.recs {
-					c.recs[i].rec.Line += base
-				}
-				for i := range c.problems {
-					c.problems[i].Line += base
-				}
-				if c.last {
-					c.eof = pre.end == eofAt
-				}
-				select {
-				case parsed <- c:
-				case <-stop:
-					return
-				}
-			}
-		}()
+		go sendParsed(pre, state.Lines, eofAt, parsed, stop)
 	} else {
 		free <- chunks.Get().(*chunk)
 		free <- chunks.Get().(*chunk)
@@ -452,14 +356,14 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 
 	for c := range parsed {
 		if c.err != nil {
-			return res, fmt.Errorf("reading %s: %w", src.Path, c.err)
+			return fmt.Errorf("reading %s: %w", src.Path, c.err)
 		}
 		if c.last {
 			state.Size = c.off + int64(c.torn)
 			res.Torn, res.NextLine = c.torn, c.lines+1
 		}
-		if err := ix.commit(f, src, &state, c, &res); err != nil {
-			return res, err
+		if err := ix.commit(f, src, state, c, res); err != nil {
+			return err
 		}
 		last := c.last
 		free <- c
@@ -467,15 +371,34 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 			break
 		}
 		if ctx.Err() != nil {
-			return res, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	if unread {
-		if err := ix.rereadForgotten(ctx, src, siblings, &res); err != nil {
-			return res, err
+	return nil
+}
+
+// sendParsed sends the chunks parsed ahead in pre on parsed, their line
+// numbers moved past base, the lines before them (commit moves the state
+// on), until stop; the last is the file's end when pre ends at eofAt.
+func sendParsed(pre *Parsed, base, eofAt int64, parsed chan<- *chunk, stop <-chan struct{}) {
+	defer close(parsed)
+	for _, c := range pre.chunks {
+		c.lines += base
+		for i := range c.recs {
+			c.recs[i].rec.Line += base
+		}
+		for i := range c.problems {
+			c.problems[i].Line += base
+		}
+		if c.last {
+			c.eof = pre.end == eofAt
+		}
+		select {
+		case parsed <- c:
+		case <-stop:
+			return
 		}
 	}
-	return res, ctx.Err()
 }
 
 // finishForgets completes the removals an earlier run began.

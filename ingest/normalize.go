@@ -24,217 +24,6 @@ func (e noIDAt) Error() string {
 
 func (noIDAt) Is(target error) bool { return target == ErrNoID }
 
-// span is a value's bytes; e == 0 means absent. n is, for an array read
-// by readObject, 1 + its length (0: not counted).
-type span struct{ s, e, n int }
-
-func (sp span) ok() bool { return sp.e > sp.s }
-
-// fields are the spans of the keys the normalizer reads, from one object.
-type fields struct {
-	id, customID                                span
-	completion, prompt, cached, reasoning       span
-	finish, finishedAt, created                 span
-	metaInfo, usage, choices, response, errorV  span
-	outputIDs, inputIDs, text, messages, convos span
-	promptIDs, content, reasoningContent        span // for ReadAnswer
-	status, statusCode, body, message           span
-	promptDetails, completionDetails            span
-	sentTS, finishedTS, typ, code               span
-	object, requestID, output, stopReason       span
-	inputTokens, outputTokens                   span
-	turn, reason, detail                        span
-	model, simulated, redo                      span
-	// Speculative decoding: spec_verify_ct, and the accepted and proposed
-	// draft counts under any of their names (SGLang's recent ones, its
-	// earlier ones, a fork's; an object has one naming); turns (a
-	// conversation's answers) and sglext may hold more of them.
-	specVerify, specAccepted, specProposed, turns, ext span
-}
-
-func (f *fields) set(key []byte, sp span) {
-	switch string(key) { // no allocation: the compiler turns this into a comparison
-	case "id":
-		f.id = sp
-	case "custom_id":
-		f.customID = sp
-	case "completion_tokens":
-		f.completion = sp
-	case "prompt_tokens":
-		f.prompt = sp
-	case "cached_tokens":
-		f.cached = sp
-	case "reasoning_tokens":
-		f.reasoning = sp
-	case "finish_reason":
-		f.finish = sp
-	case "finished_at":
-		f.finishedAt = sp
-	case "created":
-		f.created = sp
-	case "meta_info":
-		f.metaInfo = sp
-	case "usage":
-		f.usage = sp
-	case "choices":
-		f.choices = sp
-	case "response":
-		f.response = sp
-	case "error":
-		f.errorV = sp
-	case "output_ids":
-		f.outputIDs = sp
-	case "input_ids":
-		f.inputIDs = sp
-	case "prompt_ids":
-		f.promptIDs = sp
-	case "content":
-		f.content = sp
-	case "reasoning_content":
-		f.reasoningContent = sp
-	case "text":
-		f.text = sp
-	case "messages":
-		f.messages = sp
-	case "conversations":
-		f.convos = sp
-	case "status":
-		f.status = sp
-	case "status_code":
-		f.statusCode = sp
-	case "body":
-		f.body = sp
-	case "message":
-		f.message = sp
-	case "prompt_tokens_details":
-		f.promptDetails = sp
-	case "completion_tokens_details":
-		f.completionDetails = sp
-	case "response_sent_to_client_ts":
-		f.sentTS = sp
-	case "request_finished_ts":
-		f.finishedTS = sp
-	case "type":
-		f.typ = sp
-	case "code":
-		f.code = sp
-	case "object":
-		f.object = sp
-	case "request_id":
-		f.requestID = sp
-	case "output":
-		f.output = sp
-	case "stop_reason":
-		f.stopReason = sp
-	case "input_tokens":
-		f.inputTokens = sp
-	case "output_tokens":
-		f.outputTokens = sp
-	case "turn":
-		f.turn = sp
-	case "reason":
-		f.reason = sp
-	case "detail":
-		f.detail = sp
-	case "spec_verify_ct":
-		f.specVerify = sp
-	case "spec_accepted_drafts", "spec_accept_token_num", "spec_num_correct_drafts":
-		f.specAccepted = sp
-	case "spec_proposed_drafts", "spec_draft_token_num", "spec_num_proposed_drafts":
-		f.specProposed = sp
-	case "model":
-		f.model = sp
-	case "simulated":
-		f.simulated = sp
-	case "redo":
-		f.redo = sp
-	case "turns":
-		f.turns = sp
-	case "sglext":
-		f.ext = sp
-	}
-}
-
-// readObject collects the fields of the object at b[i] (b[i] must be '{')
-// and returns the object's end.
-func readObject(b []byte, i int, f *fields) (int, error) {
-	return eachField(b, i, 1, func(key []byte, escaped bool, vs, ve, n int) error {
-		if escaped {
-			f.set([]byte(decodeKey(key, true)), span{vs, ve, n})
-		} else {
-			f.set(key, span{vs, ve, n})
-		}
-		return nil
-	})
-}
-
-// readObjectKey is readObject that also returns the span of key's value
-// (the last one, as for every field), for an id path's first key.
-func readObjectKey(b []byte, i int, f *fields, key string) (int, span, error) {
-	var at span
-	end, err := eachField(b, i, 1, func(k []byte, escaped bool, vs, ve, n int) error {
-		if escaped {
-			k = []byte(decodeKey(k, true))
-		}
-		f.set(k, span{vs, ve, n})
-		if string(k) == key {
-			at = span{vs, ve, n}
-		}
-		return nil
-	})
-	return end, at, err
-}
-
-// lookup follows rest from the value at sp, one object key at a time, and
-// returns the span of the value it names (absent when a key is missing or
-// a value on the way is not an object). The line was validated already.
-func lookup(b []byte, sp span, rest []string) span {
-	for _, key := range rest {
-		if !sp.ok() || b[sp.s] != '{' {
-			return span{}
-		}
-		var at span
-		_, _ = eachField(b, sp.s, 1, func(k []byte, escaped bool, vs, ve, n int) error {
-			if escaped {
-				k = []byte(decodeKey(k, true))
-			}
-			if string(k) == key {
-				at = span{vs, ve, n}
-			}
-			return nil
-		})
-		sp = at
-	}
-	return sp
-}
-
-// sub reads the object spanned by sp (if it is one) into a fresh fields.
-func sub(b []byte, sp span) (fields, bool) {
-	var f fields
-	if !sp.ok() || b[sp.s] != '{' {
-		return f, false
-	}
-	// The outer scan validated it; errors cannot happen here.
-	_, _ = readObject(b, sp.s, &f)
-	return f, true
-}
-
-func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
-
-// noID reports whether the object names an id, in "custom_id" or "id",
-// that is no id: "" or null (a Hugging Face TGI chat answer's "id": "").
-func (f *fields) noID(b []byte) bool {
-	empty := func(sp span) bool { return isNull(b, sp) || string(val(b, sp)) == `""` }
-	return empty(f.customID) || empty(f.id)
-}
-
-// answer reports whether the object holds an answer's parts where the
-// built-in shapes keep them: a count, a usage object, choices, SGLang's
-// meta_info or a finish reason.
-func (f *fields) answer() bool {
-	return f.completion.ok() || f.usage.ok() || f.choices.ok() || f.metaInfo.ok() || f.finish.ok() || f.outputIDs.ok()
-}
-
 // Normalize reads one JSONL line that belongs to stage and fills rec with
 // what the index keeps; it returns the stage the record belongs in (a
 // response line that reports a failed request goes to store.Errors).
@@ -308,7 +97,10 @@ func normalizeFields(line []byte, stage store.Stage, path IDPath, rec *store.Rec
 	return st, info, err
 }
 
-// readLine is normalize, with the finish reason as the line writes it.
+// readLine is normalize, with the finish reason as the line writes it. It
+// reads the line in its steps, each below: the object, the id, what the
+// stage keeps, a failed request, the counts, the finish reason, a shape
+// of other's or the user's, and the record's own time.
 func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
 	var info lineInfo
 	*rec = store.Record{
@@ -316,117 +108,222 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		PromptTokens: store.Unknown, CompletionTokens: store.Unknown,
 		CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
 	}
+	l := lineScan{f: f}
 	b := line
+	idPath := path.idPath()
+	at, err := l.readTop(b, idPath)
+	if err != nil {
+		return stage, info, err
+	}
+	l.meta, l.hasMeta = sub(b, f.metaInfo)
+	id, ok := l.id(b, stage, idPath, at, &info)
+	if !ok && stage != store.Prompts {
+		if st, done, err := l.withoutID(b, stage, path, idPath, rec, &info); done {
+			return st, info, err
+		}
+	}
+	rec.ID = id
+	if st, done, err := l.stageRecord(b, stage, ok, rec); done {
+		return st, info, err
+	}
+	if l.failed(b, rec) {
+		return store.Errors, info, nil
+	}
+	info.countsOff = l.counts(b, rec)
+	rec.Finish = l.finishReason(b)
+	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
+	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
+	info.redo = string(val(b, f.redo)) == "true"
+	specCounts(b, f, &l.meta, l.hasMeta, rec)
+	if stage == store.Raw {
+		if path.fields() {
+			if path.apply(b, l.top, rec) {
+				return store.Errors, info, nil
+			}
+		} else if rec.Shape == store.ShapeUnknown {
+			// No count and no envelope of a built-in shape: one of the
+			// others, or none.
+			if st, ok := other(b, l.top, rec, &info); ok {
+				return st, info, nil
+			}
+		}
+	}
+	if t, ok := l.ownTime(b); ok {
+		rec.Time = t
+	}
+	rec.OwnTime = rec.Time != 0
+	if stage == store.Turns {
+		return store.Turns, info, nil
+	}
+	return store.Raw, info, nil
+}
+
+// A lineScan is one line being read by readLine: its top-level object's
+// fields and span, and the objects found in them. (The line's bytes are
+// each method's b: kept here, they would take f to the heap with them.)
+type lineScan struct {
+	f   *fields // the top-level object's
+	top span    // the top-level object
+	// meta is SGLang's meta_info.
+	meta    fields
+	hasMeta bool
+	// body is the answer a Batch line nests in response.body (or old vLLM
+	// run-batch output at response), read from bodyAt.
+	body    fields
+	bodyAt  span
+	hasBody bool
+	// hasResponse says the line holds a Responses API object, read from
+	// responseAt: the line itself (responseTop) or its Batch body. (Not a
+	// pointer: l would then point into itself and escape to the heap.)
+	hasResponse, responseTop bool
+	responseAt               span
+	// usage is the top-level usage object.
+	usage    fields
+	hasUsage bool
+}
+
+// responseFields is the fields of the line's Responses API object.
+func (l *lineScan) responseFields() *fields {
+	if l.responseTop {
+		return l.f
+	}
+	return &l.body
+}
+
+// readTop reads the line's top-level object into l.f and l.top, and
+// returns the span of idPath's first key's value (when idPath is given).
+// A line that is one valid value but no object is ErrNotObject.
+func (l *lineScan) readTop(b []byte, idPath []string) (span, error) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		end, err := skipValue(b, i, 0)
 		if err != nil {
-			return stage, info, err
+			return span{}, err
 		}
 		if j := skipSpace(b, end); j < len(b) {
-			return stage, info, errAt(b, j, " after the value")
+			return span{}, errAt(b, j, " after the value")
 		}
-		return stage, info, ErrNotObject
+		return span{}, ErrNotObject
 	}
-	*f = fields{}
+	*l.f = fields{}
 	var end int
 	var err error
 	var at span
-	idPath := path.idPath()
 	if idPath == nil {
-		end, err = readObject(b, i, f)
+		end, err = readObject(b, i, l.f)
 	} else {
-		end, at, err = readObjectKey(b, i, f, idPath[0])
+		end, at, err = readObjectKey(b, i, l.f, idPath[0])
 	}
 	if err != nil {
-		return stage, info, err
+		return span{}, err
 	}
 	if j := skipSpace(b, end); j < len(b) {
-		return stage, info, errAt(b, j, " after the object")
+		return span{}, errAt(b, j, " after the object")
 	}
+	l.top = span{s: i, e: end}
+	return at, nil
+}
 
-	meta, hasMeta := sub(b, f.metaInfo)
-	var id string
-	var ok bool
+// id is the line's id: at idPath when one is given (at is its first key's
+// value), else custom_id, id, or (but for a prompt) the server's request
+// id, which info.serverID then names.
+func (l *lineScan) id(b []byte, stage store.Stage, idPath []string, at span, info *lineInfo) (string, bool) {
+	f := l.f
 	if idPath != nil {
-		id, ok = idOf(b, lookup(b, at, idPath[1:]))
-	} else {
-		id, ok = idOf(b, f.customID)
-		if !ok {
-			id, ok = idOf(b, f.id)
-		}
-		if !ok && stage != store.Prompts {
-			if id, ok = idOf(b, meta.id); ok {
-				info.serverID = "meta_info.id"
-			} else if id, ok = idOf(b, f.requestID); ok {
-				info.serverID = "request_id"
-			}
-		}
+		return idOf(b, lookup(b, at, idPath[1:]))
+	}
+	id, ok := idOf(b, f.customID)
+	if !ok {
+		id, ok = idOf(b, f.id)
 	}
 	if !ok && stage != store.Prompts {
-		switch {
-		case idPath != nil:
-			return stage, info, noIDAt{idPath}
-		case stage != store.Raw:
-			return stage, info, ErrNoID
-		case path.fields(): // a shape the user described: known by its line
-			info.lineID = true
-		default:
-			if st, ok := other(b, span{s: i, e: end}, rec, &info); ok {
-				info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
-				return st, info, nil
-			}
-			if !f.noID(b) || !f.answer() {
-				return stage, info, ErrNoID
-			}
-			// An answer whose id is "" or null has none: it is known by
-			// its line, as the answers of a shape without ids are.
-			info.lineID, info.emptyID = true, true
+		if id, ok = idOf(b, l.meta.id); ok {
+			info.serverID = "meta_info.id"
+		} else if id, ok = idOf(b, f.requestID); ok {
+			info.serverID = "request_id"
 		}
 	}
-	rec.ID = id
+	return id, ok
+}
 
+// withoutID decides what becomes of a line of a stage but Prompts that has
+// no id: an error, a record known by its line (info.lineID), or a line of
+// other's shapes, read whole (done, with its stage).
+func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []string, rec *store.Record, info *lineInfo) (st store.Stage, done bool, err error) {
+	f := l.f
+	switch {
+	case idPath != nil:
+		return stage, true, noIDAt{idPath}
+	case stage != store.Raw:
+		return stage, true, ErrNoID
+	case path.fields(): // a shape the user described: known by its line
+		info.lineID = true
+	default:
+		if st, ok := other(b, l.top, rec, info); ok {
+			info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
+			return st, true, nil
+		}
+		if !f.noID(b) || !f.answer() {
+			return stage, true, ErrNoID
+		}
+		// An answer whose id is "" or null has none: it is known by
+		// its line, as the answers of a shape without ids are.
+		info.lineID, info.emptyID = true, true
+	}
+	return stage, false, nil
+}
+
+// stageRecord fills what a line of a stage that is no answer keeps
+// (prompts, tokenized prompts, errors, exclusions) and is done; a turn
+// gets its key and is read on as an answer. hasID says the line has an
+// id of its own.
+func (l *lineScan) stageRecord(b []byte, stage store.Stage, hasID bool, rec *store.Record) (st store.Stage, done bool, err error) {
+	f := l.f
 	switch stage {
 	case store.Prompts:
 		rec.Shape = store.ShapePrompt
 		if n, ok := arrayLen(b, f.inputIDs); ok {
 			rec.PromptTokens = n
 		}
-		if !ok { // the caller may give it an id from its line number
-			return stage, info, ErrNoID
+		if !hasID { // the caller may give it an id from its line number
+			return stage, true, ErrNoID
 		}
-		return stage, info, nil
+		return stage, true, nil
 	case store.Tokenized:
 		rec.Shape = store.ShapeTokenized
 		if n, ok := arrayLen(b, f.inputIDs); ok {
 			rec.PromptTokens = n
 		}
-		return stage, info, nil
+		return stage, true, nil
 	case store.Errors:
 		errorRecord(b, f, rec)
-		return store.Errors, info, nil
+		return store.Errors, true, nil
 	case store.Excluded:
 		rec.Shape = store.ShapeExcluded
 		rec.Finish, rec.Message = str(b, f.reason), str(b, f.detail)
 		if rec.Finish == "" {
-			return stage, info, errors.New(`excluded line has no "reason"`)
+			return stage, true, errors.New(`excluded line has no "reason"`)
 		}
-		return stage, info, nil
+		return stage, true, nil
 	case store.Turns:
 		n, ok := decodeCount(val(b, f.turn))
 		if !ok || n < 1 {
-			return stage, info, errors.New(`turn line has no "turn" number (want 1 or more)`)
+			return stage, true, errors.New(`turn line has no "turn" number (want 1 or more)`)
 		}
 		rec.ID = TurnID(rec.ID, int(n))
-		// the counts are read below, as for any answer
+		// the counts are read next, as for any answer
 	}
+	return stage, false, nil
+}
 
-	// A response line. Batch output nests the response one level down, in
-	// response.body; old vLLM run-batch output has the completion itself at
-	// response (no status_code, no body).
-	var body fields
-	var bodyAt span // the object body was read from
-	hasBody := false
+// failed reads a response line's envelopes (a Batch line's response and
+// its body, a Responses API object) into l and reports whether the line
+// is a failed request, rec then filled as its error.
+func (l *lineScan) failed(b []byte, rec *store.Record) bool {
+	f := l.f
+	// Batch output nests the response one level down, in response.body;
+	// old vLLM run-batch output has the completion itself at response (no
+	// status_code, no body).
 	if rf, ok := sub(b, f.response); ok {
 		if code, ok := decodeCount(val(b, rf.statusCode)); ok && code >= 400 {
 			errorRecord(b, f, rec)
@@ -436,23 +333,23 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 				}
 			}
 			rec.Finish = "http " + strconv.FormatInt(code, 10)
-			return store.Errors, info, nil
+			return true
 		}
-		body, hasBody = sub(b, rf.body)
-		bodyAt = rf.body
+		l.body, l.hasBody = sub(b, rf.body)
+		l.bodyAt = rf.body
 		if !rf.body.ok() && (rf.usage.ok() || rf.choices.ok()) {
-			body, bodyAt, hasBody = rf, f.response, true
+			l.body, l.bodyAt, l.hasBody = rf, f.response, true
 		}
 	}
-	top := span{s: i, e: end}
-	if f.errorV.ok() && !isNull(b, f.errorV) && !hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
+	if f.errorV.ok() && !isNull(b, f.errorV) && !l.hasBody && !f.completion.ok() && !f.metaInfo.ok() && !f.usage.ok() {
 		errorRecord(b, f, rec)
-		return store.Errors, info, nil
+		return true
 	}
 	// A Responses API object (alone, or a Batch line's body) that failed
 	// or was cancelled holds no answer.
-	response, responseAt := responseOf(b, f, top, &body, bodyAt)
-	if r := response; r != nil {
+	r, at := responseOf(b, f, l.top, &l.body, l.bodyAt)
+	if r != nil {
+		l.hasResponse, l.responseTop, l.responseAt = true, r == f, at
 		if st := str(b, r.status); st == "failed" || st == "cancelled" {
 			errorRecord(b, r, rec)
 			if rec.Finish == "error" {
@@ -461,18 +358,26 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 			if rec.Message == "" {
 				rec.Message = "the response's status is " + st
 			}
-			return store.Errors, info, nil
+			return true
 		}
 	}
+	return false
+}
 
-	usage, hasUsage := sub(b, f.usage)
+// counts fills rec's counts and shape, each count from the first source
+// that has it: the top level, meta_info, usage, a Batch body's usage;
+// then output_ids' length; with no count anywhere, the shape is the
+// envelope's. It returns why the counts were made unknown (see
+// lineInfo.countsOff).
+func (l *lineScan) counts(b []byte, rec *store.Record) (countsOff string) {
+	f := l.f
+	l.usage, l.hasUsage = sub(b, f.usage)
 	var bodyUsage fields
 	hasBodyUsage := false
-	if hasBody {
-		bodyUsage, hasBodyUsage = sub(b, body.usage)
+	if l.hasBody {
+		bodyUsage, hasBodyUsage = sub(b, l.body.usage)
 	}
 
-	// Counts: each from the first source that has it, in this order.
 	// A usage object may name them input_tokens and output_tokens
 	// (DashScope, Anthropic), after the OpenAI names.
 	type source struct {
@@ -483,10 +388,10 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		usage bool
 	}
 	sources := [...]source{
-		{f, top, true, store.ShapeFlat, false},
-		{&meta, f.metaInfo, hasMeta, store.ShapeSGLang, false},
-		{&usage, f.usage, hasUsage, store.ShapeOpenAI, true},
-		{&bodyUsage, body.usage, hasBodyUsage, store.ShapeBatch, true},
+		{f, l.top, true, store.ShapeFlat, false},
+		{&l.meta, f.metaInfo, l.hasMeta, store.ShapeSGLang, false},
+		{&l.usage, f.usage, l.hasUsage, store.ShapeOpenAI, true},
+		{&bodyUsage, l.body.usage, hasBodyUsage, store.ShapeBatch, true},
 	}
 	var counted span // the usage object the completion count came from
 	for _, s := range sources {
@@ -508,28 +413,11 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 				rec.Shape = s.shape
 			}
 		}
-		known(b, &rec.PromptTokens, s.f.prompt)
-		if s.usage {
-			known(b, &rec.PromptTokens, s.f.inputTokens)
-		}
-		known(b, &rec.CachedTokens, s.f.cached)
-		if rec.CachedTokens < 0 && s.f.promptDetails.ok() {
-			d, _ := sub(b, s.f.promptDetails)
-			known(b, &rec.CachedTokens, d.cached)
-		}
-		known(b, &rec.ReasoningTokens, s.f.reasoning)
-		if rec.ReasoningTokens < 0 && s.f.completionDetails.ok() {
-			d, _ := sub(b, s.f.completionDetails)
-			known(b, &rec.ReasoningTokens, d.reasoning)
-		}
-		if s.usage && s.f.outputTokens.ok() { // the Responses API's names
-			known(b, &rec.CachedTokens, get(b, get(b, s.at, "input_tokens_details"), "cached_tokens"))
-			known(b, &rec.ReasoningTokens, get(b, get(b, s.at, "output_tokens_details"), "reasoning_tokens"))
-		}
+		sourceCounts(b, s.f, s.at, s.usage, rec)
 	}
 	if counted.ok() {
 		if t, ok := decodeCount(val(b, get(b, counted, "total_tokens"))); ok {
-			info.countsOff = reconcile(rec, t)
+			countsOff = reconcile(rec, t)
 		}
 	}
 	if rec.CompletionTokens < 0 {
@@ -542,75 +430,98 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 	// shape is the envelope's.
 	if rec.Shape == store.ShapeUnknown {
 		switch {
-		case hasMeta:
+		case l.hasMeta:
 			rec.Shape = store.ShapeSGLang
-		case hasUsage:
+		case l.hasUsage:
 			rec.Shape = store.ShapeOpenAI
-		case hasBody:
+		case l.hasBody:
 			rec.Shape = store.ShapeBatch
 		}
 	}
+	return countsOff
+}
 
-	// Finish reason: flat string, SGLang object, the first choice's,
-	// DashScope's output.finish_reason, or Anthropic's stop_reason.
-	rec.Finish = finishOf(b, f.finish)
-	if rec.Finish == "" && hasMeta {
-		rec.Finish = finishOf(b, meta.finish)
+// sourceCounts fills the prompt, cached and reasoning counts rec does not
+// have yet from one source of counts, the object f read from at (usage:
+// a usage object, which may use the Responses API's names).
+func sourceCounts(b []byte, f *fields, at span, usage bool, rec *store.Record) {
+	known(b, &rec.PromptTokens, f.prompt)
+	if usage {
+		known(b, &rec.PromptTokens, f.inputTokens)
 	}
-	if rec.Finish == "" {
-		rec.Finish = firstChoiceFinish(b, f.choices)
+	known(b, &rec.CachedTokens, f.cached)
+	if rec.CachedTokens < 0 && f.promptDetails.ok() {
+		d, _ := sub(b, f.promptDetails)
+		known(b, &rec.CachedTokens, d.cached)
 	}
-	if rec.Finish == "" && hasBody {
-		rec.Finish = firstChoiceFinish(b, body.choices)
+	known(b, &rec.ReasoningTokens, f.reasoning)
+	if rec.ReasoningTokens < 0 && f.completionDetails.ok() {
+		d, _ := sub(b, f.completionDetails)
+		known(b, &rec.ReasoningTokens, d.reasoning)
 	}
-	if rec.Finish == "" && f.output.ok() {
+	if usage && f.outputTokens.ok() { // the Responses API's names
+		known(b, &rec.CachedTokens, get(b, get(b, at, "input_tokens_details"), "cached_tokens"))
+		known(b, &rec.ReasoningTokens, get(b, get(b, at, "output_tokens_details"), "reasoning_tokens"))
+	}
+}
+
+// finishReason is the answer's finish reason as the line writes it: a
+// flat string, SGLang's object, the first choice's (top level, then a
+// Batch body's), DashScope's output.finish_reason, Anthropic's
+// stop_reason, or a Responses API object's.
+func (l *lineScan) finishReason(b []byte) string {
+	f := l.f
+	if r := finishOf(b, f.finish); r != "" {
+		return r
+	}
+	if l.hasMeta {
+		if r := finishOf(b, l.meta.finish); r != "" {
+			return r
+		}
+	}
+	if r := firstChoiceFinish(b, f.choices); r != "" {
+		return r
+	}
+	if l.hasBody {
+		if r := firstChoiceFinish(b, l.body.choices); r != "" {
+			return r
+		}
+	}
+	if f.output.ok() {
 		if o, ok := sub(b, f.output); ok {
-			rec.Finish = finishOf(b, o.finish)
-		}
-	}
-	if rec.Finish == "" {
-		rec.Finish = str(b, f.stopReason)
-	}
-	if rec.Finish == "" && response != nil {
-		rec.Finish = responseFinish(b, response, responseAt)
-	}
-	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
-	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
-	info.redo = string(val(b, f.redo)) == "true"
-	specCounts(b, f, &meta, hasMeta, rec)
-	if stage == store.Raw {
-		if path.fields() {
-			if path.apply(b, span{s: i, e: end}, rec) {
-				return store.Errors, info, nil
-			}
-		} else if rec.Shape == store.ShapeUnknown {
-			// No count and no envelope of a built-in shape: one of the
-			// others, or none.
-			if st, ok := other(b, span{s: i, e: end}, rec, &info); ok {
-				return st, info, nil
+			if r := finishOf(b, o.finish); r != "" {
+				return r
 			}
 		}
 	}
+	if r := str(b, f.stopReason); r != "" {
+		return r
+	}
+	if l.hasResponse {
+		return responseFinish(b, l.responseFields(), l.responseAt)
+	}
+	return ""
+}
 
-	// The record's own time.
+// ownTime is the record's own time, if the line has one: finished_at,
+// SGLang's response_sent_to_client_ts or request_finished_ts, created (top
+// level, then a Batch body's), or a Responses API object's created_at.
+func (l *lineScan) ownTime(b []byte) (int64, bool) {
+	f, meta := l.f, &l.meta
 	if t, ok := rfc3339(b, f.finishedAt); ok {
-		rec.Time = t
-	} else if t, ok := unixSeconds(b, meta.sentTS); hasMeta && ok {
-		rec.Time = t
-	} else if t, ok := unixSeconds(b, meta.finishedTS); hasMeta && ok {
-		rec.Time = t
+		return t, true
+	} else if t, ok := unixSeconds(b, meta.sentTS); l.hasMeta && ok {
+		return t, true
+	} else if t, ok := unixSeconds(b, meta.finishedTS); l.hasMeta && ok {
+		return t, true
 	} else if t, ok := unixSeconds(b, f.created); ok {
-		rec.Time = t
-	} else if t, ok := unixSeconds(b, body.created); hasBody && ok {
-		rec.Time = t
-	} else if t, ok := unixSeconds(b, get(b, responseAt, "created_at")); response != nil && ok { // the Responses API's
-		rec.Time = t
+		return t, true
+	} else if t, ok := unixSeconds(b, l.body.created); l.hasBody && ok {
+		return t, true
+	} else if t, ok := unixSeconds(b, get(b, l.responseAt, "created_at")); l.hasResponse && ok { // the Responses API's
+		return t, true
 	}
-	rec.OwnTime = rec.Time != 0
-	if stage == store.Turns {
-		return store.Turns, info, nil
-	}
-	return store.Raw, info, nil
+	return 0, false
 }
 
 // TurnID is the key of one turn of a multi-turn conversation in the turns

@@ -131,114 +131,20 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 	stage := store.Raw
 	switch fm {
 	case fAnthropicBatch:
-		rec.Shape = store.ShapeBatch
-		switch typ := str(b, get(b, o.result, "type")); typ {
-		case "succeeded":
-			msg := get(b, o.result, "message")
-			anthropicUsage(b, get(b, msg, "usage"), rec)
-			rec.Finish = str(b, get(b, msg, "stop_reason"))
-		case "errored":
-			e := get(b, o.result, "error")
-			if inner := get(b, e, "error"); isObject(b, inner) { // an error response
-				e = inner
-			}
-			stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, str(b, get(b, e, "type")), str(b, get(b, e, "message"))
-			if rec.Finish == "" {
-				rec.Finish = "errored"
-			}
-		default: // canceled, expired: never ran
-			stage, rec.Shape, rec.Finish = store.Errors, store.ShapeError, typ
-			rec.Message = "the batch ended before this request ran (result.type " + typ + ")"
-		}
+		stage = o.anthropicBatch(b, rec)
 	case fBedrock:
-		rec.Shape = store.ShapeBatch
-		if !isObject(b, o.modelOutput) {
-			stage, rec.Shape, rec.Finish = store.Errors, store.ShapeError, "error"
-			if c, ok := decodeCount(val(b, get(b, o.errorV, "errorCode"))); ok {
-				rec.Finish = "http " + strconv.FormatInt(c, 10)
-			} else if c := str(b, get(b, o.errorV, "errorCode")); c != "" {
-				rec.Finish = c
-			}
-			rec.Message = str(b, get(b, o.errorV, "errorMessage"))
-			break
-		}
-		mo := o.modelOutput
-		u := get(b, mo, "usage")
-		switch {
-		case get(b, u, "input_tokens").ok() || get(b, u, "output_tokens").ok(): // Claude
-			anthropicUsage(b, u, rec)
-			rec.Finish = str(b, get(b, mo, "stop_reason"))
-		case get(b, u, "inputTokens").ok() || get(b, u, "outputTokens").ok(): // Converse, Nova
-			known(b, &rec.PromptTokens, get(b, u, "inputTokens"))
-			known(b, &rec.CompletionTokens, get(b, u, "outputTokens"))
-			rec.Finish = str(b, get(b, mo, "stopReason"))
-		case get(b, mo, "inputTextTokenCount").ok(): // Titan
-			r0 := walk(b, mo, []string{"results", "0"})
-			known(b, &rec.PromptTokens, get(b, mo, "inputTextTokenCount"))
-			known(b, &rec.CompletionTokens, get(b, r0, "tokenCount"))
-			rec.Finish = str(b, get(b, r0, "completionReason"))
-		default: // Llama
-			known(b, &rec.PromptTokens, get(b, mo, "prompt_token_count"))
-			known(b, &rec.CompletionTokens, get(b, mo, "generation_token_count"))
-			rec.Finish = str(b, get(b, mo, "stop_reason"))
-		}
+		stage = o.bedrock(b, rec)
 	case fVertex:
-		rec.Shape = store.ShapeBatch
-		if t, ok := rfc3339(b, o.processed); ok {
-			rec.Time, rec.OwnTime = t, true
-		}
-		e := o.errorV
-		if !isObject(b, e) && isObject(b, o.status) { // the Gemini API's google.rpc.Status
-			e = o.status
-		}
-		switch {
-		case str(b, o.status) != "":
-			stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, "error", str(b, o.status)
-		case isObject(b, e):
-			stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, str(b, get(b, e, "status")), str(b, get(b, e, "message"))
-			if rec.Finish == "" {
-				rec.Finish = "error"
-			}
-		default:
-			geminiResponse(b, o.response, rec, info)
-		}
+		stage = o.vertex(b, rec, info)
 	case fGemini:
 		rec.Shape = store.ShapeOpenAI
 		geminiResponse(b, top, rec, info)
 	case fOllama:
-		rec.Shape = store.ShapeFlat
-		if string(val(b, o.done)) == "false" {
-			info.partial = true
-		}
-		known(b, &rec.PromptTokens, o.promptEval)
-		known(b, &rec.CompletionTokens, o.evalCount)
-		rec.Finish = str(b, o.doneReason)
-		if t, ok := rfc3339(b, o.createdAt); ok {
-			rec.Time, rec.OwnTime = t, true
-		}
+		o.ollama(b, rec, info)
 	case fLlamaCpp:
-		rec.Shape = store.ShapeFlat
-		if string(val(b, o.stop)) == "false" {
-			info.partial = true
-		}
-		known(b, &rec.PromptTokens, o.evaluated)
-		known(b, &rec.CompletionTokens, o.predicted)
-		known(b, &rec.CachedTokens, get(b, o.timings, "cache_n"))
-		rec.Finish = str(b, o.stopType)
-		switch { // older builds: a boolean for each reason
-		case rec.Finish != "":
-		case string(val(b, o.stoppedLimit)) == "true":
-			rec.Finish = store.FinishLength
-		case string(val(b, o.stoppedEOS)) == "true", string(val(b, o.stoppedWord)) == "true":
-			rec.Finish = store.FinishStop
-		}
+		o.llamaCpp(b, rec, info)
 	case fTGI, fMindIE:
-		rec.Shape = store.ShapeFlat
-		if o.token.ok() && !isString(b, o.generated) {
-			info.partial = true
-		}
-		known(b, &rec.CompletionTokens, get(b, o.details, "generated_tokens"))
-		rec.Finish = str(b, get(b, o.details, "finish_reason"))
+		o.tgi(b, rec, info)
 	}
 	switch fm {
 	case fOllama, fLlamaCpp, fTGI, fMindIE:
@@ -251,6 +157,145 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 		rec.Shape = store.ShapeUnknown
 	}
 	return stage, true
+}
+
+// anthropicBatch reads an Anthropic Message Batches result line: a
+// succeeded message's counts and stop reason, an errored request's error,
+// or a request the batch never ran; it returns the line's stage.
+func (o *ofields) anthropicBatch(b []byte, rec *store.Record) store.Stage {
+	stage := store.Raw
+	rec.Shape = store.ShapeBatch
+	switch typ := str(b, get(b, o.result, "type")); typ {
+	case "succeeded":
+		msg := get(b, o.result, "message")
+		anthropicUsage(b, get(b, msg, "usage"), rec)
+		rec.Finish = str(b, get(b, msg, "stop_reason"))
+	case "errored":
+		e := get(b, o.result, "error")
+		if inner := get(b, e, "error"); isObject(b, inner) { // an error response
+			e = inner
+		}
+		stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, str(b, get(b, e, "type")), str(b, get(b, e, "message"))
+		if rec.Finish == "" {
+			rec.Finish = "errored"
+		}
+	default: // canceled, expired: never ran
+		stage, rec.Shape, rec.Finish = store.Errors, store.ShapeError, typ
+		rec.Message = "the batch ended before this request ran (result.type " + typ + ")"
+	}
+	return stage
+}
+
+// bedrock reads an Amazon Bedrock batch output line: its modelOutput's
+// counts and stop reason in the model family's own names, or its error;
+// it returns the line's stage.
+func (o *ofields) bedrock(b []byte, rec *store.Record) store.Stage {
+	stage := store.Raw
+	rec.Shape = store.ShapeBatch
+	if !isObject(b, o.modelOutput) {
+		stage, rec.Shape, rec.Finish = store.Errors, store.ShapeError, "error"
+		if c, ok := decodeCount(val(b, get(b, o.errorV, "errorCode"))); ok {
+			rec.Finish = "http " + strconv.FormatInt(c, 10)
+		} else if c := str(b, get(b, o.errorV, "errorCode")); c != "" {
+			rec.Finish = c
+		}
+		rec.Message = str(b, get(b, o.errorV, "errorMessage"))
+		return stage
+	}
+	mo := o.modelOutput
+	u := get(b, mo, "usage")
+	switch {
+	case get(b, u, "input_tokens").ok() || get(b, u, "output_tokens").ok(): // Claude
+		anthropicUsage(b, u, rec)
+		rec.Finish = str(b, get(b, mo, "stop_reason"))
+	case get(b, u, "inputTokens").ok() || get(b, u, "outputTokens").ok(): // Converse, Nova
+		known(b, &rec.PromptTokens, get(b, u, "inputTokens"))
+		known(b, &rec.CompletionTokens, get(b, u, "outputTokens"))
+		rec.Finish = str(b, get(b, mo, "stopReason"))
+	case get(b, mo, "inputTextTokenCount").ok(): // Titan
+		r0 := walk(b, mo, []string{"results", "0"})
+		known(b, &rec.PromptTokens, get(b, mo, "inputTextTokenCount"))
+		known(b, &rec.CompletionTokens, get(b, r0, "tokenCount"))
+		rec.Finish = str(b, get(b, r0, "completionReason"))
+	default: // Llama
+		known(b, &rec.PromptTokens, get(b, mo, "prompt_token_count"))
+		known(b, &rec.CompletionTokens, get(b, mo, "generation_token_count"))
+		rec.Finish = str(b, get(b, mo, "stop_reason"))
+	}
+	return stage
+}
+
+// vertex reads a Vertex AI (or Gemini API) batch prediction line: its
+// processed time, then its error or its response; it returns the line's
+// stage.
+func (o *ofields) vertex(b []byte, rec *store.Record, info *lineInfo) store.Stage {
+	stage := store.Raw
+	rec.Shape = store.ShapeBatch
+	if t, ok := rfc3339(b, o.processed); ok {
+		rec.Time, rec.OwnTime = t, true
+	}
+	e := o.errorV
+	if !isObject(b, e) && isObject(b, o.status) { // the Gemini API's google.rpc.Status
+		e = o.status
+	}
+	switch {
+	case str(b, o.status) != "":
+		stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, "error", str(b, o.status)
+	case isObject(b, e):
+		stage, rec.Shape, rec.Finish, rec.Message = store.Errors, store.ShapeError, str(b, get(b, e, "status")), str(b, get(b, e, "message"))
+		if rec.Finish == "" {
+			rec.Finish = "error"
+		}
+	default:
+		geminiResponse(b, o.response, rec, info)
+	}
+	return stage
+}
+
+// ollama reads an Ollama answer (or stream line): its counts, done
+// reason and time.
+func (o *ofields) ollama(b []byte, rec *store.Record, info *lineInfo) {
+	rec.Shape = store.ShapeFlat
+	if string(val(b, o.done)) == "false" {
+		info.partial = true
+	}
+	known(b, &rec.PromptTokens, o.promptEval)
+	known(b, &rec.CompletionTokens, o.evalCount)
+	rec.Finish = str(b, o.doneReason)
+	if t, ok := rfc3339(b, o.createdAt); ok {
+		rec.Time, rec.OwnTime = t, true
+	}
+}
+
+// llamaCpp reads a llama.cpp /completion answer (or stream line): its
+// counts and stop reason (older builds: a boolean per reason).
+func (o *ofields) llamaCpp(b []byte, rec *store.Record, info *lineInfo) {
+	rec.Shape = store.ShapeFlat
+	if string(val(b, o.stop)) == "false" {
+		info.partial = true
+	}
+	known(b, &rec.PromptTokens, o.evaluated)
+	known(b, &rec.CompletionTokens, o.predicted)
+	known(b, &rec.CachedTokens, get(b, o.timings, "cache_n"))
+	rec.Finish = str(b, o.stopType)
+	switch { // older builds: a boolean for each reason
+	case rec.Finish != "":
+	case string(val(b, o.stoppedLimit)) == "true":
+		rec.Finish = store.FinishLength
+	case string(val(b, o.stoppedEOS)) == "true", string(val(b, o.stoppedWord)) == "true":
+		rec.Finish = store.FinishStop
+	}
+}
+
+// tgi reads a Hugging Face TGI (or MindIE) answer (or stream line): its
+// generated tokens and finish reason.
+func (o *ofields) tgi(b []byte, rec *store.Record, info *lineInfo) {
+	rec.Shape = store.ShapeFlat
+	if o.token.ok() && !isString(b, o.generated) {
+		info.partial = true
+	}
+	known(b, &rec.CompletionTokens, get(b, o.details, "generated_tokens"))
+	rec.Finish = str(b, get(b, o.details, "finish_reason"))
 }
 
 // form tells the shape from the keys; ok is false for none.

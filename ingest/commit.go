@@ -1,0 +1,178 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"gendex/store"
+	"os"
+)
+
+// Committing a parsed batch of a file's lines: its records stored, the
+// file's state moved past them, in one transaction.
+
+const headBytes = 4096
+
+// commit indexes a chunk and moves the file's offset past it, in one
+// transaction, then reports the chunk's problems.
+func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
+	start := state.Offset
+	var t commitTally
+	shard, err := store.ParseShard(state.Shard)
+	if err != nil {
+		return fmt.Errorf("%s: the shard the index remembers: %w", src.Path, err)
+	}
+	err = ix.DB.Update(func(tx *store.Tx) error {
+		t = commitTally{problems: t.problems[:0]}
+		st := *state
+		if st.ID == 0 { // a new file: give it its id first
+			if err := tx.PutFile(&st); err != nil {
+				return err
+			}
+		}
+		for i := range c.recs {
+			if i%releaseCheck == releaseCheck-1 && ix.ReleaseAbove > 0 {
+				if err := tx.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
+					return err
+				}
+			}
+			if err := t.put(tx, src, &st, shard, &c.recs[i]); err != nil {
+				return err
+			}
+		}
+		if err := t.fileState(f, &st, c); err != nil {
+			return err
+		}
+		if err := tx.PutFile(&st); err != nil {
+			return err
+		}
+		if c.eof {
+			// Read to its end: if it was forgotten, it is whole again.
+			if err := tx.MarkRead(src.Path); err != nil {
+				return err
+			}
+		}
+		*state = st
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing %s: %w", src.Path, err)
+	}
+	if ix.ReleaseAbove > 0 {
+		if err := ix.DB.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.problems {
+		ix.report(p)
+	}
+	for _, p := range t.problems {
+		ix.report(p)
+	}
+	res.Added += t.added
+	res.Duplicates += t.dups
+	res.Skipped += countSkips(c.problems) + t.refused
+	res.Unknown += countKind(c.problems, NoTokens) + int(t.unknown)
+	res.Bytes += state.Offset - start
+	return nil
+}
+
+// A commitTally is what one commit's transaction did with a chunk's
+// records.
+type commitTally struct {
+	added, dups, errDups, refused int
+	unknown                       int64 // stream records without a count, net of merges
+	problems                      []Problem
+}
+
+// put stores one parsed line's record in tx (unless it is another
+// shard's): merged into its stream's record, replacing the record of its
+// id (redo), or added; a duplicate or an unstorable record is counted and
+// its problem kept.
+func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard store.Shard, p *pending) error {
+	if !shard.IsZero() && !shard.Has(store.PromptID(p.stage, p.rec.ID)) {
+		return nil // another shard's
+	}
+	p.rec.File = st.ID
+	if p.chunk {
+		old, err := tx.Merge(src.Dataset, p.stage, &p.rec)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			t.unknown += unknownOf(&p.rec) - unknownOf(old)
+			return nil
+		}
+	}
+	if p.redo {
+		old, err := tx.Replace(src.Dataset, p.stage, &p.rec)
+		if errors.Is(err, store.ErrUnstorable) { // Replace changed nothing
+			t.refused++
+			t.problems = append(t.problems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			st.Replacing++
+			if old.File == st.ID {
+				st.Replaced++
+			} else {
+				t.added++ // the id's record is now this file's
+			}
+			return nil
+		}
+	}
+	first, err := tx.Add(src.Dataset, p.stage, &p.rec)
+	if errors.Is(err, store.ErrUnstorable) { // Add changed nothing
+		t.refused++
+		t.problems = append(t.problems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Unstorable, Msg: err.Error() + "; line skipped"})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if first == nil {
+		t.added++
+		if p.chunk {
+			t.unknown += unknownOf(&p.rec)
+		}
+		return nil
+	}
+	if p.stage != src.Stage {
+		t.errDups++
+		return nil
+	}
+	t.dups++
+	where, _ := tx.FilePath(first.File)
+	t.problems = append(t.problems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
+		Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
+	return nil
+}
+
+// fileState moves the file's state past chunk c: its offset and lines,
+// its counts, its makers, and the checksum of its first bytes while the
+// file has fewer than headBytes summed.
+func (t *commitTally) fileState(f *os.File, st *store.FileState, c *chunk) error {
+	st.Offset, st.Lines = c.off, c.lines
+	st.Records += uint64(t.added)
+	st.Duplicates += uint64(t.dups)
+	st.ErrorDuplicates += uint64(t.errDups)
+	st.Skipped += uint64(countSkips(c.problems) + t.refused)
+	st.Unknown += uint64(int64(countKind(c.problems, NoTokens)) + t.unknown)
+	st.Makers = c.makers.addTo(append([]store.Maker(nil), st.Makers...))
+	if st.HeadLen < headBytes && st.Offset > st.HeadLen {
+		n := min(int64(headBytes), st.Offset)
+		sum, err := headSum(f, n)
+		if err != nil {
+			return err
+		}
+		st.HeadLen, st.HeadSum = n, sum
+	}
+	return nil
+}
+
+// releaseCheck is how many records a commit adds between two checks of
+// ReleaseAbove: a lookup may fault in 16 pages (64 KiB), so a check
+// every 128 records of two lookups lets at most 16 MiB in between.
+const releaseCheck = 128
