@@ -42,4 +42,10 @@
 // store is the only package that imports bbolt. One process opens the file
 // read-write at a time (bbolt holds an exclusive flock); Open fails after
 // Options.Timeout with ErrLocked instead of hanging.
+//
+// store/ is the bottom of the house: besides the index it holds the two
+// leaf packages both ingest and query use, which may not import each
+// other: prom (the Prometheus text writer) and terminal (a terminal's size,
+// text widths, cutting and wrapping). Nothing under store/ imports a
+// package of gendex's outside it.
 package store
