@@ -36,117 +36,20 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 	for _, n := range names {
 		want[n] = true
 	}
-	type key struct {
-		dataset string
-		shard   store.Shard
+	t := shardTable{rows: map[shardKey]*shardRow{}, counts: map[string]map[int]bool{}}
+	if err := t.addFiles(v, want); err != nil {
+		return err
 	}
-	type row struct {
-		files                  bool
-		answers, errors, turns uint64
-		last                   int64  // unix ns of the newest answer file
-		answerFile             string // the shard's answer file, as indexed
-		prompts, missing       uint64
-	}
-	rows := map[key]*row{}
-	counts := map[string]map[int]bool{} // the shard counts each dataset's files name
-	err := v.Files(func(fs store.FileState) error {
-		if !want[fs.Dataset] || (fs.Stage != store.Raw && fs.Stage != store.Errors && fs.Stage != store.Turns) {
-			return nil
-		}
-		sh, _ := store.ShardOfFile(filepath.Base(fs.Path))
-		k := key{fs.Dataset, sh}
-		r := rows[k]
-		if r == nil {
-			r = &row{}
-			rows[k] = r
-		}
-		r.files = true
-		if !sh.IsZero() {
-			if counts[fs.Dataset] == nil {
-				counts[fs.Dataset] = map[int]bool{}
-			}
-			counts[fs.Dataset][sh.N] = true
-		}
-		switch fs.Stage {
-		case store.Raw:
-			r.answers += fs.Records
-			if fs.Records > 0 {
-				r.last = max(r.last, fs.ModTime)
-			}
-			r.answerFile = fs.Path
-		case store.Errors:
-			r.errors += fs.Records
-		case store.Turns:
-			r.turns += fs.Records
-		}
-		return nil
-	})
+	whole, err := t.wholeRuns(v)
 	if err != nil {
 		return err
 	}
-	// A dataset of no shard's files is one run: its prompts and missing
-	// ones are the dataset's.
-	whole := map[string][2]uint64{}
-	for k := range rows {
-		if !k.shard.IsZero() || counts[k.dataset] != nil {
-			continue
-		}
-		s, err := v.Summary(k.dataset)
-		if err != nil {
-			return err
-		}
-		if p := s.Stage(store.Prompts); p.Files > 0 {
-			whole[k.dataset] = [2]uint64{p.Records, p.Records - s.Overlap.Answered}
-		}
+	havePrompts, err := t.countPrompts(v)
+	if err != nil {
+		return err
 	}
-	// Every shard of each count, and its prompts and missing ones.
-	havePrompts := map[string]bool{}
-	for ds, ns := range counts {
-		for n := range ns {
-			for i := range n {
-				if rows[key{ds, store.Shard{I: i, N: n}}] == nil {
-					rows[key{ds, store.Shard{I: i, N: n}}] = &row{}
-				}
-			}
-		}
-		s, err := v.Summary(ds)
-		if err != nil {
-			return err
-		}
-		if s.Stage(store.Prompts).Files == 0 {
-			continue
-		}
-		havePrompts[ds] = true
-		each := func(add func(r *row)) func(id string) error {
-			return func(id string) error {
-				for n := range ns {
-					add(rows[key{ds, store.Shard{I: store.ShardOf(id, n), N: n}}])
-				}
-				return nil
-			}
-		}
-		if err := v.Missing(ds, store.Prompts, each(func(r *row) { r.prompts++ })); err != nil {
-			return err
-		}
-		if err := v.Missing(ds, store.Prompts, each(func(r *row) { r.missing++ }), store.Raw, store.Errors); err != nil {
-			return err
-		}
-	}
-	keys := make([]key, 0, len(rows))
-	for k := range rows {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].dataset != keys[j].dataset {
-			return keys[i].dataset < keys[j].dataset
-		}
-		if keys[i].shard.N != keys[j].shard.N {
-			return keys[i].shard.N < keys[j].shard.N
-		}
-		return keys[i].shard.I < keys[j].shard.I
-	})
-	for _, k := range keys {
-		r := rows[k]
+	for _, k := range t.sortedKeys() {
+		r := t.rows[k]
 		shard, last := "-", any(nil)
 		var prompts, missing any
 		if !k.shard.IsZero() {
@@ -166,6 +69,140 @@ func shardList(v *store.View, names []string, quiet time.Duration, now time.Time
 		}
 	}
 	return nil
+}
+
+// A shardTable is shardList's rows as it gathers them: one per dataset
+// and shard (the zero shard: files of no shard), and the shard counts each
+// dataset's files name.
+type shardTable struct {
+	rows   map[shardKey]*shardRow
+	counts map[string]map[int]bool
+}
+
+type shardKey struct {
+	dataset string
+	shard   store.Shard
+}
+
+type shardRow struct {
+	files                  bool
+	answers, errors, turns uint64
+	last                   int64  // unix ns of the newest answer file
+	answerFile             string // the shard's answer file, as indexed
+	prompts, missing       uint64
+}
+
+// addFiles adds the answer, error and turn files of the datasets in want
+// to their shards' rows.
+func (t *shardTable) addFiles(v *store.View, want map[string]bool) error {
+	return v.Files(func(fs store.FileState) error {
+		if !want[fs.Dataset] || (fs.Stage != store.Raw && fs.Stage != store.Errors && fs.Stage != store.Turns) {
+			return nil
+		}
+		sh, _ := store.ShardOfFile(filepath.Base(fs.Path))
+		k := shardKey{fs.Dataset, sh}
+		r := t.rows[k]
+		if r == nil {
+			r = &shardRow{}
+			t.rows[k] = r
+		}
+		r.files = true
+		if !sh.IsZero() {
+			if t.counts[fs.Dataset] == nil {
+				t.counts[fs.Dataset] = map[int]bool{}
+			}
+			t.counts[fs.Dataset][sh.N] = true
+		}
+		switch fs.Stage {
+		case store.Raw:
+			r.answers += fs.Records
+			if fs.Records > 0 {
+				r.last = max(r.last, fs.ModTime)
+			}
+			r.answerFile = fs.Path
+		case store.Errors:
+			r.errors += fs.Records
+		case store.Turns:
+			r.turns += fs.Records
+		}
+		return nil
+	})
+}
+
+// wholeRuns returns, for each dataset of no shard's files (one run), its
+// prompts and missing ones: the dataset's.
+func (t *shardTable) wholeRuns(v *store.View) (map[string][2]uint64, error) {
+	whole := map[string][2]uint64{}
+	for k := range t.rows {
+		if !k.shard.IsZero() || t.counts[k.dataset] != nil {
+			continue
+		}
+		s, err := v.Summary(k.dataset)
+		if err != nil {
+			return nil, err
+		}
+		if p := s.Stage(store.Prompts); p.Files > 0 {
+			whole[k.dataset] = [2]uint64{p.Records, p.Records - s.Overlap.Answered}
+		}
+	}
+	return whole, nil
+}
+
+// countPrompts adds a row for every shard of each count its dataset's
+// files name, and counts each shard's prompts and missing ones by walking
+// the dataset's prompt ids; it returns the datasets that have prompts.
+func (t *shardTable) countPrompts(v *store.View) (map[string]bool, error) {
+	havePrompts := map[string]bool{}
+	for ds, ns := range t.counts {
+		for n := range ns {
+			for i := range n {
+				if t.rows[shardKey{ds, store.Shard{I: i, N: n}}] == nil {
+					t.rows[shardKey{ds, store.Shard{I: i, N: n}}] = &shardRow{}
+				}
+			}
+		}
+		s, err := v.Summary(ds)
+		if err != nil {
+			return nil, err
+		}
+		if s.Stage(store.Prompts).Files == 0 {
+			continue
+		}
+		havePrompts[ds] = true
+		each := func(add func(r *shardRow)) func(id string) error {
+			return func(id string) error {
+				for n := range ns {
+					add(t.rows[shardKey{ds, store.Shard{I: store.ShardOf(id, n), N: n}}])
+				}
+				return nil
+			}
+		}
+		if err := v.Missing(ds, store.Prompts, each(func(r *shardRow) { r.prompts++ })); err != nil {
+			return nil, err
+		}
+		if err := v.Missing(ds, store.Prompts, each(func(r *shardRow) { r.missing++ }), store.Raw, store.Errors); err != nil {
+			return nil, err
+		}
+	}
+	return havePrompts, nil
+}
+
+// sortedKeys is the rows' keys by dataset, shard count and shard.
+func (t *shardTable) sortedKeys() []shardKey {
+	keys := make([]shardKey, 0, len(t.rows))
+	for k := range t.rows {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].dataset != keys[j].dataset {
+			return keys[i].dataset < keys[j].dataset
+		}
+		if keys[i].shard.N != keys[j].shard.N {
+			return keys[i].shard.N < keys[j].shard.N
+		}
+		return keys[i].shard.I < keys[j].shard.I
+	})
+	return keys
 }
 
 // shardState tells a shard's state from its files, whether a gen holds
