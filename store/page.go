@@ -75,7 +75,7 @@ func pageStart(c *bolt.Cursor, r PageRequest) (k, val []byte) {
 		if r.Before == "" {
 			return c.Last()
 		}
-		k, val = c.Seek([]byte(r.Before))
+		k, _ = c.Seek([]byte(r.Before))
 		if k == nil {
 			return c.Last()
 		}
