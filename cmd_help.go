@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 
 	"gendex/store/terminal"
@@ -22,25 +25,91 @@ func runHelp(ctx context.Context, c *call, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch len(pos) {
-	case 0:
-		printUsage(c.env.Stdout)
-		return nil
-	case 1:
-		cmd, topic := lookup(pos[0]), lookupTopic(pos[0])
+	if len(pos) > 1 {
+		return usagef("help: give at most one COMMAND or TOPIC")
+	}
+	var cmd *Command
+	var topic *helpTopic
+	if len(pos) == 1 {
+		cmd, topic = lookup(pos[0]), lookupTopic(pos[0])
 		if cmd == nil && topic == nil {
 			return usagef("help: unknown command or topic %q (commands: %s; topics: %s)", pos[0], commandNames(), topicNames())
 		}
-		if cmd != nil {
-			err := cmd.Run(ctx, &call{cmd: cmd, env: c.env, db: c.db}, []string{"-h"})
-			if (err != nil && !errors.Is(err, errHelp)) || topic == nil {
-				return err
-			}
-			fmt.Fprintln(c.env.Stdout)
-		}
-		return printTopic(c.env.Stdout, topic)
 	}
-	return usagef("help: give at most one COMMAND or TOPIC")
+	var out bytes.Buffer
+	env := *c.env
+	env.Stdout = &out
+	width, height := stdoutSize(c.env)
+	switch {
+	case len(pos) == 0:
+		printUsage(&out)
+	case cmd != nil:
+		err := cmd.Run(ctx, &call{cmd: cmd, env: &env, db: c.db}, []string{"-h"})
+		if err != nil && !errors.Is(err, errHelp) {
+			return err
+		}
+		if topic != nil {
+			fmt.Fprintln(&out)
+			err = printTopic(&out, topic, width)
+		}
+		if err2 := page(c.env, out.Bytes(), height); err2 != nil {
+			return err2
+		}
+		return err
+	default:
+		if err := printTopic(&out, topic, width); err != nil {
+			return err
+		}
+	}
+	return page(c.env, out.Bytes(), height)
+}
+
+// stdoutSize returns the columns and lines of the terminal stdout is
+// (helpWidth and 0 when it is none, or its size is unknown).
+func stdoutSize(env *Env) (cols, rows int) {
+	f, ok := env.Stdout.(*os.File)
+	if !ok || !env.StdoutTTY {
+		return helpWidth, 0
+	}
+	cols, rows = terminal.Size(f.Fd())
+	if cols <= 0 {
+		cols = helpWidth
+	}
+	return cols, rows
+}
+
+// page writes text to stdout: through $PAGER (less -FRX when $PAGER is
+// not set and less is installed) when stdout is a terminal of height
+// lines and text is longer; directly otherwise, when $PAGER is set empty
+// or to cat, and when the pager cannot start.
+func page(env *Env, text []byte, height int) error {
+	pager, set := env.Getenv("PAGER"), true
+	if pager == "" {
+		_, set = os.LookupEnv("PAGER")
+	}
+	if !set {
+		if _, err := exec.LookPath("less"); err == nil {
+			pager = "less -FRX"
+		}
+	}
+	if height <= 0 || bytes.Count(text, []byte("\n")) < height || strings.TrimSpace(pager) == "" || strings.TrimSpace(pager) == "cat" {
+		_, err := env.Stdout.Write(text)
+		return err
+	}
+	cmd := exec.Command("sh", "-c", pager)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(text), env.Stdout, env.Stderr
+	if err := cmd.Start(); err != nil {
+		_, err := env.Stdout.Write(text)
+		return err
+	}
+	// A pager quit before the end (q in less) is no error of help's; one
+	// the shell did not find (127) printed nothing.
+	var exit *exec.ExitError
+	if err := cmd.Wait(); errors.As(err, &exit) && exit.ExitCode() == 127 {
+		_, err := env.Stdout.Write(text)
+		return err
+	}
+	return nil
 }
 
 // commandNames returns the commands' names, comma-separated, in table order.

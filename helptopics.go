@@ -117,31 +117,41 @@ func headingLevel(line string) int {
 }
 
 // printTopic writes topic t, README's section rendered for a terminal
-// (see renderMarkdown).
-func printTopic(w io.Writer, t *helpTopic) error {
+// width columns wide (see renderMarkdownAt).
+func printTopic(w io.Writer, t *helpTopic, width int) error {
 	lines, ok := readmeSection(t.Heading)
 	if !ok {
 		return fmt.Errorf("help %s: README.md has no section %q", t.Name, t.Heading)
 	}
-	for _, l := range renderMarkdown(lines) {
+	for _, l := range renderMarkdownAt(lines, width) {
 		fmt.Fprintln(w, l.Text)
 	}
 	return nil
 }
 
 // A renderedLine is a line of a topic as the terminal shows it; Verbatim
-// lines (code blocks and tables) are printed as README has them and may
-// be wider than helpWidth.
+// lines (code blocks) are printed as README has them.
 type renderedLine struct {
 	Text     string
 	Verbatim bool
 }
 
-// renderMarkdown renders README's Markdown for a terminal: headings
-// underlined, paragraphs and list items re-wrapped within helpWidth with
-// emphasis, backticks and link syntax removed; indented code blocks as
-// they are; tables as they are but for their inline markup.
+// renderMarkdown renders README's Markdown for a terminal of helpWidth
+// columns (see renderMarkdownAt).
 func renderMarkdown(lines []string) []renderedLine {
+	return renderMarkdownAt(lines, helpWidth)
+}
+
+// renderMarkdownAt renders README's Markdown for a terminal width columns
+// wide: headings underlined, paragraphs and list items re-wrapped within
+// width (at most helpWidth, for reading) with emphasis, backticks and
+// link syntax removed; indented code blocks as they are; tables within
+// width, their inline markup removed (see renderTable).
+func renderMarkdownAt(lines []string, width int) []renderedLine {
+	if width <= 0 {
+		width = helpWidth
+	}
+	prose := min(width, helpWidth)
 	var out []renderedLine
 	emit := func(text string, verbatim bool) { out = append(out, renderedLine{text, verbatim}) }
 	blank := func() {
@@ -150,7 +160,7 @@ func renderMarkdown(lines []string) []renderedLine {
 		}
 	}
 	wrap := func(text, first, indent string) {
-		for _, l := range wrapWords(inline(text), first, indent) {
+		for _, l := range wrapWordsWithin(inline(text), prose, first, indent) {
 			emit(l, false)
 		}
 	}
@@ -163,10 +173,23 @@ func renderMarkdown(lines []string) []renderedLine {
 			para = nil
 		}
 	}
+	var table []string // the lines of the table being read
+	tableIndent := 0
+	flushTable := func() {
+		if len(table) > 0 {
+			for _, l := range renderTable(table, tableIndent, width) {
+				emit(l, false)
+			}
+			table = nil
+		}
+	}
 	prevBlank := true
 	for _, l := range lines {
 		trimmed := strings.TrimSpace(l)
 		indent := len(l) - len(strings.TrimLeft(l, " "))
+		if !strings.HasPrefix(trimmed, "|") {
+			flushTable()
+		}
 		switch {
 		case trimmed == "":
 			flush()
@@ -183,16 +206,15 @@ func renderMarkdown(lines []string) []renderedLine {
 			if n <= 2 {
 				rule = "="
 			}
-			emit(strings.Repeat(rule, min(terminal.Width(text), helpWidth)), false)
+			emit(strings.Repeat(rule, min(terminal.Width(text), prose)), false)
 			emit("", false)
 			listIndent = -1
 		case strings.HasPrefix(trimmed, "|"):
 			flush()
-			if isTableRule(trimmed) {
-				emit(strings.Repeat(" ", indent)+trimmed, true)
-			} else {
-				emit(strings.Repeat(" ", indent)+inline(trimmed), true)
+			if len(table) == 0 {
+				tableIndent = indent
 			}
+			table = append(table, trimmed)
 		case indent >= 4 && (prevBlank || (len(out) > 0 && out[len(out)-1].Verbatim && len(para) == 0)) && !isListItem(trimmed) && (listIndent < 0 || indent >= listIndent+6):
 			// An indented code block (inside a list item: indented past
 			// the item's text by four).
@@ -218,6 +240,7 @@ func renderMarkdown(lines []string) []renderedLine {
 		}
 		prevBlank = false
 	}
+	flushTable()
 	flush()
 	for len(out) > 0 && out[len(out)-1].Text == "" {
 		out = out[:len(out)-1]
@@ -269,10 +292,10 @@ func inline(text string) string {
 	return strings.Join(parts, "")
 }
 
-// wrapWords wraps text within helpWidth as terminal.Wrap does, and cuts a
-// word wider than a line (a long path or flag list) where the line ends.
-func wrapWords(text, first, indent string) []string {
-	room := helpWidth - terminal.Width(indent)
+// wrapWordsWithin wraps text within width as terminal.Wrap does, and cuts
+// a word wider than a line (a long path or flag list) where the line ends.
+func wrapWordsWithin(text string, width int, first, indent string) []string {
+	room := width - max(terminal.Width(indent), terminal.Width(first))
 	var words []string
 	for _, w := range strings.Fields(text) {
 		for terminal.Width(w) > room && room > 10 {
@@ -288,5 +311,5 @@ func wrapWords(text, first, indent string) []string {
 		}
 		words = append(words, w)
 	}
-	return terminal.Wrap(strings.Join(words, " "), helpWidth, first, indent)
+	return terminal.Wrap(strings.Join(words, " "), width, first, indent)
 }

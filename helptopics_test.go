@@ -15,33 +15,12 @@ import (
 // the reference, where 'gendex help TOPIC' finds them.
 const frontPageLines = 160
 
-// verbatimLines returns the lines of every topic's rendering that are code
-// blocks or tables, printed as README has them (they may be wider than 80
-// columns).
-func verbatimLines(t *testing.T) map[string]bool {
-	t.Helper()
-	v := map[string]bool{}
-	for _, topic := range helpTopics {
-		lines, ok := readmeSection(topic.Heading)
-		if !ok {
-			t.Fatalf("README.md has no section %q (help topic %s)", topic.Heading, topic.Name)
-		}
-		for _, l := range renderMarkdown(lines) {
-			if l.Verbatim {
-				v[l.Text] = true
-			}
-		}
-	}
-	return v
-}
-
 // TestHelpTopicsFitEighty: every topic exists and renders, and every line
-// of 'gendex help TOPIC' is within 80 columns, except the lines of code
-// blocks and tables, printed as README has them. A topic that is also a
-// command prints the command's help first, then its section.
+// of 'gendex help TOPIC' is within 80 columns, its tables and code blocks
+// too. A topic that is also a command prints the command's help first,
+// then its section.
 func TestHelpTopicsFitEighty(t *testing.T) {
 	t.Parallel()
-	verbatim := verbatimLines(t)
 	for _, topic := range helpTopics {
 		out := mustGendex(t, testEnv(nil), "help", topic.Name).stdout
 		lines, _ := readmeSection(topic.Heading)
@@ -49,6 +28,10 @@ func TestHelpTopicsFitEighty(t *testing.T) {
 		if len(rendered) < 4 {
 			t.Errorf("gendex help %s: %d lines:\n%s", topic.Name, len(rendered), out)
 			continue
+		}
+		code := map[string]bool{}
+		for _, l := range rendered {
+			code[l.Text] = code[l.Text] || l.Verbatim
 		}
 		title := inline(strings.TrimLeft(topic.Heading, "# "))
 		if cmd := lookup(topic.Name); cmd != nil {
@@ -59,17 +42,17 @@ func TestHelpTopicsFitEighty(t *testing.T) {
 			t.Errorf("gendex help %s: does not start with its title %q:\n%s", topic.Name, title, out)
 		}
 		for i, l := range strings.Split(out, "\n") {
-			if w := terminal.Width(l); w > helpWidth && !verbatim[l] {
-				t.Errorf("gendex help %s, line %d: %d columns, not in a code block or table: %s", topic.Name, i+1, w, l)
+			if w := terminal.Width(l); w > helpWidth {
+				t.Errorf("gendex help %s, line %d: %d columns: %s", topic.Name, i+1, w, l)
 			}
-			if strings.Contains(l, "`") && !verbatim[l] || strings.Contains(l, "**") {
+			if strings.Contains(l, "`") && !code[l] || strings.Contains(l, "**") {
 				t.Errorf("gendex help %s, line %d: Markdown left: %s", topic.Name, i+1, l)
 			}
 		}
 		// Code blocks are printed as they are: each is a line of README.
 		section := "\n" + strings.Join(lines, "\n") + "\n"
 		for _, l := range rendered {
-			if l.Verbatim && !strings.HasPrefix(strings.TrimSpace(l.Text), "|") && !strings.Contains(section, "\n"+l.Text+"\n") {
+			if l.Verbatim && !strings.Contains(section, "\n"+l.Text+"\n") {
 				t.Errorf("gendex help %s: a code line not as README writes it: %q", topic.Name, l.Text)
 			}
 		}
@@ -171,7 +154,7 @@ func TestReadmeFrontPage(t *testing.T) {
 }
 
 // TestRenderMarkdown: inline Markdown is removed, paragraphs and list
-// items re-wrapped, code blocks and tables kept.
+// items re-wrapped, code blocks kept, tables aligned.
 func TestRenderMarkdown(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
@@ -200,7 +183,7 @@ func TestRenderMarkdown(t *testing.T) {
 		"Title x", "=======", "", "A paragraph over two lines.", "",
 		"    code   as   is", "    more code", "",
 		"- an item continued", "  - nested", "",
-		"  | a | b |", "  |---|---|", "  | 1 | 2 |",
+		"  a  b", "  -  -", "  1  2",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("renderMarkdown:\n%s\n--- want:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -232,7 +215,7 @@ func commandHelp(t *testing.T, name, out string) string {
 		return out
 	}
 	var b strings.Builder
-	if err := printTopic(&b, topic); err != nil {
+	if err := printTopic(&b, topic, helpWidth); err != nil {
 		t.Fatal(err)
 	}
 	help, ok := strings.CutSuffix(out, "\n"+b.String())
@@ -255,6 +238,60 @@ func TestShortHeadersExplained(t *testing.T) {
 		for _, c := range format.Layouts[name].Cols {
 			if c.Short != "" && !strings.Contains(text, "`"+c.Short+"`") {
 				t.Errorf("help query does not explain %s's short header %q (%s)", name, c.Short, c.Name)
+			}
+		}
+	}
+}
+
+// TestRenderTable: a table whose cells fit is aligned columns; one that
+// does not has its widest column wrapped within its cell, the narrow ones
+// kept whole; one whose columns cannot all keep their longest word is a
+// list of "header: value" lines. Every line is within the width, and
+// every word of every cell is there.
+func TestRenderTable(t *testing.T) {
+	t.Parallel()
+	long := strings.TrimSpace(strings.Repeat("a long explanation ", 12))
+	words := strings.Repeat("response.body.choices[0].finish_reason ", 3)
+	for _, tc := range []struct {
+		name  string
+		md    []string
+		width int
+		want  []string // lines, in order (prefixes)
+	}{
+		{"fits", []string{"| key | value |", "|---|---|", "| `a|b` | 2 |"}, 80,
+			[]string{"key  value", "---  -----", "a|b  2"}},
+		{"wrapped", []string{"| reason | when |", "|---|---|", "| `length` | " + long + " |", "| `abort` | short |"}, 60,
+			[]string{"reason  when", "------  ----", "length  a long explanation", "        ", "", "abort   short"}},
+		{"list", []string{"| shape | id | counts |", "|---|---|---|", "| SGLang | `meta_info.id_or_custom_id` | " + words + " |", "| x | | y |"}, 60,
+			[]string{"shape: SGLang", "  id: meta_info.id_or_custom_id", "  counts: response.body", "", "shape: x", "  counts: y"}},
+	} {
+		lines := renderTable(tc.md, 0, tc.width)
+		at := 0
+		for _, w := range tc.want {
+			for at < len(lines) && !strings.HasPrefix(lines[at], w) {
+				at++
+			}
+			if at == len(lines) {
+				t.Errorf("%s: no line %q where expected:\n%s", tc.name, w, strings.Join(lines, "\n"))
+				break
+			}
+			at++
+		}
+		var text []string
+		for _, l := range lines {
+			if terminal.Width(l) > tc.width {
+				t.Errorf("%s: a line of %d columns over %d: %q", tc.name, terminal.Width(l), tc.width, l)
+			}
+			text = append(text, strings.Fields(l)...)
+		}
+		all := " " + strings.Join(text, " ") + " "
+		for _, row := range tc.md[2:] {
+			for _, c := range splitTableRow(row) {
+				for _, w := range strings.Fields(c) {
+					if !strings.Contains(all, " "+w+" ") && !strings.Contains(all, " "+w) {
+						t.Errorf("%s: the word %q is lost:\n%s", tc.name, w, strings.Join(lines, "\n"))
+					}
+				}
 			}
 		}
 	}

@@ -328,6 +328,13 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Opti
 			return err
 		}
 	}
+	if len(f.short) > 0 {
+		for _, l := range shortNote(f.short, opts.Width) {
+			if _, err := io.WriteString(w, l+"\n"); err != nil {
+				return err
+			}
+		}
+	}
 	if len(f.hidden) > 0 {
 		_, err := io.WriteString(w, hiddenNote(f.hidden, opts.Width)+"\n")
 		return err

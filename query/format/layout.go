@@ -184,6 +184,7 @@ type fitted struct {
 	rows   [][]string
 	total  []string // nil: none
 	hidden []string
+	short  []string // "tok = tokenized": the shortened headers shown
 }
 
 // pad is the blank around each cell of a table: one column either side.
@@ -319,9 +320,40 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 	for j, c := range cols {
 		if !keep[j] {
 			f.hidden = append(f.hidden, c)
+		} else if head[j] != c {
+			f.short = append(f.short, head[j]+" = "+c)
 		}
 	}
 	return f
+}
+
+// shortNote is the legend under a table whose headers were shortened to
+// fit: each short header shown and the column's name ("tok = tokenized,
+// err = errors"), within width, a line broken between two of them.
+func shortNote(short []string, width int) []string {
+	var lines []string
+	line := ""
+	for i, s := range short {
+		if i < len(short)-1 {
+			s += ","
+		}
+		switch {
+		case line == "":
+			line = s
+		case width <= 0 || terminal.Width(line+" "+s) <= width:
+			line += " " + s
+		default:
+			lines = append(lines, line)
+			line = s
+		}
+	}
+	lines = append(lines, line)
+	for i, l := range lines {
+		if width > 0 {
+			lines[i] = terminal.Cut(l, width, false)
+		}
+	}
+	return lines
 }
 
 // hiddenNote is the line under a table that lost columns to the width: it

@@ -19,6 +19,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/chart"
+	"gendex/query/format"
 	"gendex/store/terminal"
 )
 
@@ -151,6 +152,7 @@ func (a *Args) Run(ctx context.Context, ask query.Asker, now time.Time, o Option
 		_, err := fmt.Fprintf(o.Out, "wrote %s\n", a.svg)
 		return err
 	}
+	fitNames(c, width)
 	_, err = io.WriteString(o.Out, c.Text(width, height))
 	return err
 }
@@ -173,7 +175,9 @@ func (a *Args) points(width int) int {
 }
 
 // Chart asks the questions and returns the chart, at most points steps
-// unless --step says otherwise.
+// unless --step says otherwise. Per server, the servers are named in the
+// shortest form that tells them apart (format.ShortURLs), in the panels
+// and the marks alike; what that leaves out is said in the title.
 func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points int) (*chart.Chart, error) {
 	collect := func(args ...string) (*query.Result, error) {
 		q, err := query.Parse(args)
@@ -215,8 +219,43 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	if err != nil {
 		return nil, err
 	}
-	// The last step is the current one, up to now (series counts every
-	// answer up to the moment asked).
+	c, err := a.seriesChart(r, now)
+	if err != nil {
+		return nil, err
+	}
+	if a.metric.column == "accept_length" && len(c.Series) > 0 && allUnknown(c.Series) {
+		if !a.metric.servers {
+			b := *a
+			b.metric, b.names = acceptServers, nil
+			return b.Chart(ctx, ask, now, points)
+		}
+		return nil, fmt.Errorf("nothing to plot: no accept length in the index: no answer carries SGLang's per-request speculative counts, and no server's /metrics reports a drafter (a server without one has no accept length; SGLang's /metrics needs --enable-metrics)")
+	}
+	if len(c.Series) == 0 {
+		what := "answer"
+		if a.metric.servers {
+			what = "server sample (gen reads each server's /metrics while it runs)"
+		}
+		return nil, fmt.Errorf("nothing to plot: no %s in the index", what)
+	}
+	// The servers' downs, ups and restarts within the span.
+	ev, err := collect("events", "--since", (time.Duration(to-from+1) * time.Second).String())
+	if err != nil {
+		return nil, err
+	}
+	servers, err := a.addMarks(c, ev)
+	if err != nil {
+		return nil, err
+	}
+	a.shortServers(c, servers)
+	return c, nil
+}
+
+// seriesChart returns the chart of r, the answer to series: a series per
+// dataset (or server), and the total first when the metric has one. The
+// last step is the current one, up to now (series counts every answer up
+// to the moment asked).
+func (a *Args) seriesChart(r *query.Result, now time.Time) (*chart.Chart, error) {
 	c := &chart.Chart{Title: a.metric.title, Unit: a.metric.unit, End: now, YMax: a.metric.yMax}
 	col := slices.Index(r.Columns, a.metric.column)
 	if col < 0 {
@@ -269,27 +308,13 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	case len(c.Series) > 1:
 		c.Title += ", per " + per
 	}
-	if a.metric.column == "accept_length" && len(c.Series) > 0 && allUnknown(c.Series) {
-		if !a.metric.servers {
-			b := *a
-			b.metric, b.names = acceptServers, nil
-			return b.Chart(ctx, ask, now, points)
-		}
-		return nil, fmt.Errorf("nothing to plot: no accept length in the index: no answer carries SGLang's per-request speculative counts, and no server's /metrics reports a drafter (a server without one has no accept length; SGLang's /metrics needs --enable-metrics)")
-	}
-	if len(c.Series) == 0 {
-		what := "answer"
-		if a.metric.servers {
-			what = "server sample (gen reads each server's /metrics while it runs)"
-		}
-		return nil, fmt.Errorf("nothing to plot: no %s in the index", what)
-	}
+	return c, nil
+}
 
-	// The servers' downs, ups and restarts within the span.
-	ev, err := collect("events", "--since", (time.Duration(to-from+1) * time.Second).String())
-	if err != nil {
-		return nil, err
-	}
+// addMarks adds to c the servers' downs, ups and restarts of ev, the
+// answer to events (only the servers asked for, when a.names names
+// servers), and returns each mark's server.
+func (a *Args) addMarks(c *chart.Chart, ev *query.Result) (servers []string, err error) {
 	for _, row := range ev.Rows {
 		kind, _ := row[2].(string)
 		server, _ := row[1].(string)
@@ -305,8 +330,63 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 		}
 		detail, _ := row[3].(string)
 		c.Marks = append(c.Marks, chart.Mark{Time: t, Kind: kind, Label: server + " " + kind, Detail: detail})
+		servers = append(servers, server)
 	}
-	return c, nil
+	return servers, nil
+}
+
+// shortServers names the servers of c's panels (per server) and of its
+// marks (servers, one a mark) in the shortest form that tells them apart
+// (format.ShortURLs: "gpu1:30000", or ":30001" when they share a host,
+// which the title then names).
+func (a *Args) shortServers(c *chart.Chart, servers []string) {
+	var rows [][]string
+	if a.metric.servers {
+		for _, s := range c.Series {
+			if s.Name != "TOTAL" {
+				rows = append(rows, []string{s.Name})
+			}
+		}
+	}
+	for _, s := range servers {
+		rows = append(rows, []string{s})
+	}
+	short := make(map[string]string, len(rows))
+	orig := make([]string, len(rows))
+	for i, r := range rows {
+		orig[i] = r[0]
+	}
+	if note := format.ShortURLs(rows, 0); note != "" {
+		c.Title += " (" + note + ")"
+	}
+	for i, r := range rows {
+		short[orig[i]] = r[0]
+	}
+	if a.metric.servers {
+		for i := range c.Series {
+			if n, ok := short[c.Series[i].Name]; ok {
+				c.Series[i].Name = n
+			}
+		}
+	}
+	for i, s := range servers {
+		c.Marks[i].Label = short[s] + " " + c.Marks[i].Kind
+	}
+}
+
+// fitNames cuts, in the middle, each panel's name wider than half of
+// width columns (at least 12), so that its figures stay on its line; a
+// server's port and a path's end are kept (see terminal.CutMiddle).
+func fitNames(c *chart.Chart, width int) {
+	room := max(width/2, 12)
+	for i := range c.Series {
+		name := c.Series[i].Name
+		keep := strings.LastIndexByte(name, ':')
+		if slash := strings.LastIndexByte(name, '/'); slash > keep {
+			keep = slash
+		}
+		c.Series[i].Name = terminal.CutMiddle(name, room, keep)
+	}
 }
 
 // allUnknown reports whether no series has a known value.
