@@ -11,8 +11,10 @@ import (
 	"time"
 )
 
-// llama.cpp's flavor: llama-server's routes and answers (see flavors.go
-// for the facts and their sources).
+// llama.cpp's flavor: llama-server's router, its errors and request bodies,
+// and its info routes (/health, /v1/models, /props, /metrics); the
+// generation routes are in llamacpp_generate.go, the token routes in
+// llamacpp_tokens.go (see flavors.go for the facts and their sources).
 
 // llamaBuild is the build_info and system_fingerprint the simulator
 // reports as llama-server.

@@ -11,8 +11,10 @@ import (
 	"gendex/store/prom"
 )
 
-// vLLM's flavor: the OpenAI-compatible server's routes and answers (see
-// flavors.go for the facts and their sources).
+// vLLM's flavor: the OpenAI-compatible server's router, its errors and
+// request bodies, and its info routes (/version, /v1/models, /metrics);
+// the generation routes are in vllm_generate.go, the token routes in
+// vllm_tokens.go (see flavors.go for the facts and their sources).
 
 // vllmRoutes is vLLM's FastAPI router: the API key applies to paths under
 // /v1 and /inference only; a missing route is FastAPI's 404, a wrong
