@@ -200,115 +200,30 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 	if width <= 0 || len(cols) == 0 {
 		return f
 	}
-	all := append([][]string{cols}, rows...)
+	body := rows
 	if total != nil {
-		all = append(all, total)
-	}
-	natural := func(head []string) []int {
-		w := make([]int, len(cols))
-		for j := range cols {
-			w[j] = terminal.Width(head[j])
-			for _, row := range all[1:] {
-				w[j] = max(w[j], terminal.Width(row[j]))
-			}
-		}
-		return w
-	}
-	sum := func(w []int, keep []bool) int {
-		n := 0
-		for j := range w {
-			if keep[j] {
-				n += w[j] + pad
-			}
-		}
-		return n
+		body = append(slices.Clip(rows), total)
 	}
 	keep := make([]bool, len(cols))
 	for j := range keep {
 		keep[j] = true
 	}
-	nat := natural(cols)
-	if sum(nat, keep) <= width {
+	nat := naturalWidths(cols, body)
+	if rowWidth(nat, keep) <= width {
 		return f
 	}
-	specs := make([]Col, len(cols))
-	head := slices.Clone(cols)
-	for j, c := range cols {
-		specs[j] = lay.col(c, j)
-		if specs[j].Short != "" {
-			head[j] = specs[j].Short
-		}
-	}
-	// A column unknown in every row says nothing here: it goes first.
-	most := 0
-	for _, sp := range specs {
-		most = max(most, sp.Drop)
-	}
-	for j := range cols {
-		if specs[j].Drop > 0 && emptyColumn(all[1:], j) {
-			specs[j].Drop = most + 1
-		}
-	}
-	nat = natural(head)
+	specs, head := colSpecs(lay, cols, body)
+	nat = naturalWidths(head, body)
 	w := slices.Clone(nat)
 	for j, s := range specs {
 		if s.Text > 0 && !numeric[j] {
 			w[j] = min(nat[j], max(s.Text, terminal.Width(head[j])))
 		}
 	}
-	for sum(w, keep) > width {
-		drop := -1
-		for j := len(cols) - 1; j >= 0; j-- {
-			if keep[j] && specs[j].Drop > 0 && (drop < 0 || specs[j].Drop > specs[drop].Drop) {
-				drop = j
-			}
-		}
-		if drop < 0 {
-			break
-		}
-		keep[drop] = false
-	}
-	// Room left goes back to the free text, a column at a time to each in
-	// turn, so that a message and a note share it.
-	for grew := true; grew; {
-		grew = false
-		for j := range cols {
-			if keep[j] && w[j] < nat[j] && sum(w, keep) < width {
-				w[j]++
-				grew = true
-			}
-		}
-	}
-	// Still too wide with every column that may go gone: cut the widest
-	// text, down to 3 columns.
-	for sum(w, keep) > width {
-		widest := -1
-		for j := range cols {
-			if keep[j] && !numeric[j] && w[j] > 3 && (widest < 0 || w[j] > w[widest]) {
-				widest = j
-			}
-		}
-		if widest < 0 {
-			break
-		}
-		w[widest] -= min(w[widest]-3, sum(w, keep)-width)
-	}
-	cut := func(row []string) []string {
-		out := make([]string, 0, len(row))
-		for j, s := range row {
-			if keep[j] {
-				switch {
-				case specs[j].URL: // keep the port
-					out = append(out, terminal.CutMiddle(s, w[j], strings.LastIndex(s, ":")))
-				case specs[j].Left: // keep the dataset's folder and the file name
-					out = append(out, terminal.CutMiddle(s, w[j], lastFolder(s)))
-				default:
-					out = append(out, terminal.Cut(s, w[j], false))
-				}
-			}
-		}
-		return out
-	}
+	dropColumns(w, keep, specs, width)
+	shareRoom(w, nat, keep, width)
+	cutWidest(w, keep, numeric, width)
+	cut := func(row []string) []string { return cutRow(row, w, keep, specs) }
 	f.cols = cut(head)
 	f.rows = make([][]string, len(rows))
 	for i, row := range rows {
@@ -325,6 +240,125 @@ func fit(width int, lay Layout, cols []string, rows [][]string, total []string, 
 		}
 	}
 	return f
+}
+
+// naturalWidths is each column's width uncut: its header's (head) or its
+// widest cell's in body (the rows, and the total).
+func naturalWidths(head []string, body [][]string) []int {
+	w := make([]int, len(head))
+	for j := range head {
+		w[j] = terminal.Width(head[j])
+		for _, row := range body {
+			w[j] = max(w[j], terminal.Width(row[j]))
+		}
+	}
+	return w
+}
+
+// rowWidth is the width of a row of the columns kept, at widths w, each
+// with its pad.
+func rowWidth(w []int, keep []bool) int {
+	n := 0
+	for j := range w {
+		if keep[j] {
+			n += w[j] + pad
+		}
+	}
+	return n
+}
+
+// colSpecs is how lay shows each column when the table does not fit, and
+// the headers shown (a column's Short name when it has one). A column
+// unknown in every row of body says nothing here: it is the first to go.
+func colSpecs(lay Layout, cols []string, body [][]string) ([]Col, []string) {
+	specs := make([]Col, len(cols))
+	head := slices.Clone(cols)
+	for j, c := range cols {
+		specs[j] = lay.col(c, j)
+		if specs[j].Short != "" {
+			head[j] = specs[j].Short
+		}
+	}
+	most := 0
+	for _, sp := range specs {
+		most = max(most, sp.Drop)
+	}
+	for j := range cols {
+		if specs[j].Drop > 0 && emptyColumn(body, j) {
+			specs[j].Drop = most + 1
+		}
+	}
+	return specs, head
+}
+
+// dropColumns drops the columns that may go, highest Drop first (the
+// last of equals first), until the row fits width or none is left to go.
+func dropColumns(w []int, keep []bool, specs []Col, width int) {
+	for rowWidth(w, keep) > width {
+		drop := -1
+		for j := len(w) - 1; j >= 0; j-- {
+			if keep[j] && specs[j].Drop > 0 && (drop < 0 || specs[j].Drop > specs[drop].Drop) {
+				drop = j
+			}
+		}
+		if drop < 0 {
+			return
+		}
+		keep[drop] = false
+	}
+}
+
+// shareRoom gives the room left within width back to the free text cut
+// below its natural width nat, a column at a time to each in turn, so
+// that a message and a note share it.
+func shareRoom(w, nat []int, keep []bool, width int) {
+	for grew := true; grew; {
+		grew = false
+		for j := range w {
+			if keep[j] && w[j] < nat[j] && rowWidth(w, keep) < width {
+				w[j]++
+				grew = true
+			}
+		}
+	}
+}
+
+// cutWidest is for a row still too wide with every column that may go
+// gone: it cuts the widest text (never a numeric column), down to 3
+// columns, until the row fits width.
+func cutWidest(w []int, keep, numeric []bool, width int) {
+	for rowWidth(w, keep) > width {
+		widest := -1
+		for j := range w {
+			if keep[j] && !numeric[j] && w[j] > 3 && (widest < 0 || w[j] > w[widest]) {
+				widest = j
+			}
+		}
+		if widest < 0 {
+			return
+		}
+		w[widest] -= min(w[widest]-3, rowWidth(w, keep)-width)
+	}
+}
+
+// cutRow is row's kept cells, each within its width: a URL keeps its port
+// and a path its dataset's folder and file name, cut in the middle; other
+// text is cut at its end.
+func cutRow(row []string, w []int, keep []bool, specs []Col) []string {
+	out := make([]string, 0, len(row))
+	for j, s := range row {
+		if keep[j] {
+			switch {
+			case specs[j].URL: // keep the port
+				out = append(out, terminal.CutMiddle(s, w[j], strings.LastIndex(s, ":")))
+			case specs[j].Left: // keep the dataset's folder and the file name
+				out = append(out, terminal.CutMiddle(s, w[j], lastFolder(s)))
+			default:
+				out = append(out, terminal.Cut(s, w[j], false))
+			}
+		}
+	}
+	return out
 }
 
 // shortNote is the legend under a table whose headers were shortened to
