@@ -1,6 +1,8 @@
 // Package format writes an answer as a table (for a terminal), TSV, CSV
 // or JSON: Writer is the query.Sink that the query command and the shell
-// stream answers into.
+// stream answers into. layout.go decides which columns a table too wide
+// for the terminal keeps and how each is cut; text widths, cutting and
+// wrapping themselves are store/terminal's, shared with ingest.
 package format
 
 import (
