@@ -54,6 +54,14 @@ type promptLine struct {
 // assistant turns are dropped: the answer to the last user turn is asked
 // for). A line may carry "max_new_tokens" or "sampling_params".
 func ParsePrompt(line []byte, id string, lineNo int64) (*Prompt, error) {
+	if ids, ok := idsPrompt(line); ok {
+		return &Prompt{ID: id, Line: lineNo, InputIDs: ids}, nil
+	}
+	return parsePromptJSON(line, id, lineNo)
+}
+
+// parsePromptJSON is ParsePrompt for any prompt line, with encoding/json.
+func parsePromptJSON(line []byte, id string, lineNo int64) (*Prompt, error) {
 	var pl promptLine
 	if err := json.Unmarshal(line, &pl); err != nil {
 		return nil, fmt.Errorf("prompt line: %v", err)
