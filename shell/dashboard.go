@@ -212,24 +212,16 @@ func extends(wide, narrow string) bool {
 	return true
 }
 
-// datasetETA is the one ETA rule of watch: prompts left over the run's
-// answers per second (rate). gen answers its datasets one after another,
-// so a dataset being answered (it finished answers in the last 30 s or
-// 5 m) has ahead of it the prompts left in those being answered above it:
-// its ETA counts them too, and the last one's is TOTAL's when no other
-// dataset waits. A dataset with prompts left and no answer in 5 m is not
-// being answered: unknown.
+// datasetETA is store.DatasetETA, the one ETA rule of gen's lines and
+// watch, for a dataset of the dashboard: it is being answered when it
+// finished answers in the last 30 s or 5 m of the run (short, long).
 func datasetETA(left float64, ahead *float64, rate float64, short, long any) string {
-	if left <= 0 {
-		return store.ETA(0, rate)
-	}
 	s, _ := asFloat(short)
 	l, _ := asFloat(long)
-	if s == 0 && l == 0 {
-		return "unknown"
-	}
-	*ahead += left
-	return store.ETA(int64(*ahead), rate)
+	n := int64(*ahead)
+	eta := store.DatasetETA(int64(left), s > 0 || l > 0, &n, rate)
+	*ahead = float64(n)
+	return eta
 }
 
 // runWindows returns the two rate windows of the dashboard (30 s and 5 m)

@@ -133,3 +133,26 @@ func ETA(left int64, perSec float64) string {
 	}
 	return (time.Duration(secs) * time.Second).String()
 }
+
+// AnsweringWindow is how recent a dataset's last answer of the run must be
+// for it to count as being answered, for DatasetETA: watch's longer window.
+const AnsweringWindow = 5 * time.Minute
+
+// DatasetETA is the one ETA rule of a dataset, in gen's live lines and
+// watch alike: a run answers its datasets one after another at the run's
+// perSec answers a second, so a dataset being answered (answering: it had
+// an answer of this run in the last AnsweringWindow) has ahead of it the
+// prompts left in those being answered before it; ahead carries their sum
+// from one dataset to the next and gets its left. A dataset with prompts
+// left that is not being answered (not started yet, or waiting) is
+// "unknown", and adds nothing to ahead; one with none left is "done".
+func DatasetETA(left int64, answering bool, ahead *int64, perSec float64) string {
+	switch {
+	case left <= 0:
+		return ETA(0, perSec)
+	case !answering:
+		return "unknown"
+	}
+	*ahead += left
+	return ETA(*ahead, perSec)
+}

@@ -325,8 +325,9 @@ func TestRatesCountTheRunOnly(t *testing.T) {
 			t.Errorf("line %d: %q; want %s answers/s, as watch counts it", i, l, watchRate)
 		}
 	}
-	// 360 left in P1, 460 in all, at 40/11 a second.
-	for i, want := range []string{"2m7s", "1m39s", "2m7s"} {
+	// 360 left in P1, 460 in all, at 40/11 a second; P2, not started, has
+	// no ETA, as in watch (store.DatasetETA).
+	for i, want := range []string{"2m7s", "1m39s", "unknown"} {
 		if m := etaRE.FindStringSubmatch(lines[i]); m == nil || m[1] != want {
 			t.Errorf("line %d: %q; want ETA %s", i, lines[i], want)
 		}

@@ -22,6 +22,8 @@ type rateWindow struct {
 	mu       sync.Mutex
 	first    int64 // the second of the first answer, when hasFirst
 	hasFirst bool
+	last     int64 // the second of the last answer, when hasLast
+	hasLast  bool
 	secs     [64]struct{ sec, n, tokens, unknown int64 }
 }
 
@@ -38,6 +40,9 @@ func (w *rateWindow) add(now time.Time, n, tokens, unknown int64) {
 	w.mu.Lock()
 	if (n > 0 || tokens > 0) && !w.hasFirst {
 		w.first, w.hasFirst = sec, true
+	}
+	if n > 0 {
+		w.last, w.hasLast = max(w.last, sec), true
 	}
 	b := &w.secs[sec%int64(len(w.secs))]
 	if b.sec != sec {
@@ -74,6 +79,15 @@ func (w *rateWindow) rate(now time.Time, window time.Duration, runStart, indexFi
 		}
 	}
 	return r
+}
+
+// answering reports whether this run answered the dataset in the last
+// store.AnsweringWindow at now (the seconds of that window, as
+// store.RateSpan counts them): store.DatasetETA's being answered.
+func (w *rateWindow) answering(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hasLast && w.last >= store.RateSpan(now, store.AnsweringWindow, 0, false).From
 }
 
 // tokenRate describes a token rate honestly: "unknown" when no answer
@@ -303,10 +317,11 @@ func (r *run) statusLines(now time.Time) []string {
 // not finished (or was worked on in this run).
 //
 // Rates follow the one rule of gen's lines and watch (rateWindow.rate),
-// and so does the ETA: the run's rate is its answers per second over all
-// datasets, and as gen answers the datasets one after another, a dataset's
-// ETA is the prompts left in it and in those before it over that rate; the
-// last one's is the run's.
+// and so does the ETA (store.DatasetETA): the run's rate is its answers
+// per second over all datasets, and as gen answers the datasets one after
+// another, a dataset being answered has as its ETA the prompts left in it
+// and in those being answered before it over that rate; one not answered
+// in the last 5 minutes (not started yet) is unknown, as in watch.
 //
 // On a narrow terminal the lines keep the dataset, done/total, the rate and
 // the ETA (and the run's prompts to go); the rest is shortened, then
@@ -359,7 +374,7 @@ func (r *run) status(now time.Time) []liveLine {
 	for _, l := range r.withRetries(r.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
 	}
-	var ahead uint64 // prompts left in the datasets so far
+	var ahead int64 // prompts left in the datasets being answered so far
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
@@ -369,11 +384,7 @@ func (r *run) status(now time.Time) []liveLine {
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
-		ahead += left
-		eta := etaText(0, all)
-		if left > 0 {
-			eta = etaText(ahead, all)
-		}
+		eta := etaWords(store.DatasetETA(int64(min(left, math.MaxInt64)), ds.rate.answering(now), &ahead, all.PerSecond()))
 		l := liveLine{{text: "  "}, {text: ds.Name, flex: true}, {text: fmt.Sprintf(" %d/%d", done, total)},
 			{text: fmt.Sprintf(" (%.1f%%)", 100*float64(done)/float64(max(total, 1))), drop: 3}}
 		if n := s.Overlap.ErrorsOpen; n > 0 {
@@ -453,7 +464,11 @@ func rateTokens(r store.Rate) string {
 // etaText is store.ETA as a progress line says it: "done", "ETA unknown",
 // "ETA 4m10s".
 func etaText(left uint64, r store.Rate) string {
-	eta := store.ETA(int64(min(left, math.MaxInt64)), r.PerSecond())
+	return etaWords(store.ETA(int64(min(left, math.MaxInt64)), r.PerSecond()))
+}
+
+// etaWords is an ETA of store's as a progress line says it.
+func etaWords(eta string) string {
 	if eta == "done" {
 		return eta
 	}
