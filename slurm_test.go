@@ -201,7 +201,7 @@ func recipeHere(t *testing.T, script, bin, shared, tmp string, base int) string 
 	t.Helper()
 	port := fmt.Sprintf("$((%d + SLURM_ARRAY_TASK_ID))", base)
 	for _, r := range [][2]string{
-		{"python -m sglang.launch_server --model-path /models/kimi --tp 8 --port 30000 --enable-metrics &",
+		{"python -m sglang.launch_server --model-path /models/kimi --tp 8 \\\n    --port 30000 --enable-metrics &",
 			bin + " sim --unmarked --seed 3 --decode-tps 40 --slots 4 --listen 127.0.0.1:" + port + " &"},
 		{"http://127.0.0.1:30000", "http://127.0.0.1:" + port},
 		{"exec gendex ", "exec " + bin + " "},
