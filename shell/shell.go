@@ -142,7 +142,7 @@ func (s *Shell) interactive(ctx context.Context) (err error) {
 		case canceled:
 			fmt.Fprintln(s.Out, "^C")
 		case err != nil:
-			fmt.Fprintf(s.Err, "gendex: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+			io.WriteString(s.Err, errorText(err, s.width()))
 		}
 		if quit || ctx.Err() != nil {
 			return ctx.Err()
@@ -153,6 +153,14 @@ func (s *Shell) interactive(ctx context.Context) (err error) {
 		default:
 		}
 	}
+}
+
+// errorText is how the interactive shell says a command's error: on a
+// line of its own after "gendex: ", broken between words within width
+// columns (less one, so the terminal never wraps it itself), a quoted
+// command kept whole (terminal.WrapLines); width <= 0 leaves it one line.
+func errorText(err error, width int) string {
+	return terminal.WrapLines("gendex: "+strings.TrimPrefix(err.Error(), "usage: ")+"\n", width-1)
 }
 
 // exec runs one command line and reports whether the shell should end.
