@@ -31,17 +31,7 @@ import (
 func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	// A writer that is not answering is shown, and watch goes on.
 	defer func() { err = live.ShowNotAnswering(w, err) }()
-	collect := func(args ...string) (*query.Result, error) {
-		q, err := query.Parse(args)
-		if err != nil {
-			return nil, err
-		}
-		var c query.Collect
-		if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
-			return nil, err
-		}
-		return &c.Result, nil
-	}
+	collect := s.collector(ctx)
 	prog, err := collect("progress")
 	if err != nil {
 		return err
@@ -54,17 +44,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		}
 	}
 	rates := func(window string) (*query.Result, map[string][]any, error) {
-		r, err := collect(append([]string{"throughput", "--window", window, "--"}, names...)...)
-		if err != nil {
-			return nil, nil, err
-		}
-		byName := make(map[string][]any, len(r.Rows))
-		for _, row := range r.Rows {
-			if name, ok := row[0].(string); ok {
-				byName[name] = row
-			}
-		}
-		return r, byName, nil
+		return ratesByName(collect, window, names)
 	}
 	// Turns answered of multi-turn conversations: they move while done
 	// waits for a conversation's last turn.
@@ -86,26 +66,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	// Columns shown only when some dataset has a count in them.
-	some := func(cols ...string) bool {
-		for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
-			for _, col := range cols {
-				if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	truncated, records := some("truncated"), some("tokenized", "excluded")
-	res := &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors", "turns",
-		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
-	if records {
-		res.Columns = slices.Insert(res.Columns, 6, "records", "excluded")
-	}
-	if truncated {
-		res.Columns = slices.Insert(res.Columns, 5, "truncated")
-	}
+	res, truncated, records := watchColumns(prog)
 	// The run's rate: the 30 s one, the 5 m one when nothing finished in
 	// the last 30 s.
 	runRate, _ := asFloat(get(short, short.Total, "records_per_s"))
@@ -169,32 +130,103 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	}
 	out := plain.String()
 	if f == query.Table && len(names) > 0 {
-		if lines, total, err := sparklines(collect, names, s.Now().Unix()); err == nil {
-			spark := &query.Result{Columns: append(slices.Clone(res.Columns), sparkColumn)}
-			blank := strings.Repeat(" ", sparkMinutes)
-			for _, row := range res.Rows {
-				l, ok := lines[row[0].(string)]
-				if !ok {
-					l = blank
-				}
-				spark.Rows = append(spark.Rows, append(slices.Clone(row), sparkCell(l)))
-			}
-			if res.Total != nil {
-				spark.Total = append(slices.Clone(res.Total), sparkCell(total))
-			}
-			var b strings.Builder
-			if err := format.Write(&b, spark, opts); err != nil {
-				return err
-			}
-			if extends(b.String(), out) {
-				out = b.String()
-			}
+		if out, err = s.withSparklines(collect, names, res, opts, out); err != nil {
+			return err
 		}
 	}
 	if _, err := io.WriteString(w, out); err != nil {
 		return err
 	}
 	return s.serverLines(w, collect, f)
+}
+
+// watchColumns returns the dashboard's table, its columns only, for the
+// answer to progress: truncated, and records and excluded, are shown only
+// when some dataset has a count in them.
+func watchColumns(prog *query.Result) (res *query.Result, truncated, records bool) {
+	some := func(cols ...string) bool {
+		for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
+			for _, col := range cols {
+				if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	truncated, records = some("truncated"), some("tokenized", "excluded")
+	res = &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors", "turns",
+		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
+	if records {
+		res.Columns = slices.Insert(res.Columns, 6, "records", "excluded")
+	}
+	if truncated {
+		res.Columns = slices.Insert(res.Columns, 5, "truncated")
+	}
+	return res, truncated, records
+}
+
+// collector returns how the dashboard asks a question: parsed, asked at
+// now, the whole answer collected.
+func (s *Shell) collector(ctx context.Context) func(args ...string) (*query.Result, error) {
+	return func(args ...string) (*query.Result, error) {
+		q, err := query.Parse(args)
+		if err != nil {
+			return nil, err
+		}
+		var c query.Collect
+		if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
+			return nil, err
+		}
+		return &c.Result, nil
+	}
+}
+
+// ratesByName asks throughput over window for the datasets names, and
+// returns its answer and its rows by dataset name.
+func ratesByName(collect func(args ...string) (*query.Result, error), window string, names []string) (*query.Result, map[string][]any, error) {
+	r, err := collect(append([]string{"throughput", "--window", window, "--"}, names...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string][]any, len(r.Rows))
+	for _, row := range r.Rows {
+		if name, ok := row[0].(string); ok {
+			byName[name] = row
+		}
+	}
+	return r, byName, nil
+}
+
+// withSparklines returns the dashboard's table res drawn with each line's
+// sparkline of the last 30 minutes when that table extends out (the table
+// without them) as it is, and out otherwise, or when the writer asked does
+// not know series.
+func (s *Shell) withSparklines(collect func(args ...string) (*query.Result, error), names []string, res *query.Result, opts format.Options, out string) (string, error) {
+	lines, total, err := sparklines(collect, names, s.Now().Unix())
+	if err != nil {
+		return out, nil
+	}
+	spark := &query.Result{Columns: append(slices.Clone(res.Columns), sparkColumn)}
+	blank := strings.Repeat(" ", sparkMinutes)
+	for _, row := range res.Rows {
+		l, ok := lines[row[0].(string)]
+		if !ok {
+			l = blank
+		}
+		spark.Rows = append(spark.Rows, append(slices.Clone(row), sparkCell(l)))
+	}
+	if res.Total != nil {
+		spark.Total = append(slices.Clone(res.Total), sparkCell(total))
+	}
+	var b strings.Builder
+	if err := format.Write(&b, spark, opts); err != nil {
+		return "", err
+	}
+	if extends(b.String(), out) {
+		return b.String(), nil
+	}
+	return out, nil
 }
 
 // extends reports whether the table wide, drawn with a column more than
