@@ -337,8 +337,8 @@ func (a *Args) addMarks(c *chart.Chart, ev *query.Result) (servers []string, err
 
 // shortServers names the servers of c's panels (per server) and of its
 // marks (servers, one a mark) in the shortest form that tells them apart
-// (format.ShortURLs: "gpu1:30000", or ":30001" when they share a host,
-// which the title then names).
+// and still names the host (format.ShortURLs, the scheme left out:
+// "gpu1:30000"; servers on one host keep it: "127.0.0.1:30001").
 func (a *Args) shortServers(c *chart.Chart, servers []string) {
 	var rows [][]string
 	if a.metric.servers {
@@ -356,8 +356,14 @@ func (a *Args) shortServers(c *chart.Chart, servers []string) {
 	for i, r := range rows {
 		orig[i] = r[0]
 	}
-	if note := format.ShortURLs(rows, 0); note != "" {
-		c.Title += " (" + note + ")"
+	if format.ShortURLs(rows, 0) != "" {
+		// The servers share a host: a chart keeps it (host:port), its
+		// title having no room to say it; only the scheme goes.
+		for i, r := range rows {
+			if scheme, rest, ok := strings.Cut(orig[i], "://"); ok && strings.HasSuffix(orig[i], r[0]) && scheme != "" {
+				r[0] = rest
+			}
+		}
 	}
 	for i, r := range rows {
 		short[orig[i]] = r[0]

@@ -10,8 +10,7 @@ import (
 
 // TestShortServers: per server, the panels and the marks name the servers
 // in the shortest form that tells them apart, the same in both: the scheme
-// left out, and the host too when they share one (the title then names
-// it); TOTAL stays.
+// left out, host:port kept (servers on one host too); TOTAL stays.
 func TestShortServers(t *testing.T) {
 	a := &Args{metric: metrics[2]} // queue, per server
 	c := &chart.Chart{Title: a.metric.title, Series: []chart.Series{
@@ -22,14 +21,20 @@ func TestShortServers(t *testing.T) {
 	for _, s := range c.Series {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, " "); got != "TOTAL :30001 :30002" {
-		t.Errorf("panels: %s; want TOTAL :30001 :30002", got)
+	if got := strings.Join(names, " "); got != "TOTAL 127.0.0.1:30001 127.0.0.1:30002" {
+		t.Errorf("panels: %s; want TOTAL 127.0.0.1:30001 127.0.0.1:30002", got)
 	}
-	if c.Marks[0].Label != ":30002 down" {
-		t.Errorf("mark: %q; want \":30002 down\"", c.Marks[0].Label)
+	if c.Marks[0].Label != "127.0.0.1:30002 down" {
+		t.Errorf("mark: %q; want \"127.0.0.1:30002 down\"", c.Marks[0].Label)
 	}
-	if !strings.HasSuffix(c.Title, "(servers: http://127.0.0.1:PORT)") {
-		t.Errorf("title %q does not say what was left out", c.Title)
+	if c.Title != a.metric.title {
+		t.Errorf("title %q; want %q as it was", c.Title, a.metric.title)
+	}
+	// Servers on several hosts: host:port, the scheme left out.
+	c = &chart.Chart{Series: []chart.Series{{Name: "http://gpu1:30000"}, {Name: "http://gpu2:30000"}}}
+	a.shortServers(c, nil)
+	if c.Series[0].Name != "gpu1:30000" || c.Series[1].Name != "gpu2:30000" {
+		t.Errorf("panels of two hosts: %q, %q", c.Series[0].Name, c.Series[1].Name)
 	}
 
 	// Per dataset, the panels keep their names; the marks' one server
