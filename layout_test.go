@@ -2,7 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,4 +61,77 @@ func TestImportGraph(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Sizes of the house (README's How it works): no production file over
+// maxFileLines lines and no production function over maxFuncLines, unless
+// the function's doc comment says why it must be one piece (the words
+// "must be one piece" and a reason). Tests and testdata are not counted.
+const (
+	maxFileLines = 600
+	maxFuncLines = 120
+)
+
+// TestHouseSizes holds those sizes over every package of the module.
+func TestHouseSizes(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		files++
+		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
+			t.Errorf("%s is %d lines (at most %d): split it by idea", path, n, maxFileLines)
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n > maxFuncLines && !strings.Contains(fd.Doc.Text(), "must be one piece") {
+				t.Errorf("%s: %s is %d lines (at most %d, unless its doc comment says why it must be one piece)",
+					path, funcName(fd), n, maxFuncLines)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Fatalf("found %d production files; the walk went wrong", files)
+	}
+}
+
+// funcName is fd's name as a reader finds it: Type.Method or func.
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	typ := fd.Recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if g, ok := typ.(*ast.IndexExpr); ok { // a generic type's method
+		typ = g.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
 }
