@@ -2,16 +2,13 @@ package shell
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
-	"gendex/store"
 )
 
 // dashboard writes, per dataset: done/total, errors, the answers cut at the
@@ -36,7 +33,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	shortWin, longWin := runWindows(collect, s.Now())
+	shortWin, longWin := query.RunWindows(collect, s.Now())
 	names := make([]string, 0, len(prog.Rows))
 	for _, row := range prog.Rows {
 		if name, ok := row[0].(string); ok {
@@ -67,13 +64,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		return err
 	}
 	res, truncated, records := watchColumns(prog)
-	// The run's rate: the 30 s one, the 5 m one when nothing finished in
-	// the last 30 s.
-	runRate, _ := asFloat(get(short, short.Total, "records_per_s"))
-	if runRate == 0 {
-		runRate, _ = asFloat(get(long, long.Total, "records_per_s"))
-	}
-	var ahead float64 // prompts left in the datasets being answered, listed so far
+	etas := query.ETAs(prog, short, long) // the one ETA rule
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
 		var done any
@@ -81,11 +72,8 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		if n, ok := asFloat(prompts); ok {
 			m, _ := asFloat(missing)
 			done = uint64(n - m)
-			if p[0] == "TOTAL" {
-				eta = store.ETA(int64(m), runRate)
-			} else {
-				eta = datasetETA(m, &ahead, runRate, get(short, sh, "records_per_s"), get(long, lo, "records_per_s"))
-			}
+			name, _ := p[0].(string)
+			eta = etas[name]
 		}
 		row := []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"), turns,
 			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
@@ -242,49 +230,6 @@ func extends(wide, narrow string) bool {
 		}
 	}
 	return true
-}
-
-// datasetETA is store.DatasetETA, the one ETA rule of gen's lines and
-// watch, for a dataset of the dashboard: it is being answered when it
-// finished answers in the last 30 s or 5 m of the run (short, long).
-func datasetETA(left float64, ahead *float64, rate float64, short, long any) string {
-	s, _ := asFloat(short)
-	l, _ := asFloat(long)
-	n := int64(*ahead)
-	eta := store.DatasetETA(int64(left), s > 0 || l > 0, &n, rate)
-	*ahead = float64(n)
-	return eta
-}
-
-// runWindows returns the two rate windows of the dashboard (30 s and 5 m)
-// cut to the seconds since the last gen run started, when it started
-// within them: the seconds before a run are not its seconds.
-func runWindows(collect func(args ...string) (*query.Result, error), now time.Time) (short, long string) {
-	short, long = "30s", "5m"
-	ev, err := collect("events", "--since", "5m")
-	if err != nil {
-		return // a writer that does not know the question: whole windows
-	}
-	var start time.Time
-	for _, row := range ev.Rows {
-		if name, _ := get(ev, row, "event").(string); name == "start" {
-			at, _ := get(ev, row, "time").(string)
-			if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
-				start = t
-			}
-		}
-	}
-	if start.IsZero() {
-		return
-	}
-	secs := max(1, now.Unix()-start.Unix())
-	if secs < 30 {
-		short = fmt.Sprintf("%ds", secs)
-	}
-	if secs < 300 {
-		long = fmt.Sprintf("%ds", secs)
-	}
-	return short, long
 }
 
 // serverLines writes, after the datasets, one line per server gen read in

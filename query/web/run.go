@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"gendex/query"
-	"gendex/store"
 )
 
 // progressCols are the run page's progress columns, README's words as
@@ -95,7 +94,10 @@ func (s *server) runView(r *http.Request) *runView {
 	prog := get("progress")
 	short, long := get("throughput", "--window", "30s"), get("throughput", "--window", "30m")
 	v.Progress = newTable(prog, progressCols, toDataset)
-	addETA(v.Progress, prog, long)
+	// The ETA is watch's and gen's: the one rule over the run's windows.
+	ask := func(args ...string) (*query.Result, error) { return s.ask(ctx, args...) }
+	etaShort, etaLong := query.RunWindows(ask, s.Now())
+	addETA(v.Progress, prog, query.ETAs(prog, get("throughput", "--window", etaShort), get("throughput", "--window", etaLong)))
 	v.Progress.Empty = "nothing indexed yet: run gendex gen or gendex ingest"
 	v.Tokens = newTable(get("tokens"), tokenCols, toDataset)
 	v.Rate30s = newTable(short, rateCols, toDataset)
@@ -117,35 +119,22 @@ func (s *server) runView(r *http.Request) *runView {
 	return v
 }
 
-// addETA adds an ETA column to the progress table: the prompts still
-// missing over the dataset's answers/s in the last 30 minutes (the
-// store's one ETA: "done" when none is missing, unknown without a rate).
-func addETA(t *table, prog, rate *query.Result) {
-	rates := map[any]any{}
-	for _, row := range rate.Rows {
-		rates[row[0]] = columnOf(rate, row, "records_per_s")
-	}
-	t.Cols = append(t.Cols, column{Name: "eta", Head: "ETA", Title: "missing prompts over the answers/s of the last 30 minutes"})
-	eta := func(row []any, perSec any) cell {
-		left, ok := number(columnOf(prog, row, "missing_raw"))
-		ps, _ := number(perSec)
-		if !ok {
+// addETA adds the ETA column to the progress table (query.ETAs, the one
+// rule of gen's lines and watch).
+func addETA(t *table, prog *query.Result, etas map[string]string) {
+	t.Cols = append(t.Cols, column{Name: "eta", Head: "ETA", Title: "when the prompts left are answered at the run's rate, after the datasets before them; unknown for a dataset not being answered"})
+	cell := func(row []any) cell {
+		name, _ := row[0].(string)
+		eta, ok := etas[name]
+		if !ok || eta == "unknown" {
 			return valueCell("eta", nil)
 		}
-		c := valueCell("eta", store.ETA(int64(left), ps))
-		if c.Text == "unknown" {
-			c.Unknown, c.Class = true, "unknown"
-		}
-		return c
+		return valueCell("eta", eta)
 	}
 	for i, row := range prog.Rows {
-		t.Rows[i] = append(t.Rows[i], eta(row, rates[row[0]]))
+		t.Rows[i] = append(t.Rows[i], cell(row))
 	}
 	if prog.Total != nil && t.Total != nil {
-		var total any
-		if rate.Total != nil {
-			total = columnOf(rate, rate.Total, "records_per_s")
-		}
-		t.Total = append(t.Total, eta(prog.Total, total))
+		t.Total = append(t.Total, cell(prog.Total))
 	}
 }
