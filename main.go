@@ -9,28 +9,28 @@
 //
 // Commands:
 //
-//	gendex gen --server URL [--server URL]... [--export conversations|ids] [FLAGS] ROOT|DATASET_DIR...
-//	    answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once (--export: and write their training records)
+//	gendex gen --server URL... [--export conversations|ids] [FLAGS] ROOT|DIR...
+//	    answer every prompt exactly once with an SGLang or OpenAI-style server
 //	gendex sim [--listen HOST:PORT] [FLAGS]
-//	    a simulator of SGLang (or vLLM, llama.cpp: --flavor), for dry runs and tests
+//	    a simulator of SGLang (or vLLM, llama.cpp), for dry runs and tests
 //	gendex ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH...
-//	    index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file
-//	gendex export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR...
-//	    write a training record or an excluded line, with its reason, for every answer that has neither
+//	    index JSONL files: a root of dataset folders, one folder, or one file
+//	gendex export [--format conversations|ids] [--out DIR] [FLAGS] ROOT|DIR...
+//	    write a training record, or an exclusion and why, for every answer
 //	gendex drop DATASET|FOLDER...
-//	    make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched
+//	    make the index forget datasets, to start over (no file is touched)
 //	gendex relocate OLD_FOLDER NEW_FOLDER
-//	    tell the index that the files it read under OLD_FOLDER are now under NEW_FOLDER (moved or copied); each is checked, none is read again
+//	    tell the index that its files moved (or were copied) to NEW_FOLDER
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
-//	gendex plot [tokens|answers|queue|kv|accept] [--since DURATION] [--svg FILE] [FLAGS] [DATASET...|SERVER...]
-//	    draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)
+//	gendex plot [tokens|answers|queue|kv|accept] [FLAGS] [DATASET...|SERVER...]
+//	    draw tokens/s (answers/s, queue, KV use, accept) over the run, or an SVG
 //	gendex shell
-//	    ask the same questions interactively (type help there); watch a run live
+//	    ask the same questions interactively (type help there); watch a run
 //	gendex web [--listen HOST:PORT]
-//	    the run and every answer in a local browser page, live, read-only (loopback; $GENDEX_TOKEN beyond it)
+//	    the run and every answer in a local browser page, live, read-only
 //	gendex help [COMMAND|TOPIC]
-//	    this text, a command's usage and flags, or a topic: a section of README (help gen: both)
+//	    this text, a command's flags, or a topic (a section of README)
 //
 // The index is ./gendex.db, or $GENDEX_DB, or --db FILE (before or after
 // the command's name). 'gendex help COMMAND' shows a command's flags,
@@ -78,33 +78,33 @@ var commands []*Command
 func init() { // not a plain initializer: help reads the table
 	commands = []*Command{{
 		Name:    "gen",
-		Usage:   []string{"gen --server URL [--server URL]... [--export conversations|ids] [FLAGS] ROOT|DATASET_DIR..."},
-		Summary: "answer every dataset's prompts with an SGLang or OpenAI-compatible server, each exactly once (--export: and write their training records)",
+		Usage:   []string{"gen --server URL... [--export conversations|ids] [FLAGS] ROOT|DIR..."},
+		Summary: "answer every prompt exactly once with an SGLang or OpenAI-style server",
 		Run:     runGen,
 	}, {
 		Name:    "sim",
 		Usage:   []string{"sim [--listen HOST:PORT] [FLAGS]"},
-		Summary: "a simulator of SGLang (or vLLM, llama.cpp: --flavor), for dry runs and tests",
+		Summary: "a simulator of SGLang (or vLLM, llama.cpp), for dry runs and tests",
 		Run:     runSim,
 	}, {
 		Name:    "ingest",
 		Usage:   []string{"ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH..."},
-		Summary: "index JSONL files: a dataset root (ROOT/<dataset>/*.jsonl), one dataset folder, or one file",
+		Summary: "index JSONL files: a root of dataset folders, one folder, or one file",
 		Run:     runIngest,
 	}, {
 		Name:    "export",
-		Usage:   []string{"export [--format conversations|ids] [--out DIR] [--server URL] [FLAGS] ROOT|DATASET_DIR..."},
-		Summary: "write a training record or an excluded line, with its reason, for every answer that has neither",
+		Usage:   []string{"export [--format conversations|ids] [--out DIR] [FLAGS] ROOT|DIR..."},
+		Summary: "write a training record, or an exclusion and why, for every answer",
 		Run:     runExport,
 	}, {
 		Name:    "drop",
 		Usage:   []string{"drop DATASET|FOLDER..."},
-		Summary: "make the index forget datasets (named, or with files under FOLDER), to start over; no file is touched",
+		Summary: "make the index forget datasets, to start over (no file is touched)",
 		Run:     runDrop,
 	}, {
 		Name:    "relocate",
 		Usage:   []string{"relocate OLD_FOLDER NEW_FOLDER"},
-		Summary: "tell the index that the files it read under OLD_FOLDER are now under NEW_FOLDER (moved or copied); each is checked, none is read again",
+		Summary: "tell the index that its files moved (or were copied) to NEW_FOLDER",
 		Run:     runRelocate,
 	}, {
 		Name:    "query",
@@ -119,17 +119,17 @@ func init() { // not a plain initializer: help reads the table
 	}, {
 		Name:    "shell",
 		Usage:   []string{"shell"},
-		Summary: "ask the same questions interactively (type help there); watch a run live",
+		Summary: "ask the same questions interactively (type help there); watch a run",
 		Run:     runShell,
 	}, {
 		Name:    "web",
 		Usage:   []string{"web [--listen HOST:PORT]"},
-		Summary: "the run and every answer in a local browser page, live, read-only (loopback; $GENDEX_TOKEN beyond it)",
+		Summary: "the run and every answer in a local browser page, live, read-only",
 		Run:     runWeb,
 	}, {
 		Name:    "help",
 		Usage:   []string{"help [COMMAND|TOPIC]"},
-		Summary: "this text, a command's usage and flags, or a topic: a section of README (help gen: both)",
+		Summary: "this text, a command's flags, or a topic (a section of README)",
 		Run:     runHelp,
 	}}
 }

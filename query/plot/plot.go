@@ -24,10 +24,10 @@ import (
 )
 
 // Usage is plot's usage line, without "gendex ".
-const Usage = "plot [tokens|answers|queue|kv|accept] [--since DURATION] [--svg FILE] [FLAGS] [DATASET...|SERVER...]"
+const Usage = "plot [tokens|answers|queue|kv|accept] [FLAGS] [DATASET...|SERVER...]"
 
 // Summary says what plot does, in one line.
-const Summary = "draw tokens/s (or answers/s, queue, KV use, accept length) over the run, total and per dataset, with the servers' downs, ups and restarts (--svg: to a file)"
+const Summary = "draw tokens/s (answers/s, queue, KV use, accept) over the run, or an SVG"
 
 // A metric is what one word of plot draws.
 type metric struct {
