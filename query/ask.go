@@ -18,3 +18,17 @@ type Local struct{ Src Source }
 func (l Local) Ask(ctx context.Context, q Query, now time.Time, out Sink) error {
 	return Run(l.Src, q, now, out)
 }
+
+// AskWords asks a question given as the words of 'gendex query' (e.g.
+// "throughput", "--window", "5m") and collects the whole answer.
+func AskWords(ctx context.Context, a Asker, now time.Time, words ...string) (*Result, error) {
+	q, err := Parse(words)
+	if err != nil {
+		return nil, err
+	}
+	var c Collect
+	if err := a.Ask(ctx, q, now, &c); err != nil {
+		return nil, err
+	}
+	return &c.Result, nil
+}

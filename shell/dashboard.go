@@ -157,17 +157,7 @@ func watchColumns(prog *query.Result) (res *query.Result, truncated, records boo
 // collector returns how the dashboard asks a question: parsed, asked at
 // now, the whole answer collected.
 func (s *Shell) collector(ctx context.Context) func(args ...string) (*query.Result, error) {
-	return func(args ...string) (*query.Result, error) {
-		q, err := query.Parse(args)
-		if err != nil {
-			return nil, err
-		}
-		var c query.Collect
-		if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
-			return nil, err
-		}
-		return &c.Result, nil
-	}
+	return func(args ...string) (*query.Result, error) { return query.AskWords(ctx, s.Ask, s.Now(), args...) }
 }
 
 // ratesByName asks throughput over window for the datasets names, and

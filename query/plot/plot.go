@@ -179,17 +179,7 @@ func (a *Args) points(width int) int {
 // shortest form that tells them apart (format.ShortURLs), in the panels
 // and the marks alike; what that leaves out is said in the title.
 func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points int) (*chart.Chart, error) {
-	collect := func(args ...string) (*query.Result, error) {
-		q, err := query.Parse(args)
-		if err != nil {
-			return nil, err
-		}
-		var c query.Collect
-		if err := ask.Ask(ctx, q, now, &c); err != nil {
-			return nil, err
-		}
-		return &c.Result, nil
-	}
+	collect := func(args ...string) (*query.Result, error) { return query.AskWords(ctx, ask, now, args...) }
 	base := []string{"series"}
 	if a.metric.servers {
 		base = append(base, "--servers")

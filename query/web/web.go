@@ -141,15 +141,7 @@ func (s *server) authorized(r *http.Request) bool {
 
 // ask asks one question, given as the words of 'gendex query'.
 func (s *server) ask(ctx context.Context, args ...string) (*query.Result, error) {
-	q, err := query.Parse(args)
-	if err != nil {
-		return nil, err
-	}
-	var c query.Collect
-	if err := s.Ask.Ask(ctx, q, s.Now(), &c); err != nil {
-		return nil, err
-	}
-	return &c.Result, nil
+	return query.AskWords(ctx, s.Ask, s.Now(), args...)
 }
 
 // render writes a page, or a short error page when the template fails
