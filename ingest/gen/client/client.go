@@ -299,11 +299,25 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ti
 	}
 	defer drainClose(resp.Body)
 	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if err := decodeBody(resp.Body, out); err != nil {
 			return time.Time{}, c.decodeError(ctx, method+" "+path, resp.StatusCode, err)
 		}
 	}
 	return time.Now(), nil
+}
+
+// decodeBody decodes a JSON answer into out: a /generate answer, gen's
+// every answer, by decodeGenerate; anything else by encoding/json.
+func decodeBody(body io.Reader, out any) error {
+	g, ok := out.(*generateResponse)
+	if !ok {
+		return json.NewDecoder(body).Decode(out)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	return decodeGenerate(b, g)
 }
 
 // drainClose reads what is left of a body (up to a bound) and closes it, so
