@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -49,4 +51,23 @@ func (w wrappedTerminal) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// startProfile writes a CPU profile of the whole process to
+// $GENDEX_CPUPROFILE when it is set (for measuring: go tool pprof gendex
+// FILE); the returned func ends it.
+func startProfile(env *Env) (stop func()) {
+	path := env.Getenv("GENDEX_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gendex: $GENDEX_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

@@ -156,8 +156,10 @@ func main() {
 		// running command, not the shell.
 		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	}
+	stopProfile := startProfile(env)
 	err := run(ctx, env, os.Args[1:])
 	stop()
+	stopProfile()
 	os.Exit(exitCode(messages(env), err))
 }
 

@@ -34,6 +34,18 @@ var generateBodies = []string{
 	`[1,2]`,
 	``,
 	`{"extra":{"deep":[1,2,{"a":null}]},"text":"ok","output_ids":[3]}`,
+	`{"meta_info":{"finish_reason":{"type":"stop","matched":null},"e2e_latency":1e-3,"cached_tokens":null}}`,
+	`{"meta_info":{"finish_reason":{"type":"stop","matched":"</s>","type":null},"finish_reason":{"message":"m"}}}`,
+	`{"meta_info":{"finish_reason":{"type":"abort","message":"gone","status_code":503}}}`,
+	`{"meta_info":{"finish_reason":null,"prompt_tokens":-0,"e2e_latency":-2.5E+2,"spec_accept_histogram":[0,3,1]}}`,
+	`{"meta_info":{"finish_reason":"stop"}}`,
+	`{"meta_info":{"prompt_tokens":1.0}}`,
+	`{"meta_info":{"e2e_latency":1e999}}`,
+	`{"meta_info":{"e2e_latency":"0.1"}}`,
+	`{"meta_info":{"Prompt_Tokens":4,"spec_VERIFY_ct":2}}`,
+	`{"meta_info":{"fin\u0069sh_reason":{"typ\u0065":"length"}}}`,
+	`{"meta_info":{"spec_verify_ct":3,"spec_accept_length":2.25,"spec_accept_rate":0.6,"spec_accepted_drafts":4,"spec_proposed_drafts":9,"spec_accept_token_num":1,"spec_draft_token_num":2,"spec_num_correct_drafts":3,"spec_num_proposed_drafts":5}}`,
+	`{"meta_info":[]}`,
 }
 
 // TestDecodeGenerateIsEncodingJSON: the fast reading of a /generate
