@@ -118,11 +118,17 @@ func trimBase(raw string) string {
 // endpoint is the URL of path ("/generate") on the server: BaseURL's path
 // joined with path as URL paths are joined, BaseURL's query string kept.
 func (c *Client) endpoint(path string) (string, error) {
+	key := c.BaseURL + "\x00" + path
+	if s, ok := endpoints.Load(key); ok {
+		return s.(string), nil
+	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return "", errors.New("the server URL does not parse as scheme://host[:port][/path][?query] (check --server)")
 	}
-	return u.JoinPath(path).String(), nil
+	s := u.JoinPath(path).String()
+	endpoints.Store(key, s)
+	return s, nil
 }
 
 // NewTransport returns an HTTP/1.1 transport for concurrency simultaneous
@@ -251,13 +257,11 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 	op := method + " " + path
 	var body io.Reader
 	if in != nil {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(in); err != nil {
+		b, err := encodeBody(in)
+		if err != nil {
 			return nil, c.requestError(op, "encoding request: "+err.Error())
 		}
-		body = bytes.NewReader(buf.Bytes())
+		body = bytes.NewReader(b)
 	}
 	target, err := c.endpoint(path)
 	if err != nil {
