@@ -49,6 +49,8 @@ type answerView struct {
 	HasPrompt      bool
 	PromptError    string
 	Conversational bool
+	// TextInTurns: the text is the conversation's last turn, shown there.
+	TextInTurns bool
 }
 
 // answer is one record's page: the index's facts about it, its prompt
@@ -89,6 +91,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 		// A conversation's answer is its last turn.
 		last := turns[len(turns)-1]
 		a.Text, a.HasText, a.NoText, a.Reasoning = last.Text, true, "", last.Reasoning
+		a.TextInTurns = len(turns) > 1
 	}
 	s.render(w, "answer.html", a)
 }

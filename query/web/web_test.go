@@ -118,6 +118,9 @@ func TestPagesEscapeModelOutput(t *testing.T) {
 			t.Errorf("the conversation's page lacks %q", want)
 		}
 	}
+	if n := strings.Count(body, "the last turn"); n != 1 {
+		t.Errorf("the conversation's last turn is shown %d times, want once (in the conversation)", n)
+	}
 	_, body, _ = get(t, c, srv.URL+"/dataset?d=d&view=cut")
 	if !strings.Contains(body, `id=b`) || strings.Contains(body, `id=a&amp;`) {
 		t.Errorf("the cut view does not list exactly the cut answer:\n%s", body)
