@@ -118,7 +118,7 @@ func TestPagesEscapeModelOutput(t *testing.T) {
 			t.Errorf("the conversation's page lacks %q", want)
 		}
 	}
-	if n := strings.Count(body, `<pre class="text">the last turn</pre>`); n != 1 {
+	if n := strings.Count(body, `>the last turn</pre>`); n != 1 {
 		t.Errorf("the conversation's last turn is shown %d times, want once (in the conversation)", n)
 	}
 	_, body, _ = get(t, c, srv.URL+"/dataset?d=d&view=cut")
