@@ -175,6 +175,20 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	// next run must cut it) are what is under test: the runs go on until
 	// at least 3 kills left the first and a torn line was left in both
 	// outputs.
+	// Kills land within a whole run's time, measured once here, so that
+	// they hit work in progress however fast export is on this machine
+	// (a fixed span of a few seconds once missed most runs).
+	start := time.Now()
+	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("the timing run: %v\n%s", err, o)
+	}
+	whole := time.Since(start)
+	os.Remove(filepath.Join(dir, "tokenized.jsonl"))
+	os.Remove(filepath.Join(dir, "excluded.jsonl"))
+	os.Remove(db)
+	killAfter := func() time.Duration {
+		return 30*time.Millisecond + time.Duration(rng.Int64N(int64(whole)*9/10+1))
+	}
 	kills, unindexed, torn := 0, 0, 0
 	var tornIn [2]bool
 	for run := 0; (kills < 6 || unindexed < 3 || torn < 2) && run < 60; run++ {
@@ -187,7 +201,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 		go func() { done <- cmd.Wait() }()
 		// The random moment of the kill is what is under test.
 		select {
-		case <-time.After(time.Duration(50+rng.IntN(2500)) * time.Millisecond):
+		case <-time.After(killAfter()):
 			cmd.Process.Signal(syscall.SIGKILL)
 			if err := <-done; err != nil {
 				kills++
@@ -217,7 +231,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 		os.Remove(filepath.Join(dir, "excluded.jsonl"))
 		os.Remove(db)
 	}
-	t.Logf("%d kills, %d with records written and not indexed; %d torn lines left", kills, unindexed, torn)
+	t.Logf("%d kills (a whole run takes %v), %d with records written and not indexed; %d torn lines left", kills, whole, unindexed, torn)
 	if kills < 6 || unindexed < 3 || torn < 2 {
 		t.Fatalf("%d runs were killed mid-run, %d of them with records written and not indexed, and %d torn lines left; the test wants 6, 3 and 2", kills, unindexed, torn)
 	}
