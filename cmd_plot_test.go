@@ -210,16 +210,7 @@ func TestPlotSVGInBrowser(t *testing.T) {
 			t.Errorf("the SVG has no %q", want)
 		}
 	}
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "chromium-headless-shell", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no Chromium to render the SVG in (Debian: apt-get install chromium); the SVG's own checks passed")
-	}
+	browser := chromium(t) // skips without one; the SVG's own checks passed
 	var width, height int
 	if _, err := fmt.Sscanf(s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d"`, &width, &height); err != nil {
 		t.Fatalf("the SVG's size: %v", err)

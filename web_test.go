@@ -77,9 +77,9 @@ func TestWebInBrowser(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(p.dir, "data", "calm"), "calm", 40)
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "24", "data")
 	hostile, _ := json.Marshal(hostileText)
-	writeFileT(t, filepath.Join(p.dir, "other", "hostile", "prompts.jsonl"),
+	writeTestFile(t, filepath.Join(p.dir, "other", "hostile", "prompts.jsonl"),
 		`{"id":"h1","messages":[{"role":"user","content":`+string(hostile)+`}]}`+"\n"+`{"id":"h2","prompt":"a second one"}`+"\n")
-	writeFileT(t, filepath.Join(p.dir, "other", "hostile", "raw_responses.jsonl"),
+	writeTestFile(t, filepath.Join(p.dir, "other", "hostile", "raw_responses.jsonl"),
 		`{"id":"h1","text":`+string(hostile)+`,"completion_tokens":31,"finish_reason":"stop","model":"m"}`+"\n"+
 			`{"id":"h2","text":"plain","completion_tokens":2,"finish_reason":"length","model":"m"}`+"\n")
 	p.mustRun("ingest", "other")
@@ -249,16 +249,6 @@ func checkScreenshot(t *testing.T, path string, width, height int) {
 	}
 	if len(colors) < 4 {
 		t.Errorf("%s: %d colours: a blank page", path, len(colors))
-	}
-}
-
-func writeFileT(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 	"gendex/store"
 )
 
-// listScan bounds the records one list page looks at when --finish keeps
+// ListScan bounds the records one list page looks at when --finish keeps
 // only some: a page of a rare reason costs at most this many records, and
 // says where to go on from.
-const listScan = 100_000
+const ListScan = 100_000
 
 // MoreAfter is the first cell of list's total row when records remain
 // past the page: its id cell says where the next page starts (--after),
@@ -66,7 +66,7 @@ func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
 	}
 	r := store.PageRequest{Dataset: name, Stage: q.Stage, After: q.After, Before: q.Before, Back: q.Before != ""}
 	if q.Finish != "" {
-		r.Scan = listScan
+		r.Scan = ListScan
 	}
 	var rows [][]any
 	end, err := v.Page(r, func(rec *store.Record) (bool, error) {

@@ -53,7 +53,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	var turnsTotal uint64
 	for _, row := range sets.Rows {
 		name, _ := row[0].(string)
-		turns[name] = get(sets, row, "turns")
+		turns[name] = sets.Get(row, "turns")
 	}
 	short, shortBy, err := rates(shortWin)
 	if err != nil {
@@ -66,22 +66,22 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	res, truncated, records := watchColumns(prog)
 	etas := query.ETAs(prog, short, long) // the one ETA rule
 	line := func(p, sh, lo []any, turns any) []any {
-		prompts, missing := get(prog, p, "prompts"), get(prog, p, "missing_raw")
+		prompts, missing := prog.Get(p, "prompts"), prog.Get(p, "missing_raw")
 		var done any
 		eta := any("unknown")
-		if n, ok := asFloat(prompts); ok {
-			m, _ := asFloat(missing)
+		if n, ok := query.AsFloat(prompts); ok {
+			m, _ := query.AsFloat(missing)
 			done = uint64(n - m)
 			name, _ := p[0].(string)
 			eta = etas[name]
 		}
-		row := []any{p[0], done, prompts, get(prog, p, "done_pct"), get(prog, p, "errors"), turns,
-			get(short, sh, "records_per_s"), get(short, sh, "tokens_per_s"), get(long, lo, "records_per_s"), get(long, lo, "tokens_per_s"), eta}
+		row := []any{p[0], done, prompts, prog.Get(p, "done_pct"), prog.Get(p, "errors"), turns,
+			short.Get(sh, "records_per_s"), short.Get(sh, "tokens_per_s"), long.Get(lo, "records_per_s"), long.Get(lo, "tokens_per_s"), eta}
 		if records {
-			row = slices.Insert(row, 6, get(prog, p, "tokenized"), get(prog, p, "excluded"))
+			row = slices.Insert(row, 6, prog.Get(p, "tokenized"), prog.Get(p, "excluded"))
 		}
 		if truncated {
-			row = slices.Insert(row, 5, get(prog, p, "truncated"))
+			row = slices.Insert(row, 5, prog.Get(p, "truncated"))
 		}
 		return row
 	}
@@ -135,7 +135,7 @@ func watchColumns(prog *query.Result) (res *query.Result, truncated, records boo
 	some := func(cols ...string) bool {
 		for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
 			for _, col := range cols {
-				if n, ok := get(prog, row, col).(uint64); ok && n > 0 {
+				if n, ok := prog.Get(row, col).(uint64); ok && n > 0 {
 					return true
 				}
 			}
@@ -238,41 +238,20 @@ func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Re
 	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "kv_pct", "tokens/s server 30s", "tokens/s gendex 30s",
 		"retries 30s", "last error", "note"}}
 	for _, row := range srv.Rows {
-		if get(srv, row, "up") == nil {
+		if srv.Get(row, "up") == nil {
 			continue // no reading in the last 30 s: not this run's
 		}
 		var kv any
-		if u, ok := get(srv, row, "token_usage").(query.Fixed); ok {
+		if u, ok := srv.Get(row, "token_usage").(query.Fixed); ok {
 			kv = query.Fixed{V: 100 * u.V, Prec: 0}
 		}
-		res.Rows = append(res.Rows, []any{row[0], get(srv, row, "up"), get(srv, row, "running"), get(srv, row, "queued"),
-			kv, get(srv, row, "server_tokens_per_s"), get(srv, row, "client_tokens_per_s"),
-			get(srv, row, "retries"), get(srv, row, "last_error"), get(srv, row, "note")})
+		res.Rows = append(res.Rows, []any{row[0], srv.Get(row, "up"), srv.Get(row, "running"), srv.Get(row, "queued"),
+			kv, srv.Get(row, "server_tokens_per_s"), srv.Get(row, "client_tokens_per_s"),
+			srv.Get(row, "retries"), srv.Get(row, "last_error"), srv.Get(row, "note")})
 	}
 	if len(res.Rows) == 0 {
 		return nil
 	}
 	io.WriteString(w, "\n")
 	return format.Write(w, res, format.Options{Format: f, Width: s.width(), Layout: "watch-servers"})
-}
-
-// get returns the value of column name in row, a row of r; nil when r
-// has no such column.
-func get(r *query.Result, row []any, name string) any {
-	if i := slices.Index(r.Columns, name); i >= 0 && i < len(row) {
-		return row[i]
-	}
-	return nil
-}
-
-func asFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case uint64:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case query.Fixed:
-		return x.V, true
-	}
-	return 0, false
 }

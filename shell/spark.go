@@ -77,16 +77,16 @@ func sparklines(collect func(args ...string) (*query.Result, error), names []str
 	steps := map[string][]sparkStep{}
 	total := make([]sparkStep, sparkMinutes)
 	for _, row := range r.Rows {
-		name, _ := get(r, row, "dataset").(string)
+		name, _ := r.Get(row, "dataset").(string)
 		k := len(steps[name])
 		if k >= sparkMinutes {
 			continue
 		}
 		var st sparkStep
-		st.seconds, _ = asFloat(get(r, row, "seconds"))
-		st.answers, _ = asFloat(get(r, row, "answers"))
-		st.tokens, _ = asFloat(get(r, row, "completion_tokens"))
-		st.unknown, _ = asFloat(get(r, row, "unknown_tokens"))
+		st.seconds, _ = query.AsFloat(r.Get(row, "seconds"))
+		st.answers, _ = query.AsFloat(r.Get(row, "answers"))
+		st.tokens, _ = query.AsFloat(r.Get(row, "completion_tokens"))
+		st.unknown, _ = query.AsFloat(r.Get(row, "unknown_tokens"))
 		steps[name] = append(steps[name], st)
 		total[k].seconds = st.seconds
 		total[k].answers += st.answers

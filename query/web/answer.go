@@ -77,17 +77,18 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 		a.Line = pretty(line.Line)
 		s.readAnswer(a, line.Line)
 	}
+	turns := s.turnsOf(line) // once: the conversation and the text read them
 	if p, err := s.ask(r.Context(), "show", "--stage", "prompts", "--", name, id); err == nil {
 		a.HasPrompt, a.PromptLine = true, pretty(p.Line)
-		a.Messages = conversation(promptMessages(p.Line), s.turnsOf(line))
+		a.Messages = conversation(promptMessages(p.Line), turns)
 	} else if !strings.Contains(err.Error(), " has no ") {
 		a.PromptError = err.Error()
 	}
 	if a.Messages == nil && line != nil {
-		a.Messages = conversation(nil, s.turnsOf(line))
+		a.Messages = conversation(nil, turns)
 	}
 	a.Conversational = len(a.Messages) > 0
-	if turns := s.turnsOf(line); len(turns) > 0 && !a.HasText {
+	if len(turns) > 0 && !a.HasText {
 		// A conversation's answer is its last turn.
 		last := turns[len(turns)-1]
 		a.Text, a.HasText, a.NoText, a.Reasoning = last.Text, true, "", last.Reasoning

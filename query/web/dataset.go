@@ -190,19 +190,9 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 		}
 	}
 	if finish != "" && more {
-		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", finish, thousandsOf(total), last)
+		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", finish, thousands(query.ListScan), last)
 	}
 	return nil
-}
-
-func thousandsOf(total []any) string {
-	if len(total) > 6 {
-		if s, ok := total[6].(string); ok {
-			n, _ := strconv.Atoi(strings.Fields(s + " 0")[0])
-			return thousands(int64(n))
-		}
-	}
-	return "some"
 }
 
 // finishTabs are the answers view's filters, one per finish reason the
@@ -217,7 +207,7 @@ func (s *server) finishTabs(r *http.Request, name, on string) []tab {
 		if c == "dataset" || c == "records" || c == "unknown" || i >= len(res.Rows[0]) {
 			continue
 		}
-		if n, ok := number(res.Rows[0][i]); ok && n > 0 {
+		if n, ok := query.AsFloat(res.Rows[0][i]); ok && n > 0 {
 			tabs = append(tabs, tab{Label: fmt.Sprintf("%s (%s)", c, thousands(int64(n))), Href: link("/dataset", "d", name, "finish", c), On: on == c})
 		}
 	}
@@ -237,7 +227,7 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 	}
 	n := len(res.Rows)
 	if len(prog.Rows) > 0 {
-		if f, ok := number(columnOf(prog, prog.Rows[0], count)); ok {
+		if f, ok := query.AsFloat(prog.Get(prog.Rows[0], count)); ok {
 			n = int(f)
 		}
 	}
@@ -246,7 +236,7 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 		d.Note = fmt.Sprintf("the first %d of %s; gendex query missing %s --stage %s lists them all", missingShown, thousands(int64(n)), d.Dataset, stage)
 	}
 	d.List = newTable(res, missingCols, func(row []any) string {
-		id, _ := columnOf(res, row, "id").(string)
+		id, _ := res.Get(row, "id").(string)
 		return link("/answer", "d", d.Dataset, "id", id, "stage", "prompts")
 	})
 	// missing's rows begin with the dataset; the id is the link.

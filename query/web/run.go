@@ -61,6 +61,7 @@ var eventCols = []col{{"time", "time", ""}, {"server", "server", ""}, {"event", 
 // runView is the run page's live part.
 type runView struct {
 	Progress, Tokens, Rate30s, Rate30m, Servers, Events *table
+	ShortWindow                                         string // the short rates' window: 30s, or the run's seconds when it is younger
 	Errors                                              []string
 	HasAnswers                                          bool
 }
@@ -92,12 +93,15 @@ func (s *server) runView(r *http.Request) *runView {
 		return link("/dataset", "d", name)
 	}
 	prog := get("progress")
-	short, long := get("throughput", "--window", "30s"), get("throughput", "--window", "30m")
-	v.Progress = newTable(prog, progressCols, toDataset)
-	// The ETA is watch's and gen's: the one rule over the run's windows.
+	// The run's windows (30 s and 5 m, cut to the run's start) give the
+	// ETA, by watch's and gen's one rule; the short one is shown, with the
+	// last 30 minutes.
 	ask := func(args ...string) (*query.Result, error) { return s.ask(ctx, args...) }
-	etaShort, etaLong := query.RunWindows(ask, s.Now())
-	addETA(v.Progress, prog, query.ETAs(prog, get("throughput", "--window", etaShort), get("throughput", "--window", etaLong)))
+	shortWin, etaLong := query.RunWindows(ask, s.Now())
+	short, long := get("throughput", "--window", shortWin), get("throughput", "--window", "30m")
+	v.ShortWindow = shortWin
+	v.Progress = newTable(prog, progressCols, toDataset)
+	addETA(v.Progress, prog, query.ETAs(prog, short, get("throughput", "--window", etaLong)))
 	v.Progress.Empty = "nothing indexed yet: run gendex gen or gendex ingest"
 	v.Tokens = newTable(get("tokens"), tokenCols, toDataset)
 	v.Rate30s = newTable(short, rateCols, toDataset)
@@ -112,7 +116,7 @@ func (s *server) runView(r *http.Request) *runView {
 	v.Events = newTable(ev, eventCols, nil)
 	v.Events.Empty = "no events yet"
 	for _, row := range prog.Rows {
-		if n, _ := number(columnOf(prog, row, "raw")); n > 0 {
+		if n, _ := query.AsFloat(prog.Get(row, "raw")); n > 0 {
 			v.HasAnswers = true
 		}
 	}

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -109,8 +108,8 @@ func valueCell(name string, v any) cell {
 		c.Text, c.Raw = s, s
 		return c
 	}
-	c.Raw = raw(v)
-	f, ok := number(v)
+	c.Raw = fmt.Sprint(v) // as TSV writes it (a Fixed with its decimals)
+	f, ok := query.AsFloat(v)
 	if !ok {
 		c.Text = c.Raw
 		return c
@@ -121,39 +120,6 @@ func valueCell(name string, v any) cell {
 		c.Text = thousands(int64(f))
 	}
 	return c
-}
-
-// raw is a value as 'gendex query --format tsv' writes it.
-func raw(v any) string {
-	switch x := v.(type) {
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case json.Number:
-		return x.String()
-	}
-	return fmt.Sprint(v)
-}
-
-// number reads a value of an answer, local (Go's numbers) or from the
-// writer's socket (json.Number), as a float.
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case fmt.Stringer: // a share with its decimals
-		f, err := strconv.ParseFloat(x.String(), 64)
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // thousands writes n with commas: 1234567 -> 1,234,567.
@@ -172,14 +138,4 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// column returns the value of a named column in row, or nil.
-func columnOf(r *query.Result, row []any, name string) any {
-	for i, c := range r.Columns {
-		if c == name && i < len(row) {
-			return row[i]
-		}
-	}
-	return nil
 }

@@ -77,7 +77,7 @@ func Handler(o Options) http.Handler {
 		o.Location = time.UTC
 	}
 	s := &server{Options: o}
-	s.pages = template.Must(template.New("").Funcs(s.funcs()).ParseFS(assets, "templates/*.html"))
+	s.pages = template.Must(template.ParseFS(assets, "templates/*.html"))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.run)
 	mux.HandleFunc("GET /live", s.runLive)
@@ -188,6 +188,3 @@ func link(path string, kv ...string) string {
 	}
 	return path + "?" + v.Encode()
 }
-
-// funcs are the templates' functions.
-func (s *server) funcs() template.FuncMap { return template.FuncMap{} }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -114,6 +115,10 @@ func trimBase(raw string) string {
 	}
 	return base
 }
+
+// endpoints caches each server root and path's URL: a request's URL is
+// parsed once per server, not once per request.
+var endpoints sync.Map // BaseURL + "\x00" + path -> string
 
 // endpoint is the URL of path ("/generate") on the server: BaseURL's path
 // joined with path as URL paths are joined, BaseURL's query string kept.

@@ -206,7 +206,10 @@ func decodeInt(b []byte) (int, bool) {
 
 // decodeInts reads a JSON array of integers (or null) as encoding/json
 // reads it into []int; ok is false for anything else (a fraction, an
-// exponent, a number out of range), which encoding/json then answers.
+// exponent, a number out of range), which encoding/json then answers. It
+// parses the digits in its one pass rather than through decodeInt: an
+// answer's ids are most of its bytes (decodeInt per element, cut out
+// first, costs a third more).
 func decodeInts(b []byte) (ids []int, ok bool) {
 	if string(b) == "null" {
 		return nil, true

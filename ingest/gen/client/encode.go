@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"sync"
 )
 
 // encodeBody encodes a request body exactly as encoding/json's Encoder
@@ -60,7 +59,3 @@ func encodeJSON(b []byte, v any) ([]byte, error) {
 	err := enc.Encode(v)
 	return buf.Bytes(), err
 }
-
-// endpoints caches each server root and path's URL: a request's URL is
-// parsed once per server, not once per request.
-var endpoints sync.Map // BaseURL + "\x00" + path -> string
