@@ -174,6 +174,7 @@ func TestExitStatusesForScripts(t *testing.T) {
 		{"unknown server", []string{"--db", db, "query", "server", "http://x:1"}, "", 3, `no server "http://x:1"`},
 		{"unknown server of events", []string{"--db", db, "query", "events", "http://x:1"}, "", 3, `no server "http://x:1"`},
 		{"drop an unknown dataset", []string{"--db", db, "drop", "gama"}, "", 3, `no dataset "gama"`},
+		{"relocate a folder the index does not hold", []string{"--db", db, "relocate", dir, t.TempDir()}, "", 3, "holds no file under"},
 		{"no index", []string{"--db", filepath.Join(dir, "none.db"), "query", "progress"}, "", 4, "no index at"},
 		{"a folder for an index", []string{"--db", dir, "query", "progress"}, "", 4, "is a folder"},
 		{"a damaged index", []string{"--db", damaged, "query", "progress"}, "", 4, "damaged"},
