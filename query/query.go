@@ -353,9 +353,9 @@ func datasets(v *store.View, asked []string) ([]string, error) {
 		if !v.HasDataset(name) {
 			all := v.Datasets()
 			if len(all) == 0 {
-				return nil, fmt.Errorf("no dataset %q: the index is empty (run 'gendex ingest ROOT' or 'gendex gen')", name)
+				return nil, store.NotFound("no dataset %q: the index is empty (run 'gendex ingest ROOT' or 'gendex gen')", name)
 			}
-			return nil, fmt.Errorf("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
+			return nil, store.NotFound("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
 		}
 	}
 	return names, nil

@@ -265,9 +265,12 @@ func heartbeat(w http.ResponseWriter, d time.Duration) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// errorLine is the JSON line that carries err to the reader.
+// errorLine is the JSON line that carries err to the reader, with its
+// kind: a usage error, or something asked for that the index does not
+// hold (not_found).
 func errorLine(err error) map[string]any {
-	return map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, query.ErrUsage)}
+	return map[string]any{"error": strings.TrimPrefix(err.Error(), "usage: "), "usage": errors.Is(err, query.ErrUsage),
+		"not_found": errors.Is(err, store.ErrNotFound)}
 }
 
 // spoolAnswer computes q's answer from src into a spool, as the JSON lines
