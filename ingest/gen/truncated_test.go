@@ -112,7 +112,9 @@ func TestGenExportStopsCutConversation(t *testing.T) {
 			root, out := t.TempDir(), t.TempDir()
 			writeCutConversations(t, root, "M", n, k, odd)
 			dbPath := filepath.Join(t.TempDir(), "g.db")
-			cfg := Config{Servers: []string{url}, Out: out, Concurrency: 4, Sampling: maxNew(16), Export: tc.export}
+			// 128 tokens: the simulator cuts about a quarter of the turns
+			// that stop on their own, so some of the others are cut too.
+			cfg := Config{Servers: []string{url}, Out: out, Concurrency: 4, Sampling: maxNew(128), Export: tc.export}
 			sum, log, err := runGen(t, t.Context(), dbPath, cfg, root)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log)
