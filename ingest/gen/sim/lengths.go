@@ -14,7 +14,7 @@ import "math"
 //     practice;
 //   - a reasoning model first thinks for a median of 256 tokens, sigma 1
 //     (its answer then follows): 128 tokens cuts nearly every such answer,
-//     1,024 about one in ten, 4,096 one in 300 and 8,192 about one in 3,000.
+//     1,024 about one in ten, 4,096 one in 300 and 8,192 about one in 4,000.
 //
 // Raising the limit therefore cuts fewer answers, as on a real server, and
 // an answer cut at a lower limit is the prefix of the same answer at a higher
