@@ -117,6 +117,31 @@ func Parse(args []string) (*Args, error) {
 	return a, nil
 }
 
+// Metrics returns the words plot draws, the first the default.
+func Metrics() []string {
+	out := make([]string, len(metrics))
+	for i, m := range metrics {
+		out[i] = m.word
+	}
+	return out
+}
+
+// New returns the plot of metric (one of Metrics) over the run's last
+// since (0: all of it), for every dataset or server, as Parse would for
+// those words, but from values already checked, never parsed as flags:
+// a web page's parameters.
+func New(metric string, since time.Duration) (*Args, error) {
+	for _, m := range metrics {
+		if m.word == metric {
+			if since != 0 && since < time.Second {
+				return nil, usage("bad since %s (want a duration of a second or more)", since)
+			}
+			return &Args{metric: m, since: since.Truncate(time.Second)}, nil
+		}
+	}
+	return nil, usage("no metric %q (want one of %s)", metric, strings.Join(Metrics(), ", "))
+}
+
 func usage(format string, a ...any) error {
 	return fmt.Errorf("%w: plot: %s", query.ErrUsage, fmt.Sprintf(format, a...))
 }
@@ -202,8 +227,14 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 			}
 		}
 	}
+	most := query.SeriesMaxSteps - 1 // a step's rows may start one early
+	widened := ""
 	if step == 0 {
-		step = query.SeriesStep(to-from, points)
+		step = query.SeriesStep(to-from, min(points, most))
+	} else if (to-from)/int64(step/time.Second) > int64(most) {
+		// series would widen it; the title says so.
+		step = query.SeriesStep(to-from, most)
+		widened = fmt.Sprintf(" (--step widened to %s: at most %d points)", query.StepString(step), most)
 	}
 	r, err := collect(append(base, append([]string{"--step", step.String(), "--"}, a.names...)...)...)
 	if err != nil {
@@ -213,6 +244,7 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	if err != nil {
 		return nil, err
 	}
+	c.Title += widened
 	if a.metric.column == "accept_length" && len(c.Series) > 0 && allUnknown(c.Series) {
 		if !a.metric.servers {
 			b := *a
