@@ -227,18 +227,21 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 			}
 		}
 	}
-	most := query.SeriesMaxSteps - 1 // a step's rows may start one early
-	widened := ""
 	if step == 0 {
-		step = query.SeriesStep(to-from, min(points, most))
-	} else if (to-from)/int64(step/time.Second) > int64(most) {
-		// series would widen it; the title says so.
-		step = query.SeriesStep(to-from, most)
-		widened = fmt.Sprintf(" (--step widened to %s: at most %d points)", query.StepString(step), most)
+		step = query.SeriesStep(to-from, points)
 	}
 	r, err := collect(append(base, append([]string{"--step", step.String(), "--"}, a.names...)...)...)
 	if err != nil {
 		return nil, err
+	}
+	// A --step finer than a series holds (query.SeriesMaxRows) is widened
+	// by series, which says so; so does the title.
+	widened := ""
+	for _, n := range r.Notes {
+		if _, rest, ok := strings.Cut(n, "the step is widened to "); ok {
+			step, _, _ := strings.Cut(rest, " ")
+			widened = " (--step widened to " + step + ")"
+		}
 	}
 	c, err := a.seriesChart(r, now)
 	if err != nil {
