@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,6 +71,9 @@ func startBrowser(t *testing.T) *browser {
 		"--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--hide-scrollbars", "--user-data-dir="+filepath.Join(t.TempDir(), "profile"), "about:blank")
 	cmd.ExtraFiles = []*os.File{cmdR, evW} // fd 3: what it reads; fd 4: what it writes
+	// Its own process group: the end of the test stops its helpers too,
+	// which else may still write to the profile as the test removes it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +83,7 @@ func startBrowser(t *testing.T) *browser {
 	go b.read(bufio.NewReader(evR))
 	t.Cleanup(func() {
 		cmdW.Close()
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
 	return b

@@ -9,7 +9,10 @@
 // through html/template and the Content-Security-Policy allows no inline
 // script and nothing from another host; every asset is embedded; it
 // serves GET only and never writes; the only file lines it reads are the
-// index's own records (query show).
+// index's own records (query show). It answers only its owner: requests
+// for its own Host (package guard: a page that rebinds its name to the
+// port reads nothing) with the token; every URL parameter is checked
+// against what its page can mean (params.go) and none is read as a flag.
 package web
 
 import (
