@@ -262,6 +262,14 @@ func (tb *tab) load(url string) {
 	tb.waitLoaded(func(href string) bool { return href == url })
 }
 
+// loadAs goes to url and waits for the page to have loaded at want (the
+// page url redirects to).
+func (tb *tab) loadAs(url, want string) {
+	tb.b.t.Helper()
+	tb.call("Page.navigate", map[string]any{"url": url})
+	tb.waitLoaded(func(href string) bool { return href == want })
+}
+
 // click clicks the element a selector finds and waits for the page it
 // leads to.
 func (tb *tab) click(selector string) {
