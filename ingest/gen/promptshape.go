@@ -96,7 +96,7 @@ func classify(line []byte, path []string) lineShape {
 		}
 		return valueShape(v)
 	}
-	if _, ok := idsPrompt(line); ok {
+	if isIDsPrompt(line) {
 		return lineIDs
 	}
 	var seen uint8
