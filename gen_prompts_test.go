@@ -271,6 +271,7 @@ func TestGenBadPromptPaths(t *testing.T) {
 		{[]string{"--id", "meta.nope", "--prompt", "prompt"}, []string{"--id meta.nope matches no line of dataset nested", "has the keys meta, prompt", "meta has the keys uid, src"}},
 		{[]string{"--id", "meta.uid", "--prompt", "question"}, []string{"--prompt question holds no prompt in any line of dataset nested", "has the keys meta, prompt"}},
 		{[]string{"--prompt", "meta"}, []string{"--prompt meta holds no prompt", "meta is an object"}},
+		{[]string{"--id", "meta.uid", "--prompt", "prompt", "--export", "conversations"}, []string{"--export reads each prompt where gen's keys keep it", "jq -c '{id: .meta.uid, text: .prompt}'"}},
 	} {
 		args := append([]string{"--db", db, "gen", "--server", url}, tc.args...)
 		r := gendex(t, testEnv(nil), append(args, dir)...)
