@@ -80,15 +80,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
 	}
-	if strings.ContainsAny(*idPath, "=,") {
-		return usagef("gen: --id %q: a dotted path, such as meta.uid", *idPath)
-	}
-	if *promptPath != "" && *exportFormat != "" {
-		id := *idPath
-		if id == "" {
-			id = "id"
-		}
-		return usagef("gen: --export reads each prompt where gen's keys keep it (input_ids, text, messages, conversations), not at --prompt %s: run gen without --export, or write the set with those keys first (e.g. jq -c '{id: .%s, text: .%s}')", *promptPath, id, *promptPath)
+	if err := checkPromptPaths(*idPath, *promptPath, *exportFormat); err != nil {
+		return err
 	}
 	switch cfg.API {
 	case client.APIAuto, client.APIGenerate, client.APIChat, client.APICompletions:
