@@ -2,8 +2,12 @@ package gen
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"gendex/ingest"
+	"gendex/store"
 )
 
 // TestClassify: each prompt line is counted by what it holds, by gen's
@@ -81,4 +85,40 @@ func promptString(p *Prompt) string {
 	}
 	b.WriteString(" turns=" + string(rune('0'+p.Turns)))
 	return b.String()
+}
+
+// TestLeftUnsent: a run that sent nothing while the index holds prompts
+// without an answer or an error ends in an error that says so (a script
+// must not take it for done); one that left prompts unsent for their
+// shape says how many; one that sent a prompt, or was interrupted, or had
+// nothing missing, ends without.
+func TestLeftUnsent(t *testing.T) {
+	root := t.TempDir()
+	writePrompts(t, root, "D", "text", 3)
+	db := openDB(t, filepath.Join(t.TempDir(), "g.db"))
+	defer db.Close()
+	path := filepath.Join(root, "D", "prompts.jsonl")
+	ix := &ingest.Indexer{DB: db}
+	if _, err := ix.IndexFile(t.Context(), ingest.Source{Path: path, Dataset: "D", Stage: store.Prompts}); err != nil {
+		t.Fatal(err)
+	}
+	newRun := func() *run {
+		return &run{db: db, sets: []*dsRun{{Dataset: Dataset{Name: "D", Prompts: []string{path}}, scan: &promptScan{}}}}
+	}
+	if err := newRun().leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "no prompt was sent, yet 3 are missing") {
+		t.Errorf("nothing sent, 3 missing: %v", err)
+	}
+	r := newRun()
+	r.sets[0].scan.unsent.Add(2)
+	if err := r.leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "2 prompts were not sent") {
+		t.Errorf("2 unsent: %v", err)
+	}
+	r = newRun()
+	r.sets[0].scan.fed.Add(1)
+	if err := r.leftUnsent(&Summary{}); err != nil {
+		t.Errorf("one sent: %v", err)
+	}
+	if err := newRun().leftUnsent(&Summary{Interrupted: true}); err != nil {
+		t.Errorf("interrupted: %v", err)
+	}
 }
