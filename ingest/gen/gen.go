@@ -376,13 +376,13 @@ func newRun(db *store.DB, cfg Config) *run {
 // exported under --export, and says it; it returns the prompts to ask.
 func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
 	cfg := &r.cfg
-	// The index believes only what the disk holds: counted files that are
-	// gone or changed are forgotten, moved ones found, before anything is
-	// decided.
 	scans, err := r.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
 	if err != nil {
 		return 0, err
 	}
+	// The index believes only what the disk holds: counted files that are
+	// gone or changed are forgotten, moved ones found, before anything is
+	// decided.
 	if err := r.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
 		return 0, err
 	}
