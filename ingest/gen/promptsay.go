@@ -163,7 +163,7 @@ func (ds *dsRun) unsentText() string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  %s: %s not sent: no prompt gen can send in their lines (see above); still missing", ds.Name, counted(n, "prompt", "prompts"))
+	return fmt.Sprintf("  %s: %s for their shape: not sent, no prompt gen can send in their lines (see above); still missing", ds.Name, counted(n, "prompt failed", "prompts failed"))
 }
 
 // leftUnsent is the error a run ends in (after its summary) when it left
@@ -178,8 +178,8 @@ func (r *run) leftUnsent(sum *Summary) error {
 		}
 	}
 	if unsent > 0 {
-		return fmt.Errorf("%s not sent: their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
-			counted(unsent, "prompt was", "prompts were"))
+		return fmt.Errorf("%s for their shape, not sent: their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
+			counted(unsent, "prompt failed", "prompts failed"))
 	}
 	if fed > 0 || sum.Interrupted || sum.Responses+sum.Errors > 0 || r.cfg.Redo != nil {
 		return nil
