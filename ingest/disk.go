@@ -104,12 +104,15 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 				}
 			}
 		}
-		if err := ix.forget(ctx, f); err != nil {
+		if err := ix.forget(ctx, f, true); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("%s: its %d records are forgotten, and the prompts they answered are unanswered again", why, f.Records)
 		if why != whyGone {
 			msg = fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
+		}
+		if f.IDPath != "" {
+			msg += fmt.Sprintf("; the --id path %s given for it is forgotten too (give --id again if the lines at its path keep their ids there)", f.IDPath)
 		}
 		ix.report(Problem{Path: f.Path, Kind: Gone, Msg: msg})
 	}
@@ -160,12 +163,17 @@ func changed(f store.FileState) (string, error) {
 }
 
 // forget removes what the index holds of f (and of the files that repeat
-// its ids, which stay listed for reading again), in bounded batches.
-func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
+// its ids, which stay listed for reading again), in bounded batches;
+// replaced drops the --id path given for it (the file at its path is
+// another, or none).
+func (ix *Indexer) forget(ctx context.Context, f store.FileState, replaced bool) error {
 	err := ix.DB.Update(func(tx *store.Tx) error {
 		state, ok, err := tx.File(f.Path)
 		if err != nil || !ok {
 			return err
+		}
+		if replaced {
+			state.IDPath = ""
 		}
 		_, err = tx.ForgetFile(&state)
 		return err
@@ -177,8 +185,8 @@ func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
 		return err
 	}
 	if _, err := os.Stat(f.Path); errors.Is(err, os.ErrNotExist) {
-		// Nothing to read again: its state stays (its id path with it) with
-		// nothing counted, as a file forgotten and read to its end.
+		// Nothing to read again: its state stays with nothing counted,
+		// as a file forgotten and read to its end.
 		return ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(f.Path) })
 	}
 	return nil
@@ -194,7 +202,7 @@ func (ix *Indexer) Reread(ctx context.Context, src Source) (FileResult, error) {
 		return FileResult{Source: src}, err
 	}
 	if state.ID != 0 && state.Phase == store.PhaseReady {
-		if err := ix.forget(ctx, state); err != nil {
+		if err := ix.forget(ctx, state, false); err != nil {
 			return FileResult{Source: src}, err
 		}
 	}

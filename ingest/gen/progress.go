@@ -571,6 +571,9 @@ func (r *run) final(sum *Summary) {
 			}
 			r.logf("  %s: %d/%d answered (%d this run), %s, %d still missing%s%s%s -> %s",
 				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), counted(s.Overlap.ErrorsOpen, "error", "errors"), s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
+			if t := ds.unsentText(); t != "" {
+				r.logf("%s", t)
+			}
 			if r.cfg.Export != nil {
 				e := &ds.exp
 				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
