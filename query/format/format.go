@@ -214,7 +214,7 @@ func writeJSONValue(w *bufio.Writer, v any) {
 // zeroHidden are the columns a table leaves out when they are 0 in every
 // row and in the total: counts that matter only when they are not 0.
 // TSV, CSV and JSON always have them, so that scripts see stable columns.
-var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true}
+var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true, "redo": true, "stale": true}
 
 // hideZeroColumns returns cols, rows and total without the zeroHidden
 // columns that are 0 everywhere.
