@@ -490,6 +490,9 @@ func (r *run) keepTurn(t turnAnswer, keptRedo bool) bool {
 // pass), with the command that makes them again. It reads store.Owed, the
 // truth every view reads.
 func (r *run) sayOwed(v *store.View) {
+	var stale uint64
+	var each []string
+	dirs := map[bool][]string{} // by ids format
 	for _, ds := range r.sortedSets() {
 		s, err := v.Summary(ds.Name)
 		if err != nil {
@@ -497,25 +500,47 @@ func (r *run) sayOwed(v *store.View) {
 		}
 		o := s.Owed()
 		if o.Redo > 0 {
-			r.logf("  %s: %s still to ask again (this redo stopped before them): the same gen --redo asks them",
+			r.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
 				ds.Name, counted(o.Redo, "answer", "answers"))
 		}
 		if o.Stale > 0 {
-			r.logf("  %s: %s of %s built from answers a redo replaced: stale, counted as missing until %s makes them from the new answers",
-				ds.Name, counted(o.Stale, "record or exclusion", "records and exclusions"), filepath.Base(ds.Tokenized), r.exportCommand(ds))
+			stale += o.Stale
+			each = append(each, fmt.Sprintf("%s %d", ds.Name, o.Stale))
+			f, ok, _ := export.FileFormat(ds.Tokenized)
+			ids := ok && f == export.IDs
+			dirs[ids] = append(dirs[ids], ingest.ShellQuote(filepath.Dir(ds.Raw)))
 		}
 	}
+	if stale == 0 {
+		return
+	}
+	var cmds []string
+	for _, ids := range []bool{false, true} {
+		if len(dirs[ids]) > 0 {
+			cmds = append(cmds, r.exportCommand(ids, dirs[ids]))
+		}
+	}
+	were := "were"
+	if stale == 1 {
+		were = "was"
+	}
+	r.logf("gen: %s (%s) %s made from answers a redo replaced: stale, they count as missing records ('gendex query missing --stage tokenized' lists them) until export makes them again from the new answers: %s",
+		counted(stale, "record or exclusion", "records and exclusions"), strings.Join(each, ", "), were, strings.Join(cmds, " and "))
 }
 
-// exportCommand is the command that makes ds's records (gendex export,
-// in the format its records file holds).
-func (r *run) exportCommand(ds *dsRun) string {
+// exportCommand is the command that makes the records of the datasets in
+// dirs (gendex export, in the ids format or the default one).
+func (r *run) exportCommand(ids bool, dirs []string) string {
 	args := []string{"gendex", "export"}
 	if p := r.db.Path(); p != "" && p != "gendex.db" && p != "./gendex.db" {
 		args = []string{"gendex", "--db", ingest.ShellQuote(p), "export"}
 	}
-	if f, ok, _ := export.FileFormat(ds.Tokenized); ok && f == export.IDs {
-		args = append(args, "--format", "ids", "--server", ingest.ShellQuote(r.cfg.Servers[0]))
+	if ids {
+		server := r.cfg.Servers[0]
+		if r.cfg.Simulator {
+			server = "sim" // gen --server sim's: export's own simulator
+		}
+		args = append(args, "--format", "ids", "--server", ingest.ShellQuote(server))
 	}
-	return strings.Join(append(args, ingest.ShellQuote(filepath.Dir(ds.Raw))), " ")
+	return strings.Join(append(args, dirs...), " ")
 }
