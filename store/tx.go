@@ -175,19 +175,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
-	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
-		return nil, err
-	}
-	if stage == Excluded && r.OwnTime && before.has(Raw) {
-		// An exclusion made before its id's answer finished was made
-		// from an earlier answer (a redo's replaced it).
-		if ans, err := d.stored(Raw, r.ID); err != nil {
-			return nil, err
-		} else if ans != nil && ans.OwnTime && ans.Time > r.Time {
-			return nil, d.markStale(id, before|1<<stage)
-		}
-	}
-	return nil, nil
+	return nil, d.moveMarks(stage, id, before, before|1<<stage)
 }
 
 // Merge folds r into the record the stage already holds for r.ID when that
