@@ -41,6 +41,20 @@ func redoneIDs(t *testing.T, dir string, sets ...string) map[string][]string {
 	return out
 }
 
+// cutIDs returns the ids of dir whose newest answer was cut at the token
+// limit.
+func cutIDs(t *testing.T, dir string) []string {
+	t.Helper()
+	newest, _ := newestAnswers(t, dir)
+	var ids []string
+	for id, a := range newest {
+		if a.Finish == "length" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // webGet fetches a page of the web view at url with its token.
 func webGet(t *testing.T, url, token string) string {
 	t.Helper()
@@ -230,21 +244,15 @@ func redoLines(path string) int {
 // the redo ran.
 func TestRedoIsToGo(t *testing.T) {
 	p := newPlaceRun(t)
-	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "150")
+	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "60")
 	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", filepath.Join("demo", "B2_text"))
 	raw := filepath.Join(p.dir, "demo", "B2_text", "raw_responses.jsonl")
-	cut := 0
-	newest, _ := newestAnswers(t, filepath.Dir(raw))
-	for _, a := range newest {
-		if a.Finish == "length" {
-			cut++
-		}
-	}
+	cut := len(cutIDs(t, filepath.Dir(raw)))
 	if cut < 3 {
 		t.Fatalf("%d answers cut at 16 tokens: the test needs more", cut)
 	}
 	env := append(os.Environ(), "GENDEX_DB=", "GENDEX_LOG_EVERY=200ms", "GENDEX_TOKEN=tok-39")
-	gen := exec.Command(p.bin, "gen", "--server", real, "--max-new-tokens", "128", "--concurrency", "1", "--redo", "truncated", filepath.Join("demo", "B2_text"))
+	gen := exec.Command(p.bin, "gen", "--server", real, "--max-new-tokens", "128", "--concurrency", "2", "--redo", "truncated", filepath.Join("demo", "B2_text"))
 	gen.Dir, gen.Env = p.dir, env
 	var stderr lockedBuffer
 	gen.Stderr = &stderr
@@ -333,10 +341,13 @@ func TestRedoIsToGo(t *testing.T) {
 func TestOnlyServerDownMidRedo(t *testing.T) {
 	p := newPlaceRun(t)
 	addr := freeAddr(t)
-	server := startSimAt(t, p.bin, addr, "--unmarked", "--decode-tps", "150")
+	server := startSimAt(t, p.bin, addr, "--unmarked", "--decode-tps", "60")
 	url := "http://" + addr
 	p.mustRun("gen", "--server", url, "--max-new-tokens", "16", filepath.Join("demo", "B2_text"))
 	raw := filepath.Join(p.dir, "demo", "B2_text", "raw_responses.jsonl")
+	if cut := len(cutIDs(t, filepath.Dir(raw))); cut < 3 {
+		t.Fatalf("%d answers cut at 16 tokens: the test needs more", cut)
+	}
 	gen := exec.Command(p.bin, "gen", "--server", url, "--max-new-tokens", "128", "--concurrency", "1", "--down-limit", "2s",
 		"--redo", "truncated", filepath.Join("demo", "B2_text"))
 	gen.Dir, gen.Env = p.dir, append(os.Environ(), "GENDEX_DB=", "GENDEX_LOG_EVERY=200ms")
