@@ -338,7 +338,7 @@ func (r *run) status(now time.Time) []liveLine {
 		for i, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
-				left += s.MissingRaw()
+				left += s.Owed().ToGo()
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
@@ -371,7 +371,7 @@ func (r *run) status(now time.Time) []liveLine {
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
 		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
 		part{text: fmt.Sprintf(", %d to go", left)},
-		part{text: ", " + etaText(left, all)})
+		part{text: ", " + etaText(max(left, uint64(r.pool.inFlight())), all)})
 	lines := []liveLine{head}
 	for _, l := range r.withRetries(r.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
@@ -380,9 +380,9 @@ func (r *run) status(now time.Time) []liveLine {
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
-		done := total - s.MissingRaw()
+		left := min(s.Owed().ToGo(), total) // a redo's answers asked again are to go
+		done := total - left
 		rate := rates[i]
-		left := s.MissingRaw()
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
@@ -581,6 +581,7 @@ func (r *run) final(sum *Summary) {
 					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
 			}
 		}
+		r.sayOwed(v) // what a redo leaves owed (redo.go)
 		return nil
 	})
 	if n := r.rep.Skipped(); n > 0 {
