@@ -17,6 +17,8 @@
 //	    index JSONL files: a root of dataset folders, one folder, or one file
 //	gendex export [--format conversations|ids] [--out DIR] [FLAGS] ROOT|DIR...
 //	    write a training record, or an exclusion and why, for every answer
+//	gendex check [--max-length N] [--format table|json] ROOT|DIR...
+//	    is each dataset fit to train on: every reason not, and its fix
 //	gendex drop DATASET|FOLDER...
 //	    make the index forget datasets, to start over (no file is touched)
 //	gendex relocate OLD_FOLDER NEW_FOLDER
@@ -99,6 +101,11 @@ func init() { // not a plain initializer: help reads the table
 		Usage:   []string{"export [--format conversations|ids] [--out DIR] [FLAGS] ROOT|DIR..."},
 		Summary: "write a training record, or an exclusion and why, for every answer",
 		Run:     runExport,
+	}, {
+		Name:    "check",
+		Usage:   []string{"check [--max-length N] [--format table|json] ROOT|DIR..."},
+		Summary: "is each dataset fit to train on: every reason not, and its fix",
+		Run:     runCheck,
 	}, {
 		Name:    "drop",
 		Usage:   []string{"drop DATASET|FOLDER..."},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
+	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it (see 'gendex check')"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
@@ -62,6 +64,8 @@ type Query struct {
 	Limit         int
 	Finish        string
 	Sample        int
+	// check: what the check accepts and the drafter's length.
+	Check CheckOptions
 	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
 	Step      time.Duration
 	PerServer bool
@@ -128,6 +132,9 @@ func Parse(args []string) (Query, error) {
 	fs.IntVar(&q.Limit, "limit", 0, "list: records in a page (default 50)")
 	fs.StringVar(&q.Finish, "finish", "", "list: only records with this finish reason (length: cut at the token limit)")
 	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random")
+	maxLength := fs.String("max-length", "", "check: the drafter's training length in tokens")
+	fs.BoolVar(&q.Check.IncludeTruncated, "include-truncated", false, "check: accept records of answers cut at the token limit")
+	fs.BoolVar(&q.Check.AllowMixed, "allow-mixed", false, "check: accept answers of more than one model")
 	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -194,6 +201,14 @@ func Parse(args []string) (Query, error) {
 	case "list":
 		if err := checkList(&q, pos); err != nil {
 			return q, err
+		}
+	case "check":
+		if *maxLength != "" {
+			n, err := strconv.Atoi(*maxLength)
+			if err != nil || n <= 0 {
+				return q, usageErr("--max-length %q: want a positive number of tokens (the drafter's training length)", *maxLength)
+			}
+			q.Check.MaxLength = n
 		}
 	case "datasets":
 		if len(pos) != 0 {
@@ -323,6 +338,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return list(v, names[0], q, now, out)
 		case "show":
 			return show(v, names[0], q, out)
+		case "check":
+			return check(v, names, q.Check, out)
 		}
 		return usageErr("unknown question %q", q.Question)
 	})

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gendex/ingest"
+	"gendex/query"
+	"gendex/query/format"
+	"gendex/query/live"
+	"gendex/store"
+)
+
+func init() {
+	// The check's content checks read answers by ingest's rules, in this
+	// process and in a writer's that answers the question on its socket.
+	query.AnswerText = func(line []byte) (string, bool, string, error) {
+		a, err := readAnswer(line)
+		return a.Text, a.HasText, a.Reasoning, err
+	}
+}
+
+// errNotReady: some dataset is not fit to train on (exit 1); the verdicts
+// say why.
+var errNotReady = fmt.Errorf("not ready to train on: %w", errSkipped)
+
+// runCheck gives one verdict per dataset and one for all: ready to train
+// on, or each reason it is not with its count and the command that fixes
+// it. It exits 1 when a dataset is not ready.
+func runCheck(ctx context.Context, c *call, args []string) error {
+	fs := c.flags()
+	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records whose prompt + completion tokens exceed it are a reason")
+	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
+	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
+	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	f, err := query.ParseFormat(*formatName)
+	if err != nil {
+		return usagef("check: %v", err)
+	}
+	words := []string{"check"}
+	if *maxLength != "" {
+		if n, err := strconv.Atoi(*maxLength); err != nil || n <= 0 {
+			return usagef("check: --max-length %q: want a positive number of tokens (the drafter's training length)", *maxLength)
+		}
+		words = append(words, "--max-length", *maxLength)
+	}
+	if *includeTruncated {
+		words = append(words, "--include-truncated")
+	}
+	if *allowMixed {
+		words = append(words, "--allow-mixed")
+	}
+	asker := live.NewAsker(c.db)
+	defer asker.Close()
+	now := c.env.Now()
+	names, err := checkTargets(ctx, asker, c, pos)
+	if err != nil {
+		return err
+	}
+	res, err := query.AskWords(ctx, asker, now, append(append(words, "--"), names...)...)
+	if err != nil {
+		return err
+	}
+	vs := verdictsOf(res)
+	switch f {
+	case query.JSON:
+		err = writeVerdictsJSON(c.env.Stdout, vs)
+	case query.TSV, query.CSV:
+		out := format.NewWriter(c.env.Stdout, format.Options{Format: f})
+		out.Columns(res.Columns)
+		for _, row := range res.Rows {
+			if err = out.Row(row); err != nil {
+				break
+			}
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	default:
+		writeVerdicts(c.env.Stdout, vs)
+	}
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if !v.Ready {
+			return errNotReady
+		}
+	}
+	return nil
+}
+
+// checkTargets resolves each argument to datasets: a dataset's name, or a
+// folder (a root or a dataset's) under which some of a dataset's files
+// lie. None: every dataset. A folder the index holds nothing under is
+// "not there" (exit 3).
+func checkTargets(ctx context.Context, a *live.Asker, c *call, args []string) ([]string, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	files, err := query.AskWords(ctx, a, c.env.Now(), "files")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string][]string{} // dataset -> its files' paths
+	for _, row := range files.Rows {
+		ds, _ := files.Get(row, "dataset").(string)
+		p, _ := files.Get(row, "path").(string)
+		byName[ds] = append(byName[ds], p)
+	}
+	known := make([]string, 0, len(byName))
+	for n := range byName {
+		known = append(known, n)
+	}
+	sort.Strings(known)
+	seen := map[string]bool{}
+	var out []string
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	for _, arg := range args {
+		if _, ok := byName[arg]; ok {
+			add(arg)
+			continue
+		}
+		if _, err := os.Stat(arg); err != nil {
+			return nil, store.NotFound("check: %s is neither a dataset of the index nor a folder (%s)", arg, holds(known))
+		}
+		abs, err := ingest.CanonicalPath(arg)
+		if err != nil {
+			return nil, err
+		}
+		var found []string
+		for _, name := range known {
+			for _, p := range byName[name] {
+				if p == abs || strings.HasPrefix(p, abs+string(os.PathSeparator)) {
+					found = append(found, name)
+					break
+				}
+			}
+		}
+		if len(found) == 0 {
+			return nil, store.NotFound("check: the index holds no dataset with files under %s (%s); run 'gendex ingest %s' or 'gendex gen' first", abs, holds(known), arg)
+		}
+		for _, name := range found {
+			add(name)
+		}
+	}
+	return out, nil
+}
+
+// A verdict is one dataset's: ready, or its reasons.
+type verdict struct {
+	Dataset string        `json:"dataset"`
+	Ready   bool          `json:"ready"`
+	Reasons []checkReason `json:"reasons"`
+}
+
+type checkReason struct {
+	Reason string `json:"reason"`
+	Blocks bool   `json:"blocks"`
+	Count  any    `json:"count"`
+	Tokens any    `json:"tokens,omitempty"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// verdictsOf groups the check's rows by dataset.
+func verdictsOf(res *query.Result) []verdict {
+	var vs []verdict
+	for _, row := range res.Rows {
+		name, _ := res.Get(row, "dataset").(string)
+		if len(vs) == 0 || vs[len(vs)-1].Dataset != name {
+			ready, _ := res.Get(row, "ready").(bool)
+			vs = append(vs, verdict{Dataset: name, Ready: ready, Reasons: []checkReason{}})
+		}
+		reason, _ := res.Get(row, "reason").(string)
+		if reason == "" {
+			continue
+		}
+		blocks, _ := res.Get(row, "blocks").(bool)
+		detail, _ := res.Get(row, "detail").(string)
+		fix, _ := res.Get(row, "fix").(string)
+		v := &vs[len(vs)-1]
+		v.Reasons = append(v.Reasons, checkReason{Reason: reason, Blocks: blocks, Count: res.Get(row, "count"),
+			Tokens: res.Get(row, "tokens"), Detail: detail, Fix: fix})
+	}
+	return vs
+}
+
+// writeVerdicts writes the verdicts for a person, within helpWidth.
+func writeVerdicts(w io.Writer, vs []verdict) {
+	notReady := 0
+	for _, v := range vs {
+		state := "ready"
+		if !v.Ready {
+			state = "NOT READY"
+			notReady++
+		}
+		wrapTo(w, v.Dataset+": "+state, "", "  ")
+		for _, r := range v.Reasons {
+			head := "note: "
+			if r.Blocks {
+				head = ""
+			}
+			n := "unknown"
+			if r.Count != nil {
+				n = fmt.Sprint(r.Count)
+			}
+			if r.Tokens != nil {
+				n += fmt.Sprintf(" (%v tokens)", r.Tokens)
+			}
+			wrapTo(w, fmt.Sprintf("%s%s %s: %s", head, r.Reason, n, r.Detail), "  ", "    ")
+			if r.Fix != "" {
+				wrapTo(w, "fix: "+r.Fix, "    ", "      ")
+			}
+		}
+	}
+	switch {
+	case len(vs) == 0:
+		fmt.Fprintln(w, "all: no dataset to check")
+	case notReady == 0:
+		fmt.Fprintf(w, "all: ready (%d datasets)\n", len(vs))
+	default:
+		fmt.Fprintf(w, "all: NOT READY (%d of %d datasets)\n", notReady, len(vs))
+	}
+}
+
+// writeVerdictsJSON writes the verdicts as one object: ready for all, and
+// each dataset's.
+func writeVerdictsJSON(w io.Writer, vs []verdict) error {
+	ready := len(vs) > 0
+	for _, v := range vs {
+		ready = ready && v.Ready
+	}
+	if vs == nil {
+		vs = []verdict{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		Ready    bool      `json:"ready"`
+		Datasets []verdict `json:"datasets"`
+	}{ready, vs}); err != nil {
+		return errors.Join(errors.New("writing the verdicts"), err)
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package query
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gendex/store"
+)
+
+// The check: is a dataset fit to train a drafter on? One verdict per
+// dataset, each reason it is not with its count and the command that fixes
+// it. The counts come from the index (store.Summary.Owed, the records'
+// own token counts and finish reasons, the files' makers); the content
+// checks (reasoning markers, empty text, one text for many prompts) read
+// each answer that has a record once, at its offset, through AnswerText.
+
+// AnswerText reads an answer line's text and its reasoning kept apart, by
+// ingest's rules for every shape (main sets it: query does not import
+// ingest). ok is false when the line holds no text. Nil: the content
+// checks are not made, and say so.
+var AnswerText func(line []byte) (text string, ok bool, reasoning string, err error)
+
+// CheckOptions are what a check is asked with.
+type CheckOptions struct {
+	// MaxLength is the drafter's training length in tokens (0: not
+	// checked): records whose answer's prompt + completion tokens exceed it.
+	MaxLength int
+	// IncludeTruncated accepts records of answers cut at the token limit.
+	IncludeTruncated bool
+	// AllowMixed accepts answers made by more than one model.
+	AllowMixed bool
+}
+
+// The reasons a check gives, in the order it gives them.
+const (
+	ReasonNoPrompts     = "prompts_unknown"   // no prompts file indexed: nothing adds up to the prompts
+	ReasonUnanswered    = "unanswered"        // prompts neither answered nor failed
+	ReasonRedo          = "redo_pending"      // answers a redo is asking again
+	ReasonNoRecord      = "no_record"         // answers without a record or an exclusion
+	ReasonStale         = "stale_record"      // records built from an answer a redo replaced
+	ReasonTruncatedKept = "truncated_kept"    // records of answers cut at the token limit
+	ReasonTooLong       = "over_max_length"   // records longer than --max-length
+	ReasonLenUnknown    = "length_unknown"    // records whose length the index does not know
+	ReasonThink         = "think_in_content"  // <think> markers in content, reasoning kept apart
+	ReasonEmpty         = "empty_content"     // records of answers with empty text
+	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
+	ReasonMixed         = "mixed_models"      // answers made by more than one model
+	ReasonFailed        = "failed_prompts"    // prompts that failed for good (a note)
+	ReasonNotRead       = "content_unchecked" // the content checks could not be made (a note)
+)
+
+// checkColumns are the check's columns: one row per reason, or one row
+// with reason "" for a dataset with none. blocks says whether the reason
+// makes the dataset not ready (a note does not).
+var checkColumns = []string{"dataset", "ready", "reason", "blocks", "count", "tokens", "detail", "fix"}
+
+// A finding is one reason of one dataset.
+type finding struct {
+	reason        string
+	blocks        bool
+	count, tokens any
+	detail, fix   string
+}
+
+// check answers the check question: rows as checkColumns, datasets in
+// names' order.
+func check(v *store.View, names []string, o CheckOptions, out Sink) error {
+	out.Columns(checkColumns)
+	files := map[uint32]*os.File{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, name := range names {
+		fs, err := checkDataset(v, name, o, files)
+		if err != nil {
+			return err
+		}
+		ready := true
+		for _, f := range fs {
+			ready = ready && !f.blocks
+		}
+		if len(fs) == 0 {
+			if err := out.Row([]any{name, true, "", false, nil, nil, "", ""}); err != nil {
+				return err
+			}
+		}
+		for _, f := range fs {
+			if err := out.Row([]any{name, ready, f.reason, f.blocks, f.count, f.tokens, f.detail, f.fix}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// folderOf is the dataset's folder as the fix commands name it: the
+// folder of its answers, or of any of its files.
+func folderOf(v *store.View, name string) string {
+	var some, raw string
+	_ = v.Files(func(f store.FileState) error {
+		if f.Dataset != name {
+			return nil
+		}
+		if some == "" {
+			some = filepath.Dir(f.Path)
+		}
+		if raw == "" && f.Stage == store.Raw {
+			raw = filepath.Dir(f.Path)
+		}
+		return nil
+	})
+	switch {
+	case raw != "":
+		return raw
+	case some != "":
+		return some
+	}
+	return name
+}
+
+// checkDataset finds every reason of one dataset.
+func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*os.File) ([]finding, error) {
+	s, err := v.Summary(name)
+	if err != nil {
+		return nil, err
+	}
+	dir := folderOf(v, name)
+	owed := s.Owed()
+	var fs []finding
+	add := func(reason string, blocks bool, n uint64, detail, fix string) {
+		if n > 0 {
+			fs = append(fs, finding{reason: reason, blocks: blocks, count: n, detail: detail, fix: fix})
+		}
+	}
+	if s.Stage(store.Prompts).Files == 0 {
+		fs = append(fs, finding{reason: ReasonNoPrompts, blocks: true,
+			detail: "no prompts file is indexed, so nothing says every prompt has its answer",
+			fix:    "gendex ingest " + filepath.Join(dir, "prompts.jsonl")})
+	} else {
+		add(ReasonUnanswered, true, owed.Prompts, "prompts neither answered nor failed", "gendex gen --server URL "+dir)
+	}
+	add(ReasonRedo, true, owed.Redo, "answers a redo is asking again", "gendex gen --server URL --redo ... "+dir+" (resume the redo)")
+	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records), "answers without a record or a stated exclusion", "gendex export "+dir)
+	add(ReasonStale, true, owed.Stale, "records built from an answer a redo replaced since", "gendex export "+dir)
+	rs, err := checkRecords(v, name, o, files)
+	if err != nil {
+		return nil, err
+	}
+	if !o.IncludeTruncated {
+		add(ReasonTruncatedKept, true, rs.truncated, "records of answers cut at the token limit",
+			"gendex gen --server URL --redo truncated --max-new-tokens N "+dir+" (or accept them: check --include-truncated)")
+	}
+	if o.MaxLength > 0 && rs.tooLong > 0 {
+		fs = append(fs, finding{reason: ReasonTooLong, blocks: true, count: rs.tooLong, tokens: rs.tooLongTokens,
+			detail: fmt.Sprintf("records longer than --max-length %d tokens (prompt + completion; the longest %d)", o.MaxLength, rs.longest),
+			fix:    fmt.Sprintf("move %s aside and run gendex export --max-len %d %s", filepath.Join(dir, "tokenized.jsonl"), o.MaxLength, dir)})
+	}
+	if o.MaxLength > 0 {
+		add(ReasonLenUnknown, false, rs.lenUnknown, "records whose answer carries no token count (their length is unknown)", "")
+	}
+	fs = append(fs, rs.content(dir)...)
+	if mixed, detail := mixedModels(v, name); mixed {
+		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: uint64(s.Stage(store.Raw).Records), detail: detail,
+			fix: "answer the other model's ids again with one model (gendex gen --redo FILE), or accept it: check --allow-mixed"})
+	}
+	add(ReasonFailed, false, s.Overlap.ErrorsOpen, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
+	return fs, nil
+}
+
+// recordStats is what a walk over a dataset's records counts.
+type recordStats struct {
+	truncated, tooLong, tooLongTokens, lenUnknown, longest uint64
+	// The content checks: read is false when they were not made (why says
+	// why).
+	read                  bool
+	why                   string
+	think, empty, records uint64
+	texts                 map[uint64]uint64 // a hash of each answer's text -> answers with it
+}
+
+// checkRecords walks the dataset's records (tokenized), each with its
+// answer's counts and, for the content checks, its answer's line.
+func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*os.File) (recordStats, error) {
+	rs := recordStats{read: AnswerText != nil, texts: map[uint64]uint64{}}
+	if !rs.read {
+		rs.why = "this reader of the index cannot read answer text"
+	}
+	err := v.Each(name, store.Tokenized, func(tr *store.Record) error {
+		ar, ok, err := v.Get(name, store.Raw, tr.ID)
+		if err != nil || !ok {
+			return err // a record without an answer is the owed count's
+		}
+		rs.records++
+		if store.Truncated(ar.Finish) {
+			rs.truncated++
+		}
+		if o.MaxLength > 0 {
+			p, c := ar.PromptTokens, ar.CompletionTokens
+			if p < 0 || c < 0 {
+				p, c = tr.PromptTokens, tr.CompletionTokens
+			}
+			if n := p + c; p < 0 || c < 0 {
+				rs.lenUnknown++
+			} else if n > int64(o.MaxLength) {
+				rs.tooLong++
+				rs.tooLongTokens += uint64(n)
+				rs.longest = max(rs.longest, uint64(n))
+			}
+		}
+		if rs.read {
+			rs.readContent(v, &ar, files)
+		}
+		return nil
+	})
+	return rs, err
+}
+
+// readContent makes the content checks of one answer.
+func (rs *recordStats) readContent(v *store.View, r *store.Record, files map[uint32]*os.File) {
+	f := files[r.File]
+	if f == nil {
+		path, ok := v.FilePath(r.File)
+		if !ok {
+			rs.read, rs.why = false, fmt.Sprintf("an answer's file (id %d) is no longer in the index", r.File)
+			return
+		}
+		var err error
+		if f, err = os.Open(path); err != nil {
+			rs.read, rs.why = false, err.Error()
+			return
+		}
+		files[r.File] = f
+	}
+	line := make([]byte, r.Length)
+	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
+		rs.read, rs.why = false, fmt.Sprintf("%s:%d no longer holds the answer the index read (run 'gendex ingest' on it)", f.Name(), r.Line)
+		return
+	}
+	text, ok, reasoning, err := AnswerText(line)
+	if err != nil || !ok || strings.TrimSpace(text) == "" {
+		rs.empty++
+		return
+	}
+	if reasoning != "" && (strings.Contains(text, "<think>") || strings.Contains(text, "</think>")) {
+		rs.think++
+	}
+	h := fnv.New64a()
+	h.Write([]byte(text))
+	rs.texts[h.Sum64()]++
+}
+
+// repeatAt is how many prompts with one answer text make it a sign of a
+// broken template or server: at least 3, and more than 1% of the records.
+func repeatAt(records uint64) uint64 { return max(3, records/100+1) }
+
+// content is the content checks' findings.
+func (rs *recordStats) content(dir string) []finding {
+	if !rs.read {
+		if rs.records == 0 {
+			return nil
+		}
+		return []finding{{reason: ReasonNotRead, detail: "the content checks were not made: " + rs.why}}
+	}
+	var fs []finding
+	if rs.think > 0 {
+		fs = append(fs, finding{reason: ReasonThink, blocks: true, count: rs.think,
+			detail: "answers with <think> markers in their content while their reasoning is kept apart",
+			fix:    "serve with the model's --reasoning-parser, then gendex gen --redo FILE " + dir})
+	}
+	if rs.empty > 0 {
+		fs = append(fs, finding{reason: ReasonEmpty, blocks: true, count: rs.empty,
+			detail: "records of answers with empty content",
+			fix:    "gendex query list DATASET, then gendex gen --redo FILE " + dir})
+	}
+	var same, texts, most uint64
+	at := repeatAt(rs.records)
+	for _, n := range rs.texts {
+		if n >= at {
+			same += n
+			texts++
+			most = max(most, n)
+		}
+	}
+	if same > 0 {
+		fs = append(fs, finding{reason: ReasonRepeated, blocks: true, count: same,
+			detail: fmt.Sprintf("answers sharing one text with %d or more prompts (%d texts, the most repeated %d times): a broken template or server?", at-1, texts, most),
+			fix:    "check the server's chat template, then gendex gen --redo FILE " + dir})
+	}
+	return fs
+}
+
+// mixedModels reports whether the dataset's answers were made by more
+// than one model (or by a model and the simulator), and names them with
+// their answer lines.
+func mixedModels(v *store.View, name string) (bool, string) {
+	lines := map[string]uint64{}
+	_ = v.Files(func(f store.FileState) error {
+		if f.Dataset != name || f.Stage != store.Raw {
+			return nil
+		}
+		for _, m := range f.Makers {
+			who := m.Model
+			if who == "" {
+				who = "unnamed"
+			}
+			if m.Simulated {
+				who += " (simulated)"
+			}
+			lines[who] += m.Lines
+		}
+		return nil
+	})
+	if len(lines) < 2 {
+		return false, ""
+	}
+	names := make([]string, 0, len(lines))
+	for n := range lines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s (%d answer lines)", n, lines[n])
+	}
+	return true, "answers of more than one model: " + strings.Join(parts, ", ")
+}
