@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,6 +131,29 @@ func TestCheckNamesWhatIsOwed(t *testing.T) {
 	for _, bad := range []string{"0", "-5", "ten"} {
 		if code, _, errOut := p.check("--max-length", bad, ds); code != 2 || !strings.Contains(errOut, "--max-length") {
 			t.Errorf("check --max-length %s: exit %d, want 2\n%s", bad, code, errOut)
+		}
+	}
+}
+
+// TestCheckInWebView: the run page shows check's verdicts: a dataset not
+// exported is not ready, with the reason and its fix.
+func TestCheckInWebView(t *testing.T) {
+	p := newPlaceRun(t)
+	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", filepath.Join("demo", "B2_text"))
+	base, _ := startWeb(t, p, []string{"GENDEX_TOKEN=t0ken"})
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base, nil)
+	req.Header.Set("Authorization", "Bearer t0ken")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	_, section, _ := strings.Cut(string(body), `<section id="check">`)
+	section, _, _ = strings.Cut(section, "</section>")
+	for _, want := range []string{"B2_text", "no_record", "answers without a record", "gendex export " + filepath.Join(p.dir, "demo", "B2_text")} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the run page's check section lacks %q:\n%s", want, section)
 		}
 	}
 }

@@ -80,9 +80,31 @@ type runView struct {
 	HasAnswers                                          bool
 }
 
-// run is the run page: the live part in the page's frame.
+var checkCols = []col{
+	{"dataset", "dataset", ""},
+	{"ready", "ready", "fit to train on: no reason below blocks it"},
+	{"reason", "reason", "why not (a note does not block)"},
+	{"count", "count", ""},
+	{"tokens", "tokens", "the tokens of the records over --max-length"},
+	{"detail", "detail", ""},
+	{"fix", "fix", "the command that fixes it"},
+}
+
+// run is the run page: the live part in the page's frame, and the check's
+// verdicts (gendex check's, read once per page: the check reads every
+// answer with a record).
 func (s *server) run(w http.ResponseWriter, r *http.Request) {
-	s.render(w, "run.html", map[string]any{"Page": s.page("the run"), "Run": s.runView(r)})
+	check, err := s.ask(r.Context(), "check")
+	var checkErr string
+	if err != nil {
+		check, checkErr = &query.Result{}, "query check: "+err.Error()
+	}
+	t := newTable(check, checkCols, func(row []any) string {
+		name, _ := row[0].(string)
+		return link("/dataset", "d", name)
+	})
+	t.Empty = "nothing indexed yet"
+	s.render(w, "run.html", map[string]any{"Page": s.page("the run"), "Run": s.runView(r), "Check": t, "CheckError": checkErr})
 }
 
 // runLive is the run page's live part alone, which the page asks for
