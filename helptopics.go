@@ -43,6 +43,7 @@ var helpTopics = []helpTopic{
 	{"web", "## web: the run in a browser", "the run and every answer in a local page, live; ssh -L"},
 	{"ingest", "## ingest", "indexing JSONL files, incrementally; bad input"},
 	{"export", "## export: training records", "conversations and ids records, exclusions"},
+	{"check", "## check: the gate before training", "is each dataset fit to train on: the reasons"},
 	{"query", "## query", "every question's columns and what the numbers mean"},
 	{"plot", "## series and plot: the run over time", "query series and gendex plot"},
 	{"drafter", "## Measuring a drafter", "accept length from answers and from the servers"},
