@@ -237,7 +237,7 @@ var flagGroups = map[string]string{
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
 	"check/include-truncated": groupOther,
-	"sim/listen": groupSimOwn, "sim/unmarked": groupSimOwn,
+	"sim/listen":              groupSimOwn, "sim/unmarked": groupSimOwn,
 }
 
 // flagArgs names the value of each flag that takes one, by the flag's
