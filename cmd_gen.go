@@ -40,6 +40,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
 	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
 	retryErrors := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error")
+	allowMixed := fs.Bool("allow-mixed", false, "answer a dataset whose answers were made with other sampling or by another model or server (refused by default, before any request; 'gendex check' reports the mix)")
 	turns := fs.String("turns", gen.TurnsAll, "all: regenerate every assistant turn of a multi-turn chat prompt, in order (earlier turns to turns.jsonl); last: ask only the last user turn, with the prompt's own assistant turns as context")
 	apiKey := fs.String("api-key", "", "API key sent as a Bearer token (default $SGLANG_API_KEY); other users see it in ps: prefer --api-key-file or $SGLANG_API_KEY")
 	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (a trailing newline is trimmed)")
@@ -76,7 +77,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	cfg := gen.Config{
 		API: client.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
-		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
+		RetryErrors: *retryErrors, AllowMixed: *allowMixed, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
 		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
 	}

@@ -230,7 +230,7 @@ var flagGroups = map[string]string{
 	"top-k": groupSampling, "min-p": groupSampling, "frequency-penalty": groupSampling, "presence-penalty": groupSampling,
 	"repetition-penalty": groupSampling, "ignore-eos": groupSampling, "skip-special-tokens": groupSampling,
 	"no-stop-trim": groupSampling, "stop": groupSampling, "stop-token-ids": groupSampling, "seed": groupSampling,
-	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
+	"out": groupRun, "retry-errors": groupRun, "allow-mixed": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
 	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
 	"export": groupRecords, "include-truncated": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,

@@ -24,7 +24,7 @@ type fields struct {
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
 	turn, reason, detail, excludedAt            span
-	model, simulated, redo                      span
+	model, simulated, redo, provenance          span
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -128,6 +128,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.model = sp
 	case "simulated":
 		f.simulated = sp
+	case "provenance":
+		f.provenance = sp
 	case "redo":
 		f.redo = sp
 	case "turns":

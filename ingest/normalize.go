@@ -59,6 +59,9 @@ type lineInfo struct {
 	// file's Makers.
 	model     []byte
 	simulated bool
+	// provenance is the line's "provenance" object as written (gen's: the
+	// sampling it sent and the server that answered), or nil.
+	provenance []byte
 	// redo is the line's "redo": true: an answer asked again (gen --redo)
 	// that replaces the earlier answer of its id.
 	redo bool
@@ -132,7 +135,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 	info.countsOff = l.counts(b, rec)
 	rec.Finish = l.finishReason(b)
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
-	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
+	info.model, info.simulated, info.provenance = val(b, f.model), string(val(b, f.simulated)) == "true", val(b, f.provenance)
 	info.redo = string(val(b, f.redo)) == "true"
 	specCounts(b, f, &l.meta, l.hasMeta, rec)
 	if stage == store.Raw {
@@ -260,7 +263,7 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 		info.lineID = true
 	default:
 		if st, ok := other(b, l.top, rec, info); ok {
-			info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
+			info.model, info.simulated, info.provenance = val(b, f.model), string(val(b, f.simulated)) == "true", val(b, f.provenance)
 			return st, true, nil
 		}
 		if !f.noID(b) || !f.answer() {

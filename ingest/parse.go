@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -159,7 +160,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
 	p.redo = info.redo && (stage == store.Raw || stage == store.Turns) && !p.chunk
 	if stage == store.Raw && src.Stage == store.Raw {
-		c.makers.add(info.model, info.simulated)
+		c.makers.add(info.model, info.simulated, info.provenance)
 	}
 	over := clipCounts(&p.rec)
 	if err := store.CheckRecord(&p.rec); err != nil {
@@ -249,20 +250,24 @@ func isBlank(b []byte) bool {
 type makers struct {
 	raw   [][]byte // each maker's "model" value as written (nil: none)
 	sim   []bool
+	prov  [][]byte // each maker's "provenance" object as written (nil: none)
 	lines []uint64
 }
 
-func (m *makers) reset() { m.raw, m.sim, m.lines = m.raw[:0], m.sim[:0], m.lines[:0] }
+func (m *makers) reset() {
+	m.raw, m.sim, m.prov, m.lines = m.raw[:0], m.sim[:0], m.prov[:0], m.lines[:0]
+}
 
-func (m *makers) add(model []byte, simulated bool) {
+func (m *makers) add(model []byte, simulated bool, prov []byte) {
 	for i := len(m.raw) - 1; i >= 0; i-- {
-		if m.sim[i] == simulated && bytes.Equal(m.raw[i], model) && (m.raw[i] == nil) == (model == nil) {
+		if m.sim[i] == simulated && bytes.Equal(m.raw[i], model) && (m.raw[i] == nil) == (model == nil) && bytes.Equal(m.prov[i], prov) {
 			m.lines[i]++
 			return
 		}
 	}
 	m.raw = append(m.raw, bytes.Clone(model))
 	m.sim = append(m.sim, simulated)
+	m.prov = append(m.prov, bytes.Clone(prov))
 	m.lines = append(m.lines, 1)
 }
 
@@ -273,9 +278,22 @@ func (m *makers) addTo(ms []store.Maker) []store.Maker {
 		if len(raw) > 0 && raw[0] == '"' {
 			model, _ = decodeString(raw)
 		}
-		ms = store.AddMaker(ms, model, m.sim[i], m.lines[i])
+		ms = store.AddMaker(ms, model, m.sim[i], provenanceOf(m.prov[i]), m.lines[i])
 	}
 	return ms
+}
+
+// provenanceOf is a line's "provenance" value as a Maker keeps it: a JSON
+// object, compacted; anything else (absent, null, not an object) is none.
+func provenanceOf(raw []byte) json.RawMessage {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return nil
+	}
+	return b.Bytes()
 }
 
 // lineIDNote is the warning for a file whose answers have no id: they are

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestDropDataset(t *testing.T) {
 					}
 				}
 				fs.Records, fs.Offset, fs.Lines = 3, 30, 3
-				fs.Makers = AddMaker(nil, "m", true, 3)
+				fs.Makers = AddMaker(nil, "m", true, nil, 3)
 				if err := tx.PutFile(&fs); err != nil {
 					return err
 				}
@@ -56,7 +57,7 @@ func TestDropDataset(t *testing.T) {
 		if _, ok, _ := v.File("/g/raw.jsonl"); ok {
 			t.Error("a dropped dataset's file state is still stored")
 		}
-		if fs, ok, _ := v.File("/k/raw.jsonl"); !ok || fs.Records != 3 || len(fs.Makers) != 1 || fs.Makers[0] != (Maker{Model: "m", Simulated: true, Lines: 3}) {
+		if fs, ok, _ := v.File("/k/raw.jsonl"); !ok || fs.Records != 3 || len(fs.Makers) != 1 || !reflect.DeepEqual(fs.Makers[0], Maker{Model: "m", Simulated: true, Lines: 3}) {
 			t.Errorf("the kept file's state: %+v, %v", fs, ok)
 		}
 		for _, d := range v.Datasets() {
@@ -74,10 +75,12 @@ func TestDropDataset(t *testing.T) {
 
 func TestAddMaker(t *testing.T) {
 	var ms []Maker
-	ms = AddMaker(ms, "a", false, 2)
-	ms = AddMaker(ms, "a", true, 1)
-	ms = AddMaker(ms, "a", false, 3)
-	if len(ms) != 2 || ms[0].Lines != 5 || ms[1].Lines != 1 || !ms[1].Simulated {
+	ms = AddMaker(ms, "a", false, nil, 2)
+	ms = AddMaker(ms, "a", true, nil, 1)
+	ms = AddMaker(ms, "a", false, nil, 3)
+	ms = AddMaker(ms, "a", false, []byte(`{"t":1}`), 4)
+	ms = AddMaker(ms, "a", false, []byte(`{"t":1}`), 1)
+	if len(ms) != 3 || ms[0].Lines != 5 || ms[1].Lines != 1 || !ms[1].Simulated || ms[2].Lines != 5 {
 		t.Errorf("got %+v", ms)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,18 +76,25 @@ type FileState struct {
 type Maker struct {
 	Model     string `json:"model,omitempty"`
 	Simulated bool   `json:"simulated,omitempty"`
-	Lines     uint64 `json:"lines"`
+	// Provenance is how the lines were made, as gen writes it in each
+	// answer ("provenance": the sampling it sent, the server that
+	// answered), a compact JSON object kept once per distinct value; nil
+	// for lines without one (another tool's, or an index written before
+	// it was kept): their provenance is unknown.
+	Provenance json.RawMessage `json:"provenance,omitempty"`
+	Lines      uint64          `json:"lines"`
 }
 
-// AddMaker counts n more lines made by m's model and kind.
-func AddMaker(ms []Maker, model string, simulated bool, n uint64) []Maker {
+// AddMaker counts n more lines made by model and kind, with provenance
+// prov (nil: unknown).
+func AddMaker(ms []Maker, model string, simulated bool, prov json.RawMessage, n uint64) []Maker {
 	for i := range ms {
-		if ms[i].Model == model && ms[i].Simulated == simulated {
+		if ms[i].Model == model && ms[i].Simulated == simulated && bytes.Equal(ms[i].Provenance, prov) {
 			ms[i].Lines += n
 			return ms
 		}
 	}
-	return append(ms, Maker{Model: model, Simulated: simulated, Lines: n})
+	return append(ms, Maker{Model: model, Simulated: simulated, Provenance: prov, Lines: n})
 }
 
 // Phase is the state of a file in the index. A file's life is

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -146,12 +147,17 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	if nc.Model != c.Model || nc.Simulated != c.Simulated || nc.Flavor != c.Flavor {
+	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info)
+	if nc.Model != c.Model || nc.Simulated != c.Simulated || nc.Flavor != c.Flavor || !bytes.Equal(nc.Provenance, c.Provenance) {
 		s.cl.Store(&nc)
 		c = &nc
 	}
 	s.simulated.Store(info.Simulated)
 	if err := r.checkServerKind(s.name, info.Simulated); err != nil {
+		r.abort(err)
+		return err
+	}
+	if err := r.checkProvenance(s.name, nc.Model, nc.Provenance); err != nil {
 		r.abort(err)
 		return err
 	}

@@ -127,7 +127,10 @@ type Config struct {
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
-	Paths     PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
+	// AllowMixed lets a run answer a dataset whose answers were made with
+	// other sampling or by another server identity (--allow-mixed).
+	AllowMixed bool
+	Paths      PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
 }
 
 func (c *Config) defaults() {

@@ -53,6 +53,9 @@ func (p place) outside(fs []store.FileState) []store.FileState {
 type makerCounts struct {
 	simulated, real, unknown uint64
 	models                   []string // the named models, sorted
+	// made is every maker of the lines, provenance and all (one entry per
+	// distinct maker, its lines summed), for checkProvenance.
+	made []store.Maker
 }
 
 func countMakers(fs []store.FileState) makerCounts {
@@ -65,6 +68,7 @@ func countMakers(fs []store.FileState) makerCounts {
 		var made uint64
 		for _, mk := range f.Makers {
 			made += mk.Lines
+			m.made = store.AddMaker(m.made, mk.Model, mk.Simulated, mk.Provenance, mk.Lines)
 			switch {
 			case mk.Simulated:
 				m.simulated += mk.Lines

@@ -253,7 +253,7 @@ func conversationLine(id string, turns []turnAnswer, last *client.Result) []byte
 		line = append(line, `,"server":`...)
 		line = client.AppendJSONString(line, last.Server)
 	}
-	line = client.AppendMaker(line, last.Model, last.Simulated)
+	line = client.AppendMaker(line, last.Model, last.Simulated, last.Provenance)
 	return append(line, "}\n"...)
 }
 
@@ -335,20 +335,21 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		return t, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; run 'gendex ingest' on it)", where, i)
 	}
 	var l struct {
-		Turn             int     `json:"turn"`
-		Turns            int     `json:"turns"`
-		Text             *string `json:"text"`
-		PromptTokens     *int64  `json:"prompt_tokens"`
-		CompletionTokens *int64  `json:"completion_tokens"`
-		CachedTokens     *int64  `json:"cached_tokens"`
-		ReasoningTokens  *int64  `json:"reasoning_tokens"`
-		FinishReason     string  `json:"finish_reason"`
-		FinishedAt       string  `json:"finished_at"`
-		Server           string  `json:"server"`
-		Model            string  `json:"model"`
-		Simulated        bool    `json:"simulated"`
-		Redo             bool    `json:"redo"`
-		MaxNewTokens     *int64  `json:"max_new_tokens"`
+		Turn             int             `json:"turn"`
+		Turns            int             `json:"turns"`
+		Text             *string         `json:"text"`
+		PromptTokens     *int64          `json:"prompt_tokens"`
+		CompletionTokens *int64          `json:"completion_tokens"`
+		CachedTokens     *int64          `json:"cached_tokens"`
+		ReasoningTokens  *int64          `json:"reasoning_tokens"`
+		FinishReason     string          `json:"finish_reason"`
+		FinishedAt       string          `json:"finished_at"`
+		Server           string          `json:"server"`
+		Model            string          `json:"model"`
+		Simulated        bool            `json:"simulated"`
+		Provenance       json.RawMessage `json:"provenance"`
+		Redo             bool            `json:"redo"`
+		MaxNewTokens     *int64          `json:"max_new_tokens"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
@@ -360,7 +361,7 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		return t, fmt.Errorf("%s: turn %d has no \"text\" to carry into turn %d", where, i, i+1)
 	}
 	t.text = *l.Text
-	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated = l.FinishReason, l.Server, l.Model, l.Simulated
+	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated, t.end.Provenance = l.FinishReason, l.Server, l.Model, l.Simulated, l.Provenance
 	t.redo, t.redoLimit = l.Redo, -1
 	if l.MaxNewTokens != nil {
 		t.redoLimit = *l.MaxNewTokens

@@ -40,6 +40,10 @@ type Client struct {
 	// Simulated says the server is gendex's simulator (its /v1/models
 	// says so); every answer's Result is then marked Simulated.
 	Simulated bool
+	// Provenance, when set, is a JSON object saying how this client's
+	// answers are made (the sampling sent, the server's identity); every
+	// answer's Result carries it.
+	Provenance []byte
 	// RIDPrefix starts every request id (default "gendex").
 	RIDPrefix string
 	// ChatTemplateKwargs is sent as "chat_template_kwargs" by Chat and

@@ -107,6 +107,7 @@ func (c *Client) generateResult(op, rid string, resp *generateResponse, start, e
 		Server:           c.server(),
 		Model:            c.Model,
 		Simulated:        c.Simulated,
+		Provenance:       c.Provenance,
 	}
 	if fr := mi.FinishReason; fr != nil {
 		if fr.Type == "abort" {
@@ -297,6 +298,7 @@ func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[
 		Server:     c.server(),
 		Model:      c.Model,
 		Simulated:  c.Simulated,
+		Provenance: c.Provenance,
 	}
 	if ch.Message != nil {
 		r.Text = ch.Message.Content

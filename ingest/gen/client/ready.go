@@ -158,6 +158,9 @@ type ModelInfo struct {
 	Flavor Flavor
 	// Models lists every id the server serves (LoRA adapters included).
 	Models []string
+	// Root is the entry's "root": the model's path (SGLang, vLLM), "" when
+	// not reported.
+	Root string
 }
 
 // modelCard is one entry of /v1/models, as SGLang, vLLM and llama.cpp
@@ -166,6 +169,7 @@ type modelCard struct {
 	ID          string  `json:"id"`
 	OwnedBy     string  `json:"owned_by"`
 	Parent      *string `json:"parent"`
+	Root        string  `json:"root"`
 	MaxModelLen *int    `json:"max_model_len"`
 	Meta        *struct {
 		NCtx *int `json:"n_ctx"`
@@ -208,7 +212,7 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 		pick = 0
 	}
 	d := out.Data[pick]
-	info := ModelInfo{ID: d.ID, Simulated: d.Simulator, Flavor: flavorOf(d.OwnedBy), Models: ids}
+	info := ModelInfo{ID: d.ID, Simulated: d.Simulator, Flavor: flavorOf(d.OwnedBy), Models: ids, Root: d.Root}
 	switch {
 	case d.MaxModelLen != nil:
 		info.MaxModelLen = *d.MaxModelLen

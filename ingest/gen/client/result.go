@@ -68,6 +68,9 @@ type Result struct {
 	// takes it for a real model's.
 	Model     string
 	Simulated bool
+	// Provenance is how the answer was made (Client.Provenance), written
+	// as the line's "provenance" object; nil: none is written.
+	Provenance []byte
 }
 
 // AppendJSONL appends r as one JSON line with id and returns the extended
@@ -151,18 +154,22 @@ func (r *Result) AppendFields(dst []byte) []byte {
 		dst = append(dst, `,"server":`...)
 		dst = appendString(dst, r.Server)
 	}
-	return AppendMaker(dst, r.Model, r.Simulated)
+	return AppendMaker(dst, r.Model, r.Simulated, r.Provenance)
 }
 
 // AppendMaker appends what made an answer: `,"model":MODEL` when model is
-// set, and `,"simulated":true` when simulated.
-func AppendMaker(dst []byte, model string, simulated bool) []byte {
+// set, `,"simulated":true` when simulated, and `,"provenance":PROV` when
+// prov (a JSON object) is set.
+func AppendMaker(dst []byte, model string, simulated bool, prov []byte) []byte {
 	if model != "" {
 		dst = append(dst, `,"model":`...)
 		dst = appendString(dst, model)
 	}
 	if simulated {
 		dst = append(dst, `,"simulated":true`...)
+	}
+	if len(prov) > 0 {
+		dst = append(append(dst, `,"provenance":`...), prov...)
 	}
 	return dst
 }

@@ -1,0 +1,144 @@
+package gen
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gendex/ingest/gen/client"
+)
+
+// Provenance: every answer gen writes says how it was made, in its
+// "provenance" object: the sampling gen sent (the keys it did not send are
+// the server's defaults, and say so) and who answered, as far as the
+// server's /v1/models tells (the model, its path, the server software,
+// the context length). The index keeps each distinct object once per
+// answer file, with its lines (store.Maker). Before the first request to a
+// server, a run compares its own with those of the answers already in each
+// dataset: a difference is refused, naming both sides, unless
+// --allow-mixed.
+
+// provenance is the "provenance" object of a server's answers.
+type provenance struct {
+	Sampling json.RawMessage `json:"sampling"`
+	Unset    string          `json:"unset"`
+	Server   serverIdentity  `json:"server"`
+}
+
+// serverIdentity is who answered, as /v1/models says.
+type serverIdentity struct {
+	Model         string `json:"model,omitempty"`
+	ModelPath     string `json:"model_path,omitempty"`
+	Software      string `json:"software,omitempty"`
+	ContextLength int    `json:"context_length,omitempty"`
+}
+
+// provenanceOf is the compact "provenance" object of the answers a server
+// described by info makes, asked with sampling.
+func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo) []byte {
+	s, _ := json.Marshal(sampling)
+	p := provenance{Sampling: s, Unset: "server defaults", Server: serverIdentity{
+		Model: model, ModelPath: info.Root, Software: string(info.Flavor), ContextLength: info.MaxModelLen}}
+	if p.Server.ModelPath == model {
+		p.Server.ModelPath = ""
+	}
+	b, _ := json.Marshal(p)
+	return b
+}
+
+// ignoredInComparison are the settings a resume may change: the limit
+// on new tokens changes only the answers it cuts (gen --redo truncated
+// raises it), and gen clips it per prompt anyway.
+var ignoredInComparison = map[string]bool{"sampling.max_new_tokens": true}
+
+// flatten lists a JSON object's leaves by their dotted path.
+func flatten(prefix string, v any, out map[string]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			flatten(strings.TrimPrefix(prefix+"."+k, "."), e, out)
+		}
+	default:
+		b, _ := json.Marshal(x)
+		out[prefix] = string(b)
+	}
+}
+
+// provenanceDiff says how two provenance objects differ, "" when they do
+// not (the settings a resume may change aside): "sampling.temperature 0.7
+// (then) vs 0 (now)".
+func provenanceDiff(then, now []byte) string {
+	var a, b any
+	if json.Unmarshal(then, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return ""
+	}
+	fa, fb := map[string]string{}, map[string]string{}
+	flatten("", a, fa)
+	flatten("", b, fb)
+	keys := map[string]bool{}
+	for k := range fa {
+		keys[k] = true
+	}
+	for k := range fb {
+		keys[k] = true
+	}
+	var diffs []string
+	for k := range keys {
+		if ignoredInComparison[k] || fa[k] == fb[k] {
+			continue
+		}
+		diffs = append(diffs, fmt.Sprintf("%s %s then, %s now", k, orUnset(fa[k]), orUnset(fb[k])))
+	}
+	sort.Strings(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+func orUnset(v string) string {
+	if v == "" {
+		return "unset (the server's default)"
+	}
+	return v
+}
+
+// describe says a provenance in a few words: the model and the sampling.
+func describe(model string, prov []byte) string {
+	var p provenance
+	if json.Unmarshal(prov, &p) != nil {
+		if model == "" {
+			return "an unknown model, unknown sampling"
+		}
+		return "model " + model + ", unknown sampling"
+	}
+	return fmt.Sprintf("model %s, sampling %s", p.Server.Model, p.Sampling)
+}
+
+// checkProvenance stops the run, before the first request to server,
+// when the answers it would make (prov, by model) differ from those
+// already in a dataset of the run: other sampling or another server
+// identity. Lines without a provenance are compared by their model only.
+// --allow-mixed lets it through (check then reports the dataset mixed).
+func (r *run) checkProvenance(server, model string, prov []byte) error {
+	if r.cfg.AllowMixed {
+		return nil
+	}
+	for _, ds := range r.sets {
+		for _, mk := range ds.makers.made {
+			var diff string
+			switch {
+			case mk.Provenance != nil:
+				diff = provenanceDiff(mk.Provenance, prov)
+			case mk.Model != "" && model != "" && mk.Model != model:
+				diff = fmt.Sprintf("server.model %q then, %q now", mk.Model, model)
+			}
+			if diff == "" {
+				continue
+			}
+			return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s: %s differ",
+				filepath.Dir(ds.Raw), mk.Lines, describe(mk.Model, mk.Provenance), server, describe(model, prov), diff),
+				hint: "a resume keeps the run one run: give the same sampling and server as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
+		}
+	}
+	return nil
+}
