@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -48,7 +49,7 @@ const (
 	ReasonThink         = "think_in_content"  // <think> markers in content, reasoning kept apart
 	ReasonEmpty         = "empty_content"     // records of answers with empty text
 	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
-	ReasonMixed         = "mixed_models"      // answers made by more than one model
+	ReasonMixed         = "mixed_provenance"  // answers made by more than one model, or with other sampling
 	ReasonFailed        = "failed_prompts"    // prompts that failed for good (a note)
 	ReasonNotRead       = "content_unchecked" // the content checks could not be made (a note)
 )
@@ -167,7 +168,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	fs = append(fs, rs.content(dir)...)
 	if mixed, detail := mixedModels(v, name); mixed {
 		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: uint64(s.Stage(store.Raw).Records), detail: detail,
-			fix: "answer the other model's ids again with one model (gendex gen --redo FILE), or accept it: check --allow-mixed"})
+			fix: "answer the other way's ids again the one way (gendex gen --redo FILE), or accept it: check --allow-mixed"})
 	}
 	add(ReasonFailed, false, s.Overlap.ErrorsOpen, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
@@ -295,11 +296,15 @@ func (rs *recordStats) content(dir string) []finding {
 	return fs
 }
 
-// mixedModels reports whether the dataset's answers were made by more
-// than one model (or by a model and the simulator), and names them with
-// their answer lines.
+// mixedModels reports whether the dataset's answers were made in more
+// than one way: by more than one model (or a model and the simulator), or
+// with more than one provenance (gen's "provenance": the sampling sent and
+// the server's identity; its max_new_tokens aside, which a redo of cut
+// answers raises). Lines without a provenance differ only by their model.
+// It names each way with its answer lines.
 func mixedModels(v *store.View, name string) (bool, string) {
-	lines := map[string]uint64{}
+	lines := map[string]uint64{} // a way -> its lines
+	models, provs := map[string]bool{}, map[string]bool{}
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
@@ -312,21 +317,65 @@ func mixedModels(v *store.View, name string) (bool, string) {
 			if m.Simulated {
 				who += " (simulated)"
 			}
-			lines[who] += m.Lines
+			models[who] = true
+			way := who
+			if p, shown, ok := canonicalProvenance(m.Provenance); ok {
+				provs[p] = true
+				way += " " + shown
+			}
+			lines[way] += m.Lines
 		}
 		return nil
 	})
-	if len(lines) < 2 {
+	if len(models) < 2 && len(provs) < 2 {
 		return false, ""
 	}
-	names := make([]string, 0, len(lines))
-	for n := range lines {
-		names = append(names, n)
+	ways := make([]string, 0, len(lines))
+	for w := range lines {
+		ways = append(ways, w)
 	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s (%d answer lines)", n, lines[n])
+	sort.Strings(ways)
+	parts := make([]string, len(ways))
+	for i, w := range ways {
+		parts[i] = fmt.Sprintf("%s: %d answer lines", w, lines[w])
 	}
-	return true, "answers of more than one model: " + strings.Join(parts, ", ")
+	return true, "answers made in more than one way: " + strings.Join(parts, "; ")
+}
+
+// canonicalProvenance is a provenance object without its max_new_tokens,
+// its keys sorted, for telling provenances apart, and as shown: its
+// leaves as key=value (the model aside, named apart); ok is false for
+// none.
+func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
+	var p map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
+		return "", "", false
+	}
+	if s, ok := p["sampling"].(map[string]any); ok {
+		delete(s, "max_new_tokens")
+	}
+	delete(p, "unset")
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", "", false
+	}
+	var pairs []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		if m, ok := v.(map[string]any); ok {
+			for k, e := range m {
+				walk(prefix+k+".", e)
+			}
+			return
+		}
+		k := strings.TrimSuffix(prefix, ".")
+		if k == "server.model" {
+			return
+		}
+		j, _ := json.Marshal(v)
+		pairs = append(pairs, strings.TrimPrefix(strings.TrimPrefix(k, "server."), "sampling.")+"="+string(j))
+	}
+	walk("", p)
+	sort.Strings(pairs)
+	return string(b), "(" + strings.Join(pairs, " ") + ")", true
 }

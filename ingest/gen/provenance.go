@@ -67,8 +67,8 @@ func flatten(prefix string, v any, out map[string]string) {
 }
 
 // provenanceDiff says how two provenance objects differ, "" when they do
-// not (the settings a resume may change aside): "sampling.temperature 0.7
-// (then) vs 0 (now)".
+// not (the settings a resume may change aside): "sampling.temperature:
+// 0.7 before, 0 now".
 func provenanceDiff(then, now []byte) string {
 	var a, b any
 	if json.Unmarshal(then, &a) != nil || json.Unmarshal(now, &b) != nil {
@@ -89,7 +89,7 @@ func provenanceDiff(then, now []byte) string {
 		if ignoredInComparison[k] || fa[k] == fb[k] {
 			continue
 		}
-		diffs = append(diffs, fmt.Sprintf("%s %s then, %s now", k, orUnset(fa[k]), orUnset(fb[k])))
+		diffs = append(diffs, fmt.Sprintf("%s: %s before, %s now", k, orUnset(fa[k]), orUnset(fb[k])))
 	}
 	sort.Strings(diffs)
 	return strings.Join(diffs, "; ")
@@ -130,12 +130,12 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 			case mk.Provenance != nil:
 				diff = provenanceDiff(mk.Provenance, prov)
 			case mk.Model != "" && model != "" && mk.Model != model:
-				diff = fmt.Sprintf("server.model %q then, %q now", mk.Model, model)
+				diff = fmt.Sprintf("server.model: %q before, %q now", mk.Model, model)
 			}
 			if diff == "" {
 				continue
 			}
-			return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s: %s differ",
+			return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
 				filepath.Dir(ds.Raw), mk.Lines, describe(mk.Model, mk.Provenance), server, describe(model, prov), diff),
 				hint: "a resume keeps the run one run: give the same sampling and server as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 		}
