@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gendex/ingest/gen/client"
+	"gendex/store"
 )
 
 // Provenance: every answer gen writes says how it was made, in its
@@ -115,30 +116,50 @@ func describe(model string, prov []byte) string {
 }
 
 // checkProvenance stops the run, before the first request to server,
-// when the answers it would make (prov, by model) differ from those
-// already in a dataset of the run: other sampling or another server
-// identity. Lines without a provenance are compared by their model only.
-// --allow-mixed lets it through (check then reports the dataset mixed).
+// when the answers it would make (prov, by model) are made in none of the
+// ways of those already in a dataset of the run: other sampling or
+// another server identity. Lines without a provenance (another tool's, or
+// written before gen wrote it) are compared by their model only. A
+// dataset already made in several ways (--allow-mixed, or several
+// servers) takes answers made in any of them. --allow-mixed lets any
+// through ('gendex check' reports the dataset mixed).
 func (r *run) checkProvenance(server, model string, prov []byte) error {
 	if r.cfg.AllowMixed {
 		return nil
 	}
 	for _, ds := range r.sets {
-		for _, mk := range ds.makers.made {
-			var diff string
+		var byProv, byModel *store.Maker // the largest way that differs
+		provSame, modelSame := false, false
+		for i := range ds.makers.made {
+			mk := &ds.makers.made[i]
 			switch {
 			case mk.Provenance != nil:
-				diff = provenanceDiff(mk.Provenance, prov)
-			case mk.Model != "" && model != "" && mk.Model != model:
-				diff = fmt.Sprintf("server.model: %q before, %q now", mk.Model, model)
+				if provenanceDiff(mk.Provenance, prov) == "" {
+					provSame = true
+				} else if byProv == nil || mk.Lines > byProv.Lines {
+					byProv = mk
+				}
+			case mk.Model != "" && model != "":
+				if mk.Model == model {
+					modelSame = true
+				} else if byModel == nil || mk.Lines > byModel.Lines {
+					byModel = mk
+				}
 			}
-			if diff == "" {
-				continue
-			}
-			return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
-				filepath.Dir(ds.Raw), mk.Lines, describe(mk.Model, mk.Provenance), server, describe(model, prov), diff),
-				hint: "a resume keeps the run one run: give the same sampling and server as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 		}
+		var diff string
+		var then *store.Maker
+		switch {
+		case byProv != nil && !provSame:
+			then, diff = byProv, provenanceDiff(byProv.Provenance, prov)
+		case byModel != nil && !modelSame:
+			then, diff = byModel, fmt.Sprintf("server.model: %q before, %q now", byModel.Model, model)
+		default:
+			continue
+		}
+		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
+			filepath.Dir(ds.Raw), then.Lines, describe(then.Model, then.Provenance), server, describe(model, prov), diff),
+			hint: "a resume keeps the run one run: give the same sampling and server as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 	}
 	return nil
 }
