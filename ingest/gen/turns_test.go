@@ -118,7 +118,10 @@ func TestTurnsLast(t *testing.T) {
 		if m["model"] != "sim-model" || m["simulated"] != true {
 			t.Errorf("line %v: want model sim-model, simulated", m)
 		}
-		for _, k := range []string{"e2e_latency", "finished_at", "server", "model", "simulated"} {
+		if p, ok := m["provenance"].(map[string]any); !ok || p["server"].(map[string]any)["model"] != "sim-model" {
+			t.Errorf("line %v: want its provenance, by sim-model", m)
+		}
+		for _, k := range []string{"e2e_latency", "finished_at", "server", "model", "simulated", "provenance"} {
 			delete(m, k)
 			delete(want, k)
 		}

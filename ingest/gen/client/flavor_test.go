@@ -47,7 +47,7 @@ func TestServedModelFlavors(t *testing.T) {
 		{"sglang lora first", `{"data":[{"id":"ad1","owned_by":"sglang","parent":"base","max_model_len":null},{"id":"base","owned_by":"sglang","parent":null,"max_model_len":32768}]}`, "",
 			ModelInfo{ID: "base", MaxModelLen: 32768, Flavor: FlavorSGLang, Models: []string{"ad1", "base"}}},
 		{"vllm", `{"object":"list","data":[{"id":"Qwen/Qwen3-8B","object":"model","owned_by":"vllm","root":"Qwen/Qwen3-8B","parent":null,"max_model_len":40960}]}`, "",
-			ModelInfo{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, Flavor: FlavorVLLM, Models: []string{"Qwen/Qwen3-8B"}}},
+			ModelInfo{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, Flavor: FlavorVLLM, Models: []string{"Qwen/Qwen3-8B"}, Root: "Qwen/Qwen3-8B"}},
 		{"llamacpp", `{"object":"list","data":[{"id":"phi3.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx":512,"n_ctx_train":4096,"n_vocab":32064}}]}`, "",
 			ModelInfo{ID: "phi3.gguf", MaxModelLen: 512, Flavor: FlavorLlamaCpp, Models: []string{"phi3.gguf"}}},
 		{"asked for a listed adapter", `{"data":[{"id":"base","owned_by":"sglang","max_model_len":8192},{"id":"ad1","owned_by":"sglang","parent":"base","max_model_len":null}]}`, "ad1",
