@@ -244,7 +244,9 @@ func TestSameNamedRootsNeverMerge(t *testing.T) {
 // files (answers/, prompts/), NAME.QUESTION.json what that commit's query
 // answered. bb39388 wrote answers that do not say who made them
 // (gen --server sim --out answers prompts); a5ad860 is the main of
-// issues 26 and 27 (the same, with --export conversations). The files are
+// issues 26 and 27 (the same, with --export conversations), bab0d83 the
+// main before issue 43 (the same again: answers without a provenance,
+// which check says are unknown). The files are
 // unpacked in the test's own folder and the index told with gendex
 // relocate (from the folder the fixture was made in, which the index
 // names and no test reads), so nothing outside the test's folders is read. Then a run
@@ -257,6 +259,7 @@ func TestUpgradeKeepsCounts(t *testing.T) {
 	}{
 		{"bb39388", "/tmp/gendex-v4-run", true},
 		{"a5ad860", "/tmp/gendex-a5-run", false},
+		{"bab0d83", "/tmp/gendex-bab-run", false},
 	} {
 		t.Run(fx.name, func(t *testing.T) { testUpgrade(t, fx.name, fx.root, fx.unmarked) })
 	}
@@ -329,6 +332,12 @@ func testUpgrade(t *testing.T, name, oldRoot string, unmarked bool) {
 		t.Errorf("relocate: %s", errOut)
 	}
 	check("relocated", true)
+	_, reasons, out := p.checkJSON("--db", "old.db")
+	for _, ds := range []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"} {
+		if reasons[ds]["made_by"] != 50 || !strings.Contains(out, "(provenance unknown): 50 answer lines") {
+			t.Errorf("check of an old index: %s's answers want made_by 50, provenance unknown\n%s", ds, out)
+		}
+	}
 	if unmarked { // (the simulator's known answers elsewhere are forgotten instead)
 		code, errOut := p.run("--db", "old.db", "gen", "--server", "sim", "--out", "new", "demo")
 		if code != 1 || !strings.Contains(errOut, filepath.Join(newRoot, "answers", "B1_ids")) || !strings.Contains(errOut, "model not recorded") {

@@ -50,6 +50,7 @@ const (
 	ReasonEmpty         = "empty_content"     // records of answers with empty text
 	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
 	ReasonMixed         = "mixed_provenance"  // answers made by more than one model, or with other sampling
+	ReasonMadeBy        = "made_by"           // how the answers were made, one way (a note)
 	ReasonFailed        = "failed_prompts"    // prompts that failed for good (a note)
 	ReasonNotRead       = "content_unchecked" // the content checks could not be made (a note)
 )
@@ -166,9 +167,12 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		add(ReasonLenUnknown, false, rs.lenUnknown, "records whose answer carries no token count (their length is unknown)", "")
 	}
 	fs = append(fs, rs.content(dir)...)
-	if mixed, detail := mixedModels(v, name); mixed {
-		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: uint64(s.Stage(store.Raw).Records), detail: detail,
+	switch mixed, ways, lines := mixedModels(v, name); {
+	case mixed:
+		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: lines, detail: "answers made in more than one way: " + ways,
 			fix: "answer the other way's ids again the one way (gendex gen --redo FILE), or accept it: check --allow-mixed"})
+	case lines > 0:
+		fs = append(fs, finding{reason: ReasonMadeBy, count: lines, detail: "answers made one way: " + ways})
 	}
 	add(ReasonFailed, false, s.Overlap.ErrorsOpen, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
@@ -301,15 +305,17 @@ func (rs *recordStats) content(dir string) []finding {
 // with more than one provenance (gen's "provenance": the sampling sent and
 // the server's identity; its max_new_tokens aside, which a redo of cut
 // answers raises). Lines without a provenance differ only by their model.
-// It names each way with its answer lines.
-func mixedModels(v *store.View, name string) (bool, string) {
+// It names each way with its answer lines, and counts the lines.
+func mixedModels(v *store.View, name string) (mixed bool, ways string, total uint64) {
 	lines := map[string]uint64{} // a way -> its lines
 	models, provs := map[string]bool{}, map[string]bool{}
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
 		}
+		var made uint64
 		for _, m := range f.Makers {
+			made += m.Lines
 			who := m.Model
 			if who == "" {
 				who = "unnamed"
@@ -322,24 +328,28 @@ func mixedModels(v *store.View, name string) (bool, string) {
 			if p, shown, ok := canonicalProvenance(m.Provenance); ok {
 				provs[p] = true
 				way += " " + shown
+			} else {
+				way += " (provenance unknown)"
 			}
 			lines[way] += m.Lines
+			total += m.Lines
+		}
+		if n := f.Records + f.Duplicates; n > made { // indexed before makers were kept
+			lines["an unknown model (provenance unknown)"] += n - made
+			total += n - made
 		}
 		return nil
 	})
-	if len(models) < 2 && len(provs) < 2 {
-		return false, ""
-	}
-	ways := make([]string, 0, len(lines))
+	names := make([]string, 0, len(lines))
 	for w := range lines {
-		ways = append(ways, w)
+		names = append(names, w)
 	}
-	sort.Strings(ways)
-	parts := make([]string, len(ways))
-	for i, w := range ways {
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, w := range names {
 		parts[i] = fmt.Sprintf("%s: %d answer lines", w, lines[w])
 	}
-	return true, "answers made in more than one way: " + strings.Join(parts, "; ")
+	return len(models) > 1 || len(provs) > 1, strings.Join(parts, "; "), total
 }
 
 // canonicalProvenance is a provenance object without its max_new_tokens,
