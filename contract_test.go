@@ -252,7 +252,7 @@ var jsonKeyCases = [][]string{
 	{"progress"}, {"tokens"}, {"throughput"}, {"series"}, {"series", "--servers"}, {"spec"},
 	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"errors"},
 	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"list", "alpha"},
-	{"list", "alpha", "--stage", "errors"},
+	{"list", "alpha", "--stage", "errors"}, {"check", "--max-length", "8"},
 }
 
 // TestQueryJSONKeysAndTypes: the keys of every question's JSON, in their
