@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,5 +228,59 @@ func TestResumeKeepsTheRunOneRun(t *testing.T) {
 	}
 	if code, out, _ := p.check("--allow-mixed", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {
 		t.Errorf("check --allow-mixed: exit %d, want 0 with the mix as a note\n%s", code, out)
+	}
+}
+
+// TestListSortAccept: query list --sort accept lists the answers with the
+// lowest accept length first (completion tokens per verify step, as each
+// answer line's spec_verify_ct says), the --limit worst; another --sort
+// is a usage error.
+func TestListSortAccept(t *testing.T) {
+	p := newPlaceRun(t)
+	ds := filepath.Join("demo", "B2_text")
+	p.mustRun("gen", "--server", "sim", "--sim-spec-draft-tokens", "4", "--max-new-tokens", "32", ds)
+	type answer struct {
+		id     string
+		accept float64
+	}
+	var all []answer
+	eachJSONLine(t, filepath.Join(p.dir, ds, "raw_responses.jsonl"), func(l []byte) {
+		var a struct {
+			ID               string  `json:"id"`
+			CompletionTokens float64 `json:"completion_tokens"`
+			Verify           float64 `json:"spec_verify_ct"`
+		}
+		if err := json.Unmarshal(l, &a); err != nil || a.Verify == 0 {
+			t.Fatalf("an answer without spec_verify_ct: %s", l)
+		}
+		all = append(all, answer{a.ID, math.Round(100*a.CompletionTokens/a.Verify) / 100})
+	})
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].accept != all[j].accept {
+			return all[i].accept < all[j].accept
+		}
+		return all[i].id < all[j].id
+	})
+	cmd := exec.CommandContext(t.Context(), p.bin, "query", "list", "B2_text", "--sort", "accept", "--limit", "5", "--format", "json")
+	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), "GENDEX_DB=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("query list --sort accept: %v", err)
+	}
+	var rows []struct {
+		ID     string  `json:"id"`
+		Accept float64 `json:"accept_length"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 5 {
+		t.Fatalf("query list --sort accept --limit 5: %v, %d rows\n%s", err, len(rows), out)
+	}
+	for i, r := range rows {
+		if r.ID != all[i].id || math.Abs(r.Accept-all[i].accept) > 0.011 {
+			t.Errorf("row %d: %s at %.2f, want %s at %.2f (the answers by accept length: %v)", i, r.ID, r.Accept, all[i].id, all[i].accept, all[:5])
+		}
+	}
+	if code, errOut := p.run("query", "list", "B2_text", "--sort", "best"); code != 2 || !strings.Contains(errOut, "--sort") {
+		t.Errorf("query list --sort best: exit %d, want 2\n%s", code, errOut)
 	}
 }

@@ -39,6 +39,12 @@ func checkList(q *Query, pos []string) error {
 	if q.Sample < 0 || q.Sample > 10_000 {
 		return usageErr("list --sample %d: want 1 to 10000", q.Sample)
 	}
+	switch {
+	case q.Sort != "" && q.Sort != SortAccept:
+		return usageErr("list --sort %q: want accept (the answers with the lowest accept length first)", q.Sort)
+	case q.Sort != "" && (q.After != "" || q.Before != "" || q.Sample > 0 || q.Finish != ""):
+		return usageErr("list --sort accept: give --limit alone (not --after, --before, --sample or --finish)")
+	}
 	return nil
 }
 
@@ -51,6 +57,9 @@ var listColumns = []string{"id", "finish", "prompt_tokens", "completion_tokens",
 // walking back (--before) the rows still come in id order. When records
 // remain past the page, a total row says after which id they start.
 func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
+	if q.Sort == SortAccept {
+		return listByAccept(v, name, q, out)
+	}
 	out.Columns(listColumns)
 	if q.Sample > 0 {
 		recs, err := v.Sample(name, q.Stage, q.Sample, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0)))

@@ -34,7 +34,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
-	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
+	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys"},
 	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it (see 'gendex check')"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
@@ -64,6 +64,7 @@ type Query struct {
 	Limit         int
 	Finish        string
 	Sample        int
+	Sort          string // list: "" (id order) or SortAccept
 	// check: what the check accepts and the drafter's length.
 	Check CheckOptions
 	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
@@ -132,6 +133,7 @@ func Parse(args []string) (Query, error) {
 	fs.IntVar(&q.Limit, "limit", 0, "list: records in a page (default 50)")
 	fs.StringVar(&q.Finish, "finish", "", "list: only records with this finish reason (length: cut at the token limit)")
 	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random")
+	fs.StringVar(&q.Sort, "sort", "", "list: accept: the answers with the lowest accept length first")
 	maxLength := fs.String("max-length", "", "check: the drafter's training length in tokens")
 	fs.BoolVar(&q.Check.IncludeTruncated, "include-truncated", false, "check: accept records of answers cut at the token limit")
 	fs.BoolVar(&q.Check.AllowMixed, "allow-mixed", false, "check: accept answers of more than one model")
