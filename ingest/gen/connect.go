@@ -147,7 +147,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info)
+	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, nc.ServerIdentity(ctx))
 	if nc.Model != c.Model || nc.Simulated != c.Simulated || nc.Flavor != c.Flavor || !bytes.Equal(nc.Provenance, c.Provenance) {
 		s.cl.Store(&nc)
 		c = &nc

@@ -21,29 +21,36 @@ import (
 // dataset: a difference is refused, naming both sides, unless
 // --allow-mixed.
 
-// provenance is the "provenance" object of a server's answers.
+// provenance is the "provenance" object of a server's answers. Server
+// holds model, model_path, software and context_length from /v1/models,
+// and what client.ServerIdentity read (version, chat template, parsers,
+// speculative settings); its keys are written sorted.
 type provenance struct {
 	Sampling json.RawMessage `json:"sampling"`
 	Unset    string          `json:"unset"`
-	Server   serverIdentity  `json:"server"`
-}
-
-// serverIdentity is who answered, as /v1/models says.
-type serverIdentity struct {
-	Model         string `json:"model,omitempty"`
-	ModelPath     string `json:"model_path,omitempty"`
-	Software      string `json:"software,omitempty"`
-	ContextLength int    `json:"context_length,omitempty"`
+	Server   map[string]any  `json:"server"`
 }
 
 // provenanceOf is the compact "provenance" object of the answers a server
-// described by info makes, asked with sampling.
-func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo) []byte {
+// described by info and ident (client.ServerIdentity, nil: none told)
+// makes, asked with sampling.
+func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo, ident map[string]any) []byte {
 	s, _ := json.Marshal(sampling)
-	p := provenance{Sampling: s, Unset: "server defaults", Server: serverIdentity{
-		Model: model, ModelPath: info.Root, Software: string(info.Flavor), ContextLength: info.MaxModelLen}}
-	if p.Server.ModelPath == model {
-		p.Server.ModelPath = ""
+	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}}
+	for k, v := range ident {
+		p.Server[k] = v
+	}
+	if model != "" {
+		p.Server["model"] = model
+	}
+	if info.Root != "" && info.Root != model && p.Server["model_path"] == nil {
+		p.Server["model_path"] = info.Root
+	}
+	if info.Flavor != "" {
+		p.Server["software"] = string(info.Flavor)
+	}
+	if info.MaxModelLen > 0 {
+		p.Server["context_length"] = info.MaxModelLen
 	}
 	b, _ := json.Marshal(p)
 	return b
@@ -112,7 +119,7 @@ func describe(model string, prov []byte) string {
 		}
 		return "model " + model + ", unknown sampling"
 	}
-	return fmt.Sprintf("model %s, sampling %s", p.Server.Model, p.Sampling)
+	return fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
 }
 
 // checkProvenance stops the run, before the first request to server,
