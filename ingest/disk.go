@@ -196,3 +196,23 @@ func (ix *Indexer) Reread(ctx context.Context, src Source) (FileResult, error) {
 	}
 	return ix.IndexFile(ctx, src)
 }
+
+// ForgetChanged makes the index forget the file at path, in which a
+// reader found that line is not the line the index holds (the file
+// changed under its offsets in a way the disk check could not see), says
+// so, and reads it again from its start.
+func (ix *Indexer) ForgetChanged(ctx context.Context, path string, line int64) error {
+	var state store.FileState
+	var known bool
+	err := ix.DB.View(func(v *store.View) (err error) { state, known, err = v.File(path); return err })
+	if err != nil || !known || state.ID == 0 || state.Phase != store.PhaseReady {
+		return err
+	}
+	if err := ix.forget(ctx, state); err != nil {
+		return err
+	}
+	ix.report(Problem{Path: path, Kind: Gone, Msg: fmt.Sprintf("line %d is not the line the index holds (the file changed under what was indexed): its %d records are forgotten; it is read again from its start",
+		line, state.Records)})
+	_, err = ix.IndexFile(ctx, Source{Path: path, Dataset: state.Dataset, Stage: state.Stage})
+	return err
+}
