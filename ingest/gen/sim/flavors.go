@@ -93,8 +93,11 @@ package sim
 //     vllm:generation_tokens_total, vllm:request_success_total
 //     {finished_reason}, and with speculative decoding
 //     vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
-//     _num_accepted_tokens_total (v1/spec_decode/metrics.py). No process
-//     start time (multiprocess registry).
+//     _num_accepted_tokens_total (v1/spec_decode/metrics.py); and
+//     process_start_time_seconds, from prometheus_client's process
+//     collector: one API server (the default) serves the global registry,
+//     which has it (only --api-server-count above 1 sets up the
+//     multiprocess registry, without it: entrypoints/cli/serve.py).
 //   - API key: only paths under /v1 and /inference; 401
 //     {"error":"Unauthorized"}.
 //
