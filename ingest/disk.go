@@ -216,7 +216,7 @@ func (ix *Indexer) ForgetChanged(ctx context.Context, path string, line int64) e
 	if err != nil || !known || state.ID == 0 || state.Phase != store.PhaseReady {
 		return err
 	}
-	if err := ix.forget(ctx, state); err != nil {
+	if err := ix.forget(ctx, state, false); err != nil {
 		return err
 	}
 	ix.report(Problem{Path: path, Kind: Gone, Msg: fmt.Sprintf("line %d is not the line the index holds (the file changed under what was indexed): its %d records are forgotten; it is read again from its start",
