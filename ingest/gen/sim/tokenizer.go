@@ -81,9 +81,10 @@ var roleTokens = map[string]int{
 }
 
 // isSpecial reports whether id is a special token, which decoding drops when
-// skipping special tokens. The think markers are ordinary added tokens.
+// skipping special tokens. The think markers, <tools> and </tools> and
+// Qwen's tool-call markers are ordinary added tokens.
 func isSpecial(id int) bool {
-	return id >= 0 && id < ByteBase && id != ThinkStartID && id != ThinkEndID
+	return id >= 0 && id < ByteBase && (id < ThinkStartID || id > ToolCallEndID)
 }
 
 // Encode tokenizes text. Named tokens written out in the text (such as
