@@ -241,7 +241,7 @@ func genValue(r *rng, schema json.RawMessage, depth int) string {
 	case "object":
 		return genObject(r, schema, depth+1)
 	}
-	return pyString(words[r.intn(len(words))] + " " + words[r.intn(len(words))])
+	return pyString(words[r.intn(len(words))])
 }
 
 // pyString writes s as Python's json.dumps(ensure_ascii=False) does.
