@@ -86,6 +86,17 @@ routes) and vllm_tokens.go, and the same three for llamacpp; what both do
 the same way around a generation request (start it, build and run its
 item) is flavorrun.go's.
 
+# Tool calls
+
+With Config.ToolCalls the model calls tools: the template renders a
+request's tools and tool_calls, and an answer to a prompt holding tools
+calls one of them on some turns, in Qwen's or Kimi-K2's markup; each
+flavor's chat endpoint parses the calls as its server does (SGLang with
+Config.ToolCallParser, vLLM with EnableAutoToolChoice too, llama.cpp
+unless NoJinja) or refuses the tools as it does, and the SGLang flavor
+serves /parse_function_call and /server_info. See tools.go and
+tools_http.go.
+
 # Faults
 
 Config can delay the bind (StartupDelay), answer 503 during a warmup
