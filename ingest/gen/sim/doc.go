@@ -5,7 +5,8 @@ and tests of clients that talk to SGLang.
 It serves the endpoints gendex gen calls, with the request and response
 shapes, status codes and error messages of SGLang's own HTTP server
 (README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
-/v1/tokenize, /health, /v1/models and, with Config.EnableMetrics, /metrics.
+/v1/tokenize, /health, /v1/models, /parse_function_call, /server_info
+and, with Config.EnableMetrics, /metrics.
 It does not stream: a request with "stream": true gets a 400, since gen
 reads whole answers. Nor does it batch: like gen, a request carries one
 prompt (a text or one input_ids list; for /v1/completions one string or one
