@@ -180,6 +180,12 @@ func TestToolCallGenerateRoundTrip(t *testing.T) {
 				if !slices.Contains(ints(t, gen["output_ids"]), marker) {
 					t.Errorf("question %d: chat calls, /generate's output ids have no call marker", n)
 				}
+				if parser == "qwen25" { // Qwen's markers are not special: skipping special tokens keeps them
+					plain := obj(t, postOK(t, url+"/generate", fmt.Sprintf(`{"input_ids":%s,"sampling_params":{"max_new_tokens":1000}}`, marshal(ints(t, tok["tokens"])))))
+					if plain["text"] != gen["text"] {
+						t.Errorf("question %d: skip_special_tokens changes Qwen's call: %q, not %q", n, plain["text"], gen["text"])
+					}
+				}
 				name, args := callOf(t, msg)
 				resp, raw := post(t, url+"/parse_function_call", fmt.Sprintf(`{"text":%s,"tool_call_parser":%q,"tools":%s}`, marshal(gen["text"]), parser, testTools))
 				if resp.StatusCode != 200 || !regexp.MustCompile(`"calls":\[\{"tool_index":-?\d+,"name":"[a-z_]+","parameters":"[^\n]*","tool_call_id":null\}\]\}$`).Match(raw) {
