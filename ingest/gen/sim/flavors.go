@@ -16,8 +16,9 @@ package sim
 // 8905cbd4, with §14's later changes from tokenizer_manager.py 001067ff and
 // observability/metrics_collector.py 016d8605):
 //   - Routes /generate, /v1/chat/completions, /v1/completions,
-//     /v1/tokenize, /health, /v1/models, /metrics (--enable-metrics);
-//     others 404 {"detail":"Not Found"}, wrong method 405.
+//     /v1/tokenize, /health, /v1/models, /metrics (--enable-metrics),
+//     /parse_function_call, /server_info and /get_server_info (see
+//     tools_http.go); others 404 {"detail":"Not Found"}, wrong method 405.
 //   - POST {} answers 400: /generate "Either text, input_ids or
 //     input_embeds should be provided."; chat a validation error on the
 //     missing messages; completions on the missing prompt; /v1/tokenize

@@ -248,6 +248,9 @@ func (s *Server) sglangRoutes() flavorRouter {
 		"/v1/tokenize":         {post, s.handleTokenize},
 		"/health":              {get, s.handleHealth},
 		"/v1/models":           {get, s.handleModels},
+		"/parse_function_call": {post, s.handleParseFunctionCall},
+		"/server_info":         {get, s.handleServerInfo},
+		"/get_server_info":     {get, s.handleServerInfo},
 	}
 	if s.cfg.EnableMetrics {
 		table["/metrics"] = route{get, s.handleMetrics}
