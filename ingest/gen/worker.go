@@ -54,7 +54,7 @@ func (r *run) answer(j job) {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
 			if j.redo {
-				line = r.redoLine(line)
+				line = r.redoLine(j.ds, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
 			if !j.redo { // a redo's record comes in the final export pass (redo.go)
