@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeAnswered writes dir/D with prompts p1..p3 and their answers in
+// raw_responses.jsonl, and returns that file's path.
+func writeAnswered(t *testing.T, dir string) string {
+	t.Helper()
+	d := filepath.Join(dir, "D")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(d, "prompts.jsonl"), []byte(`{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n"), 0o644)
+	raw := filepath.Join(d, "raw_responses.jsonl")
+	os.WriteFile(raw, []byte(`{"id":"p1","text":"x","completion_tokens":3}`+"\n"+`{"id":"p2","text":"y","completion_tokens":4}`+"\n"+`{"id":"p3","text":"z","completion_tokens":5}`+"\n"), 0o644)
+	return raw
+}
+
+// TestGoneFileSaysWhatIsUnanswered: a counted answers file that is gone
+// while a hard link of it still answers its prompts is said to leave none
+// unanswered (counted once the link is read again), and query files no
+// longer lists it; a gone file that was the only answer says its prompts
+// are unanswered again. Before, both said "unanswered again", and query
+// files listed the gone file with 0 lines.
+func TestGoneFileSaysWhatIsUnanswered(t *testing.T) {
+	dir := t.TempDir()
+	raw := writeAnswered(t, dir)
+	link := filepath.Join(dir, "D", "raw_responses.link.jsonl")
+	if err := os.Link(raw, link); err != nil {
+		t.Skip(err)
+	}
+	db := filepath.Join(t.TempDir(), "g.db")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "ingest", dir)
+	os.Remove(raw)
+	r := mustGendex(t, env, "--db", db, "ingest", dir)
+	if strings.Contains(r.stderr, "unanswered again") || !strings.Contains(r.stderr, raw+": the file is gone: its 3 records are forgotten; the 3 prompts they answered are all still answered, by other files") {
+		t.Errorf("the gone file's warning is not what the index holds:\n%s", r)
+	}
+	if p := mustGendex(t, env, "--db", db, "query", "progress", "--format", "tsv"); !strings.Contains(p.stdout, "D\t3\t3\t") {
+		t.Errorf("progress after the file went: %s", p)
+	}
+	f := mustGendex(t, env, "--db", db, "query", "files", "--format", "tsv")
+	if strings.Contains(f.stdout, raw+"\t") || !strings.Contains(f.stdout, link+"\t3\t3\t") {
+		t.Errorf("query files lists the gone file, or not its link:\n%s", f)
+	}
+	// The link gone too: now its prompts are unanswered.
+	os.Remove(link)
+	r = mustGendex(t, env, "--db", db, "ingest", dir)
+	if !strings.Contains(r.stderr, link+": the file is gone: its 3 records are forgotten, and the 3 prompts they answered are unanswered again") {
+		t.Errorf("the last answers' file gone: %s", r)
+	}
+}
+
+// TestDryRunOverDryRunNamesTheRule: a dry run whose dataset's answers
+// the index holds from another dry run's folder says the rule that drops
+// them (one answer folder counts for a dataset: this run's, named), not
+// that "a dry run never stands in for this run", which is one.
+func TestDryRunOverDryRunNamesTheRule(t *testing.T) {
+	dir := genPrompts(t, 2)
+	db := filepath.Join(t.TempDir(), "g.db")
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", a, dir)
+	r := mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", b, dir)
+	name := filepath.Base(dir)
+	want := "the index counts one answer folder for a dataset, this run's (" + filepath.Join(b, name) + "): it forgets the simulator's 2 answers in " + filepath.Join(a, name)
+	if strings.Contains(r.stderr, "never stands in") || !strings.Contains(r.stderr, want) {
+		t.Errorf("the second dry run's log does not name the rule:\n%s\nwant %q", r.stderr, want)
+	}
+}
