@@ -127,6 +127,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 			logf("export: %s: %d answers need their prompts tokenized: run again with --server URL (a server with the same tokenizer)", d.Name, n)
 		}
 	}
+	x.Ix.SayForgotten()
 	logf("export: done in %s", c.env.Now().Sub(start).Round(time.Millisecond))
 	if left > 0 {
 		// Exit 1, as for input lines left out: a script must not take

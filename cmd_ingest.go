@@ -114,6 +114,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 	}
+	ix.SayForgotten()
 	elapsed := c.env.Now().Sub(start)
 	fmt.Fprintf(messages(c.env), "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
 		total.Added, files, unchanged, humanBytes(total.Bytes), elapsed.Round(time.Millisecond))
@@ -176,6 +177,7 @@ func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest
 				fmt.Fprintf(say, "warning: %v\n", err)
 			}
 		}
+		ix.SayForgotten()
 		if now := env.Now(); added > 0 && now.Sub(lastLog) >= 10*time.Second {
 			fmt.Fprintf(say, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
 			added, lastLog = 0, now

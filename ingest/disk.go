@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"gendex/store"
@@ -18,7 +19,8 @@ import (
 // CheckDisk checks every file the index counts against the disk, before a
 // writer reads anything:
 //   - a file that is gone is forgotten (its records removed, so its
-//     prompts are unanswered again), said with its path and count, unless
+//     prompts are unanswered again unless another file answers them),
+//     said with its path and count by SayForgotten, unless
 //     one of candidates (the files this run reads) is that very file at a
 //     new path (the same device and inode, as after mv of its folder): the
 //     index then moves it there and reads nothing again;
@@ -34,6 +36,7 @@ import (
 // unreachable mount) is left as it is, with a warning: only a file known to
 // be gone or changed is forgotten.
 func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
+	ix.SayForgotten() // what an earlier check left unsaid
 	var held []store.FileState
 	err := ix.DB.View(func(v *store.View) error {
 		return v.Files(func(f store.FileState) error {
@@ -106,13 +109,22 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 				}
 			}
 		}
+		var ids []string
+		if strings.HasPrefix(why, whyGone) {
+			if ids, err = ix.answersOf(f); err != nil {
+				return err
+			}
+		}
 		if err := ix.forget(ctx, f, true); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("%s: its %d records are forgotten, and the prompts they answered are unanswered again", why, f.Records)
-		if why != whyGone {
-			msg = fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
+		if strings.HasPrefix(why, whyGone) { // said once the run's files are read (SayForgotten)
+			ix.mu.Lock()
+			ix.gone = append(ix.gone, goneFile{f: f, why: why, ids: ids})
+			ix.mu.Unlock()
+			continue
 		}
+		msg := fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
 		if f.IDPath != "" {
 			msg += fmt.Sprintf("; the --id path %s given for it is forgotten too (give --id again if the lines at its path keep their ids there)", f.IDPath)
 		}

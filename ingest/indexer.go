@@ -62,6 +62,7 @@ type Indexer struct {
 
 	mu       sync.Mutex
 	serverID map[string]bool // files whose ServerID warning was reported
+	gone     []goneFile      // forgotten by CheckDisk, to be said (SayForgotten)
 }
 
 // FileResult says what one IndexFile call did.

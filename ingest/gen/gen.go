@@ -410,6 +410,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
+	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
 	if err := r.countAnswerMakers(); err != nil {
 		return 0, err
 	}

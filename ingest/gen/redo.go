@@ -125,10 +125,11 @@ type redoSet struct {
 }
 
 // isConversation reports whether id's answer is a conversation answered
-// turn by turn (its earlier turns are in the turns stage).
+// turn by turn: its turns are in the turns stage as id#1, id#2, ..., the
+// first always there (an id#x#1 is conversation id#x's, not id's).
 func isConversation(v *store.View, dataset, id string) bool {
-	n, _, err := v.CountPrefix(dataset, store.Turns, id+"#")
-	return err == nil && n > 0
+	_, ok, err := v.Get(dataset, store.Turns, ingest.TurnID(id, 1))
+	return err == nil && ok
 }
 
 // chooseRedo decides, before the first request, what each dataset asks
