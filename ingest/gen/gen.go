@@ -85,6 +85,12 @@ type Config struct {
 	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
 	// out counts as an HTTP error toward MaxAttempts.
 	RequestTimeout time.Duration
+	// StallAfter: a server that has requests in flight and replies to none
+	// for this long is stalled (stall.go); default DefaultStallAfter.
+	StallAfter time.Duration
+	// Command is the command line, secrets left out, for the run's row
+	// (`gendex query runs`).
+	Command string
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// DownLimit ends the run (ErrServersDown) when every server has been
@@ -142,6 +148,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCrashes <= 0 {
 		c.MaxCrashes = 3
+	}
+	if c.StallAfter <= 0 {
+		c.StallAfter = DefaultStallAfter
 	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second
