@@ -230,6 +230,22 @@ func TestStallRecorded(t *testing.T) {
 	if r.Note == nil || !strings.Contains(*r.Note, "held by http://"+addr) || !strings.Contains(*r.Note, "which answers no probe") {
 		t.Errorf("the stalled run's note: %+v; want the requests held by the server, which answers no probe", r)
 	}
+	// watch refreshes until it is stopped: its first screen is enough.
+	watch := exec.Command(bin, "--db", db, "shell")
+	watch.Stdin = strings.NewReader("watch\n")
+	var screen lockedBuffer
+	watch.Stdout, watch.Stderr = &screen, &screen
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(screen.String(), "dataset") && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	watch.Process.Kill()
+	watch.Wait()
+	if out := screen.String(); !strings.Contains(out, "run: stalled since ") || !strings.Contains(out, "held by http://"+addr) {
+		t.Errorf("watch during the stall:\n%s\nwant the run's stall line", out)
+	}
 	var stall eventRow
 	waitFor(t, 20*time.Second, "a stalled event", func() bool {
 		events, err := queryJSON[eventRow](t, bin, db, "events")
@@ -258,6 +274,11 @@ func TestStallRecorded(t *testing.T) {
 	for _, e := range events {
 		names = append(names, e.Event)
 	}
+	for _, want := range []string{"stalled since ", "gen waits and keeps them", "replies again after"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("gen's log does not say %q:\n%s", want, log.String())
+		}
+	}
 	if !strings.Contains(strings.Join(names, " "), "stalled recovered") {
 		t.Errorf("events %v; want stalled, then recovered", names)
 	}
@@ -266,4 +287,32 @@ func TestStallRecorded(t *testing.T) {
 	}
 	clean := client.New(simURL(t, sim.Config{Seed: 9}), client.Options{})
 	checkAnsweredOnce(t, db, filepath.Join(root, "S", "prompts.jsonl"), raw, "S", clean)
+}
+
+// TestFollowRun: an ingest --follow is a run too: running while it
+// follows, with the records it indexed, interrupted once stopped.
+func TestFollowRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "F"), "F", 7)
+	db := filepath.Join(t.TempDir(), "g.db")
+	w := startWriter(t, db, nil, "ingest", "--follow", root)
+	writeIDPrompts(t, filepath.Join(root, "F"), "F", 10) // 3 more lines
+	var r runRow
+	waitFor(t, 20*time.Second, "the follow's row with the records it indexed", func() bool {
+		r = lastRun(runsOf(t, bin, db))
+		return r.State == "running" && r.Answers != nil && *r.Answers == 3
+	})
+	if r.Kind != "follow" || r.Pid != w.cmd.Process.Pid || r.ToGo != nil || r.Errors != nil {
+		t.Errorf("the follow: %+v; want kind follow, its pid, to_go and errors unknown", r)
+	}
+	w.cmd.Process.Signal(os.Interrupt)
+	<-w.done
+	if r := lastRun(runsOf(t, bin, db)); r.State != "interrupted" || r.End == nil {
+		t.Errorf("the follow once stopped: %+v; want interrupted", r)
+	}
 }

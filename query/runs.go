@@ -73,14 +73,14 @@ func RunLine(runs *Result) string {
 		}
 		return t.UTC().Format(time.TimeOnly)
 	}
-	head, note := str("state")+" since "+clock("since"), str("note")
+	head, note, started := str("state")+" since "+clock("since"), str("note"), ""
 	switch str("state") {
 	case store.RunStalled: // the note says since when, and what is held
 		head, note = note, ""
 	case store.RunLost:
-		head = "lost (started " + clock("start") + ")"
+		head, started = store.RunLost, ", started "+clock("start")
 	}
-	line := fmt.Sprintf("run: %s (%s, pid %v on %s)", head, str("kind"), runs.Get(row, "pid"), str("host"))
+	line := fmt.Sprintf("run: %s (%s, pid %v on %s%s)", head, str("kind"), runs.Get(row, "pid"), str("host"), started)
 	if n, ok := AsFloat(runs.Get(row, "to_go")); ok {
 		line += fmt.Sprintf(", %.0f to go", n)
 	} else if str("kind") == "gen" {
