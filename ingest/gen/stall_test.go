@@ -1,0 +1,97 @@
+package gen
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sim"
+	"gendex/store"
+)
+
+// TestStallHeldAndRecovered: a server that, after 10 answers, takes
+// requests and answers nothing (not /health either) is found stalled
+// after StallAfter: a stalled event with the requests it holds by id, the
+// run's row stalled with its sentence, and no new request sent to it
+// while it is; once it answers again, a recovered event, every prompt
+// answered once, the row finished.
+func TestStallHeldAndRecovered(t *testing.T) {
+	const n, conc = 30, 4
+	h := sim.New(sim.Config{Seed: 7}).Handler()
+	var asked atomic.Int64
+	var frozen atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" && r.URL.Path != "/metrics" && !strings.HasPrefix(r.URL.Path, "/v1/models") && asked.Add(1) > 10 {
+			frozen.Store(true)
+		}
+		if frozen.Load() {
+			<-release
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "D", "text", n)
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	sets, _ := FindDatasets([]string{root}, out)
+	db := openDB(t, dbPath)
+	var log syncBuffer
+	var rowSeen store.Run
+	go func() {
+		if !waitLog(t, &log, "stalled since") {
+			return
+		}
+		held := asked.Load()
+		for deadline := time.Now().Add(5 * time.Second); rowSeen.State != store.RunStalled && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			db.View(func(v *store.View) error {
+				return v.Runs(func(r *store.Run) error { rowSeen = *r; return nil })
+			})
+		}
+		time.Sleep(300 * time.Millisecond)
+		if got := asked.Load(); got != held {
+			t.Errorf("%d requests were sent to the stalled server after it was found stalled", got-held)
+		}
+		once.Do(func() { close(release) })
+	}()
+	sum, err := Run(t.Context(), db, Config{Servers: []string{hs.URL}, Out: out, Concurrency: conc, Log: &log, LogEvery: time.Hour,
+		StallAfter: 300 * time.Millisecond, ScrapeEvery: -1}, sets)
+	db.Close()
+	if err != nil || sum.Responses != n {
+		t.Fatalf("%+v %v\n%s", sum, err, log.String())
+	}
+	if rowSeen.State != store.RunStalled || !strings.Contains(rowSeen.Detail, "requests held by "+hs.URL+", which answers no probe") {
+		t.Errorf("the run's row during the stall: %+v", rowSeen)
+	}
+	var stalled, recovered []string
+	for _, e := range events(t, dbPath) {
+		switch e.Name {
+		case EventStalled:
+			stalled = append(stalled, e.Detail)
+		case EventRecovered:
+			recovered = append(recovered, e.Detail)
+		}
+	}
+	if len(stalled) != 1 || !strings.Contains(stalled[0], "4 requests in flight, ages ") || !strings.Contains(stalled[0], " D/") ||
+		!strings.Contains(stalled[0], "/health does not answer") || len(recovered) != 1 {
+		t.Errorf("stalled %q, recovered %q; want one each, the stall naming the 4 requests held\n%s", stalled, recovered, log.String())
+	}
+	ro, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var rows []store.Run
+	ro.View(func(v *store.View) error { return v.Runs(func(r *store.Run) error { rows = append(rows, *r); return nil }) })
+	if len(rows) != 1 || rows[0].State != store.RunFinished || rows[0].ToGo == nil || *rows[0].ToGo != 0 || *rows[0].Answers != n {
+		t.Errorf("runs after: %+v; want one, finished, 0 to go, %d answers", rows, n)
+	}
+}
