@@ -90,7 +90,9 @@ func TestStallHeldAndRecovered(t *testing.T) {
 	}
 	defer ro.Close()
 	var rows []store.Run
-	ro.View(func(v *store.View) error { return v.Runs(func(r *store.Run) error { rows = append(rows, *r); return nil }) })
+	ro.View(func(v *store.View) error {
+		return v.Runs(func(r *store.Run) error { rows = append(rows, *r); return nil })
+	})
 	if len(rows) != 1 || rows[0].State != store.RunFinished || rows[0].ToGo == nil || *rows[0].ToGo != 0 || *rows[0].Answers != n {
 		t.Errorf("runs after: %+v; want one, finished, 0 to go, %d answers", rows, n)
 	}
