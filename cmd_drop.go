@@ -88,7 +88,7 @@ func dropTargets(v *store.View, args []string) ([]string, error) {
 			continue
 		}
 		if _, err := os.Stat(arg); err != nil && !strings.ContainsRune(arg, os.PathSeparator) {
-			return nil, fmt.Errorf("drop: no dataset %q in the index (%s)", arg, holds(known))
+			return nil, store.NotFound("drop: no dataset %q in the index (%s)", arg, holds(known))
 		}
 		abs, err := ingest.CanonicalPath(arg)
 		if err != nil {
@@ -104,7 +104,7 @@ func dropTargets(v *store.View, args []string) ([]string, error) {
 			}
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("drop: no dataset of the index has files under %s (%s)", abs, holds(known))
+			return nil, store.NotFound("drop: no dataset of the index has files under %s (%s)", abs, holds(known))
 		}
 		sort.Strings(found)
 		for _, name := range found {

@@ -174,8 +174,9 @@ func printUsage(w io.Writer) {
 		dbNote,
 		"Output is a table on a terminal (fitted to its width) and TSV with a header when piped; --format table|tsv|csv|json.",
 		"gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the answers too); " +
-			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.",
-		"Exit status: 0 ok, 1 error (or input lines left out), 2 usage, 130 interrupted.",
+			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer; the answers always need a token " +
+			"($GENDEX_TOKEN, else a random one printed), and a request for another Host than the listener's own gets 421.",
+		exitStatuses,
 	} {
 		wrapTo(w, p, "", "")
 	}

@@ -22,6 +22,8 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 		c.printHelp(c.env.Stdout, questionFlags())
 		fmt.Fprintln(c.env.Stdout, "\nQuestions:")
 		writeQuestions(c.env.Stdout, "  ")
+		fmt.Fprintln(c.env.Stdout)
+		wrapTo(c.env.Stdout, exitStatuses, "", "")
 		return errHelp
 	}
 	q, err := query.Parse(args)

@@ -11,11 +11,11 @@ import (
 	"gendex/store/terminal"
 )
 
-// TestHelpPagesOnATerminal: on a terminal, a help longer than the terminal
-// goes through $PAGER (here a script that records it ran, then prints what
-// it was given), its tables fitted to the terminal's width; a help that
-// fits, PAGER=cat and PAGER set empty print directly; piped, help never
-// pages.
+// TestHelpPagesOnATerminal: on a terminal, a help longer than the
+// terminal goes through $PAGER (here "sh pager.sh", a script that records
+// it ran, then prints what it was given), its tables fitted to the
+// terminal's width; a help that fits, PAGER=cat and PAGER set empty print
+// directly; piped, help never pages.
 func TestHelpPagesOnATerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary in tmux")
@@ -23,11 +23,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
 	t.Parallel()
 	dir := t.TempDir()
-	pager := filepath.Join(dir, "pager.sh")
-	script := "#!/bin/sh\necho paged >> " + filepath.Join(dir, "used") + "\ncat\necho END-OF-PAGER\n"
-	if err := os.WriteFile(pager, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	pager := shScript(t, filepath.Join(dir, "pager.sh"), "echo paged >> "+filepath.Join(dir, "used")+"\ncat\necho END-OF-PAGER\n")
 	used := func() int {
 		b, _ := os.ReadFile(filepath.Join(dir, "used"))
 		return strings.Count(string(b), "paged")
@@ -39,7 +35,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 	visible := func() string { return tm.tmux("capture-pane", "-t", "t", "-p", "-J", "-S", "-3000") }
 
 	// Long: through the pager, at the terminal's width.
-	tm.typeLine("PAGER=" + pager + " " + bin + " help formats; echo DONE-$((1))")
+	tm.typeLine("PAGER='" + pager + "' " + bin + " help formats; echo DONE-$((1))")
 	tm.waitFor("DONE-1")
 	if n := used(); n != 1 {
 		t.Fatalf("help formats (longer than 40 lines) on a terminal: the pager ran %d times; want 1:\n%s", n, visible())
@@ -56,7 +52,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 
 	// Short, PAGER=cat, PAGER empty: printed directly.
 	for i, line := range []string{
-		"PAGER=" + pager + " " + bin + " help export | cat; echo DONE-$((2))", // piped
+		"PAGER='" + pager + "' " + bin + " help export | cat; echo DONE-$((2))", // piped
 		"PAGER=cat " + bin + " help export; echo DONE-$((3))",
 		"PAGER= " + bin + " help export; echo DONE-$((4))",
 	} {
@@ -69,7 +65,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 		}
 	}
 	tm.typeLine("clear")
-	tm.typeLine("PAGER=" + pager + " " + bin + " help drop; echo DONE-$((5))")
+	tm.typeLine("PAGER='" + pager + "' " + bin + " help drop; echo DONE-$((5))")
 	tm.waitFor("DONE-5")
 	if n := used(); n != 1 {
 		t.Errorf("help drop (shorter than the terminal) went through the pager:\n%s", visible())

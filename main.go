@@ -35,7 +35,9 @@
 // The index is ./gendex.db, or $GENDEX_DB, or --db FILE (before or after
 // the command's name). 'gendex help COMMAND' shows a command's flags,
 // 'gendex help TOPIC' a section of README.md. Exit status: 0 ok, 1 error
-// (or input lines left out), 2 usage, 130 interrupted.
+// (or input lines left out), 2 usage, 3 not in the index (an unknown
+// dataset, id or server), 4 no index (missing or unreadable), 130
+// interrupted.
 package main
 
 import (
@@ -53,6 +55,7 @@ import (
 	"gendex/query"
 	"gendex/query/live"
 	"gendex/query/plot"
+	"gendex/store"
 )
 
 // A Command is one gendex command, as the table lists it.
@@ -302,7 +305,7 @@ var errHelp = errors.New("help")
 var errSkipped = errors.New("some lines were skipped")
 
 // exitCode prints err's message to stderr, "gendex: " first, and returns
-// the exit status: 0 ok, 1 error, 2 usage, 130 interrupted.
+// the exit status (exitStatuses says which).
 func exitCode(stderr io.Writer, err error) int {
 	var ue *usageError
 	switch {
@@ -319,5 +322,11 @@ func exitCode(stderr io.Writer, err error) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "gendex: %v\n", err)
+	switch {
+	case errors.Is(err, store.ErrNoIndex), errors.Is(err, store.ErrBadIndex):
+		return exitNoIndex
+	case errors.Is(err, store.ErrNotFound):
+		return exitNotFound
+	}
 	return 1
 }

@@ -141,9 +141,9 @@ func TestExitCodes(t *testing.T) {
 		{"help", []string{"help"}, 0, ""},
 		{"--help", []string{"--help"}, 0, ""},
 		{"query ok", []string{"--db", db, "query", "progress"}, 0, ""},
-		{"unknown dataset", []string{"--db", db, "query", "progress", "gamma"}, 1, "alpha, beta, clock"},
+		{"unknown dataset", []string{"--db", db, "query", "progress", "gamma"}, 3, "alpha, beta, clock"},
 		{"missing of a dataset without prompts", []string{"--db", db, "query", "missing", "beta"}, 1, "prompts"},
-		{"show unknown id", []string{"--db", db, "query", "show", "alpha", "nope"}, 1, `"nope"`},
+		{"show unknown id", []string{"--db", db, "query", "show", "alpha", "nope"}, 3, `"nope"`},
 		{"ingest a path that does not exist", []string{"--db", db, "ingest", filepath.Join(t.TempDir(), "nothing")}, 1, "nothing"},
 		{"ingest a folder without stage files", []string{"--db", db, "ingest", t.TempDir()}, 1, "no prompts"},
 	}
@@ -529,8 +529,8 @@ func TestQueryWithoutIndex(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "none.db")
 	r := gendex(t, testEnv(nil), "--db", db, "query", "progress")
-	if r.code != 1 {
-		t.Errorf("query without an index: exit %d, want 1\n%s", r.code, r)
+	if r.code != 4 {
+		t.Errorf("query without an index: exit %d, want 4\n%s", r.code, r)
 	}
 	for _, s := range []string{db, "gendex ingest"} {
 		if !strings.Contains(r.stderr, s) {
@@ -762,8 +762,8 @@ func TestBinary(t *testing.T) {
 	if code, _, errOut = runBin("frobnicate"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2\n%s", code, errOut)
 	}
-	if code, _, errOut = runBin("--db", filepath.Join(dir, "none.db"), "query", "progress"); code != 1 {
-		t.Errorf("query without an index: exit %d, want 1\n%s", code, errOut)
+	if code, _, errOut = runBin("--db", filepath.Join(dir, "none.db"), "query", "progress"); code != 4 {
+		t.Errorf("query without an index: exit %d, want 4\n%s", code, errOut)
 	}
 	if code, _, errOut = runBin("--db", db, "ingest", brokenRaw); code != 1 || !strings.Contains(errOut, "raw_responses.jsonl:3:") {
 		t.Errorf("ingest of invalid lines: exit %d, want 1 with file:line\n%s", code, errOut)

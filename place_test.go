@@ -471,8 +471,8 @@ func TestRelocateChecksEveryFile(t *testing.T) {
 			t.Errorf("%s: exit %d, want 1 naming %s (%q)\n%s", c.why, code, bad, c.want, errOut)
 		}
 		p.wantRaw("gendex.db", 50)
-		if code, _ := p.run("relocate", "b", "a"); code != 1 {
-			t.Errorf("%s: a relocate from a folder the index holds nothing under exited %d", c.why, code)
+		if code, _ := p.run("relocate", "b", "a"); code != 3 {
+			t.Errorf("%s: a relocate from a folder the index holds nothing under exited %d, want 3 (not in the index)", c.why, code)
 		}
 	}
 	if err := os.WriteFile(bad, good, 0o644); err != nil {

@@ -17,7 +17,7 @@ import (
 // serverRow is a row of `query server --format json`.
 type serverRow struct {
 	Server           string   `json:"server"`
-	Up               *string  `json:"up"`
+	Up               *bool    `json:"up"`
 	Running          *int     `json:"running"`
 	Queued           *int     `json:"queued"`
 	TokenUsage       *float64 `json:"token_usage"`
@@ -170,8 +170,8 @@ func TestServerWithoutMetrics(t *testing.T) {
 		t.Fatalf("%v\n%s", err, q)
 	}
 	row := rows[0]
-	if row.Up == nil || *row.Up != "yes" {
-		t.Errorf("up %v; want yes (gen's own view)", row.Up)
+	if row.Up == nil || !*row.Up {
+		t.Errorf("up %v; want true (gen's own view)", row.Up)
 	}
 	if row.Running != nil || row.Queued != nil || row.TokenUsage != nil || row.CacheHitRate != nil || row.AcceptLength != nil ||
 		row.LastSeen != nil || row.ServerTokensPerS != nil || row.Agreement != nil {

@@ -51,7 +51,7 @@ func Relocate(db *store.DB, from, to string) (Relocation, error) {
 		return r, err
 	}
 	if len(held) == 0 {
-		return r, fmt.Errorf("relocate: the index holds no file under %s ('gendex query files' lists those it holds)", from)
+		return r, store.NotFound("relocate: the index holds no file under %s ('gendex query files' lists those it holds)", from)
 	}
 	type move struct {
 		f  store.FileState

@@ -1,7 +1,6 @@
 package query
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ func eventList(v *store.View, q Query, now time.Time, out Sink) error {
 		names := v.Servers()
 		for _, n := range q.Servers {
 			if !containsString(names, n) {
-				return fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
+				return store.NotFound("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
 			}
 		}
 	}

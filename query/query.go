@@ -33,7 +33,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers, errors and last answer"},
-	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, stalled, recovered"},
+	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
@@ -356,9 +356,9 @@ func datasets(v *store.View, asked []string) ([]string, error) {
 		if !v.HasDataset(name) {
 			all := v.Datasets()
 			if len(all) == 0 {
-				return nil, fmt.Errorf("no dataset %q: the index is empty (run 'gendex ingest ROOT' or 'gendex gen')", name)
+				return nil, store.NotFound("no dataset %q: the index is empty (run 'gendex ingest ROOT' or 'gendex gen')", name)
 			}
-			return nil, fmt.Errorf("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
+			return nil, store.NotFound("no dataset %q in the index (have: %s)", name, strings.Join(all, ", "))
 		}
 	}
 	return names, nil

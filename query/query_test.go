@@ -235,8 +235,17 @@ func TestFinish(t *testing.T) {
 			}
 		}
 	}
-	reasons := sortedIDs(all)
-	slices.SortStableFunc(reasons, func(a, b string) int { return int(all[b] - all[a]) })
+	// The fixed reasons first, each whether seen or not; then the others,
+	// the most common first.
+	fixed := []string{"stop", "length", "tool_calls", "abort", "content_filter"}
+	var others []string
+	for _, k := range sortedIDs(all) {
+		if !slices.Contains(fixed, k) {
+			others = append(others, k)
+		}
+	}
+	slices.SortStableFunc(others, func(a, b string) int { return int(all[b] - all[a]) })
+	reasons := append(fixed, others...)
 	cols := append(append([]string{"dataset", "records"}, reasons...), "unknown")
 	var want [][]any
 	for _, n := range names(m) {
@@ -256,8 +265,8 @@ func TestFinish(t *testing.T) {
 	}
 	r := answer(t, db, time.Now(), "finish")
 	checkRows(t, "finish", r, cols, want)
-	// Spelled out: stop is the most common, then length, then abort.
-	if !slices.Equal(cols, []string{"dataset", "records", "stop", "length", "abort", "unknown"}) {
+	// Spelled out: the fixed reasons, tool_calls and content_filter 0.
+	if !slices.Equal(cols, []string{"dataset", "records", "stop", "length", "tool_calls", "abort", "content_filter", "unknown"}) {
 		t.Errorf("model columns %q", cols)
 	}
 	total := normRow(r.Total)

@@ -393,8 +393,15 @@ func untokenizedReason(u *store.Untokenized) string {
 	return "no answer yet"
 }
 
-// finish: responses per finish reason, the most common first; "unknown"
-// counts responses that carry none.
+// finishColumns are finish's fixed columns after dataset and records:
+// gendex's reasons (store's FinishStop, ...), and the abort an SGLang
+// server writes, in this order, each 0 when no answer ended so, so that a
+// script's columns do not move with the data.
+var finishColumns = []string{store.FinishStop, store.FinishLength, store.FinishToolCalls, "abort", store.FinishFilter}
+
+// finish: responses per finish reason: the fixed finishColumns, then any
+// other reason seen, the most common first; "unknown" counts responses
+// whose reason the index cannot know (they carry none, or say "unknown").
 func finish(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
@@ -411,7 +418,12 @@ func finish(v *store.View, names []string, out Sink) error {
 			}
 		}
 	}
-	reasons := sortedKeys(all)
+	reasons := slices.Clone(finishColumns)
+	for _, k := range sortedKeys(all) {
+		if !slices.Contains(finishColumns, k) {
+			reasons = append(reasons, k)
+		}
+	}
 	cols := []string{"dataset", "records"}
 	for _, k := range reasons {
 		if k == "dataset" || k == "records" {
@@ -541,12 +553,12 @@ func show(v *store.View, name string, q Query, out Sink) error {
 		return out.Line(line)
 	}
 	if q.StageSet && q.Stage == store.Turns && !strings.Contains(q.ID, "#") {
-		return fmt.Errorf("dataset %s has no turns record with id %q (a turn's id is ID#TURN, e.g. %s#1)", name, q.ID, q.ID)
+		return store.NotFound("dataset %s has no turns record with id %q (a turn's id is ID#TURN, e.g. %s#1)", name, q.ID, q.ID)
 	}
 	if q.StageSet {
-		return fmt.Errorf("dataset %s has no %s record with id %q", name, q.Stage, q.ID)
+		return store.NotFound("dataset %s has no %s record with id %q", name, q.Stage, q.ID)
 	}
-	return fmt.Errorf("dataset %s has no record with id %q", name, q.ID)
+	return store.NotFound("dataset %s has no record with id %q", name, q.ID)
 }
 
 func readLine(path string, off, n int64) ([]byte, error) {

@@ -6,7 +6,8 @@ import (
 
 // Result is the answer to a question: named columns and rows of values.
 // A value is nil (unknown: the index cannot know it), int64, uint64,
-// Fixed, or string.
+// Fixed, string, or bool (a yes or no: true or false in JSON, "yes" or
+// "no" in a table, TSV and CSV).
 type Result struct {
 	Columns []string
 	Rows    [][]any

@@ -19,8 +19,8 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // serverList: one row per server gen has read (or tried to read) the
 // /metrics of, from the samples whose second is in the window ending now
 // ([now−window, now]):
-//   - up is gen's view in the last sample ("yes": in rotation, "no":
-//     waited for); running, queued, token_usage and cache_hit_rate are
+//   - up is gen's view in the last sample (true: in rotation, false:
+//     waited for; a table shows yes and no); running, queued, token_usage and cache_hit_rate are
 //     the server's own, from the last sample, unknown when that reading
 //     lacks them (the server was down, or does not report them);
 //   - accept_length is the window's, from the server's spec counters or
@@ -168,10 +168,7 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var up, lastSeen any
 	note := "" // not an unknown: nothing to say
 	if have {
-		up = "no"
-		if last.Up {
-			up = "yes"
-		}
+		up = last.Up
 	}
 	if everOK && ever.LastSeen > 0 {
 		lastSeen = time.UnixMilli(ever.LastSeen).UTC().Format(timeFormat)
@@ -265,9 +262,9 @@ func servers(v *store.View, asked []string) ([]string, error) {
 	for _, n := range asked {
 		if !containsString(names, n) {
 			if len(names) == 0 {
-				return nil, fmt.Errorf("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
+				return nil, store.NotFound("no server %q: the index holds no server's metrics (gen reads them while it runs)", n)
 			}
-			return nil, fmt.Errorf("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
+			return nil, store.NotFound("no server %q in the index (have: %s)", n, strings.Join(names, ", "))
 		}
 	}
 	return dedupe(asked), nil

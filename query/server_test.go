@@ -79,12 +79,12 @@ func TestServerCounterReset(t *testing.T) {
 	if got := row[10]; got != (Fixed{1, 3}) {
 		t.Errorf("agreement %v", got)
 	}
-	if row[1] != "yes" || row[2] != uint64(4) || row[4] != nil || row[15] != "" {
+	if row[1] != true || row[2] != uint64(4) || row[4] != nil || row[15] != "" {
 		t.Errorf("row %v", row)
 	}
 	// A window whose last sample is the down one: gauges unknown, up no.
 	row = ask(t0.Add(36*time.Second), "--window", "5s")
-	if row[1] != "no" || row[2] != nil || row[8] != nil || row[7] == nil {
+	if row[1] != false || row[2] != nil || row[8] != nil || row[7] == nil {
 		t.Errorf("down: %v", row)
 	}
 	// Long after the run: nothing in the window; last_seen still known.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +59,10 @@ type Shell struct {
 const prompt = "gendex> "
 
 // Run reads and runs commands until quit, end of input, or ctx is done.
-// Off a terminal it returns an error if any command failed.
+// Off a terminal it returns an error if any command failed, which wraps
+// the kinds (store.ErrNoIndex, store.ErrBadIndex, store.ErrNotFound) of
+// the failures that had one, so that gendex exits as the query command
+// would.
 func (s *Shell) Run(ctx context.Context) error {
 	if s.Now == nil {
 		s.Now = time.Now
@@ -70,7 +74,7 @@ func (s *Shell) Run(ctx context.Context) error {
 	}
 	sc := bufio.NewScanner(s.In)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	failed := 0
+	failed := &commandsFailed{}
 	for sc.Scan() {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -78,7 +82,7 @@ func (s *Shell) Run(ctx context.Context) error {
 		quit, err := s.exec(ctx, sc.Text())
 		if err != nil {
 			fmt.Fprintf(s.Err, "gendex: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
-			failed++
+			failed.add(err)
 		}
 		if quit {
 			break
@@ -87,11 +91,30 @@ func (s *Shell) Run(ctx context.Context) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("reading commands: %w", err)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d commands failed", failed)
+	if failed.n > 0 {
+		return failed
 	}
 	return nil
 }
+
+// commandsFailed is the error of a run off a terminal in which n commands
+// failed; it wraps each kind of failure among them once.
+type commandsFailed struct {
+	n     int
+	kinds []error
+}
+
+func (e *commandsFailed) add(err error) {
+	e.n++
+	for _, k := range []error{store.ErrNoIndex, store.ErrBadIndex, store.ErrNotFound} {
+		if errors.Is(err, k) && !slices.Contains(e.kinds, k) {
+			e.kinds = append(e.kinds, k)
+		}
+	}
+}
+
+func (e *commandsFailed) Error() string   { return fmt.Sprintf("%d commands failed", e.n) }
+func (e *commandsFailed) Unwrap() []error { return e.kinds }
 
 func (s *Shell) interactive(ctx context.Context) (err error) {
 	line := liner.NewLiner()

@@ -75,12 +75,8 @@ func Open(path string, opts Options) (*DB, error) {
 		timeout = DefaultTimeout
 	}
 	if opts.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				abs, _ := filepath.Abs(path)
-				return nil, fmt.Errorf("no index at %s: give --db PATH (or $GENDEX_DB) to ask the index of another folder, or make this one with 'gendex ingest FOLDER' or 'gendex gen FOLDER'", abs)
-			}
-			return nil, fmt.Errorf("open index: %w", err)
+		if err := checkReadable(path); err != nil {
+			return nil, err
 		}
 	} else if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -109,7 +105,7 @@ func Open(path string, opts Options) (*DB, error) {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("open index %s: %w: %s", path, ErrLocked, lockHolders(path))
 		}
-		return nil, fmt.Errorf("open index %s: %w", path, err)
+		return nil, badIndex(path, err)
 	}
 	db := &DB{bolt: bdb, path: path, failCommit: opts.FailCommit}
 	if err := db.init(opts.ReadOnly); err != nil {
@@ -152,7 +148,7 @@ func (db *DB) init(readOnly bool) error {
 			return errNeedInit
 		}
 		if len(v) != 1 || int(v[0]) != SchemaVersion {
-			return fmt.Errorf("open index %s: schema version %v, this gendex reads %d (re-create it with 'gendex ingest')", db.path, v, SchemaVersion)
+			return Kind(ErrBadIndex, fmt.Errorf("open index %s: schema version %v, this gendex reads %d (re-create it with 'gendex ingest')", db.path, v, SchemaVersion))
 		}
 		return nil
 	}

@@ -71,7 +71,7 @@ func (v *View) Summary(name string) (Summary, error) {
 	s := Summary{Dataset: name}
 	b := v.datasetBucket(name)
 	if b == nil {
-		return s, fmt.Errorf("no dataset %q in the index", name)
+		return s, NotFound("no dataset %q in the index", name)
 	}
 	if val := b.Get(keyStats); val != nil {
 		if err := json.Unmarshal(val, &s); err != nil {

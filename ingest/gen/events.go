@@ -22,6 +22,7 @@ const (
 	EventRestarted = "restarted" // a server's counters went back, or its process start time changed
 	EventErrors    = "errors"    // prompts failed for good on a server, counted per burst
 	EventRetries   = "retries"   // attempts on a server failed and were sent again, counted per burst (detail: the most frequent cause)
+	EventIsolated  = "isolated"  // prompts in flight at a second down of a server, sent one at a time from then on, per burst (isolate.go)
 )
 
 // burstWindow: final errors on one server within this long of the first
@@ -82,6 +83,7 @@ type burst struct {
 	n      int
 	last   string
 	causes map[string]int64 // retries: by retryCause
+	ids    []string         // isolated: the prompts' ids (maxIsolatedIDs)
 	timer  *time.Timer
 }
 
@@ -119,6 +121,9 @@ func (b *bursts) count(k burstKey, msg string) {
 		}
 		u.causes[msg]++
 	}
+	if k.event == EventIsolated && len(u.ids) < maxIsolatedIDs {
+		u.ids = append(u.ids, msg)
+	}
 }
 
 // end records burst u of k, unless it was recorded already.
@@ -132,6 +137,10 @@ func (b *bursts) end(k burstKey, u *burst) {
 	b.mu.Unlock()
 	if k.event == EventRetries {
 		b.m.event(u.start, k.server, EventRetries, retryBurstText(u))
+		return
+	}
+	if k.event == EventIsolated {
+		b.m.event(u.start, k.server, EventIsolated, isolatedText(u, b.m.r.cfg.MaxCrashes))
 		return
 	}
 	what := "1 prompt failed for good"

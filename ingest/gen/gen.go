@@ -76,8 +76,10 @@ type Config struct {
 	// is in flight (the request got no answer and /health then fails) before
 	// that prompt is recorded as an error: a prompt that crashes the server
 	// (out of memory) is not resent after every restart. A prompt that was
-	// in flight in a crash is retried alone among such suspects (within
-	// Concurrency), so the others in flight with it are not blamed for it. A refused connection
+	// in flight in a crash is sent again with the others; one in flight at
+	// a second crash is retried alone among such suspects (within
+	// Concurrency), so the others in flight with it are not blamed for it
+	// (isolate.go). A refused connection
 	// (the request never reached the server) counts toward nothing and is
 	// waited out; a connection failure while the server stays up counts
 	// toward MaxAttempts. Default 3.
@@ -214,6 +216,7 @@ type run struct {
 	results chan result
 	workers sync.WaitGroup
 	suspect chan struct{} // held by the one crash suspect in flight
+	iso     isolation     // the crash suspects isolated (isolate.go)
 	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 
 	stop       context.Context // done: send nothing new (interrupt or failure)

@@ -365,8 +365,10 @@ func (r *run) status(now time.Time) []liveLine {
 			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
 	}
+	isoText, isoShort := r.iso.liveText(r.cfg.MaxCrashes)
 	head = append(head,
 		part{text: fmt.Sprintf(", %d in flight", r.pool.inFlight()), drop: 3},
+		part{text: isoText, short: isoShort, drop: 5},
 		part{text: r.pool.retriesLine(), drop: 6},
 		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
@@ -534,6 +536,9 @@ func (r *run) final(sum *Summary) {
 		counted(sum.Responses, "answer", "answers"), tokens, counted(sum.Errors, "error", "errors"), sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
 	for _, l := range r.pool.retrySummary() {
+		r.logf("%s", l)
+	}
+	if l := r.iso.summaryLine(r.cfg.MaxCrashes); l != "" {
 		r.logf("%s", l)
 	}
 	switch {

@@ -266,7 +266,7 @@ func TestServerTokensAgree(t *testing.T) {
 		t.Errorf("server %.1f tokens/s, client %.1f tokens/s: agreement %.3f, want within 2%%", srv.V, cli.V, agree.V)
 	}
 	t.Logf("over %s of the middle of the run: server %.1f tokens/s, client %.1f tokens/s, agreement %.4f", to.Sub(from), srv.V, cli.V, agree.V)
-	if col("up") != "yes" || col("running") == nil || col("queued") == nil || col("last_seen") == nil {
+	if col("up") != true || col("running") == nil || col("queued") == nil || col("last_seen") == nil {
 		t.Errorf("row %v", row)
 	}
 	// The simulator reports KV use and a hit rate; without a drafter it has
@@ -440,7 +440,7 @@ func TestQueryServerFromSGLangMetrics(t *testing.T) {
 	defer db.Close()
 	res, _ := oneServerRow(t, db)
 	got := fmt.Sprint(append(res.Rows[0][:6], sampleAccept(t, db)))
-	if want := fmt.Sprintf("[%s yes 121 3 0.700 0.500 3.30]", hs.URL); got != want {
+	if want := fmt.Sprintf("[%s true 121 3 0.700 0.500 3.30]", hs.URL); got != want {
 		t.Errorf("server row %s, want %s", got, want)
 	}
 }

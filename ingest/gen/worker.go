@@ -33,7 +33,9 @@ func (r *run) work() {
 // one after another, each under a fresh rid. A prompt that was in flight
 // when its server went away is handed, with the conversation's state, to a
 // goroutine of its own that retries it alone among such suspects (the
-// rest of that conversation too), and the worker takes the next prompt.
+// rest of that conversation too), and the worker takes the next prompt,
+// once it was in flight at a second down (isolate.go); after one down it
+// is sent again like any prompt.
 func (r *run) answer(j job) {
 	if j.conv != nil && j.conv.cut {
 		r.endAtCut(&j) // nothing to ask (turns.go)
@@ -92,17 +94,13 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		select { // one of --concurrency slots, whoever asks: a hard bound
 		case r.slots <- struct{}{}:
 		case <-r.stop.Done():
-			if j.suspect {
-				<-r.suspect
-			}
+			r.unsuspect(j)
 			return nil
 		}
 		s, err := r.pool.pick(r.reqs)
 		if err != nil {
 			<-r.slots
-			if j.suspect {
-				<-r.suspect
-			}
+			r.unsuspect(j)
 			return nil // abandoned; answered by the next run
 		}
 		ctx, cancel := r.reqs, context.CancelFunc(func() {})
@@ -116,11 +114,9 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		cancel()
 		r.pool.ended(s, err)
 		<-r.slots
-		if j.suspect {
-			<-r.suspect
-		}
 		j.attempts++
 		if err == nil {
+			r.unsuspect(j)
 			s.answered(res)
 			return res
 		}
@@ -137,11 +133,14 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		}
 		switch client.KindOf(err) {
 		case client.Canceled:
+			r.unsuspect(j)
 			return nil
 		case client.Auth, client.Setup:
+			r.unsuspect(j)
 			r.abort(r.setupError(err))
 			return nil
 		case client.Permanent:
+			r.unsuspect(j)
 			r.results <- r.jobError(j, status, msg, s.name)
 			return nil
 		}
@@ -154,6 +153,9 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if notSent || crashed {
 			r.pool.markDown(r.reqs, s) // wait for the server
 		}
+		// The next suspect goes once the server is known down: sent before,
+		// it could be in flight at this down.
+		r.unsuspect(j)
 		switch {
 		case crashed:
 			j.crashes++
@@ -161,13 +163,16 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 				r.results <- r.jobError(j, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name)
 				return nil
 			}
-			if !j.suspect {
+			if !j.suspect && j.crashes >= isolateAt(r.cfg.MaxCrashes) { // isolate.go
 				r.retried(s, err, false) // by the suspect's goroutine
 				j.suspect = true
+				r.isolate(j, s)
 				alone := *j
-				r.workers.Go(func() { r.answer(alone) })
+				r.workers.Go(func() { r.answer(alone); r.isolatedDone() })
 				return nil
 			}
+			// Not isolated (yet): sent again with the others once a
+			// server is up.
 		case notSent:
 			// wait for the server, without limit
 		default:
@@ -179,6 +184,13 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if !r.retry(s, err, timedOut, r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))) {
 			return nil // the run stops
 		}
+	}
+}
+
+// unsuspect lets the next crash suspect go, when j held the turn.
+func (r *run) unsuspect(j *job) {
+	if j.suspect {
+		<-r.suspect
 	}
 }
 

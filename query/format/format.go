@@ -205,6 +205,8 @@ func writeJSONValue(w *bufio.Writer, v any) {
 		w.WriteString("null")
 	case string:
 		writeJSONString(w, x)
+	case bool:
+		w.WriteString(strconv.FormatBool(x))
 	default:
 		s, _ := cell(x)
 		w.WriteString(s)
@@ -214,7 +216,10 @@ func writeJSONValue(w *bufio.Writer, v any) {
 // zeroHidden are the columns a table leaves out when they are 0 in every
 // row and in the total: counts that matter only when they are not 0.
 // TSV, CSV and JSON always have them, so that scripts see stable columns.
-var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true}
+// (finish's tool_calls, abort and content_filter are rare, stop and length
+// are not.)
+var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true,
+	"tool_calls": true, "abort": true, "content_filter": true}
 
 // hideZeroColumns returns cols, rows and total without the zeroHidden
 // columns that are 0 everywhere.
@@ -380,6 +385,11 @@ func cell(v any) (string, bool) {
 		return x.String(), true
 	case string:
 		return x, true
+	case bool:
+		if x {
+			return "yes", true
+		}
+		return "no", true
 	}
 	return "", false
 }

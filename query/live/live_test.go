@@ -34,6 +34,19 @@ var fixtureRoot = filepath.Join("..", "..", "testdata", "query", "root")
 // gets the answer the index itself gives.
 func TestRemoteAnswersAsLocal(t *testing.T) {
 	db, _ := ingesttest.Index(t, fixtureRoot)
+	// A server in rotation and one waited for: up is a boolean.
+	err := db.Update(func(tx *store.Tx) error {
+		at := time.Now().Add(-time.Minute).UnixMilli()
+		for name, up := range map[string]bool{"http://a": true, "http://b": false} {
+			if err := tx.PutServerSample(name, &store.ServerSample{Time: at, Up: up, Run: at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(t.TempDir(), "g.db.sock")
 	ln, err := live.Listen(sock)
 	if err != nil {
@@ -55,6 +68,7 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 		{"progress"}, {"tokens"}, {"finish"}, {"errors"}, {"datasets"},
 		{"throughput", "--window", "1h"}, {"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"},
 		{"show", "alpha", "B2_opencodeinstruct-0000017"}, {"progress", "alpha", "beta"},
+		{"server", "--window", "1h"},
 	} {
 		q, err := query.Parse(args)
 		if err != nil {
@@ -79,9 +93,10 @@ func TestRemoteAnswersAsLocal(t *testing.T) {
 			}
 		}
 	}
-	// Errors come back as errors; usage errors as usage errors.
+	// Errors come back as errors; usage errors as usage errors, and what
+	// the index does not hold as store.ErrNotFound.
 	q, _ := query.Parse([]string{"progress", "nope"})
-	if err := remote.Ask(t.Context(), q, now, &query.Collect{}); err == nil || errors.Is(err, query.ErrUsage) {
+	if err := remote.Ask(t.Context(), q, now, &query.Collect{}); err == nil || errors.Is(err, query.ErrUsage) || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown dataset over the socket: %v", err)
 	}
 	// A second server on the same socket is refused while the first runs.

@@ -62,6 +62,12 @@ func TestSocketServedByAnotherUserRefused(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// 0755 whatever the umask, which WriteFile's mode is subject to. (It
+	// is exec'd just after being written: no test of this package runs in
+	// parallel and forks meanwhile, keeping it open for writing: ETXTBSY.)
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	peer := exec.Command(bin, "-test.run=^TestSocketServedByAnotherUserRefused$")
 	peer.Env = append(os.Environ(), "GENDEX_TEST_PEER=serve")
 	peer.ExtraFiles = []*os.File{bound} // fd 3

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/store"
 )
 
 // Remote asks the process that writes the index, over its socket. It
@@ -277,6 +278,7 @@ func decodeAnswer(r io.Reader, out query.Sink, cut func() error) error {
 			Note    *string           `json:"note"`
 			Error   *string           `json:"error"`
 			Usage   bool              `json:"usage"`
+			Missing bool              `json:"not_found"`
 			End     bool              `json:"end"`
 		}
 		if err := dec.Decode(&m); err != nil {
@@ -290,6 +292,9 @@ func decodeAnswer(r io.Reader, out query.Sink, cut func() error) error {
 		case m.Error != nil:
 			if m.Usage {
 				return fmt.Errorf("%w: %s", query.ErrUsage, *m.Error)
+			}
+			if m.Missing {
+				return store.NotFound("%s", *m.Error)
 			}
 			return errors.New(*m.Error)
 		case m.End:
@@ -323,6 +328,8 @@ func decodeCell(c json.RawMessage) any {
 	switch {
 	case len(c) == 0 || string(c) == "null":
 		return nil
+	case string(c) == "true" || string(c) == "false":
+		return string(c) == "true"
 	case c[0] == '"':
 		var s string
 		json.Unmarshal(c, &s)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -243,9 +242,7 @@ func listenIn(d *sockDir, name, path string) (net.Listener, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", addr)
-	syscall.Umask(old)
+	ln, err := listenPrivate(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package live
 
 import (
+	"context"
 	"net"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,4 +39,22 @@ func peerOf(c net.Conn) (pid, uid int, ok bool) {
 		return 0, 0, false
 	}
 	return int(cred.Pid), int(cred.Uid), true
+}
+
+// listenPrivate listens on a new Unix socket at addr, mode 0600 from the
+// moment it exists: Linux gives the socket's file the mode of the socket
+// itself (less the umask), so an fchmod before bind leaves no instant in
+// which another user could connect. It does not set the umask: that is
+// the whole process's, and every file, folder and child process another
+// goroutine made meanwhile would get it (a test's script written 0755
+// came out 0600 and could not run: issue 46).
+func listenPrivate(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = unix.Fchmod(int(fd), 0o600) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	return lc.Listen(context.Background(), "unix", addr)
 }

@@ -108,6 +108,13 @@ func valueCell(name string, v any) cell {
 		c.Text, c.Raw = s, s
 		return c
 	}
+	if b, ok := v.(bool); ok {
+		c.Text, c.Raw = "no", "false"
+		if b {
+			c.Text, c.Raw = "yes", "true"
+		}
+		return c
+	}
 	c.Raw = fmt.Sprint(v) // as TSV writes it (a Fixed with its decimals)
 	f, ok := query.AsFloat(v)
 	if !ok {

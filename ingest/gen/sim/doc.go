@@ -25,8 +25,12 @@ Outputs are readable English-like words, deterministic: the output of a
 request is a pure function of its prompt ids, Config.Seed, and, unless the
 request is greedy (temperature 0 or top_k 1), its sampling_seed. The
 temperature value itself does not change the
-text. Most outputs end with EOS before max_new_tokens ("stop"); about one in
-seven at the default budget runs into the limit ("length"). EOS is included in
+text. Each output has a natural length of its own, drawn log-normal from the
+prompt and seeds, whatever max_new_tokens is (lengths.go: a median of 64
+tokens, and 256 more of thinking for a reasoning model): it ends with EOS
+("stop") when that fits max_new_tokens, else runs into the limit ("length"),
+about one in four at the default 128 and none in practice at 8192, and a
+higher limit continues a cut output with the same text. EOS is included in
 output_ids and completion_tokens but not in text, as in SGLang.
 
 With Config.ReasoningParser the model is a reasoning model served with
