@@ -360,7 +360,7 @@ func (r *run) status(now time.Time) []liveLine {
 			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
 			bound := ""
 			if r.cfg.DownLimit > 0 && up == 0 {
-				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", r.cfg.DownLimit)
+				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", roundDuration(r.cfg.DownLimit))
 			}
 			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
