@@ -18,7 +18,7 @@ import (
 // requests and answers nothing (not /health either) is found stalled
 // after StallAfter: a stalled event with the requests it holds by id, the
 // run's row stalled with its sentence, and no new request sent to it
-// while it is; once it answers again, a recovered event, every prompt
+// while it is, the progress line saying it; once it answers again, a recovered event, every prompt
 // answered once, the row finished.
 func TestStallHeldAndRecovered(t *testing.T) {
 	const n, conc = 30, 4
@@ -62,11 +62,14 @@ func TestStallHeldAndRecovered(t *testing.T) {
 		}
 		once.Do(func() { close(release) })
 	}()
-	sum, err := Run(t.Context(), db, Config{Servers: []string{hs.URL}, Out: out, Concurrency: conc, Log: &log, LogEvery: time.Hour,
+	sum, err := Run(t.Context(), db, Config{Servers: []string{hs.URL}, Out: out, Concurrency: conc, Log: &log, LogEvery: 20 * time.Millisecond,
 		StallAfter: 300 * time.Millisecond, ScrapeEvery: -1}, sets)
 	db.Close()
 	if err != nil || sum.Responses != n {
 		t.Fatalf("%+v %v\n%s", sum, err, log.String())
+	}
+	if !strings.Contains(log.String(), " gen: 1/1 servers up, stalled since ") {
+		t.Errorf("no progress line says the stall:\n%s", log.String())
 	}
 	if rowSeen.State != store.RunStalled || !strings.Contains(rowSeen.Detail, "requests held by "+hs.URL+", which answers no probe") {
 		t.Errorf("the run's row during the stall: %+v", rowSeen)
