@@ -12,7 +12,7 @@ import (
 // its state, since when (a stall's start), what it still owes (to_go:
 // unknown for a follow), its answers and errors (a follow's records
 // indexed; errors unknown), its last answer's time, and a note (a stall's
-// sentence, a failure's error). A run that never said it ended is lost
+// sentence, a failure's error; "" when it has nothing to say). A run that never said it ended is lost
 // unless the writer answering is the one running it: read from the file,
 // no writer holds the index's lock, so none is running, whatever process
 // has its pid now.
@@ -20,7 +20,7 @@ func runList(v *store.View, out Sink) error {
 	out.Columns([]string{"start", "end", "pid", "host", "kind", "state", "since", "to_go", "answers", "errors", "last_answer", "note", "command"})
 	return v.Runs(func(r *store.Run) error {
 		return out.Row([]any{msTime(r.Start), msTime(r.End), int64(r.Pid), r.Host, r.Kind, r.State, msTime(r.Since),
-			optInt(r.ToGo), optInt(r.Answers), optInt(r.Errors), msTime(r.LastAnswer), optString(RunNote(r)), r.Command})
+			optInt(r.ToGo), optInt(r.Answers), optInt(r.Errors), msTime(r.LastAnswer), RunNote(r), r.Command})
 	})
 }
 
@@ -46,13 +46,6 @@ func optInt(p *int64) any {
 		return nil
 	}
 	return *p
-}
-
-func optString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // RunLine is the state line of the last run in runs (the answer to
