@@ -31,7 +31,9 @@ import (
 // retried as any timeout, never two at once for one prompt), and the
 // stalled server is given no new request until it replies again (the
 // other servers take them). So no prompt is answered twice and none is
-// lost.
+// lost. (Once the requests it held have run past --request-timeout, it
+// is given requests again: one that woke up meanwhile is then seen to
+// reply.)
 
 // The events of a stall.
 const (
@@ -309,12 +311,14 @@ func (r *run) probeHealth(s *server) string {
 	return "answers"
 }
 
-// stalledNow reports whether s is stalled (it is then given no new
-// request).
+// stalledNow reports whether s is stalled and still holds requests: it
+// is then given no new request. Once it holds none (they ran past
+// --request-timeout), it is given requests again, so that one that woke
+// up meanwhile is seen to reply (and one still stalled holds them).
 func (s *server) stalledNow() bool {
 	s.flights.mu.Lock()
 	defer s.flights.mu.Unlock()
-	return s.flights.stalled != nil
+	return s.flights.stalled != nil && len(s.flights.on) > 0
 }
 
 // wake wakes the requests waiting for a server (a stalled one replies

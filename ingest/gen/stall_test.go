@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
 	"gendex/store"
 )
@@ -98,5 +100,50 @@ func TestStallHeldAndRecovered(t *testing.T) {
 	})
 	if len(rows) != 1 || rows[0].State != store.RunFinished || rows[0].ToGo == nil || *rows[0].ToGo != 0 || *rows[0].Answers != n {
 		t.Errorf("runs after: %+v; want one, finished, 0 to go, %d answers", rows, n)
+	}
+}
+
+// TestStallOutlastingRequestTimeout: a server stalled for longer than
+// --request-timeout: the requests it held run out and are retried; it is
+// given them again (not kept out for good as stalled), so once it wakes up
+// it answers them and the run finishes, every prompt answered once.
+func TestStallOutlastingRequestTimeout(t *testing.T) {
+	const n = 12
+	h := sim.New(sim.Config{Seed: 8}).Handler()
+	var asked atomic.Int64
+	release := make(chan struct{})
+	var once sync.Once
+	wake := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(wake)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" && r.URL.Path != "/metrics" && !strings.HasPrefix(r.URL.Path, "/v1/models") && asked.Add(1) > 4 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "D", "text", n)
+	sets, _ := FindDatasets([]string{root}, out)
+	db := openDB(t, filepath.Join(t.TempDir(), "g.db"))
+	defer db.Close()
+	var log syncBuffer
+	go func() { // awake once the held requests ran out and were retried
+		if waitLog(t, &log, "stalled since") {
+			time.Sleep(1500 * time.Millisecond) // past the 800 ms timeout
+			wake()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, db, Config{Servers: []string{hs.URL}, Out: out, Concurrency: 2, Log: &log, LogEvery: time.Hour,
+		StallAfter: 200 * time.Millisecond, RequestTimeout: 800 * time.Millisecond, ScrapeEvery: -1,
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, sets)
+	if err != nil || sum.Responses != n || sum.Errors != 0 {
+		t.Fatalf("%+v %v; want %d answers\n%s", sum, err, n, log.String())
 	}
 }
