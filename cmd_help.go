@@ -232,7 +232,7 @@ var flagGroups = map[string]string{
 	"no-stop-trim": groupSampling, "stop": groupSampling, "stop-token-ids": groupSampling, "seed": groupSampling,
 	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
-	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput,
+	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
 	"export": groupRecords, "include-truncated": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
@@ -244,7 +244,7 @@ var flagGroups = map[string]string{
 var flagArgs = map[string]string{
 	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME",
 	"out": "DIR", "turns": "all|last", "export": "conversations|ids", "format": "conversations|ids",
-	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH",
+	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH", "prompt": "PATH",
 	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",
 	"temperature": "X", "top-p": "X", "min-p": "X", "frequency-penalty": "X", "presence-penalty": "X",
 	"repetition-penalty": "X", "max-len": "N", "query/format": "table|tsv|csv|json", "query/window": "DURATION",

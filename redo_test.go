@@ -369,6 +369,7 @@ func TestRedoConversations(t *testing.T) {
 	if !strings.Contains(out, "30 of the answers cut at the token limit are asked again (30 of them conversations") {
 		t.Errorf("the redo does not ask the 30 conversations again:\n%s", out)
 	}
+	checkOwedLines(t, out) // no conversation is half done below 0 (issue 39)
 	first, n1 := turns()
 	for id, l := range first {
 		if !l.Redo {
@@ -386,7 +387,7 @@ func TestRedoConversations(t *testing.T) {
 	}
 	// A higher limit: only the conversations still cut, from their first
 	// cut turn; a turn 1 the first redo made whole stays.
-	gen("--max-new-tokens", "64", "--redo", "truncated")
+	checkOwedLines(t, gen("--max-new-tokens", "64", "--redo", "truncated"))
 	second, n2 := turns()
 	kept := 0
 	for id, l := range first {

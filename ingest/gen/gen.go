@@ -133,6 +133,7 @@ type Config struct {
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
+	Paths     PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
 }
 
 func (c *Config) defaults() {
@@ -229,8 +230,8 @@ type run struct {
 	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
 	mon      *monitor // the servers' metrics and the run's events (scrape.go)
-	// shapes are the prompt shapes the run sends, from the first prompt
-	// of each file (sampleShapes): preflight checks their routes.
+	// shapes are the prompt shapes the run sends, from every line of
+	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
 }
 
@@ -242,7 +243,8 @@ type dsRun struct {
 	turnsFile        *os.File
 	exp              exportOut       // gen --export's outputs and counts
 	redo             *redoSet        // what --redo asks again (nil without it)
-	shapes           [numShapes]bool // of the first prompt of each prompts file
+	shapes           [numShapes]bool // of the prompts files' lines
+	scan             *promptScan     // their lines' shapes (promptshape.go)
 	todo             int64           // prompts to send at the start
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
@@ -362,7 +364,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if cause := context.Cause(r.stop); cause != nil {
 		return sum, cause
 	}
-	return sum, nil
+	return sum, r.leftUnsent(sum)
 }
 
 // newRun makes a run of cfg (its defaults set) over db, its log and
@@ -386,6 +388,10 @@ func newRun(db *store.DB, cfg Config) *run {
 // exported under --export, and says it; it returns the prompts to ask.
 func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
 	cfg := &r.cfg
+	scans, err := r.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
+	if err != nil {
+		return 0, err
+	}
 	// The index believes only what the disk holds: counted files that are
 	// gone or changed are forgotten, moved ones found, before anything is
 	// decided.
@@ -419,7 +425,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := r.chooseRedo(); err != nil {
 		return 0, err
 	}
-	r.shapes = sampleShapes(r.sets)
+	r.shapes = readShapes(r.sets, scans)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
@@ -445,7 +451,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if todo > 0 {
 		r.saySkipped()
 	}
-	return todo, nil
+	return todo, r.sayShapes(todo)
 }
 
 // nothingToDo ends a run with no prompt to ask, saying why.

@@ -151,13 +151,14 @@ func (r *run) toGoNow() *int64 {
 }
 
 // toGo is what the run still owes, the one count of it (the live line's
-// "to go", its row's to_go): the prompts of its datasets with neither an
-// answer nor a final error.
+// "to go", its row's to_go): of its datasets, the prompts with neither an
+// answer nor a final error and the answers a redo asks again
+// (store.Owed.ToGo).
 func (r *run) toGo(v *store.View) int64 {
 	var left uint64
 	for _, ds := range r.sets {
 		if s, err := v.Summary(ds.Name); err == nil {
-			left += s.MissingRaw()
+			left += s.Owed().ToGo()
 		}
 	}
 	return int64(left)
