@@ -123,15 +123,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 			fmt.Fprintf(messages(c.env), "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
 		}
 	}
-	switch {
-	case *apiKeyFile != "" && cfg.APIKey != "":
-		return usagef("gen: give --api-key or --api-key-file, not both")
-	case *apiKeyFile != "":
-		if cfg.APIKey, err = readAPIKey(*apiKeyFile); err != nil {
-			return err
-		}
-	case cfg.APIKey == "":
-		cfg.APIKey = c.env.Getenv("SGLANG_API_KEY")
+	if cfg.APIKey, err = apiKeyOf(c.env, *apiKey, *apiKeyFile); err != nil {
+		return err
 	}
 	if err := cfg.Sampling.Validate(); err != nil {
 		return usagef("gen: %v", err)
@@ -239,6 +232,20 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
+}
+
+// apiKeyOf is the API key of --api-key (key), --api-key-file (file) or
+// else $SGLANG_API_KEY; giving both flags is a usage error.
+func apiKeyOf(env *Env, key, file string) (string, error) {
+	switch {
+	case file != "" && key != "":
+		return "", usagef("gen: give --api-key or --api-key-file, not both")
+	case file != "":
+		return readAPIKey(file)
+	case key == "":
+		return env.Getenv("SGLANG_API_KEY"), nil
+	}
+	return key, nil
 }
 
 // readAPIKey returns the API key held in path, without its trailing

@@ -87,12 +87,8 @@ type Config struct {
 	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
 	// out counts as an HTTP error toward MaxAttempts.
 	RequestTimeout time.Duration
-	// StallAfter: a server that has requests in flight and replies to none
-	// for this long is stalled (stall.go); default DefaultStallAfter.
-	StallAfter time.Duration
-	// Command is the command line, secrets left out, for the run's row
-	// (`gendex query runs`).
-	Command string
+	StallAfter     time.Duration // a server with requests in flight and no reply this long is stalled (stall.go); default DefaultStallAfter
+	Command        string        // the command line, secrets left out, for the run's row (runstate.go, `gendex query runs`)
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// DownLimit ends the run (ErrServersDown) when every server has been
