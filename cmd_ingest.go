@@ -154,6 +154,8 @@ func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
 func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest.Reporter, discover func() ([]ingest.Source, error)) error {
 	say := messages(env)
 	fmt.Fprintln(say, "following; Ctrl-C to stop")
+	run := startFollowRun(ix.DB, env.Now()) // its row in query runs (runs.go)
+	defer func() { run.end(ctx, env.Now()) }()
 	var srcs []ingest.Source
 	lastDiscover := time.Time{}
 	lastLog := env.Now()
@@ -173,6 +175,7 @@ func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest
 		for _, src := range srcs {
 			res, err := ix.IndexFile(ctx, src)
 			added += res.Added
+			run.indexed(res.Added, env.Now())
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(say, "warning: %v\n", err)
 			}

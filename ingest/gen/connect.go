@@ -34,6 +34,7 @@ func (r *run) connect() error {
 	if r.mon != nil {
 		r.pool.notify = r.mon.serverChanged
 		r.mon.watch(servers)
+		r.mon.track(r.pool)
 	}
 	r.pool.probe = func(ctx context.Context, s *server) {
 		if s.everUp.Load() {

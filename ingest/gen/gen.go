@@ -87,6 +87,8 @@ type Config struct {
 	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
 	// out counts as an HTTP error toward MaxAttempts.
 	RequestTimeout time.Duration
+	StallAfter     time.Duration // a server with requests in flight and no reply this long is stalled (stall.go); default DefaultStallAfter
+	Command        string        // the command line, secrets left out, for the run's row (runstate.go, `gendex query runs`)
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// DownLimit ends the run (ErrServersDown) when every server has been
@@ -145,6 +147,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCrashes <= 0 {
 		c.MaxCrashes = 3
+	}
+	if c.StallAfter <= 0 {
+		c.StallAfter = DefaultStallAfter
 	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second

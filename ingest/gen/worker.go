@@ -107,7 +107,9 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if r.cfg.RequestTimeout > 0 {
 			ctx, cancel = context.WithTimeout(r.reqs, r.cfg.RequestTimeout)
 		}
+		fl := s.flights.begin(j.ds.Name, p.ID)
 		res, err := r.send(ctx, s, p)
+		s.flights.end(fl, err)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		r.pool.ended(s, err)
