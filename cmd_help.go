@@ -224,7 +224,7 @@ var groupOrder = []string{groupQuestion, groupServers, groupInput, groupSampling
 // --server sim), and gendex sim's own flags are its server's.
 var flagGroups = map[string]string{
 	"server": groupServers, "api": groupServers, "api-key": groupServers, "api-key-file": groupServers,
-	"model": groupServers, "wait-ready": groupServers, "down-limit": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
+	"model": groupServers, "tool-call-parser": groupServers, "wait-ready": groupServers, "down-limit": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
 	"max-new-tokens": groupSampling, "min-new-tokens": groupSampling, "temperature": groupSampling, "top-p": groupSampling,
 	"top-k": groupSampling, "min-p": groupSampling, "frequency-penalty": groupSampling, "presence-penalty": groupSampling,
 	"repetition-penalty": groupSampling, "ignore-eos": groupSampling, "skip-special-tokens": groupSampling,
@@ -241,7 +241,7 @@ var flagGroups = map[string]string{
 // flagArgs names the value of each flag that takes one, by the flag's
 // name; the others are named by their type.
 var flagArgs = map[string]string{
-	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME",
+	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME", "tool-call-parser": "NAME",
 	"out": "DIR", "turns": "all|last", "export": "conversations|ids", "format": "conversations|ids",
 	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH",
 	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",

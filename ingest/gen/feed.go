@@ -154,6 +154,10 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		r.results <- r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
 		return nil
 	}
+	if err := r.refuseToolTurns(p, fmt.Sprintf("%s:%d", path, n)); err != nil {
+		r.abort(err) // tools.go
+		return errStop
+	}
 	if r.cfg.Export != nil {
 		p.Raw, p.Path = bytes.Clone(line), path
 	}

@@ -118,6 +118,10 @@ type Config struct {
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
 	Export *export.Config
+	// ToolCallParser names the parser SGLang's /parse_function_call reads
+	// the calls in /generate's output with (tools.go); "": the one the
+	// server runs.
+	ToolCallParser string
 	// Shard, when set, is the part of every dataset this run answers:
 	// the prompts whose id hashes to it (store.ShardOf), written to files
 	// of its own (FindShardDatasets); the index holds only its prompts.
@@ -223,6 +227,8 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from the first prompt
 	// of each file (sampleShapes): preflight checks their routes.
 	shapes [numShapes]bool
+	// hasTools: a first prompt has tools (sampleTools; tools.go).
+	hasTools bool
 }
 
 type dsRun struct {
@@ -411,6 +417,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		return 0, err
 	}
 	r.shapes = sampleShapes(r.sets)
+	if err := r.sampleTools(); err != nil {
+		return 0, err
+	}
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
