@@ -198,3 +198,82 @@ func TestGenSendsTools(t *testing.T) {
 		}
 	}
 }
+
+// TestGenToolRecords: under --turns last --export conversations, a tool
+// prompt's record holds its history as sent (the data's call with its
+// arguments a JSON string, the result with its tool_call_id and name), the
+// model's own call as the last assistant turn, and the tools at the top
+// level; --export ids records the prompt ids that /v1/tokenize gave for
+// the messages with the tools, then the output ids.
+func TestGenToolRecords(t *testing.T) {
+	for _, api := range []string{"generate", "chat"} {
+		var ts toolServer
+		url := ts.start(t)
+		dir := toolDataset(t, toolMessagesLine, toolShareGPTLine)
+		db := filepath.Join(t.TempDir(), "g.db")
+		r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--api", api, "--turns", "last", "--export", "conversations", dir)
+		if r.code != 0 {
+			t.Fatalf("--api %s: %s", api, r)
+		}
+		recs := readRecords(t, filepath.Join(dir, "tokenized.jsonl"))
+		if len(recs) != 2 {
+			t.Fatalf("--api %s: %d records", api, len(recs))
+		}
+		for _, rec := range recs {
+			var tools []map[string]any
+			json.Unmarshal(rec["tools"], &tools)
+			var conv []map[string]any
+			json.Unmarshal(rec["conversations"], &conv)
+			if len(tools) != 1 || tools[0]["type"] != "function" || len(conv) != 4 {
+				t.Errorf("--api %s: record %s", api, rec["conversations"])
+				continue
+			}
+			call := conv[1]["tool_calls"].([]any)[0].(map[string]any)
+			fn := call["function"].(map[string]any)
+			if _, isString := fn["arguments"].(string); !isString || conv[2]["role"] != "tool" || conv[2]["tool_call_id"] != call["id"] || conv[2]["name"] != fn["name"] {
+				t.Errorf("--api %s: history %s", api, rec["conversations"])
+			}
+			last := conv[3]
+			calls, _ := last["tool_calls"].([]any)
+			if last["role"] != "assistant" || len(calls) != 1 || calls[0].(map[string]any)["function"].(map[string]any)["arguments"] != `{"city": "Lyon"}` {
+				t.Errorf("--api %s: the model's turn %v", api, last)
+			}
+		}
+	}
+	var ts toolServer
+	url := ts.start(t)
+	dir := toolDataset(t, toolMessagesLine)
+	db := filepath.Join(t.TempDir(), "g.db")
+	if r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--turns", "last", "--export", "ids", dir); r.code != 0 {
+		t.Fatal(r)
+	}
+	recs := readRecords(t, filepath.Join(dir, "tokenized.jsonl"))
+	raws := readRecords(t, filepath.Join(dir, "raw_responses.jsonl"))
+	if len(recs) != 1 || len(raws) != 1 {
+		t.Fatalf("%d records, %d answers", len(recs), len(raws))
+	}
+	var ids, prompt, out []int
+	json.Unmarshal(recs[0]["input_ids"], &ids)
+	json.Unmarshal(raws[0]["prompt_ids"], &prompt)
+	json.Unmarshal(raws[0]["output_ids"], &out)
+	if len(prompt) == 0 || len(ids) != len(prompt)+len(out) || !strings.HasPrefix(string(recs[0]["input_ids"]), strings.TrimSuffix(string(raws[0]["prompt_ids"]), "]")) {
+		t.Errorf("ids record %s\nanswer prompt_ids %s output_ids %s", recs[0]["input_ids"], raws[0]["prompt_ids"], raws[0]["output_ids"])
+	}
+}
+
+func readRecords(t *testing.T, path string) []map[string]json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]json.RawMessage
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, l)
+		}
+		out = append(out, m)
+	}
+	return out
+}

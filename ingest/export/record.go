@@ -182,6 +182,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 		if c.KeepReasoning {
 			m.ReasoningContent = a.turns[i].reasoning
 		}
+		m.ToolCalls, _ = ingest.ReadToolCalls(a.turns[i].toolCalls) // checked by toolCallsOf
 		return m
 	}
 	var msgs []message
@@ -213,9 +214,10 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(struct {
-		ID            string    `json:"id"`
-		Conversations []message `json:"conversations"`
-	}{j.id, msgs})
+		ID            string          `json:"id"`
+		Conversations []message       `json:"conversations"`
+		Tools         json.RawMessage `json:"tools,omitempty"`
+	}{j.id, msgs, p.tools})
 	o.record = append(j.dst, buf.Bytes()...)
 	return o, err
 }
@@ -349,9 +351,9 @@ func (c *Config) promptIDs(ctx context.Context, j *job, a answer, turnOf func(in
 				}
 				return message{}
 			})
-			ids, err = c.Tokenizer.TokenizeMessages(ctx, msgs[:len(msgs)-1])
+			ids, err = c.tokenizeChat(ctx, msgs[:len(msgs)-1], p.tools)
 		default:
-			ids, err = c.Tokenizer.TokenizeMessages(ctx, p.upToLastUser())
+			ids, err = c.tokenizeChat(ctx, p.upToLastUser(), p.tools)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("tokenizing the prompt of %s (%s): %w", j.id, where, err)

@@ -247,3 +247,11 @@ func (r *run) toolsFor(ctx context.Context, s *server, c *client.Client, p *Prom
 	}
 	return parser, err
 }
+
+// TokenizeChat is TokenizeMessages with tools (export.ToolTokenizer).
+func (t *lazyServer) TokenizeChat(ctx context.Context, msgs []client.Message, tools json.RawMessage) ([]int, error) {
+	if err := t.ready(ctx); err != nil {
+		return nil, err
+	}
+	return t.c.TokenizeChat(ctx, msgs, tools)
+}
