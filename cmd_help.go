@@ -232,7 +232,7 @@ var flagGroups = map[string]string{
 	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
 	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput,
-	"export": groupRecords, "include-truncated": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
+	"export": groupRecords, "include-truncated": groupRecords, "exclude-tool-stops": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
 	"sim/listen": groupSimOwn, "sim/unmarked": groupSimOwn,

@@ -43,9 +43,7 @@ func toolDataset(t *testing.T, lines ...string) string {
 
 // TestGenToolDatasetNeedsToolServer: a tool dataset against a server that
 // cannot carry tools (the plain simulator: SGLang that says no tool-call
-// parser) is refused before anything is sent, naming the flags; under
-// --turns all (the default) a tool history is refused first, naming
-// --turns last. Nothing is written, no prompt marked failed. (Before,
+// parser) is refused before anything is sent, naming the flags. Nothing is written, no prompt marked failed. (Before,
 // the calls were dropped and gen reported success.)
 func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 	for _, line := range []string{toolMessagesLine, toolShareGPTLine} {
@@ -55,7 +53,7 @@ func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{nil, []string{"prompts.jsonl:1", "is a tool conversation", "--turns last"}},
+			{nil, []string{"--tool-call-parser NAME", "no prompt was sent"}},
 			{[]string{"--turns", "last"}, []string{"--tool-call-parser NAME", "no prompt was sent"}},
 			{[]string{"--turns", "last", "--api", "chat"}, []string{"does not say which tool-call parser", "start SGLang with --tool-call-parser"}},
 		} {
@@ -276,4 +274,158 @@ func readRecords(t *testing.T, path string) []map[string]json.RawMessage {
 		out = append(out, m)
 	}
 	return out
+}
+
+// scriptedChat is an SGLang chat endpoint with a tool-call parser whose
+// model calls by script, by the first user turn's text: "weather" calls
+// get_weather once then answers; "text" answers at once; "twice" makes
+// two calls; "other" calls search. Other routes are the simulator's.
+func scriptedChat(t *testing.T) string {
+	h := sim.New(sim.Config{}).Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/server_info":
+			io.WriteString(w, `{"tool_call_parser":"qwen25"}`)
+			return
+		case "/v1/chat/completions":
+			var req struct {
+				Messages []map[string]any `json:"messages"`
+			}
+			json.Unmarshal(body, &req)
+			if req.Messages == nil {
+				break
+			}
+			first, results := "", 0
+			for _, m := range req.Messages {
+				if m["role"] == "user" && first == "" {
+					first, _ = m["content"].(string)
+				}
+				if m["role"] == "tool" {
+					results++
+				}
+			}
+			call := func(names ...string) string {
+				var cs []string
+				for i, n := range names {
+					cs = append(cs, `{"id":"call_srv`+string(rune('a'+results))+string(rune('0'+i))+`","index":0,"type":"function","function":{"name":"`+n+`","arguments":"{\"city\": \"Lyon\"}"}}`)
+				}
+				return `{"choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[` + strings.Join(cs, ",") + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":30,"completion_tokens":9}}`
+			}
+			text := `{"choices":[{"index":0,"message":{"role":"assistant","content":"Done: it is 15C."},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":6}}`
+			out := text
+			switch {
+			case strings.Contains(first, "weather") && results == 0:
+				out = call("get_weather")
+			case strings.Contains(first, "twice"):
+				out = call("get_weather", "get_weather")
+			case strings.Contains(first, "other"):
+				out = call("search")
+			}
+			io.WriteString(w, out)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func toolLine(id, ask string) string {
+	return `{"id":"` + id + `","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}],` +
+		`"messages":[{"role":"system","content":"sys"},{"role":"user","content":"` + ask + `"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"d1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"d1","content":"15C"},{"role":"assistant","content":"The data's answer."}]}`
+}
+
+// TestGenRegeneratesToolCalls: under --turns all each assistant turn is
+// asked on the regenerated history: the model's call gets the data's
+// result with the model's call id, and its answer follows; a departure
+// (another tool, more calls than results, text where the data called)
+// stops the conversation at the model's turn, counted with its reason in
+// the summary and said in the raw line; its record ends with the model's
+// own turn, or with --exclude-tool-stops it is excluded as tool_stop. No
+// tool turn of any record answers anything but a call of the assistant
+// turn before it, and the data's assistant turns are never sent.
+func TestGenRegeneratesToolCalls(t *testing.T) {
+	url := scriptedChat(t)
+	for _, exclude := range []bool{false, true} {
+		dir := toolDataset(t, toolLine("w", "weather?"), toolLine("t", "text please"), toolLine("x", "twice"), toolLine("o", "other"))
+		db := filepath.Join(t.TempDir(), "g.db")
+		args := []string{"--db", db, "gen", "--server", url, "--api", "chat", "--export", "conversations"}
+		if exclude {
+			args = append(args, "--exclude-tool-stops")
+		}
+		r := gendex(t, testEnv(nil), append(args, dir)...)
+		if r.code != 0 || !strings.Contains(r.stderr, "3 stopped where the model departed from the data (other_tool 1, more_calls 1, no_call 1)") {
+			t.Fatalf("exclude %v: %s", exclude, r)
+		}
+		raws := map[string]map[string]json.RawMessage{}
+		for _, l := range readRecords(t, filepath.Join(dir, "raw_responses.jsonl")) {
+			var id string
+			json.Unmarshal(l["id"], &id)
+			raws[id] = l
+		}
+		for id, reason := range map[string]string{"w": "", "t": "no_call", "x": "more_calls", "o": "other_tool"} {
+			var stop struct{ Reason string }
+			json.Unmarshal(raws[id]["tool_stop"], &stop)
+			if stop.Reason != reason {
+				t.Errorf("%s: tool_stop %s; want %q", id, raws[id]["tool_stop"], reason)
+			}
+		}
+		recs := map[string][]map[string]any{}
+		for _, l := range readRecords(t, filepath.Join(dir, "tokenized.jsonl")) {
+			var id string
+			json.Unmarshal(l["id"], &id)
+			var conv []map[string]any
+			json.Unmarshal(l["conversations"], &conv)
+			recs[id] = conv
+			for i, m := range conv {
+				if m["role"] != "tool" {
+					continue
+				}
+				prev := conv[i-1]
+				for prev["role"] == "tool" {
+					prev = conv[i-2]
+				}
+				calls, _ := prev["tool_calls"].([]any)
+				found := false
+				for _, c := range calls {
+					found = found || c.(map[string]any)["id"] == m["tool_call_id"] && c.(map[string]any)["function"].(map[string]any)["name"] == m["name"]
+				}
+				if !found {
+					t.Errorf("%s: turn %d answers no call of the turn before it: %v", id, i+1, conv)
+				}
+			}
+			for _, m := range conv {
+				if m["content"] == "The data's answer." {
+					t.Errorf("%s: the data's assistant turn is in the record: %v", id, conv)
+				}
+			}
+		}
+		w := recs["w"]
+		if len(w) != 5 || w[2]["role"] != "assistant" || w[3]["content"] != "15C" || w[3]["tool_call_id"] != "call_srva0" || w[4]["content"] != "Done: it is 15C." {
+			t.Errorf("w: record %v", w)
+		}
+		if exclude {
+			if len(recs) != 1 {
+				t.Errorf("--exclude-tool-stops: records %v", recs)
+			}
+			exc, _ := os.ReadFile(filepath.Join(dir, "excluded.jsonl"))
+			if strings.Count(string(exc), `"tool_stop"`) != 3 {
+				t.Errorf("excluded:\n%s", exc)
+			}
+			continue
+		}
+		if len(recs) != 4 {
+			t.Fatalf("records %v", recs)
+		}
+		for id, n := range map[string]int{"t": 3, "x": 3, "o": 3} {
+			conv := recs[id]
+			if len(conv) != n || conv[n-1]["role"] != "assistant" {
+				t.Errorf("%s: a stopped record must end with the model's own turn: %v", id, conv)
+			}
+		}
+	}
 }

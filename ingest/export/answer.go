@@ -24,6 +24,9 @@ type turn struct {
 	// toolCalls are the model's calls (the raw JSON list of the answer's
 	// "tool_calls"); nil when it made none.
 	toolCalls []byte
+	// step is a tool conversation step's "user_turn" and "results"
+	// (gen's toolturns.go); nil for any other answer.
+	step *toolStep
 	// shape is the answer line's shape (README's name for it), and noText
 	// where that shape keeps the text this answer lacks, or why it has
 	// none (a flat answer's; see ingest.ReadAnswer).
@@ -54,7 +57,7 @@ type answer struct {
 }
 
 var answerKeys = []string{"turns", "output_ids", "text", "reasoning_content", "prompt_ids", "finish_reason",
-	"prompt_tokens", "completion_tokens", "tool_calls"}
+	"prompt_tokens", "completion_tokens", "tool_calls", "user_turn", "results"}
 
 // The positions of answerKeys.
 const (
@@ -67,6 +70,8 @@ const (
 	kPromptTokens
 	kCompletionTokens
 	kToolCalls
+	kUserTurn
+	kResults
 	nAnswerKeys
 )
 
@@ -138,6 +143,13 @@ func (t *turn) read(o *[nAnswerKeys][]byte) error {
 	}
 	if v := o[kToolCalls]; !isNull(v) {
 		t.toolCalls = v
+	}
+	if v := o[kUserTurn]; !isNull(v) {
+		s, err := readStep(v, o[kResults])
+		if err != nil {
+			return err
+		}
+		t.step = s
 	}
 	if v := o[kText]; !isNull(v) {
 		if v[0] != '"' {

@@ -229,6 +229,8 @@ type run struct {
 	shapes [numShapes]bool
 	// hasTools: a first prompt has tools (sampleTools; tools.go).
 	hasTools bool
+	// toolStops counts the tool conversations stopped (toolturns.go).
+	toolStops stopCounts
 }
 
 type dsRun struct {
@@ -265,6 +267,8 @@ type job struct {
 	// conv is the state of a conversation asked turn by turn (--turns
 	// all, k >= 2); nil for one request.
 	conv *conv
+	// tools marks a tool conversation asked step by step (toolturns.go).
+	tools bool
 }
 
 // tries is what one prompt went through in this run.

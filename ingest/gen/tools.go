@@ -18,11 +18,10 @@ package gen
 // llama.cpp (without --jinja) refuse tools with a 400 that stops the run
 // (client.ErrToolsRefused).
 //
-// Not built yet: regenerating a conversation's tool-calling turns on the
-// model's own calls (--turns all). Until it is, a tool prompt whose
-// history holds calls or results is refused under --turns all before
-// anything is sent; --turns last regenerates its last assistant turn on
-// the data's history (its trailing assistant turns are not sent).
+// Under --turns all (the default) a tool prompt is regenerated step by
+// step on the model's own calls (toolturns.go); under --turns last one
+// request regenerates its last assistant turn on the data's history (its
+// trailing assistant turns are not sent).
 
 import (
 	"context"
@@ -60,30 +59,9 @@ func (p *Prompt) setTools(raw json.RawMessage) error {
 	return nil
 }
 
-// toolHistory reports whether p's request holds tool calls or results.
-func (p *Prompt) toolHistory() bool {
-	for _, m := range p.Messages {
-		if len(m.ToolCalls) > 0 || m.Role == "tool" {
-			return true
-		}
-	}
-	return false
-}
-
-// refuseToolTurns is the stop for a tool prompt gen cannot yet ask under
-// --turns all (see the top of this file); where is its file:line.
-func (r *run) refuseToolTurns(p *Prompt, where string) error {
-	if r.cfg.Turns != TurnsAll || !p.toolHistory() {
-		return nil
-	}
-	return &stopError{msg: fmt.Sprintf("%s: prompt %s is a tool conversation (assistant tool calls and tool results before its last turn): regenerating those turns on the model's own calls (--turns all) is not built yet", where, p.ID),
-		hint: "run with --turns last, which regenerates its last assistant turn on the data's history; no prompt was sent"}
-}
-
 // sampleTools reads the first prompt of each prompts file, as
 // sampleShapes does: whether the run has tool prompts (preflight then
-// checks each server can take them) and, under --turns all, the stop for
-// one gen cannot ask yet.
+// checks each server can take them).
 func (r *run) sampleTools() error {
 	for _, ds := range r.sets {
 		for _, path := range ds.Prompts {
@@ -91,19 +69,13 @@ func (r *run) sampleTools() error {
 			if err != nil {
 				continue
 			}
-			var stop error
 			ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
-				p, err := ParsePrompt(line, fmt.Sprintf("at line %d", n), n)
-				if err == nil && p.Tools != nil {
+				if p, err := ParsePrompt(line, "x", n); err == nil && p.Tools != nil {
 					r.hasTools = true
-					stop = r.refuseToolTurns(p, fmt.Sprintf("%s:%d", path, n))
 				}
 				return errStop
 			})
 			f.Close()
-			if stop != nil {
-				return stop
-			}
 		}
 	}
 	return nil

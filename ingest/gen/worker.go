@@ -41,6 +41,10 @@ func (r *run) answer(j job) {
 		r.endAtCut(&j) // nothing to ask (turns.go)
 		return
 	}
+	if j.tools {
+		r.answerTools(&j) // toolturns.go
+		return
+	}
 	for {
 		p := j.p
 		if j.conv != nil {
