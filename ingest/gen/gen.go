@@ -118,9 +118,7 @@ type Config struct {
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
 	Export *export.Config
-	// ToolCallParser names the parser SGLang's /parse_function_call reads
-	// the calls in /generate's output with (tools.go); "": the one the
-	// server runs.
+	// ToolCallParser: /parse_function_call's parser for /generate (tools.go).
 	ToolCallParser string
 	// Shard, when set, is the part of every dataset this run answers:
 	// the prompts whose id hashes to it (store.ShardOf), written to files
@@ -227,10 +225,8 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from the first prompt
 	// of each file (sampleShapes): preflight checks their routes.
 	shapes [numShapes]bool
-	// hasTools: a first prompt has tools (sampleTools; tools.go).
-	hasTools bool
-	// toolStops counts the tool conversations stopped (toolturns.go).
-	toolStops stopCounts
+	// tl: the run's tool prompts (tools.go).
+	tl toolRun
 }
 
 type dsRun struct {

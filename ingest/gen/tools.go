@@ -71,7 +71,7 @@ func (r *run) sampleTools() error {
 			}
 			ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
 				if p, err := ParsePrompt(line, "x", n); err == nil && p.Tools != nil {
-					r.hasTools = true
+					r.tl.has = true
 				}
 				return errStop
 			})
@@ -170,7 +170,7 @@ func (r *run) checkTools(ctx context.Context, s *server, c *client.Client, route
 // preflightTools runs toolsReady for the route chat prompts take on s,
 // when the run has tool prompts.
 func (r *run) preflightTools(ctx context.Context, s *server, c *client.Client) error {
-	if !r.hasTools {
+	if !r.tl.has {
 		return nil
 	}
 	s.tools.reset()
@@ -226,4 +226,12 @@ func (t *lazyServer) TokenizeChat(ctx context.Context, msgs []client.Message, to
 		return nil, err
 	}
 	return t.c.TokenizeChat(ctx, msgs, tools)
+}
+
+// toolRun is what a run keeps of its tool prompts.
+type toolRun struct {
+	// has: a first prompt has tools (sampleTools).
+	has bool
+	// stops counts the tool conversations stopped (toolturns.go).
+	stops stopCounts
 }

@@ -226,7 +226,7 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		line = fmt.Appendf(line, `,"tool_stop":{"reason":"%s","step":%d,"detail":`, st.reason, st.step)
 		line = client.AppendJSONString(line, st.detail)
 		line = append(line, "}}\n"...)
-		r.toolStops.add(st.reason)
+		r.tl.stops.add(st.reason)
 	}
 	if j.redo {
 		line = r.redoLine(line)
