@@ -429,3 +429,48 @@ func TestGenRegeneratesToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestGenToolStepsOnGenerate: through /generate each step's prompt is
+// /v1/tokenize of the regenerated history with the tools, and the model's
+// calls are read by /parse_function_call: a call answered with the data's
+// result, then a second call with no result left stops the conversation
+// (more_calls); the ids record is the last step's prompt ids (the only
+// ones in the line) and its output ids.
+func TestGenToolStepsOnGenerate(t *testing.T) {
+	var ts toolServer
+	url := ts.start(t)
+	dir := toolDataset(t, toolMessagesLine)
+	db := filepath.Join(t.TempDir(), "g.db")
+	r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", url, "--export", "ids", dir)
+	if r.code != 0 || !strings.Contains(r.stderr, "(more_calls 1)") {
+		t.Fatal(r)
+	}
+	var steps [][]map[string]any
+	for _, b := range ts.got("/v1/tokenize") {
+		if msgs, ok := b["messages"].([]any); ok && b["tools"] != nil {
+			var ms []map[string]any
+			for _, m := range msgs {
+				ms = append(ms, m.(map[string]any))
+			}
+			steps = append(steps, ms)
+		}
+	}
+	if len(steps) != 2 || len(steps[0]) != 1 || len(steps[1]) != 3 || steps[1][2]["content"] != "15C" ||
+		steps[1][2]["tool_call_id"] != "call_1_1" || steps[1][1]["tool_calls"].([]any)[0].(map[string]any)["id"] != "call_1_1" {
+		t.Fatalf("the steps' prompts: %v", steps)
+	}
+	raw := readRecords(t, filepath.Join(dir, "raw_responses.jsonl"))[0]
+	var turns []map[string]json.RawMessage
+	json.Unmarshal(raw["turns"], &turns)
+	if len(turns) != 2 || turns[0]["prompt_ids"] != nil || turns[1]["prompt_ids"] == nil || string(turns[0]["results"]) != "[0]" || turns[1]["tool_calls"] == nil {
+		t.Fatalf("raw line %s", raw["turns"])
+	}
+	rec := readRecords(t, filepath.Join(dir, "tokenized.jsonl"))[0]
+	var ids, prompt, out []int
+	json.Unmarshal(rec["input_ids"], &ids)
+	json.Unmarshal(turns[1]["prompt_ids"], &prompt)
+	json.Unmarshal(turns[1]["output_ids"], &out)
+	if len(ids) != len(prompt)+len(out) || len(prompt) == 0 {
+		t.Errorf("ids record of %d ids; the last step: %d prompt ids, %d output ids", len(ids), len(prompt), len(out))
+	}
+}
