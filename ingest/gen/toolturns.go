@@ -23,6 +23,8 @@ package gen
 //	other_tool  a call of another tool than the result recorded for it
 //	more_calls  more calls than results left for the user turn
 //	no_call     an answer in text where the data called, at the last user turn
+//	bad_arguments  a call whose arguments are not a JSON object (no server
+//	            takes it back in the history)
 //
 // (At an earlier user turn an answer in text is the model's choice: the
 // results left are not used, and the next user turn follows.) An answer cut
@@ -37,6 +39,7 @@ package gen
 // turn lines: one interrupted mid-way is asked again from its first step.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,6 +54,7 @@ const (
 	StopOtherTool = "other_tool"
 	StopMoreCalls = "more_calls"
 	StopNoCall    = "no_call"
+	StopBadArgs   = "bad_arguments"
 )
 
 type toolResult struct {
@@ -147,6 +151,10 @@ func (tc *toolConv) take(res *client.Result) bool {
 		}
 		tc.history = append(tc.history, tc.leads[tc.u]...)
 		return false
+	case badArgs(calls) > 0:
+		k := badArgs(calls)
+		tc.stop = &toolStop{StopBadArgs, fmt.Sprintf("step %d: call %d (%s): arguments %q are not a JSON object", n, k, calls[k-1].Function.Name, calls[k-1].Function.Arguments), n}
+		return true
 	case len(calls) > left:
 		tc.stop = &toolStop{StopMoreCalls, fmt.Sprintf("step %d: the model made %d call(s), the data has %d result(s) left for user turn %d", n, len(calls), left, tc.u+1), n}
 		return true
@@ -259,7 +267,7 @@ func (s *stopCounts) text() string {
 	defer s.mu.Unlock()
 	var n int64
 	var parts []string
-	for _, reason := range []string{StopOtherTool, StopMoreCalls, StopNoCall} {
+	for _, reason := range []string{StopOtherTool, StopMoreCalls, StopNoCall, StopBadArgs} {
 		if c := s.by[reason]; c > 0 {
 			n += c
 			parts = append(parts, fmt.Sprintf("%s %d", reason, c))
@@ -269,4 +277,16 @@ func (s *stopCounts) text() string {
 		return ""
 	}
 	return fmt.Sprintf("gen: tool conversations: %d stopped where the model departed from the data (%s), each ending with the model's own turn; their raw lines say why (\"tool_stop\"), and --exclude-tool-stops excludes their records", n, strings.Join(parts, ", "))
+}
+
+// badArgs returns the first call (from 1) whose arguments are not a JSON
+// object, or 0.
+func badArgs(calls []client.ToolCall) int {
+	for k, c := range calls {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(c.Function.Arguments), &obj) != nil || obj == nil {
+			return k + 1
+		}
+	}
+	return 0
 }

@@ -27,6 +27,9 @@ var ErrToolsRefused = errors.New("the server does not take tools")
 // JSON string).
 type ToolCall = ingest.ToolCall
 
+// ToolFunction is a call's function (ingest.ToolFunction).
+type ToolFunction = ingest.ToolFunction
+
 // addTools puts tools (a wrapped list; nil: none) in a chat or tokenize
 // body, with tool_choice "auto".
 func addTools(body map[string]any, tools json.RawMessage) {
