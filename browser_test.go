@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,6 +73,11 @@ func startBrowser(t *testing.T) *browser {
 		"--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--hide-scrollbars", "--user-data-dir="+filepath.Join(t.TempDir(), "profile"), "about:blank")
 	cmd.ExtraFiles = []*os.File{cmdR, evW} // fd 3: what it reads; fd 4: what it writes
+	// Its own process group, so that the renderer, GPU and crash-handler
+	// children it forks end with it: killing the main process alone left
+	// them writing to the profile while t.TempDir's cleanup removed it
+	// ("directory not empty", seen once in a fresh clone's CI).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +85,55 @@ func startBrowser(t *testing.T) *browser {
 	evW.Close()
 	b := &browser{t: t, cmd: cmd, send: cmdW, pending: map[int]chan cdpMessage{}}
 	go b.read(bufio.NewReader(evR))
-	t.Cleanup(func() {
-		cmdW.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	t.Cleanup(func() { stopBrowser(cmd, cmdW) })
 	return b
+}
+
+// stopBrowser ends Chromium and every process of its group before the
+// test's folders are removed: it closes the DevTools pipe (Chromium exits
+// on its own then), gives it 5 s, kills the group, and waits until no
+// process of the group is left (at most 5 s more; a zombie holds no file).
+func stopBrowser(cmd *exec.Cmd, pipe *os.File) {
+	pipe.Close()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+	}
+	pgid := cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-exited
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(-pgid, 0) == syscall.ESRCH || groupOnlyZombies(pgid) {
+			return
+		}
+	}
+}
+
+// groupOnlyZombies reports whether every process left in group pgid has
+// exited (a zombie its new parent has not reaped yet holds no file open).
+func groupOnlyZombies(pgid int) bool {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *browser) read(r *bufio.Reader) {
@@ -209,6 +260,14 @@ func (tb *tab) load(url string) {
 	tb.b.t.Helper()
 	tb.call("Page.navigate", map[string]any{"url": url})
 	tb.waitLoaded(func(href string) bool { return href == url })
+}
+
+// loadAs goes to url and waits for the page to have loaded at want (the
+// page url redirects to).
+func (tb *tab) loadAs(url, want string) {
+	tb.b.t.Helper()
+	tb.call("Page.navigate", map[string]any{"url": url})
+	tb.waitLoaded(func(href string) bool { return href == want })
 }
 
 // click clicks the element a selector finds and waits for the page it

@@ -51,6 +51,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
 	scrapeEvery := fs.Duration("scrape-every", gen.DefaultScrapeEvery, "how often to read each server's /metrics into the index (0: never)")
 	shardFlag := fs.String("shard", "", "answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
+	idPath := fs.String("id", "", "where the prompt lines keep their id, a dotted path such as meta.uid (as ingest --id takes it; remembered for the prompts files)")
+	promptPath := fs.String("prompt", "", "where the prompt lines keep their prompt, a dotted path such as data.prompt: text, chat messages or ShareGPT conversations (or token ids)")
 	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID); each new answer replaces the old one everywhere, and its record the old one's")
 	toolParser := fs.String("tool-call-parser", "", "for tool prompts sent to SGLang's /generate: the parser POST /parse_function_call reads the model's calls with (qwen25, kimi_k2, glm45, ...); default: the one the server runs (--tool-call-parser)")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
@@ -76,8 +78,10 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	cfg := gen.Config{
 		API: client.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
-		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout, ToolCallParser: *toolParser,
-		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY,
+		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout, ToolCallParser: *toolParser, Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
+	}
+	if err := checkPromptPaths(*idPath, *promptPath, *exportFormat); err != nil {
+		return err
 	}
 	switch cfg.API {
 	case client.APIAuto, client.APIGenerate, client.APIChat, client.APICompletions:
@@ -94,6 +98,11 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		cfg.ScrapeEvery = -1
 	default:
 		cfg.ScrapeEvery = *scrapeEvery
+	}
+	// A test hook: the whole-binary tests read gen's lines off a terminal
+	// every fraction of a second, not every 10 s.
+	if d, err := time.ParseDuration(c.env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
+		cfg.LogEvery = d
 	}
 	if *exportFormat != "" {
 		x, err := records(*exportFormat)
@@ -206,7 +215,7 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 	// index catches up from the files on the next start.
 	exitOnSecondInterrupt(ctx, c.env.Stderr)
 	sum, err := gen.Run(ctx, db, cfg, sets)
-	if errors.Is(err, gen.ErrRedoUsage) {
+	if errors.Is(err, gen.ErrRedoUsage) || errors.Is(err, gen.ErrPromptPath) {
 		return usagef("gen: %v", err)
 	}
 	if e := (*export.ElsewhereError)(nil); errors.As(err, &e) {

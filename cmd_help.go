@@ -174,7 +174,8 @@ func printUsage(w io.Writer) {
 		dbNote,
 		"Output is a table on a terminal (fitted to its width) and TSV with a header when piped; --format table|tsv|csv|json.",
 		"gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the answers too); " +
-			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer.",
+			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer; the answers always need a token " +
+			"($GENDEX_TOKEN, else a random one printed), and a request for another Host than the listener's own gets 421.",
 		exitStatuses,
 	} {
 		wrapTo(w, p, "", "")
@@ -231,7 +232,7 @@ var flagGroups = map[string]string{
 	"no-stop-trim": groupSampling, "stop": groupSampling, "stop-token-ids": groupSampling, "seed": groupSampling,
 	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
-	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput,
+	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
 	"export": groupRecords, "include-truncated": groupRecords, "exclude-tool-stops": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
@@ -243,7 +244,7 @@ var flagGroups = map[string]string{
 var flagArgs = map[string]string{
 	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME", "tool-call-parser": "NAME",
 	"out": "DIR", "turns": "all|last", "export": "conversations|ids", "format": "conversations|ids",
-	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH",
+	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH", "prompt": "PATH",
 	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",
 	"temperature": "X", "top-p": "X", "min-p": "X", "frequency-penalty": "X", "presence-penalty": "X",
 	"repetition-penalty": "X", "max-len": "N", "query/format": "table|tsv|csv|json", "query/window": "DURATION",

@@ -70,7 +70,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 				return nil, err
 			}
 			for i := range srcs {
-				srcs[i].IDPath = spec
+				srcs[i].IDPath = idPathFor(srcs[i], p, spec)
 			}
 			all = append(all, srcs...)
 		}
@@ -202,4 +202,21 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// idPathFor is the --id/--map path ingest gives src, found under the PATH
+// argument arg: the files it names (arg itself, or a folder's prompts and
+// the answer files of other tools), never gen's own answer, error and
+// turn files (ingest.GenOwned), whose ids are gen's "id".
+func idPathFor(src ingest.Source, arg, spec string) string {
+	if spec == "" || src.Stage == store.Prompts {
+		return spec
+	}
+	if real, err := ingest.CanonicalPath(arg); err == nil && real == src.Path {
+		return spec // named on the command line: as told
+	}
+	if ingest.GenOwned(src.Path) {
+		return ""
+	}
+	return spec
 }

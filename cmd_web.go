@@ -10,6 +10,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/query"
+	"gendex/query/guard"
 	"gendex/query/live"
 	"gendex/query/web"
 )
@@ -19,7 +20,7 @@ import (
 // the file read-only, so it never holds the writer.
 func runWeb(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
-	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty); beyond loopback it needs $GENDEX_TOKEN")
+	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty), with a token: $GENDEX_TOKEN, else a random one in the URL printed; beyond loopback $GENDEX_TOKEN must be set")
 	every := fs.Duration("every", 5*time.Second, "how often an open page updates its numbers")
 	rest, err := c.parse(fs, args)
 	if err != nil {
@@ -31,8 +32,13 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	if *every < 500*time.Millisecond {
 		return usagef("web --every %s: want at least 500ms", *every)
 	}
-	token := c.env.Getenv("GENDEX_TOKEN")
-	ln, err := webListen(*listen, token)
+	// A token always: loopback is no user boundary (anyone on the node can
+	// connect). $GENDEX_TOKEN, else a random one, printed in the URL.
+	token, chosen := c.env.Getenv("GENDEX_TOKEN"), true
+	if token == "" {
+		token, chosen = guard.NewToken(), false
+	}
+	ln, err := webListen(*listen, chosen)
 	if err != nil {
 		return err
 	}
@@ -44,11 +50,12 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	if err := asker.Ask(ctx, q, c.env.Now(), &query.Collect{}); err != nil {
 		return err
 	}
-	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Now: c.env.Now, Token: token, Index: absPath(c.db), Every: *every})
+	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Now: c.env.Now, Token: token, Hosts: guard.ForListen(*listen),
+		Index: absPath(c.db), Every: *every})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	url := fmt.Sprintf("http://%s/", ln.Addr())
-	if token != "" {
-		url += "?token=$GENDEX_TOKEN (once: a cookie keeps it)"
+	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+	if chosen {
+		url = fmt.Sprintf("http://%s/?token=$GENDEX_TOKEN (once: a cookie keeps it)", ln.Addr())
 	}
 	fmt.Fprintf(c.env.Stdout, "gendex web: the run in %s on %s; Ctrl-C to stop\n", c.db, url)
 	done := make(chan error, 1)
@@ -65,8 +72,9 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 }
 
 // webListen listens on addr (":PORT" is loopback), refusing an address
-// other machines reach unless a token guards it.
-func webListen(addr, token string) (net.Listener, error) {
+// other machines reach unless the user chose the token ($GENDEX_TOKEN):
+// beyond loopback it travels the network in the clear.
+func webListen(addr string, chosen bool) (net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("web --listen %q: want HOST:PORT or :PORT", addr)
@@ -78,7 +86,7 @@ func webListen(addr, token string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w (another program holds the port? give --listen another)", err)
 	}
-	if a, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !a.IP.IsLoopback()) {
+	if a, ok := ln.Addr().(*net.TCPAddr); !chosen && (!ok || !a.IP.IsLoopback()) {
 		ln.Close()
 		return nil, usagef("web --listen %s is reachable from other machines: set GENDEX_TOKEN to a secret (open the page once as URL?token=SECRET), or listen on 127.0.0.1 and reach it with ssh -L", addr)
 	}

@@ -20,7 +20,8 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 	return listenFlags{
 		addr: fs.String("listen", "", prefix+"also serve Prometheus /metrics over HTTP on HOST:PORT (loopback when HOST is empty); "+
 			"beyond loopback it needs $GENDEX_TOKEN, sent by clients as 'Authorization: Bearer TOKEN'"),
-		queries: fs.Bool("listen-queries", false, "with --listen: serve the answers there too (/v1/query: prompts, responses, file paths, missing ids)"),
+		queries: fs.Bool("listen-queries", false, "with --listen: serve the answers there too (/v1/query: prompts, responses, file paths, missing ids), "+
+			"every request with 'Authorization: Bearer TOKEN': $GENDEX_TOKEN, else a random token printed at the start"),
 	}
 }
 

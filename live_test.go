@@ -178,6 +178,7 @@ func TestGenListen(t *testing.T) {
 	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
 	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "50",
 		"--concurrency", "8", "--listen", "127.0.0.1:0", "--listen-queries", "--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
+	gen.Env = append(os.Environ(), "GENDEX_TOKEN=")
 	stderr, err := gen.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -187,15 +188,18 @@ func TestGenListen(t *testing.T) {
 	}
 	defer func() { gen.Process.Signal(os.Interrupt); gen.Wait() }()
 	sc := bufio.NewScanner(stderr)
-	addr := ""
+	addr, token := "", ""
 	for sc.Scan() {
 		if _, rest, ok := strings.Cut(sc.Text(), "Prometheus metrics on http://"); ok {
-			addr = strings.TrimSuffix(rest, "/metrics")
+			addr, _, _ = strings.Cut(rest, "/metrics")
+			// The answers need a token: gen made one ($GENDEX_TOKEN unset).
+			_, rest, _ = strings.Cut(rest, "Bearer ")
+			token, _, _ = strings.Cut(rest, ";")
 			break
 		}
 	}
-	if addr == "" {
-		t.Fatal("gen never said where it listens")
+	if addr == "" || token == "" {
+		t.Fatalf("gen never said where it listens, with which token (%q, %q)", addr, token)
 	}
 	go io.Copy(io.Discard, stderr)
 	get := func(path string) string {
@@ -203,7 +207,9 @@ func TestGenListen(t *testing.T) {
 		var err error
 		waitFor(t, 5*time.Second, "GET "+path, func() bool {
 			var resp *http.Response
-			if resp, err = http.Get("http://" + addr + path); err != nil {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			if resp, err = http.DefaultClient.Do(req); err != nil {
 				return false
 			}
 			b, _ := io.ReadAll(resp.Body)

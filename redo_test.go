@@ -256,16 +256,17 @@ func TestRedoSurvivesSIGKILL(t *testing.T) {
 	if cut < n*9/10 {
 		t.Fatalf("%d of %d answers cut at 1 token; the test wants nearly all", cut, n)
 	}
-	slow := startSimProcess(t, bin, "--unmarked", "--seed", "4", "--decode-tps", "40")
+	slow := startSimProcess(t, bin, "--unmarked", "--seed", "4", "--decode-tps", "1280")
 	rng := rand.New(rand.NewPCG(uint64(n), 27))
 	lines := func() int {
 		b, _ := os.ReadFile(filepath.Join(dir, "raw_responses.jsonl"))
 		return strings.Count(string(b), "\n")
 	}
 	redo := func() *exec.Cmd {
-		// A limit of 2: a sixth of the redone answers are cut again, and
-		// must not be asked a third time when the redo resumes.
-		return exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "2", "--concurrency", "32", "--redo", "truncated", root)
+		// A limit of 64 (50 ms an answer): about half of the redone
+		// answers are cut again, and must not be asked a third time when
+		// the redo resumes.
+		return exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "64", "--concurrency", "32", "--redo", "truncated", root)
 	}
 	for kill := range 3 {
 		cmd := redo()
@@ -300,11 +301,19 @@ func TestRedoSurvivesSIGKILL(t *testing.T) {
 	if total != n+cut {
 		t.Errorf("%d answer lines: want the %d answers and each of the %d cut asked again once", total, n, cut)
 	}
+	recut := 0
 	for id, a := range after {
 		if first[id].Finish == "length" && !a.Redo {
 			t.Errorf("%s was cut and never asked again", id)
 		}
+		if a.Redo && a.Finish == "length" {
+			recut++
+		}
 	}
+	if recut == 0 || recut == cut {
+		t.Errorf("%d of the %d redone answers cut again; the test wants some cut again and some whole", recut, cut)
+	}
+	t.Logf("%d of the %d redone answers cut again", recut, cut)
 	checkRedone(t, bin, db, dir, "cut")
 }
 
@@ -360,6 +369,7 @@ func TestRedoConversations(t *testing.T) {
 	if !strings.Contains(out, "30 of the answers cut at the token limit are asked again (30 of them conversations") {
 		t.Errorf("the redo does not ask the 30 conversations again:\n%s", out)
 	}
+	checkOwedLines(t, out) // no conversation is half done below 0 (issue 39)
 	first, n1 := turns()
 	for id, l := range first {
 		if !l.Redo {
@@ -377,7 +387,7 @@ func TestRedoConversations(t *testing.T) {
 	}
 	// A higher limit: only the conversations still cut, from their first
 	// cut turn; a turn 1 the first redo made whole stays.
-	gen("--max-new-tokens", "64", "--redo", "truncated")
+	checkOwedLines(t, gen("--max-new-tokens", "64", "--redo", "truncated"))
 	second, n2 := turns()
 	kept := 0
 	for id, l := range first {

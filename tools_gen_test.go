@@ -55,7 +55,7 @@ func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 		}{
 			{nil, []string{"--tool-call-parser NAME", "no prompt was sent"}},
 			{[]string{"--turns", "last"}, []string{"--tool-call-parser NAME", "no prompt was sent"}},
-			{[]string{"--turns", "last", "--api", "chat"}, []string{"does not say which tool-call parser", "start SGLang with --tool-call-parser"}},
+			{[]string{"--turns", "last", "--api", "chat"}, []string{"tool-call parser", "start SGLang with --tool-call-parser"}},
 		} {
 			args := append([]string{"--db", db, "gen", "--server", "sim"}, tc.args...)
 			r := gendex(t, testEnv(nil), append(args, dir)...)

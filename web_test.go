@@ -21,12 +21,13 @@ import (
 const hostileText = `<img src=x onerror="window.__pwned=1;document.title='pwned'"><script>window.__pwned=2;document.title='pwned'</script>`
 
 // startWeb starts 'gendex web' in p's folder and returns the URL it says
-// it serves.
-func startWeb(t *testing.T, p *placeRun, env []string, args ...string) string {
+// it serves, without its query, and the URL it prints, with its ?token=.
+// Without GENDEX_TOKEN in env, web makes a token of its own.
+func startWeb(t *testing.T, p *placeRun, env []string, args ...string) (base, printed string) {
 	t.Helper()
 	cmd := exec.Command(p.bin, append([]string{"web", "--listen", freeAddr(t)}, args...)...)
 	cmd.Dir = p.dir
-	cmd.Env = append(append(os.Environ(), "GENDEX_DB="), env...)
+	cmd.Env = append(append(os.Environ(), "GENDEX_DB=", "GENDEX_TOKEN="), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -43,13 +44,13 @@ func startWeb(t *testing.T, p *placeRun, env []string, args ...string) string {
 		t.Fatalf("gendex web said nothing: %v\n%s", err, stderr.String())
 	}
 	_, rest, ok := strings.Cut(line, " on http://")
-	url, _, _ := strings.Cut(rest, ";")
-	url, _, _ = strings.Cut(url, "?")
+	printed, _, _ = strings.Cut(rest, ";")
+	url, _, _ := strings.Cut(printed, "?")
 	if !ok || !strings.HasSuffix(url, "/") {
 		t.Fatalf("gendex web's first line names no URL: %q", line)
 	}
 	go io.Copy(io.Discard, out)
-	return "http://" + url
+	return "http://" + url, "http://" + printed
 }
 
 // pageTable reads a table of the page by its section's id: dataset (or
@@ -84,10 +85,10 @@ func TestWebInBrowser(t *testing.T) {
 			`{"id":"h2","text":"plain","completion_tokens":2,"finish_reason":"length","model":"m"}`+"\n")
 	p.mustRun("ingest", "other")
 
-	base := startWeb(t, p, nil, "--every", "1s")
+	base, printed := startWeb(t, p, nil, "--every", "1s")
 	b := startBrowser(t)
 	tb := b.newTab(1280, 800, false)
-	tb.load(base)
+	tb.loadAs(printed, base) // the token once; then the cookie, in every tab
 
 	// The numbers are the questions' own.
 	var prog, toks map[string]map[string]*string
@@ -263,7 +264,7 @@ func TestWebListenNeedsToken(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "GENDEX_TOKEN") {
 		t.Errorf("web --listen 0.0.0.0 without a token: exit %d, %q; want 2 naming GENDEX_TOKEN", code, stderr)
 	}
-	url := startWeb(t, p, []string{"GENDEX_TOKEN=tok-123"})
+	url, _ := startWeb(t, p, []string{"GENDEX_TOKEN=tok-123"})
 	// startWeb listens on loopback; the token guards it there too.
 	resp, err := http.Get(url)
 	if err != nil {

@@ -25,8 +25,10 @@ import (
 //   - a file indexed under another spelling of its path (through a
 //     symlink) that candidates name by its real path is moved there;
 //   - a file shorter than what was indexed, another file at its path (a new
-//     inode), or one whose first bytes changed is forgotten too; reading it
-//     again is the indexer's (IndexFile), as for any such file.
+//     inode), or one whose bytes changed under its offset (its first bytes,
+//     or those that end where it was indexed to: rewritten in place) is
+//     forgotten too; reading it again is the indexer's (IndexFile), as for
+//     any such file.
 //
 // A file that cannot be looked at for another reason (permissions, an
 // unreachable mount) is left as it is, with a warning: only a file known to
@@ -104,12 +106,15 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 				}
 			}
 		}
-		if err := ix.forget(ctx, f); err != nil {
+		if err := ix.forget(ctx, f, true); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("%s: its %d records are forgotten, and the prompts they answered are unanswered again", why, f.Records)
 		if why != whyGone {
 			msg = fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
+		}
+		if f.IDPath != "" {
+			msg += fmt.Sprintf("; the --id path %s given for it is forgotten too (give --id again if the lines at its path keep their ids there)", f.IDPath)
 		}
 		ix.report(Problem{Path: f.Path, Kind: Gone, Msg: msg})
 	}
@@ -119,7 +124,8 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 const whyGone = "the file is gone"
 
 // changed says why the file the index read at f.Path is no longer what it
-// read ("" when it is): gone, shorter, another file, or other first bytes.
+// read ("" when it is): gone, shorter, another file, or other bytes under
+// its offset.
 // An error is a file that could not be looked at.
 func changed(f store.FileState) (string, error) {
 	fi, err := os.Stat(f.Path)
@@ -140,32 +146,30 @@ func changed(f store.FileState) (string, error) {
 		return "another file is at its path (a new inode)", nil
 	case fi.Size() < f.Offset:
 		return fmt.Sprintf("the file is shorter than what was indexed (%d bytes, %d were indexed)", fi.Size(), f.Offset), nil
-	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime, f.HeadLen == 0:
-		return "", nil // unchanged since it was read, or nothing to compare
+	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime:
+		return "", nil // unchanged since it was read
 	}
-	// Written since it was read: its first bytes must be the same.
+	// Written since it was read: the bytes it read must be the same.
 	file, err := os.Open(f.Path)
 	if err != nil {
 		return "", err
 	}
 	defer file.Close()
-	sum, err := headSum(file, f.HeadLen)
-	if err != nil {
-		return "", err
-	}
-	if sum != f.HeadSum {
-		return "the file's first bytes changed", nil
-	}
-	return "", nil
+	return underOffsets(file, &f)
 }
 
 // forget removes what the index holds of f (and of the files that repeat
-// its ids, which stay listed for reading again), in bounded batches.
-func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
+// its ids, which stay listed for reading again), in bounded batches;
+// replaced drops the --id path given for it (the file at its path is
+// another, or none).
+func (ix *Indexer) forget(ctx context.Context, f store.FileState, replaced bool) error {
 	err := ix.DB.Update(func(tx *store.Tx) error {
 		state, ok, err := tx.File(f.Path)
 		if err != nil || !ok {
 			return err
+		}
+		if replaced {
+			state.IDPath = ""
 		}
 		_, err = tx.ForgetFile(&state)
 		return err
@@ -177,8 +181,8 @@ func (ix *Indexer) forget(ctx context.Context, f store.FileState) error {
 		return err
 	}
 	if _, err := os.Stat(f.Path); errors.Is(err, os.ErrNotExist) {
-		// Nothing to read again: its state stays (its id path with it) with
-		// nothing counted, as a file forgotten and read to its end.
+		// Nothing to read again: its state stays with nothing counted,
+		// as a file forgotten and read to its end.
 		return ix.DB.Update(func(tx *store.Tx) error { return tx.MarkRead(f.Path) })
 	}
 	return nil
@@ -194,9 +198,29 @@ func (ix *Indexer) Reread(ctx context.Context, src Source) (FileResult, error) {
 		return FileResult{Source: src}, err
 	}
 	if state.ID != 0 && state.Phase == store.PhaseReady {
-		if err := ix.forget(ctx, state); err != nil {
+		if err := ix.forget(ctx, state, false); err != nil {
 			return FileResult{Source: src}, err
 		}
 	}
 	return ix.IndexFile(ctx, src)
+}
+
+// ForgetChanged makes the index forget the file at path, in which a
+// reader found that line is not the line the index holds (the file
+// changed under its offsets in a way the disk check could not see), says
+// so, and reads it again from its start.
+func (ix *Indexer) ForgetChanged(ctx context.Context, path string, line int64) error {
+	var state store.FileState
+	var known bool
+	err := ix.DB.View(func(v *store.View) (err error) { state, known, err = v.File(path); return err })
+	if err != nil || !known || state.ID == 0 || state.Phase != store.PhaseReady {
+		return err
+	}
+	if err := ix.forget(ctx, state, false); err != nil {
+		return err
+	}
+	ix.report(Problem{Path: path, Kind: Gone, Msg: fmt.Sprintf("line %d is not the line the index holds (the file changed under what was indexed): its %d records are forgotten; it is read again from its start",
+		line, state.Records)})
+	_, err = ix.IndexFile(ctx, Source{Path: path, Dataset: state.Dataset, Stage: state.Stage})
+	return err
 }

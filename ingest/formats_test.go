@@ -253,11 +253,24 @@ func TestIDPath(t *testing.T) {
 		t.Errorf("re-index reported %d times; want once", len(got))
 	}
 
-	// A truncated file is forgotten and read again, still under its path.
+	// A replaced file (cut and written again) is forgotten and read again
+	// by the built-in rules: the path was given for the old file, and that
+	// is said; given again, it is used.
+	c.problems = nil
 	os.WriteFile(path, []byte(answer(104, "u4")), 0o644)
 	index(t, ix, Source{Path: path, Dataset: "mt", Stage: store.Raw})
+	if got := ids(); len(got) != 0 {
+		t.Errorf("after truncation: ids %v; want none (the old file's path forgotten; the line has no id)", got)
+	}
+	if got := c.kinds()[Reindexed]; len(got) != 1 || !strings.Contains(c.problems[0].String(), "--id path meta.uid given for the old file is forgotten") {
+		t.Errorf("the forgotten path is not said: %v", c.problems)
+	}
+	if fs := fileState(t, db, path); fs.IDPath != "" {
+		t.Errorf("stored id path %q after the file was replaced; want none", fs.IDPath)
+	}
+	index(t, ix, Source{Path: path, Dataset: "mt", Stage: store.Raw, IDPath: "meta.uid"})
 	if got := ids(); !slices.Equal(got, []string{"u4"}) {
-		t.Errorf("after truncation: ids %v; want [u4] (the remembered path)", got)
+		t.Errorf("after --id again: ids %v; want [u4]", got)
 	}
 
 	if _, err := ix.IndexFile(context.Background(), Source{Path: path, Dataset: "mt", Stage: store.Raw, IDPath: "a..b"}); err == nil {

@@ -31,6 +31,11 @@ type Source struct {
 	// file like IDPath, and a file indexed under another shard is indexed
 	// again.
 	Shard store.Shard
+	// BuiltinIDs says the file's ids are read by the built-in rules
+	// whatever path the index remembers for it (gen's own answer, error
+	// and turn files): a remembered path is dropped and the file indexed
+	// again. IDPath must then be empty.
+	BuiltinIDs bool
 }
 
 // Indexer brings the new lines of files into the index. It is the one path
@@ -138,7 +143,10 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 			return res, err
 		}
 	}
-	sameIDPath := src.IDPath == "" || src.IDPath == state.IDPath
+	if src.BuiltinIDs && src.IDPath != "" {
+		return res, fmt.Errorf("%s: an id path for a file read by the built-in rules", src.Path)
+	}
+	sameIDPath := src.IDPath == state.IDPath || src.IDPath == "" && !src.BuiltinIDs
 	sameShard := src.Shard.IsZero() || src.Shard.String() == state.Shard
 	if known && state.ID != 0 && state.Dataset == src.Dataset && state.Stage == src.Stage && sameIDPath && sameShard &&
 		state.Size == fs.size && state.ModTime == fs.mtime && state.Dev == fs.dev && state.Ino == fs.ino {
@@ -149,6 +157,12 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 	reason, err := reindexReason(f, src, &state, known, fs, sameIDPath, sameShard)
 	if err != nil {
 		return res, err
+	}
+	if reason != "" && sameIDPath && sameShard && state.Dataset == src.Dataset && state.Stage == src.Stage && state.IDPath != "" && src.IDPath == "" {
+		// Replaced (another inode, cut, other first bytes): the path was
+		// given for the file that is gone, not for this one.
+		reason += fmt.Sprintf("; the --id path %s given for the old file is forgotten (give --id again if the new lines keep their ids there)", state.IDPath)
+		state.IDPath = ""
 	}
 	if !known {
 		state = store.FileState{Path: src.Path}
@@ -162,7 +176,7 @@ func (ix *Indexer) indexFile(ctx context.Context, src Source, mem *written) (Fil
 		unread = true
 	}
 	state.Dataset, state.Stage, state.Dev, state.Ino, state.ModTime = src.Dataset, src.Stage, fs.dev, fs.ino, fs.mtime
-	if src.IDPath != "" {
+	if src.IDPath != "" || src.BuiltinIDs {
 		state.IDPath = src.IDPath
 	}
 	if !src.Shard.IsZero() {
@@ -239,7 +253,8 @@ func (ix *Indexer) unchanged(ctx context.Context, src Source, state *store.FileS
 // reindexReason says why a file the index knows (state; known says it
 // has it) must be forgotten and read again from its start, "" when it
 // need not: it is now read as another dataset, stage, id path or shard,
-// or it was replaced, truncated, or its first bytes changed.
+// or it was replaced, truncated, or its bytes changed under its offset
+// (its first bytes, or those that end at its offset: see underOffsets).
 func reindexReason(f *os.File, src Source, state *store.FileState, known bool, fs fileStat, sameIDPath, sameShard bool) (string, error) {
 	switch {
 	case !known || state.ID == 0:
@@ -250,21 +265,15 @@ func reindexReason(f *os.File, src Source, state *store.FileState, known bool, f
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
 		return fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage), nil
 	case !sameIDPath:
-		return fmt.Sprintf("its ids are now read from %s (were from %s)", src.IDPath, idRules(state.IDPath)), nil
+		return fmt.Sprintf("its ids are now read from %s (were from %s)", idRules(src.IDPath), idRules(state.IDPath)), nil
 	case !sameShard:
 		return fmt.Sprintf("it is now read for shard %s (was %q)", src.Shard, state.Shard), nil
 	case state.Dev != fs.dev || state.Ino != fs.ino:
 		return "the file was replaced by another (new inode)", nil
 	case fs.size < state.Offset:
 		return fmt.Sprintf("the file was truncated (%d bytes, %d were indexed)", fs.size, state.Offset), nil
-	case state.HeadLen > 0:
-		sum, err := headSum(f, state.HeadLen)
-		if err != nil {
-			return "", err
-		}
-		if sum != state.HeadSum {
-			return "the file's first bytes changed", nil
-		}
+	default:
+		return underOffsets(f, state)
 	}
 	return "", nil
 }

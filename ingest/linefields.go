@@ -23,7 +23,7 @@ type fields struct {
 	sentTS, finishedTS, typ, code               span
 	object, requestID, output, stopReason       span
 	inputTokens, outputTokens                   span
-	turn, reason, detail                        span
+	turn, reason, detail, excludedAt            span
 	model, simulated, redo                      span
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
@@ -116,6 +116,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.reason = sp
 	case "detail":
 		f.detail = sp
+	case "excluded_at":
+		f.excludedAt = sp
 	case "spec_verify_ct":
 		f.specVerify = sp
 	case "spec_accepted_drafts", "spec_accept_token_num", "spec_num_correct_drafts":

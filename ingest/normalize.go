@@ -304,6 +304,9 @@ func (l *lineScan) stageRecord(b []byte, stage store.Stage, hasID bool, rec *sto
 		if rec.Finish == "" {
 			return stage, true, errors.New(`excluded line has no "reason"`)
 		}
+		if t, ok := rfc3339(b, f.excludedAt); ok { // so an index tells one made before its answer (store.Tx.Add)
+			rec.Time, rec.OwnTime = t, true
+		}
 		return stage, true, nil
 	case store.Turns:
 		n, ok := decodeCount(val(b, f.turn))

@@ -63,7 +63,7 @@ func TestNormalizeShapes(t *testing.T) {
 		{"conversation", `{"id":"c","turns":[{"output_ids":[1],"prompt_tokens":10,"completion_tokens":1},{"output_ids":[2,3],"prompt_tokens":20,"completion_tokens":2}],"prompt_tokens":30,"completion_tokens":3,"finish_reason":"stop"}`,
 			store.Raw, store.Raw, "c", store.ShapeFlat, 30, 3, U, U, "stop", 0},
 		{"excluded", `{"id":"x","reason":"length","detail":"truncated at max_new_tokens","excluded_at":"2026-11-28T09:14:03.512Z"}`,
-			store.Excluded, store.Excluded, "x", store.ShapeExcluded, U, U, U, U, "length", 0},
+			store.Excluded, store.Excluded, "x", store.ShapeExcluded, U, U, U, U, "length", ms("2026-11-28T09:14:03.512Z")}, // excluded_at: its own time (store tells one made before its answer)
 		{"null counts", `{"id":"f","completion_tokens":null,"prompt_tokens":"12"}`,
 			store.Raw, store.Raw, "f", store.ShapeUnknown, U, U, U, U, "", 0},
 		{"flat wins over nested", `{"id":"g","completion_tokens":9,"usage":{"completion_tokens":1}}`,

@@ -40,7 +40,7 @@ func (ix *Indexer) ParseWritten(src Source, data []byte, at int64) *Parsed {
 		return nil
 	}
 	idPath := src.IDPath
-	if idPath == "" { // the one the index remembers for the file, if any
+	if idPath == "" && !src.BuiltinIDs { // the one the index remembers for the file, if any
 		err := ix.DB.View(func(v *store.View) error {
 			st, ok, err := v.File(src.Path)
 			if ok {

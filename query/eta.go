@@ -65,12 +65,12 @@ func ETAs(prog, short, long *Result) map[string]string {
 	var ahead int64
 	eta := func(row []any, fn func(left int64) string) {
 		name, _ := row[0].(string)
-		if _, ok := AsFloat(prog.Get(row, "prompts")); !ok {
+		left, ok := ToGo(prog, row)
+		if !ok {
 			out[name] = "unknown"
 			return
 		}
-		left, _ := AsFloat(prog.Get(row, "missing_raw"))
-		out[name] = fn(int64(left))
+		out[name] = fn(left)
 	}
 	for _, row := range prog.Rows {
 		sh, lo := shortBy[row[0]], longBy[row[0]]

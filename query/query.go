@@ -20,7 +20,7 @@ import (
 
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
-	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing and lines skipped, per dataset"},
+	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing (a redo's answers asked again and stale records too) and lines skipped, per dataset"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},

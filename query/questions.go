@@ -71,24 +71,27 @@ func progress(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "skipped"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "skipped"})
 	var tot [7]sum
-	var answered, truncated, skipped uint64
+	var answered, truncated, skipped, redo, stale uint64
 	for _, s := range sums {
+		owed := s.Owed()
 		var prompts, missingRaw, done any
 		if s.Stage(store.Prompts).Files > 0 {
 			prompts = s.Stage(store.Prompts).Records
-			missingRaw = s.MissingRaw()
-			done = pct(s.Overlap.Answered, s.Stage(store.Prompts).Records)
+			missingRaw = owed.Prompts
+			done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), s.MissingTokenized(), done, s.Truncated(), s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), owed.Redo, owed.Stale, s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
-		answered += s.Overlap.Answered
+		answered += s.Overlap.Answered - min(owed.Redo, s.Overlap.Answered)
 		truncated += s.Truncated()
 		skipped += s.Skipped()
+		redo += owed.Redo
+		stale += owed.Stale
 		if err := out.Row(row); err != nil {
 			return err
 		}
@@ -101,7 +104,20 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !tot[0].unknown {
 		done = pct(answered, tot[0].v)
 	}
-	return out.Total(append(total, done, truncated, skipped))
+	return out.Total(append(total, done, truncated, redo, stale, skipped))
+}
+
+// ToGo is the answers a progress row (or its total) still owes: its
+// prompts without an answer (missing_raw) and the answers a redo is asking
+// again (redo), store.Owed's ToGo; ok is false when its prompts are
+// unknown. A writer older than the redo column answers without it.
+func ToGo(prog *Result, row []any) (left int64, ok bool) {
+	if _, ok := AsFloat(prog.Get(row, "prompts")); !ok {
+		return 0, false
+	}
+	m, _ := AsFloat(prog.Get(row, "missing_raw"))
+	r, _ := AsFloat(prog.Get(row, "redo"))
+	return int64(m + r), true
 }
 
 // ranker finds nearest-rank percentiles in one pass over a histogram given
@@ -364,7 +380,12 @@ func unmatchedNote(v *store.View, name string) (string, error) {
 		"give ingest --id PATH (or --map id=PATH) where the lines keep the prompt's id", what, eg), nil
 }
 
-// untokenizedReason says why an id has no tokenized record: its exclusion
+// StaleReason is missing's reason for an answer whose record or exclusion
+// was built from the answer a redo replaced.
+const StaleReason = "answer replaced by a redo: run gendex export"
+
+// untokenizedReason says why an id has no tokenized record: a record or
+// exclusion of a replaced answer (StaleReason), its exclusion
 // ("excluded: REASON: DETAIL"), a response not exported yet, its final
 // error ("failed: REASON: MESSAGE"), a conversation with some turns
 // answered, or no answer yet; the first that applies.
@@ -379,6 +400,8 @@ func untokenizedReason(u *store.Untokenized) string {
 		return head + ": " + reason + ": " + detail
 	}
 	switch {
+	case u.Stale:
+		return StaleReason
 	case u.Excluded != nil:
 		return with("excluded", u.Excluded.Finish, u.Excluded.Message)
 	case u.Answered:

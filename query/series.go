@@ -2,6 +2,8 @@ package query
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"gendex/store"
@@ -11,6 +13,22 @@ import (
 // no --step is asked for: the smallest round step (SeriesStep) that gives
 // no more.
 const SeriesSteps = 120
+
+// SeriesMaxRows bounds the rows of one series answer, whoever asks (the
+// CLI, the shell, plot, the web view, the writer's socket): a --step that
+// would cut the span into more steps than SeriesMaxRows over the datasets
+// (or servers) asked about, and more than SeriesSteps, is widened to the
+// smallest round step that gives no more, and the answer says so in a
+// note. One question's work (seconds, megabytes) is then bounded, never
+// set by a step and a span (a 1 s step over a year is 31 M rows a
+// dataset); the default step's SeriesSteps rows a dataset are never cut.
+const SeriesMaxRows = 60_000
+
+// seriesMaxSteps is how many steps a series of n datasets or servers
+// may have (see SeriesMaxRows).
+func seriesMaxSteps(n int) int64 {
+	return max(SeriesMaxRows/int64(max(n, 1)), SeriesSteps+1)
+}
 
 // roundSteps are the steps `series` picks from, in seconds; past a day it
 // takes whole days.
@@ -80,6 +98,41 @@ func newSpan(q Query, now time.Time, first int64, hasFirst bool) seriesSpan {
 	return sp
 }
 
+// rows is how many rows sp cuts its span into.
+func (sp seriesSpan) rows() int64 {
+	if sp.to <= sp.from {
+		return 0
+	}
+	return (sp.to-1)/sp.step - sp.from/sp.step + 1
+}
+
+// bound widens sp's step when it would make more rows than a series of
+// n datasets or servers may have (seriesMaxSteps), and says so in a note
+// to out.
+func (sp *seriesSpan) bound(n int, out Sink) error {
+	rows, most := sp.rows(), seriesMaxSteps(n)
+	if rows <= most {
+		return nil
+	}
+	asked := time.Duration(sp.step) * time.Second
+	sp.step = int64(SeriesStep(sp.to-sp.from, int(most-1)) / time.Second) // the first row may start early
+	return out.Note(fmt.Sprintf("series: --step %s would make %d rows for each of %d, more than the %d rows a series holds: "+
+		"the step is widened to %s (ask for a shorter --since, or fewer datasets or servers, for a finer step)",
+		StepString(asked), rows, max(n, 1), SeriesMaxRows, StepString(time.Duration(sp.step)*time.Second)))
+}
+
+// StepString is a step as --step is written: 1s, 5m, 2h, 3h30m, 48h.
+func StepString(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // each calls fn with every row's seconds [a, b), in order.
 func (sp seriesSpan) each(fn func(a, b int64) error) error {
 	for a := sp.from; a < sp.to; {
@@ -135,6 +188,9 @@ func series(v *store.View, q Query, now time.Time, out Sink) error {
 		}
 	}
 	sp := newSpan(q, now, first, hasFirst)
+	if err := sp.bound(len(names), out); err != nil {
+		return err
+	}
 	out.Columns([]string{"time", "dataset", "seconds", "answers", "completion_tokens", "answers_per_s", "tokens_per_s", "unknown_tokens", "accept_length"})
 	// Each dataset's sums over the whole span, for TOTAL: throughput's
 	// rule, each starting at its first answer.
@@ -192,6 +248,9 @@ func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
 		}
 	}
 	sp := newSpan(q, now, first, hasFirst)
+	if err := sp.bound(len(names), out); err != nil {
+		return err
+	}
 	out.Columns([]string{"time", "server", "seconds", "samples", "up", "running", "queued", "token_usage", "cache_hit_rate",
 		"accept_length", "server_tokens_per_s", "client_tokens_per_s"})
 	// Each server's samples are read once, from a minute before the span

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,4 +306,29 @@ func mustParse(t *testing.T, s string) time.Duration {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestSeriesBounded: a --step that would make more rows than a series
+// holds (query.SeriesMaxRows over the datasets asked) is widened to a
+// round step, said in a note, and the widened rows still count every
+// answer; a step that fits is left as asked, without a note.
+func TestSeriesBounded(t *testing.T) {
+	db, all := seriesDB(t)
+	now := seriesNow.Add(1500 * time.Millisecond)
+	r := answer(t, db, now, "series", "--since", "8760h", "--step", "1s")
+	if len(r.Rows) > query.SeriesMaxRows || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "the step is widened to 30m") {
+		t.Fatalf("a year at 1s over 2 datasets: %d rows (at most %d), notes %q; want the step widened to 30m, said",
+			len(r.Rows), query.SeriesMaxRows, r.Notes)
+	}
+	var records int64
+	for _, row := range r.Rows {
+		records += asInt(t, row[3])
+	}
+	if want, _, _ := handCount(all, 0, now.Unix()+1); records != want {
+		t.Errorf("the widened rows count %d answers, want %d", records, want)
+	}
+	r = answer(t, db, now, "series", "--since", "2h", "--step", "1s")
+	if len(r.Rows) != 2*7201 || len(r.Notes) != 0 {
+		t.Errorf("2h at 1s over 2 datasets: %d rows, notes %q; want 2 x 7201, as asked", len(r.Rows), r.Notes)
+	}
 }

@@ -42,7 +42,7 @@ func BenchmarkWebPages(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			for b.Loop() {
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest("GET", p.url, nil))
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:8765"+p.url, nil))
 				if rec.Code != http.StatusOK && rec.Code != http.StatusSeeOther || !strings.Contains(rec.Body.String()+rec.Header().Get("Location"), p.want) {
 					b.Fatalf("%s: %d\n%s", p.url, rec.Code, rec.Body)
 				}

@@ -66,12 +66,12 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	res, truncated, records := watchColumns(prog)
 	etas := query.ETAs(prog, short, long) // the one ETA rule
 	line := func(p, sh, lo []any, turns any) []any {
-		prompts, missing := prog.Get(p, "prompts"), prog.Get(p, "missing_raw")
+		prompts := prog.Get(p, "prompts")
 		var done any
 		eta := any("unknown")
 		if n, ok := query.AsFloat(prompts); ok {
-			m, _ := query.AsFloat(missing)
-			done = uint64(n - m)
+			left, _ := query.ToGo(prog, p) // a redo's answers asked again are to go
+			done = uint64(max(int64(n)-left, 0))
 			name, _ := p[0].(string)
 			eta = etas[name]
 		}

@@ -15,8 +15,9 @@ var bucketStale = []byte("stale")
 // Replace puts r in place of the record the stage holds for r.ID, when it
 // holds one: the counters lose the old record and gain r, r is listed
 // under r.File in the per-file key index, the stage's Replaced counter
-// goes up, and, for an answer (stage Raw) whose id has a record or an
-// exclusion, the id is marked stale. The replaced record's file, when it
+// goes up, and, for an answer (stage Raw), the id is no longer being asked
+// again (Tx.SetAsking) and, when it has a record or an exclusion made
+// before r (owed.go), it is marked stale. The replaced record's file, when it
 // is another than r.File, counts it in its stored FileState.Replaced and
 // holds one record less; the caller, which stores r.File's state after,
 // counts FileState.Replacing there (and Replaced, when the old record is
@@ -48,13 +49,17 @@ func (tx *Tx) Replace(dataset string, stage Stage, r *Record) (old *Record, err 
 			return nil, err
 		}
 	}
-	if stage == Raw && (d.get(Tokenized, id) != nil || d.get(Excluded, id) != nil) {
-		b, err := d.bucket.CreateBucketIfNotExists(bucketStale)
-		if err != nil {
+	if stage != Raw {
+		return old, nil
+	}
+	if err := d.unask(id); err != nil {
+		return nil, err
+	}
+	for _, s := range []Stage{Tokenized, Excluded} {
+		if stale, err := d.staleBefore(s, r.ID, r.Time); err != nil {
 			return nil, err
-		}
-		if err := b.Put(id, []byte{}); err != nil {
-			return nil, err
+		} else if stale {
+			return old, d.markStale(id, d.membership(id, Raw)|1<<Raw)
 		}
 	}
 	return old, nil
@@ -96,14 +101,24 @@ func (tx *Tx) ClearStale(dataset string, ids []string) error {
 	if err != nil {
 		return err
 	}
-	sb := d.bucket.Bucket(bucketStale)
-	if sb == nil {
+	if d.staleB == nil {
 		return nil
 	}
 	for _, id := range ids {
-		if err := sb.Delete([]byte(id)); err != nil {
+		k := []byte(id)
+		if d.staleB.Get(k) == nil {
+			continue
+		}
+		if staleOf(d.membership(k, Raw)|d.membership(k, Tokenized)) && d.sum.Pending.Stale > 0 {
+			d.sum.Pending.Stale--
+		}
+		if err := d.staleB.Delete(k); err != nil {
 			return err
 		}
+	}
+	if k, _ := d.staleB.Cursor().First(); k == nil {
+		d.staleB = nil // none left: Add and remove look no more
+		return d.bucket.DeleteBucket(bucketStale)
 	}
 	return nil
 }

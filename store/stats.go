@@ -73,6 +73,7 @@ type Summary struct {
 	Dataset string           `json:"-"`
 	Stages  [numStages]Stats `json:"stages"`
 	Overlap Overlap          `json:"overlap"`
+	Pending Pending          `json:"pending"`
 }
 
 // Stage returns the counters of one stage.
@@ -94,11 +95,12 @@ func (s Summary) MissingRaw() uint64 {
 }
 
 // MissingTokenized is the number of responses with neither a tokenized
-// record nor an exclusion: raw − RawTokenized − RawExcluded. So raw ==
-// tokenized + Excluded() + MissingTokenized() whenever every tokenized id
-// has a response.
+// record nor an exclusion, and those whose record or exclusion was built
+// from an answer a redo replaced since (Pending.Stale): raw −
+// RawTokenized − RawExcluded + Stale. So raw == tokenized + Excluded() +
+// MissingTokenized() − Stale whenever every tokenized id has a response.
 func (s Summary) MissingTokenized() uint64 {
-	return s.Stages[Raw].Records - s.Overlap.RawTokenized - s.Overlap.RawExcluded
+	return s.Stages[Raw].Records - s.Overlap.RawTokenized - s.Overlap.RawExcluded + min(s.Pending.Stale, s.Overlap.RawTokenized+s.Overlap.RawExcluded)
 }
 
 // Excluded is the number of responses left out of the training records

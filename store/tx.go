@@ -37,6 +37,9 @@ type dsTx struct {
 	// (see get).
 	cursors [numStages]*bolt.Cursor
 	byfile  *bolt.Bucket // per-file key index, see chunkKey
+	// staleB and askingB are the dataset's stale and asking marks (owed.go),
+	// nil when it has none.
+	staleB, askingB *bolt.Bucket
 	// added holds, per file, the chunk of ids added in this transaction.
 	added map[uint32][]byte
 	sum   Summary
@@ -82,6 +85,7 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 		return nil, err
 	}
 	d.byfile.FillPercent = 0.8
+	d.staleB, d.askingB = b.Bucket(bucketStale), b.Bucket(bucketAsking)
 	if v := b.Get(keyStats); v != nil {
 		if err := json.Unmarshal(v, &d.sum); err != nil {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
@@ -154,6 +158,9 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 				return nil, fmt.Errorf("dataset %q %s id %q: %w", dataset, stage, r.ID, err)
 			}
 			st.Duplicates++
+			if stage == Errors {
+				return first, d.unask(id) // failed for good, once more
+			}
 			return first, nil
 		}
 	}
@@ -168,7 +175,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
-	return nil, nil
+	return nil, d.moveMarks(stage, id, before, before|1<<stage)
 }
 
 // Merge folds r into the record the stage already holds for r.ID when that
@@ -297,7 +304,7 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 	after := d.membership(k, stage)
 	d.sum.Overlap.apply(after|1<<stage, after)
 	d.count(stage, rec, -1)
-	return nil
+	return d.moveMarks(stage, k, after|1<<stage, after)
 }
 
 // ChunkPos is where a removal stands in a file's per-file key chunks: the

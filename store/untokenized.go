@@ -18,6 +18,10 @@ type Untokenized struct {
 	Excluded *Record
 	// Failed is the id's error record, or nil.
 	Failed *Record
+	// Stale reports that the id's tokenized record or exclusion was built
+	// from an answer a redo replaced since (owed.go): listed although it
+	// has a record.
+	Stale bool
 	// Turns is how many turns of the id's conversation are answered (keys
 	// TurnID(id, n) in the turns stage). It is looked up only for an id
 	// with no response, no error and no exclusion, and is 0 otherwise.
@@ -61,7 +65,8 @@ func (f *follower) take(k []byte) bool {
 }
 
 // Untokenized calls fn, in id order, for every id of a dataset's prompts
-// or raw stage that has no tokenized record, with what the index knows of
+// or raw stage that has no tokenized record, or an answer and a stale one
+// (Untokenized.Stale), with what the index knows of
 // why: its response, exclusion, error record and answered turns. It walks
 // the keys of the prompts, raw, tokenized, excluded and errors stages
 // together, each once, and seeks in the turns stage only for an id with
@@ -75,6 +80,7 @@ func (v *View) Untokenized(name string, fn func(u *Untokenized) error) error {
 	bucket := func(s Stage) *bolt.Bucket { return b.Bucket(stageBuckets[s]) }
 	prompts, raw := newFollower(bucket(Prompts)), newFollower(bucket(Raw))
 	tok, excl, errs := newFollower(bucket(Tokenized)), newFollower(bucket(Excluded)), newFollower(bucket(Errors))
+	stale := newFollower(b.Bucket(bucketStale))
 	var turns *bolt.Cursor
 	if tb := bucket(Turns); tb != nil {
 		turns = tb.Cursor()
@@ -92,11 +98,14 @@ func (v *View) Untokenized(name string, fn func(u *Untokenized) error) error {
 		}
 		k = bytes.Clone(k)
 		inPrompts, inRaw := prompts.take(k), raw.take(k)
-		if _, ok := tok.at(k); ok {
+		_, isStale := stale.at(k)
+		_, hasTok := tok.at(k)
+		if hasTok && !(isStale && inRaw) {
 			continue
 		}
-		u = Untokenized{ID: string(k), Prompt: inPrompts, Answered: inRaw}
+		u = Untokenized{ID: string(k), Prompt: inPrompts, Answered: inRaw, Stale: isStale && inRaw && hasTok}
 		if val, ok := excl.at(k); ok {
+			u.Stale = u.Stale || isStale && inRaw
 			if err := decodeRecord(val, &xr); err != nil {
 				return fmt.Errorf("dataset %q %s id %q: %w", name, Excluded, k, err)
 			}

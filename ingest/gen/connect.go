@@ -37,9 +37,9 @@ func (r *run) connect() error {
 	}
 	r.pool.probe = func(ctx context.Context, s *server) {
 		if s.everUp.Load() {
-			r.logf("gen: %s stopped answering; waiting for it (the other servers go on)", s.name)
+			r.logf("gen: %s stopped answering; waiting for it (%s)", s.name, r.pool.othersText(s))
 		} else {
-			r.logf("gen: still waiting for %s in the background (the other servers go on)", s.name)
+			r.logf("gen: still waiting for %s in the background (%s)", s.name, r.pool.othersText(s))
 		}
 		start := time.Now()
 		for ctx.Err() == nil {

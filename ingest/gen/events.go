@@ -57,11 +57,20 @@ func (m *monitor) serverChanged(s *server, up, wasUp bool, down time.Duration) {
 	}
 }
 
+// roundDuration is d to the millisecond under a second, else to the
+// second, written as a flag takes it: 10m, not 10m0s; 2h, not 2h0m0s.
 func roundDuration(d time.Duration) string {
 	if d < time.Second {
 		return d.Round(time.Millisecond).String()
 	}
-	return d.Round(time.Second).String()
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // bursts counts final errors, and attempts retried, per server and

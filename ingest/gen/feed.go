@@ -56,6 +56,12 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 	}); err != nil {
 		return err
 	}
+	// The ids as the index reads them: under the path it keeps for the
+	// file (ingest --id, gen --id), if any.
+	idPath, err := ingest.ParseIDPath(state.IDPath)
+	if err != nil {
+		return fmt.Errorf("the id path the index keeps for it: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -72,12 +78,12 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 		if len(batch) < feedBatch {
 			return nil
 		}
-		err := r.feedLines(ds, path, state, files, batch, arena)
+		err := r.feedLines(ds, path, state, idPath, files, batch, arena)
 		batch, arena = batch[:0], arena[:0]
 		return err
 	})
 	if err == nil {
-		err = r.feedLines(ds, path, state, files, batch, arena)
+		err = r.feedLines(ds, path, state, idPath, files, batch, arena)
 	}
 	if errors.Is(err, errStop) {
 		return nil
@@ -86,12 +92,13 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 }
 
 // feedLines sends the unanswered prompts among lines (of the file path,
-// as the index knows it by state), looked up in one read transaction.
-func (r *run) feedLines(ds *dsRun, path string, state store.FileState, files turnFiles, lines []feedLine, arena []byte) error {
+// as the index knows it by state, its ids at idPath), looked up in one
+// read transaction.
+func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath ingest.IDPath, files turnFiles, lines []feedLine, arena []byte) error {
 	for i := range lines {
 		l := &lines[i]
 		var rec store.Record
-		_, err := ingest.Normalize(arena[l.start:l.end], store.Prompts, &rec)
+		_, err := ingest.NormalizeAt(arena[l.start:l.end], store.Prompts, idPath, &rec)
 		switch {
 		case errors.Is(err, ingest.ErrNoID):
 			rec.ID = ingest.LineID(path, l.n)
@@ -149,7 +156,11 @@ func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string,
 // feedPrompt sends the prompt line (id, at line n of path) to the
 // workers, with its recorded turns when it is asked turn by turn.
 func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
-	p, err := ParsePrompt(line, id, n)
+	p, err := r.parsePrompt(line, id, n)
+	if (errors.Is(err, errNoPrompt) || errors.Is(err, errManyPrompts)) && ds.scan != nil {
+		ds.scan.unsent.Add(1) // failed for its shape, said before the first request: no errors.jsonl line
+		return nil
+	}
 	if err != nil {
 		r.results <- r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
 		return nil
@@ -172,6 +183,9 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	}
 	select {
 	case r.jobs <- j:
+		if ds.scan != nil {
+			ds.scan.fed.Add(1)
+		}
 		return nil
 	case <-r.stop.Done():
 		return errStop

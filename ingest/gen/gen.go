@@ -117,9 +117,8 @@ type Config struct {
 	// (gen --export; exportrun.go): each answer's record or exclusion is
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
-	Export *export.Config
-	// ToolCallParser: /parse_function_call's parser for /generate (tools.go).
-	ToolCallParser string
+	Export         *export.Config
+	ToolCallParser string // /parse_function_call's parser for /generate (tools.go)
 	// Shard, when set, is the part of every dataset this run answers:
 	// the prompts whose id hashes to it (store.ShardOf), written to files
 	// of its own (FindShardDatasets); the index holds only its prompts.
@@ -129,6 +128,7 @@ type Config struct {
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
+	Paths     PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
 }
 
 func (c *Config) defaults() {
@@ -222,11 +222,10 @@ type run struct {
 	live     *liveLog // the log, on a terminal
 	saidOnce sync.Map
 	mon      *monitor // the servers' metrics and the run's events (scrape.go)
-	// shapes are the prompt shapes the run sends, from the first prompt
-	// of each file (sampleShapes): preflight checks their routes.
+	// shapes are the prompt shapes the run sends, from every line of
+	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
-	// tl: the run's tool prompts (tools.go).
-	tl toolRun
+	tl     toolRun // the run's tool prompts (tools.go)
 }
 
 type dsRun struct {
@@ -237,7 +236,8 @@ type dsRun struct {
 	turnsFile        *os.File
 	exp              exportOut       // gen --export's outputs and counts
 	redo             *redoSet        // what --redo asks again (nil without it)
-	shapes           [numShapes]bool // of the first prompt of each prompts file
+	shapes           [numShapes]bool // of the prompts files' lines
+	scan             *promptScan     // their lines' shapes (promptshape.go)
 	todo             int64           // prompts to send at the start
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
@@ -262,9 +262,8 @@ type job struct {
 	tries
 	// conv is the state of a conversation asked turn by turn (--turns
 	// all, k >= 2); nil for one request.
-	conv *conv
-	// tools marks a tool conversation asked step by step (toolturns.go).
-	tools bool
+	conv  *conv
+	tools bool // a tool conversation, asked step by step (toolturns.go)
 }
 
 // tries is what one prompt went through in this run.
@@ -359,7 +358,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if cause := context.Cause(r.stop); cause != nil {
 		return sum, cause
 	}
-	return sum, nil
+	return sum, r.leftUnsent(sum)
 }
 
 // newRun makes a run of cfg (its defaults set) over db, its log and
@@ -383,6 +382,10 @@ func newRun(db *store.DB, cfg Config) *run {
 // exported under --export, and says it; it returns the prompts to ask.
 func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
 	cfg := &r.cfg
+	scans, err := r.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
+	if err != nil {
+		return 0, err
+	}
 	// The index believes only what the disk holds: counted files that are
 	// gone or changed are forgotten, moved ones found, before anything is
 	// decided.
@@ -416,10 +419,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := r.chooseRedo(); err != nil {
 		return 0, err
 	}
-	r.shapes = sampleShapes(r.sets)
-	if err := r.sampleTools(); err != nil {
-		return 0, err
-	}
+	r.shapes = readShapes(r.sets, scans)
+	r.sampleTools()
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
@@ -445,7 +446,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if todo > 0 {
 		r.saySkipped()
 	}
-	return todo, nil
+	return todo, r.sayShapes(todo)
 }
 
 // nothingToDo ends a run with no prompt to ask, saying why.

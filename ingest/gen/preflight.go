@@ -3,14 +3,11 @@ package gen
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
-	"gendex/ingest"
 	"gendex/ingest/export"
 	"gendex/ingest/gen/client"
 )
@@ -193,15 +190,21 @@ func (r *run) needRoute(ctx context.Context, s *server, c *client.Client, path s
 	return nil
 }
 
-// sampleShapes reads the first prompt of each prompts file: the shapes
-// the run will send (each dataset's in its shapes), so that preflight
-// checks their routes before the first request (a shape met later is
-// checked when it comes: sendable).
-func sampleShapes(sets []*dsRun) (shapes [numShapes]bool) {
+// readShapes gives each dataset its prompts files' scan (scanPrompts)
+// and the route shapes its lines hold, and returns the shapes the run
+// will send, so that preflight checks their routes before the first
+// request.
+func readShapes(sets []*dsRun, scans map[string]*promptScan) (shapes [numShapes]bool) {
 	for _, ds := range sets {
-		ds.shapes = datasetShapes(ds.Prompts)
-		for sh, has := range ds.shapes {
-			shapes[sh] = shapes[sh] || has
+		ds.scan = scans[ds.Name]
+		if ds.scan == nil {
+			continue
+		}
+		for sh := lineIDs; sh <= lineConvos; sh++ {
+			if ds.scan.counts[sh] > 0 {
+				ds.shapes[routeShape[sh]] = true
+				shapes[routeShape[sh]] = true
+			}
 		}
 	}
 	return shapes
@@ -235,26 +238,6 @@ func (r *run) sayIDsPrompts() {
 		}
 		r.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
 	}
-}
-
-// datasetShapes reads the first prompt of each of paths.
-func datasetShapes(paths []string) (shapes [numShapes]bool) {
-	for _, path := range paths {
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
-			p, err := ParsePrompt(line, "x", n)
-			if err != nil {
-				return nil
-			}
-			shapes[shapeOf(p)] = true
-			return errStop
-		})
-		f.Close()
-	}
-	return shapes
 }
 
 // routeChecked returns the route p takes on s, once s is known to have

@@ -338,7 +338,7 @@ func (r *run) status(now time.Time) []liveLine {
 		for i, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
-				left += s.MissingRaw()
+				left += s.Owed().ToGo()
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
@@ -357,7 +357,7 @@ func (r *run) status(now time.Time) []liveLine {
 			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
 			bound := ""
 			if r.cfg.DownLimit > 0 && up == 0 {
-				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", r.cfg.DownLimit)
+				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", roundDuration(r.cfg.DownLimit))
 			}
 			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
@@ -371,7 +371,7 @@ func (r *run) status(now time.Time) []liveLine {
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
 		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
 		part{text: fmt.Sprintf(", %d to go", left)},
-		part{text: ", " + etaText(left, all)})
+		part{text: ", " + etaText(max(left, uint64(r.pool.inFlight())), all)})
 	lines := []liveLine{head}
 	for _, l := range r.withRetries(r.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
@@ -380,9 +380,9 @@ func (r *run) status(now time.Time) []liveLine {
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
-		done := total - s.MissingRaw()
+		left := min(s.Owed().ToGo(), total) // a redo's answers asked again are to go
+		done := total - left
 		rate := rates[i]
-		left := s.MissingRaw()
 		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
@@ -574,6 +574,9 @@ func (r *run) final(sum *Summary) {
 			}
 			r.logf("  %s: %d/%d answered (%d this run), %s, %d still missing%s%s%s -> %s",
 				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), counted(s.Overlap.ErrorsOpen, "error", "errors"), s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
+			if t := ds.unsentText(); t != "" {
+				r.logf("%s", t)
+			}
 			if r.cfg.Export != nil {
 				e := &ds.exp
 				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
@@ -581,6 +584,7 @@ func (r *run) final(sum *Summary) {
 					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
 			}
 		}
+		r.sayOwed(v) // what a redo leaves owed (redo.go)
 		return nil
 	})
 	if n := r.rep.Skipped(); n > 0 {

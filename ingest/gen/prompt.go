@@ -70,6 +70,11 @@ func parsePromptJSON(line []byte, id string, lineNo int64) (*Prompt, error) {
 	if err := json.Unmarshal(line, &pl); err != nil {
 		return nil, fmt.Errorf("prompt line: %v", err)
 	}
+	return pl.prompt(id, lineNo)
+}
+
+// prompt is the Prompt the line pl holds (see ParsePrompt).
+func (pl *promptLine) prompt(id string, lineNo int64) (*Prompt, error) {
 	p := &Prompt{ID: id, Line: lineNo}
 	n := 0
 	if pl.InputIDs != nil {
@@ -103,9 +108,9 @@ func parsePromptJSON(line []byte, id string, lineNo int64) (*Prompt, error) {
 	}
 	switch {
 	case n == 0:
-		return nil, errors.New("prompt has none of input_ids, text, messages or conversations")
+		return nil, errNoPrompt
 	case n > 1:
-		return nil, errors.New("prompt has more than one of input_ids, text, messages and conversations")
+		return nil, errManyPrompts
 	}
 	if err := p.setTools(pl.Tools); err != nil {
 		return nil, err

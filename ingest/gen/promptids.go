@@ -11,7 +11,17 @@ package gen
 // of at most 18 digits, without leading zeros, the list not empty. ok is
 // false for any other line (ParsePrompt reads it with encoding/json, and
 // says what is wrong with it).
-func idsPrompt(line []byte) (ids []int, ok bool) {
+func idsPrompt(line []byte) (ids []int, ok bool) { return readIDsPrompt(line, true) }
+
+// isIDsPrompt reports whether idsPrompt reads line, without keeping its
+// ids.
+func isIDsPrompt(line []byte) bool {
+	_, ok := readIDsPrompt(line, false)
+	return ok
+}
+
+// readIDsPrompt is idsPrompt; keep says to return the ids.
+func readIDsPrompt(line []byte, keep bool) (ids []int, ok bool) {
 	i := skipWS(line, 0)
 	if i >= len(line) || line[i] != '{' {
 		return nil, false
@@ -42,7 +52,7 @@ func idsPrompt(line []byte) (ids []int, ok bool) {
 				return nil, false
 			}
 			seenIDs = true
-			if ids, i, ok = idList(line, i); !ok {
+			if ids, i, ok = idList(line, i, keep); !ok {
 				return nil, false
 			}
 		default:
@@ -93,12 +103,14 @@ func simpleString(b []byte, i int) (s []byte, end int, ok bool) {
 }
 
 // idList reads the non-empty JSON list of token ids at b[i] (see
-// idsPrompt) and returns the index after it.
-func idList(b []byte, i int) (ids []int, end int, ok bool) {
+// idsPrompt) and returns the index after it; keep says to return the ids.
+func idList(b []byte, i int, keep bool) (ids []int, end int, ok bool) {
 	if i >= len(b) || b[i] != '[' {
 		return nil, i, false
 	}
-	ids = make([]int, 0, 64)
+	if keep {
+		ids = make([]int, 0, 64)
+	}
 	i = skipWS(b, i+1)
 	for {
 		j := i
@@ -111,7 +123,9 @@ func idList(b []byte, i int) (ids []int, end int, ok bool) {
 		case digits == 0 || digits > 18 || (digits > 1 && b[i] == '0'):
 			return nil, j, false
 		}
-		ids = append(ids, n)
+		if keep {
+			ids = append(ids, n)
+		}
 		i = skipWS(b, j)
 		if i >= len(b) {
 			return nil, i, false

@@ -16,14 +16,16 @@ import (
 // indexed to their ends, a torn last line of gen's own output files cut
 // off, and the conversations left half done counted.
 func (r *run) reconcile(d Dataset) (*dsRun, error) {
+	// gen's own files keep their ids at "id", whatever path was given
+	// for the dataset's other files.
 	ds := &dsRun{Dataset: d,
-		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw},
-		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors},
-		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns}}
+		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw, BuiltinIDs: true},
+		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors, BuiltinIDs: true},
+		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns, BuiltinIDs: true}}
 	ds.exp = exportOut{tok: ingest.Source{Path: d.Tokenized, Dataset: d.Name, Stage: store.Tokenized},
 		exc: ingest.Source{Path: d.Excluded, Dataset: d.Name, Stage: store.Excluded}, reasons: map[string]int64{}}
 	for _, p := range d.Prompts {
-		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts, Shard: r.cfg.Shard})
+		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts, Shard: r.cfg.Shard, IDPath: r.cfg.Paths.ID})
 		if err != nil {
 			return ds, err
 		}

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -128,8 +129,63 @@ func isConversation(v *store.View, dataset, id string) bool {
 
 // chooseRedo decides, before the first request, what each dataset asks
 // again, and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
-// dataset of the run has.
+// dataset of the run has; the index then holds them as owed (markAsking).
 func (r *run) chooseRedo() error {
+	if err := r.pickRedo(); err != nil {
+		return err
+	}
+	return r.markAsking()
+}
+
+// markAsking puts in the index the answers this run asks again (none
+// without --redo), in place of an earlier run's, so that every view counts
+// them as to go until each is answered again (store.Tx.SetAsking).
+func (r *run) markAsking() error {
+	if r.cfg.Redo == nil {
+		var earlier uint64
+		r.db.View(func(v *store.View) error {
+			for _, ds := range r.sets {
+				if s, err := v.Summary(ds.Name); err == nil {
+					earlier += s.Pending.Asking
+				}
+			}
+			return nil
+		})
+		if earlier == 0 {
+			return nil // nothing to change: no write
+		}
+	}
+	dropped := map[string]uint64{}
+	err := r.db.Update(func(tx *store.Tx) error {
+		for _, ds := range r.sets {
+			var ids []string
+			if ds.redo != nil {
+				for id := range ds.redo.ids {
+					ids = append(ids, id)
+				}
+				sort.Strings(ids)
+			}
+			earlier, err := tx.SetAsking(ds.Name, ids)
+			if err != nil {
+				return err
+			}
+			if earlier > 0 && r.cfg.Redo == nil {
+				dropped[ds.Name] = earlier
+			}
+		}
+		return nil
+	})
+	for _, ds := range r.sets {
+		if n := dropped[ds.Name]; n > 0 {
+			r.logf("gen: %s: %s an interrupted gen --redo was asking again are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
+				ds.Name, counted(n, "answer", "answers"))
+		}
+	}
+	return err
+}
+
+// pickRedo is chooseRedo's choice, in ds.redo.
+func (r *run) pickRedo() error {
 	red := r.cfg.Redo
 	if red == nil {
 		return nil
@@ -425,4 +481,66 @@ func (r *run) keepTurn(t turnAnswer, keptRedo bool) bool {
 	}
 	n := t.counts[1]
 	return n >= 0 && maxNew >= 0 && n >= maxNew // cut at this limit: asked again, cut the same
+}
+
+// sayOwed says, at a run's end, the work its datasets still owe that the
+// lines above do not: the answers a redo has still to ask again (an
+// interrupted one's), and the records and exclusions built from answers a
+// redo replaced (a redo without --export, or one stopped before its final
+// pass), with the command that makes them again. It reads store.Owed, the
+// truth every view reads.
+func (r *run) sayOwed(v *store.View) {
+	var stale uint64
+	var each []string
+	dirs := map[bool][]string{} // by ids format
+	for _, ds := range r.sortedSets() {
+		s, err := v.Summary(ds.Name)
+		if err != nil {
+			continue
+		}
+		o := s.Owed()
+		if o.Redo > 0 {
+			r.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
+				ds.Name, counted(o.Redo, "answer", "answers"))
+		}
+		if o.Stale > 0 {
+			stale += o.Stale
+			each = append(each, fmt.Sprintf("%s %d", ds.Name, o.Stale))
+			f, ok, _ := export.FileFormat(ds.Tokenized)
+			ids := ok && f == export.IDs
+			dirs[ids] = append(dirs[ids], ingest.ShellQuote(filepath.Dir(ds.Raw)))
+		}
+	}
+	if stale == 0 {
+		return
+	}
+	var cmds []string
+	for _, ids := range []bool{false, true} {
+		if len(dirs[ids]) > 0 {
+			cmds = append(cmds, r.exportCommand(ids, dirs[ids]))
+		}
+	}
+	were := "were"
+	if stale == 1 {
+		were = "was"
+	}
+	r.logf("gen: %s (%s) %s made from answers a redo replaced: stale, they count as missing records ('gendex query missing --stage tokenized' lists them) until export makes them again from the new answers: %s",
+		counted(stale, "record or exclusion", "records and exclusions"), strings.Join(each, ", "), were, strings.Join(cmds, " and "))
+}
+
+// exportCommand is the command that makes the records of the datasets in
+// dirs (gendex export, in the ids format or the default one).
+func (r *run) exportCommand(ids bool, dirs []string) string {
+	args := []string{"gendex", "export"}
+	if p := r.db.Path(); p != "" && p != "gendex.db" && p != "./gendex.db" {
+		args = []string{"gendex", "--db", ingest.ShellQuote(p), "export"}
+	}
+	if ids {
+		server := r.cfg.Servers[0]
+		if r.cfg.Simulator {
+			server = "sim" // gen --server sim's: export's own simulator
+		}
+		args = append(args, "--format", "ids", "--server", ingest.ShellQuote(server))
+	}
+	return strings.Join(append(args, dirs...), " ")
 }

@@ -191,6 +191,26 @@ func (p *pool) upCount() int {
 	return n
 }
 
+// othersText says what the run does while s is down: the other servers
+// go on only when there are others up.
+func (p *pool) othersText(s *server) string {
+	up := 0
+	for _, o := range p.servers {
+		if o != s && o.up.Load() {
+			up++
+		}
+	}
+	switch {
+	case len(p.servers) == 1:
+		return "it is the only server: the run waits, and the prompts left are sent when it is back"
+	case up == 0:
+		return "no other server is up: the run waits for one"
+	case up == 1:
+		return "the other server goes on"
+	}
+	return fmt.Sprintf("the %d other servers up go on", up)
+}
+
 func (p *pool) inFlight() int64 {
 	var n int64
 	for _, s := range p.servers {

@@ -62,7 +62,7 @@ func (p *Prompt) setTools(raw json.RawMessage) error {
 // sampleTools reads the first prompt of each prompts file, as
 // sampleShapes does: whether the run has tool prompts (preflight then
 // checks each server can take them).
-func (r *run) sampleTools() error {
+func (r *run) sampleTools() {
 	for _, ds := range r.sets {
 		for _, path := range ds.Prompts {
 			f, err := os.Open(path)
@@ -78,7 +78,6 @@ func (r *run) sampleTools() error {
 			f.Close()
 		}
 	}
-	return nil
 }
 
 // toolsCheck is what was found of one server's tool support, per route.

@@ -295,7 +295,9 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv,
 	}); err != nil {
 		return c, err
 	}
-	c.counted = len(found) > 0
+	// A redone conversation has its answer: it was not counted as half
+	// done (countHalfDone), and is only while its new turns come.
+	c.counted = len(found) > 0 && !redo
 	keptRedo := false
 	for i, a := range found {
 		t, err := readTurn(files, a.rec, a.path, i+1, c.k)

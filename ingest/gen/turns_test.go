@@ -364,6 +364,17 @@ func TestTurnsReasoning(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 6, ReasoningParser: true})
 			root, out := t.TempDir(), t.TempDir()
 			writeConversations(t, root, "S", "sharegpt", 6, 2)
+			// 8192 tokens, not the prompts' 24: the thinking ends
+			// (</think>) in every first turn, as the template needs to
+			// leave it out.
+			prompts := filepath.Join(root, "S", "prompts.jsonl")
+			b, err := os.ReadFile(prompts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(prompts, bytes.ReplaceAll(b, []byte(`"max_new_tokens":24`), []byte(`"max_new_tokens":8192`)), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Out: out, API: api}, root)
 			if err != nil || sum.Responses != 6 {
 				t.Fatalf("%+v %v\n%s", sum, err, log)

@@ -217,9 +217,9 @@ func writeJSONValue(w *bufio.Writer, v any) {
 // row and in the total: counts that matter only when they are not 0.
 // TSV, CSV and JSON always have them, so that scripts see stable columns.
 // (finish's tool_calls, abort and content_filter are rare, stop and length
-// are not.)
+// are not; progress's redo and stale count only during and after a redo.)
 var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true,
-	"tool_calls": true, "abort": true, "content_filter": true}
+	"tool_calls": true, "abort": true, "content_filter": true, "redo": true, "stale": true}
 
 // hideZeroColumns returns cols, rows and total without the zeroHidden
 // columns that are 0 everywhere.

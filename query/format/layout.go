@@ -48,7 +48,7 @@ var Layouts = map[string]Layout{
 		{Name: "prompts", Drop: 2}, {Name: "raw", Drop: 2}, {Name: "errors", Drop: 3, Short: "err"},
 		{Name: "tokenized", Drop: 4, Short: "tok"}, {Name: "missing_tokenized", Drop: 5, Short: "miss_tok"},
 		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
-		{Name: "skipped", Drop: 5, Short: "skip"},
+		{Name: "redo", Drop: 2}, {Name: "stale", Drop: 5}, {Name: "skipped", Drop: 5, Short: "skip"},
 	}},
 	"tokens": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},

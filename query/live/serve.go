@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 
+	"gendex/query/guard"
 	"gendex/store"
 	"gendex/store/prom"
 )
@@ -28,7 +29,9 @@ type Options struct {
 	// Queries serves the answers (/v1/query) on Addr too; it needs Addr.
 	Queries bool
 	// Token, when not "", must come with every TCP request as
-	// 'Authorization: Bearer TOKEN'; Addr beyond loopback needs it.
+	// 'Authorization: Bearer TOKEN'; Addr beyond loopback needs it. With
+	// Queries and no Token, Serve makes a random one and logs it: the
+	// answers are never served without one (loopback is no user boundary).
 	Token string
 	// Log is told, in one line, what is served on Addr.
 	Log io.Writer
@@ -74,13 +77,18 @@ func Serve(db *store.DB, o Options) (stop func(), err error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.Serve(sctx, ln) })
 	if tl != nil {
-		opts := PublicOptions{Queries: o.Queries, Token: o.Token}
+		opts := PublicOptions{Queries: o.Queries, Token: o.Token, Hosts: guard.ForListen(o.Addr)}
 		what := fmt.Sprintf("Prometheus metrics on http://%s/metrics", tl.Addr())
 		if opts.Queries {
 			what = fmt.Sprintf("answers on http://%s/v1/query?arg=progress and %s", tl.Addr(), what)
 		}
-		if opts.Token != "" {
+		switch {
+		case opts.Token != "":
 			what += " (with Authorization: Bearer $GENDEX_TOKEN)"
+		case opts.Queries:
+			// The answers need a token: a random one, said once here.
+			opts.Token = guard.NewToken()
+			what += " (with Authorization: Bearer " + opts.Token + "; set $GENDEX_TOKEN to choose it)"
 		}
 		fmt.Fprintf(o.Log, "serving %s\n", what)
 		wg.Go(func() { srv.ServePublic(sctx, tl, opts) })

@@ -26,8 +26,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +39,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/query/guard"
 	"gendex/store"
 	"gendex/store/prom"
 )
@@ -93,6 +92,10 @@ type PublicOptions struct {
 	// Token, when set, must come with every request as
 	// "Authorization: Bearer TOKEN"; requests without it get 401.
 	Token string
+	// Hosts are the Host headers answered (the zero Hosts: localhost and
+	// IP literals); a request for another gets 421, so a page that rebinds
+	// its name to the port reads nothing (see package guard).
+	Hosts guard.Hosts
 }
 
 // PublicHandler is the handler for a TCP port (see PublicOptions).
@@ -108,20 +111,16 @@ func (s *Server) PublicHandler(o PublicOptions) http.Handler {
 		})
 	}
 	if o.Token == "" {
-		return mux
+		return o.Hosts.Check(mux)
 	}
-	// Hashes of equal length: the comparison takes the same time whatever
-	// the header holds.
-	want := sha256.Sum256([]byte("Bearer " + o.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+	return o.Hosts.Check(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !guard.Same(r.Header.Get("Authorization"), "Bearer "+o.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gendex"`)
-			http.Error(w, "unauthorized: send Authorization: Bearer $GENDEX_TOKEN", http.StatusUnauthorized)
+			http.Error(w, "401 unauthorized: send 'Authorization: Bearer TOKEN', the token the writer printed when it started (or $GENDEX_TOKEN, when set)", http.StatusUnauthorized)
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 func health(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }

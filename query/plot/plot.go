@@ -117,6 +117,31 @@ func Parse(args []string) (*Args, error) {
 	return a, nil
 }
 
+// Metrics returns the words plot draws, the first the default.
+func Metrics() []string {
+	out := make([]string, len(metrics))
+	for i, m := range metrics {
+		out[i] = m.word
+	}
+	return out
+}
+
+// New returns the plot of metric (one of Metrics) over the run's last
+// since (0: all of it), for every dataset or server, as Parse would for
+// those words, but from values already checked, never parsed as flags:
+// a web page's parameters.
+func New(metric string, since time.Duration) (*Args, error) {
+	for _, m := range metrics {
+		if m.word == metric {
+			if since != 0 && since < time.Second {
+				return nil, usage("bad since %s (want a duration of a second or more)", since)
+			}
+			return &Args{metric: m, since: since.Truncate(time.Second)}, nil
+		}
+	}
+	return nil, usage("no metric %q (want one of %s)", metric, strings.Join(Metrics(), ", "))
+}
+
 func usage(format string, a ...any) error {
 	return fmt.Errorf("%w: plot: %s", query.ErrUsage, fmt.Sprintf(format, a...))
 }
@@ -209,10 +234,20 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 	if err != nil {
 		return nil, err
 	}
+	// A --step finer than a series holds (query.SeriesMaxRows) is widened
+	// by series, which says so; so does the title.
+	widened := ""
+	for _, n := range r.Notes {
+		if _, rest, ok := strings.Cut(n, "the step is widened to "); ok {
+			step, _, _ := strings.Cut(rest, " ")
+			widened = " (--step widened to " + step + ")"
+		}
+	}
 	c, err := a.seriesChart(r, now)
 	if err != nil {
 		return nil, err
 	}
+	c.Title += widened
 	if a.metric.column == "accept_length" && len(c.Series) > 0 && allUnknown(c.Series) {
 		if !a.metric.servers {
 			b := *a

@@ -15,21 +15,20 @@ import (
 // of plot's metrics, ?metric=) over the run or its last ?since=, with the
 // servers' downs, ups and restarts marked. The page shows it as an image:
 // an SVG there runs nothing.
+//
+// Its parameters were checked (checkParams): metric is one of plot's
+// words, since a duration, w a width; none is parsed as a flag.
 func (s *server) chart(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	args := []string{cmp.Or(q.Get("metric"), "tokens")}
-	if since := q.Get("since"); since != "" {
-		if d, err := time.ParseDuration(since); err != nil || d <= 0 {
-			http.Error(w, fmt.Sprintf("bad since %q: want a duration such as 30m", since), http.StatusBadRequest)
-			return
-		}
-		args = append(args, "--since", since)
+	var since time.Duration
+	if v := q.Get("since"); v != "" {
+		since, _ = time.ParseDuration(v)
 	}
 	width := 900
-	if n, err := strconv.Atoi(q.Get("w")); err == nil {
-		width = min(max(n, 400), 2400)
+	if v := q.Get("w"); v != "" {
+		width, _ = strconv.Atoi(v)
 	}
-	a, err := plot.Parse(args)
+	a, err := plot.New(cmp.Or(q.Get("metric"), plot.Metrics()[0]), since)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

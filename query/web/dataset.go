@@ -101,7 +101,7 @@ func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prog.Total = nil
-	d.Progress = newTable(prog, progressCols, nil)
+	d.Progress = newTable(prog, progressColsOf(prog), nil)
 	if err := s.fill(r, d, prog); err != nil {
 		s.fail(w, http.StatusBadRequest, err)
 		return

@@ -17,10 +17,24 @@ var progressCols = []col{
 	{"errors", "errors", "requests that failed for good"},
 	{"excluded", "excluded", "answers export left out, with a reason"},
 	{"missing_raw", "missing", "prompts with neither an answer nor a final error"},
-	{"missing_tokenized", "no record", "prompts or answers without a training record"},
+	{"redo", "asked again", "answers a redo is asking again (to go, with missing)"},
+	{"missing_tokenized", "no record", "prompts or answers without a training record, or with one built from an answer a redo replaced (gendex export makes it again)"},
 	{"truncated", "cut", "answers cut at the token limit (finish reason length)"},
 	{"done_pct", "done %", "the share of prompts answered or failed for good"},
 	{"skipped", "skipped", "lines that could not be read"},
+}
+
+// progressColsOf is progressCols for the answer prog: the answers asked
+// again only while a redo asks some.
+func progressColsOf(prog *query.Result) []col {
+	total := prog.Total
+	if total == nil && len(prog.Rows) > 0 {
+		total = prog.Rows[0]
+	}
+	if n, _ := query.AsFloat(prog.Get(total, "redo")); n > 0 {
+		return progressCols
+	}
+	return slices.DeleteFunc(slices.Clone(progressCols), func(c col) bool { return c.name == "redo" })
 }
 
 var tokenCols = []col{
@@ -100,7 +114,7 @@ func (s *server) runView(r *http.Request) *runView {
 	shortWin, etaLong := query.RunWindows(ask, s.Now())
 	short, long := get("throughput", "--window", shortWin), get("throughput", "--window", "30m")
 	v.ShortWindow = shortWin
-	v.Progress = newTable(prog, progressCols, toDataset)
+	v.Progress = newTable(prog, progressColsOf(prog), toDataset)
 	addETA(v.Progress, prog, query.ETAs(prog, short, get("throughput", "--window", etaLong)))
 	v.Progress.Empty = "nothing indexed yet: run gendex gen or gendex ingest"
 	v.Tokens = newTable(get("tokens"), tokenCols, toDataset)

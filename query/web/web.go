@@ -9,12 +9,14 @@
 // through html/template and the Content-Security-Policy allows no inline
 // script and nothing from another host; every asset is embedded; it
 // serves GET only and never writes; the only file lines it reads are the
-// index's own records (query show).
+// index's own records (query show). It answers only its owner: requests
+// for its own Host (package guard: a page that rebinds its name to the
+// port reads nothing) with the token; every URL parameter is checked
+// against what its page can mean (params.go) and none is read as a flag.
 package web
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"fmt"
 	"html/template"
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"gendex/query"
+	"gendex/query/guard"
 )
 
 //go:embed templates/*.html static/*
@@ -52,6 +55,9 @@ type Options struct {
 	// Token, when not "", must come with every request: as 'Authorization:
 	// Bearer TOKEN', the cookie the page sets, or ?token= once.
 	Token string
+	// Hosts are the Host headers answered (the zero Hosts: localhost and
+	// IP literals); a request for another gets 421 (see package guard).
+	Hosts guard.Hosts
 	// Index names the index shown in the page's header.
 	Index string
 	// Every is how often an open page asks for its live part (0: 5 s).
@@ -79,24 +85,31 @@ func Handler(o Options) http.Handler {
 	s := &server{Options: o}
 	s.pages = template.Must(template.ParseFS(assets, "templates/*.html"))
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.run)
-	mux.HandleFunc("GET /live", s.runLive)
-	mux.HandleFunc("GET /dataset", s.dataset)
-	mux.HandleFunc("GET /answer", s.answer)
-	mux.HandleFunc("GET /chart.svg", s.chart)
+	mux.HandleFunc("GET /{$}", s.withParams(nil, s.run))
+	mux.HandleFunc("GET /live", s.withParams(nil, s.runLive))
+	mux.HandleFunc("GET /dataset", s.withParams(params{"d": nameParam, "id": nameParam, "view": viewParam,
+		"finish": nameParam, "after": nameParam, "before": nameParam}, s.dataset))
+	mux.HandleFunc("GET /answer", s.withParams(params{"d": nameParam, "id": nameParam, "stage": stageParam}, s.answer))
+	mux.HandleFunc("GET /chart.svg", s.withParams(params{"metric": metricParam, "since": sinceParam, "w": widthParam}, s.chart))
 	static, _ := fs.Sub(assets, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("GET /static/", s.withParams(nil, http.StripPrefix("/static/", http.FileServerFS(static)).ServeHTTP))
 	return s.guard(mux)
 }
 
-// tokenCookie carries the token after ?token= has given it once.
+// tokenCookie starts the name of the cookie that carries the token after
+// ?token= has given it once (guard.CookieName).
 const tokenCookie = "gendex_token"
 
-// guard answers only GET and HEAD, with the token when one is set, and
-// sets the headers that keep a page from running or loading anything
-// that is not its own.
+// guard answers only requests for its own Host, GET and HEAD, with the
+// token when one is set, and sets the headers that keep a page from
+// running or loading anything that is not its own.
 func (s *server) guard(next http.Handler) http.Handler {
+	cookie := guard.CookieName(tokenCookie, s.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.Hosts.Allows(r.Host) {
+			guard.Refuse(w, r)
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -109,7 +122,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		if s.Token != "" {
 			if t := r.URL.Query().Get("token"); t != "" && s.tokenIs(t) {
-				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				http.SetCookie(w, &http.Cookie{Name: cookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 				u := *r.URL
 				q := u.Query()
 				q.Del("token")
@@ -117,9 +130,10 @@ func (s *server) guard(next http.Handler) http.Handler {
 				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 				return
 			}
-			if !s.authorized(r) {
+			if !s.authorized(r, cookie) {
 				h.Set("WWW-Authenticate", `Bearer realm="gendex"`)
-				http.Error(w, "401 unauthorized: open the page once as URL?token=$GENDEX_TOKEN, or send 'Authorization: Bearer $GENDEX_TOKEN'", http.StatusUnauthorized)
+				http.Error(w, "401 unauthorized: open the URL gendex web printed, with its ?token= (once: a cookie keeps it), "+
+					"or send 'Authorization: Bearer TOKEN'; a token of an earlier gendex web is not this one's", http.StatusUnauthorized)
 				return
 			}
 		}
@@ -127,15 +141,13 @@ func (s *server) guard(next http.Handler) http.Handler {
 	})
 }
 
-func (s *server) tokenIs(t string) bool {
-	return subtle.ConstantTimeCompare([]byte(t), []byte(s.Token)) == 1
-}
+func (s *server) tokenIs(t string) bool { return guard.Same(t, s.Token) }
 
-func (s *server) authorized(r *http.Request) bool {
+func (s *server) authorized(r *http.Request, cookie string) bool {
 	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.tokenIs(a) {
 		return true
 	}
-	c, err := r.Cookie(tokenCookie)
+	c, err := r.Cookie(cookie)
 	return err == nil && s.tokenIs(c.Value)
 }
 

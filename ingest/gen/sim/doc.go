@@ -5,7 +5,8 @@ and tests of clients that talk to SGLang.
 It serves the endpoints gendex gen calls, with the request and response
 shapes, status codes and error messages of SGLang's own HTTP server
 (README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
-/v1/tokenize, /health, /v1/models and, with Config.EnableMetrics, /metrics.
+/v1/tokenize, /health, /v1/models, /parse_function_call, /server_info
+and, with Config.EnableMetrics, /metrics.
 It does not stream: a request with "stream": true gets a 400, since gen
 reads whole answers. Nor does it batch: like gen, a request carries one
 prompt (a text or one input_ids list; for /v1/completions one string or one
@@ -25,8 +26,12 @@ Outputs are readable English-like words, deterministic: the output of a
 request is a pure function of its prompt ids, Config.Seed, and, unless the
 request is greedy (temperature 0 or top_k 1), its sampling_seed. The
 temperature value itself does not change the
-text. Most outputs end with EOS before max_new_tokens ("stop"); about one in
-seven at the default budget runs into the limit ("length"). EOS is included in
+text. Each output has a natural length of its own, drawn log-normal from the
+prompt and seeds, whatever max_new_tokens is (lengths.go: a median of 64
+tokens, and 256 more of thinking for a reasoning model): it ends with EOS
+("stop") when that fits max_new_tokens, else runs into the limit ("length"),
+about one in four at the default 128 and none in practice at 8192, and a
+higher limit continues a cut output with the same text. EOS is included in
 output_ids and completion_tokens but not in text, as in SGLang.
 
 With Config.ReasoningParser the model is a reasoning model served with
@@ -81,6 +86,17 @@ they were read from. Each flavor's code is in its own files: vllm.go
 routes) and vllm_tokens.go, and the same three for llamacpp; what both do
 the same way around a generation request (start it, build and run its
 item) is flavorrun.go's.
+
+# Tool calls
+
+With Config.ToolCalls the model calls tools: the template renders a
+request's tools and tool_calls, and an answer to a prompt holding tools
+calls one of them on some turns, in Qwen's or Kimi-K2's markup; each
+flavor's chat endpoint parses the calls as its server does (SGLang with
+Config.ToolCallParser, vLLM with EnableAutoToolChoice too, llama.cpp
+unless NoJinja) or refuses the tools as it does, and the SGLang flavor
+serves /parse_function_call and /server_info. See tools.go and
+tools_http.go.
 
 # Faults
 

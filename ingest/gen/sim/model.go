@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"math"
 	"strconv"
 )
 
@@ -84,23 +83,15 @@ type plan struct {
 	seed      uint64 // the item's seed: draws the drafter's acceptances (see spec)
 }
 
-// Length model of the simulated answers, in tokens.
-const (
-	answerScaleCap = 1024 // natural lengths scale with min(budget, this)
-	minFraction    = 0.05 // shortest natural length, as a fraction of the scale
-	overshoot      = 1.2  // natural length ranges up to 1.25 times the scale
-	lengthSkew     = 1.5  // larger means more short answers
-)
-
 // planOutput decides the output of one item. budget is the effective
 // max_new_tokens (already clipped to the context).
 //
-// The natural answer length L (content tokens before EOS) is
-// S*(0.05 + 1.2*u^1.5) for S = min(budget, 1024) and a uniform u, so when
-// S = budget about 15% of outputs need more than budget tokens and finish
-// with "length"; the rest end with EOS. A reasoning model first
-// thinks for up to S/2 tokens. The token stream itself does not depend on
-// the lengths, so shorter budgets give prefixes of longer outputs.
+// The item's natural length (content tokens before EOS, the thinking of a
+// reasoning model included) is drawn from the prompt and seeds alone (see
+// naturalLengths): an item whose natural length fits the budget ends with
+// EOS, a longer one finishes with "length". Neither the lengths nor the
+// token stream depend on the budget, so shorter budgets give prefixes of
+// longer outputs.
 func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan {
 	seed := uint64(s.cfg.Seed)*0x9E3779B97F4A7C15 ^ hashIDs(prompt)
 	if sp.salt != 0 {
@@ -109,14 +100,16 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 	if !sp.greedy && sp.hasSeed {
 		seed = mix(seed ^ mix(uint64(sp.seed)+0x51))
 	}
-	lengths := rng{state: seed ^ 0x5DEECE66D}
-	scale := min(budget, answerScaleCap)
-	answer := max(1, int(float64(scale)*(minFraction+overshoot*math.Pow(lengths.float(), lengthSkew))))
 	think := s.cfg.ReasoningParser && endsWithGenerationPrompt(prompt)
-	thinkLen := 0
+	answer, thinkLen := naturalLengths(seed, think)
+	var call []int // a tool call's answer up to EOS (see tools.go)
+	if s.cfg.ToolCalls && !sp.noToolCall && asksAnswer(prompt) {
+		if call = s.planCall(seed, prompt); call != nil {
+			answer = len(call)
+		}
+	}
 	natural := answer
 	if think {
-		thinkLen = 1 + int(float64(scale/2)*math.Pow(lengths.float(), 1.3))
 		natural += thinkLen + 6 // <think> \n words \n </think> \n \n
 	}
 	if sp.minNewTokens > natural+1 {
@@ -143,6 +136,7 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 			p.thinkEnd = thinkLen + 4
 		}
 	}
+	p.ids = appendLimited(p.ids, content, call...)
 	ag := wordGen{r: &rng{state: seed}}
 	p.ids = ag.appendWords(p.ids, content-len(p.ids), content)
 	if eos {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -131,7 +132,7 @@ func TestPlanSamplingSeed(t *testing.T) {
 
 func TestPlanReasoning(t *testing.T) {
 	s := New(Config{ReasoningParser: true})
-	prompt := applyChatTemplate([]chatMessage{{"user", "why"}}, chatTemplate{addGenerationPrompt: true})
+	prompt := applyChatTemplate([]chatMessage{{role: "user", content: "why"}}, chatTemplate{addGenerationPrompt: true})
 	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000)
 	if p.ids[0] != ThinkStartID || p.thinkEnd < 0 || p.ids[p.thinkEnd-1] != ThinkEndID {
 		t.Fatalf("no think section: %v", p.ids[:min(10, len(p.ids))])
@@ -185,5 +186,53 @@ func TestPyFloat(t *testing.T) {
 		if got := pyFloat(f); got != want {
 			t.Errorf("pyFloat(%v) = %q, want %q", f, got, want)
 		}
+	}
+}
+
+// TestPlanNaturalLengths: an output's length is its own, not the limit's.
+// The same prompt and seed give the same output at any budget, an output cut
+// at a budget is the prefix of the output at a higher one (a reasoning
+// model's thinking included), and a higher budget cuts fewer outputs; about
+// a quarter at the default 128 and next to none at 8192.
+func TestPlanNaturalLengths(t *testing.T) {
+	budgets := []int{16, 64, 128, 256, 1024, 8192}
+	for _, reasoning := range []bool{false, true} {
+		s := New(Config{Seed: 3, ReasoningParser: reasoning})
+		cut := make([]int, len(budgets))
+		const n = 1000
+		for i := range n {
+			prompt := applyChatTemplate([]chatMessage{{role: "user", content: fmt.Sprintf("question %d", i)}}, chatTemplate{addGenerationPrompt: true})
+			var prev *plan
+			for j, budget := range budgets {
+				p := s.planOutput(prompt, params(t, `{}`), budget)
+				if again := s.planOutput(prompt, params(t, `{}`), budget); budget == 256 && !reflect.DeepEqual(p, again) {
+					t.Fatalf("prompt %d, budget %d: two plans differ", i, budget)
+				}
+				if p.finish.kind == finishLength {
+					cut[j]++
+				}
+				if prev != nil && prev.finish.kind == finishLength {
+					if len(p.ids) < len(prev.ids) || !reflect.DeepEqual(p.ids[:len(prev.ids)], prev.ids) {
+						t.Fatalf("prompt %d: the output cut at %d is not a prefix of the output at %d", i, budgets[j-1], budget)
+					}
+				}
+				if prev != nil && prev.finish.kind != finishLength && !reflect.DeepEqual(p, prev) {
+					t.Fatalf("prompt %d: the output that ended at budget %d changed at %d", i, budgets[j-1], budget)
+				}
+				prev = p
+			}
+		}
+		for j := 1; j < len(budgets); j++ {
+			if cut[j] >= cut[j-1] && cut[j-1] > 0 {
+				t.Errorf("reasoning %v: budget %d cut %d of %d, budget %d cut %d: a higher limit must cut fewer", reasoning, budgets[j-1], cut[j-1], n, budgets[j], cut[j])
+			}
+		}
+		if frac := float64(cut[2]) / n; !reasoning && (frac < 0.15 || frac > 0.35) {
+			t.Errorf("%.2f of the outputs cut at 128 tokens; want about a quarter", frac)
+		}
+		if last := cut[len(cut)-1]; last > n/200 {
+			t.Errorf("reasoning %v: %d of %d outputs cut at 8192 tokens; want very few", reasoning, last, n)
+		}
+		t.Logf("reasoning %v: cut of %d at %v: %v", reasoning, n, budgets, cut)
 	}
 }

@@ -1,0 +1,200 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gendex/store"
+)
+
+// What gen says of prompt lines it cannot send (see promptshape.go).
+
+// sayShapes says, before the first request, each dataset with prompts to
+// answer whose lines are of more than one shape (how many of each), or of
+// a shape gen cannot send (their keys, and the flags that read them); when
+// no dataset with prompts to answer has a line gen can send, nothing is:
+// the run stops here.
+func (r *run) sayShapes(todo int64) error {
+	if todo == 0 {
+		return nil
+	}
+	sendable, unsendable := false, false
+	for _, ds := range r.sets {
+		sc := ds.scan
+		if sc == nil || ds.todo == 0 {
+			continue
+		}
+		sendable = sendable || sc.sendable() > 0
+		unsendable = unsendable || sc.unsendable() > 0
+		var parts []string
+		for sh := lineIDs; sh < lineBad; sh++ {
+			if n := sc.counts[sh]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, lineShapeNames[sh]))
+			}
+		}
+		mix := ""
+		if len(parts) > 1 {
+			mix = fmt.Sprintf("its %d prompt lines are of %d shapes: %s. ", sc.lines, len(parts), strings.Join(parts, ", "))
+		}
+		switch n := sc.unsendable(); {
+		case n == 0 && mix != "":
+			r.logf("gen: %s: %s", ds.Name, strings.TrimSuffix(mix, ". "))
+		case n == sc.lines:
+			r.logf("gen: %s: none of its %d prompt lines holds a prompt gen can send: %s. %s",
+				ds.Name, sc.lines, r.unsendableText(ds), unsentNote)
+		case n > 0:
+			r.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
+		}
+	}
+	if unsendable && !sendable {
+		return errors.New("no prompt was sent: the prompts to answer hold none gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)")
+	}
+	return nil
+}
+
+const unsentNote = "They are not sent, and count as failed (never as answered) until a run reads them"
+
+// unsendableText says what the lines of ds that gen cannot send hold
+// and the flags that read them.
+func (r *run) unsendableText(ds *dsRun) string {
+	sc := ds.scan
+	var b strings.Builder
+	fmt.Fprintf(&b, "their keys are %s (the first: %s)", strings.Join(sc.keys, ", "), sc.firstAt)
+	if n := sc.counts[lineMany]; n > 0 {
+		fmt.Fprintf(&b, "; %d hold more than one of input_ids, text, messages and conversations", n)
+	}
+	if p := r.cfg.Paths.Prompt; p != "" {
+		fmt.Fprintf(&b, "; --prompt %s finds no prompt in them", p)
+		return b.String()
+	}
+	eg := ""
+	if c := promptCandidate(sc.example); c != "" {
+		eg = "; e.g. --prompt " + c
+	}
+	fmt.Fprintf(&b, "; --prompt PATH tells gen which key holds the prompt (text, chat messages or conversations%s)", eg)
+	if c := idCandidate(sc.example); c != "" && r.cfg.Paths.ID == "" && r.storedIDPath(ds) == "" {
+		fmt.Fprintf(&b, ", and --id PATH where the id is (e.g. --id %s)", c)
+	}
+	return b.String()
+}
+
+// storedIDPath is the id path the index keeps for ds's first prompts
+// file ("" for none).
+func (r *run) storedIDPath(ds *dsRun) string {
+	var p string
+	r.db.View(func(v *store.View) error {
+		st, _, err := v.File(ds.Prompts[0])
+		p = st.IDPath
+		return err
+	})
+	return p
+}
+
+// idCandidate is a path in line that looks like the id's, when the line
+// has no top-level id or custom_id: a key named id, uid, uuid, or ending
+// in _id, at the top or one level down ("" for none).
+func idCandidate(line []byte) string {
+	top := objectKeys(line)
+	if contains(top, "id") || contains(top, "custom_id") {
+		return ""
+	}
+	idLike := func(k string) bool {
+		return k == "id" || k == "uid" || k == "uuid" || k == "idx" || strings.HasSuffix(k, "_id")
+	}
+	for _, k := range top {
+		if idLike(k) {
+			return k
+		}
+	}
+	for _, k := range top {
+		v, _ := valueAt(line, []string{k})
+		if v == nil || v[0] != '{' {
+			continue
+		}
+		for _, sub := range objectKeys(v) {
+			if idLike(sub) {
+				return k + "." + sub
+			}
+		}
+	}
+	return ""
+}
+
+// promptCandidate is a path in line that holds what gen could send (a
+// string, or a list of turns), at the top or one level down, a key
+// named like a prompt first ("" for none).
+func promptCandidate(line []byte) string {
+	var found []string
+	add := func(path []string) {
+		v, _ := valueAt(line, path)
+		if v != nil && valueShape(v) != lineNone && !strings.HasSuffix(path[len(path)-1], "id") {
+			found = append(found, strings.Join(path, "."))
+		}
+	}
+	for _, k := range objectKeys(line) {
+		add([]string{k})
+		if v, _ := valueAt(line, []string{k}); v != nil && v[0] == '{' {
+			for _, sub := range objectKeys(v) {
+				add([]string{k, sub})
+			}
+		}
+	}
+	for _, f := range found {
+		for _, word := range []string{"prompt", "question", "instruction", "input", "query", "conversation", "dialog", "messages", "turns"} {
+			if strings.Contains(strings.ToLower(f), word) {
+				return f
+			}
+		}
+	}
+	if len(found) > 0 {
+		return found[0]
+	}
+	return ""
+}
+
+// unsentText is the summary's line for a dataset whose prompts the run
+// did not send for their shape ("" for none).
+func (ds *dsRun) unsentText() string {
+	if ds.scan == nil {
+		return ""
+	}
+	n := ds.scan.unsent.Load()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  %s: %s for their shape: not sent, no prompt gen can send in their lines (see above); still missing", ds.Name, counted(n, "prompt failed", "prompts failed"))
+}
+
+// leftUnsent is the error a run ends in (after its summary) when it left
+// prompts unsent for their shape, or sent nothing at all while prompts
+// are missing: a script must not take either for done.
+func (r *run) leftUnsent(sum *Summary) error {
+	var unsent, fed int64
+	for _, ds := range r.sets {
+		if ds.scan != nil {
+			unsent += ds.scan.unsent.Load()
+			fed += ds.scan.fed.Load()
+		}
+	}
+	if unsent > 0 {
+		return fmt.Errorf("%s for their shape, not sent: their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
+			counted(unsent, "prompt failed", "prompts failed"))
+	}
+	if fed > 0 || sum.Interrupted || sum.Responses+sum.Errors > 0 || r.cfg.Redo != nil {
+		return nil
+	}
+	var missing uint64
+	r.db.View(func(v *store.View) error {
+		for _, ds := range r.sets {
+			if s, err := v.Summary(ds.Name); err == nil {
+				missing += s.MissingRaw()
+			}
+		}
+		return nil
+	})
+	if missing > 0 {
+		return fmt.Errorf("no prompt was sent, yet %d are missing: the prompts files and the index do not agree on their ids; run gendex ingest on the datasets, then gen again (and report it: gen should have found them)", missing)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package store
+
+import "fmt"
+
+// The work a dataset still owes, one truth for every view (gen's lines and
+// summary, watch, query progress and missing, the web view, a run's
+// state): the prompts without an answer or a final error, the answers a
+// redo is asking again, and the answers without a training record or
+// exclusion, or with one built from an answer a redo replaced since
+// (stale). Both redo counts are kept in Summary.Pending, moved in the
+// transaction that moves what they count:
+//
+//	datasets/<name>/stale/   id -> empty: ids whose record or exclusion was built from a replaced answer
+//	datasets/<name>/asking/  id -> empty: answers a redo is asking again and has not answered yet
+//
+// A stale mark stays while the id's record is gone (its file forgotten and
+// read again, the mark counts again); export clears it once it took the
+// record out of its file (Tx.ClearStale). An asking mark goes with the
+// id's new answer (Tx.Replace), its final error, or its answer's removal.
+
+var bucketAsking = []byte("asking")
+
+// Pending counts what a redo leaves owed besides the stages' overlap.
+type Pending struct {
+	// Stale is how many ids have an answer and a record or exclusion built
+	// from an earlier answer of theirs (|stale ∩ raw ∩ (tokenized ∪
+	// excluded)|): each counts in MissingTokenized until export makes
+	// its record again.
+	Stale uint64 `json:"stale,omitempty"`
+	// Asking is how many answers a redo is asking again and has not
+	// answered again yet.
+	Asking uint64 `json:"asking,omitempty"`
+}
+
+// Owed is the work a dataset still owes (see Summary.Owed).
+type Owed struct {
+	// Prompts without an answer or a final error (MissingRaw).
+	Prompts uint64
+	// Redo is the answers a redo is asking again, not answered yet.
+	Redo uint64
+	// Records is the answers without a record or an exclusion, and those
+	// whose record or exclusion is Stale.
+	Records uint64
+	// Stale is, of Records, those with a record or exclusion built from
+	// an answer a redo replaced: `gendex export` makes them again.
+	Stale uint64
+}
+
+// ToGo is the answers still to get: the prompts without one and the
+// answers being asked again.
+func (o Owed) ToGo() uint64 { return o.Prompts + o.Redo }
+
+// Done reports whether nothing is owed: no answer to get, no record to
+// make.
+func (o Owed) Done() bool { return o.ToGo() == 0 && o.Records == 0 }
+
+// Owed returns the work the dataset still owes: the one rule of "to go"
+// and "missing" of every view. No count is ever below 0.
+func (s Summary) Owed() Owed {
+	return Owed{Prompts: s.MissingRaw(), Redo: s.Pending.Asking, Records: s.MissingTokenized(), Stale: s.Pending.Stale}
+}
+
+// staleOf reports whether an id of membership m counts in Pending.Stale
+// when it is marked stale.
+func staleOf(m membership) bool { return m.has(Raw) && (m.has(Tokenized) || m.has(Excluded)) }
+
+// moveMarks keeps Pending in step when id's membership of stage changes
+// from before to after: a stale id counts only while it has an answer and
+// a record or exclusion; an asking id leaves the set with its answer or
+// its prompt (removed), or its final error (added).
+func (d *dsTx) moveMarks(stage Stage, id []byte, before, after membership) error {
+	switch stage {
+	case Raw, Tokenized, Excluded:
+		if d.staleB != nil && staleOf(before) != staleOf(after) && d.staleB.Get(id) != nil {
+			if staleOf(after) {
+				d.sum.Pending.Stale++
+			} else if d.sum.Pending.Stale > 0 { // a file written before the counter: never below 0
+				d.sum.Pending.Stale--
+			}
+		}
+	}
+	if (stage == Raw || stage == Prompts) && before.has(stage) && !after.has(stage) || stage == Errors && after.has(Errors) {
+		return d.unask(id)
+	}
+	return nil
+}
+
+// markStale marks id stale (its record or exclusion was built from an
+// answer replaced since); m is its membership now.
+func (d *dsTx) markStale(id []byte, m membership) error {
+	if d.staleB == nil {
+		b, err := d.bucket.CreateBucketIfNotExists(bucketStale)
+		if err != nil {
+			return err
+		}
+		d.staleB = b
+	}
+	if d.staleB.Get(id) != nil {
+		return nil
+	}
+	if staleOf(m) {
+		d.sum.Pending.Stale++
+	}
+	return d.staleB.Put(id, []byte{})
+}
+
+// unask takes id out of the answers a redo is asking again.
+func (d *dsTx) unask(id []byte) error {
+	if d.askingB == nil || d.askingB.Get(id) == nil {
+		return nil
+	}
+	if d.sum.Pending.Asking > 0 {
+		d.sum.Pending.Asking--
+	}
+	return d.askingB.Delete(id)
+}
+
+// staleBefore reports whether the record stage holds for id, if any, was
+// made before an answer at time at: one without its own time was indexed
+// before it (the caller adds the answer now); an exclusion's excluded_at
+// is its own.
+func (d *dsTx) staleBefore(stage Stage, id string, at int64) (bool, error) {
+	rec, err := d.stored(stage, id)
+	if rec == nil || err != nil {
+		return false, err
+	}
+	return !rec.OwnTime || rec.Time < at, nil
+}
+
+// SetAsking says which answers of dataset a redo asks again, in place of
+// any earlier set (an interrupted redo's): each of ids that has an answer
+// and a prompt. It returns how many the earlier set still held.
+func (tx *Tx) SetAsking(dataset string, ids []string) (earlier uint64, err error) {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return 0, err
+	}
+	earlier = d.sum.Pending.Asking
+	if d.askingB != nil {
+		if err := d.bucket.DeleteBucket(bucketAsking); err != nil {
+			return 0, fmt.Errorf("dataset %q: %w", dataset, err)
+		}
+		d.askingB = nil
+	}
+	d.sum.Pending.Asking = 0
+	for _, id := range ids {
+		k := []byte(id)
+		if d.get(Raw, k) == nil || d.get(Prompts, k) == nil {
+			continue
+		}
+		if d.askingB == nil {
+			if d.askingB, err = d.bucket.CreateBucket(bucketAsking); err != nil {
+				return 0, fmt.Errorf("dataset %q: %w", dataset, err)
+			}
+		}
+		if d.askingB.Get(k) == nil {
+			if err := d.askingB.Put(k, []byte{}); err != nil {
+				return 0, err
+			}
+			d.sum.Pending.Asking++
+		}
+	}
+	return earlier, nil
+}
+
+// Asking calls fn with each answer of dataset a redo is asking again, in
+// id order.
+func (v *View) Asking(dataset string, fn func(id string) error) error {
+	b := v.datasetBucket(dataset)
+	if b == nil {
+		return nil
+	}
+	ab := b.Bucket(bucketAsking)
+	if ab == nil {
+		return nil
+	}
+	return ab.ForEach(func(k, _ []byte) error { return fn(string(k)) })
+}
