@@ -147,3 +147,38 @@ func TestGenToolsAgainstSim(t *testing.T) {
 		}
 	}
 }
+
+// TestExportToolConversations: gendex export makes the same records of
+// gen's tool conversations as gen --export does, and excludes the stopped
+// ones as tool_stop with --exclude-tool-stops.
+func TestExportToolConversations(t *testing.T) {
+	dir := simToolDataset(t, 8)
+	db := filepath.Join(t.TempDir(), "g.db")
+	sim := []string{"--server", "sim", "--sim-tool-calls", "--sim-tool-call-parser", "qwen25", "--max-new-tokens", "400", "--include-truncated"}
+	if r := gendex(t, testEnv(nil), append(append([]string{"--db", db, "gen"}, sim...), "--export", "conversations", dir)...); r.code != 0 {
+		t.Fatal(r)
+	}
+	want, _ := os.ReadFile(filepath.Join(dir, "tokenized.jsonl"))
+	out := t.TempDir()
+	if r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--include-truncated", "--out", out, dir); r.code != 0 {
+		t.Fatal(r)
+	}
+	got, _ := os.ReadFile(filepath.Join(out, "agentic", "tokenized.jsonl"))
+	if len(want) == 0 || string(got) != string(want) {
+		t.Errorf("export's records differ from gen's:\n%s\nwant\n%s", got, want)
+	}
+	stopped := 0
+	for _, l := range readRecords(t, filepath.Join(dir, "raw_responses.jsonl")) {
+		if l["tool_stop"] != nil {
+			stopped++
+		}
+	}
+	out2 := t.TempDir()
+	if r := gendex(t, testEnv(nil), "--db", filepath.Join(out2, "e.db"), "export", "--include-truncated", "--exclude-tool-stops", "--out", out2, dir); r.code != 0 {
+		t.Fatal(r)
+	}
+	exc, _ := os.ReadFile(filepath.Join(out2, "agentic", "excluded.jsonl"))
+	if strings.Count(string(exc), `"reason":"tool_stop"`) != stopped || stopped == 0 {
+		t.Errorf("%d stopped; excluded:\n%s", stopped, exc)
+	}
+}
