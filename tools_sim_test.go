@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // simToolDataset writes n prompts of each shape: OpenAI messages with two
@@ -180,5 +183,82 @@ func TestExportToolConversations(t *testing.T) {
 	exc, _ := os.ReadFile(filepath.Join(out2, "agentic", "excluded.jsonl"))
 	if strings.Count(string(exc), `"reason":"tool_stop"`) != stopped || stopped == 0 {
 		t.Errorf("%d stopped; excluded:\n%s", stopped, exc)
+	}
+}
+
+// TestGenToolConversationsSurviveSIGKILL kills a running gen --export
+// conversations of tool conversations (against a separate `gendex sim
+// --tool-calls` slow enough that kills land mid-conversation) at random
+// moments, resuming each time, then lets it finish: every prompt has
+// exactly one answer line and exactly one record or exclusion, and the
+// records are those gendex export makes from the same answers.
+func TestGenToolConversationsSurviveSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	t.Parallel()
+	url := startSimProcess(t, bin, "--tool-calls", "--tool-call-parser", "qwen25", "--slots", "32", "--decode-tps", "400")
+	dir := simToolDataset(t, 40)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "gen", "--server", url, "--concurrency", "16", "--max-new-tokens", "120", "--include-truncated", "--export", "conversations", dir}
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, "raw_responses.jsonl"))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	kills := 0
+	for i := 0; i < 12 && kills < 5; i++ {
+		before := size()
+		killed, _ := killWhileWriting(t, exec.Command(bin, args...), func() bool { return size() != before }, time.Duration(20+37*i%150)*time.Millisecond)
+		if killed {
+			kills++
+		} else {
+			break
+		}
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("last run: %v\n%s", err, out)
+	}
+	if kills == 0 {
+		t.Fatal("no run was killed mid-way")
+	}
+	t.Logf("%d kills", kills)
+	count := func(path string) map[string]int {
+		n := map[string]int{}
+		if b, _ := os.ReadFile(path); len(b) == 0 {
+			return n
+		}
+		for _, l := range readRecords(t, path) {
+			var id string
+			json.Unmarshal(l["id"], &id)
+			n[id]++
+		}
+		return n
+	}
+	raw := count(filepath.Join(dir, "raw_responses.jsonl"))
+	recs, excl := count(filepath.Join(dir, "tokenized.jsonl")), count(filepath.Join(dir, "excluded.jsonl"))
+	if len(raw) != 80 {
+		t.Errorf("%d prompts answered; want 80", len(raw))
+	}
+	for id, n := range raw {
+		if n != 1 || recs[id]+excl[id] != 1 {
+			t.Errorf("%s: %d answer lines, %d records, %d exclusions (after %d kills)", id, n, recs[id], excl[id], kills)
+		}
+	}
+	out := t.TempDir()
+	if r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--include-truncated", "--out", out, dir); r.code != 0 {
+		t.Fatal(r)
+	}
+	sorted := func(path string) string {
+		b, _ := os.ReadFile(path)
+		ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		slices.Sort(ls)
+		return strings.Join(ls, "\n")
+	}
+	if got, want := sorted(filepath.Join(dir, "tokenized.jsonl")), sorted(filepath.Join(out, "agentic", "tokenized.jsonl")); got != want {
+		t.Errorf("gen's records differ from export's")
 	}
 }
