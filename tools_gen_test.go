@@ -43,7 +43,9 @@ func toolDataset(t *testing.T, lines ...string) string {
 
 // TestGenToolDatasetNeedsToolServer: a tool dataset against a server that
 // cannot carry tools (the plain simulator: SGLang that says no tool-call
-// parser) is refused before anything is sent, naming the flags. Nothing is written, no prompt marked failed. (Before,
+// parser) is refused before anything is sent, naming the flags; vLLM
+// without auto tool choice and llama.cpp without Jinja stop the run at
+// their refusal, naming theirs. Nothing is written, no prompt marked failed. (Before,
 // the calls were dropped and gen reported success.)
 func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 	for _, line := range []string{toolMessagesLine, toolShareGPTLine} {
@@ -56,6 +58,8 @@ func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 			{nil, []string{"--tool-call-parser NAME", "no prompt was sent"}},
 			{[]string{"--turns", "last"}, []string{"--tool-call-parser NAME", "no prompt was sent"}},
 			{[]string{"--turns", "last", "--api", "chat"}, []string{"tool-call parser", "start SGLang with --tool-call-parser"}},
+			{[]string{"--sim-tool-calls", "--sim-flavor", "vllm"}, []string{"--enable-auto-tool-choice --tool-call-parser NAME", "no prompt was marked failed"}},
+			{[]string{"--sim-tool-calls", "--sim-flavor", "llamacpp", "--sim-no-jinja"}, []string{"llama-server with --jinja", "no prompt was marked failed"}},
 		} {
 			args := append([]string{"--db", db, "gen", "--server", "sim"}, tc.args...)
 			r := gendex(t, testEnv(nil), append(args, dir)...)

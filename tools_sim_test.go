@@ -41,7 +41,8 @@ func simToolDataset(t *testing.T, n int) string {
 
 // TestGenToolsAgainstSim: both dataset shapes regenerated against the
 // simulator's tool-calling model, as SGLang (/generate, its parser read
-// from /server_info) and as vLLM (chat with auto tool choice), under
+// from /server_info), as vLLM (chat with auto tool choice) and as
+// llama.cpp (chat, Jinja), under
 // --export conversations and ids: every answer has exactly one record or
 // exclusion; every tool turn of every record answers a call of the
 // assistant turn before it with that call's id and tool; records carry
@@ -52,8 +53,12 @@ func TestGenToolsAgainstSim(t *testing.T) {
 	for _, flavor := range [][]string{
 		{"--sim-tool-calls", "--sim-tool-call-parser", "qwen25"},
 		{"--sim-tool-calls", "--sim-flavor", "vllm", "--sim-tool-call-parser", "hermes", "--sim-enable-auto-tool-choice"},
+		{"--sim-tool-calls", "--sim-flavor", "llamacpp"},
 	} {
 		for _, format := range []string{"conversations", "ids"} {
+			if flavor[len(flavor)-1] == "llamacpp" && format == "ids" {
+				continue // llama.cpp's chat answers carry no ids
+			}
 			name := flavor[len(flavor)-1] + "/" + format
 			dir := simToolDataset(t, n)
 			db := filepath.Join(t.TempDir(), "g.db")
