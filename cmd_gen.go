@@ -55,6 +55,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	idPath := fs.String("id", "", "where the prompt lines keep their id, a dotted path such as meta.uid (as ingest --id takes it; remembered for the prompts files)")
 	promptPath := fs.String("prompt", "", "where the prompt lines keep their prompt, a dotted path such as data.prompt: text, chat messages or ShareGPT conversations (or token ids)")
 	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID); each new answer replaces the old one everywhere, and its record the old one's")
+	toolParser := fs.String("tool-call-parser", "", "for tool prompts sent to SGLang's /generate: the parser POST /parse_function_call reads the model's calls with (qwen25, kimi_k2, glm45, ...); default: the one the server runs (--tool-call-parser)")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -82,7 +83,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		API: client.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
 		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout, StallAfter: *stallAfter, Command: commandLine(os.Args),
-		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
+		ToolCallParser: *toolParser, Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
 	}
 	if err := checkPromptPaths(*idPath, *promptPath, *exportFormat); err != nil {
 		return err

@@ -20,6 +20,10 @@ type Config struct {
 	IncludeTruncated bool // export finish_reason length answers instead of excluding them
 	MaxLen           int  // exclude records longer than this (0: no limit); see decide
 	KeepReasoning    bool // conversations: an assistant turn carries reasoning_content
+	// ExcludeToolStops excludes a tool conversation gen stopped where the
+	// model departed from the data (ReasonToolStop) instead of making its
+	// record, which ends with the model's own turn.
+	ExcludeToolStops bool
 	// Tokenizer tokenizes prompts for the ids format when neither the
 	// answer (prompt_ids) nor the prompt (input_ids) has their ids; nil
 	// leaves such answers for a run with one.

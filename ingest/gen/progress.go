@@ -561,6 +561,9 @@ func (r *run) final(sum *Summary) {
 		}
 		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
 	}
+	if t := r.tl.stops.text(); t != "" {
+		r.logf("%s", t)
+	}
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {
 			s, err := v.Summary(ds.Name)

@@ -28,6 +28,8 @@ type server struct {
 	simulated atomic.Bool
 	// routes are the routes preflight and routeChecked found it has.
 	routes routes
+	// tools is what was found of its tool support (tools.go).
+	tools toolsCheck
 	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
 	// prompts are not clipped).
 	countTokens atomic.Int32

@@ -41,6 +41,10 @@ func (r *run) answer(j job) {
 		r.endAtCut(&j) // nothing to ask (turns.go)
 		return
 	}
+	if j.tools {
+		r.answerTools(&j) // toolturns.go
+		return
+	}
 	for {
 		p := j.p
 		if j.conv != nil {
@@ -260,7 +264,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
 	if api == client.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
+		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
 			return nil, 0, err
@@ -299,8 +303,16 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 	if route != "/generate" && c.Flavor.DropsFields() {
 		r.sayUnread(s, c, p)
 	}
+	parser, err := r.toolsFor(ctx, s, c, p, route)
+	if err != nil {
+		return nil, 0, err
+	}
 	switch route {
 	case "/generate":
+		if p.Tools != nil && sp.SkipSpecialTokens == nil {
+			keep := false // call markers that are special tokens stay in the text
+			sp.SkipSpecialTokens = &keep
+		}
 		req := client.GenerateRequest{InputIDs: ids, Sampling: sp}
 		if ids == nil {
 			req.Text = p.Text
@@ -309,6 +321,9 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		if err == nil && p.InputIDs == nil && ids != nil {
 			res.PromptIDs = ids
 		}
+		if err == nil && p.Tools != nil {
+			err = readCalls(ctx, c, p, parser, res)
+		}
 		return res, len(ids), err
 	case "/v1/completions":
 		// Token ids as OpenAI's token-array prompt: every server reads
@@ -316,7 +331,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		res, err := c.Complete(ctx, client.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
 		return res, len(ids), err
 	}
-	req := client.ChatRequest{Messages: p.Messages, Sampling: sp}
+	req := client.ChatRequest{Messages: p.Messages, Sampling: sp, Tools: p.Tools}
 	if p.Messages == nil {
 		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}
