@@ -46,8 +46,8 @@ func provenanceOf(sampling client.SamplingParams, model string, info client.Mode
 	if info.Root != "" && info.Root != model && p.Server["model_path"] == nil {
 		p.Server["model_path"] = info.Root
 	}
-	if info.Flavor != "" {
-		p.Server["software"] = string(info.Flavor)
+	if sw := info.Flavor.String(); sw != "" {
+		p.Server["software"] = sw
 	}
 	if info.MaxModelLen > 0 {
 		p.Server["context_length"] = info.MaxModelLen
