@@ -576,27 +576,6 @@ func (r *run) settings() string {
 	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
 }
 
-// writeMetrics writes the requests in flight, whether each server is up
-// and the answers each wrote, labelled by the server's redacted URL.
-func (r *run) writeMetrics(p *prom.Writer) {
-	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
-	for _, s := range r.pool.servers {
-		p.Int(s.inFlight.Load(), "server", s.name)
-	}
-	p.Family("gendex_server_up", "Whether a server answers (1) or is waited for (0).", prom.Gauge)
-	for _, s := range r.pool.servers {
-		up := int64(0)
-		if s.up.Load() {
-			up = 1
-		}
-		p.Int(up, "server", s.name)
-	}
-	p.Family("gendex_answers_total", "Answers written by this run, by server.", prom.Counter)
-	for _, s := range r.pool.servers {
-		p.Int(s.done.Load(), "server", s.name)
-	}
-}
-
 // sortedSets returns the datasets by name (for stable output).
 func (r *run) sortedSets() []*dsRun {
 	out := append([]*dsRun(nil), r.sets...)
