@@ -93,6 +93,21 @@ func (s Summary) Skipped() uint64 {
 	return n
 }
 
+// The reasons gen stops a tool conversation where the model departed from
+// the data (a raw line's "tool_stop" reason, Record.ToolStop): the model
+// called another tool than the one whose result comes next, made more
+// calls than the data has results left, answered in text where the data
+// called, or made a call whose arguments are not a JSON object.
+const (
+	ToolStopOtherTool = "other_tool"
+	ToolStopMoreCalls = "more_calls"
+	ToolStopNoCall    = "no_call"
+	ToolStopBadArgs   = "bad_arguments"
+)
+
+// ToolStopReasons are the tool stop reasons, in the order gendex shows them.
+var ToolStopReasons = []string{ToolStopOtherTool, ToolStopMoreCalls, ToolStopNoCall, ToolStopBadArgs}
+
 // ToolStops is the number of the dataset's answers that are tool
 // conversations gen stopped where the model departed from the data
 // (Stats.ToolStops of its raw stage, every reason).
