@@ -21,7 +21,7 @@ func progress(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "skipped", "tool_stops"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"})
 	var tot [7]sum
 	var answered, truncated, skipped, redo, stale, stops uint64
 	for _, s := range sums {
@@ -33,7 +33,7 @@ func progress(v *store.View, names []string, out Sink) error {
 			done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), owed.Redo, owed.Stale, s.Skipped(), s.ToolStops()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), owed.Redo, owed.Stale, s.ToolStops(), s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -55,7 +55,7 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !tot[0].unknown {
 		done = pct(answered, tot[0].v)
 	}
-	return out.Total(append(total, done, truncated, redo, stale, skipped, stops))
+	return out.Total(append(total, done, truncated, redo, stale, stops, skipped))
 }
 
 // ToGo is the answers a progress row (or its total) still owes: its
