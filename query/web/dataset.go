@@ -68,7 +68,7 @@ type datasetView struct {
 	Page     frame
 	Dataset  string
 	Tabs     []tab
-	Finishes []tab // the answers view's filters: each finish reason, with its count; the tool stops view's: each reason
+	Finishes []tab  // the answers view's filters: each finish reason, with its count; the tool stops view's: each reason
 	Filter   string // what Finishes filter by
 	View     string
 	Progress *table
