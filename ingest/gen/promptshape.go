@@ -257,7 +257,7 @@ type promptScan struct {
 	// are the first of the files only (scanDataset).
 	partial bool
 	lines   int64
-	counts [numLineShapes]int64
+	counts  [numLineShapes]int64
 	// keys are the top-level keys of the lines gen cannot send, in the
 	// order first seen (at most maxKeys), firstAt the first such line
 	// (FILE:LINE) and example a copy of it.
