@@ -49,7 +49,7 @@ func TestScanDatasetBounded(t *testing.T) {
 		if sc.partial != tc.partial {
 			t.Errorf("%s: partial %v; want %v", tc.name, sc.partial, tc.partial)
 		}
-		if tc.partial && (sc.lines >= int64(n) || sc.lines*int64(len(tc.line(1))+1) < scanBytes) {
+		if tc.partial && (sc.lines >= int64(n) || sc.lines*int64(len(tc.line(n))+1) < scanBytes) {
 			t.Errorf("%s: %d lines of %d read; want about %d bytes' worth", tc.name, sc.lines, n, scanBytes)
 		}
 		if tc.lines >= 0 && (sc.lines != tc.lines || sc.sendable() != tc.sendable || sc.unsendable() != tc.unsendable) {
