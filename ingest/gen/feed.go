@@ -42,6 +42,12 @@ func (r *run) feed() {
 	}
 }
 
+// firstFed is closed once the feeder has given the workers a prompt.
+func (r *run) firstFed() chan struct{} {
+	r.firstOnce.Do(func() { r.first = make(chan struct{}) })
+	return r.first
+}
+
 // feedFailed ends the run on a prompts file the feeder could not read.
 func (r *run) feedFailed(path string, err error) {
 	if !r.stopping() {
@@ -96,6 +102,11 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.Wai
 		go func() { // the lines before from, meanwhile
 			defer sweeps.Done()
 			defer func() { <-mainDone; f.Close() }()
+			select { // once the first prompt is out: the sweep is no hurry
+			case <-r.firstFed():
+			case <-mainDone:
+			case <-r.stop.Done():
+			}
 			own := turnFiles{}
 			defer own.close()
 			if err := r.feedRange(ds, path, f, 0, from, 1, state, idPath, own); err != nil {
@@ -225,6 +236,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	}
 	select {
 	case r.jobs <- j:
+		r.fedOne.Do(func() { close(r.firstFed()) })
 		if ds.scan != nil {
 			ds.scan.fed.Add(1)
 		}

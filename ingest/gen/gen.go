@@ -224,6 +224,10 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
+	// first is closed when the feeder has given out its first prompt
+	// (firstFed): a sweeper waits for it (feed.go).
+	first             chan struct{}
+	firstOnce, fedOne sync.Once
 }
 
 type dsRun struct {

@@ -405,9 +405,9 @@ func kindOf(v []byte) string {
 
 // scanBytes is how much of a dataset's prompts files scanDataset reads
 // once it has seen a line gen can send (and, under --id, a line with an
-// id there): ~50 ms of a quiet core, so that the first request of a
+// id there): ~25 ms of a quiet core, so that the first request of a
 // 10 M-prompt set is not kept waiting for every line's shape.
-const scanBytes = 8 << 20
+const scanBytes = 4 << 20
 
 // scanDataset reads d's prompts files for their lines' shapes: all of
 // them when they are small, else their first scanBytes (sc.partial: the
