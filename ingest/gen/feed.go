@@ -19,8 +19,11 @@ var errStop = errors.New("stop")
 // turn goes with the turns the index holds (recorded).
 // A large file's lines answered before are not walked before its first
 // prompt to send: the feeder starts where the answers end (skipTo) and a
-// sweeper goroutine walks the lines before that point meanwhile, so every
-// line is still looked at once, by one of them.
+// sweeper goroutine walks the lines before that point once the first
+// prompt is out (its unanswered ones go out then, beside the feeder's), so
+// every line is still looked at once, by one of them. Two lines with one
+// id are never both sent: only the first line of an id is (toSend), and
+// it is in one of the two ranges.
 func (r *run) feed() {
 	var sweeps sync.WaitGroup
 	defer func() {
