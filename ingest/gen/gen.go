@@ -231,6 +231,10 @@ type run struct {
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
 	tl     toolRun // the run's tool prompts (tools.go)
+	// first is closed when the feeder has given out its first prompt
+	// (firstFed): a sweeper waits for it (feed.go).
+	first             chan struct{}
+	firstOnce, fedOne sync.Once
 }
 
 type dsRun struct {
