@@ -3,6 +3,7 @@ package query
 import (
 	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 
 	"gendex/store"
@@ -48,7 +49,8 @@ func (h *acceptHeap) Pop() any {
 // the answers without the figure. One walk of the stage's records,
 // keeping at most --limit of them.
 func listByAccept(v *store.View, name string, q Query, out Sink) error {
-	out.Columns(append(append([]string(nil), listColumns...), "accept_length"))
+	cols := append(append([]string(nil), listColumns...), "accept_length")
+	out.Columns(cols)
 	h := &acceptHeap{}
 	var without, with uint64
 	err := v.Each(name, q.Stage, func(r *store.Record) error {
@@ -78,6 +80,8 @@ func listByAccept(v *store.View, name string, q Query, out Sink) error {
 			return err
 		}
 	}
-	return out.Total([]any{"TOTAL", nil, nil, nil, nil, nil,
-		fmt.Sprintf("%d answers with an accept length, %d without (no spec_verify_ct)", with, without), nil, nil})
+	total := make([]any, len(cols))
+	total[0] = "TOTAL"
+	total[slices.Index(cols, "message")] = fmt.Sprintf("%d answers with an accept length, %d without (no spec_verify_ct)", with, without)
+	return out.Total(total)
 }
