@@ -13,16 +13,18 @@ import "gendex/store"
 type lineKind uint8
 
 const (
-	lineFlat lineKind = iota // gendex's own answers, and any flat line like them
-	lineNoID                 // no id of a built-in shape: a batch API's or a local server's line
-	lineAny                  // every other line
+	lineFlat  lineKind = iota // gendex's own answers, and any flat line like them
+	lineNoID                  // no id of a built-in shape: a batch API's or a local server's line
+	lineStage                 // a line of a stage that holds no answer: a prompt, a record, an error, an exclusion
+	lineAny                   // every other line
 	numLineKinds
 )
 
 // A lineShape is one row of the table: its rule is kindOf's case for it.
 type lineShape struct {
 	name    string
-	example string // a line the row reads (TestLineShapes)
+	example string      // a line the row reads (TestLineShapes), of stage
+	stage   store.Stage // the stage of example
 	// read reads the line whose top-level object at top was scanned into
 	// f (at: the span of the id path's first key's value, when one is
 	// given) into rec, with what the indexer needs in info, and returns
@@ -36,15 +38,24 @@ var lineShapes = [numLineKinds]lineShape{
 		example: `{"id":"G-0000001","output_ids":[321,359,353],"text":"Again","prompt_tokens":8,"completion_tokens":3,` +
 			`"cached_tokens":0,"reasoning_tokens":0,"finish_reason":"length","matched_stop":null,"e2e_latency":0.01,` +
 			`"finished_at":"2026-12-05T11:20:38.969Z","server":"http://127.0.0.1:30000","model":"m","simulated":true}`,
-		read: readFlat,
+		stage: store.Raw,
+		read:  readFlat,
 	},
 	lineNoID: {
 		name:    "no id where a built-in shape keeps one: a batch API's or a local server's (other.go), else an answer known by its line (rules.go)",
 		example: `{"model":"llama3","created_at":"2026-01-02T03:04:05Z","response":"Hi.","done":true,"done_reason":"stop","prompt_eval_count":26,"eval_count":3}`,
+		stage:   store.Raw,
 		read:    readNoID,
 	},
+	lineStage: {
+		name:    "a line of a stage that holds no answer (prompts, tokenized, errors, excluded): its id and what the stage keeps",
+		example: `{"id":"G-0000001","input_ids":[1,2,3],"loss_mask":[0,0,1]}`,
+		stage:   store.Tokenized,
+		read:    readStage,
+	},
 	lineAny: {
-		name:    "any other: the envelopes of the built-in shapes (meta_info, usage, choices, response), a stage's own lines, a --map, and the rules for a shape not seen before (rules.go)",
+		name:    "any other: the envelopes of the built-in shapes (meta_info, usage, choices, response), a file read with --id or --map, a stage's line with no id of its own, and the rules for a shape not seen before (rules.go)",
+		stage:   store.Raw,
 		example: `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`,
 		read: func(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo) (store.Stage, error) {
 			return readAny(b, top, at, stage, path, rec, f, info, false)
@@ -61,7 +72,7 @@ func kindOf(b []byte, f *fields, stage store.Stage, path IDPath) lineKind {
 	switch stage {
 	case store.Raw, store.Turns:
 	default:
-		return lineAny
+		return lineStage
 	}
 	// An envelope, or a key a built-in reader reads beyond the flat ones.
 	envelope := f.customID.ok() || f.metaInfo.ok() || f.usage.ok() || f.choices.ok() || f.response.ok() ||
@@ -115,6 +126,22 @@ func readFlat(b []byte, top, at span, stage store.Stage, path IDPath, rec *store
 		return store.Turns, nil
 	}
 	return store.Raw, nil
+}
+
+// readStage reads a line of a stage that holds no answer: its id
+// (custom_id, else id) and what its stage keeps (stageRecord). A line with
+// neither id is readAny's, which knows the other places of one.
+func readStage(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo) (store.Stage, error) {
+	id, ok := idOf(b, f.customID)
+	if !ok {
+		id, ok = idOf(b, f.id)
+	}
+	if !ok && stage != store.Prompts {
+		return readAny(b, top, at, stage, path, rec, f, info, false)
+	}
+	rec.ID = id
+	st, _, err := stageRecord(b, f, stage, ok, rec)
+	return st, err
 }
 
 // readNoID reads a response line with no id where a built-in shape keeps

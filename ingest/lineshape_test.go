@@ -29,6 +29,9 @@ func readAsAny(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	return st, info, err
 }
 
+// allStages are the stages a line may be read as.
+var allStages = []store.Stage{store.Raw, store.Turns, store.Prompts, store.Tokenized, store.Errors, store.Excluded}
+
 // sameAsAny fails t when the table reads line (of stage) otherwise than
 // readAny alone does.
 func sameAsAny(t testing.TB, line []byte, stage store.Stage) {
@@ -53,17 +56,17 @@ func TestLineShapes(t *testing.T) {
 		if _, _, err := readTop(line, &f, nil); err != nil {
 			t.Fatalf("row %d's example: %v", k, err)
 		}
-		if got := kindOf(line, &f, store.Raw, nil); got != lineKind(k) {
+		if got := kindOf(line, &f, row.stage, nil); got != lineKind(k) {
 			t.Errorf("row %d (%s): its example is read by row %d", k, row.name, got)
 		}
-		sameAsAny(t, line, store.Raw)
+		sameAsAny(t, line, row.stage)
 	}
 }
 
 // TestLineShapesReadAsAny reads every line of every JSONL file of the
 // repository's test data, and of the shared real-world samples when they
-// are there, through the table and through readAny alone, as an answer
-// and as a turn: the same record, stage and error each time.
+// are there, through the table and through readAny alone, as a line of
+// each stage: the same record, stage and error each time.
 func TestLineShapesReadAsAny(t *testing.T) {
 	var files []string
 	for _, root := range []string{"..", realworld} {
@@ -93,8 +96,9 @@ func TestLineShapesReadAsAny(t *testing.T) {
 		sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 		for sc.Scan() {
 			line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
-			sameAsAny(t, line, store.Raw)
-			sameAsAny(t, line, store.Turns)
+			for _, st := range allStages {
+				sameAsAny(t, line, st)
+			}
 			lines++
 		}
 		fh.Close()
@@ -117,7 +121,8 @@ func FuzzLineShapes(f *testing.F) {
 	f.Add([]byte(`{"generated_text":"x","details":{"generated_tokens":1,"finish_reason":"eos_token"}}`))
 	f.Add([]byte(`{"text":"x","finish_reason":"stop"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		sameAsAny(t, line, store.Raw)
-		sameAsAny(t, line, store.Turns)
+		for _, st := range allStages {
+			sameAsAny(t, line, st)
+		}
 	})
 }
