@@ -5,7 +5,9 @@ import "gendex/store"
 // The table of line shapes: one look at a line's top-level keys, found in
 // the one scan of its object, decides which reader reads it, and that
 // reader alone reads it. Each row is a rule on those keys, a reader and an
-// example line. The rows are tried in order; the last takes any line.
+// example line (kindOf holds the rules, checked in one place). The last
+// row, readAny, reads any line: a row hands it a line it cannot read after
+// all (an id that is "", counts that are none).
 // (The shapes README names, and where export finds their text, are the
 // table of forms in shapes.go; a row here may read several of them.)
 

@@ -170,7 +170,7 @@ func readAny(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.
 	return store.Raw, nil
 }
 
-// A lineScan is one line being read by readLine: its top-level object's
+// A lineScan is one line being read by readAny: its top-level object's
 // fields and span, and the objects found in them. (The line's bytes are
 // each method's b: kept here, they would take f to the heap with them.)
 type lineScan struct {
