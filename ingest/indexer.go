@@ -357,9 +357,11 @@ func (ix *Indexer) indexNew(ctx context.Context, f *os.File, size int64, src Sou
 	} else {
 		free <- chunks.Get().(*chunk)
 		free <- chunks.Get().(*chunk)
-		lr := newLineReader(r, state.Offset)
-		if mem != nil {
+		var lr *lineReader
+		if mem != nil { // the bytes just written: no read buffer taken from the pool (and lost)
 			lr = memLineReader(mem.data, mem.at, eofAt)
+		} else {
+			lr = newLineReader(r, state.Offset)
 		}
 		go parseFile(ctx, lr, src, idPath, state.Lines, maxRecords, maxBytes, parsed, free, stop)
 	}

@@ -18,6 +18,7 @@ type fields struct {
 	metaInfo, usage, choices, response, errorV  span
 	outputIDs, inputIDs, text, messages, convos span
 	promptIDs, content, reasoningContent        span // for ReadAnswer
+	toolCalls                                   span // for ReadAnswer
 	status, statusCode, body, message           span
 	promptDetails, completionDetails            span
 	sentTS, finishedTS, typ, code               span
@@ -73,6 +74,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.content = sp
 	case "reasoning_content":
 		f.reasoningContent = sp
+	case "tool_calls":
+		f.toolCalls = sp
 	case "text":
 		f.text = sp
 	case "messages":

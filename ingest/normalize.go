@@ -101,9 +101,9 @@ func normalizeFields(line []byte, stage store.Stage, path IDPath, rec *store.Rec
 }
 
 // readLine is normalize, with the finish reason as the line writes it. It
-// reads the line in its steps, each below: the object, the id, what the
-// stage keeps, a failed request, the counts, the finish reason, a shape
-// of other's or the user's, and the record's own time.
+// reads the line's top-level object in one scan, tells its shape from the
+// keys found (kindOf) and reads it with that shape's reader alone (the
+// table lineShapes, lineshape.go).
 func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
 	var info lineInfo
 	*rec = store.Record{
@@ -111,30 +111,39 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		PromptTokens: store.Unknown, CompletionTokens: store.Unknown,
 		CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
 	}
-	l := lineScan{f: f}
-	b := line
-	idPath := path.idPath()
-	at, err := l.readTop(b, idPath)
+	top, at, err := readTop(line, f, path.idPath())
 	if err != nil {
 		return stage, info, err
 	}
+	st, err := lineShapes[kindOf(line, f, stage, path)].read(line, top, at, stage, path, rec, f, &info)
+	return st, info, err
+}
+
+// readAny is the reader of a line of any shape (the table's last row): in
+// its steps, each below: the id, what the stage keeps, a failed request,
+// the counts, the finish reason, a shape of other's or the user's, and the
+// record's own time. triedOther says other found none of its shapes in
+// the line already.
+func readAny(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo, triedOther bool) (store.Stage, error) {
+	l := lineScan{f: f, top: top, triedOther: triedOther}
+	idPath := path.idPath()
 	l.meta, l.hasMeta = sub(b, f.metaInfo)
-	id, ok := l.id(b, stage, idPath, at, &info)
+	id, ok := l.id(b, stage, idPath, at, info)
 	if !ok && stage != store.Prompts {
-		if st, done, err := l.withoutID(b, stage, path, idPath, rec, &info); done {
-			return st, info, err
+		if st, done, err := l.withoutID(b, stage, path, idPath, rec, info); done {
+			return st, err
 		}
 	}
 	rec.ID = id
-	if st, done, err := l.stageRecord(b, stage, ok, rec); done {
-		return st, info, err
+	if st, done, err := stageRecord(b, f, stage, ok, rec); done {
+		return st, err
 	}
 	if l.failed(b, rec) {
-		return store.Errors, info, nil
+		return store.Errors, nil
 	}
 	info.countsOff = l.counts(b, rec)
 	if stage == store.Raw && !path.fields() && noReply(b, f, rec) && failedStatus(b, l.top, rec) {
-		return store.Errors, info, nil
+		return store.Errors, nil
 	}
 	rec.Finish = l.finishReason(b)
 	if stage == store.Raw {
@@ -147,13 +156,13 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 	if stage == store.Raw {
 		if path.fields() {
 			if path.apply(b, l.top, rec) {
-				return store.Errors, info, nil
+				return store.Errors, nil
 			}
-		} else if rec.Shape == store.ShapeUnknown {
+		} else if rec.Shape == store.ShapeUnknown && !triedOther {
 			// No count and no envelope of a built-in shape: one of the
 			// others, or none.
-			if st, ok := other(b, l.top, rec, &info); ok {
-				return st, info, nil
+			if st, ok := other(b, l.top, rec, info); ok {
+				return st, nil
 			}
 		}
 	}
@@ -162,12 +171,12 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 	}
 	rec.OwnTime = rec.Time != 0
 	if stage == store.Turns {
-		return store.Turns, info, nil
+		return store.Turns, nil
 	}
-	return store.Raw, info, nil
+	return store.Raw, nil
 }
 
-// A lineScan is one line being read by readLine: its top-level object's
+// A lineScan is one line being read by readAny: its top-level object's
 // fields and span, and the objects found in them. (The line's bytes are
 // each method's b: kept here, they would take f to the heap with them.)
 type lineScan struct {
@@ -189,6 +198,8 @@ type lineScan struct {
 	// usage is the top-level usage object.
 	usage    fields
 	hasUsage bool
+	// triedOther says other found none of its shapes in the line.
+	triedOther bool
 }
 
 // responseFields is the fields of the line's Responses API object.
@@ -199,38 +210,35 @@ func (l *lineScan) responseFields() *fields {
 	return &l.body
 }
 
-// readTop reads the line's top-level object into l.f and l.top, and
-// returns the span of idPath's first key's value (when idPath is given).
-// A line that is one valid value but no object is ErrNotObject.
-func (l *lineScan) readTop(b []byte, idPath []string) (span, error) {
+// readTop reads the line's top-level object into f, and returns its span
+// and the span of idPath's first key's value (when idPath is given). A
+// line that is one valid value but no object is ErrNotObject.
+func readTop(b []byte, f *fields, idPath []string) (top, at span, err error) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		end, err := skipValue(b, i, 0)
 		if err != nil {
-			return span{}, err
+			return top, at, err
 		}
 		if j := skipSpace(b, end); j < len(b) {
-			return span{}, errAt(b, j, " after the value")
+			return top, at, errAt(b, j, " after the value")
 		}
-		return span{}, ErrNotObject
+		return top, at, ErrNotObject
 	}
-	*l.f = fields{}
+	*f = fields{}
 	var end int
-	var err error
-	var at span
 	if idPath == nil {
-		end, err = readObject(b, i, l.f)
+		end, err = readObject(b, i, f)
 	} else {
-		end, at, err = readObjectKey(b, i, l.f, idPath[0])
+		end, at, err = readObjectKey(b, i, f, idPath[0])
 	}
 	if err != nil {
-		return span{}, err
+		return top, at, err
 	}
 	if j := skipSpace(b, end); j < len(b) {
-		return span{}, errAt(b, j, " after the object")
+		return top, at, errAt(b, j, " after the object")
 	}
-	l.top = span{s: i, e: end}
-	return at, nil
+	return span{s: i, e: end}, at, nil
 }
 
 // id is the line's id: at idPath when one is given (at is its first key's
@@ -268,9 +276,11 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 	case path.fields(): // a shape the user described: known by its line
 		info.lineID = true
 	default:
-		if st, ok := other(b, l.top, rec, info); ok {
-			info.model, info.simulated, info.provenance = val(b, f.model), string(val(b, f.simulated)) == "true", val(b, f.provenance)
-			return st, true, nil
+		if !l.triedOther {
+			if st, ok := other(b, l.top, rec, info); ok {
+				info.model, info.simulated, info.provenance = val(b, f.model), string(val(b, f.simulated)) == "true", val(b, f.provenance)
+				return st, true, nil
+			}
 		}
 		// An answer with no id (none at a known place, or "" or null) is
 		// known by its line, as the answers of a shape without ids are;
@@ -287,8 +297,7 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 // (prompts, tokenized prompts, errors, exclusions) and is done; a turn
 // gets its key and is read on as an answer. hasID says the line has an
 // id of its own.
-func (l *lineScan) stageRecord(b []byte, stage store.Stage, hasID bool, rec *store.Record) (st store.Stage, done bool, err error) {
-	f := l.f
+func stageRecord(b []byte, f *fields, stage store.Stage, hasID bool, rec *store.Record) (st store.Stage, done bool, err error) {
 	switch stage {
 	case store.Prompts:
 		rec.Shape = store.ShapePrompt

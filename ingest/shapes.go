@@ -175,6 +175,9 @@ type Answer struct {
 	Reasoning string
 	// OutputIDs and PromptIDs are raw JSON arrays; nil when absent.
 	OutputIDs, PromptIDs []byte
+	// ToolCalls is the raw JSON value of the line's top-level
+	// "tool_calls" (gen's answers with calls), nil when it has none.
+	ToolCalls []byte
 	// Turns is the raw JSON array "turns" of a conversation line (gen
 	// --turns all: one answer object per turn), nil when it has none.
 	Turns []byte
@@ -191,15 +194,29 @@ var errNoAnswer = errors.New("not a JSON object")
 // finish reason and counts. An error says what is not an answer in it.
 func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	var rec store.Record
+	a, _, err := ReadAnswerRecord(line, m, &rec)
+	return a, err
+}
+
+// ReadAnswerRecord is ReadAnswer that also leaves in rec the line's index
+// record, read in the same pass, and returns as recErr what Normalize
+// returns for the line (with m nil): one read of an answer for both its
+// record and its parts (gen --export decides a record from the line it
+// has just written, before it is indexed).
+func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recErr, err error) {
 	var f fields
-	_, info, err := normalizeFields(line, store.Raw, m, &rec, &f)
+	_, info, err := normalizeFields(line, store.Raw, m, rec, &f)
+	recErr = err
+	if err == nil && info.lineID {
+		recErr = ErrNoID
+	}
 	if err != nil && !errors.Is(err, ErrNoID) {
-		return Answer{}, err
+		return Answer{}, recErr, err
 	}
 	b := line
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return Answer{}, errNoAnswer
+		return Answer{}, recErr, errNoAnswer
 	}
 	// The normalizer read the object whole, with nothing but space after
 	// it: its fields are those of the line, scanned once.
@@ -208,8 +225,8 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 		end--
 	}
 	top := span{s: i, e: end}
-	fm := formOf(b, top, &f, &rec, &info, m)
-	a := Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
+	fm := formOf(b, top, &f, rec, &info, m)
+	a = Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
 	if v := f.turns; v.ok() && !isNull(b, v) {
 		a.Turns = val(b, v)
 	}
@@ -218,6 +235,9 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 	}
 	if v := f.promptIDs; v.ok() && !isNull(b, v) {
 		a.PromptIDs = val(b, v)
+	}
+	if v := f.toolCalls; v.ok() {
+		a.ToolCalls = val(b, v)
 	}
 	textAt, reasoningAt := forms[fm].textAt, forms[fm].reasoningAt
 	if fm == fMapped {
@@ -240,7 +260,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 				a.Text = &s
 			}
 		default:
-			return a, fmt.Errorf("%q is not a string", strings.Join(p, "."))
+			return a, recErr, fmt.Errorf("%q is not a string", strings.Join(p, "."))
 		}
 		break
 	}
@@ -251,7 +271,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 		}
 		s, ok := decodeString(val(b, v))
 		if !ok {
-			return a, fmt.Errorf("%q is not a string", strings.Join(p, "."))
+			return a, recErr, fmt.Errorf("%q is not a string", strings.Join(p, "."))
 		}
 		reasoning.WriteString(s)
 		break
@@ -274,7 +294,7 @@ func ReadAnswer(line []byte, m IDPath) (Answer, error) {
 		}
 		a.NoText = "no text where the shape keeps it (" + strings.Join(at, ", ") + ")"
 	}
-	return a, nil
+	return a, recErr, nil
 }
 
 // joinParts joins the text parts of a list (OpenAI content parts,

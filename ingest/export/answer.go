@@ -77,9 +77,16 @@ const (
 
 // parseAnswer reads an answer line, of any shape ingest reads (m is its
 // file's mapping, nil for none). rec is its index record, whose
-// normalized finish reason and counts stand for the line's own.
-func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath) (answer, error) {
-	r, err := ingest.ReadAnswer(line, m)
+// normalized finish reason and counts stand for the line's own. pre, when
+// not nil, is ingest.ReadAnswer's reading of the line, made already.
+func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath, pre *ingest.Answer) (answer, error) {
+	var r ingest.Answer
+	var err error
+	if pre != nil {
+		r = *pre
+	} else {
+		r, err = ingest.ReadAnswer(line, m)
+	}
 	turns := r.Turns
 	if err != nil {
 		// A conversation line is read turn by turn: ReadAnswer's
@@ -98,7 +105,12 @@ func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath) (answer, error
 	a := answer{turns: []turn{{text: r.Text, textRaw: r.TextRaw, reasoning: r.Reasoning, outputIDs: r.OutputIDs,
 		promptIDs: r.PromptIDs, shape: r.Shape, noText: r.NoText}}}
 	t := &a.turns[0]
-	if t.toolCalls, err = toolCallsOf(line); err != nil {
+	if pre != nil {
+		t.toolCalls, err = toolCallsIn(pre.ToolCalls)
+	} else {
+		t.toolCalls, err = toolCallsOf(line)
+	}
+	if err != nil {
 		return answer{}, err
 	}
 	t.finish = rec.Finish

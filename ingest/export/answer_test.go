@@ -32,7 +32,7 @@ func TestParseAnswerReadsEachShapeOnce(t *testing.T) {
 		{"turns null", `{"id":"a","turns":null,"text":"flat","completion_tokens":1}`, noPath, []string{"flat"}, false, ""},
 	}
 	for _, tt := range tests {
-		a, err := parseAnswer([]byte(tt.line), rec, tt.m)
+		a, err := parseAnswer([]byte(tt.line), rec, tt.m, nil)
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
@@ -53,7 +53,7 @@ func TestParseAnswerReadsEachShapeOnce(t *testing.T) {
 			t.Errorf("%s: finish %q, %d completion tokens; want the index record's", tt.name, a.turns[0].finish, a.turns[0].completionTokens)
 		}
 	}
-	if _, err := parseAnswer([]byte(`{"id":"a","turns":[1,`), rec, noPath); err == nil {
+	if _, err := parseAnswer([]byte(`{"id":"a","turns":[1,`), rec, noPath, nil); err == nil {
 		t.Error("a broken line: no error")
 	}
 }

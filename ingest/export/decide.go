@@ -36,9 +36,15 @@ type Decision struct {
 // a tokenizer failure.
 func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answerPath string, prompt []byte, promptPath string, promptLine int64) (Decision, error) {
 	e := entry{id: id, prompt: store.Record{ID: id, Line: promptLine}, hasPrompt: prompt != nil}
-	if _, err := ingest.Normalize(answer, store.Raw, &e.rec); err != nil {
-		// parseAnswer reads the line again and names what is wrong.
+	// One read of the line gives its record (as Normalize reads it) and
+	// its answer: gen's own lines are read by the table's short row.
+	a, recErr, err := ingest.ReadAnswerRecord(answer, nil, &e.rec)
+	if recErr != nil {
 		e.rec = store.Record{PromptTokens: store.Unknown, CompletionTokens: store.Unknown}
+	}
+	pre := &a
+	if err != nil { // parseAnswer reads the line again and names what is wrong
+		pre = nil
 	}
 	read := func(r *store.Record) ([]byte, string, error) {
 		if r == &e.prompt {
@@ -46,7 +52,7 @@ func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answe
 		}
 		return answer, answerPath, nil
 	}
-	o, err := c.decide(ctx, &job{id: id, rec: &e.rec, line: answer, path: answerPath, entry: &e, read: read})
+	o, err := c.decide(ctx, &job{id: id, rec: &e.rec, line: answer, path: answerPath, entry: &e, read: read, pre: pre})
 	if err != nil {
 		return Decision{}, err
 	}

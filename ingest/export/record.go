@@ -93,9 +93,10 @@ type job struct {
 	id   string
 	rec  *store.Record
 	line []byte
-	path string        // the answer's file
-	spec ingest.IDPath // its file's mapping (ingest --map), nil for none
-	dst  []byte        // the record is appended to this
+	path string         // the answer's file
+	spec ingest.IDPath  // its file's mapping (ingest --map), nil for none
+	pre  *ingest.Answer // the line read already (DecideLine); nil: decide reads it
+	dst  []byte         // the record is appended to this
 	// What prompt reads the prompt with, and into.
 	entry     *entry
 	read      reader
@@ -115,7 +116,7 @@ func (j *job) where() string {
 // decide turns an answer into a record, an exclusion or a reason to wait.
 // It returns an error only for what stops the run (a tokenizer failure).
 func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
-	a, err := parseAnswer(j.line, j.rec, j.spec)
+	a, err := parseAnswer(j.line, j.rec, j.spec, j.pre)
 	// An answer without its prompt is left before anything is decided of
 	// it (its prompt may come), unless it makes its record alone: ids
 	// with the prompt's ids in the answer.

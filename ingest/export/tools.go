@@ -66,13 +66,19 @@ func toolCallsOf(line []byte) ([]byte, error) {
 	if err := getFields(line, []string{"tool_calls"}, o[:]); err != nil {
 		return nil, err
 	}
-	if isNull(o[0]) {
+	return toolCallsIn(o[0])
+}
+
+// toolCallsIn is toolCallsOf of a line whose "tool_calls" value is v (nil
+// when absent).
+func toolCallsIn(v []byte) ([]byte, error) {
+	if isNull(v) {
 		return nil, nil
 	}
-	if _, err := ingest.ReadToolCalls(o[0]); err != nil {
+	if _, err := ingest.ReadToolCalls(v); err != nil {
 		return nil, fmt.Errorf("the answer's %v", err)
 	}
-	return o[0], nil
+	return v, nil
 }
 
 // toolStep is a tool conversation step's place (gen's toolturns.go): the
