@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -234,26 +235,81 @@ func trimBlank(lines []string) []string {
 	return lines
 }
 
-// findAll checks that each original snippet is in its file exactly once.
+// findAll checks that each original snippet is in its file exactly once,
+// and that README names each mutation.
 func findAll(list string, ms []mutant) error {
 	var moved []string
 	for _, m := range ms {
 		data, err := os.ReadFile(m.file)
 		if err != nil {
-			moved = append(moved, fmt.Sprintf("%s (%s:%d): %v", m.name, list, m.line, err))
+			moved = append(moved, fmt.Sprintf("%s (%s:%d): %v; if the guard moved to another file, change the entry's file: line",
+				m.name, list, m.line, err))
 			continue
 		}
 		if n := bytes.Count(data, []byte(m.original)); n != 1 {
-			moved = append(moved, fmt.Sprintf("%s (%s:%d): its original snippet is found %d times in %s, not once:\n%s",
-				m.name, list, m.line, n, m.file, indent(m.original)))
+			moved = append(moved, fmt.Sprintf("%s (%s:%d): its '--- original' is found %d times in %s, not once; %s\n%s",
+				m.name, list, m.line, n, m.file, whereNow(m, data), indent(m.original)))
 		}
 	}
 	if len(moved) > 0 {
 		return fmt.Errorf("the code of %d mutations moved: update %s (each entry's '--- original' must be in its file exactly once, "+
-			"tabs included; point it at the guard's code as it is now and check it is still caught: "+
-			"go run ./testdata/mutants -only '^NAME$')\n%s", len(moved), list, strings.Join(moved, "\n"))
+			"tabs included; copy the guard's lines as they are now, make the same weakening in '+++ mutated', and check the "+
+			"entry's tests still catch it: .ci/mutants -baseline -only '^NAME$')\n%s", len(moved), list, strings.Join(moved, "\n"))
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		return err
+	}
+	var unnamed []string
+	for _, m := range ms {
+		if !bytes.Contains(readme, []byte("`"+m.name+"`")) {
+			unnamed = append(unnamed, m.name)
+		}
+	}
+	if len(unnamed) > 0 {
+		return fmt.Errorf("README.md's Guarantees does not name the mutations %s: add each, in backquotes, to its promise's line",
+			strings.Join(unnamed, ", "))
 	}
 	return nil
+}
+
+// whereNow says where m's original snippet may have gone: the lines of
+// data (its file) that hold its first line, else the Go files of the tree
+// that do.
+func whereNow(m mutant, data []byte) string {
+	first := ""
+	for _, l := range strings.Split(m.original, "\n") {
+		if first = strings.TrimSpace(l); first != "" {
+			break
+		}
+	}
+	var at []string
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, first) {
+			at = append(at, strconv.Itoa(i+1))
+		}
+	}
+	switch {
+	case len(at) > 1:
+		return fmt.Sprintf("its first line is at lines %s of %s: add a line around it to the snippet, or take a more telling one, "+
+			"so that it is found once", strings.Join(at, ", "), m.file)
+	case len(at) == 1:
+		return fmt.Sprintf("its first line is at %s:%s, but the lines after it (or its indentation) changed: copy them again", m.file, at[0])
+	}
+	out, _ := exec.Command("git", "grep", "-n", "-F", "-e", first, "--", "*.go", ":(exclude)*_test.go").Output()
+	if len(out) > 0 {
+		var where []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if f, rest, ok := strings.Cut(l, ":"); ok {
+				n, _, _ := strings.Cut(rest, ":")
+				where = append(where, f+":"+n)
+			}
+		}
+		return fmt.Sprintf("its first line is now at %s: change the entry's file: line (and its test:, if the guard's tests moved)",
+			strings.Join(where, ", "))
+	}
+	return fmt.Sprintf("its first line %q is in no Go file of the tree: the guard was rewritten; find where the promise %q is "+
+		"kept now and write the entry anew (never drop an entry without saying why in README's Guarantees)", first, m.promise)
 }
 
 func indent(s string) string {
