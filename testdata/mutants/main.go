@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -206,8 +207,8 @@ func parseList(path string) ([]mutant, error) {
 				cur.file = val
 			case key == "test":
 				pkg, run, ok := strings.Cut(val, " ")
-				if !ok || strings.TrimSpace(run) == "" || strings.Contains(run, "/") {
-					return nil, fmt.Errorf("%s:%d: test: wants a package and a -run pattern of top-level tests (no /)", path, n)
+				if !ok || strings.TrimSpace(run) == "" {
+					return nil, fmt.Errorf("%s:%d: test: wants a package and a -run pattern", path, n)
 				}
 				cur.tests = append(cur.tests, testRun{pkg, strings.TrimSpace(run)})
 			default:
@@ -395,24 +396,42 @@ type outcome struct {
 	failed []string // the tests that failed, as --- FAIL names them
 	other  string   // the package failed without a failing test: why
 	output string
+	none   bool     // -run matched no test
+	skips  []string // the tests that skipped, with why
 }
 
 var (
 	failLine    = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+	skipLine    = regexp.MustCompile(`^\s*--- SKIP: (\S+)`)
 	buildFailed = regexp.MustCompile(`(?m)^FAIL\s+\S+ \[(build|setup) failed\]|^# \S+`)
 )
 
 // goTest runs t's tests in the copy, without -race (for speed) and
 // without vet (a mutation may leave code vet dislikes).
 func (r *runner) goTest(t testRun) outcome {
-	cmd := exec.CommandContext(r.ctx, "go", "test", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
+	cmd := exec.CommandContext(r.ctx, "go", "test", "-v", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
 	cmd.Dir = r.dir
+	// Interrupted, the whole group goes: go test and the test binaries
+	// and servers it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	o := outcome{output: out.String()}
 	if r.verbose {
 		fmt.Print(o.output)
+	}
+	o.none = strings.Contains(o.output, "[no tests to run]") || strings.Contains(o.output, "testing: warning: no tests to run")
+	lines := strings.Split(o.output, "\n")
+	for i, l := range lines {
+		if m := skipLine.FindStringSubmatch(l); m != nil {
+			why := "" // -v prints t.Skip's message on the line before
+			if i > 0 && strings.Contains(lines[i-1], "_test.go:") {
+				why = " (" + strings.TrimSpace(lines[i-1]) + ")"
+			}
+			o.skips = append(o.skips, m[1]+why)
+		}
 	}
 	for _, m := range failLine.FindAllStringSubmatch(o.output, -1) {
 		o.failed = append(o.failed, m[1])
@@ -432,7 +451,8 @@ func (r *runner) goTest(t testRun) outcome {
 }
 
 // baseline runs every entry's tests on the unmutated copy, one go test a
-// package (the -run patterns joined), and fails when one does not pass.
+// package (the -run patterns of top-level tests joined; one of subtests,
+// with a /, goes alone), and fails when one does not pass.
 func (r *runner) baseline(ms []mutant) error {
 	var pkgs []string
 	runs := map[string][]string{}
@@ -446,12 +466,28 @@ func (r *runner) baseline(ms []mutant) error {
 			}
 		}
 	}
+	var all []testRun
 	for _, pkg := range pkgs {
-		t := testRun{pkg, "(" + strings.Join(runs[pkg], ")|(") + ")"}
+		var top []string // patterns of top-level tests join into one
+		for _, run := range runs[pkg] {
+			if strings.Contains(run, "/") {
+				all = append(all, testRun{pkg, run})
+			} else {
+				top = append(top, run)
+			}
+		}
+		if len(top) > 0 {
+			all = append(all, testRun{pkg, "(" + strings.Join(top, ")|(") + ")"})
+		}
+	}
+	for _, t := range all {
 		start := time.Now()
 		o := r.goTest(t)
 		if len(o.failed) > 0 || o.other != "" {
 			return fmt.Errorf("unmutated, %s fails (%s%s): fix it first\n%s", t, strings.Join(o.failed, " "), o.other, o.output)
+		}
+		if o.none {
+			return fmt.Errorf("%s runs no test: fix the entries' test: lines", t)
 		}
 		fmt.Printf("baseline: %s passes [%s]\n", t, time.Since(start).Round(100*time.Millisecond))
 	}
@@ -477,10 +513,16 @@ func (r *runner) mutate(m mutant) (string, error) {
 	start := time.Now()
 	var caught, notes []string
 	var lastOutput string
+	var notRun []string // test runs whose -run matched no test
+	var skipped []string
 	broken := false
 	for _, t := range m.tests {
 		o := r.goTest(t)
 		lastOutput = o.output
+		if o.none {
+			notRun = append(notRun, t.String())
+		}
+		skipped = append(skipped, o.skips...)
 		caught = append(caught, topLevel(o.failed)...)
 		switch o.other {
 		case "":
@@ -491,19 +533,27 @@ func (r *runner) mutate(m mutant) (string, error) {
 		}
 	}
 	took := time.Since(start).Round(100 * time.Millisecond)
-	head := fmt.Sprintf("%-28s %-24s %s", m.name, "["+m.promise+"]", m.file)
+	head := fmt.Sprintf("%-26s %-28s", m.name, m.file)
 	switch {
 	case broken:
-		return "BROKEN  " + head, fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)
+		return "BROKEN   " + head, fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)
 	case len(caught) > 0 || len(notes) > 0:
-		return fmt.Sprintf("caught  %s by %s [%s]", head, strings.Join(append(caught, notes...), ", "), took), nil
+		return fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise), nil
+	}
+	if len(notRun) > 0 {
+		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+			fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))
+	}
+	if len(skipped) > 0 {
+		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+			fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))
 	}
 	var runs []string
 	for _, t := range m.tests {
 		runs = append(runs, t.String())
 	}
-	return "SURVIVED " + head + fmt.Sprintf(" [%s]", took),
-		fmt.Errorf("survived: no test failed (%s); the guard %q lost its test: add one that fails with it, or point the entry at the test that does",
+	return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+		fmt.Errorf("survived: no test failed (%s); the guard lost its test (%s): add one that fails with it, or point the entry at the test that does",
 			strings.Join(runs, "; "), m.why)
 }
 
