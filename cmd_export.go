@@ -127,6 +127,7 @@ func runExport(ctx context.Context, c *call, args []string) error {
 			logf("export: %s: %d answers need their prompts tokenized: run again with --server URL (a server with the same tokenizer)", d.Name, n)
 		}
 	}
+	x.Ix.SayForgotten()
 	logf("export: done in %s", c.env.Now().Sub(start).Round(time.Millisecond))
 	if left > 0 {
 		// Exit 1, as for input lines left out: a script must not take
@@ -158,7 +159,10 @@ func printExportResult(w io.Writer, r *export.Result, d export.Dataset, format s
 	left := r.LeftNoPrompt() + r.LeftNeedsServer() + r.LeftBadPrompt()
 	line += fmt.Sprintf(", %d left; %s", left, humanBytes(r.AnswerBytes))
 	fmt.Fprintln(w, line)
-	if r.Records+total > 0 {
+	switch {
+	case r.Unwritten:
+		fmt.Fprintf(w, "export: %s: stopped by the error below before all of these were written; what was written is indexed, the rest is exported on the next run\n", d.Name)
+	case r.Records+total > 0:
 		fmt.Fprintf(w, "export: %s: wrote %s and %s\n", d.Name, d.Tokenized(), d.Excluded())
 	}
 	if n := r.LeftNoPrompt(); n > 0 {

@@ -46,6 +46,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
 	downLimit := fs.Duration("down-limit", 10*time.Minute, "stop (exit 1, nothing lost) when every server has been down this long mid-run; 0 waits for ever")
+	stallAfter := fs.Duration("stall-after", gen.DefaultStallAfter, "a server that holds requests and replies to none of them for this long is stalled: gen records the requests it holds, their ages and the server's last answer, errors, metrics and /health (a stalled event; query runs), waits for it without sending them again, and gives it nothing new while it holds them; the default is longer than one long answer takes (30,000 tokens at 50 tokens/s), since with many requests in flight one ends every few seconds")
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
@@ -54,6 +55,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	idPath := fs.String("id", "", "where the prompt lines keep their id, a dotted path such as meta.uid (as ingest --id takes it; remembered for the prompts files)")
 	promptPath := fs.String("prompt", "", "where the prompt lines keep their prompt, a dotted path such as data.prompt: text, chat messages or ShareGPT conversations (or token ids)")
 	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID); each new answer replaces the old one everywhere, and its record the old one's")
+	toolParser := fs.String("tool-call-parser", "", "for tool prompts sent to SGLang's /generate: the parser POST /parse_function_call reads the model's calls with (qwen25, kimi_k2, glm45, ...); default: the one the server runs (--tool-call-parser)")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
@@ -69,6 +71,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if len(servers) == 0 {
 		return usagef("gen: give at least one --server URL (or --server sim for a dry run)")
 	}
+	if *stallAfter <= 0 {
+		return usagef("gen: --stall-after %s: want a positive duration such as 10m", *stallAfter)
+	}
 	for _, s := range servers {
 		if err := checkServerURL(s); err != nil {
 			return err
@@ -77,8 +82,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	cfg := gen.Config{
 		API: client.API(*api), Concurrency: *concurrency, Out: *out, WaitReady: *waitReady,
 		RetryErrors: *retryErrors, Turns: *turns, APIKey: *apiKey, Model: *model, Grace: *grace, DownLimit: downLimitOf(*downLimit), MaxAttempts: *maxAttempts,
-		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout,
-		Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
+		MaxCrashes: *maxCrashes, RequestTimeout: *requestTimeout, StallAfter: *stallAfter, Command: commandLine(os.Args),
+		ToolCallParser: *toolParser, Sampling: *sp, Log: c.env.Stderr, Terminal: c.env.StderrTTY, Paths: gen.PromptPaths{ID: *idPath, Prompt: *promptPath},
 	}
 	if err := checkPromptPaths(*idPath, *promptPath, *exportFormat); err != nil {
 		return err
@@ -119,15 +124,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 			fmt.Fprintf(messages(c.env), "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
 		}
 	}
-	switch {
-	case *apiKeyFile != "" && cfg.APIKey != "":
-		return usagef("gen: give --api-key or --api-key-file, not both")
-	case *apiKeyFile != "":
-		if cfg.APIKey, err = readAPIKey(*apiKeyFile); err != nil {
-			return err
-		}
-	case cfg.APIKey == "":
-		cfg.APIKey = c.env.Getenv("SGLANG_API_KEY")
+	if cfg.APIKey, err = apiKeyOf(c.env, *apiKey, *apiKeyFile); err != nil {
+		return err
 	}
 	if err := cfg.Sampling.Validate(); err != nil {
 		return usagef("gen: %v", err)
@@ -235,6 +233,20 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
+}
+
+// apiKeyOf is the API key of --api-key (key), --api-key-file (file) or
+// else $SGLANG_API_KEY; giving both flags is a usage error.
+func apiKeyOf(env *Env, key, file string) (string, error) {
+	switch {
+	case file != "" && key != "":
+		return "", usagef("gen: give --api-key or --api-key-file, not both")
+	case file != "":
+		return readAPIKey(file)
+	case key == "":
+		return env.Getenv("SGLANG_API_KEY"), nil
+	}
+	return key, nil
 }
 
 // readAPIKey returns the API key held in path, without its trailing

@@ -225,7 +225,7 @@ var groupOrder = []string{groupQuestion, groupServers, groupInput, groupSampling
 // --server sim), and gendex sim's own flags are its server's.
 var flagGroups = map[string]string{
 	"server": groupServers, "api": groupServers, "api-key": groupServers, "api-key-file": groupServers,
-	"model": groupServers, "wait-ready": groupServers, "down-limit": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
+	"model": groupServers, "tool-call-parser": groupServers, "wait-ready": groupServers, "down-limit": groupServers, "concurrency": groupServers, "request-timeout": groupServers,
 	"max-new-tokens": groupSampling, "min-new-tokens": groupSampling, "temperature": groupSampling, "top-p": groupSampling,
 	"top-k": groupSampling, "min-p": groupSampling, "frequency-penalty": groupSampling, "presence-penalty": groupSampling,
 	"repetition-penalty": groupSampling, "ignore-eos": groupSampling, "skip-special-tokens": groupSampling,
@@ -233,7 +233,7 @@ var flagGroups = map[string]string{
 	"out": groupRun, "retry-errors": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
 	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
-	"export": groupRecords, "include-truncated": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
+	"export": groupRecords, "include-truncated": groupRecords, "exclude-tool-stops": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,
 	"sim/listen": groupSimOwn, "sim/unmarked": groupSimOwn,
@@ -242,7 +242,7 @@ var flagGroups = map[string]string{
 // flagArgs names the value of each flag that takes one, by the flag's
 // name; the others are named by their type.
 var flagArgs = map[string]string{
-	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME",
+	"server": "URL", "api": "generate|chat|completions", "api-key": "KEY", "api-key-file": "FILE", "model": "NAME", "tool-call-parser": "NAME",
 	"out": "DIR", "turns": "all|last", "export": "conversations|ids", "format": "conversations|ids",
 	"reasoning": "keep|drop", "listen": "HOST:PORT", "shard": "I/N", "dataset": "NAME", "stage": "STAGE", "id": "PATH", "prompt": "PATH",
 	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",

@@ -114,6 +114,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 			return err
 		}
 	}
+	ix.SayForgotten()
 	elapsed := c.env.Now().Sub(start)
 	fmt.Fprintf(messages(c.env), "indexed %d new records from %d files (%d unchanged, %s read) in %s\n",
 		total.Added, files, unchanged, humanBytes(total.Bytes), elapsed.Round(time.Millisecond))
@@ -153,6 +154,8 @@ func ingestVerdict(w io.Writer, rep *ingest.Reporter) error {
 func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest.Reporter, discover func() ([]ingest.Source, error)) error {
 	say := messages(env)
 	fmt.Fprintln(say, "following; Ctrl-C to stop")
+	run := startFollowRun(ix.DB, env.Now()) // its row in query runs (runs.go)
+	defer func() { run.end(ctx, env.Now()) }()
 	var srcs []ingest.Source
 	lastDiscover := time.Time{}
 	lastLog := env.Now()
@@ -172,10 +175,12 @@ func ingestFollow(ctx context.Context, env *Env, ix *ingest.Indexer, rep *ingest
 		for _, src := range srcs {
 			res, err := ix.IndexFile(ctx, src)
 			added += res.Added
+			run.indexed(res.Added, env.Now())
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(say, "warning: %v\n", err)
 			}
 		}
+		ix.SayForgotten()
 		if now := env.Now(); added > 0 && now.Sub(lastLog) >= 10*time.Second {
 			fmt.Fprintf(say, "%s indexed %d new records\n", now.Format(time.TimeOnly), added)
 			added, lastLog = 0, now

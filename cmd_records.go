@@ -13,9 +13,10 @@ import (
 func recordFlags(fs *flag.FlagSet, cmd string) func(format string) (export.Config, error) {
 	includeTruncated := fs.Bool("include-truncated", false, "export answers cut off at the token limit (finish_reason length) instead of excluding them")
 	maxLen := fs.Int("max-len", 0, "exclude records longer than N tokens (ids: input_ids; conversations: the last turn's prompt + completion tokens, when known); 0: no limit")
+	toolStops := fs.Bool("exclude-tool-stops", false, "exclude a tool conversation gen stopped where the model departed from the data (another tool, more calls than recorded results, no call where the data called) instead of making its record, which ends with the model's own turn")
 	reasoning := fs.String("reasoning", "keep", "keep or drop the answers' reasoning_content in conversations records")
 	return func(format string) (export.Config, error) {
-		cfg := export.Config{IncludeTruncated: *includeTruncated, MaxLen: *maxLen}
+		cfg := export.Config{IncludeTruncated: *includeTruncated, MaxLen: *maxLen, ExcludeToolStops: *toolStops}
 		var err error
 		if cfg.Format, err = export.ParseFormat(format); err != nil {
 			return cfg, usagef("%s: %v", cmd, err)

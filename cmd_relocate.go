@@ -29,7 +29,10 @@ func runRelocate(ctx context.Context, c *call, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(messages(c.env), "relocated %d files (%d records) from %s to %s: each was checked (its size and first bytes), and none is read again\n",
+	fmt.Fprintf(messages(c.env), "relocated %d files (%d records) from %s to %s: each was checked (its size, its first bytes and those where it was indexed to), and none is read again\n",
 		len(r.Files), r.Records, r.From, r.To)
+	if r.Forgotten > 0 {
+		fmt.Fprintf(messages(c.env), "relocate: %d files the index had forgotten (no records) were passed over: each is read from its start when next read\n", r.Forgotten)
+	}
 	return nil
 }

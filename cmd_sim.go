@@ -27,6 +27,9 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	if err := checkSimFlavor(cfg.Flavor, "--flavor"); err != nil {
 		return err
 	}
+	if err := checkSimTools(*cfg, "--"); err != nil {
+		return err
+	}
 	s := sim.New(*cfg)
 	eff := s.Config()
 	if eff.StartupDelay > 0 {
@@ -97,12 +100,53 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.BoolVar(&cfg.EnableMetrics, prefix+"metrics", false, "simulator: serve /metrics")
 	fs.IntVar(&cfg.SpecDraftTokens, prefix+"spec-draft-tokens", 0, "simulator: speculative decoding with N draft tokens per verify step (--speculative-num-draft-tokens; 0: off): spec fields in meta_info, sglang:spec_accept_length on /metrics")
 	fs.IntVar(&cfg.MaxTotalTokens, prefix+"max-total-tokens", 0, "simulator: KV cache pool in tokens, for sglang:token_usage (0: slots × context)")
+	fs.BoolVar(&cfg.ToolCalls, prefix+"tool-calls", false, "simulator: a tool-calling model: given tools, it calls one of them on some turns (chosen per prompt and --seed), answers the others in text")
+	fs.StringVar(&cfg.ToolCallParser, prefix+"tool-call-parser", "", "simulator: the server's --tool-call-parser (sglang: qwen25, qwen, hermes, kimi_k2; vllm: hermes, kimi_k2): chat answers parsed tool_calls; kimi_k2 makes the model write Kimi-K2's markup, the others Qwen's")
+	fs.BoolVar(&cfg.EnableAutoToolChoice, prefix+"enable-auto-tool-choice", false, "simulator: vLLM's --enable-auto-tool-choice (with --tool-call-parser; without both, vLLM refuses tools with tool_choice auto)")
+	fs.BoolVar(&cfg.NoJinja, prefix+"no-jinja", false, "simulator: llama-server's --no-jinja: requests with tools answered 500 \"tools param requires --jinja flag\"")
 	return cfg
+}
+
+// checkSimTools refuses tool settings the simulator cannot honour; prefix
+// is how its flags are spelled ("--" or "--sim-").
+func checkSimTools(cfg sim.Config, prefix string) error {
+	flavor := cfg.Flavor
+	if flavor == "" {
+		flavor = sim.FlavorSGLang
+	}
+	if !cfg.ToolCalls {
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{cfg.ToolCallParser != "", "tool-call-parser"}, {cfg.EnableAutoToolChoice, "enable-auto-tool-choice"}, {cfg.NoJinja, "no-jinja"}} {
+			if f.set {
+				return usagef("%s%s needs %stool-calls (the simulated model calls tools only with it)", prefix, f.name, prefix)
+			}
+		}
+		return nil
+	}
+	names := sim.SimulatedToolParsers[flavor]
+	switch {
+	case cfg.ToolCallParser != "" && len(names) == 0:
+		return usagef("%stool-call-parser: llama.cpp takes no tool parser (its chat template decides; %sno-jinja turns tools off)", prefix, prefix)
+	case cfg.ToolCallParser != "" && !slices.Contains(names, cfg.ToolCallParser):
+		return usagef("%stool-call-parser %q: the %s simulator speaks %s", prefix, cfg.ToolCallParser, flavor, strings.Join(names, ", "))
+	case cfg.EnableAutoToolChoice && flavor != sim.FlavorVLLM:
+		return usagef("%senable-auto-tool-choice is vLLM's flag (%sflavor vllm)", prefix, prefix)
+	case cfg.EnableAutoToolChoice && cfg.ToolCallParser == "":
+		return usagef("%senable-auto-tool-choice needs %stool-call-parser, as vLLM does", prefix, prefix)
+	case cfg.NoJinja && flavor != sim.FlavorLlamaCpp:
+		return usagef("%sno-jinja is llama.cpp's flag (%sflavor llamacpp)", prefix, prefix)
+	}
+	return nil
 }
 
 // startSim runs a simulator on a loopback port in this process.
 func startSim(ctx context.Context, cfg sim.Config) (url string, stop func(), err error) {
 	if err := checkSimFlavor(cfg.Flavor, "--sim-flavor"); err != nil {
+		return "", nil, err
+	}
+	if err := checkSimTools(cfg, "--sim-"); err != nil {
 		return "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

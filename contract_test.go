@@ -75,6 +75,18 @@ func contractIndex(t *testing.T) string {
 				return err
 			}
 		}
+		// A run that ended (finished) and one that never said so (lost):
+		// every key of runs both known and unknown.
+		n := int64(4)
+		for _, r := range []*store.Run{
+			{Start: run - 60000, Pid: 11, Host: "h", Kind: "gen", Command: "gendex gen", State: store.RunFinished, Since: run - 1000,
+				End: run - 1000, ToGo: &n, Answers: &n, Errors: &n, LastAnswer: run - 2000, Detail: "done"},
+			{Start: run, Pid: 12, Host: "h", Kind: "follow", Command: "gendex ingest --follow", State: store.RunRunning},
+		} {
+			if err := tx.PutRun(r); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -251,7 +263,7 @@ func TestExitStatusesOfTheBinary(t *testing.T) {
 var jsonKeyCases = [][]string{
 	{"progress"}, {"tokens"}, {"throughput"}, {"series"}, {"series", "--servers"}, {"spec"},
 	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"errors"},
-	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"list", "alpha"},
+	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"runs"}, {"list", "alpha"},
 	{"list", "alpha", "--stage", "errors"},
 }
 

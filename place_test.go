@@ -438,7 +438,9 @@ func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
 
 // TestRelocateChecksEveryFile: relocate moves a run's files in the index
 // only when every one is at its new path with at least the bytes indexed
-// and the same first bytes; else it names the file and moves nothing.
+// and the same bytes at both ends of them (a copy annotated in place past
+// its first 4 KiB is not the file read); else it names the file and moves
+// nothing.
 // After it, a run over the new folder asks nothing again.
 func TestRelocateChecksEveryFile(t *testing.T) {
 	p := newPlaceRun(t)
@@ -459,6 +461,7 @@ func TestRelocateChecksEveryFile(t *testing.T) {
 	}{
 		{"first bytes changed", append([]byte("X"), good[1:]...), "its first"},
 		{"shorter", good[:len(good)/2], "the index read"},
+		{"rewritten in place past its first 4 KiB", annotatedAfter(good, 4096), "rewritten in place"},
 		{"gone", nil, "no such file"},
 	} {
 		if c.data == nil {
@@ -493,6 +496,19 @@ func TestRelocateChecksEveryFile(t *testing.T) {
 		t.Errorf("a run over the relocated answers asked again:\n%s", errOut)
 	}
 	p.wantRaw("gendex.db", 50)
+}
+
+// annotatedAfter is data with a field added to each line that starts past
+// its first n bytes, as a tool that annotates a file in place leaves it.
+func annotatedAfter(data []byte, n int) []byte {
+	var out []byte
+	for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(out) >= n {
+			l = bytes.Replace(l, []byte("{"), []byte(`{"note":1,`), 1)
+		}
+		out = append(out, l...)
+	}
+	return out
 }
 
 // copyTree copies the regular files under from to to.

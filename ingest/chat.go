@@ -9,19 +9,26 @@ import (
 	"time"
 )
 
-// Turn is one message of a chat prompt, in OpenAI's terms.
+// Turn is one message of a chat prompt, in OpenAI's terms. An assistant
+// turn may carry tool calls; a tool turn the id and name of the call it
+// answers (tools.go).
 type Turn struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
 }
 
 // shareGPTRoles maps ShareGPT speakers ("from") to OpenAI roles.
 var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-	"system": "system", "tool": "tool", "function": "tool", "observation": "tool"}
+	"system": "system", "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool",
+	"function_call": "assistant"}
 
 // ParseTurns reads the turns of a "messages" or "conversations" list: OpenAI
 // {"role", "content"} (content a string or a list of text parts) or ShareGPT
-// {"from", "value"} (human, gpt, system), mapped to OpenAI roles. It is the
+// {"from", "value"} (human, gpt, system), mapped to OpenAI roles, with
+// their tool calls and results (tools.go; ParseChat pairs them). It is the
 // one reading of chat prompts, for gen and export alike; an error names the
 // turn (from 1).
 func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
@@ -32,16 +39,17 @@ func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
 			Content json.RawMessage `json:"content"`
 			From    string          `json:"from"`
 			Value   string          `json:"value"`
+			toolFields
 		}
 		if err := json.Unmarshal(r, &t); err != nil {
 			return nil, fmt.Errorf("turn %d: %v", i+1, err)
 		}
 		if t.From != "" {
-			role, ok := shareGPTRoles[t.From]
-			if !ok {
-				return nil, fmt.Errorf("turn %d: unknown speaker %q (want human, gpt or system)", i+1, t.From)
+			turn, err := shareGPTTurn(t.From, t.Value)
+			if err != nil {
+				return nil, fmt.Errorf("turn %d: %w", i+1, err)
 			}
-			out = append(out, Turn{Role: role, Content: t.Value})
+			out = append(out, turn)
 			continue
 		}
 		if t.Role == "" {
@@ -51,9 +59,35 @@ func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("turn %d: %w", i+1, err)
 		}
-		out = append(out, Turn{Role: t.Role, Content: c})
+		turn := Turn{Role: t.Role, Content: c}
+		if err := t.toolFields.read(&turn); err != nil {
+			return nil, fmt.Errorf("turn %d: %w", i+1, err)
+		}
+		out = append(out, turn)
 	}
 	return out, nil
+}
+
+// shareGPTTurn reads a ShareGPT turn: its speaker mapped to a role, a
+// function_call's calls, a gpt turn's Hermes <tool_call> blocks, a Hermes
+// result's tool name.
+func shareGPTTurn(from, value string) (Turn, error) {
+	role, ok := shareGPTRoles[from]
+	if !ok {
+		return Turn{}, fmt.Errorf("unknown speaker %q (want human, gpt, system, function_call or observation)", from)
+	}
+	t := Turn{Role: role, Content: value}
+	var err error
+	switch {
+	case from == "function_call":
+		t.Content = ""
+		t.ToolCalls, err = shareGPTCalls(value)
+	case role == "assistant":
+		t.Content, t.ToolCalls, err = hermesCalls(value)
+	case role == "tool":
+		t.Name = hermesResult(value)
+	}
+	return t, err
 }
 
 // contentText reads a message content: a string, or OpenAI's list of

@@ -15,7 +15,7 @@ func TestParseTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ParseTurns(raw)
-	want := []Turn{{"system", "s"}, {"user", "q"}, {"assistant", "ab"}, {"user", ""}}
+	want := []Turn{{Role: "system", Content: "s"}, {Role: "user", Content: "q"}, {Role: "assistant", Content: "ab"}, {Role: "user", Content: ""}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("ParseTurns = %v, %v; want %v", got, err, want)
 	}

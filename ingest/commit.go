@@ -17,6 +17,10 @@ const headBytes = 4096
 func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chunk, res *FileResult) error {
 	start := state.Offset
 	var t commitTally
+	tailLen, tailSum, err := tailSum(f, c.off)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src.Path, err)
+	}
 	shard, err := store.ParseShard(state.Shard)
 	if err != nil {
 		return fmt.Errorf("%s: the shard the index remembers: %w", src.Path, err)
@@ -42,6 +46,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 		if err := t.fileState(f, &st, c); err != nil {
 			return err
 		}
+		st.TailLen, st.TailSum = tailLen, tailSum
 		if err := tx.PutFile(&st); err != nil {
 			return err
 		}

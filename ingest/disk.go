@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"gendex/store"
@@ -18,20 +19,24 @@ import (
 // CheckDisk checks every file the index counts against the disk, before a
 // writer reads anything:
 //   - a file that is gone is forgotten (its records removed, so its
-//     prompts are unanswered again), said with its path and count, unless
+//     prompts are unanswered again unless another file answers them),
+//     said with its path and count by SayForgotten, unless
 //     one of candidates (the files this run reads) is that very file at a
 //     new path (the same device and inode, as after mv of its folder): the
 //     index then moves it there and reads nothing again;
 //   - a file indexed under another spelling of its path (through a
 //     symlink) that candidates name by its real path is moved there;
 //   - a file shorter than what was indexed, another file at its path (a new
-//     inode), or one whose first bytes changed is forgotten too; reading it
-//     again is the indexer's (IndexFile), as for any such file.
+//     inode), or one whose bytes changed under its offset (its first bytes,
+//     or those that end where it was indexed to: rewritten in place) is
+//     forgotten too; reading it again is the indexer's (IndexFile), as for
+//     any such file.
 //
 // A file that cannot be looked at for another reason (permissions, an
 // unreachable mount) is left as it is, with a warning: only a file known to
 // be gone or changed is forgotten.
 func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
+	ix.SayForgotten() // what an earlier check left unsaid
 	var held []store.FileState
 	err := ix.DB.View(func(v *store.View) error {
 		return v.Files(func(f store.FileState) error {
@@ -104,13 +109,22 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 				}
 			}
 		}
+		var ids []string
+		if strings.HasPrefix(why, whyGone) {
+			if ids, err = ix.answersOf(f); err != nil {
+				return err
+			}
+		}
 		if err := ix.forget(ctx, f, true); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("%s: its %d records are forgotten, and the prompts they answered are unanswered again", why, f.Records)
-		if why != whyGone {
-			msg = fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
+		if strings.HasPrefix(why, whyGone) { // said once the run's files are read (SayForgotten)
+			ix.mu.Lock()
+			ix.gone = append(ix.gone, goneFile{f: f, why: why, ids: ids})
+			ix.mu.Unlock()
+			continue
 		}
+		msg := fmt.Sprintf("%s: its %d records are forgotten; it is read again from its start", why, f.Records)
 		if f.IDPath != "" {
 			msg += fmt.Sprintf("; the --id path %s given for it is forgotten too (give --id again if the lines at its path keep their ids there)", f.IDPath)
 		}
@@ -122,7 +136,8 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 const whyGone = "the file is gone"
 
 // changed says why the file the index read at f.Path is no longer what it
-// read ("" when it is): gone, shorter, another file, or other first bytes.
+// read ("" when it is): gone, shorter, another file, or other bytes under
+// its offset.
 // An error is a file that could not be looked at.
 func changed(f store.FileState) (string, error) {
 	fi, err := os.Stat(f.Path)
@@ -143,23 +158,16 @@ func changed(f store.FileState) (string, error) {
 		return "another file is at its path (a new inode)", nil
 	case fi.Size() < f.Offset:
 		return fmt.Sprintf("the file is shorter than what was indexed (%d bytes, %d were indexed)", fi.Size(), f.Offset), nil
-	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime, f.HeadLen == 0:
-		return "", nil // unchanged since it was read, or nothing to compare
+	case fi.Size() == f.Size && fi.ModTime().UnixNano() == f.ModTime:
+		return "", nil // unchanged since it was read
 	}
-	// Written since it was read: its first bytes must be the same.
+	// Written since it was read: the bytes it read must be the same.
 	file, err := os.Open(f.Path)
 	if err != nil {
 		return "", err
 	}
 	defer file.Close()
-	sum, err := headSum(file, f.HeadLen)
-	if err != nil {
-		return "", err
-	}
-	if sum != f.HeadSum {
-		return "the file's first bytes changed", nil
-	}
-	return "", nil
+	return underOffsets(file, &f)
 }
 
 // forget removes what the index holds of f (and of the files that repeat
@@ -207,4 +215,24 @@ func (ix *Indexer) Reread(ctx context.Context, src Source) (FileResult, error) {
 		}
 	}
 	return ix.IndexFile(ctx, src)
+}
+
+// ForgetChanged makes the index forget the file at path, in which a
+// reader found that line is not the line the index holds (the file
+// changed under its offsets in a way the disk check could not see), says
+// so, and reads it again from its start.
+func (ix *Indexer) ForgetChanged(ctx context.Context, path string, line int64) error {
+	var state store.FileState
+	var known bool
+	err := ix.DB.View(func(v *store.View) (err error) { state, known, err = v.File(path); return err })
+	if err != nil || !known || state.ID == 0 || state.Phase != store.PhaseReady {
+		return err
+	}
+	if err := ix.forget(ctx, state, false); err != nil {
+		return err
+	}
+	ix.report(Problem{Path: path, Kind: Gone, Msg: fmt.Sprintf("line %d is not the line the index holds (the file changed under what was indexed): its %d records are forgotten; it is read again from its start",
+		line, state.Records)})
+	_, err = ix.IndexFile(ctx, Source{Path: path, Dataset: state.Dataset, Stage: state.Stage})
+	return err
 }

@@ -62,6 +62,7 @@ type Indexer struct {
 
 	mu       sync.Mutex
 	serverID map[string]bool // files whose ServerID warning was reported
+	gone     []goneFile      // forgotten by CheckDisk, to be said (SayForgotten)
 }
 
 // FileResult says what one IndexFile call did.
@@ -253,7 +254,8 @@ func (ix *Indexer) unchanged(ctx context.Context, src Source, state *store.FileS
 // reindexReason says why a file the index knows (state; known says it
 // has it) must be forgotten and read again from its start, "" when it
 // need not: it is now read as another dataset, stage, id path or shard,
-// or it was replaced, truncated, or its first bytes changed.
+// or it was replaced, truncated, or its bytes changed under its offset
+// (its first bytes, or those that end at its offset: see underOffsets).
 func reindexReason(f *os.File, src Source, state *store.FileState, known bool, fs fileStat, sameIDPath, sameShard bool) (string, error) {
 	switch {
 	case !known || state.ID == 0:
@@ -271,14 +273,8 @@ func reindexReason(f *os.File, src Source, state *store.FileState, known bool, f
 		return "the file was replaced by another (new inode)", nil
 	case fs.size < state.Offset:
 		return fmt.Sprintf("the file was truncated (%d bytes, %d were indexed)", fs.size, state.Offset), nil
-	case state.HeadLen > 0:
-		sum, err := headSum(f, state.HeadLen)
-		if err != nil {
-			return "", err
-		}
-		if sum != state.HeadSum {
-			return "the file's first bytes changed", nil
-		}
+	default:
+		return underOffsets(f, state)
 	}
 	return "", nil
 }

@@ -209,10 +209,3 @@ func (f *fields) noID(b []byte) bool {
 	empty := func(sp span) bool { return isNull(b, sp) || string(val(b, sp)) == `""` }
 	return empty(f.customID) || empty(f.id)
 }
-
-// answer reports whether the object holds an answer's parts where the
-// built-in shapes keep them: a count, a usage object, choices, SGLang's
-// meta_info or a finish reason.
-func (f *fields) answer() bool {
-	return f.completion.ok() || f.usage.ok() || f.choices.ok() || f.metaInfo.ok() || f.finish.ok() || f.outputIDs.ok()
-}

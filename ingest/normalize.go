@@ -130,6 +130,9 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		return store.Errors, info, nil
 	}
 	info.countsOff = l.counts(b, rec)
+	if stage == store.Raw && !path.fields() && noReply(b, f, rec) && failedStatus(b, l.top, rec) {
+		return store.Errors, info, nil
+	}
 	rec.Finish = l.finishReason(b)
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
@@ -263,12 +266,13 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 			info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 			return st, true, nil
 		}
-		if !f.noID(b) || !f.answer() {
+		// An answer with no id (none at a known place, or "" or null) is
+		// known by its line, as the answers of a shape without ids are;
+		// so is a body that reports its request failed.
+		if !f.isAnswer(b) && !(noReply(b, f, rec) && failedStatus(b, l.top, rec)) {
 			return stage, true, ErrNoID
 		}
-		// An answer whose id is "" or null has none: it is known by
-		// its line, as the answers of a shape without ids are.
-		info.lineID, info.emptyID = true, true
+		info.lineID, info.emptyID = true, f.noID(b)
 	}
 	return stage, false, nil
 }
@@ -374,7 +378,12 @@ func (l *lineScan) failed(b []byte, rec *store.Record) bool {
 // lineInfo.countsOff).
 func (l *lineScan) counts(b []byte, rec *store.Record) (countsOff string) {
 	f := l.f
-	l.usage, l.hasUsage = sub(b, f.usage)
+	usageAt := f.usage
+	l.usage, l.hasUsage = sub(b, usageAt)
+	if !l.hasUsage && f.choices.ok() {
+		usageAt = choiceUsage(b, f.choices)
+		l.usage, l.hasUsage = sub(b, usageAt)
+	}
 	var bodyUsage fields
 	hasBodyUsage := false
 	if l.hasBody {
@@ -393,7 +402,7 @@ func (l *lineScan) counts(b []byte, rec *store.Record) (countsOff string) {
 	sources := [...]source{
 		{f, l.top, true, store.ShapeFlat, false},
 		{&l.meta, f.metaInfo, l.hasMeta, store.ShapeSGLang, false},
-		{&l.usage, f.usage, l.hasUsage, store.ShapeOpenAI, true},
+		{&l.usage, usageAt, l.hasUsage, store.ShapeOpenAI, true},
 		{&bodyUsage, l.body.usage, hasBodyUsage, store.ShapeBatch, true},
 	}
 	var counted span // the usage object the completion count came from

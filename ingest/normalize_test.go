@@ -227,7 +227,7 @@ func reference(line []byte) (r refResult, ok bool) {
 	if r.id == "" {
 		r.id = idOf(m["request_id"])
 	}
-	for _, k := range []string{"meta_info", "usage", "response", "output_ids"} {
+	for _, k := range []string{"meta_info", "usage", "response", "output_ids", "choices"} { // choices: a choice's usage
 		if _, has := m[k]; has {
 			r.otherCounts = true
 		}
@@ -262,6 +262,11 @@ func FuzzNormalize(f *testing.F) {
 	f.Add([]byte(`{"id":"a","custom_id":5}`))
 	// An answer whose id is "" has none: known by its line, ErrNoID here.
 	f.Add([]byte(`{"id":"","usage":{}}`))
+	// Answers read by rule: no id, a failure in the body's own status, a
+	// choice's usage.
+	f.Add([]byte(`{"choices":[{"message":{"content":"x"}}],"usage":{"completion_tokens":2}}`))
+	f.Add([]byte(`{"id":"a","choices":null,"base_resp":{"status_code":1008,"status_msg":"no"}}`))
+	f.Add([]byte(`{"id":"a","choices":[{"delta":{},"usage":{"completion_tokens":3}}],"usage":null}`))
 	// The edges of a count: 2^53 is one, 2^53+1 and fractions are not.
 	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740992}`))
 	f.Add([]byte(`{"id":"a","completion_tokens":9007199254740993}`))

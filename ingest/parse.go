@@ -197,7 +197,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 			Msg: fmt.Sprintf("no token count where a %s line keeps it (%s); indexed as unknown", forms[info.form].name, forms[info.form].counts)})
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
-			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens or output_tokens, response.body.usage, response.usage, output_ids); indexed as unknown"})
+			Msg: "no token count (looked for completion_tokens, meta_info.completion_tokens, usage.completion_tokens or output_tokens, a choice's usage, response.body.usage, response.usage, output_ids); indexed as unknown"})
 	case over != "":
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: BadCount, Msg: over + "; indexed with that count unknown"})
 	}

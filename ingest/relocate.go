@@ -17,6 +17,11 @@ type Relocation struct {
 	From, To string
 	Files    []Relocated
 	Records  uint64
+	// Forgotten counts the files under from that the index had forgotten
+	// (nothing counted, read again from their start when next read): their
+	// states (with the id path they are read with) moved unchecked, or
+	// stayed where the index already holds another file.
+	Forgotten int
 }
 
 // Relocated is one file Relocate moved in the index.
@@ -29,9 +34,11 @@ type Relocated struct {
 // now lie at the same relative paths under to (a run's folders moved or
 // copied, to another disk or machine): each keeps its records, counts and
 // offset, so nothing is read again and nothing is asked twice. Every file
-// is checked first: it must exist at its new path, hold at least the bytes
-// the index read, and begin with the same bytes; if any one fails, nothing
-// moves and the error names it. The moves are one transaction.
+// that counts records is checked first: it must exist at its new path,
+// hold at least the bytes the index read, begin with the same bytes and
+// have the same bytes where it was indexed to; if any one fails, nothing
+// moves and the error names it. A file the index had forgotten counts
+// nothing and is passed over. The moves are one transaction.
 func Relocate(db *store.DB, from, to string) (Relocation, error) {
 	from, to = absClean(from), absClean(to)
 	r := Relocation{From: from, To: to}
@@ -56,21 +63,34 @@ func Relocate(db *store.DB, from, to string) (Relocation, error) {
 	type move struct {
 		f  store.FileState
 		to string
-		id store.FileIdentity
+		id *store.FileIdentity
 	}
 	moves := make([]move, 0, len(held))
 	for _, f := range held {
 		rel, _ := filepath.Rel(from, f.Path)
 		dst := filepath.Join(to, rel)
+		if f.ID == 0 { // forgotten: nothing to check, nothing counted
+			moves = append(moves, move{f, dst, nil})
+			continue
+		}
 		id, err := sameFile(f, dst)
 		if err != nil {
 			return r, fmt.Errorf("relocate: %s is not the file the index read at %s: %w; nothing was moved", dst, f.Path, err)
 		}
-		moves = append(moves, move{f, dst, id})
+		moves = append(moves, move{f, dst, &id})
 	}
 	err = db.Update(func(tx *store.Tx) error {
 		for _, m := range moves {
-			if _, err := tx.MoveFile(m.f.Path, m.to, &m.id); err != nil {
+			if m.id == nil {
+				_, taken, err := tx.File(m.to)
+				if err != nil {
+					return err
+				}
+				if taken {
+					continue // the new place's own state stands
+				}
+			}
+			if _, err := tx.MoveFile(m.f.Path, m.to, m.id); err != nil {
 				return err
 			}
 		}
@@ -80,6 +100,10 @@ func Relocate(db *store.DB, from, to string) (Relocation, error) {
 		return r, fmt.Errorf("relocate: %w; nothing was moved", err)
 	}
 	for _, m := range moves {
+		if m.id == nil {
+			r.Forgotten++
+			continue
+		}
 		r.Files = append(r.Files, Relocated{From: m.f.Path, To: m.to, Records: m.f.Records})
 		r.Records += m.f.Records
 	}
@@ -87,8 +111,9 @@ func Relocate(db *store.DB, from, to string) (Relocation, error) {
 }
 
 // sameFile checks that the file at path can be the one f was read from:
-// it holds at least f's indexed bytes and begins with the bytes f began
-// with. It returns the file's identity.
+// it holds at least f's indexed bytes, begins with the bytes f began with
+// and has the bytes that ended where f was indexed to. It returns the
+// file's identity.
 func sameFile(f store.FileState, path string) (store.FileIdentity, error) {
 	var id store.FileIdentity
 	file, err := os.Open(path)
@@ -121,6 +146,13 @@ func sameFile(f store.FileState, path string) (store.FileIdentity, error) {
 		if sum != f.HeadSum {
 			return id, fmt.Errorf("its first %d bytes differ", f.HeadLen)
 		}
+	}
+	why, err := underOffsets(file, &f)
+	if err != nil {
+		return id, err
+	}
+	if why != "" {
+		return id, errors.New(why)
 	}
 	return id, nil
 }

@@ -139,6 +139,33 @@ var shapeFixtures = []struct {
 		{store.Raw, "raw_responses.jsonl:2", 11, 16, U, U, "length"},
 		{store.Raw, "gHiJkL67890", 5, 40, U, 30, "stop"},
 	}},
+	// Answers with no id at any known place, of shapes no row names: an
+	// OpenAI chat answer without "id", a flat answer, a generation with
+	// its text and finish reason (its counts under meta.billed_units are
+	// not read: unknown). Each is known by its line.
+	{dir: "noid_answers", lineIDs: true, unknown: 1, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", 21, 12, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:2", 14, 10, U, U, "stop"},
+		{store.Raw, "raw_responses.jsonl:3", U, U, U, U, "length"},
+	}},
+	// Bodies that came with HTTP 200 and report a failure in their own
+	// status fields (a code neither 0 nor 2xx, a message, no reply): each
+	// is an error, one without an id known by its line; line 1's status 0
+	// is a success.
+	{dir: "status_errors", recs: []rec{
+		{store.Raw, "04a7c2e19b3f4d6a8c5e1f2b3a4d5c6e", 27, 4, U, U, "stop"},
+		{store.Errors, "04a7c2f03e6b4a1c9d2e8f7a6b5c4d3e", U, U, U, U, "code 1008"},
+		{store.Errors, "04a7c3118d2c4f5e9a0b1c2d3e4f5a6b", U, U, U, U, "code 1002"},
+		{store.Errors, "raw_responses.jsonl:4", U, U, U, U, "code 336003"},
+		{store.Errors, "as-x7k2m9p4q1", U, U, U, U, "http 500"},
+	}},
+	// Streams whose last chunk carries its usage inside its choice, and a
+	// whole answer that does the same: 19+3, 40+8 (32 cached), 12+2.
+	{dir: "choice_usage", recs: []rec{
+		{store.Raw, "chatcmpl-67b4e0a9c1d2e3f4a5b6c7d8", 19, 3, U, U, "stop"},
+		{store.Raw, "chatcmpl-67b4e1d5f6a7b8c9d0e1f2a3", 40, 8, 32, U, "length"},
+		{store.Raw, "chatcmpl-67b4e2aa0b1c2d3e4f5a6b7c", 12, 2, U, U, "stop"},
+	}},
 	{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure", recs: []rec{
 		{store.Raw, "m-1", 30, 12, U, U, "stop"},
 		{store.Raw, "m-2", 8, 64, U, U, "length"},

@@ -11,7 +11,10 @@ import "gendex/store"
 //     accept length is 1 + Δaccepted / Δdrafts, each increase taken by
 //     counterIncrease, so that a restart inside the span (a counter lower
 //     than before, or another process start time) adds the counter's new
-//     value instead of a negative jump;
+//     value instead of a negative jump; and a server whose process started
+//     in the span (process_start_time_seconds, which vLLM's /metrics has)
+//     counts its first sample's counters whole, so that a run shorter
+//     than one scrape interval is not lost;
 //   - gen's own counts of the answers that carry SGLang's per-request
 //     spec_verify_ct (/metrics has no such counters, only a gauge of its
 //     last interval): Σ completion tokens / Σ verify steps, over the pairs
@@ -41,23 +44,43 @@ func (a *acceptSpan) add(s, prev *store.ServerSample, havePrev bool, from int64)
 		a.specTokens += s.ClientSpecTokens
 		a.specSteps += s.ClientSpecVerify
 	}
-	if !havePrev || !prev.Scraped || !s.Scraped {
+	if !s.Scraped {
 		return
 	}
-	restarted := false
-	if t0, ok := prev.Get(store.MetricStartTime); ok {
+	// whole: s is the first sample of a server process that started in the
+	// span (its process_start_time_seconds after the span's start and after
+	// the sample before, which so never saw it): every count it has is the
+	// span's, as after a restart.
+	whole := false
+	if t1, ok := s.Get(store.MetricStartTime); ok {
+		switch {
+		case !havePrev:
+			whole = t1*1000 >= float64(from)
+		case !prev.Scraped:
+			whole = t1*1000 >= float64(max(from, prev.Time))
+		}
+	}
+	pair := havePrev && prev.Scraped
+	if !pair && !whole {
+		return
+	}
+	restarted := whole
+	if t0, ok := prev.Get(store.MetricStartTime); ok && pair {
 		if t1, ok := s.Get(store.MetricStartTime); ok && t1 != t0 {
 			restarted = true
 		}
 	}
 	increase := func(m store.Metric) (float64, bool) {
-		x, ok1 := prev.Get(m)
-		y, ok2 := s.Get(m)
-		if !ok1 || !ok2 {
+		y, ok := s.Get(m)
+		if !ok {
 			return 0, false
 		}
 		if restarted {
 			return y, true
+		}
+		x, ok := prev.Get(m)
+		if !ok {
+			return 0, false
 		}
 		return counterIncrease(x, y), true
 	}

@@ -115,3 +115,70 @@ func near(got any, w Fixed) bool {
 	f, ok := got.(Fixed)
 	return ok && f.Prec == w.Prec && math.Abs(f.V-w.V) < 1e-9
 }
+
+// TestAcceptLengthFromTheServersStart: a server whose process started in
+// the window (process_start_time_seconds) counts its first sample's
+// counters whole, so a run shorter than one scrape interval is not lost;
+// so does a process that started after a sample that could not read
+// /metrics (restarted while down). A process that started before the
+// window counts only its increases.
+func TestAcceptLengthFromTheServersStart(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(sec int) int64 { return t0.Add(time.Duration(sec) * time.Second).UnixMilli() }
+	started := func(sec int) float64 { return float64(t0.Unix() + int64(sec)) }
+	type sample struct {
+		sec            int
+		scraped        bool
+		start          float64
+		drafts, accept float64
+	}
+	put := func(server string, ss []sample) {
+		for _, c := range ss {
+			s := &store.ServerSample{Time: at(c.sec), Run: at(0), Flavor: store.FlavorVLLM, Up: c.scraped, Scraped: c.scraped}
+			if c.scraped {
+				s.LastSeen = s.Time
+				s.Set(store.MetricStartTime, c.start)
+				s.Set(store.MetricSpecDrafts, c.drafts)
+				s.Set(store.MetricSpecAccepted, c.accept)
+			}
+			if err := db.Update(func(tx *store.Tx) error { return tx.PutServerSample(server, s) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Started at 1 s; one sample at 3 s after a short run, then a tiny one.
+	put("http://short:8000", []sample{{3, true, started(1), 300, 400}, {13, true, started(1), 302, 400}})
+	// Restarted while down: 300/400 by the first process, 50/60 by the second.
+	put("http://down:8000", []sample{{3, true, started(1), 300, 400}, {10, false, 0, 0, 0}, {20, true, started(15), 50, 60}})
+	// Started long before the window: its first sample is not the window's.
+	put("http://old:8000", []sample{{3, true, started(-7200), 300, 400}, {13, true, started(-7200), 310, 430}})
+	now := t0.Add(30 * time.Second)
+	want := map[string]Fixed{
+		"http://short:8000": {1 + 400.0/302, 2},
+		"http://down:8000":  {1 + 460.0/350, 2},
+		"http://old:8000":   {1 + 30.0/10, 2},
+	}
+	res, err := Answer(db, Query{Question: "server", Window: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if got := row[6]; !near(got, want[row[0].(string)]) {
+			t.Errorf("%s: accept_length %v over the window, want %v", row[0], got, want[row[0].(string)])
+		}
+	}
+	res, err = Answer(db, Query{Question: "series", PerServer: true, Since: time.Hour, Step: time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if name := row[1].(string); row[3] != uint64(0) && !near(row[9], want[name]) {
+			t.Errorf("series --servers %s: accept_length %v, want %v", name, row[9], want[name])
+		}
+	}
+}

@@ -32,7 +32,8 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
-	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries"},
+	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers, errors and last answer"},
+	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
@@ -195,9 +196,9 @@ func Parse(args []string) (Query, error) {
 		if err := checkList(&q, pos); err != nil {
 			return q, err
 		}
-	case "datasets":
+	case "datasets", "runs":
 		if len(pos) != 0 {
-			return q, usageErr("usage: datasets")
+			return q, usageErr("usage: %s (it takes no dataset)", q.Question)
 		}
 	case "shards":
 		if *quiet <= 0 {
@@ -291,6 +292,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return serverList(v, q, now, out)
 		case "events":
 			return eventList(v, q, now, out)
+		case "runs":
+			return runList(v, out)
 		case "series":
 			return series(v, q, now, out)
 		}

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -525,7 +526,7 @@ func datasetList(v *store.View, names []string, out Sink) error {
 }
 
 // fileList: every file of the datasets, with where the index stands in
-// it. pending_bytes is what lies past the last indexed line: an unfinished
+// it; a file gone from the disk and forgotten is no longer one of them. pending_bytes is what lies past the last indexed line: an unfinished
 // line, or lines written since the last ingest.
 func fileList(v *store.View, names []string, out Sink) error {
 	out.Columns([]string{"dataset", "stage", "path", "lines", "records", "duplicates", "skipped", "unknown_tokens", "indexed_bytes", "pending_bytes"})
@@ -538,8 +539,11 @@ func fileList(v *store.View, names []string, out Sink) error {
 			return nil
 		}
 		var pending any
-		if fi, err := os.Stat(fs.Path); err == nil {
+		fi, err := os.Stat(fs.Path)
+		if err == nil {
 			pending = max(0, fi.Size()-fs.Offset)
+		} else if fs.ID == 0 && errors.Is(err, os.ErrNotExist) {
+			return nil // gone, and forgotten: the index holds nothing of it
 		}
 		return out.Row([]any{fs.Dataset, fs.Stage.String(), fs.Path, fs.Lines, fs.Records, fs.Duplicates + fs.ErrorDuplicates,
 			fs.Skipped, fs.Unknown, fs.Offset, pending})

@@ -69,7 +69,7 @@ func noSpecNote(names []string) string {
 		which = "its answers carry"
 	}
 	return fmt.Sprintf("%s: unknown: %s no per-request speculative counts (SGLang's /generate answers have them; vLLM's and llama.cpp's never do, nor SGLang's chat endpoint). "+
-		"The server-wide accept length over a window, from the server's own counters: gendex query server --window 1h, or gendex series --servers (gendex plot accept draws it)",
+		"The server-wide accept length over a window, from the server's own counters: gendex query server --window 1h, or gendex query series --servers (gendex plot accept draws it)",
 		strings.Join(names, ", "), which)
 }
 

@@ -33,6 +33,15 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// The last run's state line first (none from a writer too old to
+	// know runs).
+	if runs, err := collect("runs"); err == nil {
+		if l := query.RunLine(runs); l != "" {
+			if _, err := io.WriteString(w, l+"\n"); err != nil {
+				return err
+			}
+		}
+	}
 	shortWin, longWin := query.RunWindows(collect, s.Now())
 	names := make([]string, 0, len(prog.Rows))
 	for _, row := range prog.Rows {

@@ -23,6 +23,7 @@
 //	    spects/                unix second -> completion tokens and verify steps of spec answers
 //	series/<server>/           unix second -> one sample of a server's /metrics and gen's view (series.go)
 //	events/                    unix ms | sequence -> an event of a gen run (JSON; events.go)
+//	runs/                      start unix ms | pid -> a run of gen or ingest --follow (JSON; runs.go)
 //
 // Forgetting a file (truncated, replaced) is a state machine whose every
 // step is one transaction: Tx.ForgetFile stores the file reset (ID 0,

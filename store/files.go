@@ -38,6 +38,12 @@ type FileState struct {
 	// HeadSum is a hash of the file's first HeadLen bytes.
 	HeadLen int64  `json:"head_len"`
 	HeadSum uint64 `json:"head_sum"`
+	// TailSum is a hash of the TailLen bytes that end at Offset (the last
+	// indexed line, or its last bytes, with its newline), so that a file
+	// rewritten in place under its offsets is told from one appended to.
+	// An index written before it was kept has TailLen 0: unknown.
+	TailLen int64  `json:"tail_len,omitempty"`
+	TailSum uint64 `json:"tail_sum,omitempty"`
 
 	// What the file contributed, for reports and for forgetting it.
 	Records    uint64 `json:"records"`

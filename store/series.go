@@ -115,7 +115,7 @@ const (
 	FlavorSGLang                 // sglang:* names
 	FlavorVLLM                   // vllm:* names
 	FlavorLlamaCpp               // llamacpp:* names, or a 501 not_supported_error for /metrics
-	FlavorOther                  // its /metrics answered with none of those names
+	FlavorOther                  // its /metrics answered with none of those names (or its /v1/models names no flavor gendex knows)
 	numFlavors
 )
 
@@ -129,7 +129,7 @@ func (f Flavor) String() string {
 	case FlavorLlamaCpp:
 		return "llama.cpp"
 	case FlavorOther:
-		return "an unrecognised server"
+		return "an OpenAI-compatible server"
 	}
 	return "unknown"
 }

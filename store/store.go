@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -63,6 +64,8 @@ type DB struct {
 	// skippedFromFiles: the file predates Stats.Skipped and is open
 	// read-only, so View.Summary sums it from the file states.
 	skippedFromFiles bool
+	// held are the runs going on in this process (HoldRun).
+	held sync.Map
 }
 
 // Open opens (read-write: creating) the index at path.
@@ -232,7 +235,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 // return unless copied (every View method returns copies).
 func (db *DB) View(fn func(*View) error) error {
 	return db.bolt.View(func(btx *bolt.Tx) error {
-		return fn(&View{btx: btx, skippedFromFiles: db.skippedFromFiles})
+		return fn(&View{btx: btx, skippedFromFiles: db.skippedFromFiles, db: db})
 	})
 }
 

@@ -16,6 +16,7 @@ type View struct {
 	// keepUnder and walked: see KeepMappedUnder.
 	keepUnder int64
 	walked    int
+	db        *DB // the handle it reads through (Runs: the runs it holds)
 }
 
 // KeepMappedUnder makes the view's walks (Each, Missing) keep the index's

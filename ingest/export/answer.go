@@ -21,14 +21,21 @@ type turn struct {
 	finish    string
 	// Token counts, or store.Unknown.
 	promptTokens, completionTokens int64
+	// toolCalls are the model's calls (the raw JSON list of the answer's
+	// "tool_calls"); nil when it made none.
+	toolCalls []byte
+	// step is a tool conversation step's "user_turn" and "results"
+	// (gen's toolturns.go); nil for any other answer.
+	step *toolStep
 	// shape is the answer line's shape (README's name for it), and noText
 	// where that shape keeps the text this answer lacks, or why it has
 	// none (a flat answer's; see ingest.ReadAnswer).
 	shape, noText string
 }
 
-// hasText reports whether the answer has a text.
-func (t *turn) hasText() bool { return t.text != nil || t.textRaw != nil }
+// hasText reports whether the answer has a text, or calls (whose content
+// may be null: "" then).
+func (t *turn) hasText() bool { return t.text != nil || t.textRaw != nil || t.toolCalls != nil }
 
 // content returns the answer's text ("" when it has none).
 func (t *turn) content() string {
@@ -50,7 +57,7 @@ type answer struct {
 }
 
 var answerKeys = []string{"turns", "output_ids", "text", "reasoning_content", "prompt_ids", "finish_reason",
-	"prompt_tokens", "completion_tokens"}
+	"prompt_tokens", "completion_tokens", "tool_calls", "user_turn", "results"}
 
 // The positions of answerKeys.
 const (
@@ -62,6 +69,9 @@ const (
 	kFinish
 	kPromptTokens
 	kCompletionTokens
+	kToolCalls
+	kUserTurn
+	kResults
 	nAnswerKeys
 )
 
@@ -88,6 +98,9 @@ func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath) (answer, error
 	a := answer{turns: []turn{{text: r.Text, textRaw: r.TextRaw, reasoning: r.Reasoning, outputIDs: r.OutputIDs,
 		promptIDs: r.PromptIDs, shape: r.Shape, noText: r.NoText}}}
 	t := &a.turns[0]
+	if t.toolCalls, err = toolCallsOf(line); err != nil {
+		return answer{}, err
+	}
 	t.finish = rec.Finish
 	t.promptTokens, t.completionTokens = rec.PromptTokens, rec.CompletionTokens
 	return a, nil
@@ -128,6 +141,16 @@ func (t *turn) read(o *[nAnswerKeys][]byte) error {
 	if v := o[kPromptIDs]; !isNull(v) {
 		t.promptIDs = v
 	}
+	if v := o[kToolCalls]; !isNull(v) {
+		t.toolCalls = v
+	}
+	if v := o[kUserTurn]; !isNull(v) {
+		s, err := readStep(v, o[kResults])
+		if err != nil {
+			return err
+		}
+		t.step = s
+	}
 	if v := o[kText]; !isNull(v) {
 		if v[0] != '"' {
 			return errors.New(`"text" is not a string`)
@@ -162,16 +185,18 @@ type prompt struct {
 	ids      []byte // the raw JSON array of input_ids
 	text     *string
 	messages []message // every turn as given, ShareGPT mapped to role/content
+	// tools are a chat prompt's tools, wrapped (nil: none; ingest/tools.go).
+	tools json.RawMessage
 }
 
-var promptKeys = []string{"input_ids", "text", "messages", "conversations"}
+var promptKeys = []string{"input_ids", "text", "messages", "conversations", "tools"}
 
 // parse reads a prompt line into p ({"input_ids"}, {"text"},
 // {"messages"}, {"conversations"}; ShareGPT from/value and OpenAI content
 // parts too).
 func (p *prompt) parse(line []byte) error {
 	*p = prompt{}
-	var o [4][]byte
+	var o [5][]byte
 	if err := getFields(line, promptKeys, o[:]); err != nil {
 		return err
 	}
@@ -193,12 +218,13 @@ func (p *prompt) parse(line []byte) error {
 		if err := ingest.EachElement(turns, func(v []byte) error { raw = append(raw, v); return nil }); err != nil {
 			return err
 		}
-		ts, err := ingest.ParseTurns(raw)
+		ts, tools, err := ingest.ParseChat(raw, o[4])
 		if err != nil {
 			return err
 		}
+		p.tools = tools
 		for _, t := range ts {
-			p.messages = append(p.messages, message{Role: t.Role, Content: t.Content})
+			p.messages = append(p.messages, message{Role: t.Role, Content: t.Content, ToolCalls: t.ToolCalls, ToolCallID: t.ToolCallID, Name: t.Name})
 		}
 		if p.userTurns() == 0 {
 			return errors.New("no user turn")
@@ -220,11 +246,13 @@ func (p *prompt) userTurns() int {
 }
 
 // upToLastUser returns the prompt's turns up to and including its last
-// user turn, as given: what a single answer line answers.
+// user turn, as given: what a single answer line answers. A prompt with
+// tools is sent up to its last turn that is not the assistant's (a tool
+// result answers within the conversation: gen's setTools).
 func (p *prompt) upToLastUser() []message {
 	last := -1
 	for i, m := range p.messages {
-		if m.Role == "user" {
+		if m.Role == "user" || p.tools != nil && m.Role != "assistant" {
 			last = i
 		}
 	}

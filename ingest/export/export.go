@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,10 @@ type Config struct {
 	IncludeTruncated bool // export finish_reason length answers instead of excluding them
 	MaxLen           int  // exclude records longer than this (0: no limit); see decide
 	KeepReasoning    bool // conversations: an assistant turn carries reasoning_content
+	// ExcludeToolStops excludes a tool conversation gen stopped where the
+	// model departed from the data (ReasonToolStop) instead of making its
+	// record, which ends with the model's own turn.
+	ExcludeToolStops bool
 	// Tokenizer tokenizes prompts for the ids format when neither the
 	// answer (prompt_ids) nor the prompt (input_ids) has their ids; nil
 	// leaves such answers for a run with one.
@@ -156,6 +161,25 @@ type Result struct {
 	LenUnknown  int      // records written without a token count to check --max-len against
 	Unmatched   int      // earlier turns whose output_ids were not found in the prompt ids
 	AnswerBytes int64    // answer lines read
+	// Unwritten: an error stopped the export before all it had decided
+	// was written, so Records and Excluded count decisions, not lines.
+	Unwritten bool
+}
+
+// then adds to r, a pass that stopped at an error after writing what it
+// had decided, the pass after it: r's records and exclusions are written,
+// and next's todo list holds the answers r left.
+func (r *Result) then(next *Result) {
+	r.Todo = r.Records + sum(r.Excluded) + next.Todo
+	r.Records += next.Records
+	for reason, n := range next.Excluded {
+		r.Excluded[reason] += n
+	}
+	r.Left, r.BadPrompts = next.Left, next.BadPrompts
+	r.LenUnknown += next.LenUnknown
+	r.Unmatched += next.Unmatched
+	r.AnswerBytes += next.AnswerBytes
+	r.Unwritten = r.Unwritten || next.Unwritten
 }
 
 // LeftNoPrompt, LeftNeedsServer and LeftBadPrompt count the answers left
@@ -182,6 +206,33 @@ type Exporter struct {
 // no records or exclusions of d from another folder than d.Out (else an
 // *ElsewhereError, before anything is written).
 func (x *Exporter) Export(ctx context.Context, d Dataset) (Result, error) {
+	reread := map[string]bool{}
+	var total Result
+	for i := 0; ; i++ {
+		res, err := x.export(ctx, d)
+		if i == 0 {
+			total = res
+		} else {
+			total.then(&res)
+		}
+		// A line that is not the one the index holds: its file changed
+		// under its offsets in a way the disk check cannot see (an index
+		// written before the end of what was read was kept). What was
+		// decided before it is written; the file is forgotten and read
+		// again, once, and the rest is exported from it.
+		var ch *ChangedError
+		if !errors.As(err, &ch) || reread[ch.Path] {
+			return total, err
+		}
+		reread[ch.Path] = true
+		if err := x.Ix.ForgetChanged(ctx, ch.Path, ch.Line); err != nil {
+			return total, err
+		}
+	}
+}
+
+// export is one pass of Export.
+func (x *Exporter) export(ctx context.Context, d Dataset) (Result, error) {
 	res := Result{Dataset: d.Name, Excluded: map[string]int{}}
 	c := &x.Config
 	c.defaults()
@@ -293,6 +344,22 @@ func (x *Exporter) decideAll(ctx context.Context, dataset string, out *outputs, 
 		help = &helper{x: x, read: hread, res: Result{Excluded: map[string]int{}}}
 		defer help.wait() // before its readers close
 	}
+	// stopAt writes what was decided before err (the helper's too), so
+	// that the counts are of what was written, and returns err.
+	stopAt := func(err error, sp *split, helped bool) error {
+		if helped {
+			sp.reset(0) // the helper takes no more
+			help.wait() // its error, if any, comes after err
+			if e := x.take(out, help, res); e != nil {
+				res.Unwritten = true
+				return err
+			}
+		}
+		if e := finish(); e != nil {
+			res.Unwritten = true
+		}
+		return err
+	}
 	chunk := make([]entry, c.ChunkSize)
 	var keys []placeKey
 	done, lastLog := 0, c.Now()
@@ -330,7 +397,7 @@ func (x *Exporter) decideAll(ctx context.Context, dataset string, out *outputs, 
 			}
 			if i%prefetchWindow == 0 && prefetch != nil && prefetch.due() { // no helper: k == i
 				if err := prefetch.fetch(ctx, x, es[i:min(i+prefetchWindow, len(es))], read); err != nil {
-					return err
+					return stopAt(err, &sp, helped)
 				}
 			}
 			if ctx.Err() != nil {
@@ -341,10 +408,11 @@ func (x *Exporter) decideAll(ctx context.Context, dataset string, out *outputs, 
 				return ctx.Err()
 			}
 			if err := x.one(ctx, &es[k], read, &out.tokBuf, &out.excBuf, res); err != nil {
-				return err
+				return stopAt(err, &sp, helped)
 			}
 			if len(out.tokBuf)+len(out.excBuf) >= c.FlushBytes {
 				if err := x.flush(out, false); err != nil {
+					res.Unwritten = true
 					return err
 				}
 			}
@@ -355,14 +423,19 @@ func (x *Exporter) decideAll(ctx context.Context, dataset string, out *outputs, 
 		}
 		// The two met: every entry of the chunk is decided.
 		if err := help.wait(); err != nil {
-			return err
+			return stopAt(err, &sp, helped)
 		}
 		if err := x.take(out, help, res); err != nil {
+			res.Unwritten = true
 			return err
 		}
 		progress(len(help.ends))
 	}
-	return finish()
+	if err := finish(); err != nil {
+		res.Unwritten = true
+		return err
+	}
+	return nil
 }
 
 // reader returns a reader of the lines of dataset's files (paths by file

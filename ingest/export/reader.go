@@ -62,8 +62,19 @@ func (r *lineReader) line(rec *store.Record) ([]byte, error) {
 	}
 	start := rec.Offset - r.off
 	if start+rec.Length > int64(len(r.buf)) || store.LineSum(r.buf[start:start+rec.Length]) != rec.Sum {
-		return nil, fmt.Errorf("%s:%d: the line is not the one the index holds (the file changed since it was indexed): run gendex ingest %s to index it again, then export",
-			r.path, rec.Line, r.path)
+		return nil, &ChangedError{Path: r.path, Line: rec.Line}
 	}
 	return r.buf[start : start+rec.Length], nil
+}
+
+// ChangedError is a line read at its stored offset that is not the line
+// the index holds (its CRC differs): its file changed under its offsets.
+type ChangedError struct {
+	Path string
+	Line int64
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%s:%d: the line is not the one the index holds (the file changed since it was indexed): run gendex ingest %s to index it again, then export",
+		e.Path, e.Line, e.Path)
 }

@@ -48,10 +48,11 @@ const (
 	ReasonNoText      = "no_text"        // conversations format, an answer without text
 	ReasonIDsPrompt   = "ids_prompt"     // conversations format, a prompt of token ids
 	ReasonBadAnswer   = "bad_answer"     // a line that is not an answer of the expected shape
+	ReasonToolStop    = "tool_stop"      // a tool conversation stopped where the model departed from the data, with --exclude-tool-stops
 )
 
 // Reasons lists the exclusion reasons in the order export checks them.
-var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLength, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
+var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLength, ReasonToolStop, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
 
 // Tokenizer turns prompts into the ids a server would see: chat messages
 // through the chat template (/v1/tokenize with messages), text as
@@ -145,6 +146,9 @@ func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 				turnOf(i), t.finish, countText(t.completionTokens)), nil
 		}
 	}
+	if o, ok := c.toolStopped(j); ok {
+		return o, nil
+	}
 	if c.Format == Conversations {
 		return c.conversation(j, a, turnOf)
 	}
@@ -182,6 +186,7 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 		if c.KeepReasoning {
 			m.ReasoningContent = a.turns[i].reasoning
 		}
+		m.ToolCalls, _ = ingest.ReadToolCalls(a.turns[i].toolCalls) // checked by toolCallsOf
 		return m
 	}
 	var msgs []message
@@ -191,6 +196,11 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) is one text", j.where(), k, where), nil
 		}
 		msgs = []message{{Role: "user", Content: *p.text}, assistant(k - 1)}
+	case a.steps():
+		var err error
+		if msgs, err = p.toolMessages(a, assistant); err != nil {
+			return exclude(ReasonBadAnswer, "%s: %v (its prompt: %s)", j.where(), err, where), nil
+		}
 	case a.conversation:
 		if u := p.userTurns(); u != k {
 			return exclude(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
@@ -213,9 +223,10 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(struct {
-		ID            string    `json:"id"`
-		Conversations []message `json:"conversations"`
-	}{j.id, msgs})
+		ID            string          `json:"id"`
+		Conversations []message       `json:"conversations"`
+		Tools         json.RawMessage `json:"tools,omitempty"`
+	}{j.id, msgs, p.tools})
 	o.record = append(j.dst, buf.Bytes()...)
 	return o, err
 }
@@ -334,6 +345,16 @@ func (c *Config) promptIDs(ctx context.Context, j *job, a answer, turnOf func(in
 		switch {
 		case p.text != nil:
 			ids, err = c.Tokenizer.TokenizeText(ctx, *p.text)
+		case a.steps():
+			msgs, merr := p.toolMessages(a, func(i int) message {
+				m := message{Role: "assistant", Content: a.turns[i].content()}
+				m.ToolCalls, _ = ingest.ReadToolCalls(a.turns[i].toolCalls)
+				return m
+			})
+			if merr != nil {
+				return nil, excluded(ReasonBadAnswer, "%s: %v (its prompt: %s)", j.where(), merr, where), nil
+			}
+			ids, err = c.tokenizeChat(ctx, msgs[:len(msgs)-1], p.tools)
 		case a.conversation:
 			if u := p.userTurns(); u != k {
 				return nil, excluded(ReasonBadAnswer, "%s: the answer has %d turns, its prompt (%s) %d user turns", j.where(), k, where, u), nil
@@ -349,9 +370,9 @@ func (c *Config) promptIDs(ctx context.Context, j *job, a answer, turnOf func(in
 				}
 				return message{}
 			})
-			ids, err = c.Tokenizer.TokenizeMessages(ctx, msgs[:len(msgs)-1])
+			ids, err = c.tokenizeChat(ctx, msgs[:len(msgs)-1], p.tools)
 		default:
-			ids, err = c.Tokenizer.TokenizeMessages(ctx, p.upToLastUser())
+			ids, err = c.tokenizeChat(ctx, p.upToLastUser(), p.tools)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("tokenizing the prompt of %s (%s): %w", j.id, where, err)

@@ -41,6 +41,8 @@ func TestExportShapes(t *testing.T) {
 			"raw_responses.jsonl:3": "record: Hello!"}},
 		{dir: "gemini", want: want{"aBcDeF12345": "record: 91 is not prime.", "raw_responses.jsonl:2": "length: finish_reason length",
 			"gHiJkL67890": "record: Yes, it is."}},
+		{dir: "noid_answers", want: want{"raw_responses.jsonl:1": "record: Water boils at 100 degrees Celsius at sea level.",
+			"raw_responses.jsonl:2": "record: 97 is the first prime above 90.", "raw_responses.jsonl:3": "length: finish_reason length"}},
 		{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure",
 			want: want{"m-1": "record: Forty-two.", "m-2": "length: finish_reason length"}},
 	}

@@ -34,6 +34,7 @@ func (r *run) connect() error {
 	if r.mon != nil {
 		r.pool.notify = r.mon.serverChanged
 		r.mon.watch(servers)
+		r.mon.track(r.pool)
 	}
 	r.pool.probe = func(ctx context.Context, s *server) {
 		if s.everUp.Load() {
@@ -184,6 +185,8 @@ func (r *run) setupError(err error) error {
 		hint = "check --api-key, --api-key-file or $SGLANG_API_KEY"
 	case e.ModelNotFound():
 		hint = "check --model (GET /v1/models lists the model the server serves; leave --model out to use it)"
+	case errors.Is(e, client.ErrToolsRefused):
+		hint = "restart the server with those flags, or use one that takes tools: gen never regenerates a tool conversation as text"
 	case e.Op == "GET /health":
 		hint = "check that --server is the server's root URL, such as http://host:30000"
 	case r.cfg.API == client.APIAuto:

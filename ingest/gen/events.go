@@ -191,6 +191,7 @@ func (b *bursts) flushAll() {
 // servers' samples once connect knows them.
 func (r *run) startMonitor(todo int64) {
 	r.mon = newMonitor(r)
+	r.mon.beginRow()
 	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s to answer, servers %s; %s",
 		counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), strings.Join(r.serverNames(), ", "), r.settings()))
 }
@@ -225,5 +226,8 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 		detail += fmt.Sprintf(": %s, %s%s, %s in %s", counted(sum.Responses, "answer", "answers"), counted(sum.Errors, "error", "errors"),
 			retried, counted(sum.Tokens, "token", "tokens"), sum.Elapsed.Round(time.Millisecond))
 	}
+	row := r.mon.endRow(err, sum)
 	r.mon.close(err == nil, &store.Event{Name: EventStop, Detail: detail})
+	r.db.ReleaseRun(&row) // stored: it says how it ended
+	r.sayRow(row)
 }

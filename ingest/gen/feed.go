@@ -169,7 +169,9 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		p.Raw, p.Path = bytes.Clone(line), path
 	}
 	j := job{ds: ds, p: p, redo: redo}
-	if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
+	if r.cfg.Turns == TurnsAll && p.Tools != nil {
+		j.tools = true // asked step by step (toolturns.go)
+	} else if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
 		c, err := r.recorded(ds, p, files, redo)
 		if err != nil {
 			res := r.errorLine(ds, id, 0, err.Error(), "", 0)

@@ -87,6 +87,8 @@ type Config struct {
 	// RequestTimeout bounds one attempt (0: no bound). An attempt that runs
 	// out counts as an HTTP error toward MaxAttempts.
 	RequestTimeout time.Duration
+	StallAfter     time.Duration // a server with requests in flight and no reply this long is stalled (stall.go); default DefaultStallAfter
+	Command        string        // the command line, secrets left out, for the run's row (runstate.go, `gendex query runs`)
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// DownLimit ends the run (ErrServersDown) when every server has been
@@ -117,7 +119,8 @@ type Config struct {
 	// (gen --export; exportrun.go): each answer's record or exclusion is
 	// written to tokenized.jsonl or excluded.jsonl beside its raw line, in
 	// the same flush, after it. Its Tokenizer and Logf are gen's own.
-	Export *export.Config
+	Export         *export.Config
+	ToolCallParser string // /parse_function_call's parser for /generate (tools.go)
 	// Shard, when set, is the part of every dataset this run answers:
 	// the prompts whose id hashes to it (store.ShardOf), written to files
 	// of its own (FindShardDatasets); the index holds only its prompts.
@@ -145,6 +148,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCrashes <= 0 {
 		c.MaxCrashes = 3
+	}
+	if c.StallAfter <= 0 {
+		c.StallAfter = DefaultStallAfter
 	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second
@@ -224,6 +230,7 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
+	tl     toolRun // the run's tool prompts (tools.go)
 }
 
 type dsRun struct {
@@ -260,7 +267,8 @@ type job struct {
 	tries
 	// conv is the state of a conversation asked turn by turn (--turns
 	// all, k >= 2); nil for one request.
-	conv *conv
+	conv  *conv
+	tools bool // a tool conversation, asked step by step (toolturns.go)
 }
 
 // tries is what one prompt went through in this run.
@@ -410,6 +418,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
+	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
 	if err := r.countAnswerMakers(); err != nil {
 		return 0, err
 	}
@@ -417,6 +426,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		return 0, err
 	}
 	r.shapes = readShapes(r.sets, scans)
+	r.sampleTools()
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {

@@ -21,8 +21,9 @@ import (
 //
 //   - nothing, or files in this run's folders only: the run goes on;
 //   - files elsewhere, all of whose answers the simulator made: that
-//     dataset is dropped from the index (its files stay), said in the log,
-//     since a dry run never stands in for a run;
+//     dataset is dropped from the index (its files stay), said in the log
+//     with the rule (one answer folder counts: this run's), since a dry
+//     run's answers are nothing to keep a run from;
 //   - files elsewhere otherwise: the run is refused, naming both folders
 //     and the two ways out (gendex drop NAME, or another --db).
 //
@@ -194,8 +195,8 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 		}
 		held := by[d.Name]
 		if countMakers(held).simulatedOnly() {
-			r.logf("gen: %s: a dry run never stands in for this run: the index forgets the simulator's %s; the files stay",
-				d.Name, describeAnswers(held))
+			r.logf("gen: %s: the index counts one answer folder for a dataset, this run's (%s): it forgets the simulator's %s; the files stay",
+				d.Name, p.answers, describeAnswers(held))
 			drop = append(drop, d.Name)
 			continue
 		}

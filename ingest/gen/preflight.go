@@ -161,6 +161,9 @@ func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info c
 			}
 		}
 	}
+	if err := r.preflightTools(ctx, s, c); err != nil {
+		return err
+	}
 	if api != client.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
 		if _, ignored := r.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
 			r.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))

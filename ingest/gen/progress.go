@@ -338,10 +338,10 @@ func (r *run) status(now time.Time) []liveLine {
 		for i, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
-				left += s.Owed().ToGo()
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
+		left = uint64(r.toGo(v))
 		return nil
 	})
 	rates := make([]store.Rate, len(r.sets))
@@ -352,6 +352,9 @@ func (r *run) status(now time.Time) []liveLine {
 
 	up, n := r.pool.upCount(), len(r.pool.servers)
 	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
+	if st := r.stallText(); st != "" { // stall.go
+		head = append(head, part{text: ", " + st})
+	}
 	for _, s := range r.pool.servers {
 		if !s.up.Load() {
 			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
@@ -557,6 +560,9 @@ func (r *run) final(sum *Summary) {
 			more = fmt.Sprintf("; %d conversations are half done (the next run asks only their missing turns)", half)
 		}
 		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
+	}
+	if t := r.tl.stops.text(); t != "" {
+		r.logf("%s", t)
 	}
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {

@@ -35,6 +35,9 @@ type Prompt struct {
 	// chat is the conversation without its original assistant turns:
 	// system, user and other turns in their order.
 	chat []client.Message
+	// Tools are the tools of a chat prompt that uses them (its line's
+	// "tools", wrapped; tools.go), nil for none.
+	Tools json.RawMessage
 }
 
 type promptLine struct {
@@ -45,6 +48,7 @@ type promptLine struct {
 	Conversations  []json.RawMessage `json:"conversations"`
 	MaxNewTokens   *int              `json:"max_new_tokens"`
 	SamplingParams json.RawMessage   `json:"sampling_params"`
+	Tools          json.RawMessage   `json:"tools"`
 }
 
 // ParsePrompt reads one prompt line. id is the id the index knows it by
@@ -85,7 +89,7 @@ func (pl *promptLine) prompt(id string, lineNo int64) (*Prompt, error) {
 		n++
 	}
 	if pl.Messages != nil {
-		msgs, err := turns(pl.Messages)
+		msgs, err := turns(pl.Messages, pl.Tools)
 		if err != nil {
 			return nil, fmt.Errorf("messages: %w", err)
 		}
@@ -93,7 +97,7 @@ func (pl *promptLine) prompt(id string, lineNo int64) (*Prompt, error) {
 		n++
 	}
 	if pl.Conversations != nil {
-		msgs, err := turns(pl.Conversations)
+		msgs, err := turns(pl.Conversations, pl.Tools)
 		if err != nil {
 			return nil, fmt.Errorf("conversations: %w", err)
 		}
@@ -107,6 +111,9 @@ func (pl *promptLine) prompt(id string, lineNo int64) (*Prompt, error) {
 		return nil, errNoPrompt
 	case n > 1:
 		return nil, errManyPrompts
+	}
+	if err := p.setTools(pl.Tools); err != nil {
+		return nil, err
 	}
 	if len(pl.SamplingParams) > 0 && string(pl.SamplingParams) != "null" {
 		sp, err := client.ParseSampling(pl.SamplingParams)
@@ -171,9 +178,10 @@ func (p *Prompt) TurnMessages(i int, answers []string) []client.Message {
 	return out
 }
 
-// turns reads a chat prompt's turns (ingest.ParseTurns) as messages.
-func turns(raw []json.RawMessage) ([]client.Message, error) {
-	ts, err := ingest.ParseTurns(raw)
+// turns reads a chat prompt's turns, with its line's tools
+// (ingest.ParseChat), as messages.
+func turns(raw []json.RawMessage, tools json.RawMessage) ([]client.Message, error) {
+	ts, _, err := ingest.ParseChat(raw, tools)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +190,7 @@ func turns(raw []json.RawMessage) ([]client.Message, error) {
 	}
 	out := make([]client.Message, len(ts))
 	for i, t := range ts {
-		out[i] = client.Message{Role: t.Role, Content: t.Content}
+		out[i] = client.Message{Role: t.Role, Content: t.Content, ToolCalls: t.ToolCalls, ToolCallID: t.ToolCallID, Name: t.Name}
 	}
 	return out, nil
 }

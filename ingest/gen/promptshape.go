@@ -219,6 +219,7 @@ func parsePromptAt(line []byte, path []string, id string, lineNo int64) (*Prompt
 	var own struct {
 		MaxNewTokens   *int            `json:"max_new_tokens"`
 		SamplingParams json.RawMessage `json:"sampling_params"`
+		Tools          json.RawMessage `json:"tools"` // a chat prompt's tools stay at the top level
 	}
 	if err := json.Unmarshal(line, &own); err != nil {
 		return nil, fmt.Errorf("prompt line: %v", err)
@@ -227,7 +228,7 @@ func parsePromptAt(line []byte, path []string, id string, lineNo int64) (*Prompt
 	if err != nil {
 		return nil, fmt.Errorf("prompt line: %v", err)
 	}
-	pl := promptLine{MaxNewTokens: own.MaxNewTokens, SamplingParams: own.SamplingParams}
+	pl := promptLine{MaxNewTokens: own.MaxNewTokens, SamplingParams: own.SamplingParams, Tools: own.Tools}
 	sh := lineNone
 	if v != nil {
 		sh = valueShape(v)

@@ -14,8 +14,12 @@ package gen
 //     unless it is cut at this run's --max-new-tokens or more (asking again
 //     with the same limit gives the same cut), or is itself a redo made
 //     with a limit of this run's or more;
-//   - FILE: each listed id whose answer is older than FILE (a redo made
-//     after FILE was written is this redo's).
+//   - FILE: each listed id, unless its newest line is this redo's: the
+//     redo of a list is held in the index from its first start (its ids'
+//     digest and a tag, store.RedoMark) and writes its tag in each of its
+//     lines, so a redo started again with the same ids goes on where it
+//     stopped, and ends with nothing to do; FILE's timestamps play no
+//     part (redolist.go).
 // Under --export, a redone answer's record is made once the run's answers
 // are in (the final export pass), after export took the replaced answer's
 // record or exclusion out of its files (store's stale ids); a run killed
@@ -31,7 +35,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"gendex/ingest"
 	"gendex/ingest/export"
@@ -47,10 +50,10 @@ type Redo struct {
 	// Truncated asks again the answers cut at the token limit.
 	Truncated bool
 	// Path is FILE: its ids, by dataset ("" for an id of any of the run's
-	// datasets), and when it was last written.
+	// datasets), and their digest (what makes two lists the same redo).
 	Path    string
 	entries []redoEntry
-	written time.Time
+	digest  string
 }
 
 type redoEntry struct {
@@ -70,11 +73,7 @@ func ParseRedo(arg string) (*Redo, error) {
 		return nil, fmt.Errorf("%w %s: %v (give truncated, or a file of ids, one per line)", ErrRedoUsage, arg, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	r := &Redo{Path: arg, written: fi.ModTime()}
+	r := &Redo{Path: arg}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, store.MaxIDLen+1<<16)
 	n := 0
@@ -104,6 +103,7 @@ func ParseRedo(arg string) (*Redo, error) {
 	if len(r.entries) == 0 {
 		return nil, fmt.Errorf("%w %s: no ids in it (one per line, or DATASET<TAB>ID)", ErrRedoUsage, arg)
 	}
+	r.digest = listDigest(r.entries)
 	return r, nil
 }
 
@@ -118,13 +118,18 @@ type redoSet struct {
 	// conversations counts, of ids, the conversations asked again turn by
 	// turn from their first cut turn (recorded keeps the turns before it).
 	conversations int
+	// tag is a redo of a list's (store.RedoMark), written in its lines;
+	// newMark: the index does not hold it yet (a new redo).
+	tag     string
+	newMark bool
 }
 
 // isConversation reports whether id's answer is a conversation answered
-// turn by turn (its earlier turns are in the turns stage).
+// turn by turn: its turns are in the turns stage as id#1, id#2, ..., the
+// first always there (an id#x#1 is conversation id#x's, not id's).
 func isConversation(v *store.View, dataset, id string) bool {
-	n, _, err := v.CountPrefix(dataset, store.Turns, id+"#")
-	return err == nil && n > 0
+	_, ok, err := v.Get(dataset, store.Turns, ingest.TurnID(id, 1))
+	return err == nil && ok
 }
 
 // chooseRedo decides, before the first request, what each dataset asks
@@ -167,6 +172,9 @@ func (r *run) markAsking() error {
 			}
 			earlier, err := tx.SetAsking(ds.Name, ids)
 			if err != nil {
+				return err
+			}
+			if err := r.markList(tx, ds); err != nil {
 				return err
 			}
 			if earlier > 0 && r.cfg.Redo == nil {
@@ -223,58 +231,7 @@ func (r *run) pickRedo() error {
 			}
 			return nil
 		}
-		var unknown []string
-		unknownN := 0
-		for _, e := range red.entries {
-			var sets []*dsRun
-			if e.dataset != "" {
-				if ds := byName[e.dataset]; ds != nil {
-					sets = append(sets, ds)
-				}
-			} else {
-				sets = r.sets
-			}
-			found := false
-			for _, ds := range sets {
-				if _, ok, err := v.Get(ds.Name, store.Prompts, e.id); err != nil {
-					return err
-				} else if !ok {
-					continue
-				}
-				found = true
-				rec, answered, err := v.Get(ds.Name, store.Raw, e.id)
-				switch {
-				case err != nil:
-					return err
-				case !answered:
-					ds.redo.notAnswered++
-				case rec.Time > red.written.UnixMilli():
-					ds.redo.done++ // answered after FILE was written: by this redo
-				default:
-					ds.redo.ids[e.id] = true
-				}
-			}
-			if !found {
-				unknownN++
-				if len(unknown) < 5 {
-					where := e.id
-					if e.dataset != "" {
-						where = e.dataset + "\t" + e.id
-					}
-					unknown = append(unknown, fmt.Sprintf("%s:%d: %q", red.Path, e.line, where))
-				}
-			}
-		}
-		if unknownN > 0 {
-			names := make([]string, len(r.sets))
-			for i, ds := range r.sets {
-				names[i] = ds.Name
-			}
-			sort.Strings(names)
-			return fmt.Errorf("%w %s: %d ids are not prompts of this run's datasets (%s): %s; nothing was sent",
-				ErrRedoUsage, red.Path, unknownN, strings.Join(names, ", "), strings.Join(unknown, ", "))
-		}
-		return nil
+		return r.pickList(v, red, byName)
 	})
 }
 
@@ -353,10 +310,14 @@ func (r *run) sayRedo() {
 	}
 }
 
-// redoLine marks line, a raw answer line ending in "}\n", as a redo's.
-func (r *run) redoLine(line []byte) []byte {
+// redoLine marks line, a raw answer line of ds ending in "}\n", as a
+// redo's (a redo of a list's: with its tag, see redolist.go).
+func (r *run) redoLine(ds *dsRun, line []byte) []byte {
 	line = bytes.TrimSuffix(line, []byte("}\n"))
 	line = append(line, `,"redo":true`...)
+	if ds.redo != nil && ds.redo.tag != "" {
+		line = fmt.Appendf(line, `,"redo_tag":%q`, ds.redo.tag)
+	}
 	if mt := r.cfg.Sampling.MaxNewTokens; mt != nil {
 		line = fmt.Appendf(line, `,"max_new_tokens":%d`, *mt)
 	}
@@ -457,14 +418,14 @@ func lastTurnTokens(line []byte) int64 {
 // run's limit is asked again (unless a redo of this limit wrote it), and
 // after a turn asked again, so is every turn a redo did not write (its
 // context changed). --redo FILE keeps only the turns this redo wrote (a
-// resumed one's: finished after FILE was written).
-func (r *run) keepTurn(t turnAnswer, keptRedo bool) bool {
+// resumed one's: with its tag, see redolist.go).
+func (r *run) keepTurn(ds *dsRun, t turnAnswer, keptRedo bool) bool {
 	red := r.cfg.Redo
 	if red == nil {
 		return true
 	}
 	if !red.Truncated {
-		return t.redo && t.end.FinishedAt.After(red.written)
+		return t.redo && t.redoTag != "" && ds.redo != nil && t.redoTag == ds.redo.tag
 	}
 	if keptRedo && !t.redo {
 		return false

@@ -46,6 +46,8 @@ type liveView struct {
 	rate    float64
 	rateOK  bool
 	metrics bool // its /metrics answered at least once in this run
+	// good is the last sample its /metrics answered (a stall's record).
+	good store.ServerSample
 }
 
 // scraper reads one server's /metrics.
@@ -197,7 +199,7 @@ func (sc *scraper) remember(smp *store.ServerSample) {
 	defer sc.mu.Unlock()
 	sc.live.sample, sc.live.taken = *smp, true
 	if smp.Scraped {
-		sc.live.metrics = true
+		sc.live.metrics, sc.live.good = true, *smp
 	}
 	if v, ok := smp.Get(store.MetricGenTokens); ok {
 		sc.history = append(sc.history, counterPoint{smp.Time, v})
@@ -238,6 +240,7 @@ type pending struct {
 	server string
 	sample *store.ServerSample
 	event  *store.Event
+	run    *store.Run // the run's row (runstate.go)
 }
 
 // monitor scrapes the servers and records the run's events.
@@ -261,6 +264,7 @@ type monitor struct {
 
 	scrapers atomic.Pointer[map[*server]*scraper]
 	bursts   bursts
+	row      runRow // the run's row in the index (runstate.go)
 }
 
 // maxQueued bounds the samples waiting for the recorder (the index is
@@ -365,9 +369,12 @@ func (m *monitor) flush() {
 	err := m.r.db.Update(func(tx *store.Tx) error {
 		for _, p := range q {
 			var err error
-			if p.sample != nil {
+			switch {
+			case p.sample != nil:
 				err = tx.PutServerSample(p.server, p.sample)
-			} else {
+			case p.run != nil:
+				err = tx.PutRun(p.run)
+			default:
 				err = tx.AddEvent(p.event)
 			}
 			if err != nil {

@@ -28,6 +28,8 @@ type server struct {
 	simulated atomic.Bool
 	// routes are the routes preflight and routeChecked found it has.
 	routes routes
+	// tools is what was found of its tool support (tools.go).
+	tools toolsCheck
 	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
 	// prompts are not clipped).
 	countTokens atomic.Int32
@@ -52,6 +54,8 @@ type server struct {
 	// when it is marked down, the requests that were in flight on it when
 	// it stopped answering (those still in flight, and those lost already).
 	lost, downInFlight atomic.Int64
+	// flights are its requests in flight and its last replies (stall.go).
+	flights flights
 }
 
 // pool spreads requests over servers by least outstanding requests and
@@ -81,7 +85,7 @@ func (p *pool) pick(ctx context.Context) (*server, error) {
 		p.mu.Lock()
 		var best *server
 		for _, s := range p.servers {
-			if s.up.Load() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
+			if s.up.Load() && !s.stalledNow() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
 				best = s
 			}
 		}

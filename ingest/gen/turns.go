@@ -97,6 +97,7 @@ type turnAnswer struct {
 	// written).
 	redo      bool
 	redoLimit int64
+	redoTag   string // a redo of a list's tag (redolist.go)
 }
 
 // notAsked stands in a conversation line for a turn after the one it was
@@ -154,7 +155,7 @@ func (r *run) turnAnswered(j *job, res *client.Result) bool {
 		t.obj = append(t.obj, '}')
 		line = append(line, "}\n"...)
 		if j.redo {
-			line = r.redoLine(line)
+			line = r.redoLine(j.ds, line)
 		}
 		opens := !c.counted
 		c.counted = true
@@ -188,7 +189,7 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, 
 	}
 	line := conversationLine(j.p.ID, turns, last)
 	if j.redo {
-		line = r.redoLine(line)
+		line = r.redoLine(j.ds, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
 		truncated: last.FinishReason == "length", redo: j.redo}
@@ -304,7 +305,7 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv,
 		if err != nil {
 			return c, err
 		}
-		if redo && !r.keepTurn(t, keptRedo) {
+		if redo && !r.keepTurn(ds, t, keptRedo) {
 			break // asked again from this turn on (redo.go)
 		}
 		keptRedo = keptRedo || t.redo
@@ -349,6 +350,7 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 		Simulated        bool    `json:"simulated"`
 		Redo             bool    `json:"redo"`
 		MaxNewTokens     *int64  `json:"max_new_tokens"`
+		RedoTag          string  `json:"redo_tag"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
@@ -361,7 +363,7 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 	}
 	t.text = *l.Text
 	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated = l.FinishReason, l.Server, l.Model, l.Simulated
-	t.redo, t.redoLimit = l.Redo, -1
+	t.redo, t.redoLimit, t.redoTag = l.Redo, -1, l.RedoTag
 	if l.MaxNewTokens != nil {
 		t.redoLimit = *l.MaxNewTokens
 	}
@@ -372,7 +374,7 @@ func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAns
 			t.counts[c] = *n
 		}
 	}
-	obj, err := objectWithout(line, "id", "turn", "turns", "redo", "max_new_tokens")
+	obj, err := objectWithout(line, "id", "turn", "turns", "redo", "max_new_tokens", "redo_tag")
 	if err != nil {
 		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
 	}

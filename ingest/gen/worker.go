@@ -41,6 +41,10 @@ func (r *run) answer(j job) {
 		r.endAtCut(&j) // nothing to ask (turns.go)
 		return
 	}
+	if j.tools {
+		r.answerTools(&j) // toolturns.go
+		return
+	}
 	for {
 		p := j.p
 		if j.conv != nil {
@@ -54,7 +58,7 @@ func (r *run) answer(j job) {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
 			if j.redo {
-				line = r.redoLine(line)
+				line = r.redoLine(j.ds, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
 			if !j.redo { // a redo's record comes in the final export pass (redo.go)
@@ -107,7 +111,9 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if r.cfg.RequestTimeout > 0 {
 			ctx, cancel = context.WithTimeout(r.reqs, r.cfg.RequestTimeout)
 		}
+		fl := s.flights.begin(j.ds.Name, p.ID)
 		res, err := r.send(ctx, s, p)
+		s.flights.end(fl, err)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		r.pool.ended(s, err)
@@ -258,7 +264,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
 	if api == client.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeMessages(ctx, p.Messages) },
+		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
 			return nil, 0, err
@@ -297,8 +303,16 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 	if route != "/generate" && c.Flavor.DropsFields() {
 		r.sayUnread(s, c, p)
 	}
+	parser, err := r.toolsFor(ctx, s, c, p, route)
+	if err != nil {
+		return nil, 0, err
+	}
 	switch route {
 	case "/generate":
+		if p.Tools != nil && sp.SkipSpecialTokens == nil {
+			keep := false // call markers that are special tokens stay in the text
+			sp.SkipSpecialTokens = &keep
+		}
 		req := client.GenerateRequest{InputIDs: ids, Sampling: sp}
 		if ids == nil {
 			req.Text = p.Text
@@ -307,6 +321,9 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		if err == nil && p.InputIDs == nil && ids != nil {
 			res.PromptIDs = ids
 		}
+		if err == nil && p.Tools != nil {
+			err = readCalls(ctx, c, p, parser, res)
+		}
 		return res, len(ids), err
 	case "/v1/completions":
 		// Token ids as OpenAI's token-array prompt: every server reads
@@ -314,7 +331,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		res, err := c.Complete(ctx, client.CompletionRequest{Prompt: p.Text, PromptIDs: ids, Sampling: sp})
 		return res, len(ids), err
 	}
-	req := client.ChatRequest{Messages: p.Messages, Sampling: sp}
+	req := client.ChatRequest{Messages: p.Messages, Sampling: sp, Tools: p.Tools}
 	if p.Messages == nil {
 		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}

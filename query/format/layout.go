@@ -99,6 +99,11 @@ var Layouts = map[string]Layout{
 		{Name: "in_backoff", Drop: 5, Short: "backoff"}, {Name: "agreement", Drop: 5, Short: "agree"},
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
 	}, Rest: 6},
+	"runs": {Cols: []Col{
+		{Name: "start"}, {Name: "state"}, {Name: "to_go"}, {Name: "note", Drop: 1, Text: 20}, {Name: "pid", Drop: 2},
+		{Name: "end", Drop: 2}, {Name: "answers", Drop: 3}, {Name: "errors", Drop: 3}, {Name: "last_answer", Drop: 4, Short: "last"},
+		{Name: "kind", Drop: 4}, {Name: "host", Drop: 5}, {Name: "since", Drop: 5}, {Name: "command", Drop: 6, Text: 16},
+	}},
 	"events": {Cols: []Col{
 		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 20}, {Name: "server", Drop: 2, Text: 12, URL: true},
 	}},

@@ -78,6 +78,8 @@ type runView struct {
 	ShortWindow                                         string // the short rates' window: 30s, or the run's seconds when it is younger
 	Errors                                              []string
 	HasAnswers                                          bool
+	// RunLine is the last run's state (query.RunLine), "" for none.
+	RunLine string
 }
 
 // run is the run page: the live part in the page's frame.
@@ -107,6 +109,9 @@ func (s *server) runView(r *http.Request) *runView {
 		return link("/dataset", "d", name)
 	}
 	prog := get("progress")
+	if runs, err := s.ask(ctx, "runs"); err == nil {
+		v.RunLine = query.RunLine(runs)
+	}
 	// The run's windows (30 s and 5 m, cut to the run's start) give the
 	// ETA, by watch's and gen's one rule; the short one is shown, with the
 	// last 30 minutes.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+
+	"gendex/store"
 )
 
 // Flavor is the server software behind a URL, as its /v1/models says
@@ -20,42 +22,24 @@ import (
 //
 // (../shared/sglang-api.md sections 3, 4, 13 and 15, and the simulator's
 // package doc, name the sources.) An unknown flavor is spoken to through the
-// OpenAI API alone.
-type Flavor string
+// OpenAI API alone. The values and their names are store.Flavor's, the one
+// enum of server flavors (kept with every /metrics sample too); this type
+// adds what the client does on each.
+type Flavor store.Flavor
 
 // The flavors gendex knows.
 const (
-	FlavorUnknown  Flavor = ""
-	FlavorSGLang   Flavor = "sglang"
-	FlavorVLLM     Flavor = "vllm"
-	FlavorLlamaCpp Flavor = "llamacpp"
+	FlavorUnknown  = Flavor(store.FlavorOther) // /v1/models names none of the others
+	FlavorSGLang   = Flavor(store.FlavorSGLang)
+	FlavorVLLM     = Flavor(store.FlavorVLLM)
+	FlavorLlamaCpp = Flavor(store.FlavorLlamaCpp)
 )
 
-// String names the flavor for people.
-func (f Flavor) String() string {
-	switch f {
-	case FlavorSGLang:
-		return "SGLang"
-	case FlavorVLLM:
-		return "vLLM"
-	case FlavorLlamaCpp:
-		return "llama.cpp"
-	}
-	return "an OpenAI-compatible server"
-}
+// String names the flavor for people (store.Flavor's name).
+func (f Flavor) String() string { return store.Flavor(f).String() }
 
 // flavorOf recognises a server by its /v1/models "owned_by".
-func flavorOf(ownedBy string) Flavor {
-	switch ownedBy {
-	case "sglang":
-		return FlavorSGLang
-	case "vllm":
-		return FlavorVLLM
-	case "llamacpp":
-		return FlavorLlamaCpp
-	}
-	return FlavorUnknown
-}
+func flavorOf(ownedBy string) Flavor { return Flavor(store.FlavorNamed(ownedBy)) }
 
 // API is the API gen uses on this flavor when --api is auto: SGLang's
 // /generate (ids in, ids out, for every prompt shape), else the OpenAI

@@ -164,6 +164,9 @@ type ChatRequest struct {
 	// Extra holds more body fields, such as "reasoning_effort" or
 	// "separate_reasoning". It cannot replace the fields the client sets.
 	Extra map[string]any
+	// Tools are the tools the model may call (a wrapped list; nil: none),
+	// sent with tool_choice "auto" (tools.go).
+	Tools json.RawMessage
 }
 
 // openAIUsage is the usage object of the OpenAI-compatible endpoints.
@@ -184,9 +187,10 @@ type openAIUsage struct {
 type openAIResponse struct {
 	Choices []struct {
 		Message *struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"` // vLLM's name for it
+			Content          *string         `json:"content"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			Reasoning        *string         `json:"reasoning"` // vLLM's name for it
+			ToolCalls        json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
 		Text         *string         `json:"text"`
 		TokenIDs     []int           `json:"token_ids"`        // vLLM, with return_token_ids
@@ -222,7 +226,12 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (*Result, error) {
 	if kwargs != nil {
 		body["chat_template_kwargs"] = kwargs
 	}
-	return c.openAI(ctx, op, "/v1/chat/completions", APIChat, body)
+	addTools(body, req.Tools)
+	res, err := c.openAI(ctx, op, "/v1/chat/completions", APIChat, body)
+	if err != nil && req.Tools != nil {
+		return nil, c.toolsRefused(err)
+	}
+	return res, err
 }
 
 // CompletionRequest is one prompt for POST /v1/completions. Exactly one of
@@ -303,6 +312,9 @@ func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[
 		r.ReasoningContent = ch.Message.ReasoningContent
 		if r.ReasoningContent == nil {
 			r.ReasoningContent = ch.Message.Reasoning
+		}
+		if err := c.readToolCalls(op, r, ch.Message.ToolCalls); err != nil {
+			return nil, err
 		}
 	}
 	if ch.TokenIDs != nil {

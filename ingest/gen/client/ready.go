@@ -218,11 +218,15 @@ func (c *Client) ServedModel(ctx context.Context) (ModelInfo, error) {
 	return info, nil
 }
 
-// Message is one chat message.
+// Message is one chat message; an assistant turn may carry tool calls,
+// a tool turn the id and name of the call it answers (tools.go).
 type Message struct {
-	Role             string `json:"role"`
-	Content          string `json:"content"`
-	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"`
 }
 
 // TokenizeMessages returns the prompt token ids SGLang's chat endpoint would
@@ -233,10 +237,15 @@ type Message struct {
 // ErrTokenizeUnsupported (test with errors.Is); the caller should then use
 // Chat for the rest of the run.
 func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]int, error) {
+	return c.tokenizeMessages(ctx, messages, nil)
+}
+
+func (c *Client) tokenizeMessages(ctx context.Context, messages []Message, tools json.RawMessage) ([]int, error) {
 	if len(messages) == 0 {
 		return nil, c.requestError("POST /v1/tokenize", "no messages to tokenize")
 	}
 	body := map[string]any{"messages": messages}
+	addTools(body, tools)
 	if c.ChatTemplateKwargs != nil {
 		body["chat_template_kwargs"] = c.ChatTemplateKwargs
 	}

@@ -35,6 +35,10 @@ type Result struct {
 	// the reasoning). Nil when absent (/generate with --skip-tokenizer-init,
 	// or a chat message whose content is null).
 	Text *string
+	// ToolCalls are the model's calls: the chat message's tool_calls, or
+	// those /parse_function_call found in a /generate output (whose Text
+	// is then the text around them). Nil when it made none.
+	ToolCalls []ToolCall
 	// ReasoningContent is the chat message's separated reasoning; nil when
 	// the server sent null (no --reasoning-parser) or for other endpoints.
 	ReasoningContent *string
@@ -82,7 +86,8 @@ func (r *Result) AppendJSONL(dst []byte, id string) []byte {
 }
 
 // AppendFields appends r's fields, without braces, in this order:
-// output_ids, text, reasoning_content (chat only, null when absent),
+// output_ids, text, tool_calls (only when the model made calls),
+// reasoning_content (chat only, null when absent),
 // prompt_ids (only when set), prompt_tokens, completion_tokens,
 // cached_tokens, reasoning_tokens, spec_verify_ct, spec_accept_length,
 // spec_accepted_drafts, spec_proposed_drafts (each only when the server
@@ -103,6 +108,11 @@ func (r *Result) AppendFields(dst []byte) []byte {
 	if r.Text != nil {
 		dst = append(dst, `"text":`...)
 		dst = appendString(dst, *r.Text)
+		dst = append(dst, ',')
+	}
+	if r.ToolCalls != nil {
+		dst = append(dst, `"tool_calls":`...)
+		dst = appendToolCalls(dst, r.ToolCalls)
 		dst = append(dst, ',')
 	}
 	if r.API == APIChat {

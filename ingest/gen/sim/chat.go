@@ -79,6 +79,7 @@ func (s *Server) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []
 			}
 		}
 	}
+	t.tools, t.format = s.promptToolLines(m), formatOf(s.cfg.ToolCallParser)
 	return applyChatTemplate(msgs, t)
 }
 
@@ -155,6 +156,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		FinishReason: strPtr(it.finish.typ()),
 		MatchedStop:  it.finish.matched(),
 	}
+	if o.tools.calling() && s.cfg.ToolCallParser != "" {
+		if normal, calls := parseCalls(formatOf(s.cfg.ToolCallParser), sglangParser, text, o.tools.names); len(calls) > 0 {
+			tc := s.sglangToolCalls(calls, o.toolHistory)
+			c.Message.Content, c.Message.ToolCalls = normal, &tc
+			if *c.FinishReason == "stop" {
+				c.FinishReason, c.MatchedStop = strPtr("tool_calls"), nil
+			}
+		}
+	}
 	if boolField(o.body, "return_prompt_token_ids", false) {
 		c.PromptTokenIDs = it.prompt
 	}
@@ -182,6 +192,15 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequ
 	if len(msgs) == 0 {
 		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
 	}
+	if s.cfg.ToolCalls {
+		if o.tools, err = readTools(o.body); err == nil {
+			err = attachToolCalls(o.body["messages"], msgs)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		g.noToolCall, o.toolHistory = o.tools.choice == "none", historyCalls(msgs)
+	}
 	prompt, ok := asInts(o.body["input_ids"])
 	if !ok {
 		prompt = s.chatPrompt(o.body, msgs)
@@ -191,6 +210,9 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequ
 		maxNew = mc
 	}
 	sp := openAISampling(o.body, maxNew, nil)
+	if o.tools.calling() {
+		sp["skip_special_tokens"] = json.RawMessage("false") // as SGLang forces, so call markers survive
+	}
 	o.gen.hasIDs, o.gen.ids = true, prompt
 	o.gen.sp = sp
 	o.gen.promptIDs = boolField(o.body, "return_prompt_token_ids", false)

@@ -111,6 +111,23 @@ type Config struct {
 	// generated: for retry tests. It is drawn after ErrorRate, ResetRate
 	// and AbortRate, from the same draw.
 	ParseErrorRate float64
+
+	// ToolCalls makes the model a tool-calling model (tools.go): the chat
+	// template renders a request's tools and its assistant tool_calls, and
+	// an answer to a prompt that holds tools calls one of them on some
+	// turns, deterministically per prompt and seed. Without it tools are
+	// ignored, as before.
+	ToolCalls bool
+	// ToolCallParser is the server's --tool-call-parser (SGLang, vLLM; see
+	// SimulatedToolParsers): with it, the chat endpoint parses the model's
+	// calls into tool_calls (vLLM also needs EnableAutoToolChoice); it
+	// also picks the model's markup: Kimi-K2's for kimi_k2, else Qwen's.
+	ToolCallParser string
+	// EnableAutoToolChoice is vLLM's --enable-auto-tool-choice.
+	EnableAutoToolChoice bool
+	// NoJinja is llama-server's --no-jinja: requests with tools are
+	// refused, as llama.cpp refuses them.
+	NoJinja bool
 }
 
 // The flavors of Config.Flavor.

@@ -5,7 +5,8 @@ and tests of clients that talk to SGLang.
 It serves the endpoints gendex gen calls, with the request and response
 shapes, status codes and error messages of SGLang's own HTTP server
 (README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
-/v1/tokenize, /health, /v1/models and, with Config.EnableMetrics, /metrics.
+/v1/tokenize, /health, /v1/models, /parse_function_call, /server_info
+and, with Config.EnableMetrics, /metrics.
 It does not stream: a request with "stream": true gets a 400, since gen
 reads whole answers. Nor does it batch: like gen, a request carries one
 prompt (a text or one input_ids list; for /v1/completions one string or one
@@ -85,6 +86,17 @@ they were read from. Each flavor's code is in its own files: vllm.go
 routes) and vllm_tokens.go, and the same three for llamacpp; what both do
 the same way around a generation request (start it, build and run its
 item) is flavorrun.go's.
+
+# Tool calls
+
+With Config.ToolCalls the model calls tools: the template renders a
+request's tools and tool_calls, and an answer to a prompt holding tools
+calls one of them on some turns, in Qwen's or Kimi-K2's markup; each
+flavor's chat endpoint parses the calls as its server does (SGLang with
+Config.ToolCallParser, vLLM with EnableAutoToolChoice too, llama.cpp
+unless NoJinja) or refuses the tools as it does, and the SGLang flavor
+serves /parse_function_call and /server_info. See tools.go and
+tools_http.go.
 
 # Faults
 

@@ -65,6 +65,8 @@ type genRequest struct {
 	fault   fault
 	faultV  float64 // where an injected abort cuts the output, in [0, 1)
 	ended   bool
+	// noToolCall: the request's tool_choice is "none" (see tools.go).
+	noToolCall bool
 }
 
 // beginGeneration admits a generation request: it counts it, answers 503

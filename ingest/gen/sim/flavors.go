@@ -16,8 +16,9 @@ package sim
 // 8905cbd4, with §14's later changes from tokenizer_manager.py 001067ff and
 // observability/metrics_collector.py 016d8605):
 //   - Routes /generate, /v1/chat/completions, /v1/completions,
-//     /v1/tokenize, /health, /v1/models, /metrics (--enable-metrics);
-//     others 404 {"detail":"Not Found"}, wrong method 405.
+//     /v1/tokenize, /health, /v1/models, /metrics (--enable-metrics),
+//     /parse_function_call, /server_info and /get_server_info (see
+//     tools_http.go); others 404 {"detail":"Not Found"}, wrong method 405.
 //   - POST {} answers 400: /generate "Either text, input_ids or
 //     input_embeds should be provided."; chat a validation error on the
 //     missing messages; completions on the missing prompt; /v1/tokenize
@@ -93,8 +94,11 @@ package sim
 //     vllm:generation_tokens_total, vllm:request_success_total
 //     {finished_reason}, and with speculative decoding
 //     vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
-//     _num_accepted_tokens_total (v1/spec_decode/metrics.py). No process
-//     start time (multiprocess registry).
+//     _num_accepted_tokens_total (v1/spec_decode/metrics.py); and
+//     process_start_time_seconds, from prometheus_client's process
+//     collector: one API server (the default) serves the global registry,
+//     which has it (only --api-server-count above 1 sets up the
+//     multiprocess registry, without it: entrypoints/cli/serve.py).
 //   - API key: only paths under /v1 and /inference; 401
 //     {"error":"Unauthorized"}.
 //

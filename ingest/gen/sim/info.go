@@ -110,6 +110,11 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		if verr == nil && len(msgs) == 0 {
 			verr = httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
 		}
+		if verr == nil && s.cfg.ToolCalls {
+			if _, verr = readTools(m); verr == nil {
+				verr = attachToolCalls(m["messages"], msgs)
+			}
+		}
 	}
 	if verr != nil {
 		writeOpenAIError(w, verr)

@@ -323,6 +323,12 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
+	tools, ok := s.llamaTools(w, m, msgs)
+	if !ok {
+		g.end(outError)
+		return
+	}
+	g.noToolCall = tools != nil && tools.choice == "none"
 	prompt := s.chatPrompt(m, msgs)
 	if !s.llamaCheck(w, g, prompt) {
 		return
@@ -339,6 +345,48 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 			msg = []kv{{"role", "assistant"}, {"reasoning_content", rtext}, {"content", content}}
 		}
 	}
-	choice := orderedJSON([]kv{{"finish_reason", llamaFinish(it)}, {"index", 0}, {"message", orderedJSON(msg)}})
+	finish := llamaFinish(it)
+	if tools.calling() {
+		if normal, calls := parseCalls(formatQwen, llamaParser, msg[len(msg)-1].v.(string), tools.names); len(calls) > 0 {
+			msg[len(msg)-1].v = normal
+			msg = append(msg, kv{"tool_calls", llamaToolCalls(calls)})
+			if finish == "stop" {
+				finish = "tool_calls"
+			}
+		}
+	}
+	choice := orderedJSON([]kv{{"finish_reason", finish}, {"index", 0}, {"message", orderedJSON(msg)}})
 	s.writeLlamaAnswer(w, g, it, "chatcmpl-", "chat.completion", choice)
+}
+
+// llamaTools reads a chat request's tools and its messages' tool_calls
+// with Config.ToolCalls (nil without), as llama-server does: without
+// --jinja, tools or a tool_choice are a 500. On a refusal it answers and
+// reports false.
+func (s *Server) llamaTools(w http.ResponseWriter, m map[string]json.RawMessage, msgs []chatMessage) (*toolRequest, bool) {
+	if !s.cfg.ToolCalls {
+		return nil, true
+	}
+	if s.cfg.NoJinja {
+		msg := ""
+		if a, ok := asArray(m["tools"]); ok && len(a) > 0 {
+			msg = "tools param requires --jinja flag"
+		} else if !isNull(m["tool_choice"]) {
+			msg = "Unsupported param: tool_choice"
+		}
+		if msg != "" {
+			writeLlamaError(w, http.StatusInternalServerError, "server_error", msg)
+			return nil, false
+		}
+		return nil, true
+	}
+	tools, err := readTools(m)
+	if err == nil {
+		err = attachToolCalls(m["messages"], msgs)
+	}
+	if err != nil {
+		writeLlamaError(w, err.status, "invalid_request_error", err.msg)
+		return nil, false
+	}
+	return tools, true
 }

@@ -101,6 +101,9 @@ func (s *Server) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request
 		llamaInvalid(w, merr)
 		return
 	}
+	if _, ok := s.llamaTools(w, m, msgs); !ok {
+		return
+	}
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8",
 		orderedJSON([]kv{{"prompt", Decode(s.chatPrompt(m, msgs), false)}}))
 }

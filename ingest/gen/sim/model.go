@@ -102,6 +102,12 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 	}
 	think := s.cfg.ReasoningParser && endsWithGenerationPrompt(prompt)
 	answer, thinkLen := naturalLengths(seed, think)
+	var call []int // a tool call's answer up to EOS (see tools.go)
+	if s.cfg.ToolCalls && !sp.noToolCall && asksAnswer(prompt) {
+		if call = s.planCall(seed, prompt); call != nil {
+			answer = len(call)
+		}
+	}
 	natural := answer
 	if think {
 		natural += thinkLen + 6 // <think> \n words \n </think> \n \n
@@ -130,6 +136,7 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 			p.thinkEnd = thinkLen + 4
 		}
 	}
+	p.ids = appendLimited(p.ids, content, call...)
 	ag := wordGen{r: &rng{state: seed}}
 	p.ids = ag.appendWords(p.ids, content-len(p.ids), content)
 	if eos {

@@ -132,7 +132,7 @@ func TestPlanSamplingSeed(t *testing.T) {
 
 func TestPlanReasoning(t *testing.T) {
 	s := New(Config{ReasoningParser: true})
-	prompt := applyChatTemplate([]chatMessage{{"user", "why"}}, chatTemplate{addGenerationPrompt: true})
+	prompt := applyChatTemplate([]chatMessage{{role: "user", content: "why"}}, chatTemplate{addGenerationPrompt: true})
 	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000)
 	if p.ids[0] != ThinkStartID || p.thinkEnd < 0 || p.ids[p.thinkEnd-1] != ThinkEndID {
 		t.Fatalf("no think section: %v", p.ids[:min(10, len(p.ids))])
@@ -201,7 +201,7 @@ func TestPlanNaturalLengths(t *testing.T) {
 		cut := make([]int, len(budgets))
 		const n = 1000
 		for i := range n {
-			prompt := applyChatTemplate([]chatMessage{{"user", fmt.Sprintf("question %d", i)}}, chatTemplate{addGenerationPrompt: true})
+			prompt := applyChatTemplate([]chatMessage{{role: "user", content: fmt.Sprintf("question %d", i)}}, chatTemplate{addGenerationPrompt: true})
 			var prev *plan
 			for j, budget := range budgets {
 				p := s.planOutput(prompt, params(t, `{}`), budget)

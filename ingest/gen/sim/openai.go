@@ -159,6 +159,10 @@ type openAIRequest struct {
 	body  map[string]json.RawMessage
 	model string
 	gen   *generateReq
+	// tools and toolHistory (the calls in the messages) with
+	// Config.ToolCalls; tools is nil without it.
+	tools       *toolRequest
+	toolHistory int
 }
 
 // parseOpenAI does the checks shared by chat and completions: content type,

@@ -41,7 +41,7 @@ func TestChatShape(t *testing.T) {
 		t.Errorf("choice %v", c)
 	}
 	u := obj(t, m["usage"])
-	prompt := applyChatTemplate([]chatMessage{{"system", "Be brief."}, {"user", "Hello"}}, chatTemplate{addGenerationPrompt: true})
+	prompt := applyChatTemplate([]chatMessage{{role: "system", content: "Be brief."}, {role: "user", content: "Hello"}}, chatTemplate{addGenerationPrompt: true})
 	if num(t, u["prompt_tokens"]) != len(prompt) || u["prompt_tokens_details"] != nil || num(t, u["reasoning_tokens"]) != 0 ||
 		num(t, u["total_tokens"]) != num(t, u["prompt_tokens"])+num(t, u["completion_tokens"]) {
 		t.Errorf("usage %v", u)
@@ -79,7 +79,7 @@ func TestChatOptions(t *testing.T) {
 	}
 	for i, c := range choices {
 		co := obj(t, c)
-		if num(t, co["index"]) != i || !reflect.DeepEqual(ints(t, co["prompt_token_ids"]), applyChatTemplate([]chatMessage{{"user", "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
+		if num(t, co["index"]) != i || !reflect.DeepEqual(ints(t, co["prompt_token_ids"]), applyChatTemplate([]chatMessage{{role: "user", content: "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
 			t.Errorf("choice %d: %v", i, co)
 		}
 		obj(t, co["meta_info"])
@@ -206,7 +206,7 @@ func TestTokenize(t *testing.T) {
 		t.Errorf("list tokenize %v", m)
 	}
 	m = obj(t, postOK(t, url+"/v1/tokenize", `{"messages":[{"role":"user","content":"Hi"}]}`))
-	if !reflect.DeepEqual(ints(t, m["tokens"]), applyChatTemplate([]chatMessage{{"user", "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
+	if !reflect.DeepEqual(ints(t, m["tokens"]), applyChatTemplate([]chatMessage{{role: "user", content: "Hi"}}, chatTemplate{addGenerationPrompt: true})) {
 		t.Errorf("messages tokenize %v", m["tokens"])
 	}
 	for _, body := range []string{`{}`, `{"prompt":"a","messages":[{"role":"user","content":"b"}]}`} {

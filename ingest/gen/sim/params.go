@@ -27,6 +27,9 @@ type samplingParams struct {
 	// salt mixes the sampling fields a vLLM or llama.cpp flavor reads into
 	// the output (see samplingSalt); 0 for SGLang.
 	salt uint64
+	// noToolCall: the request's tool_choice is "none", so the model
+	// answers in text whatever tools its prompt holds.
+	noToolCall bool
 }
 
 // samplingKeys lists every key SGLang's SamplingParams accepts, with the

@@ -25,6 +25,10 @@ type Server struct {
 	reqs    registry
 	handler http.Handler
 	created int64 // unix seconds, for /v1/models
+	// startedAt is when the server started, as prometheus_client's process
+	// collector gives it (process_start_time_seconds: Unix seconds, to the
+	// clock tick, 0.01 s).
+	startedAt float64
 
 	startOnce sync.Once
 	readyAt   atomic.Int64 // unix nanos when warmup ends; 0 before start
@@ -74,10 +78,12 @@ type Stats struct {
 // New returns a server simulating cfg. It does not listen; see Handler,
 // Serve and ListenAndServe.
 func New(cfg Config) *Server {
+	now := time.Now()
 	s := &Server{
-		cfg:     cfg.withDefaults(),
-		created: time.Now().Unix(),
-		crashed: make(chan struct{}),
+		cfg:       cfg.withDefaults(),
+		created:   now.Unix(),
+		startedAt: float64(now.UnixMilli()/10) / 100,
+		crashed:   make(chan struct{}),
 	}
 	s.slots = newSlotPool(s.cfg.Slots)
 	s.handler = s.routes()
@@ -242,6 +248,9 @@ func (s *Server) sglangRoutes() flavorRouter {
 		"/v1/tokenize":         {post, s.handleTokenize},
 		"/health":              {get, s.handleHealth},
 		"/v1/models":           {get, s.handleModels},
+		"/parse_function_call": {post, s.handleParseFunctionCall},
+		"/server_info":         {get, s.handleServerInfo},
+		"/get_server_info":     {get, s.handleServerInfo},
 	}
 	if s.cfg.EnableMetrics {
 		table["/metrics"] = route{get, s.handleMetrics}

@@ -21,6 +21,18 @@ const (
 	FunctionID   = 10
 	ThinkStartID = 11 // <think>; not special: always decoded
 	ThinkEndID   = 12 // </think>; not special: always decoded
+	// Tool tokens (see tools.go): the tools block of a prompt, and a tool
+	// call in Qwen's markup (not special, as in Qwen's tokenizer) and in
+	// Kimi-K2's (special: dropped when skipping special tokens).
+	ToolsStartID        = 13 // <tools>
+	ToolsEndID          = 14 // </tools>
+	ToolCallStartID     = 15 // <tool_call>
+	ToolCallEndID       = 16 // </tool_call>
+	KimiSectionBeginID  = 17 // <|tool_calls_section_begin|>
+	KimiSectionEndID    = 18 // <|tool_calls_section_end|>
+	KimiCallBeginID     = 19 // <|tool_call_begin|>
+	KimiArgumentBeginID = 20 // <|tool_call_argument_begin|>
+	KimiCallEndID       = 21 // <|tool_call_end|>
 
 	ByteBase  = 256
 	VocabSize = 151936
@@ -46,6 +58,16 @@ var tokenNames = [...]string{
 	FunctionID:   "<|function|>",
 	ThinkStartID: "<think>",
 	ThinkEndID:   "</think>",
+
+	ToolsStartID:        "<tools>",
+	ToolsEndID:          "</tools>",
+	ToolCallStartID:     "<tool_call>",
+	ToolCallEndID:       "</tool_call>",
+	KimiSectionBeginID:  "<|tool_calls_section_begin|>",
+	KimiSectionEndID:    "<|tool_calls_section_end|>",
+	KimiCallBeginID:     "<|tool_call_begin|>",
+	KimiArgumentBeginID: "<|tool_call_argument_begin|>",
+	KimiCallEndID:       "<|tool_call_end|>",
 }
 
 // roleTokens maps a chat role to its template token.
@@ -59,9 +81,10 @@ var roleTokens = map[string]int{
 }
 
 // isSpecial reports whether id is a special token, which decoding drops when
-// skipping special tokens. The think markers are ordinary added tokens.
+// skipping special tokens. The think markers, <tools> and </tools> and
+// Qwen's tool-call markers are ordinary added tokens.
 func isSpecial(id int) bool {
-	return id >= 0 && id < ByteBase && id != ThinkStartID && id != ThinkEndID
+	return id >= 0 && id < ByteBase && (id < ThinkStartID || id > ToolCallEndID)
 }
 
 // Encode tokenizes text. Named tokens written out in the text (such as
@@ -131,6 +154,9 @@ func appendToken(b []byte, id int, skipSpecial bool) []byte {
 type chatMessage struct {
 	role    string
 	content string
+	// toolCalls are an assistant message's tool_calls (read only with
+	// Config.ToolCalls), rendered after its content in the model's markup.
+	toolCalls []toolCall
 }
 
 // chatTemplate holds the options of one template rendering.
@@ -139,6 +165,11 @@ type chatTemplate struct {
 	continueFinalMessage bool
 	disableThinking      bool // enable_thinking=false on a reasoning model
 	reasoningModel       bool
+	// tools are the request's tools, one compact JSON line each, rendered
+	// in a <tools> block at the end of the system message (one is added
+	// in front when there is none); format is the model's call markup.
+	tools  [][]byte
+	format toolFormat
 }
 
 // applyChatTemplate renders messages into prompt ids:
@@ -164,8 +195,17 @@ func applyChatTemplate(msgs []chatMessage, t chatTemplate) []int {
 	}
 	ids := make([]int, 0, n+4)
 	ids = append(ids, BOSID)
+	if len(t.tools) > 0 && (len(msgs) == 0 || msgs[0].role != "system") {
+		ids = appendToolsBlock(append(ids, IMStartID, SystemID), t.tools, "")
+		ids = append(ids, IMEndID)
+	}
+	calls := 0 // tool calls rendered so far (Kimi numbers them)
 	for i, m := range msgs {
 		ids = append(ids, IMStartID, roleTokens[m.role])
+		if i == 0 && m.role == "system" && len(t.tools) > 0 {
+			ids = append(appendToolsBlock(ids, t.tools, m.content), IMEndID)
+			continue
+		}
 		content := m.content
 		if t.reasoningModel && m.role == "assistant" && i < lastUser {
 			if k := strings.LastIndex(content, tokenNames[ThinkEndID]); k >= 0 {
@@ -173,6 +213,13 @@ func applyChatTemplate(msgs []chatMessage, t chatTemplate) []int {
 			}
 		}
 		ids = appendEncoded(ids, content)
+		if len(m.toolCalls) > 0 {
+			if content != "" {
+				ids = append(ids, ByteBase+'\n', ByteBase+'\n')
+			}
+			ids = appendEncoded(ids, t.format.markup(m.toolCalls, calls))
+			calls += len(m.toolCalls)
+		}
 		if t.continueFinalMessage && i == len(msgs)-1 && m.role == "assistant" {
 			return ids
 		}
@@ -192,4 +239,14 @@ func applyChatTemplate(msgs []chatMessage, t chatTemplate) []int {
 func endsWithGenerationPrompt(prompt []int) bool {
 	n := len(prompt)
 	return n >= 2 && prompt[n-2] == IMStartID && prompt[n-1] == AssistantID
+}
+
+// asksAnswer reports whether prompt ends with the assistant generation
+// prompt, with or without the empty think block of disabled thinking.
+func asksAnswer(prompt []int) bool {
+	n := len(prompt)
+	if n >= 2 && prompt[n-2] == ThinkStartID && prompt[n-1] == ThinkEndID {
+		prompt = prompt[:n-2]
+	}
+	return endsWithGenerationPrompt(prompt)
 }

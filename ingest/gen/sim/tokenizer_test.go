@@ -34,7 +34,7 @@ func TestDecodeSkipSpecial(t *testing.T) {
 }
 
 func TestApplyChatTemplate(t *testing.T) {
-	msgs := []chatMessage{{"system", "S"}, {"user", "U"}}
+	msgs := []chatMessage{{role: "system", content: "S"}, {role: "user", content: "U"}}
 	want := []int{BOSID, IMStartID, SystemID, ByteBase + 'S', IMEndID, IMStartID, UserID, ByteBase + 'U', IMEndID, IMStartID, AssistantID}
 	if got := applyChatTemplate(msgs, chatTemplate{addGenerationPrompt: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("template = %v, want %v", got, want)
@@ -46,7 +46,7 @@ func TestApplyChatTemplate(t *testing.T) {
 	if got := noThink[len(noThink)-2:]; !reflect.DeepEqual(got, []int{ThinkStartID, ThinkEndID}) {
 		t.Errorf("thinking disabled ends with %v", got)
 	}
-	cont := applyChatTemplate(append(msgs, chatMessage{"assistant", "A"}), chatTemplate{continueFinalMessage: true})
+	cont := applyChatTemplate(append(msgs, chatMessage{role: "assistant", content: "A"}), chatTemplate{continueFinalMessage: true})
 	if got := cont[len(cont)-2:]; !reflect.DeepEqual(got, []int{AssistantID, ByteBase + 'A'}) {
 		t.Errorf("continued message ends with %v", got)
 	}
@@ -71,7 +71,7 @@ func FuzzEncodeDecode(f *testing.F) {
 // the last user turn loses its <think> section (Qwen3's template), one
 // after it keeps it.
 func TestApplyChatTemplateMultiTurn(t *testing.T) {
-	msgs := []chatMessage{{"user", "U1"}, {"assistant", "<think>r</think>\n\nA1"}, {"user", "U2"}}
+	msgs := []chatMessage{{role: "user", content: "U1"}, {role: "assistant", content: "<think>r</think>\n\nA1"}, {role: "user", content: "U2"}}
 	want := Encode("<|bos|><|im_start|><|user|>U1<|im_end|><|im_start|><|assistant|><think>r</think>\n\nA1<|im_end|><|im_start|><|user|>U2<|im_end|><|im_start|><|assistant|>", false)
 	if got := applyChatTemplate(msgs, chatTemplate{addGenerationPrompt: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("plain model: %q", Decode(got, false))
@@ -80,7 +80,7 @@ func TestApplyChatTemplateMultiTurn(t *testing.T) {
 	if got := applyChatTemplate(msgs, chatTemplate{addGenerationPrompt: true, reasoningModel: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("reasoning model: %q", Decode(got, false))
 	}
-	got := Decode(applyChatTemplate([]chatMessage{{"user", "U"}, {"assistant", "<think>s</think>B"}}, chatTemplate{continueFinalMessage: true, reasoningModel: true}), false)
+	got := Decode(applyChatTemplate([]chatMessage{{role: "user", content: "U"}, {role: "assistant", content: "<think>s</think>B"}}, chatTemplate{continueFinalMessage: true, reasoningModel: true}), false)
 	if !strings.HasSuffix(got, "<think>s</think>B") {
 		t.Errorf("an assistant turn after the last user turn lost its thinking: %q", got)
 	}

@@ -176,5 +176,10 @@ func (s *Server) handleVLLMMetrics(w http.ResponseWriter, r *http.Request) {
 		counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", float64(f.specDraftTokens))
 		counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", float64(f.specAccepted))
 	}
+	// One API server (the default) serves prometheus_client's global
+	// registry, with its process collector; --api-server-count above 1
+	// serves a multiprocess registry without it.
+	p.Family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", prom.Gauge)
+	p.Float(s.startedAt)
 	writeRaw(w, http.StatusOK, prom.ContentType, b.Bytes())
 }

@@ -254,6 +254,12 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if err == nil && boolField(m, "stream", false) {
 		err = errNoStreaming
 	}
+	var tools *toolRequest
+	if err == nil && s.cfg.ToolCalls {
+		if tools, err = readTools(m); err == nil {
+			err = attachToolCalls(m["messages"], msgs)
+		}
+	}
 	maxNew := m["max_tokens"]
 	if mc := m["max_completion_tokens"]; !isNull(mc) {
 		maxNew = mc
@@ -262,6 +268,17 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	autoTools := s.cfg.EnableAutoToolChoice && s.cfg.ToolCallParser != ""
+	if tools.calling() {
+		if !autoTools {
+			writeVLLMError(w, http.StatusBadRequest, "BadRequestError",
+				`"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`, "")
+			g.end(outError)
+			return
+		}
+		sp["skip_special_tokens"] = json.RawMessage("false") // the tool parser's adjust_request
+	}
+	g.noToolCall = tools != nil && tools.choice == "none"
 	prompt := s.chatPrompt(m, msgs)
 	it := s.runVLLM(w, r, g, prompt, sp, salt)
 	if it == nil {
@@ -274,9 +291,19 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 			reasoning, text = rtext, content
 		}
 	}
-	msg := orderedJSON([]kv{{"role", "assistant"}, {"content", text}, {"refusal", nil}, {"annotations", nil},
-		{"audio", nil}, {"function_call", nil}, {"tool_calls", []int{}}, {"reasoning", reasoning}})
-	choice := []kv{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", it.finish.typ()},
+	var content, toolCalls any = text, []int{}
+	finish := it.finish.typ()
+	if tools.calling() {
+		if normal, calls := parseCalls(formatOf(s.cfg.ToolCallParser), vllmParser, text, tools.names); len(calls) > 0 {
+			content, toolCalls, finish = normal, vllmToolCalls(calls), "tool_calls"
+			if normal == "" {
+				content = nil
+			}
+		}
+	}
+	msg := orderedJSON([]kv{{"role", "assistant"}, {"content", content}, {"refusal", nil}, {"annotations", nil},
+		{"audio", nil}, {"function_call", nil}, {"tool_calls", toolCalls}, {"reasoning", reasoning}})
+	choice := []kv{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish},
 		{"stop_reason", vllmStopReason(it)}, {"token_ids", nil}}
 	var promptIDs any
 	if boolField(m, "return_token_ids", false) {

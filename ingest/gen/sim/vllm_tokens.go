@@ -20,6 +20,11 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !isNull(m["messages"]):
 		msgs, err := parseMessages(m["messages"])
+		if err == nil && s.cfg.ToolCalls {
+			if _, err = readTools(m); err == nil {
+				err = attachToolCalls(m["messages"], msgs)
+			}
+		}
 		if err != nil {
 			writeVLLMAPIError(w, err)
 			return
@@ -33,6 +38,7 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 			}
 			t.continueFinalMessage, t.addGenerationPrompt = true, false
 		}
+		t.tools, t.format = s.promptToolLines(m), formatOf(s.cfg.ToolCallParser)
 		ids = applyChatTemplate(msgs, t)
 		if boolField(m, "add_special_tokens", false) {
 			ids = append([]int{BOSID}, ids...)

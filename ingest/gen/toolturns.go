@@ -1,0 +1,292 @@
+package gen
+
+// Tool conversations regenerated on the model's own calls (--turns all;
+// issue 42 item 3). A tool prompt is asked step by step, each step one
+// request on the history regenerated so far: the prompt's system and user
+// turns in their order, the model's own assistant turns, and after each of
+// its calls the data's recorded result. The data's assistant turns are
+// never sent.
+//
+// Pairing (speculators' rule, per user turn): the tool results the data
+// recorded after user turn u answer the calls the model makes while
+// answering u, in order: the k-th new call takes the k-th result not yet
+// used, sent back as a tool turn with the new call's id (one the server
+// did not give is "call_<step>_<k>", written in the answer) and its tool's
+// name, guarded by that name (a result the data names, by its
+// tool_call_id's call or a Hermes name, answers only a call of that tool).
+// An answer without calls ends user turn u; the next user turn follows.
+//
+// A stop: when the model departs from the data, the conversation ends at
+// that step, with the model's own turn last, and its line says why
+// ("tool_stop": {"reason", "step", "detail"}):
+//
+//	other_tool  a call of another tool than the result recorded for it
+//	more_calls  more calls than results left for the user turn
+//	no_call     an answer in text where the data called, at the last user turn
+//	bad_arguments  a call whose arguments are not a JSON object (no server
+//	            takes it back in the history)
+//
+// (At an earlier user turn an answer in text is the model's choice: the
+// results left are not used, and the next user turn follows.) An answer cut
+// at the token limit ends the conversation too (finish_reason length, as
+// any cut answer). export keeps a stopped conversation's record unless
+// --exclude-tool-stops, which excludes it as tool_stop.
+//
+// The raw line is a conversation line (turns.go) whose turns are the
+// steps, each with "user_turn" (from 0) and "results" (the indexes, among
+// the prompt's tool turns from 0, of the results that answered its calls);
+// the last step alone keeps "prompt_ids". A tool conversation writes no
+// turn lines: one interrupted mid-way is asked again from its first step.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"gendex/ingest/gen/client"
+	"gendex/store"
+)
+
+// The tool stop reasons.
+const (
+	StopOtherTool = "other_tool"
+	StopMoreCalls = "more_calls"
+	StopNoCall    = "no_call"
+	StopBadArgs   = "bad_arguments"
+)
+
+type toolResult struct {
+	content, name string
+	at            int // its index among the prompt's tool turns
+}
+
+type toolStep struct {
+	res     *client.Result
+	user    int
+	results []int
+}
+
+type toolStop struct {
+	reason, detail string
+	step           int
+}
+
+// toolConv is a tool conversation being regenerated; only the worker that
+// holds its job touches it.
+type toolConv struct {
+	leads   [][]client.Message // per user turn: the turns that open it (system turns before it, then it)
+	segs    [][]toolResult     // per user turn: the data's results after it
+	u, used int                // the user turn being answered, and its results used
+	history []client.Message
+	steps   []toolStep
+	stop    *toolStop
+}
+
+func newToolConv(p *Prompt) *toolConv {
+	tc := &toolConv{}
+	var pending []client.Message
+	tools := 0
+	for _, m := range p.Messages {
+		switch m.Role {
+		case "assistant":
+		case "tool":
+			if n := len(tc.segs); n > 0 {
+				tc.segs[n-1] = append(tc.segs[n-1], toolResult{content: m.Content, name: m.Name, at: tools})
+			}
+			tools++
+		case "user":
+			tc.segs = append(tc.segs, nil)
+			tc.leads = append(tc.leads, append(pending, m))
+			pending = nil
+		default:
+			pending = append(pending, m)
+		}
+	}
+	if n := len(tc.leads); n > 0 {
+		tc.leads[n-1] = append(tc.leads[n-1], pending...)
+		tc.history = append(tc.history, tc.leads[0]...)
+	}
+	return tc
+}
+
+// prompt is the request of the conversation's next step.
+func (tc *toolConv) prompt(p *Prompt) *Prompt {
+	tp := *p
+	tp.Messages = tc.history
+	return &tp
+}
+
+// take takes the answer to the current step; it reports whether the
+// conversation is over (answered, cut or stopped).
+func (tc *toolConv) take(res *client.Result) bool {
+	n := len(tc.steps) + 1
+	step := toolStep{res: res, user: tc.u}
+	seg := tc.segs[tc.u]
+	left := len(seg) - tc.used
+	text := ""
+	if res.Text != nil {
+		text = *res.Text
+	}
+	for k := range res.ToolCalls {
+		if res.ToolCalls[k].ID == "" {
+			res.ToolCalls[k].ID = "call_" + strconv.Itoa(n) + "_" + strconv.Itoa(k+1)
+		}
+	}
+	tc.history = append(tc.history, client.Message{Role: "assistant", Content: text, ToolCalls: res.ToolCalls})
+	defer func() { tc.steps = append(tc.steps, step) }()
+	calls := res.ToolCalls
+	switch {
+	case res.FinishReason == "length":
+		return true
+	case len(calls) == 0:
+		if left > 0 && tc.u == len(tc.segs)-1 {
+			tc.stop = &toolStop{StopNoCall, fmt.Sprintf("step %d: the model answered in text where the data called a tool (%d recorded result(s) left for user turn %d)", n, left, tc.u+1), n}
+			return true
+		}
+		tc.u, tc.used = tc.u+1, 0
+		if tc.u == len(tc.segs) {
+			return true
+		}
+		tc.history = append(tc.history, tc.leads[tc.u]...)
+		return false
+	case badArgs(calls) > 0:
+		k := badArgs(calls)
+		tc.stop = &toolStop{StopBadArgs, fmt.Sprintf("step %d: call %d (%s): arguments %q are not a JSON object", n, k, calls[k-1].Function.Name, calls[k-1].Function.Arguments), n}
+		return true
+	case len(calls) > left:
+		tc.stop = &toolStop{StopMoreCalls, fmt.Sprintf("step %d: the model made %d call(s), the data has %d result(s) left for user turn %d", n, len(calls), left, tc.u+1), n}
+		return true
+	}
+	for k, c := range calls {
+		if r := seg[tc.used+k]; r.name != "" && r.name != c.Function.Name {
+			tc.stop = &toolStop{StopOtherTool, fmt.Sprintf("step %d: call %d: the model called %s where the data's result is %s's", n, k+1, c.Function.Name, r.name), n}
+			return true
+		}
+	}
+	for k, c := range calls {
+		r := seg[tc.used+k]
+		tc.history = append(tc.history, client.Message{Role: "tool", Content: r.content, ToolCallID: c.ID, Name: c.Function.Name})
+		step.results = append(step.results, r.at)
+	}
+	tc.used += len(calls)
+	return false
+}
+
+// answerTools asks j's tool conversation step by step (see above) and
+// sends its raw line; it returns when the conversation is over, failed for
+// good, or left for the next run.
+func (r *run) answerTools(j *job) {
+	tc := newToolConv(j.p)
+	if len(tc.segs) == 0 {
+		r.results <- r.jobError(j, 0, "the conversation has no user turn to answer", "")
+		return
+	}
+	for {
+		res := r.ask(j, tc.prompt(j.p))
+		if res == nil {
+			return
+		}
+		if tc.take(res) {
+			r.results <- r.toolResult(j, tc)
+			return
+		}
+		if r.stopping() {
+			return
+		}
+		j.tries = tries{suspect: j.suspect}
+	}
+}
+
+// toolResult is the raw line of j's finished tool conversation, and under
+// --export its record or exclusion.
+func (r *run) toolResult(j *job, tc *toolConv) result {
+	turns := make([]turnAnswer, len(tc.steps))
+	var tokens int64
+	unknown := false
+	for i, s := range tc.steps {
+		res := s.res
+		if i < len(tc.steps)-1 {
+			res.PromptIDs = nil // the last step's alone
+		}
+		t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
+		obj := append([]byte{'{'}, res.AppendFields(nil)...)
+		obj = fmt.Appendf(obj, `,"user_turn":%d,"results":[`, s.user)
+		for k, at := range s.results {
+			if k > 0 {
+				obj = append(obj, ',')
+			}
+			obj = strconv.AppendInt(obj, int64(at), 10)
+		}
+		t.obj = append(obj, "]}"...)
+		turns[i] = t
+		if t.counts[1] == store.Unknown {
+			unknown = true
+		} else {
+			tokens += t.counts[1]
+		}
+	}
+	last := tc.steps[len(tc.steps)-1].res
+	line := conversationLine(j.p.ID, turns, last)
+	if st := tc.stop; st != nil {
+		line = line[:len(line)-2] // "}\n"
+		line = fmt.Appendf(line, `,"tool_stop":{"reason":"%s","step":%d,"detail":`, st.reason, st.step)
+		line = client.AppendJSONString(line, st.detail)
+		line = append(line, "}}\n"...)
+		r.tl.stops.add(st.reason)
+	}
+	if j.redo {
+		line = r.redoLine(j.ds, line)
+	}
+	out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: last.FinishReason == "length", redo: j.redo}
+	if !j.redo {
+		r.decideExport(&out, j.p)
+	}
+	return out
+}
+
+// stopCounts counts the tool conversations this run stopped, by reason.
+type stopCounts struct {
+	mu sync.Mutex
+	by map[string]int64
+}
+
+func (s *stopCounts) add(reason string) {
+	s.mu.Lock()
+	if s.by == nil {
+		s.by = map[string]int64{}
+	}
+	s.by[reason]++
+	s.mu.Unlock()
+}
+
+// text says the stops for the summary ("" for none).
+func (s *stopCounts) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	var parts []string
+	for _, reason := range []string{StopOtherTool, StopMoreCalls, StopNoCall, StopBadArgs} {
+		if c := s.by[reason]; c > 0 {
+			n += c
+			parts = append(parts, fmt.Sprintf("%s %d", reason, c))
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("gen: tool conversations: %d stopped where the model departed from the data (%s), each ending with the model's own turn; their raw lines say why (\"tool_stop\"), and --exclude-tool-stops excludes their records", n, strings.Join(parts, ", "))
+}
+
+// badArgs returns the first call (from 1) whose arguments are not a JSON
+// object, or 0.
+func badArgs(calls []client.ToolCall) int {
+	for k, c := range calls {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(c.Function.Arguments), &obj) != nil || obj == nil {
+			return k + 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,81 @@
+package gen
+
+import (
+	"testing"
+
+	"gendex/ingest/gen/client"
+)
+
+func toolPrompt(t *testing.T, line string) *Prompt {
+	t.Helper()
+	p, err := ParsePrompt([]byte(line), "c", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func calling(names ...string) *client.Result {
+	r := &client.Result{FinishReason: "tool_calls"}
+	for _, n := range names {
+		r.ToolCalls = append(r.ToolCalls, client.ToolCall{Type: "function", Function: client.ToolFunction{Name: n, Arguments: "{}"}})
+	}
+	return r
+}
+
+func saying(text string) *client.Result {
+	return &client.Result{Text: &text, FinishReason: "stop"}
+}
+
+// TestToolConvPairing: the k-th call of a user turn takes that turn's k-th
+// result, with the call's id; an answer in text at an earlier user turn
+// leaves its results unused and goes on to the next user turn; at the last
+// one it is a no_call stop; arguments that are not JSON stop the
+// conversation.
+func TestToolConvPairing(t *testing.T) {
+	const line = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"system","content":"s"},
+		{"role":"user","content":"u1"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}}]},{"role":"tool","content":"ra"},{"role":"assistant","content":"x"},
+		{"role":"user","content":"u2"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}},{"function":{"name":"b","arguments":{}}}]},{"role":"tool","content":"r2a"},{"role":"tool","content":"r2b"},{"role":"assistant","content":"y"}]}`
+	p := toolPrompt(t, line)
+	tc := newToolConv(p)
+	if len(tc.history) != 2 || tc.history[1].Content != "u1" {
+		t.Fatalf("first step's history %+v", tc.history)
+	}
+	// User turn 1: the model answers in text (its result "ra" goes unused).
+	if tc.take(saying("no need")) || tc.stop != nil || tc.u != 1 {
+		t.Fatalf("text at user turn 1: over or stopped (%+v)", tc.stop)
+	}
+	// User turn 2: two calls, answered in order with the model's ids.
+	if tc.take(calling("a", "b")) || tc.stop != nil {
+		t.Fatalf("two calls stopped: %+v", tc.stop)
+	}
+	h := tc.history
+	got := h[len(h)-2:]
+	if got[0].Content != "r2a" || got[0].ToolCallID != "call_2_1" || got[0].Name != "a" || got[1].Content != "r2b" || got[1].ToolCallID != "call_2_2" {
+		t.Fatalf("results %+v", got)
+	}
+	if !tc.take(saying("done")) || tc.stop != nil || len(tc.steps) != 3 {
+		t.Fatalf("the last answer: over %v, stop %+v, %d steps", true, tc.stop, len(tc.steps))
+	}
+	if s := tc.steps[1]; len(s.results) != 2 || s.results[0] != 1 || s.results[1] != 2 || s.user != 1 {
+		t.Errorf("step 2 %+v", s)
+	}
+	for _, tcase := range []struct {
+		first, second *client.Result
+		reason        string
+	}{
+		{saying("x"), saying("no call"), StopNoCall},
+		{saying("x"), calling("b"), StopOtherTool},
+		{saying("x"), calling("a", "b", "a"), StopMoreCalls},
+		{saying("x"), &client.Result{ToolCalls: []client.ToolCall{{Type: "function", Function: client.ToolFunction{Name: "a", Arguments: `{"x": `}}}}, StopBadArgs},
+	} {
+		tc := newToolConv(toolPrompt(t, line))
+		tc.take(tcase.first)
+		if !tc.take(tcase.second) || tc.stop == nil || tc.stop.reason != tcase.reason || tc.stop.step != 2 {
+			t.Errorf("want %s: stop %+v", tcase.reason, tc.stop)
+		}
+		if m := tc.history[len(tc.history)-1]; m.Role != "assistant" {
+			t.Errorf("%s: the history ends with %+v, not the model's turn", tcase.reason, m)
+		}
+	}
+}
