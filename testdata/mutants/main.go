@@ -2,9 +2,13 @@
 // each mutation of .ci/mutants.txt (a small, named weakening of the code
 // behind one of README's Guarantees) to a copy of the tree, runs the tests
 // the entry names, and fails when a mutation fails none of them (it
-// survived: no test holds that guard any more), when a mutation's original
-// snippet is not found exactly once in its file (the code moved: the list
-// must be updated), or when a mutated tree does not build.
+// survived: no test holds that guard any more; a -run that matches no test,
+// or tests that skip, never count as catching it), when a mutation's
+// original snippet is not found exactly once in its file (the code moved:
+// the list must be updated, and the message says where its first line is
+// now), when README.md does not name a mutation, or when a mutated tree
+// does not build. The tests run without -race and without vet, for speed;
+// a test that times out (-timeout) counts as catching its mutation.
 //
 // The working tree is never touched: the files git knows (tracked, and
 // untracked but not ignored) are copied to a temporary folder, and each
