@@ -16,7 +16,7 @@
 //
 // Usage (from the repository's root; .ci/mutants runs it):
 //
-//	go run ./testdata/mutants [-list .ci/mutants.txt] [-only REGEXP] [-baseline] [-keep] [-v]
+//	go run ./testdata/mutants [-list .ci/mutants.txt] [-only REGEXP] [-baseline] [-find] [-keep] [-v]
 package main
 
 import (
@@ -62,10 +62,23 @@ func main() {
 	baseline := flag.Bool("baseline", false, "first run each package's tests on the unmutated copy: they must pass")
 	keep := flag.Bool("keep", false, "keep the copy of the tree (its path is printed)")
 	verbose := flag.Bool("v", false, "print the output of every test run")
+	find := flag.Bool("find", false, "only check that every original snippet is found once and README names every mutation")
 	timeout := flag.Duration("timeout", 3*time.Minute, "go test's -timeout for one mutation's tests")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *find {
+		ms, err := parseList(*list)
+		if err == nil {
+			err = findAll(*list, ms)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mutants:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("every snippet of %s's %d mutations is found once\n", *list, len(ms))
+		return
+	}
 	if err := check(ctx, *list, *only, *baseline, *keep, *verbose, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
