@@ -262,7 +262,7 @@ func TestExitStatusesOfTheBinary(t *testing.T) {
 // show prints a stored line as it is, so it has no keys of its own.
 var jsonKeyCases = [][]string{
 	{"progress"}, {"tokens"}, {"throughput"}, {"series"}, {"series", "--servers"}, {"spec"},
-	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"errors"},
+	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"stops"}, {"errors"},
 	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"runs"}, {"list", "alpha"},
 	{"list", "alpha", "--stage", "errors"},
 }

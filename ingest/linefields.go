@@ -25,6 +25,7 @@ type fields struct {
 	inputTokens, outputTokens                   span
 	turn, reason, detail, excludedAt            span
 	model, simulated, redo                      span
+	toolStop                                    span // gen's "tool_stop" {"reason", "step", "detail"}
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -130,6 +131,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.simulated = sp
 	case "redo":
 		f.redo = sp
+	case "tool_stop":
+		f.toolStop = sp
 	case "turns":
 		f.turns = sp
 	case "sglext":

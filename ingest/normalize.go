@@ -134,6 +134,9 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		return store.Errors, info, nil
 	}
 	rec.Finish = l.finishReason(b)
+	if stage == store.Raw {
+		rec.ToolStop = toolStopReason(b, f.toolStop)
+	}
 	info.chunk = string(val(b, f.object)) == `"chat.completion.chunk"`
 	info.model, info.simulated = val(b, f.model), string(val(b, f.simulated)) == "true"
 	info.redo = string(val(b, f.redo)) == "true"

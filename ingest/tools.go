@@ -451,3 +451,17 @@ func ParseChat(raw []json.RawMessage, tools []byte) ([]Turn, json.RawMessage, er
 	}
 	return ts, list, nil
 }
+
+// toolStopReason is the reason of an answer line's "tool_stop" (sp): a
+// tool conversation gen stopped where the model departed from the data,
+// counted per reason in the index (store.Record.ToolStop). A "tool_stop"
+// that is not null but has no reason string is "unknown"; none is "".
+func toolStopReason(b []byte, sp span) string {
+	if !sp.ok() || isNull(b, sp) {
+		return ""
+	}
+	if r := str(b, get(b, sp, "reason")); r != "" {
+		return r
+	}
+	return "unknown"
+}

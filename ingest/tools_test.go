@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gendex/store"
 )
 
 func parseChat(t *testing.T, turns, tools string) ([]Turn, json.RawMessage, error) {
@@ -116,6 +118,24 @@ func TestParseChatToolErrors(t *testing.T) {
 	for _, tl := range []string{`"[]"`, `[]`, `null`, `""`} {
 		if _, tools, err := parseChat(t, `[{"role":"user","content":"q"}]`, tl); err != nil || tools != nil {
 			t.Errorf("tools %s: %s, %v; want none", tl, tools, err)
+		}
+	}
+}
+
+// TestNormalizeToolStop: an answer line's "tool_stop" reason is its
+// record's ToolStop (the index counts it per reason); null or absent is
+// none, and one without a reason string is "unknown".
+func TestNormalizeToolStop(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"tool_calls","tool_stop":{"reason":"other_tool","step":2,"detail":"step 2: call 1: ..."}}`, "other_tool"},
+		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"stop","tool_stop":{"step":1}}`, "unknown"},
+		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"stop","tool_stop":null}`, ""},
+		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"stop"}`, ""},
+	} {
+		var rec store.Record
+		st, err := Normalize([]byte(c.line), store.Raw, &rec)
+		if err != nil || st != store.Raw || rec.ToolStop != c.want {
+			t.Errorf("%s: stage %v, tool stop %q, %v; want raw, %q", c.line, st, rec.ToolStop, err, c.want)
 		}
 	}
 }

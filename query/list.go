@@ -22,13 +22,16 @@ const MoreAfter = "more after"
 // checkList reads list's arguments into q.
 func checkList(q *Query, pos []string) error {
 	if len(pos) != 1 {
-		return usageErr("usage: list DATASET [--stage STAGE] [--after ID|--before ID] [--limit N] [--finish REASON] [--sample N]")
+		return usageErr("usage: list DATASET [--stage STAGE] [--after ID|--before ID] [--limit N] [--finish REASON] [--tool-stop REASON|any] [--sample N]")
 	}
 	if !q.StageSet {
 		q.Stage = store.Raw
 	}
 	if q.After != "" && q.Before != "" {
 		return usageErr("list: give --after or --before, not both")
+	}
+	if q.ToolStop != "" && (q.Stage != store.Raw || q.Sample > 0) {
+		return usageErr("list --tool-stop: the answers (--stage raw), without --sample")
 	}
 	if q.Limit == 0 {
 		q.Limit = 50
@@ -43,9 +46,10 @@ func checkList(q *Query, pos []string) error {
 }
 
 // listColumns are list's columns: the record's id, how it ended and its
-// counts, when it finished (the index's time), an error's message, and
-// where its line is.
-var listColumns = []string{"id", "finish", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finished", "message", "source"}
+// counts, when it finished (the index's time), an error's message, where
+// its line is, and why gen stopped it when it is a tool conversation that
+// departed from the data.
+var listColumns = []string{"id", "finish", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finished", "message", "source", "tool_stop"}
 
 // list: a page of a stage's records in id order, from a cursor's seek;
 // walking back (--before) the rows still come in id order. When records
@@ -65,12 +69,12 @@ func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
 		return nil
 	}
 	r := store.PageRequest{Dataset: name, Stage: q.Stage, After: q.After, Before: q.Before, Back: q.Before != ""}
-	if q.Finish != "" {
+	if q.Finish != "" || q.ToolStop != "" {
 		r.Scan = ListScan
 	}
 	var rows [][]any
 	end, err := v.Page(r, func(rec *store.Record) (bool, error) {
-		if q.Finish == "" || store.FinishReason(rec.Finish) == store.FinishReason(q.Finish) {
+		if (q.Finish == "" || store.FinishReason(rec.Finish) == store.FinishReason(q.Finish)) && toolStopped(rec, q.ToolStop) {
 			rows = append(rows, listRow(v, rec))
 		}
 		return len(rows) < q.Limit, nil
@@ -89,7 +93,7 @@ func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
 		}
 	}
 	if end.More {
-		return out.Total([]any{MoreAfter, end.Last, nil, nil, nil, nil, fmt.Sprintf("%d records looked at", end.Looked), nil})
+		return out.Total([]any{MoreAfter, end.Last, nil, nil, nil, nil, fmt.Sprintf("%d records looked at", end.Looked), nil, nil})
 	}
 	return nil
 }
@@ -107,8 +111,24 @@ func listRow(v *store.View, r *store.Record) []any {
 	if r.Finish != "" {
 		finish = r.Finish
 	}
+	var stop any
+	if r.ToolStop != "" {
+		stop = r.ToolStop
+	}
 	return []any{r.ID, finish, count(r.PromptTokens), count(r.CompletionTokens), count(r.ReasoningTokens),
-		time.UnixMilli(r.Time).UTC().Format(timeFormat), msg, source}
+		time.UnixMilli(r.Time).UTC().Format(timeFormat), msg, source, stop}
+}
+
+// toolStopped reports whether r is kept by list's --tool-stop reason
+// (any: every stopped tool conversation; "": every record).
+func toolStopped(r *store.Record, reason string) bool {
+	switch reason {
+	case "":
+		return true
+	case "any":
+		return r.ToolStop != ""
+	}
+	return r.ToolStop == reason
 }
 
 // count is a token count, or nil (unknown) for store.Unknown.

@@ -94,7 +94,8 @@ func TestList(t *testing.T) {
 			t.Errorf("missing --limit %s: %v, want %s", limit, got, want)
 		}
 	}
-	for _, bad := range [][]string{{"missing", "p", "--limit", "-1"}, {"list"}, {"list", "d", "--after", "a", "--before", "b"}, {"list", "d", "--limit", "-1"}} {
+	for _, bad := range [][]string{{"missing", "p", "--limit", "-1"}, {"list"}, {"list", "d", "--after", "a", "--before", "b"}, {"list", "d", "--limit", "-1"},
+		{"list", "d", "--tool-stop", "any", "--stage", "errors"}, {"list", "d", "--tool-stop", "no_call", "--sample", "3"}} {
 		if _, err := query.Parse(bad); err == nil {
 			t.Errorf("%v: no usage error", bad)
 		}

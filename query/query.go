@@ -27,6 +27,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
 	{"missing", "missing DATASET [--stage raw|tokenized] [--limit N]", "ids without a response (raw), or without a tokenized record and why (tokenized); --limit: the first N"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
+	{"stops", "stops [DATASET...]", "tool conversations gen stopped where the model departed from the data, per reason (list --tool-stop lists them)"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
@@ -34,7 +35,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers, errors and last answer"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered"},
-	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --sample: N at random), from the index's keys"},
+	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random), from the index's keys"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
@@ -63,6 +64,9 @@ type Query struct {
 	Limit         int
 	Finish        string
 	Sample        int
+	// ToolStop keeps, in list, the answers of tool conversations gen
+	// stopped for this reason ("any": every one).
+	ToolStop string
 	// series: a row's length (0: chosen for the span), and --servers (--since: as events).
 	Step      time.Duration
 	PerServer bool
@@ -129,6 +133,7 @@ func Parse(args []string) (Query, error) {
 	fs.IntVar(&q.Limit, "limit", 0, "list: records in a page (default 50)")
 	fs.StringVar(&q.Finish, "finish", "", "list: only records with this finish reason (length: cut at the token limit)")
 	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random")
+	fs.StringVar(&q.ToolStop, "tool-stop", "", "list: only tool conversations gen stopped for this reason (any: every one)")
 	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -314,6 +319,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return missing(v, names[0], q.Stage, q.Bare, limitRows(out, q.Limit))
 		case "finish":
 			return finish(v, names, out)
+		case "stops":
+			return stops(v, names, out)
 		case "errors":
 			return errorList(v, names, out)
 		case "datasets":

@@ -125,6 +125,12 @@ type Record struct {
 	Line   int64
 	// Sum is LineSum of the line, so a reader can tell the file still holds it.
 	Sum uint32
+
+	// ToolStop is the reason gen stopped a tool conversation where the
+	// model departed from the data (the line's "tool_stop" reason:
+	// "other_tool", "more_calls", "no_call", "bad_arguments"), "" for an
+	// answer that did not stop so.
+	ToolStop string
 }
 
 // cleanSpec makes r's spec counts what the index stores: a verify count
@@ -170,7 +176,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // strings, then the speculative decoding counts when their bits are set.
 // They come last, so a record written before they existed (no bits 6 and
 // 7) decodes as having none, and a decoder that predates them reads the
-// rest of a new record as it always did.
+// rest of a new record as it always did. The flags byte being full, what
+// came later follows as an extension: a second flags byte (xFlags) and its
+// fields, present only when one of them is set; a record that ends before
+// it has none of them, and an older decoder ignores the bytes.
 const (
 	fPrompt = 1 << iota
 	fCompletion
@@ -180,6 +189,11 @@ const (
 	fMessage
 	fSpec   // SpecVerify follows the strings
 	fDrafts // SpecAccepted and SpecProposed follow (after SpecVerify, if any)
+)
+
+// The extension's flags (see Record encoding).
+const (
+	xToolStop = 1 << iota // ToolStop follows, length-prefixed
 )
 
 const maxMessage = 512
@@ -235,6 +249,11 @@ func (r *Record) appendBinary(b []byte) []byte {
 	if flags&fDrafts != 0 {
 		b = binary.AppendUvarint(b, uint64(r.SpecAccepted))
 		b = binary.AppendUvarint(b, uint64(r.SpecProposed))
+	}
+	if r.ToolStop != "" {
+		b = append(b, xToolStop)
+		b = binary.AppendUvarint(b, uint64(len(r.ToolStop)))
+		b = append(b, r.ToolStop...)
 	}
 	return b
 }
@@ -312,6 +331,16 @@ func decodeRecord(b []byte, r *Record) error {
 		r.SpecAccepted = uv()
 		if r.SpecProposed = uv(); r.SpecProposed == 0 && b != nil {
 			return errCorrupt
+		}
+	}
+	r.ToolStop = ""
+	if len(b) > 0 { // the extension
+		x := b[0]
+		b = b[1:]
+		if x&xToolStop != 0 {
+			if r.ToolStop = str(); r.ToolStop == "" && b != nil { // never written empty
+				return errCorrupt
+			}
 		}
 	}
 	if b == nil {

@@ -32,6 +32,10 @@ type Stats struct {
 
 	Finish map[string]uint64 `json:"finish,omitempty"`
 	Shapes map[string]uint64 `json:"shapes,omitempty"`
+	// ToolStops counts the records per Record.ToolStop reason: tool
+	// conversations gen stopped where the model departed from the data
+	// (absent in a file written before it, which has no such records).
+	ToolStops map[string]uint64 `json:"tool_stops,omitempty"`
 
 	// Speculative decoding, over the records that carry it (absent in a
 	// file written before these counters, which has no such records):
@@ -85,6 +89,32 @@ func (s Summary) Skipped() uint64 {
 	var n uint64
 	for _, st := range s.Stages {
 		n += st.Skipped
+	}
+	return n
+}
+
+// The reasons gen stops a tool conversation where the model departed from
+// the data (a raw line's "tool_stop" reason, Record.ToolStop): the model
+// called another tool than the one whose result comes next, made more
+// calls than the data has results left, answered in text where the data
+// called, or made a call whose arguments are not a JSON object.
+const (
+	ToolStopOtherTool = "other_tool"
+	ToolStopMoreCalls = "more_calls"
+	ToolStopNoCall    = "no_call"
+	ToolStopBadArgs   = "bad_arguments"
+)
+
+// ToolStopReasons are the tool stop reasons, in the order gendex shows them.
+var ToolStopReasons = []string{ToolStopOtherTool, ToolStopMoreCalls, ToolStopNoCall, ToolStopBadArgs}
+
+// ToolStops is the number of the dataset's answers that are tool
+// conversations gen stopped where the model departed from the data
+// (Stats.ToolStops of its raw stage, every reason).
+func (s Summary) ToolStops() uint64 {
+	var n uint64
+	for _, c := range s.Stages[Raw].ToolStops {
+		n += c
 	}
 	return n
 }
@@ -169,6 +199,7 @@ func (s *Stats) add(r *Record, sign int) {
 	}
 	s.Finish = bump(s.Finish, r.Finish, d)
 	s.Shapes = bump(s.Shapes, r.Shape.String(), d)
+	s.ToolStops = bump(s.ToolStops, r.ToolStop, d)
 	if r.HasSpec() {
 		s.SpecRecords += d
 		if r.CompletionTokens >= 0 {

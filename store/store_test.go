@@ -63,6 +63,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Shape: ShapeSGLang, PromptTokens: 3, CompletionTokens: 90, CachedTokens: 0, ReasoningTokens: Unknown, Finish: "stop", SpecVerify: 40, SpecAccepted: 49, SpecProposed: 120},
 		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, Message: "m", SpecVerify: 1 << 32},
 		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecAccepted: 0, SpecProposed: 6},
+		{Shape: ShapeOpenAI, PromptTokens: 9, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "tool_calls", ToolStop: "other_tool"},
+		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, Message: "m", SpecVerify: 3, SpecAccepted: 1, SpecProposed: 2, ToolStop: "no_call"},
 	} {
 		var got Record
 		if err := decodeRecord(r.appendBinary(nil), &got); err != nil {
@@ -90,6 +92,21 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err := decodeRecord(nb[:len(b)], &got); err == nil {
 		t.Errorf("a record cut before its spec counts decoded as %+v", got)
 	}
+	// A tool stop is the extension after everything: the record without
+	// it is the one written before it existed, which decodes as no stop.
+	stopped := withSpec
+	stopped.ToolStop = "more_calls"
+	sb := stopped.appendBinary(nil)
+	if !bytes.Equal(sb[:len(nb)], nb) {
+		t.Errorf("a record with a tool stop is not the encoding without it plus a tail:\n%x\n%x", sb, nb)
+	}
+	got = Record{ToolStop: "left over"}
+	if err := decodeRecord(nb, &got); err != nil || got.ToolStop != "" {
+		t.Errorf("a record without the extension decoded as %+v, %v", got, err)
+	}
+	if err := decodeRecord(sb[:len(sb)-2], &got); err == nil {
+		t.Errorf("a record cut in its tool stop decoded as %+v", got)
+	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
@@ -103,6 +120,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Shape: ShapeSGLang, Finish: "stop", PromptTokens: 3, CompletionTokens: 90, CachedTokens: 0, ReasoningTokens: Unknown, SpecVerify: 40}).appendBinary(nil))
 	f.Add((&Record{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 9, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecAccepted: 0, SpecProposed: 6}).appendBinary(nil))
 	f.Add((&Record{Shape: ShapeFlat, Message: "m", PromptTokens: Unknown, CompletionTokens: 9, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecVerify: 4, SpecAccepted: 4, SpecProposed: 12}).appendBinary(nil))
+	f.Add((&Record{Shape: ShapeOpenAI, Finish: "tool_calls", PromptTokens: Unknown, CompletionTokens: 9, CachedTokens: Unknown, ReasoningTokens: Unknown, ToolStop: "other_tool"}).appendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Record
 		if decodeRecord(b, &r) != nil {
@@ -190,6 +208,9 @@ func addAll(t *testing.T, db *DB, recs []rec) {
 		for _, r := range recs {
 			x := Record{ID: r.id, File: r.file, CompletionTokens: r.tok, PromptTokens: 1, CachedTokens: Unknown, ReasoningTokens: Unknown, Time: r.sec * 1000, Finish: "stop"}
 			x.SpecVerify, x.SpecAccepted, x.SpecProposed = specOf(r)
+			if r.stage == Raw && len(r.id)%3 == 0 { // some answers are stopped tool conversations
+				x.ToolStop = []string{"other_tool", "no_call"}[r.sec%2]
+			}
 			if _, err := tx.Add("ds", r.stage, &x); err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ type Tx struct {
 // alloc encodes r into the transaction's arena. Slices handed to bbolt must
 // not be reused before the commit, so the arena only grows.
 func (tx *Tx) alloc(r *Record) []byte {
-	if cap(tx.arena)-len(tx.arena) < 160+len(r.Finish)+min(len(r.Message), maxMessage) {
+	if cap(tx.arena)-len(tx.arena) < 160+len(r.Finish)+len(r.ToolStop)+min(len(r.Message), maxMessage) {
 		tx.arena = make([]byte, 0, 256<<10)
 	}
 	start := len(tx.arena)
@@ -230,6 +230,9 @@ func (tx *Tx) Merge(dataset string, stage Stage, r *Record) (old *Record, err er
 	if r.Message != "" {
 		m.Message = r.Message
 	}
+	if r.ToolStop != "" {
+		m.ToolStop = ClipFinish(r.ToolStop)
+	}
 	if r.CompletionTokens >= 0 || m.Shape == ShapeUnknown {
 		m.Shape = r.Shape
 	}
@@ -255,6 +258,7 @@ func (tx *Tx) prepare(op, dataset string, stage Stage, r *Record) (*dsTx, error)
 		return nil, err
 	}
 	r.Finish = ClipFinish(r.Finish)
+	r.ToolStop = ClipFinish(r.ToolStop)
 	r.cleanSpec()
 	return tx.dataset(dataset)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gendex/ingest/gen/client"
+	"gendex/store/prom"
 )
 
 // connect waits for the first server to be ready and reads its /v1/models
@@ -262,4 +263,25 @@ func portOf(server string) string {
 		return "443"
 	}
 	return "80"
+}
+
+// writeMetrics writes the requests in flight, whether each server is up
+// and the answers each wrote, labelled by the server's redacted URL.
+func (r *run) writeMetrics(p *prom.Writer) {
+	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
+	for _, s := range r.pool.servers {
+		p.Int(s.inFlight.Load(), "server", s.name)
+	}
+	p.Family("gendex_server_up", "Whether a server answers (1) or is waited for (0).", prom.Gauge)
+	for _, s := range r.pool.servers {
+		up := int64(0)
+		if s.up.Load() {
+			up = 1
+		}
+		p.Int(up, "server", s.name)
+	}
+	p.Family("gendex_answers_total", "Answers written by this run, by server.", prom.Counter)
+	for _, s := range r.pool.servers {
+		p.Int(s.done.Load(), "server", s.name)
+	}
 }

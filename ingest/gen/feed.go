@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"gendex/ingest"
 	"gendex/store"
@@ -16,20 +17,44 @@ var errStop = errors.New("stop")
 // feed sends every dataset's unanswered prompts, in file order, dataset
 // after dataset without a pause between them; a conversation asked turn by
 // turn goes with the turns the index holds (recorded).
+// A large file's lines answered before are not walked before its first
+// prompt to send: the feeder starts where the answers end (skipTo) and a
+// sweeper goroutine walks the lines before that point once the first
+// prompt is out (its unanswered ones go out then, beside the feeder's), so
+// every line is still looked at once, by one of them. Two lines with one
+// id are never both sent: only the first line of an id is (toSend), and
+// it is in one of the two ranges.
 func (r *run) feed() {
-	defer close(r.jobs)
+	var sweeps sync.WaitGroup
+	defer func() {
+		sweeps.Wait()
+		for _, ds := range r.sets {
+			ds.fed.Store(!r.stopping())
+		}
+		close(r.jobs)
+	}()
 	files := turnFiles{}
 	defer files.close()
 	for _, ds := range r.sets {
 		for _, path := range ds.Prompts {
-			if err := r.feedFile(ds, path, files); err != nil {
-				if !r.stopping() {
-					r.abort(fmt.Errorf("reading %s: %w", path, err))
-				}
+			if err := r.feedFile(ds, path, files, &sweeps); err != nil {
+				r.feedFailed(path, err)
 				return
 			}
 		}
-		ds.fed.Store(true)
+	}
+}
+
+// firstFed is closed once the feeder has given the workers a prompt.
+func (r *run) firstFed() chan struct{} {
+	r.firstOnce.Do(func() { r.first = make(chan struct{}) })
+	return r.first
+}
+
+// feedFailed ends the run on a prompts file the feeder could not read.
+func (r *run) feedFailed(path string, err error) {
+	if !r.stopping() {
+		r.abort(fmt.Errorf("reading %s: %w", path, err))
 	}
 }
 
@@ -48,7 +73,7 @@ type feedLine struct {
 	send, redo bool
 }
 
-func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
+func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.WaitGroup) error {
 	var state store.FileState
 	if err := r.db.View(func(v *store.View) (err error) {
 		state, _, err = v.File(path)
@@ -66,13 +91,46 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	from, line, err := r.skipTo(ds, f, state, idPath)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if from == 0 {
+		defer f.Close()
+	} else {
+		mainDone := make(chan struct{})
+		defer close(mainDone)
+		sweeps.Add(1)
+		go func() { // the lines before from, meanwhile
+			defer sweeps.Done()
+			defer func() { <-mainDone; f.Close() }()
+			select { // once the first prompt is out: the sweep is no hurry
+			case <-r.firstFed():
+			case <-mainDone:
+			case <-r.stop.Done():
+			}
+			own := turnFiles{}
+			defer own.close()
+			if err := r.feedRange(ds, path, f, 0, from, 1, state, idPath, own); err != nil {
+				r.feedFailed(path, err)
+			}
+		}()
+	}
+	return r.feedRange(ds, path, f, from, state.Offset, line, state, idPath, files)
+}
+
+// feedRange sends the unanswered prompts among the lines of f (path,
+// as the index knows it by state) in [from, to), the first of them
+// line number first.
+func (r *run) feedRange(ds *dsRun, path string, f *os.File, from, to, first int64, state store.FileState, idPath ingest.IDPath, files turnFiles) error {
 	batch := make([]feedLine, 0, feedBatch)
 	var arena []byte
-	_, err = ingest.ReadLines(io.LimitReader(f, state.Offset), func(line []byte, n int64) error {
+	_, err := ingest.ReadLines(io.NewSectionReader(f, from, to-from), func(line []byte, n int64) error {
 		if r.stopping() {
 			return errStop
 		}
+		n += first - 1
 		batch = append(batch, feedLine{start: len(arena), end: len(arena) + len(line), n: n})
 		arena = append(arena, line...)
 		if len(batch) < feedBatch {
@@ -183,6 +241,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	}
 	select {
 	case r.jobs <- j:
+		r.fedOne.Do(func() { close(r.firstFed()) })
 		if ds.scan != nil {
 			ds.scan.fed.Add(1)
 		}

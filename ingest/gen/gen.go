@@ -231,6 +231,10 @@ type run struct {
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
 	tl     toolRun // the run's tool prompts (tools.go)
+	// first is closed when the feeder has given out its first prompt
+	// (firstFed): a sweeper waits for it (feed.go).
+	first             chan struct{}
+	firstOnce, fedOne sync.Once
 }
 
 type dsRun struct {
@@ -574,27 +578,6 @@ func (r *run) settings() string {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
 	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
-}
-
-// writeMetrics writes the requests in flight, whether each server is up
-// and the answers each wrote, labelled by the server's redacted URL.
-func (r *run) writeMetrics(p *prom.Writer) {
-	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
-	for _, s := range r.pool.servers {
-		p.Int(s.inFlight.Load(), "server", s.name)
-	}
-	p.Family("gendex_server_up", "Whether a server answers (1) or is waited for (0).", prom.Gauge)
-	for _, s := range r.pool.servers {
-		up := int64(0)
-		if s.up.Load() {
-			up = 1
-		}
-		p.Int(up, "server", s.name)
-	}
-	p.Family("gendex_answers_total", "Answers written by this run, by server.", prom.Counter)
-	for _, s := range r.pool.servers {
-		p.Int(s.done.Load(), "server", s.name)
-	}
 }
 
 // sortedSets returns the datasets by name (for stable output).

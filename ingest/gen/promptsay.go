@@ -33,9 +33,12 @@ func (r *run) sayShapes(todo int64) error {
 				parts = append(parts, fmt.Sprintf("%d %s", n, lineShapeNames[sh]))
 			}
 		}
-		mix := ""
+		mix, first := "", ""
+		if sc.partial { // a large set: the rest are counted as they are sent
+			first = "first "
+		}
 		if len(parts) > 1 {
-			mix = fmt.Sprintf("its %d prompt lines are of %d shapes: %s. ", sc.lines, len(parts), strings.Join(parts, ", "))
+			mix = fmt.Sprintf("its %s%d prompt lines are of %d shapes: %s. ", first, sc.lines, len(parts), strings.Join(parts, ", "))
 		}
 		switch n := sc.unsendable(); {
 		case n == 0 && mix != "":
@@ -45,6 +48,9 @@ func (r *run) sayShapes(todo int64) error {
 				ds.Name, sc.lines, r.unsendableText(ds), unsentNote)
 		case n > 0:
 			r.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
+			if sc.partial {
+				r.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those failed for their shape", ds.Name)
+			}
 		}
 	}
 	if unsendable && !sendable {

@@ -254,8 +254,11 @@ func parsePromptAt(line []byte, path []string, id string, lineNo int64) (*Prompt
 
 // promptScan is what a dataset's prompts files hold, line by line.
 type promptScan struct {
-	lines  int64
-	counts [numLineShapes]int64
+	// lines counts the lines read, counts by shape; partial says they
+	// are the first of the files only (scanDataset).
+	partial bool
+	lines   int64
+	counts  [numLineShapes]int64
 	// keys are the top-level keys of the lines gen cannot send, in the
 	// order first seen (at most maxKeys), firstAt the first such line
 	// (FILE:LINE) and example a copy of it.
@@ -330,9 +333,9 @@ func objectKeys(v []byte) []string {
 	return keys
 }
 
-// scanPrompts reads every line of each dataset's prompts files for its
-// shape, with the run's --prompt path, and counts the lines with an id at
-// its --id path; a path that matches no line of a dataset is an
+// scanPrompts reads each dataset's prompts files for their lines' shapes
+// (scanDataset), with the run's --prompt path, and counts the lines with
+// an id at its --id path; a path that matches no line of a dataset is an
 // ErrPromptPath, said with the keys the dataset's first line has.
 func (r *run) scanPrompts(datasets []Dataset) (map[string]*promptScan, error) {
 	idPath, err := ingest.ParseIDPath(r.cfg.Paths.ID)
@@ -347,20 +350,9 @@ func (r *run) scanPrompts(datasets []Dataset) (map[string]*promptScan, error) {
 	}
 	scans := map[string]*promptScan{}
 	for _, d := range datasets {
-		sc := &promptScan{}
-		for _, path := range d.Prompts {
-			f, err := os.Open(path)
-			if err != nil {
-				return nil, err
-			}
-			_, err = ingest.ReadLines(f, func(line []byte, n int64) error {
-				sc.add(path, line, n, promptPath, idPath)
-				return nil
-			})
-			f.Close()
-			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", path, err)
-			}
+		sc, err := scanDataset(d, promptPath, idPath)
+		if err != nil {
+			return nil, err
 		}
 		if sc.lines > 0 && idPath != nil && sc.idHits == 0 {
 			return nil, &pathError{fmt.Sprintf("--id %s matches no line of dataset %s: %s; nothing was sent or indexed",
@@ -410,4 +402,43 @@ func kindOf(v []byte) string {
 		return "a boolean"
 	}
 	return "a number"
+}
+
+// scanBytes is how much of a dataset's prompts files scanDataset reads
+// once it has seen a line gen can send (and, under --id, a line with an
+// id there): ~25 ms of a quiet core, so that the first request of a
+// 10 M-prompt set is not kept waiting for every line's shape.
+const scanBytes = 4 << 20
+
+// scanDataset reads d's prompts files for their lines' shapes: all of
+// them when they are small, else their first scanBytes (sc.partial: the
+// rest are read as the feeder sends them), but on to the end while no
+// line gen can send (or, under --id, none with an id at idPath) is
+// found, so a set gen cannot send is refused whatever its size.
+func scanDataset(d Dataset, promptPath []string, idPath ingest.IDPath) (*promptScan, error) {
+	sc := &promptScan{}
+	var read int64
+	for _, path := range d.Prompts {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = ingest.ReadLines(f, func(line []byte, n int64) error {
+			if read >= scanBytes && sc.sendable() > 0 && (idPath == nil || sc.idHits > 0) {
+				sc.partial = true
+				return errStop
+			}
+			read += int64(len(line)) + 1
+			sc.add(path, line, n, promptPath, idPath)
+			return nil
+		})
+		f.Close()
+		if errors.Is(err, errStop) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+	}
+	return sc, nil
 }

@@ -49,12 +49,12 @@ import (
 	"gendex/store"
 )
 
-// The tool stop reasons.
+// The tool stop reasons (the index counts them: store.Record.ToolStop).
 const (
-	StopOtherTool = "other_tool"
-	StopMoreCalls = "more_calls"
-	StopNoCall    = "no_call"
-	StopBadArgs   = "bad_arguments"
+	StopOtherTool = store.ToolStopOtherTool
+	StopMoreCalls = store.ToolStopMoreCalls
+	StopNoCall    = store.ToolStopNoCall
+	StopBadArgs   = store.ToolStopBadArgs
 )
 
 type toolResult struct {

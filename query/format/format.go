@@ -219,19 +219,27 @@ func writeJSONValue(w *bufio.Writer, v any) {
 // (finish's tool_calls, abort and content_filter are rare, stop and length
 // are not; progress's redo and stale count only during and after a redo.)
 var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": true,
-	"tool_calls": true, "abort": true, "content_filter": true, "redo": true, "stale": true}
+	"tool_calls": true, "abort": true, "content_filter": true, "redo": true, "stale": true,
+	"tool_stops": true}
+
+// blankHidden are the columns a table leaves out when no row has a value
+// in them (list's tool_stop: only a stopped tool conversation has one).
+var blankHidden = map[string]bool{"tool_stop": true}
 
 // hideZeroColumns returns cols, rows and total without the zeroHidden
 // columns that are 0 everywhere.
 func hideZeroColumns(cols []string, rows [][]any, total []any) ([]string, [][]any, []any) {
 	var drop []int
 	for j, c := range cols {
-		if !zeroHidden[c] {
+		hide := isZero
+		if blankHidden[c] {
+			hide = isBlank
+		} else if !zeroHidden[c] {
 			continue
 		}
-		zero := total == nil || (j < len(total) && isZero(total[j]))
+		zero := total == nil || (j < len(total) && hide(total[j]))
 		for _, row := range rows {
-			zero = zero && isZero(row[j])
+			zero = zero && hide(row[j])
 		}
 		if zero {
 			drop = append(drop, j)
@@ -268,6 +276,11 @@ func hideZeroColumns(cols []string, rows [][]any, total []any) ([]string, [][]an
 func isZero(v any) bool {
 	s, ok := cell(v)
 	return ok && s == "0"
+}
+
+func isBlank(v any) bool {
+	s, _ := cell(v)
+	return s == ""
 }
 
 func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Options) error {

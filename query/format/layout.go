@@ -49,6 +49,7 @@ var Layouts = map[string]Layout{
 		{Name: "tokenized", Drop: 4, Short: "tok"}, {Name: "missing_tokenized", Drop: 5, Short: "miss_tok"},
 		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
 		{Name: "redo", Drop: 2}, {Name: "stale", Drop: 5}, {Name: "skipped", Drop: 5, Short: "skip"},
+		{Name: "tool_stops", Drop: 5, Short: "stops"},
 	}},
 	"tokens": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},
@@ -74,6 +75,7 @@ var Layouts = map[string]Layout{
 		{Name: "id"}, {Name: "reason", Drop: 1, Text: 12}, {Name: "dataset", Drop: 2}, {Name: "stage", Drop: 3},
 	}},
 	"finish": {Cols: []Col{{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "unknown", Drop: 3, Short: "unk"}}, Rest: 2},
+	"stops":  {Cols: []Col{{Name: "dataset"}, {Name: "tool_stops", Drop: 1, Short: "stops"}}, Rest: 2},
 	"errors": {Cols: []Col{
 		{Name: "id"}, {Name: "dataset", Drop: 2}, {Name: "reason", Drop: 1, Text: 12},
 		{Name: "message", Drop: 2, Text: 12}, {Name: "source", Drop: 3, Text: 16, Left: true},

@@ -20,6 +20,7 @@ var views = []struct{ Name, Label, Stage, Finish string }{
 	{"missing", "missing", "", ""},
 	{"norecord", "without a record", "", ""},
 	{"sample", "a random sample", "raw", ""},
+	{"stops", "tool stops", "raw", ""}, // shown when the dataset has some
 }
 
 // The columns of list a view shows: an answer's counts, an error's or an
@@ -31,6 +32,15 @@ var (
 		{"prompt_tokens", "prompt tokens", ""},
 		{"completion_tokens", "completion tokens", ""},
 		{"reasoning_tokens", "reasoning", ""},
+		{"finished", "finished", ""},
+		{"source", "file:line", ""},
+	}
+	// stopCols are a tool stops view's: why gen stopped each.
+	stopCols = []col{
+		{"id", "id", ""},
+		{"tool_stop", "stopped", "why gen stopped the tool conversation (README: Tool conversations)"},
+		{"finish", "finish", "the finish reason of the model's last turn"},
+		{"completion_tokens", "completion tokens", ""},
 		{"finished", "finished", ""},
 		{"source", "file:line", ""},
 	}
@@ -58,7 +68,8 @@ type datasetView struct {
 	Page     frame
 	Dataset  string
 	Tabs     []tab
-	Finishes []tab // the answers view's filters: each finish reason, with its count
+	Finishes []tab  // the answers view's filters: each finish reason, with its count; the tool stops view's: each reason
+	Filter   string // what Finishes filter by
 	View     string
 	Progress *table
 	List     *table
@@ -91,13 +102,20 @@ func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
 		d.View = "answers"
 	}
 	known := false
+	var stopped float64
+	if len(prog.Rows) > 0 {
+		stopped, _ = query.AsFloat(prog.Get(prog.Rows[0], "tool_stops"))
+	}
 	for _, v := range views {
 		on := v.Name == d.View
 		known = known || on
+		if v.Name == "stops" && stopped == 0 && !on {
+			continue
+		}
 		d.Tabs = append(d.Tabs, tab{Label: v.Label, Href: link("/dataset", "d", name, "view", v.Name), On: on})
 	}
 	if !known {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord or sample)", d.View))
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord, sample or stops)", d.View))
 		return
 	}
 	prog.Total = nil
@@ -124,11 +142,17 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 	finish := v.Finish
 	if v.Name == "answers" {
 		finish = q.Get("finish")
-		d.Finishes = s.finishTabs(r, d.Dataset, finish)
+		d.Finishes, d.Filter = s.finishTabs(r, d.Dataset, finish), "finish reason"
 	}
 	args := []string{"list", "--stage", v.Stage}
 	if finish != "" {
 		args = append(args, "--finish", finish)
+	}
+	stop := ""
+	if v.Name == "stops" {
+		stop = cmp.Or(q.Get("stop"), "any")
+		args = append(args, "--tool-stop", stop)
+		d.Finishes, d.Filter = s.stopTabs(r, d.Dataset, stop), "tool stop reason"
 	}
 	if v.Name == "sample" {
 		args = append(args, "--sample", "20")
@@ -151,6 +175,8 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 	cols := answerCols
 	if v.Stage != "raw" {
 		cols = reasonCols
+	} else if v.Name == "stops" {
+		cols = stopCols
 	}
 	d.List = newTable(res, cols, func(row []any) string {
 		id, _ := row[0].(string)
@@ -158,7 +184,7 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 	})
 	d.List.Empty = "none"
 	page := func(dir, id string) string {
-		return link("/dataset", "d", d.Dataset, "view", v.Name, "finish", q.Get("finish"), dir, id)
+		return link("/dataset", "d", d.Dataset, "view", v.Name, "finish", q.Get("finish"), "stop", q.Get("stop"), dir, id)
 	}
 	if v.Name == "sample" {
 		d.Next, d.Note = link("/dataset", "d", d.Dataset, "view", "sample"), "20 drawn at random; the link draws again"
@@ -189,10 +215,30 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 			d.Next = page("after", last)
 		}
 	}
-	if finish != "" && more {
-		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", finish, thousands(query.ListScan), last)
+	if kind := cmp.Or(finish, stop); kind != "" && more {
+		d.Note = fmt.Sprintf("a page of %s answers looks at %s records at most; the next page goes on after %s", kind, thousands(query.ListScan), last)
 	}
 	return nil
+}
+
+// stopTabs are the tool stops view's filters: every stop, then each
+// reason the dataset's stops have (query stops), with its count.
+func (s *server) stopTabs(r *http.Request, name, on string) []tab {
+	res, err := s.ask(r.Context(), "stops", "--", name)
+	if err != nil || len(res.Rows) == 0 {
+		return nil
+	}
+	n, _ := query.AsFloat(res.Get(res.Rows[0], "tool_stops"))
+	tabs := []tab{{Label: fmt.Sprintf("every stop (%s)", thousands(int64(n))), Href: link("/dataset", "d", name, "view", "stops"), On: on == "any"}}
+	for i, c := range res.Columns {
+		if i < 2 || i >= len(res.Rows[0]) {
+			continue
+		}
+		if n, ok := query.AsFloat(res.Rows[0][i]); ok && n > 0 {
+			tabs = append(tabs, tab{Label: fmt.Sprintf("%s (%s)", c, thousands(int64(n))), Href: link("/dataset", "d", name, "view", "stops", "stop", c), On: on == c})
+		}
+	}
+	return tabs
 }
 
 // finishTabs are the answers view's filters, one per finish reason the

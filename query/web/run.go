@@ -22,19 +22,23 @@ var progressCols = []col{
 	{"truncated", "cut", "answers cut at the token limit (finish reason length)"},
 	{"done_pct", "done %", "the share of prompts answered or failed for good"},
 	{"skipped", "skipped", "lines that could not be read"},
+	{"tool_stops", "tool stops", "tool conversations gen stopped where the model departed from the data (the dataset's tool stops view lists them)"},
 }
 
 // progressColsOf is progressCols for the answer prog: the answers asked
-// again only while a redo asks some.
+// again only while a redo asks some, the tool stops only when there are.
 func progressColsOf(prog *query.Result) []col {
 	total := prog.Total
 	if total == nil && len(prog.Rows) > 0 {
 		total = prog.Rows[0]
 	}
-	if n, _ := query.AsFloat(prog.Get(total, "redo")); n > 0 {
-		return progressCols
-	}
-	return slices.DeleteFunc(slices.Clone(progressCols), func(c col) bool { return c.name == "redo" })
+	return slices.DeleteFunc(slices.Clone(progressCols), func(c col) bool {
+		if c.name != "redo" && c.name != "tool_stops" {
+			return false
+		}
+		n, _ := query.AsFloat(prog.Get(total, c.name))
+		return n == 0
+	})
 }
 
 var tokenCols = []col{

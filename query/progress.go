@@ -1,0 +1,72 @@
+package query
+
+import "gendex/store"
+
+// progress: one row per dataset. prompts (and so missing_raw and done_pct)
+// are unknown for a dataset with no prompts file indexed. done_pct is the
+// share of prompts that have an outcome: a response or a final error.
+// excluded is the responses export left out with a reason and did not
+// tokenize since; missing_tokenized the responses with neither a tokenized
+// record nor an exclusion, so raw == tokenized + excluded +
+// missing_tokenized whenever every tokenized id has a response.
+// truncated counts the responses cut at the token limit (finish_reason
+// length), which export excludes as length unless --include-truncated.
+// skipped is the number of lines of the dataset's files, every stage, left
+// out of the index (invalid JSON, no id, not storable): prompts among them
+// are in neither prompts nor missing_raw. tool_stops counts the answers
+// that are tool conversations gen stopped where the model departed from
+// the data (every reason; list --tool-stop lists them, with theirs).
+func progress(v *store.View, names []string, out Sink) error {
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"})
+	var tot [7]sum
+	var answered, truncated, skipped, redo, stale, stops uint64
+	for _, s := range sums {
+		owed := s.Owed()
+		var prompts, missingRaw, done any
+		if s.Stage(store.Prompts).Files > 0 {
+			prompts = s.Stage(store.Prompts).Records
+			missingRaw = owed.Prompts
+			done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
+		}
+		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), owed.Redo, owed.Stale, s.ToolStops(), s.Skipped()}
+		for i := range tot {
+			tot[i].add(row[i+1])
+		}
+		answered += s.Overlap.Answered - min(owed.Redo, s.Overlap.Answered)
+		truncated += s.Truncated()
+		skipped += s.Skipped()
+		stops += s.ToolStops()
+		redo += owed.Redo
+		stale += owed.Stale
+		if err := out.Row(row); err != nil {
+			return err
+		}
+	}
+	total := []any{"TOTAL"}
+	for _, t := range tot {
+		total = append(total, t.value())
+	}
+	var done any
+	if !tot[0].unknown {
+		done = pct(answered, tot[0].v)
+	}
+	return out.Total(append(total, done, truncated, redo, stale, stops, skipped))
+}
+
+// ToGo is the answers a progress row (or its total) still owes: its
+// prompts without an answer (missing_raw) and the answers a redo is asking
+// again (redo), store.Owed's ToGo; ok is false when its prompts are
+// unknown. A writer older than the redo column answers without it.
+func ToGo(prog *Result, row []any) (left int64, ok bool) {
+	if _, ok := AsFloat(prog.Get(row, "prompts")); !ok {
+		return 0, false
+	}
+	m, _ := AsFloat(prog.Get(row, "missing_raw"))
+	r, _ := AsFloat(prog.Get(row, "redo"))
+	return int64(m + r), true
+}
