@@ -12,8 +12,9 @@ import (
 
 // TestCheckDiskForgetsGoneFile: the disk is the truth. An answer file the
 // index counts that is gone when a writer starts is forgotten by
-// CheckDisk (its prompts are unanswered again) and said with its path and
-// count; the files still there keep their records. The indexer never
+// CheckDisk (its prompts are unanswered again) and said, once the run's
+// files are read (SayForgotten), with its path and counts; the files still
+// there keep their records. The indexer never
 // visits a gone file, so this is CheckDisk's alone (.ci/mutants.txt,
 // disk-forgets-gone).
 func TestCheckDiskForgetsGoneFile(t *testing.T) {
@@ -40,6 +41,7 @@ func TestCheckDiskForgetsGoneFile(t *testing.T) {
 	if err := ix.CheckDisk(context.Background(), srcs[:1]); err != nil {
 		t.Fatal(err)
 	}
+	ix.SayForgotten() // as a writer does once its files are read
 	s := summary(t, db, "d")
 	if s.Stage(store.Raw).Records != 0 || s.Stage(store.Prompts).Records != 3 || s.MissingRaw() != 3 {
 		t.Errorf("after the answers' file is gone: %d answers, %d prompts, %d missing; want 0, 3 and 3",
@@ -51,7 +53,7 @@ func TestCheckDiskForgetsGoneFile(t *testing.T) {
 			said = append(said, p.Path+": "+p.Msg)
 		}
 	}
-	if len(said) != 1 || !strings.Contains(said[0], raw+": the file is gone: its 2 records are forgotten") {
+	if len(said) != 1 || !strings.Contains(said[0], raw+": the file is gone: its 2 records are forgotten, and the 2 prompts they answered are unanswered again") {
 		t.Errorf("CheckDisk said %q; want once that %s is gone with its 2 records", said, raw)
 	}
 }
