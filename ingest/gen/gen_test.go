@@ -322,6 +322,16 @@ func TestGenPermanentErrors(t *testing.T) {
 	if err != nil || sum.Errors != 2 {
 		t.Fatalf("retry: %+v %v\n%s", sum, err, log)
 	}
+	// A new prompt, without --retry-errors: it alone is sent, not the
+	// failed ones (.ci/mutants.txt, feed-skips-failed).
+	more, _ := json.Marshal(map[string]any{"id": "more", "input_ids": sim.Encode("hello", true)})
+	f, _ := os.OpenFile(filepath.Join(dir, "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(append(more, '\n'))
+	f.Close()
+	sum, log, err = runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root)
+	if err != nil || sum.Responses != 1 || sum.Errors != 0 {
+		t.Fatalf("a new prompt: %+v %v; want it answered and no failed prompt sent again\n%s", sum, err, log)
+	}
 }
 
 // TestGenWaitsForServer: a server that refuses connections while it
