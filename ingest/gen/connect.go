@@ -48,7 +48,7 @@ func (r *run) connect() error {
 		for ctx.Err() == nil {
 			err := s.client().WaitReady(ctx, nil)
 			if err == nil {
-				if err = r.learn(ctx, s); err == nil {
+				if err = r.learn(ctx, s); err == nil || errors.Is(err, errRetired) {
 					break
 				}
 			}
@@ -61,7 +61,7 @@ func (r *run) connect() error {
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() == nil && s.everUp.Load() {
+		if ctx.Err() == nil && s.everUp.Load() && !s.retired.Load() {
 			r.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
 		}
 	}
@@ -150,6 +150,9 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
 	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, nc.ServerIdentity(ctx))
+	if err := r.checkIdentity(s, nc.Provenance); err != nil {
+		return err
+	}
 	if nc.Model != c.Model || nc.Simulated != c.Simulated || nc.Flavor != c.Flavor || !bytes.Equal(nc.Provenance, c.Provenance) {
 		s.cl.Store(&nc)
 		c = &nc

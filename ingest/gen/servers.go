@@ -56,6 +56,10 @@ type server struct {
 	lost, downInFlight atomic.Int64
 	// flights are its requests in flight and its last replies (stall.go).
 	flights flights
+	// identity is its provenance as first read in this run; retired: it
+	// came back as another server and is sent nothing more (identity.go).
+	identity atomic.Pointer[[]byte]
+	retired  atomic.Bool
 }
 
 // pool spreads requests over servers by least outstanding requests and
@@ -177,7 +181,7 @@ func (p *pool) markDown(ctx context.Context, s *server) {
 // unless ctx ends first.
 func (p *pool) watch(ctx context.Context, s *server) {
 	p.probe(ctx, s)
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && !s.retired.Load() {
 		p.markUp(s)
 	}
 }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestGenServerChangesIdentityMidRun: a `gendex sim` process serving
+// model-one is SIGKILLed mid-run and started again on the same port
+// serving model-two. gen reads it again when it is back, records an
+// "identity" event naming both models, sends it nothing more (every
+// answer is model-one's) and, as it was the only server, exits non-zero
+// naming --allow-mixed; no prompt is answered twice. With --allow-mixed the
+// same change is recorded and the run finishes, every prompt answered once.
+func TestGenServerChangesIdentityMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills a real simulator process")
+	}
+	bin := gendexBinary(t)
+	for _, mixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow-mixed=%v", mixed), func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			url := "http://" + addr
+			sim := func(model string) *exec.Cmd {
+				return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
+			}
+			server := sim("model-one")
+			const n = 16
+			root := t.TempDir()
+			dir := filepath.Join(root, "I")
+			os.MkdirAll(dir, 0o755)
+			var b strings.Builder
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(&b, `{"id":"I-%02d","messages":[{"role":"user","content":"Tell me about topic number %d."}]}`+"\n", i, i)
+			}
+			os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+			raw := filepath.Join(dir, "raw_responses.jsonl")
+			db := filepath.Join(t.TempDir(), "g.db")
+			args := []string{"--db", db, "gen", "--server", url, "--concurrency", "4", "--max-new-tokens", "20", "--ignore-eos", "--down-limit", "1m"}
+			if mixed {
+				args = append(args, "--allow-mixed")
+			}
+			gen := exec.Command(bin, append(args, root)...)
+			var stderr syncBuffer
+			gen.Stderr = &stderr
+			if err := gen.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- gen.Wait() }()
+			t.Cleanup(func() { gen.Process.Kill() })
+			// 20 tokens at 40 tokens/s: half a second each, 4 at a time.
+			waitFor(t, 30*time.Second, "the first answers written", func() bool {
+				data, _ := os.ReadFile(raw)
+				return strings.Count(string(data), "\n") >= 4
+			})
+			server.Process.Signal(syscall.SIGKILL)
+			server.Wait()
+			time.Sleep(300 * time.Millisecond)
+			sim("model-two")
+
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(2 * time.Minute):
+				gen.Process.Kill()
+				t.Fatalf("gen still runs 2 minutes after the restart:\n%s", stderr.String())
+			}
+			log := stderr.String()
+
+			answers, byModel := map[string]int{}, map[string]int{}
+			f, ferr := os.Open(raw)
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 16<<20)
+			for sc.Scan() {
+				var l struct {
+					ID         string
+					Provenance struct {
+						Server struct{ Model string }
+					}
+				}
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+					t.Fatalf("bad answer line %q: %v", sc.Text(), err)
+				}
+				answers[l.ID]++
+				byModel[l.Provenance.Server.Model]++
+			}
+			for id, k := range answers {
+				if k != 1 {
+					t.Errorf("%s: %d answers; want at most 1", id, k)
+				}
+			}
+
+			evs, qerr := queryJSON[eventRow](t, bin, db, "events")
+			if qerr != nil {
+				t.Fatal(qerr)
+			}
+			var identity string
+			for _, e := range evs {
+				if e.Event == "identity" && e.Detail != nil {
+					identity = *e.Detail
+				}
+			}
+			if !strings.Contains(identity, "model-one") || !strings.Contains(identity, "model-two") {
+				t.Errorf("identity event %q; want one naming model-one and model-two\n%s", identity, log)
+			}
+			if !strings.Contains(log, "came back as another server") {
+				t.Errorf("gen does not say the server came back as another:\n%s", log)
+			}
+
+			if mixed {
+				if err != nil {
+					t.Fatalf("gen --allow-mixed: %v\n%s", err, log)
+				}
+				if len(answers) != n || byModel["model-two"] == 0 {
+					t.Errorf("--allow-mixed: %d prompts answered, by model %v; want all %d, some by model-two\n%s", len(answers), byModel, n, log)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("gen exited 0 after its only server came back with another model\n%s", log)
+			}
+			if byModel["model-two"] != 0 || len(answers) == n {
+				t.Errorf("answers by model %v (%d of %d prompts); want model-one's only, the run stopped at the change\n%s", byModel, len(answers), n, log)
+			}
+			if !strings.Contains(log, "--allow-mixed") || !strings.Contains(log, "came back as another server") {
+				t.Errorf("gen's reason does not name the change and --allow-mixed:\n%s", log)
+			}
+		})
+	}
+}
