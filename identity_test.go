@@ -130,8 +130,8 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("gen exited 0 after its only server came back with another model\n%s", log)
+			if code := gen.ProcessState.ExitCode(); code != 1 {
+				t.Fatalf("gen exited %d after its only server came back with another model; want 1\n%s", code, log)
 			}
 			if byModel["model-two"] != 0 || len(answers) == n {
 				t.Errorf("answers by model %v (%d of %d prompts); want model-one's only, the run stopped at the change\n%s", byModel, len(answers), n, log)
