@@ -37,27 +37,15 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			const n = 16
 			root := t.TempDir()
 			dir := filepath.Join(root, "I")
-			os.MkdirAll(dir, 0o755)
-			var b strings.Builder
-			for i := 1; i <= n; i++ {
-				fmt.Fprintf(&b, `{"id":"I-%02d","messages":[{"role":"user","content":"Tell me about topic number %d."}]}`+"\n", i, i)
-			}
-			os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+			writeTopicPrompts(t, dir, "I", n)
 			raw := filepath.Join(dir, "raw_responses.jsonl")
 			db := filepath.Join(t.TempDir(), "g.db")
-			args := []string{"--db", db, "gen", "--server", url, "--concurrency", "4", "--max-new-tokens", "20", "--ignore-eos", "--down-limit", "1m"}
+			args := []string{"--server", url, "--concurrency", "4", "--max-new-tokens", "20", "--ignore-eos", "--down-limit", "1m"}
 			if mixed {
 				args = append(args, "--allow-mixed")
 			}
-			gen := exec.Command(bin, append(args, root)...)
-			var stderr syncBuffer
-			gen.Stderr = &stderr
-			if err := gen.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- gen.Wait() }()
-			t.Cleanup(func() { gen.Process.Kill() })
+			var stderr lockedBuffer
+			gen, done := startGen(t, bin, db, &stderr, append(args, root)...)
 			// 20 tokens at 40 tokens/s: half a second each, 4 at a time.
 			waitFor(t, 30*time.Second, "the first answers written", func() bool {
 				data, _ := os.ReadFile(raw)

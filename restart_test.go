@@ -40,24 +40,12 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 	const n = 20
 	root := t.TempDir()
 	dir := filepath.Join(root, "R")
-	os.MkdirAll(dir, 0o755)
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, `{"id":"R-%02d","messages":[{"role":"user","content":"Tell me about topic number %d."}]}`+"\n", i, i)
-	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writeTopicPrompts(t, dir, "R", n)
 	db := filepath.Join(t.TempDir(), "g.db")
 	// 40 tokens at 20 tokens/s: each answer takes 2 s, so all are in
 	// flight together at the kill, and one at a time would take 40 s.
-	gen := exec.Command(bin, "--db", db, "gen", "--server", url, "--concurrency", "64", "--max-new-tokens", "40", "--ignore-eos", root)
-	var stderr syncBuffer
-	gen.Stderr = &stderr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
-	t.Cleanup(func() { gen.Process.Kill() })
+	var stderr lockedBuffer
+	gen, done := startGen(t, bin, db, &stderr, "--server", url, "--concurrency", "64", "--max-new-tokens", "40", "--ignore-eos", root)
 	waitFor(t, 30*time.Second, fmt.Sprintf("all %d prompts running at the server", n), func() bool {
 		running, ok := simRunning(url)
 		return ok && running == n
@@ -167,4 +155,20 @@ func simRunning(url string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// writeTopicPrompts writes n one-turn chat prompts, ids PREFIX-01..., to
+// dir/prompts.jsonl.
+func writeTopicPrompts(t *testing.T, dir, prefix string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `{"id":"%s-%02d","messages":[{"role":"user","content":"Tell me about topic number %d."}]}`+"\n", prefix, i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
