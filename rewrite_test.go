@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,8 +84,10 @@ func (r *rewriteRun) rewriteInPlace(edit func(i int, line []byte) []byte) {
 }
 
 // annotate adds a field to every line that starts after the file's first
-// 4 KiB: the same inode, the same first bytes, a longer file.
-func (r *rewriteRun) annotate() {
+// 4 KiB: the same inode, the same first bytes, a longer file. It returns
+// the id of the last line it annotated (answers are in the order they
+// finished, so no id is known to be past 4 KiB before the file is read).
+func (r *rewriteRun) annotate() (lastID string) {
 	at := 0
 	r.rewriteInPlace(func(_ int, l []byte) []byte {
 		start := at
@@ -92,8 +95,17 @@ func (r *rewriteRun) annotate() {
 		if start < 4096 {
 			return l
 		}
+		var line struct{ ID string }
+		if err := json.Unmarshal(l, &line); err != nil {
+			r.t.Fatalf("%s: %v", r.answerFile, err)
+		}
+		lastID = line.ID
 		return bytes.Replace(l, []byte("{"), []byte(`{"note":"checked",`), 1)
 	})
+	if lastID == "" {
+		r.t.Fatalf("%s: no line starts past its first 4 KiB", r.answerFile)
+	}
+	return lastID
 }
 
 // checkExport checks that export wrote one record or exclusion for each of
@@ -136,8 +148,7 @@ func TestInPlaceRewriteIsReadAgain(t *testing.T) {
 	}
 	t.Parallel()
 	r := newRewriteRun(t)
-	r.annotate()
-	const id = "B1_ids-00040" // a line past the first 4 KiB
+	id := r.annotate() // a line past the first 4 KiB
 	code, _, stderr := r.run("query", "show", "B1_ids", id)
 	if code == 0 || !strings.Contains(stderr, "gendex ingest") {
 		t.Errorf("show of a line that moved: exit %d, want an error that says to run gendex ingest\n%s", code, stderr)
