@@ -167,7 +167,10 @@ func TestShellInATerminal(t *testing.T) {
 	tm.waitFor("context_length_exceeded")
 
 	// Ctrl-D leaves, and the terminal is as it was.
+	// What is typed before bash's prompt is back can be read (and lost)
+	// by the shell's buffered reader with the Ctrl-D: wait for the prompt.
 	tm.send("C-d")
+	tm.waitLastLine("bash's prompt after Ctrl-D", func(l string) bool { return l == "$" })
 	tm.typeLine("stty -a > after.txt; cmp before.txt after.txt && echo TERMINAL-SAME")
 	tm.waitFor("TERMINAL-SAME")
 
@@ -186,8 +189,9 @@ func TestShellInATerminal(t *testing.T) {
 	tm.waitLastLine(`holding "watch 0.3"`, func(l string) bool { return strings.Contains(l, "watch 0.3") })
 	tm.send("C-c")
 	tm.typeLine("quit")
+	tm.waitLastLine("bash's prompt after quit", func(l string) bool { return l == "$" })
 	tm.typeLine("echo LEFT")
-	tm.waitFor("LEFT")
+	tm.waitLastLine("LEFT, printed by bash", func(l string) bool { return l == "$" && strings.Contains(tm.screen(), "\nLEFT\n") })
 }
 
 // TestShellWhileGenWrites: the shell answers from the database gen is
