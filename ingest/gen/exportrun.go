@@ -46,8 +46,9 @@ type exportOut struct {
 
 // exportCounts counts records, exclusions and answers left; and truncated,
 // the answers cut at the token limit (finish_reason length), counted with
-// or without --export: take sees every raw line the run writes.
-type exportCounts struct{ records, excluded, left, truncated int64 }
+// or without --export: take sees every raw line the run writes (ownLimit:
+// of those, the ones cut at their prompt's own max_new_tokens).
+type exportCounts struct{ records, excluded, left, truncated, ownLimit int64 }
 
 // catchUp gives every answer of ds that has neither a record nor an
 // exclusion its record or exclusion, through export's own path, before
@@ -180,6 +181,9 @@ func (b *exportBufs) take(r *run, res *result) {
 	if res.truncated {
 		b.truncated++
 	}
+	if res.ownLimit {
+		b.ownLimit++
+	}
 	d := &res.exp
 	switch {
 	case d.Left != "":
@@ -213,6 +217,7 @@ func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
 	e.excluded += b.excluded
 	e.left += b.left
 	e.truncated += b.truncated
+	e.ownLimit += b.ownLimit
 	for reason, n := range b.reasons {
 		e.reasons[reason] += n
 	}
@@ -248,5 +253,6 @@ func (r *run) addExport(sum *Summary) {
 		sum.Excluded += ds.exp.excluded
 		sum.ExportLeft += ds.exp.left
 		sum.Truncated += ds.exp.truncated
+		sum.TruncatedOwnLimit += ds.exp.ownLimit
 	}
 }

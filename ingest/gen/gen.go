@@ -193,8 +193,9 @@ type Summary struct {
 	// record, an exclusion, or neither for now.
 	Records, Excluded, ExportLeft int64
 	// Truncated counts the answers among Responses cut at the token limit
-	// (finish_reason length).
-	Truncated int64
+	// (finish_reason length); TruncatedOwnLimit those of them whose prompt
+	// set its own max_new_tokens, in place of the run's.
+	Truncated, TruncatedOwnLimit int64
 	// GivenUp counts, of an interrupted run, the requests still in flight
 	// when the grace period ended: their prompts are asked again by the
 	// next run. Interrupted says the run was.
@@ -311,8 +312,9 @@ type result struct {
 	// exp is a raw line's training record or exclusion under --export.
 	exp export.Decision
 	// truncated marks a raw line whose finish_reason is length; redo one
-	// that replaces an earlier answer (--redo).
-	truncated, redo bool
+	// that replaces an earlier answer (--redo); ownLimit a truncated one
+	// whose prompt line set its own max_new_tokens (the run's was not it).
+	truncated, redo, ownLimit bool
 }
 
 // Run generates every dataset's missing answers. It returns ctx.Err() when

@@ -386,10 +386,46 @@ func TestTruncatedSummary(t *testing.T) {
 			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length), so --export excluded them as length; ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags), or --include-truncated keeps them"},
 		{client.SamplingParams{MaxNewTokens: &n}, &export.Config{IncludeTruncated: true}, Summary{Responses: 200, Truncated: 30},
 			"gen: 30 of 200 answers were cut at 128 tokens (finish_reason length); --include-truncated keeps them, cut, in the records; for whole answers, ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags)"},
+		{client.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30, TruncatedOwnLimit: 30},
+			"gen: 30 of 200 answers were cut at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: raise max_new_tokens in their prompt lines (a prompt's own wins over --max-new-tokens), then gen --redo truncated (and this run's other flags); export keeps cut answers only with --include-truncated"},
+		{client.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30, TruncatedOwnLimit: 12},
+			"gen: 30 of 200 answers were cut at the token limit, 18 at 128 tokens and 12 at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags), after raising max_new_tokens in the prompt lines that set their own (it wins over --max-new-tokens); export keeps cut answers only with --include-truncated"},
 	} {
 		r := &run{cfg: Config{Sampling: tc.sampling, Export: tc.export}}
 		if got := r.truncatedSummary(&tc.sum); got != tc.want {
 			t.Errorf("%+v:\n got %q\nwant %q", tc.sum, got, tc.want)
 		}
+	}
+}
+
+// TestGenSaysOwnLimitCuts: answers cut at their prompt lines' own
+// max_new_tokens (here 4, under a run's 4000) are said to be cut there,
+// not at the run's limit, and the advice says to raise the prompts' own.
+// Before, the summary said "cut at 4000 tokens".
+func TestGenSaysOwnLimitCuts(t *testing.T) {
+	_, url := simServer(t, sim.Config{Seed: 3, DecodeTokensPerSec: 4000, Slots: 8})
+	root, out := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "O")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&b, `{"id":"O-%02d","text":"write about %d","max_new_tokens":4}`+"\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Servers: []string{url}, Out: out, Concurrency: 8, Sampling: maxNew(4000)}
+	sum, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), cfg, root)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if sum.Truncated == 0 || sum.TruncatedOwnLimit != sum.Truncated {
+		t.Fatalf("%d truncated, %d of them at the prompts' own limit; want some, all at it\n%s", sum.Truncated, sum.TruncatedOwnLimit, log)
+	}
+	want := fmt.Sprintf("gen: %d of 20 answers were cut at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: raise max_new_tokens in their prompt lines", sum.Truncated)
+	if !strings.Contains(log, want) || strings.Contains(log, "cut at 4000 tokens") {
+		t.Errorf("the summary does not say %q:\n%s", want, log)
 	}
 }

@@ -61,6 +61,7 @@ func (r *run) answer(j job) {
 				line = r.redoLine(j.ds, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
+			out.ownLimit = out.truncated && j.p.Sampling.MaxNewTokens != nil
 			if !j.redo { // a redo's record comes in the final export pass (redo.go)
 				r.decideExport(&out, j.p)
 			}
