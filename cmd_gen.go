@@ -200,6 +200,8 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 	defer db.Close()
 	var metrics atomic.Pointer[func(*prom.Writer)]
 	cfg.OnMetrics = func(f func(*prom.Writer)) { metrics.Store(&f) }
+	var quitNow atomic.Pointer[func()]
+	cfg.OnQuit = func(f func()) { quitNow.Store(&f) }
 	stopLive, err := live.Serve(db, listen.options(c.env, func(p *prom.Writer) {
 		if f := metrics.Load(); f != nil {
 			(*f)(p)
@@ -211,7 +213,7 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 	defer stopLive()
 	// A second interrupt quits at once: what is written is fsynced and the
 	// index catches up from the files on the next start.
-	exitOnSecondInterrupt(ctx, c.env.Stderr)
+	exitOnSecondInterrupt(ctx, c.env.Stderr, &quitNow)
 	sum, err := gen.Run(ctx, db, cfg, sets)
 	if errors.Is(err, gen.ErrRedoUsage) || errors.Is(err, gen.ErrPromptPath) {
 		return usagef("gen: %v", err)

@@ -51,6 +51,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -175,14 +176,23 @@ func main() {
 
 // exitOnSecondInterrupt quits the process with status 130 on the first
 // interrupt that arrives after ctx is done, for commands whose shutdown
-// waits on work in flight (gen waits --grace for its answers).
-func exitOnSecondInterrupt(ctx context.Context, stderr io.Writer) {
+// waits on work in flight (gen waits --grace for its answers). The
+// function last stored in before, if any, runs first, for at most 2 s.
+func exitOnSecondInterrupt(ctx context.Context, stderr io.Writer, before *atomic.Pointer[func()]) {
 	go func() {
 		<-ctx.Done()
 		again := make(chan os.Signal, 1)
 		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 		<-again
 		fmt.Fprintln(stderr, "gendex: interrupted twice: quitting now")
+		if f := before.Load(); f != nil {
+			done := make(chan struct{})
+			go func() { (*f)(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+			}
+		}
 		os.Exit(130)
 	}()
 }

@@ -316,3 +316,36 @@ func TestFollowRun(t *testing.T) {
 		t.Errorf("the follow once stopped: %+v; want interrupted", r)
 	}
 }
+
+// TestRunQuitTwice: a second Ctrl-C quits gen at once (exit 130, without
+// waiting --grace for the answers in flight) and the run is recorded as
+// interrupted, saying so, not lost (before, it never said it ended).
+func TestRunQuitTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	addr := freeAddr(t)
+	startSimAt(t, bin, addr, "--seed", "3", "--decode-tps", "2", "--slots", "4")
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "Q"), "Q", 20)
+	db := filepath.Join(t.TempDir(), "g.db")
+	var log lockedBuffer
+	gen, done := startGen(t, bin, db, &log, "--server", "http://"+addr, "--concurrency", "4", "--grace", "5m", root)
+	waitFor(t, 30*time.Second, "the run to be running", func() bool {
+		rows, err := queryJSON[runRow](t, bin, db, "runs")
+		return err == nil && lastRun(rows).State == "running"
+	})
+	gen.Process.Signal(os.Interrupt)
+	waitFor(t, 30*time.Second, "gen to say it waits for the answers in flight", func() bool { return strings.Contains(log.String(), "Ctrl-C again quits now") })
+	gen.Process.Signal(os.Interrupt)
+	err := waitExit(t, done, &log)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("gen after a second Ctrl-C: %v; want exit 130\n%s", err, log.String())
+	}
+	r := lastRun(runsOf(t, bin, db))
+	if r.State != "interrupted" || r.End == nil || r.Note == nil || !strings.Contains(*r.Note, "second interrupt") {
+		t.Errorf("after a second Ctrl-C: %+v; want interrupted, ended, with a note that says why\n%s", r, log.String())
+	}
+}

@@ -112,6 +112,10 @@ type Config struct {
 	// Prometheus samples (requests in flight, servers up) once the servers
 	// are known.
 	OnMetrics func(func(*prom.Writer))
+	// OnQuit, when set, is given at the run's start a function that
+	// records the run at once as interrupted, without waiting for what is
+	// in flight: for a process about to exit (a second Ctrl-C).
+	OnQuit func(quitNow func())
 	// ScrapeEvery is how often each server's /metrics is read into the
 	// index (scrape.go); 0 means DefaultScrapeEvery, negative never.
 	ScrapeEvery time.Duration

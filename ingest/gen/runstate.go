@@ -40,6 +40,28 @@ func (m *monitor) beginRow() {
 	m.r.db.HoldRun(&m.row.row)
 	row := m.row.row
 	m.add(pending{run: &row})
+	if m.r.cfg.OnQuit != nil {
+		m.r.cfg.OnQuit(m.quitNow)
+	}
+}
+
+// quitNow stores the run's row as interrupted now, in its own transaction
+// (not through the recorder's queue: the process exits right after).
+func (m *monitor) quitNow() {
+	m.row.mu.Lock()
+	row := m.row.row
+	if row.Ended() {
+		m.row.mu.Unlock()
+		return
+	}
+	row.End = time.Now().UnixMilli()
+	row.Since = row.End
+	row.State = store.RunInterrupted
+	row.Detail = "quit at a second interrupt, without waiting for the answers in flight: the next run asks them again"
+	m.counts(&row, nil)
+	m.row.row = row
+	m.row.mu.Unlock()
+	m.r.db.Update(func(tx *store.Tx) error { return tx.PutRun(&row) })
 }
 
 // track starts the tracker of the run's state over p (connect's pool).
