@@ -117,21 +117,31 @@ func TestGenTruncatedEqualsHandCount(t *testing.T) {
 		t.Fatalf("gen: %v\n%s", err, o)
 	}
 	hand := map[string]float64{}
-	var all, answers int
+	// own: the ids whose prompt line sets its own max_new_tokens (B3_chat's).
+	own := map[string]bool{}
+	var all, answers, cutOwn int
 	sets, _ := os.ReadDir(out)
 	for _, d := range sets {
+		for _, p := range jsonLines(t, filepath.Join(demo, d.Name(), "prompts.jsonl")) {
+			if _, ok := p["max_new_tokens"]; ok {
+				own[idOfLine(t, p)] = true
+			}
+		}
 		for _, l := range jsonLines(t, filepath.Join(out, d.Name(), "raw_responses.jsonl")) {
 			answers++
 			if string(l["finish_reason"]) == `"length"` {
 				hand[d.Name()]++
 				all++
+				if own[idOfLine(t, l)] {
+					cutOwn++
+				}
 			}
 		}
 	}
-	if all == 0 {
-		t.Fatalf("no answer of the demo was cut at 128 tokens: the test does not test\n%s", o)
+	if all == cutOwn || cutOwn == 0 {
+		t.Fatalf("%d answers of the demo cut, %d at their prompts' own limit: the test does not test\n%s", all, cutOwn, o)
 	}
-	if want := fmt.Sprintf("gen: %d of %d answers were cut at 128 tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N", all, answers); !strings.Contains(string(o), want) {
+	if want := fmt.Sprintf("gen: %d of %d answers were cut at the token limit, %d at 128 tokens and %d at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N", all, answers, all-cutOwn, cutOwn); !strings.Contains(string(o), want) {
 		t.Errorf("gen's summary does not say %q:\n%s", want, o)
 	}
 	if strings.Contains(string(o), "--max-new-tokens is the default") {
