@@ -64,6 +64,10 @@ type FileState struct {
 	// answers come from and for keeping the simulator's apart. A file
 	// indexed before this was kept has none: its makers are unknown.
 	Makers []Maker `json:"makers,omitempty"`
+	// MakerAnswers reports that each maker's Answers is kept: the file
+	// was read from its first byte by an index that keeps them (see
+	// FileState.MakerCount).
+	MakerAnswers bool `json:"maker_answers,omitempty"`
 
 	// Keyed reports that every record of the file is listed in its
 	// dataset's per-file key index, so forgetting it touches only its own
@@ -89,7 +93,44 @@ type Maker struct {
 	// it was kept): their provenance is unknown.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
 	Lines      uint64          `json:"lines"`
+	// Answers counts the maker's answers that count: those the index
+	// holds a record of (a duplicate id's line is not one, nor an answer a
+	// redo replaced since). Known only when the file's MakerAnswers is.
+	Answers uint64 `json:"answers,omitempty"`
 }
+
+// MakerCount is how many of the file's answers its maker i made: its
+// answers that count (answers true), or, in a file indexed before those
+// were kept, its answer lines (answers false: replaced and duplicate
+// lines among them).
+func (fs *FileState) MakerCount(i int) (n uint64, answers bool) {
+	if fs.MakerAnswers {
+		return fs.Makers[i].Answers, true
+	}
+	return fs.Makers[i].Lines, false
+}
+
+// countMaker moves the answers of the file's maker m (counted from 1; 0:
+// unknown) by delta, when the file keeps them.
+func (fs *FileState) countMaker(m uint32, delta int) {
+	if !fs.MakerAnswers || m == 0 || int(m) > len(fs.Makers) {
+		return
+	}
+	a := &fs.Makers[m-1].Answers
+	switch {
+	case delta > 0:
+		*a += uint64(delta)
+	case *a >= uint64(-delta):
+		*a -= uint64(-delta)
+	default:
+		*a = 0
+	}
+}
+
+// CountAnswer counts r as an answer of its maker in fs, r's file (an
+// answer added, or one that replaced another), or, with delta -1, takes
+// it off (an answer of fs that another of the same file replaced).
+func (fs *FileState) CountAnswer(r *Record, delta int) { fs.countMaker(r.Maker, delta) }
 
 // AddMaker counts n more lines made by model and kind, with provenance
 // prov (nil: unknown).
@@ -222,6 +263,7 @@ func (tx *Tx) PutFile(fs *FileState) error {
 		}
 		fs.ID = uint32(seq)
 		fs.Keyed = true
+		fs.MakerAnswers = true
 		if err := tx.btx.Bucket(bucketFileIDs).Put(u32key(fs.ID), []byte(fs.Path)); err != nil {
 			return err
 		}
