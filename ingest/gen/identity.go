@@ -82,6 +82,24 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 	return errRetired
 }
 
+// restartSeen is the scraper's word that s was restarted while up, with
+// no request to it failed (its /metrics counters went back, or its start
+// time changed: scraper.checkRestart): its identity is read again, as
+// when it comes back from a down, in the background (learn, then
+// checkIdentity), so that a server restarted as another model between
+// two requests is not sent the rest as if it were the same one.
+func (r *run) restartSeen(s *server, why string) {
+	if s.retired.Load() || r.reqs == nil || r.reqs.Err() != nil {
+		return
+	}
+	r.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
+	go func() {
+		if err := r.learn(r.reqs, s); err != nil && !errors.Is(err, errRetired) && !r.stopping() {
+			r.logf("gen: %s: reading it again after its restart: %v", s.name, err)
+		}
+	}()
+}
+
 func (r *run) identityEvent(s *server, detail string) {
 	if r.mon != nil {
 		r.mon.event(time.Now().UnixMilli(), s.name, EventIdentity, detail)
