@@ -70,8 +70,11 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 		}
 	}
 	then := fmt.Sprintf("its prompts go to the %d other servers left", left)
-	if left == 0 {
+	switch left {
+	case 0:
 		then = "it was the last server left: gen stops"
+	case 1:
+		then = "its prompts go to the other server left"
 	}
 	r.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
 	r.identityEvent(s, diff+"; gen sends it nothing more in this run")
