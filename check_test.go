@@ -223,7 +223,7 @@ func TestResumeKeepsTheRunOneRun(t *testing.T) {
 	p.mustRun("export", ds)
 	code, out, _ := p.check(ds)
 	if code != 1 || !strings.Contains(out, "mixed_provenance 60") || !strings.Contains(out, "model-one") || !strings.Contains(out, "model-two") ||
-		!strings.Contains(out, "50 answer lines") || !strings.Contains(out, "10 answer lines") {
+		!strings.Contains(out, ": 50 answers") || !strings.Contains(out, ": 10 answers") {
 		t.Errorf("check of the mixed dataset: exit %d, want 1 naming both models and their answers\n%s", code, out)
 	}
 	if code, out, _ := p.check("--allow-mixed", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {

@@ -65,43 +65,13 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			}
 			log := stderr.String()
 
-			answers, byModel := map[string]int{}, map[string]int{}
-			f, ferr := os.Open(raw)
-			if ferr != nil {
-				t.Fatal(ferr)
-			}
-			defer f.Close()
-			sc := bufio.NewScanner(f)
-			sc.Buffer(nil, 16<<20)
-			for sc.Scan() {
-				var l struct {
-					ID         string
-					Provenance struct {
-						Server struct{ Model string }
-					}
-				}
-				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-					t.Fatalf("bad answer line %q: %v", sc.Text(), err)
-				}
-				answers[l.ID]++
-				byModel[l.Provenance.Server.Model]++
-			}
+			answers, byModel := answersByModel(t, raw)
 			for id, k := range answers {
 				if k != 1 {
 					t.Errorf("%s: %d answers; want at most 1", id, k)
 				}
 			}
-
-			evs, qerr := queryJSON[eventRow](t, bin, db, "events")
-			if qerr != nil {
-				t.Fatal(qerr)
-			}
-			var identity string
-			for _, e := range evs {
-				if e.Event == "identity" && e.Detail != nil {
-					identity = *e.Detail
-				}
-			}
+			identity := identityEvent(t, bin, db)
 			if !strings.Contains(identity, "model-one") || !strings.Contains(identity, "model-two") {
 				t.Errorf("identity event %q; want one naming model-one and model-two\n%s", identity, log)
 			}
@@ -128,5 +98,107 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 				t.Errorf("gen's reason does not name the change and --allow-mixed:\n%s", log)
 			}
 		})
+	}
+}
+
+// answersByModel reads an answer file: each id's answers, and the answers
+// by the model their provenance names.
+func answersByModel(t *testing.T, raw string) (answers, byModel map[string]int) {
+	t.Helper()
+	answers, byModel = map[string]int{}, map[string]int{}
+	f, err := os.Open(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var l struct {
+			ID         string
+			Provenance struct {
+				Server struct{ Model string }
+			}
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("bad answer line %q: %v", sc.Text(), err)
+		}
+		answers[l.ID]++
+		byModel[l.Provenance.Server.Model]++
+	}
+	return answers, byModel
+}
+
+// identityEvent is the detail of the last identity event in db, with its
+// server: "SERVER: DETAIL".
+func identityEvent(t *testing.T, bin, db string) string {
+	t.Helper()
+	evs, err := queryJSON[eventRow](t, bin, db, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var identity string
+	for _, e := range evs {
+		if e.Event == "identity" && e.Detail != nil && e.Server != nil {
+			identity = *e.Server + ": " + *e.Detail
+		}
+	}
+	return identity
+}
+
+// TestGenRetiresOneServerOfTwo: of two `gendex sim` processes serving
+// model-one, one is SIGKILLed mid-run and started again on its port
+// serving model-two. gen records an identity event for that server and
+// sends it nothing more; the other answers the rest: gen exits 0, every
+// prompt answered once, every answer model-one's.
+func TestGenRetiresOneServerOfTwo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills a real simulator process")
+	}
+	bin := gendexBinary(t)
+	addr := freeAddr(t)
+	sim := func(model string) *exec.Cmd {
+		return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
+	}
+	changing := sim("model-one")
+	steady := startSimProcess(t, bin, "--unmarked", "--seed", "44", "--decode-tps", "40", "--model", "model-one")
+	const n = 24
+	root := t.TempDir()
+	dir := filepath.Join(root, "I")
+	writeTopicPrompts(t, dir, "I", n)
+	raw := filepath.Join(dir, "raw_responses.jsonl")
+	db := filepath.Join(t.TempDir(), "g.db")
+	var stderr lockedBuffer
+	gen, done := startGen(t, bin, db, &stderr, "--server", "http://"+addr, "--server", steady,
+		"--concurrency", "4", "--max-new-tokens", "20", "--ignore-eos", "--down-limit", "1m", root)
+	// 20 tokens at 40 tokens/s: half a second each, 4 at a time.
+	waitFor(t, 30*time.Second, "the first answers written", func() bool {
+		data, _ := os.ReadFile(raw)
+		return strings.Count(string(data), "\n") >= 4
+	})
+	changing.Process.Signal(syscall.SIGKILL)
+	changing.Wait()
+	time.Sleep(300 * time.Millisecond)
+	sim("model-two")
+	err := waitExit(t, done, &stderr)
+	log := stderr.String()
+	if err != nil || gen.ProcessState.ExitCode() != 0 {
+		t.Fatalf("gen: %v; want exit 0, the other server answering the rest\n%s", err, log)
+	}
+	answers, byModel := answersByModel(t, raw)
+	if len(answers) != n || byModel["model-one"] != n {
+		t.Errorf("%d prompts answered, by model %v; want all %d, each once, by model-one\n%s", len(answers), byModel, n, log)
+	}
+	for id, k := range answers {
+		if k != 1 {
+			t.Errorf("%s: %d answers; want 1", id, k)
+		}
+	}
+	identity := identityEvent(t, bin, db)
+	if !strings.HasPrefix(identity, "http://"+addr+": ") || !strings.Contains(identity, `"model-one" before, "model-two" now`) {
+		t.Errorf("identity event %q; want one of http://%s naming model-one and model-two\n%s", identity, addr, log)
+	}
+	if !strings.Contains(log, "its prompts go to the other server left") {
+		t.Errorf("gen does not say the other server goes on:\n%s", log)
 	}
 }

@@ -33,7 +33,12 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 				return err
 			}
 		}
+		var at []uint32 // where the chunk's makers are among the file's
+		st.Makers, at = c.makers.addTo(append([]store.Maker(nil), st.Makers...), nil)
 		for i := range c.recs {
+			if p := &c.recs[i]; p.maker > 0 {
+				p.rec.Maker = at[p.maker-1]
+			}
 			if i%releaseCheck == releaseCheck-1 && ix.ReleaseAbove > 0 {
 				if err := tx.ReleaseMappedAbove(ix.ReleaseAbove); err != nil {
 					return err
@@ -120,8 +125,10 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 		}
 		if old != nil {
 			st.Replacing++
+			st.CountAnswer(&p.rec, 1)
 			if old.File == st.ID {
 				st.Replaced++
+				st.CountAnswer(old, -1)
 			} else {
 				t.added++ // the id's record is now this file's
 			}
@@ -139,6 +146,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 	}
 	if first == nil {
 		t.added++
+		st.CountAnswer(&p.rec, 1)
 		if p.chunk {
 			t.unknown += unknownOf(&p.rec)
 		}
@@ -156,7 +164,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 }
 
 // fileState moves the file's state past chunk c: its offset and lines,
-// its counts, its makers, and the checksum of its first bytes while the
+// its counts (its makers are counted before its records are put), and the checksum of its first bytes while the
 // file has fewer than headBytes summed.
 func (t *commitTally) fileState(f *os.File, st *store.FileState, c *chunk) error {
 	st.Offset, st.Lines = c.off, c.lines
@@ -165,7 +173,6 @@ func (t *commitTally) fileState(f *os.File, st *store.FileState, c *chunk) error
 	st.ErrorDuplicates += uint64(t.errDups)
 	st.Skipped += uint64(countSkips(c.problems) + t.refused)
 	st.Unknown += uint64(int64(countKind(c.problems, NoTokens)) + t.unknown)
-	st.Makers = c.makers.addTo(append([]store.Maker(nil), st.Makers...))
 	if st.HeadLen < headBytes && st.Offset > st.HeadLen {
 		n := min(int64(headBytes), st.Offset)
 		sum, err := headSum(f, n)

@@ -18,6 +18,7 @@ type pending struct {
 	stage store.Stage
 	chunk bool // a stream chunk: merged with the file's earlier chunks of its id
 	redo  bool // an answer (or a turn) that replaces the earlier one of its id ("redo": true)
+	maker int  // the answer's maker in the chunk's makers, counted from 1 (0: none)
 }
 
 var newline = []byte{'\n'}
@@ -160,7 +161,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 	p.stage, p.chunk = stage, info.chunk && stage == store.Raw
 	p.redo = info.redo && (stage == store.Raw || stage == store.Turns) && !p.chunk
 	if stage == store.Raw && src.Stage == store.Raw {
-		c.makers.add(info.model, info.simulated, info.provenance)
+		p.maker = c.makers.add(info.model, info.simulated, info.provenance)
 	}
 	over := clipCounts(&p.rec)
 	if err := store.CheckRecord(&p.rec); err != nil {
@@ -258,29 +259,42 @@ func (m *makers) reset() {
 	m.raw, m.sim, m.prov, m.lines = m.raw[:0], m.sim[:0], m.prov[:0], m.lines[:0]
 }
 
-func (m *makers) add(model []byte, simulated bool, prov []byte) {
+// add counts a line of a maker and returns the maker's place in the
+// batch's, counted from 1.
+func (m *makers) add(model []byte, simulated bool, prov []byte) int {
 	for i := len(m.raw) - 1; i >= 0; i-- {
 		if m.sim[i] == simulated && bytes.Equal(m.raw[i], model) && (m.raw[i] == nil) == (model == nil) && bytes.Equal(m.prov[i], prov) {
 			m.lines[i]++
-			return
+			return i + 1
 		}
 	}
 	m.raw = append(m.raw, bytes.Clone(model))
 	m.sim = append(m.sim, simulated)
 	m.prov = append(m.prov, bytes.Clone(prov))
 	m.lines = append(m.lines, 1)
+	return len(m.raw)
 }
 
-// addTo adds the batch's counts to a file's makers.
-func (m *makers) addTo(ms []store.Maker) []store.Maker {
+// addTo adds the batch's counts to a file's makers, and says where each
+// of the batch's makers is among them (at[i] for the batch's i+1, counted
+// from 1 as store.Record.Maker is).
+func (m *makers) addTo(ms []store.Maker, at []uint32) ([]store.Maker, []uint32) {
+	at = at[:0]
 	for i, raw := range m.raw {
 		model := ""
 		if len(raw) > 0 && raw[0] == '"' {
 			model, _ = decodeString(raw)
 		}
-		ms = store.AddMaker(ms, model, m.sim[i], provenanceOf(m.prov[i]), m.lines[i])
+		prov := provenanceOf(m.prov[i])
+		ms = store.AddMaker(ms, model, m.sim[i], prov, m.lines[i])
+		for j := range ms {
+			if ms[j].Model == model && ms[j].Simulated == m.sim[i] && bytes.Equal(ms[j].Provenance, prov) {
+				at = append(at, uint32(j+1))
+				break
+			}
+		}
 	}
-	return ms
+	return ms, at
 }
 
 // provenanceOf is a line's "provenance" value as a Maker keeps it: a JSON

@@ -167,12 +167,12 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		add(ReasonLenUnknown, false, rs.lenUnknown, "records whose answer carries no token count (their length is unknown)", "")
 	}
 	fs = append(fs, rs.content(dir)...)
-	switch mixed, ways, lines := mixedModels(v, name); {
+	switch mixed, ways, answers := mixedModels(v, name); {
 	case mixed:
-		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: lines, detail: "answers made in more than one way: " + ways,
+		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways,
 			fix: "answer the other way's ids again the one way (gendex gen --redo FILE), or accept it: check --allow-mixed"})
-	case lines > 0:
-		fs = append(fs, finding{reason: ReasonMadeBy, count: lines, detail: "answers made one way: " + ways})
+	case answers > 0:
+		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways})
 	}
 	add(ReasonFailed, false, s.Overlap.ErrorsOpen, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
@@ -305,17 +305,24 @@ func (rs *recordStats) content(dir string) []finding {
 // with more than one provenance (gen's "provenance": the sampling sent and
 // the server's identity; its max_new_tokens aside, which a redo of cut
 // answers raises). Lines without a provenance differ only by their model.
-// It names each way with its answer lines, and counts the lines.
+// It counts the answers that count (a redo's replaced ones not), and
+// names each way with them; a file indexed before the index kept those
+// counts its answer lines, and says so.
 func mixedModels(v *store.View, name string) (mixed bool, ways string, total uint64) {
-	lines := map[string]uint64{} // a way -> its lines
+	type count struct{ answers, lines uint64 } // lines: of files that keep no answers
+	by := map[string]*count{}                  // a way -> its count
 	models, provs := map[string]bool{}, map[string]bool{}
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
 		}
 		var made uint64
-		for _, m := range f.Makers {
+		for i, m := range f.Makers {
 			made += m.Lines
+			n, answers := f.MakerCount(i)
+			if n == 0 {
+				continue // every answer it made was replaced
+			}
 			who := m.Model
 			if who == "" {
 				who = "unnamed"
@@ -331,23 +338,42 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			} else {
 				way += " (provenance unknown)"
 			}
-			lines[way] += m.Lines
-			total += m.Lines
+			if by[way] == nil {
+				by[way] = &count{}
+			}
+			if answers {
+				by[way].answers += n
+			} else {
+				by[way].lines += n
+			}
+			total += n
 		}
-		if n := f.Records + f.Duplicates; n > made { // indexed before makers were kept
-			lines["an unknown model (provenance unknown)"] += n - made
+		if n := f.Records + f.Duplicates; !f.MakerAnswers && n > made { // indexed before makers were kept
+			const way = "an unknown model (provenance unknown)"
+			if by[way] == nil {
+				by[way] = &count{}
+			}
+			by[way].lines += n - made
 			total += n - made
 		}
 		return nil
 	})
-	names := make([]string, 0, len(lines))
-	for w := range lines {
+	names := make([]string, 0, len(by))
+	for w := range by {
 		names = append(names, w)
 	}
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, w := range names {
-		parts[i] = fmt.Sprintf("%s: %d answer lines", w, lines[w])
+		c := by[w]
+		var said []string
+		if c.answers > 0 {
+			said = append(said, fmt.Sprintf("%d answers", c.answers))
+		}
+		if c.lines > 0 {
+			said = append(said, fmt.Sprintf("%d answer lines (indexed before answers were counted: replaced ones among them)", c.lines))
+		}
+		parts[i] = w + ": " + strings.Join(said, ", ")
 	}
 	return len(models) > 1 || len(provs) > 1, strings.Join(parts, "; "), total
 }

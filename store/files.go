@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,6 +63,10 @@ type FileState struct {
 	// answers come from and for keeping the simulator's apart. A file
 	// indexed before this was kept has none: its makers are unknown.
 	Makers []Maker `json:"makers,omitempty"`
+	// MakerAnswers reports that each maker's Answers is kept: the file
+	// was read from its first byte by an index that keeps them (see
+	// FileState.MakerCount).
+	MakerAnswers bool `json:"maker_answers,omitempty"`
 
 	// Keyed reports that every record of the file is listed in its
 	// dataset's per-file key index, so forgetting it touches only its own
@@ -75,32 +78,6 @@ type FileState struct {
 	Phase Phase `json:"phase,omitempty"`
 	// Forget says what is left to remove while Phase is Forgetting.
 	Forget *Forgetting `json:"forget,omitempty"`
-}
-
-// Maker is what made some of a file's answers: a model (empty when the
-// lines name none), and whether gendex's simulator did.
-type Maker struct {
-	Model     string `json:"model,omitempty"`
-	Simulated bool   `json:"simulated,omitempty"`
-	// Provenance is how the lines were made, as gen writes it in each
-	// answer ("provenance": the sampling it sent, the server that
-	// answered), a compact JSON object kept once per distinct value; nil
-	// for lines without one (another tool's, or an index written before
-	// it was kept): their provenance is unknown.
-	Provenance json.RawMessage `json:"provenance,omitempty"`
-	Lines      uint64          `json:"lines"`
-}
-
-// AddMaker counts n more lines made by model and kind, with provenance
-// prov (nil: unknown).
-func AddMaker(ms []Maker, model string, simulated bool, prov json.RawMessage, n uint64) []Maker {
-	for i := range ms {
-		if ms[i].Model == model && ms[i].Simulated == simulated && bytes.Equal(ms[i].Provenance, prov) {
-			ms[i].Lines += n
-			return ms
-		}
-	}
-	return append(ms, Maker{Model: model, Simulated: simulated, Provenance: prov, Lines: n})
 }
 
 // Phase is the state of a file in the index. A file's life is
@@ -222,6 +199,7 @@ func (tx *Tx) PutFile(fs *FileState) error {
 		}
 		fs.ID = uint32(seq)
 		fs.Keyed = true
+		fs.MakerAnswers = true
 		if err := tx.btx.Bucket(bucketFileIDs).Put(u32key(fs.ID), []byte(fs.Path)); err != nil {
 			return err
 		}

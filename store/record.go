@@ -131,6 +131,11 @@ type Record struct {
 	// "other_tool", "more_calls", "no_call", "bad_arguments"), "" for an
 	// answer that did not stop so.
 	ToolStop string
+
+	// Maker is which of its file's makers (FileState.Makers) made the
+	// answer, counted from 1; 0 for a record of another stage, or one
+	// indexed before the index kept it (its maker is unknown).
+	Maker uint32
 }
 
 // cleanSpec makes r's spec counts what the index stores: a verify count
@@ -194,6 +199,7 @@ const (
 // The extension's flags (see Record encoding).
 const (
 	xToolStop = 1 << iota // ToolStop follows, length-prefixed
+	xMaker                // Maker follows, a uvarint (after ToolStop, if any)
 )
 
 const maxMessage = 512
@@ -250,10 +256,22 @@ func (r *Record) appendBinary(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(r.SpecAccepted))
 		b = binary.AppendUvarint(b, uint64(r.SpecProposed))
 	}
+	var x byte
 	if r.ToolStop != "" {
-		b = append(b, xToolStop)
+		x |= xToolStop
+	}
+	if r.Maker > 0 {
+		x |= xMaker
+	}
+	if x != 0 {
+		b = append(b, x)
+	}
+	if r.ToolStop != "" {
 		b = binary.AppendUvarint(b, uint64(len(r.ToolStop)))
 		b = append(b, r.ToolStop...)
+	}
+	if r.Maker > 0 {
+		b = binary.AppendUvarint(b, uint64(r.Maker))
 	}
 	return b
 }
@@ -333,12 +351,19 @@ func decodeRecord(b []byte, r *Record) error {
 			return errCorrupt
 		}
 	}
-	r.ToolStop = ""
+	r.ToolStop, r.Maker = "", 0
 	if len(b) > 0 { // the extension
 		x := b[0]
 		b = b[1:]
 		if x&xToolStop != 0 {
 			if r.ToolStop = str(); r.ToolStop == "" && b != nil { // never written empty
+				return errCorrupt
+			}
+		}
+		if x&xMaker != 0 {
+			if m := uv(); m > 0 && m <= math.MaxUint32 {
+				r.Maker = uint32(m)
+			} else if b != nil { // never written as 0
 				return errCorrupt
 			}
 		}

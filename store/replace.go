@@ -21,7 +21,9 @@ var bucketStale = []byte("stale")
 // is another than r.File, counts it in its stored FileState.Replaced and
 // holds one record less; the caller, which stores r.File's state after,
 // counts FileState.Replacing there (and Replaced, when the old record is
-// of the same file; else one record more). It returns the record
+// of the same file; else one record more), and the answers of the makers
+// (FileState.CountAnswer). The replaced record's own file, when another,
+// loses its answer from its maker's. It returns the record
 // replaced, or nil, changing nothing, when the stage holds none (the caller
 // then calls Add). r is checked and cleaned as Add does.
 func (tx *Tx) Replace(dataset string, stage Stage, r *Record) (old *Record, err error) {
@@ -45,7 +47,7 @@ func (tx *Tx) Replace(dataset string, stage Stage, r *Record) (old *Record, err 
 	d.count(stage, r, 1)
 	d.sum.Stages[stage].Replaced++
 	if old.File != r.File {
-		if err := tx.bumpFile(old.File, func(fs *FileState) { fs.Replaced++; fs.Records-- }); err != nil {
+		if err := tx.bumpFile(old.File, func(fs *FileState) { fs.Replaced++; fs.Records--; fs.countMaker(old.Maker, -1) }); err != nil {
 			return nil, err
 		}
 	}

@@ -65,6 +65,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, SpecAccepted: 0, SpecProposed: 6},
 		{Shape: ShapeOpenAI, PromptTokens: 9, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "tool_calls", ToolStop: "other_tool"},
 		{Shape: ShapeFlat, PromptTokens: Unknown, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, Message: "m", SpecVerify: 3, SpecAccepted: 1, SpecProposed: 2, ToolStop: "no_call"},
+		{Shape: ShapeFlat, PromptTokens: 1, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, Maker: 3},
+		{Shape: ShapeFlat, PromptTokens: 1, CompletionTokens: 5, CachedTokens: Unknown, ReasoningTokens: Unknown, ToolStop: "no_call", Maker: 1 << 20},
 	} {
 		var got Record
 		if err := decodeRecord(r.appendBinary(nil), &got); err != nil {
@@ -106,6 +108,13 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if err := decodeRecord(sb[:len(sb)-2], &got); err == nil {
 		t.Errorf("a record cut in its tool stop decoded as %+v", got)
+	}
+	// Its maker comes after the tool stop, its own bit in the extension's
+	// flags: a decoder before it reads the tool stop and leaves the rest.
+	made := stopped
+	made.Maker = 2
+	if mb := made.appendBinary(nil); !bytes.Equal(mb[len(nb)+1:len(sb)], sb[len(nb)+1:]) || mb[len(nb)] != xToolStop|xMaker {
+		t.Errorf("a record with a maker is not the encoding without it plus a flag bit and a tail:\n%x\n%x", mb, sb)
 	}
 }
 

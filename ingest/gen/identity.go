@@ -70,8 +70,11 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 		}
 	}
 	then := fmt.Sprintf("its prompts go to the %d other servers left", left)
-	if left == 0 {
+	switch left {
+	case 0:
 		then = "it was the last server left: gen stops"
+	case 1:
+		then = "its prompts go to the other server left"
 	}
 	r.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
 	r.identityEvent(s, diff+"; gen sends it nothing more in this run")
@@ -80,6 +83,24 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 			hint: "a run keeps one server identity: restart it as it was and run the same command again (nothing is lost), or run again with --allow-mixed to answer the rest with the new one ('gendex check' then reports the datasets as mixed)"})
 	}
 	return errRetired
+}
+
+// restartSeen is the scraper's word that s was restarted while up, with
+// no request to it failed (its /metrics counters went back, or its start
+// time changed: scraper.checkRestart): its identity is read again, as
+// when it comes back from a down, in the background (learn, then
+// checkIdentity), so that a server restarted as another model between
+// two requests is not sent the rest as if it were the same one.
+func (r *run) restartSeen(s *server, why string) {
+	if s.retired.Load() || r.reqs == nil || r.reqs.Err() != nil {
+		return
+	}
+	r.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
+	go func() {
+		if err := r.learn(r.reqs, s); err != nil && !errors.Is(err, errRetired) && !r.stopping() {
+			r.logf("gen: %s: reading it again after its restart: %v", s.name, err)
+		}
+	}()
 }
 
 func (r *run) identityEvent(s *server, detail string) {

@@ -49,13 +49,15 @@ func (p place) outside(fs []store.FileState) []store.FileState {
 	return append(ingest.Elsewhere(fs, store.Prompts, p.prompts), ingest.Elsewhere(fs, store.Raw, p.answers)...)
 }
 
-// makerCounts sums the answer lines of response files by kind: made by the
-// simulator, by a named model, or by something the lines do not say.
+// makerCounts sums the answers of response files by kind (those that
+// count: a redo's replaced ones not; the answer lines of a file indexed
+// before the index kept that): made by the simulator, by a named model,
+// or by something the lines do not say.
 type makerCounts struct {
 	simulated, real, unknown uint64
 	models                   []string // the named models, sorted
 	// made is every maker of the lines, provenance and all (one entry per
-	// distinct maker, its lines summed), for checkProvenance.
+	// distinct maker, its answers summed in Lines), for checkProvenance.
 	made []store.Maker
 }
 
@@ -67,23 +69,27 @@ func countMakers(fs []store.FileState) makerCounts {
 			continue
 		}
 		var made uint64
-		for _, mk := range f.Makers {
+		for i, mk := range f.Makers {
 			made += mk.Lines
-			m.made = store.AddMaker(m.made, mk.Model, mk.Simulated, mk.Provenance, mk.Lines)
+			n, _ := f.MakerCount(i) // the answers that count, where the index knows them
+			if n == 0 {
+				continue // each answer it made was replaced
+			}
+			m.made = store.AddMaker(m.made, mk.Model, mk.Simulated, mk.Provenance, n)
 			switch {
 			case mk.Simulated:
-				m.simulated += mk.Lines
+				m.simulated += n
 			case mk.Model != "":
-				m.real += mk.Lines
+				m.real += n
 			default:
-				m.unknown += mk.Lines
+				m.unknown += n
 			}
 			if mk.Model != "" && !seen[mk.Model] {
 				seen[mk.Model] = true
 				m.models = append(m.models, mk.Model)
 			}
 		}
-		if lines := f.Records + f.Duplicates; lines > made { // indexed before makers were kept
+		if lines := f.Records + f.Duplicates; !f.MakerAnswers && lines > made { // indexed before makers were kept
 			m.unknown += lines - made
 		}
 	}

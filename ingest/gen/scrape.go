@@ -159,7 +159,8 @@ func (sc *scraper) scrape(ctx context.Context) {
 // is up with the last such reading: a counter lower than before, another
 // process start time (process_start_time_seconds, or llama.cpp's
 // Process-Start-Time-Unix header) or other names (another server behind
-// the URL) is a restart. Readings taken while gen had the server down are
+// the URL) is a restart, and the server's identity is read again
+// (run.restartSeen). Readings taken while gen had the server down are
 // not compared, so a restart is said after the server's up.
 func (sc *scraper) checkRestart(t int64, cur *reading) {
 	prev := sc.prev
@@ -167,7 +168,12 @@ func (sc *scraper) checkRestart(t int64, cur *reading) {
 	if prev == nil {
 		return
 	}
-	restarted := func(detail string) { sc.m.event(t, sc.s.name, EventRestarted, detail) }
+	restarted := func(detail string) {
+		sc.m.event(t, sc.s.name, EventRestarted, detail)
+		if sc.m.r != nil {
+			sc.m.r.restartSeen(sc.s, detail) // identity.go
+		}
+	}
 	if prev.flavor != cur.flavor {
 		restarted(fmt.Sprintf("its /metrics now has %s's names (it had %s's)", cur.flavor, prev.flavor))
 		return

@@ -83,13 +83,14 @@ func newPool(servers []*server) *pool {
 }
 
 // pick returns the up server with the fewest requests in flight (and
-// counts one more on it), waiting while every server is down.
+// counts one more on it), waiting while every server is down; a retired
+// server (identity.go) is never picked.
 func (p *pool) pick(ctx context.Context) (*server, error) {
 	for {
 		p.mu.Lock()
 		var best *server
 		for _, s := range p.servers {
-			if s.up.Load() && !s.stalledNow() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
+			if s.up.Load() && !s.retired.Load() && !s.stalledNow() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
 				best = s
 			}
 		}

@@ -120,6 +120,12 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		r.pool.ended(s, err)
 		<-r.slots
 		j.attempts++
+		if err == nil && s.retired.Load() {
+			// s was found to be another server while this was in flight
+			// (identity.go): the answer may be the new one's; ask again.
+			r.unsuspect(j)
+			continue
+		}
 		if err == nil {
 			r.unsuspect(j)
 			s.answered(res)

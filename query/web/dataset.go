@@ -20,7 +20,8 @@ var views = []struct{ Name, Label, Stage, Finish string }{
 	{"missing", "missing", "", ""},
 	{"norecord", "without a record", "", ""},
 	{"sample", "a random sample", "raw", ""},
-	{"stops", "tool stops", "raw", ""}, // shown when the dataset has some
+	{"stops", "tool stops", "raw", ""},      // shown when the dataset has some
+	{"accept", "worst accepted", "raw", ""}, // shown when its answers carry spec counts (accept.go)
 }
 
 // The columns of list a view shows: an answer's counts, an error's or an
@@ -109,13 +110,13 @@ func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
 	for _, v := range views {
 		on := v.Name == d.View
 		known = known || on
-		if v.Name == "stops" && stopped == 0 && !on {
+		if v.Name == "stops" && stopped == 0 && !on || v.Name == "accept" && !on && !s.hasSpec(r, name) {
 			continue
 		}
 		d.Tabs = append(d.Tabs, tab{Label: v.Label, Href: link("/dataset", "d", name, "view", v.Name), On: on})
 	}
 	if !known {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord, sample or stops)", d.View))
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord, sample, stops or accept)", d.View))
 		return
 	}
 	prog.Total = nil
@@ -130,8 +131,11 @@ func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
 // fill asks for the view's records.
 func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error {
 	q := r.URL.Query()
-	if d.View == "missing" || d.View == "norecord" {
+	switch d.View {
+	case "missing", "norecord":
 		return s.fillMissing(r, d, prog)
+	case "accept":
+		return s.fillAccept(r, d)
 	}
 	var v = views[0]
 	for _, x := range views {

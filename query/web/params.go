@@ -38,7 +38,7 @@ var (
 				return nil
 			}
 		}
-		return fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord or sample)", v)
+		return fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord, sample, stops or accept)", v)
 	}
 	// metricParam is what a chart draws.
 	metricParam check = func(v string) error {
