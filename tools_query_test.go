@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,13 @@ func TestToolStopsQueried(t *testing.T) {
 	for reason, n := range byReason {
 		if !strings.Contains(page, fmt.Sprintf("%s (%d)", reason, n)) {
 			t.Errorf("tool stops view: no tab %s (%d)", reason, n)
+		}
+		// The reason's tab lists its stops, and only those.
+		tabPage := get("dataset?d=agentic&view=stops&stop=" + url.QueryEscape(reason))
+		for id, r := range want {
+			if listed := strings.Contains(tabPage, fmt.Sprintf(`data-v="%s"`, id)); listed != (r == reason) {
+				t.Errorf("tool stops view, tab %s: %s (%s) listed %v", reason, id, r, listed)
+			}
 		}
 	}
 	if strings.Contains(get("dataset?d=B2_text"), "view=stops") {

@@ -88,7 +88,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /{$}", s.withParams(nil, s.run))
 	mux.HandleFunc("GET /live", s.withParams(nil, s.runLive))
 	mux.HandleFunc("GET /dataset", s.withParams(params{"d": nameParam, "id": nameParam, "view": viewParam,
-		"finish": nameParam, "after": nameParam, "before": nameParam}, s.dataset))
+		"finish": nameParam, "stop": nameParam, "after": nameParam, "before": nameParam}, s.dataset))
 	mux.HandleFunc("GET /answer", s.withParams(params{"d": nameParam, "id": nameParam, "stage": stageParam}, s.answer))
 	mux.HandleFunc("GET /chart.svg", s.withParams(params{"metric": metricParam, "since": sinceParam, "w": widthParam}, s.chart))
 	static, _ := fs.Sub(assets, "static")
