@@ -271,6 +271,10 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 	if d.View == "norecord" {
 		stage, count = "tokenized", "missing_tokenized"
 	}
+	if stage == "raw" && len(prog.Rows) > 0 && prog.Get(prog.Rows[0], count) == nil {
+		d.Note = fmt.Sprintf("which prompts have no answer is unknown: no prompts file of %s is indexed (gendex ingest its prompts*.jsonl)", d.Dataset)
+		return nil
+	}
 	res, err := s.ask(r.Context(), "missing", "--stage", stage, "--limit", strconv.Itoa(missingShown+1), "--", d.Dataset)
 	if err != nil {
 		return err
@@ -287,7 +291,8 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 	}
 	d.List = newTable(res, missingCols, func(row []any) string {
 		id, _ := res.Get(row, "id").(string)
-		return link("/answer", "d", d.Dataset, "id", id, "stage", "prompts")
+		// find goes to its answer, error or prompt, whichever it has.
+		return link("/dataset", "d", d.Dataset, "id", id)
 	})
 	// missing's rows begin with the dataset; the id is the link.
 	d.List.Empty = "none missing"
