@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"gendex/query"
 )
 
 // check runs `gendex check` with args in p.dir and returns its exit code,
@@ -80,10 +82,21 @@ func (p *placeRun) checkJSON(args ...string) (code int, reasons map[string]map[s
 }
 
 // TestCheckCleanExportedRun: a run answered and exported whole is ready
-// (exit 0), every dataset and all; its text fits 80 columns.
+// (exit 0), every dataset and all; its text fits 80 columns. The token-id
+// prompts of B1_ids make ids records (as conversations every answer is
+// excluded: not ready, all_excluded, with the way to ids records).
 func TestCheckCleanExportedRun(t *testing.T) {
 	p := newPlaceRun(t)
-	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", "--export", "conversations", "demo")
+	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", "--export", "conversations", "demo/B2_text", "demo/B3_chat", "demo/B4_sharegpt")
+	p.mustRun("--db", "conv.db", "gen", "--server", "sim", "--max-new-tokens", "64", "--export", "conversations", "--out", "conv", "demo/B1_ids")
+	code, reasons, out := p.checkJSON("--db", "conv.db", "conv/B1_ids")
+	if code != 1 || reasons["B1_ids"][query.ReasonAllExcluded] != 50 {
+		t.Errorf("check of token-id prompts exported as conversations: exit %d, want 1 and all 50 answers excluded\n%s", code, out)
+	}
+	if _, out, _ := p.check("--db", "conv.db", "conv/B1_ids"); !strings.Contains(out, "gendex export --format ids") {
+		t.Errorf("check does not say how to make ids records:\n%s", out)
+	}
+	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", "--export", "ids", "demo/B1_ids")
 	code, out, errOut := p.check("demo")
 	if code != 0 || !strings.Contains(out, "all: ready (4 datasets)") || !strings.Contains(out, "B3_chat: ready") {
 		t.Fatalf("check of a clean exported run: exit %d, want 0 and every dataset ready\n%s%s", code, out, errOut)

@@ -43,6 +43,7 @@ const (
 	ReasonRedo          = "redo_pending"      // answers a redo is asking again
 	ReasonNoRecord      = "no_record"         // answers without a record or an exclusion
 	ReasonStale         = "stale_record"      // records built from an answer a redo replaced
+	ReasonAllExcluded   = "all_excluded"      // answers, every one excluded: no record to train on
 	ReasonTruncatedKept = "truncated_kept"    // records of answers cut at the token limit
 	ReasonTooLong       = "over_max_length"   // records longer than --max-length
 	ReasonLenUnknown    = "length_unknown"    // records whose length the index does not know
@@ -153,6 +154,10 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	rs, err := checkRecords(v, name, o, files)
 	if err != nil {
 		return nil, err
+	}
+	if s.Stage(store.Tokenized).Records == 0 {
+		add(ReasonAllExcluded, true, s.Excluded(), "answers, every one excluded: not one record to train on",
+			"gendex query list "+name+" --stage excluded says why each was; token-id prompts need ids records (gendex export --format ids "+dir+" says how)")
 	}
 	if !o.IncludeTruncated {
 		add(ReasonTruncatedKept, true, rs.truncated, "records of answers cut at the token limit",
