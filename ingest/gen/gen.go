@@ -342,7 +342,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err != nil {
 		return nil, err
 	}
-	if todo == 0 {
+	if todo == 0 && !r.choosing() {
 		return r.nothingToDo()
 	}
 	r.startMonitor(todo)
@@ -455,8 +455,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.logf("gen: %s, %s to answer%s; %s", counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), halfText, r.settings())
-	if todo > 0 {
+	r.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
+	if todo > 0 || r.choosing() {
 		r.saySkipped()
 	}
 	return todo, r.sayShapes(todo)
