@@ -109,6 +109,11 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if d, err := time.ParseDuration(c.env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
 		cfg.LogEvery = d
 	}
+	// A test hook: the redo tests decide a small set as a large one is
+	// (each answer as the feeder reads its prompt).
+	if n, err := strconv.ParseUint(c.env.Getenv("GENDEX_REDO_UPFRONT"), 10, 64); err == nil && n > 0 {
+		cfg.RedoUpfront = n
+	}
 	if *exportFormat != "" {
 		x, err := records(*exportFormat)
 		if err != nil {

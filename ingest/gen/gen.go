@@ -127,6 +127,11 @@ type Config struct {
 	Shard store.Shard
 	// Redo, when set, asks again answers the index holds (redo.go).
 	Redo *Redo
+	// RedoUpfront is the most answers (of the run's datasets together) a
+	// --redo truncated decides before its first request; above it, each
+	// is decided as the feeder reads its prompt (redofeed.go). Default
+	// 50,000.
+	RedoUpfront uint64
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
@@ -166,6 +171,9 @@ func (c *Config) defaults() {
 	}
 	if c.WaitReady <= 0 {
 		c.WaitReady = 30 * time.Minute
+	}
+	if c.RedoUpfront == 0 {
+		c.RedoUpfront = 50_000
 	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = 10 * time.Second

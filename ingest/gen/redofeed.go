@@ -5,7 +5,7 @@ package gen
 // them first walked every answer (and read each cut one's line), minutes
 // at millions of answers while every GPU of the run waited.
 //
-// Up to redoUpfront answers (the run's datasets together), the whole set
+// Up to Config.RedoUpfront answers (the run's datasets together), the whole set
 // is decided first, as before (pickRedo): its counts are said at once and
 // a redo with nothing left says "nothing to do" without a server. Above
 // it, each dataset's redo is asGoes: the feeder (and the sweeper of the
@@ -29,13 +29,8 @@ import (
 	"gendex/store"
 )
 
-// redoUpfront is the most answers (of the run's datasets together) a
-// --redo truncated decides before its first request; above it, each
-// answer is decided as the feeder reads its prompt. A variable for tests.
-var redoUpfront uint64 = 50_000
-
 // redoAsGoes tells whether the run's --redo truncated finds its answers as
-// the feeder goes (more than redoUpfront answers), and marks its datasets
+// the feeder goes (more than Config.RedoUpfront answers), and marks its datasets
 // so.
 func (r *run) redoAsGoes(v *store.View) bool {
 	var answers uint64
@@ -44,7 +39,7 @@ func (r *run) redoAsGoes(v *store.View) bool {
 			answers += s.Stage(store.Raw).Records
 		}
 	}
-	if answers <= redoUpfront {
+	if answers <= r.cfg.RedoUpfront {
 		return false
 	}
 	for _, ds := range r.sets {

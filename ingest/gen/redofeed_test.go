@@ -59,7 +59,7 @@ func cutSet(t *testing.T, root string, n, answered int) map[int]bool {
 var promptNumber = regexp.MustCompile(`write about (\d+) `)
 
 // TestRedoTruncatedAsItGoes: --redo truncated over a set larger than
-// redoUpfront decides each answer as the feeder reads its prompt: its
+// RedoUpfront decides each answer as the feeder reads its prompt: its
 // first request asking a cut answer again goes out while the index holds
 // only some of the redo's marks (before, every answer was decided and
 // marked before the first request), and while it does, what is to go is
@@ -69,8 +69,6 @@ var promptNumber = regexp.MustCompile(`write about (\d+) `)
 // answer; once every prompt is read it says its counts, and the index
 // owes nothing.
 func TestRedoTruncatedAsItGoes(t *testing.T) {
-	defer func(n uint64) { redoUpfront = n }(redoUpfront)
-	redoUpfront = 100
 	const n, answered = 5000, 4000
 	root := t.TempDir()
 	again := cutSet(t, root, n, answered)
@@ -118,7 +116,7 @@ func TestRedoTruncatedAsItGoes(t *testing.T) {
 	}
 	run := func(ctx context.Context) (*Summary, string, error) {
 		var log syncBuffer
-		cfg := Config{Servers: []string{hs.URL}, Concurrency: 4, Sampling: maxNew(64), Redo: &Redo{Truncated: true}, Log: &log, LogEvery: 1 << 40}
+		cfg := Config{Servers: []string{hs.URL}, Concurrency: 4, Sampling: maxNew(64), Redo: &Redo{Truncated: true}, RedoUpfront: 100, Log: &log, LogEvery: 1 << 40}
 		sum, err := Run(ctx, db, cfg, sets)
 		return sum, log.String(), err
 	}
