@@ -31,8 +31,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -162,19 +164,19 @@ func (r *run) chooseRedo() error {
 // without --redo), in place of an earlier run's, so that every view counts
 // them as to go until each is answered again (store.Tx.SetAsking).
 func (r *run) markAsking() error {
+	choosing := map[string]bool{} // an interrupted redo was still finding its answers
 	if r.cfg.Redo == nil {
 		var earlier uint64
-		choosing := false
 		r.db.View(func(v *store.View) error {
 			for _, ds := range r.sets {
 				if s, err := v.Summary(ds.Name); err == nil {
 					earlier += s.Pending.Asking
-					choosing = choosing || s.Pending.Choosing
+					choosing[ds.Name] = s.Pending.Choosing
 				}
 			}
 			return nil
 		})
-		if earlier == 0 && !choosing {
+		if earlier == 0 && !slices.Contains(slices.Collect(maps.Values(choosing)), true) {
 			return nil // nothing to change: no write
 		}
 	}
@@ -208,9 +210,13 @@ func (r *run) markAsking() error {
 		return nil
 	})
 	for _, ds := range r.sets {
-		if n := dropped[ds.Name]; n > 0 {
-			r.logf("gen: %s: %s an interrupted gen --redo was asking again are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
-				ds.Name, counted(n, "answer", "answers"))
+		if n := dropped[ds.Name]; n > 0 || choosing[ds.Name] {
+			more := ""
+			if choosing[ds.Name] {
+				more = " (and those it had not found yet: it stopped before it had read every prompt)"
+			}
+			r.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
+				ds.Name, counted(n, "answer", "answers"), more)
 		}
 	}
 	return err
