@@ -266,7 +266,7 @@ func (r *run) pickRedo() error {
 }
 
 // readLine returns rec's line, read from its file (nil when it cannot be),
-// kept open in files when files is not nil.
+// which files keeps open for the next.
 func readLine(v *store.View, rec *store.Record, files turnFiles) []byte {
 	f := files[rec.File]
 	if f == nil {
@@ -278,11 +278,7 @@ func readLine(v *store.View, rec *store.Record, files turnFiles) []byte {
 		if f, err = os.Open(path); err != nil {
 			return nil
 		}
-		if files != nil {
-			files[rec.File] = f
-		} else {
-			defer f.Close()
-		}
+		files[rec.File] = f
 	}
 	line := make([]byte, rec.Length)
 	if _, err := f.ReadAt(line, rec.Offset); err != nil {

@@ -70,6 +70,8 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 	var unknown []string
 	unknownN := 0
 	seen := map[redoEntry]bool{}
+	files := turnFiles{} // the answer files, each opened once
+	defer files.close()
 	for _, e := range red.entries {
 		if seen[redoEntry{dataset: e.dataset, id: e.id}] {
 			continue
@@ -97,7 +99,7 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 				return err
 			case !answered:
 				ds.redo.notAnswered.Add(1)
-			case !ds.redo.newMark && redoTagOf(readLine(v, &rec, nil)) == ds.redo.tag:
+			case !ds.redo.newMark && redoTagOf(readLine(v, &rec, files)) == ds.redo.tag:
 				ds.redo.done.Add(1) // its newest line is this redo's
 			default:
 				ds.redo.ids[e.id] = true
