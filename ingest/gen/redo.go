@@ -7,9 +7,10 @@ package gen
 // ingest of the folder reaches the same answer from the lines alone. The
 // earlier line stays in the file: it is the record of what was asked.
 //
-// Which answers are asked again is decided from the index and the lines,
-// so a run killed at any moment and started again with the same --redo
-// asks each one once:
+// Which answers are asked again is decided from the index and the lines
+// (before the first request; over a large set, as the feeder reads each
+// prompt: redofeed.go), so a run killed at any moment and started again
+// with the same --redo asks each one once:
 //   - truncated: an answer cut at the token limit (finish_reason length),
 //     unless it is cut at this run's --max-new-tokens or more (asking again
 //     with the same limit gives the same cut), or is itself a redo made
@@ -31,10 +32,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -151,7 +150,7 @@ func isConversation(v *store.View, dataset, id string) bool {
 }
 
 // chooseRedo decides, before the first request, what each dataset asks
-// again, and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
+// again (a large --redo truncated: how, redofeed.go), and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
 // dataset of the run has; the index then holds them as owed (markAsking).
 func (r *run) chooseRedo() error {
 	if err := r.pickRedo(); err != nil {
@@ -171,12 +170,14 @@ func (r *run) markAsking() error {
 			for _, ds := range r.sets {
 				if s, err := v.Summary(ds.Name); err == nil {
 					earlier += s.Pending.Asking
-					choosing[ds.Name] = s.Pending.Choosing
+					if s.Pending.Choosing {
+						choosing[ds.Name] = true
+					}
 				}
 			}
 			return nil
 		})
-		if earlier == 0 && !slices.Contains(slices.Collect(maps.Values(choosing)), true) {
+		if earlier == 0 && len(choosing) == 0 {
 			return nil // nothing to change: no write
 		}
 	}
