@@ -150,8 +150,9 @@ func isConversation(v *store.View, dataset, id string) bool {
 }
 
 // chooseRedo decides, before the first request, what each dataset asks
-// again (a large --redo truncated: how, redofeed.go), and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
-// dataset of the run has; the index then holds them as owed (markAsking).
+// again (a large --redo truncated: how, redofeed.go), and fails
+// (ErrRedoUsage, nothing sent) when FILE lists ids no dataset of the run
+// has; the index then holds them as owed (markAsking).
 func (r *run) chooseRedo() error {
 	if err := r.pickRedo(); err != nil {
 		return err
