@@ -104,11 +104,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	default:
 		cfg.ScrapeEvery = *scrapeEvery
 	}
-	// A test hook: the whole-binary tests read gen's lines off a terminal
-	// every fraction of a second, not every 10 s.
-	if d, err := time.ParseDuration(c.env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
-		cfg.LogEvery = d
-	}
+	genTestHooks(c.env, &cfg)
 	if *exportFormat != "" {
 		x, err := records(*exportFormat)
 		if err != nil {
@@ -377,4 +373,18 @@ func checkServerURL(s string) error {
 		return usagef("gen: --server %s has no scheme: did you mean --server %s?", strings.TrimPrefix(meant, "http://"), meant)
 	}
 	return usagef("gen: --server %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:30000", client.RedactURL(s))
+}
+
+// genTestHooks sets what the whole-binary tests set through the
+// environment: GENDEX_LOG_EVERY reads gen's lines off a terminal every
+// fraction of a second, not every 10 s; GENDEX_REDO_UPFRONT makes a small
+// --redo truncated decide as a large one does (each answer as the feeder
+// reads its prompt).
+func genTestHooks(env *Env, cfg *gen.Config) {
+	if d, err := time.ParseDuration(env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
+		cfg.LogEvery = d
+	}
+	if n, err := strconv.ParseUint(env.Getenv("GENDEX_REDO_UPFRONT"), 10, 64); err == nil && n > 0 {
+		cfg.RedoUpfront = n
+	}
 }

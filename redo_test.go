@@ -211,7 +211,16 @@ var redoKillN = flag.Int("redo-kill-n", 1500, "TestRedoSurvivesSIGKILL: how many
 // in, around the final pass that makes their records), then run to its end:
 // each id counted once, by its newest answer, and one record or exclusion
 // per id in the records files, each from its newest answer.
-func TestRedoSurvivesSIGKILL(t *testing.T) {
+func TestRedoSurvivesSIGKILL(t *testing.T) { testRedoSurvivesSIGKILL(t, false) }
+
+// TestRedoAsItGoesSurvivesSIGKILL: the same, the redo deciding each
+// answer as its feeder reads the prompt, as it does over a large set
+// (GENDEX_REDO_UPFRONT=1: any set is large): SIGKILLed while it is still
+// finding its answers too; after its end, the same redo reads every prompt
+// and asks nothing.
+func TestRedoAsItGoesSurvivesSIGKILL(t *testing.T) { testRedoSurvivesSIGKILL(t, true) }
+
+func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
@@ -266,7 +275,11 @@ func TestRedoSurvivesSIGKILL(t *testing.T) {
 		// A limit of 64 (50 ms an answer): about half of the redone
 		// answers are cut again, and must not be asked a third time when
 		// the redo resumes.
-		return exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "64", "--concurrency", "32", "--redo", "truncated", root)
+		cmd := exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "64", "--concurrency", "32", "--redo", "truncated", root)
+		if asGoes {
+			cmd.Env = append(os.Environ(), "GENDEX_REDO_UPFRONT=1")
+		}
+		return cmd
 	}
 	for kill := range 3 {
 		cmd := redo()
@@ -294,8 +307,12 @@ func TestRedoSurvivesSIGKILL(t *testing.T) {
 	if out, err := redo().CombinedOutput(); err != nil {
 		t.Fatalf("the redo run to its end: %v\n%s", err, out)
 	}
-	if out, _ := redo().CombinedOutput(); !strings.Contains(string(out), "nothing to do") {
+	out, _ := redo().CombinedOutput()
+	switch {
+	case !asGoes && !strings.Contains(string(out), "nothing to do"):
 		t.Errorf("a redo after the end has something to do:\n%s", out)
+	case asGoes && (!strings.Contains(string(out), "every prompt read: none of the answers cut at the token limit is asked again") || !strings.Contains(string(out), "gen: 0 answers")):
+		t.Errorf("a redo after the end, deciding as it goes, asked again:\n%s", out)
 	}
 	after, total := newestAnswers(t, dir)
 	if total != n+cut {

@@ -148,7 +148,12 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	} else {
 		add(ReasonUnanswered, true, owed.Prompts, "prompts neither answered nor failed", "gendex gen --server URL "+dir)
 	}
-	add(ReasonRedo, true, owed.Redo, "answers a redo is asking again", "gendex gen --server URL --redo ... "+dir+" (resume the redo)")
+	if !owed.RedoKnown { // a redo stopped before it had read every prompt: it owes these and may owe more
+		fs = append(fs, finding{reason: ReasonRedo, blocks: true, detail: fmt.Sprintf("answers a redo is asking again: how many is not known, it stopped before it had read every prompt for them (%d found)", owed.Redo),
+			fix: "gendex gen --server URL --redo truncated ... " + dir + " (resume the redo)"})
+	} else {
+		add(ReasonRedo, true, owed.Redo, "answers a redo is asking again", "gendex gen --server URL --redo ... "+dir+" (resume the redo)")
+	}
 	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records), "answers without a record or a stated exclusion", "gendex export "+dir)
 	add(ReasonStale, true, owed.Stale, "records built from an answer a redo replaced since", "gendex export "+dir)
 	rs, err := checkRecords(v, name, o, files)

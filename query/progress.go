@@ -1,6 +1,10 @@
 package query
 
-import "gendex/store"
+import (
+	"slices"
+
+	"gendex/store"
+)
 
 // progress: one row per dataset. prompts (and so missing_raw and done_pct)
 // are unknown for a dataset with no prompts file indexed. done_pct is the
@@ -16,6 +20,9 @@ import "gendex/store"
 // are in neither prompts nor missing_raw. tool_stops counts the answers
 // that are tool conversations gen stopped where the model departed from
 // the data (every reason; list --tool-stop lists them, with theirs).
+// redo (and so done_pct) is unknown while a redo is still finding the
+// answers it asks again (gen --redo truncated on a large set, before its
+// feeder has read every prompt, or stopped before: store.Pending.Choosing).
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
@@ -24,16 +31,23 @@ func progress(v *store.View, names []string, out Sink) error {
 	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"})
 	var tot [7]sum
 	var answered, truncated, skipped, redo, stale, stops uint64
+	redoKnown := true
 	for _, s := range sums {
 		owed := s.Owed()
 		var prompts, missingRaw, done any
 		if s.Stage(store.Prompts).Files > 0 {
 			prompts = s.Stage(store.Prompts).Records
 			missingRaw = owed.Prompts
-			done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
+			if owed.RedoKnown {
+				done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
+			}
+		}
+		var redoCol any = owed.Redo
+		if !owed.RedoKnown {
+			redoCol, redoKnown = nil, false
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), owed.Redo, owed.Stale, s.ToolStops(), s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -51,19 +65,26 @@ func progress(v *store.View, names []string, out Sink) error {
 	for _, t := range tot {
 		total = append(total, t.value())
 	}
-	var done any
-	if !tot[0].unknown {
+	var done, redoTot any = nil, redo
+	if !tot[0].unknown && redoKnown {
 		done = pct(answered, tot[0].v)
 	}
-	return out.Total(append(total, done, truncated, redo, stale, stops, skipped))
+	if !redoKnown {
+		redoTot = nil
+	}
+	return out.Total(append(total, done, truncated, redoTot, stale, stops, skipped))
 }
 
 // ToGo is the answers a progress row (or its total) still owes: its
 // prompts without an answer (missing_raw) and the answers a redo is asking
 // again (redo), store.Owed's ToGo; ok is false when its prompts are
-// unknown. A writer older than the redo column answers without it.
+// unknown, or its redo (a redo still finding its answers). A writer older
+// than the redo column answers without it.
 func ToGo(prog *Result, row []any) (left int64, ok bool) {
 	if _, ok := AsFloat(prog.Get(row, "prompts")); !ok {
+		return 0, false
+	}
+	if slices.Contains(prog.Columns, "redo") && prog.Get(row, "redo") == nil {
 		return 0, false
 	}
 	m, _ := AsFloat(prog.Get(row, "missing_raw"))

@@ -79,8 +79,9 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		var done any
 		eta := any("unknown")
 		if n, ok := query.AsFloat(prompts); ok {
-			left, _ := query.ToGo(prog, p) // a redo's answers asked again are to go
-			done = uint64(max(int64(n)-left, 0))
+			if left, ok := query.ToGo(prog, p); ok { // a redo's answers asked again are to go; unknown while it finds them
+				done = uint64(max(int64(n)-left, 0))
+			}
 			name, _ := p[0].(string)
 			eta = etas[name]
 		}

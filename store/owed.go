@@ -30,6 +30,12 @@ type Pending struct {
 	// Asking is how many answers a redo is asking again and has not
 	// answered again yet.
 	Asking uint64 `json:"asking,omitempty"`
+	// Choosing says a redo is still finding the answers it asks again
+	// (gen --redo truncated on a large set decides as its feeder reads
+	// the prompts: Tx.AddAsking): Asking counts those found so far, a
+	// lower bound of the redo's work, and the answers owed are not known
+	// until it has looked at every prompt (Tx.ChoseAsking).
+	Choosing bool `json:"choosing,omitempty"`
 }
 
 // Owed is the work a dataset still owes (see Summary.Owed).
@@ -44,10 +50,14 @@ type Owed struct {
 	// Stale is, of Records, those with a record or exclusion built from
 	// an answer a redo replaced: `gendex export` makes them again.
 	Stale uint64
+
+	// RedoKnown is false while a redo is still finding the answers it asks
+	// again (Pending.Choosing): Redo, and so ToGo, is then a lower bound.
+	RedoKnown bool
 }
 
 // ToGo is the answers still to get: the prompts without one and the
-// answers being asked again.
+// answers being asked again (a lower bound unless RedoKnown).
 func (o Owed) ToGo() uint64 { return o.Prompts + o.Redo }
 
 // Done reports whether nothing is owed: no answer to get, no record to
@@ -57,7 +67,7 @@ func (o Owed) Done() bool { return o.ToGo() == 0 && o.Records == 0 }
 // Owed returns the work the dataset still owes: the one rule of "to go"
 // and "missing" of every view. No count is ever below 0.
 func (s Summary) Owed() Owed {
-	return Owed{Prompts: s.MissingRaw(), Redo: s.Pending.Asking, Records: s.MissingTokenized(), Stale: s.Pending.Stale}
+	return Owed{Prompts: s.MissingRaw(), Redo: s.Pending.Asking, Records: s.MissingTokenized(), Stale: s.Pending.Stale, RedoKnown: !s.Pending.Choosing}
 }
 
 // staleOf reports whether an id of membership m counts in Pending.Stale
@@ -129,8 +139,44 @@ func (d *dsTx) staleBefore(stage Stage, id string, at int64) (bool, error) {
 
 // SetAsking says which answers of dataset a redo asks again, in place of
 // any earlier set (an interrupted redo's): each of ids that has an answer
-// and a prompt. It returns how many the earlier set still held.
+// and a prompt; the set is whole (Pending.Choosing false). It returns how
+// many the earlier set still held.
 func (tx *Tx) SetAsking(dataset string, ids []string) (earlier uint64, err error) {
+	return tx.resetAsking(dataset, ids, false)
+}
+
+// StartAsking begins a redo that finds the answers it asks again as it
+// goes: the earlier set (an interrupted redo's) is dropped, and dataset is
+// choosing (Pending.Choosing) until ChoseAsking; AddAsking adds each
+// answer found. It returns how many the earlier set still held.
+func (tx *Tx) StartAsking(dataset string) (earlier uint64, err error) {
+	return tx.resetAsking(dataset, nil, true)
+}
+
+// AddAsking adds to the answers of dataset a redo asks again each of ids
+// that has an answer and a prompt, and returns how many it added.
+func (tx *Tx) AddAsking(dataset string, ids []string) (added int, err error) {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return 0, err
+	}
+	before := d.sum.Pending.Asking
+	err = d.addAsking(ids)
+	return int(d.sum.Pending.Asking - before), err
+}
+
+// ChoseAsking says the redo StartAsking began has found every answer it
+// asks again: Pending.Asking is its whole set, less those answered since.
+func (tx *Tx) ChoseAsking(dataset string) error {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return err
+	}
+	d.sum.Pending.Choosing = false
+	return nil
+}
+
+func (tx *Tx) resetAsking(dataset string, ids []string, choosing bool) (earlier uint64, err error) {
 	d, err := tx.dataset(dataset)
 	if err != nil {
 		return 0, err
@@ -143,24 +189,31 @@ func (tx *Tx) SetAsking(dataset string, ids []string) (earlier uint64, err error
 		d.askingB = nil
 	}
 	d.sum.Pending.Asking = 0
+	d.sum.Pending.Choosing = choosing
+	return earlier, d.addAsking(ids)
+}
+
+// addAsking marks each of ids that has an answer and a prompt as asked
+// again.
+func (d *dsTx) addAsking(ids []string) (err error) {
 	for _, id := range ids {
 		k := []byte(id)
 		if d.get(Raw, k) == nil || d.get(Prompts, k) == nil {
 			continue
 		}
 		if d.askingB == nil {
-			if d.askingB, err = d.bucket.CreateBucket(bucketAsking); err != nil {
-				return 0, fmt.Errorf("dataset %q: %w", dataset, err)
+			if d.askingB, err = d.bucket.CreateBucketIfNotExists(bucketAsking); err != nil {
+				return fmt.Errorf("dataset %q: %w", d.sum.Dataset, err)
 			}
 		}
 		if d.askingB.Get(k) == nil {
 			if err := d.askingB.Put(k, []byte{}); err != nil {
-				return 0, err
+				return err
 			}
 			d.sum.Pending.Asking++
 		}
 	}
-	return earlier, nil
+	return nil
 }
 
 // Asking calls fn with each answer of dataset a redo is asking again, in

@@ -192,8 +192,8 @@ func (b *bursts) flushAll() {
 func (r *run) startMonitor(todo int64) {
 	r.mon = newMonitor(r)
 	r.mon.beginRow()
-	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s to answer, servers %s; %s",
-		counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), strings.Join(r.serverNames(), ", "), r.settings()))
+	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
+		counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), strings.Join(r.serverNames(), ", "), r.settings()))
 }
 
 // serverNames returns the servers as gen prints them.

@@ -36,12 +36,15 @@ func (r *run) feed() {
 	files := turnFiles{}
 	defer files.close()
 	for _, ds := range r.sets {
+		var own sync.WaitGroup // the dataset's sweepers
 		for _, path := range ds.Prompts {
-			if err := r.feedFile(ds, path, files, &sweeps); err != nil {
+			if err := r.feedFile(ds, path, files, &own); err != nil {
 				r.feedFailed(path, err)
+				sweeps.Go(own.Wait)
 				return
 			}
 		}
+		sweeps.Go(func() { own.Wait(); r.chose(ds) }) // every prompt of it read: a redo's choice is whole (redofeed.go)
 	}
 }
 
@@ -166,17 +169,24 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 		}
 		l.id = rec.ID
 	}
+	var found []string // answers an asGoes redo asks again (redofeed.go)
 	if err := r.db.View(func(v *store.View) error {
 		for i := range lines {
 			if l := &lines[i]; l.id != "" {
 				var err error
-				if l.send, l.redo, err = r.toSend(v, ds, state, l.id, l.n); err != nil {
+				if l.send, l.redo, err = r.toSend(v, ds, state, l.id, l.n, files); err != nil {
 					return err
+				}
+				if l.redo && ds.redo.asGoes {
+					found = append(found, l.id)
 				}
 			}
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if err := r.markFound(ds, found); err != nil {
 		return err
 	}
 	for _, l := range lines {
@@ -195,15 +205,16 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 
 // toSend tells whether the prompt id at line n of the file (state) is to
 // be asked: it is the first line with its id, and has no answer (or one to
-// redo) and no final error (or --retry-errors).
-func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64) (send, redo bool, err error) {
+// redo: askAgain, which reads lines through files; nil: decides none) and
+// no final error (or --retry-errors).
+func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, files turnFiles) (send, redo bool, err error) {
 	p, ok, err := v.Get(ds.Name, store.Prompts, id)
 	if err != nil || !ok || p.File != state.ID || p.Line != n {
 		return false, false, err // not the first line with this id
 	}
-	if _, done, _ := v.Get(ds.Name, store.Raw, id); done {
-		send = ds.redo != nil && ds.redo.ids[id]
-		return send, send, nil
+	if raw, done, _ := v.Get(ds.Name, store.Raw, id); done {
+		send, err = r.askAgain(v, ds, &raw, files)
+		return send, send, err
 	}
 	if _, failed, _ := v.Get(ds.Name, store.Errors, id); failed && !r.cfg.RetryErrors {
 		return false, false, nil

@@ -131,6 +131,11 @@ type Config struct {
 	Shard store.Shard
 	// Redo, when set, asks again answers the index holds (redo.go).
 	Redo *Redo
+	// RedoUpfront is the most answers (of the run's datasets together) a
+	// --redo truncated decides before its first request; above it, each
+	// is decided as the feeder reads its prompt (redofeed.go). Default
+	// 50,000.
+	RedoUpfront uint64
 	// Simulator says every server is the built-in simulator (--server
 	// sim), so a run with nothing to do need not connect to learn it.
 	Simulator bool
@@ -170,6 +175,9 @@ func (c *Config) defaults() {
 	}
 	if c.WaitReady <= 0 {
 		c.WaitReady = 30 * time.Minute
+	}
+	if c.RedoUpfront == 0 {
+		c.RedoUpfront = 50_000
 	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = 10 * time.Second
@@ -348,7 +356,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err != nil {
 		return nil, err
 	}
-	if todo == 0 {
+	if todo == 0 && !r.choosing() {
 		return r.nothingToDo()
 	}
 	r.startMonitor(todo)
@@ -461,8 +469,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.logf("gen: %s, %s to answer%s; %s", counted(len(r.sets), "dataset", "datasets"), counted(todo, "prompt", "prompts"), halfText, r.settings())
-	if todo > 0 {
+	r.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
+	if todo > 0 || r.choosing() {
 		r.saySkipped()
 	}
 	return todo, r.sayShapes(todo)

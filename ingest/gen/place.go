@@ -323,6 +323,10 @@ func (r *run) saySkipped() {
 			if kept == 0 {
 				continue
 			}
+			if ds.redo != nil && ds.redo.asGoes {
+				r.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+				continue
+			}
 			r.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 		}
 		return nil

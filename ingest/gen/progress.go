@@ -334,6 +334,7 @@ func (r *run) status(now time.Time) []liveLine {
 	}
 	firsts := make([]first, len(r.sets))
 	var left uint64
+	var known bool // what is to go (a redo still finding its answers: a lower bound)
 	r.db.View(func(v *store.View) error {
 		for i, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
@@ -341,7 +342,8 @@ func (r *run) status(now time.Time) []liveLine {
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
-		left = uint64(r.toGo(v))
+		n, k := r.toGo(v)
+		left, known = uint64(n), k
 		return nil
 	})
 	rates := make([]store.Rate, len(r.sets))
@@ -373,8 +375,8 @@ func (r *run) status(now time.Time) []liveLine {
 		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
 		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
-		part{text: fmt.Sprintf(", %d to go", left)},
-		part{text: ", " + etaText(max(left, uint64(r.pool.inFlight())), all)})
+		toGoPart(left, known),
+		part{text: ", " + etaKnown(max(left, uint64(r.pool.inFlight())), all, known)})
 	lines := []liveLine{head}
 	for _, l := range r.withRetries(r.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
@@ -384,13 +386,14 @@ func (r *run) status(now time.Time) []liveLine {
 		s := sums[ds.Name]
 		total := s.Stage(store.Prompts).Records
 		left := min(s.Owed().ToGo(), total) // a redo's answers asked again are to go
-		done := total - left
+		done, known := total-left, s.Owed().RedoKnown
 		rate := rates[i]
-		if left == 0 && ds.ok.Load()+ds.failed.Load() == 0 {
+		if left == 0 && known && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
 		eta := etaWords(store.DatasetETA(int64(min(left, math.MaxInt64)), ds.rate.answering(now), &ahead, all.PerSecond()))
-		l := liveLine{{text: "  "}, {text: ds.Name, flex: true}, {text: fmt.Sprintf(" %d/%d", done, total)},
+		doneText, eta := doneETA(done, total, known, eta)
+		l := liveLine{{text: "  "}, {text: ds.Name, flex: true}, {text: doneText},
 			{text: fmt.Sprintf(" (%.1f%%)", 100*float64(done)/float64(max(total, 1))), drop: 3}}
 		if n := s.Overlap.ErrorsOpen; n > 0 {
 			l = append(l, part{text: ", " + counted(n, "error", "errors"), short: ", " + counted(n, "err", "err"), drop: 4})

@@ -7,9 +7,10 @@ package gen
 // ingest of the folder reaches the same answer from the lines alone. The
 // earlier line stays in the file: it is the record of what was asked.
 //
-// Which answers are asked again is decided from the index and the lines,
-// so a run killed at any moment and started again with the same --redo
-// asks each one once:
+// Which answers are asked again is decided from the index and the lines
+// (before the first request; over a large set, as the feeder reads each
+// prompt: redofeed.go), so a run killed at any moment and started again
+// with the same --redo asks each one once:
 //   - truncated: an answer cut at the token limit (finish_reason length),
 //     unless it is cut at this run's --max-new-tokens or more (asking again
 //     with the same limit gives the same cut), or is itself a redo made
@@ -35,6 +36,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"gendex/ingest"
 	"gendex/ingest/export"
@@ -108,20 +110,35 @@ func ParseRedo(arg string) (*Redo, error) {
 }
 
 // redoSet is what a run asks again in one dataset: ids, and why others
-// are not.
+// are not. A large set's cut answers are found as the feeder reads the
+// prompts instead (asGoes, redofeed.go): ids stays empty, asked counts.
 type redoSet struct {
 	ids map[string]bool
+	// asGoes: --redo truncated decides each answer as the feeder reads its
+	// prompt; asked counts those asked again so far, and chosen says the
+	// feeder has read every prompt of the dataset (the counts are whole).
+	asGoes bool
+	asked  atomic.Int64
+	chosen atomic.Bool
 	// atLimit counts cut answers left because they were cut at this run's
 	// limit or above; done those a redo already answered; notAnswered the
 	// listed ids without an answer yet (asked as any missing prompt).
-	atLimit, done, notAnswered int
+	atLimit, done, notAnswered atomic.Int64
 	// conversations counts, of ids, the conversations asked again turn by
 	// turn from their first cut turn (recorded keeps the turns before it).
-	conversations int
+	conversations atomic.Int64
 	// tag is a redo of a list's (store.RedoMark), written in its lines;
 	// newMark: the index does not hold it yet (a new redo).
 	tag     string
 	newMark bool
+}
+
+// count is how many answers the set asks again (so far, when asGoes).
+func (s *redoSet) count() int64 {
+	if s == nil {
+		return 0
+	}
+	return int64(len(s.ids)) + s.asked.Load()
 }
 
 // isConversation reports whether id's answer is a conversation answered
@@ -133,8 +150,9 @@ func isConversation(v *store.View, dataset, id string) bool {
 }
 
 // chooseRedo decides, before the first request, what each dataset asks
-// again, and fails (ErrRedoUsage, nothing sent) when FILE lists ids no
-// dataset of the run has; the index then holds them as owed (markAsking).
+// again (a large --redo truncated: how, redofeed.go), and fails
+// (ErrRedoUsage, nothing sent) when FILE lists ids no dataset of the run
+// has; the index then holds them as owed (markAsking).
 func (r *run) chooseRedo() error {
 	if err := r.pickRedo(); err != nil {
 		return err
@@ -146,17 +164,21 @@ func (r *run) chooseRedo() error {
 // without --redo), in place of an earlier run's, so that every view counts
 // them as to go until each is answered again (store.Tx.SetAsking).
 func (r *run) markAsking() error {
+	choosing := map[string]bool{} // an interrupted redo was still finding its answers
 	if r.cfg.Redo == nil {
 		var earlier uint64
 		r.db.View(func(v *store.View) error {
 			for _, ds := range r.sets {
 				if s, err := v.Summary(ds.Name); err == nil {
 					earlier += s.Pending.Asking
+					if s.Pending.Choosing {
+						choosing[ds.Name] = true
+					}
 				}
 			}
 			return nil
 		})
-		if earlier == 0 {
+		if earlier == 0 && len(choosing) == 0 {
 			return nil // nothing to change: no write
 		}
 	}
@@ -170,7 +192,13 @@ func (r *run) markAsking() error {
 				}
 				sort.Strings(ids)
 			}
-			earlier, err := tx.SetAsking(ds.Name, ids)
+			var earlier uint64
+			var err error
+			if ds.redo != nil && ds.redo.asGoes {
+				earlier, err = tx.StartAsking(ds.Name) // the feeder adds them (redofeed.go)
+			} else {
+				earlier, err = tx.SetAsking(ds.Name, ids)
+			}
 			if err != nil {
 				return err
 			}
@@ -184,9 +212,13 @@ func (r *run) markAsking() error {
 		return nil
 	})
 	for _, ds := range r.sets {
-		if n := dropped[ds.Name]; n > 0 {
-			r.logf("gen: %s: %s an interrupted gen --redo was asking again are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
-				ds.Name, counted(n, "answer", "answers"))
+		if n := dropped[ds.Name]; n > 0 || choosing[ds.Name] {
+			more := ""
+			if choosing[ds.Name] {
+				more = " (and those it had not found yet: it stopped before it had read every prompt)"
+			}
+			r.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
+				ds.Name, counted(n, "answer", "answers"), more)
 		}
 	}
 	return err
@@ -208,44 +240,48 @@ func (r *run) pickRedo() error {
 		ds.redo = &redoSet{ids: map[string]bool{}}
 	}
 	return r.db.View(func(v *store.View) error {
-		if red.Truncated {
-			for _, ds := range r.sets {
-				err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-					switch {
-					case !r.cfg.Shard.Has(rec.ID):
-					case isConversation(v, ds.Name, rec.ID):
-						return r.chooseConversation(v, ds, rec, maxNew)
-					case rec.Finish != "length":
-					case maxNew >= 0 && rec.CompletionTokens >= maxNew:
-						ds.redo.atLimit++
-					case redoneAt(readLine(v, rec), maxNew):
-						ds.redo.done++
-					default:
-						ds.redo.ids[rec.ID] = true
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
+		if !red.Truncated {
+			return r.pickList(v, red, byName)
+		}
+		if r.redoAsGoes(v) {
 			return nil
 		}
-		return r.pickList(v, red, byName)
+		files := turnFiles{}
+		defer files.close()
+		for _, ds := range r.sets {
+			err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
+				if !r.cfg.Shard.Has(rec.ID) {
+					return nil
+				}
+				ask, err := r.cutToAsk(v, ds, rec, files, maxNew)
+				if ask {
+					ds.redo.ids[rec.ID] = true
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
-// readLine returns rec's line, read from its file (nil when it cannot be).
-func readLine(v *store.View, rec *store.Record) []byte {
-	path, found := v.FilePath(rec.File)
-	if !found {
-		return nil
+// readLine returns rec's line, read from its file (nil when it cannot be),
+// which files keeps open for the next.
+func readLine(v *store.View, rec *store.Record, files turnFiles) []byte {
+	f := files[rec.File]
+	if f == nil {
+		path, found := v.FilePath(rec.File)
+		if !found {
+			return nil
+		}
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil
+		}
+		files[rec.File] = f
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
 	line := make([]byte, rec.Length)
 	if _, err := f.ReadAt(line, rec.Offset); err != nil {
 		return nil
@@ -269,45 +305,57 @@ func redoneAt(line []byte, maxNew int64) bool {
 	return *l.MaxNewTokens >= maxNew
 }
 
-// sayRedo says what each dataset asks again, and why not the others.
+// sayRedo says what each dataset asks again, and why not the others (a
+// dataset whose cut answers are found as the feeder goes: how it is done,
+// its counts once it has read every prompt, sayChosen).
 func (r *run) sayRedo() {
 	red := r.cfg.Redo
 	if red == nil {
 		return
 	}
 	for _, ds := range r.sets {
-		s := ds.redo
-		var why []string
-		if s.atLimit > 0 {
-			why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", s.atLimit, *r.cfg.Sampling.MaxNewTokens))
-		}
-		if s.done > 0 {
-			why = append(why, fmt.Sprintf("%d answered again already", s.done))
-		}
-		if s.notAnswered > 0 {
-			why = append(why, fmt.Sprintf("%d not answered yet (asked as any prompt without an answer)", s.notAnswered))
-		}
-		what := "the answers cut at the token limit"
-		if !red.Truncated {
-			what = "the ids " + red.Path + " lists"
-			if len(s.ids)+len(why) == 0 {
-				continue // none of its ids is this dataset's
-			}
-		}
-		if len(s.ids) == 0 {
-			r.logf("gen: --redo: %s: none of %s is asked again: %s", ds.Name, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
+		if ds.redo.asGoes {
+			r.sayAsGoes(ds)
 			continue
 		}
-		tail := ""
-		if len(why) > 0 {
-			tail = "; not asked: " + strings.Join(why, ", ")
-		}
-		conv := ""
-		if s.conversations > 0 {
-			conv = fmt.Sprintf(" (%d of them conversations, from their first cut turn on)", s.conversations)
-		}
-		r.logf("gen: --redo: %s: %d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, len(s.ids), what, conv, tail)
+		r.sayRedoSet(ds, "")
 	}
+}
+
+// sayRedoSet says what ds asks again, and why not the others; lead comes
+// before the count ("every prompt read: ").
+func (r *run) sayRedoSet(ds *dsRun, lead string) {
+	red, s := r.cfg.Redo, ds.redo
+	var why []string
+	if n := s.atLimit.Load(); n > 0 {
+		why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", n, *r.cfg.Sampling.MaxNewTokens))
+	}
+	if n := s.done.Load(); n > 0 {
+		why = append(why, fmt.Sprintf("%d answered again already", n))
+	}
+	if n := s.notAnswered.Load(); n > 0 {
+		why = append(why, fmt.Sprintf("%d not answered yet (asked as any prompt without an answer)", n))
+	}
+	what := "the answers cut at the token limit"
+	if !red.Truncated {
+		what = "the ids " + red.Path + " lists"
+		if len(s.ids)+len(why) == 0 {
+			return // none of its ids is this dataset's
+		}
+	}
+	if s.count() == 0 {
+		r.logf("gen: --redo: %s: %snone of %s is asked again: %s", ds.Name, lead, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
+		return
+	}
+	tail := ""
+	if len(why) > 0 {
+		tail = "; not asked: " + strings.Join(why, ", ")
+	}
+	conv := ""
+	if n := s.conversations.Load(); n > 0 {
+		conv = fmt.Sprintf(" (%d of them conversations, from their first cut turn on)", n)
+	}
+	r.logf("gen: --redo: %s: %s%d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, lead, s.count(), what, conv, tail)
 }
 
 // redoLine marks line, a raw answer line of ds ending in "}\n", as a
@@ -330,7 +378,7 @@ func (r *run) redoLine(ds *dsRun, line []byte) []byte {
 func (r *run) redoRecords() error {
 	var tok export.Tokenizer
 	for _, ds := range r.sets {
-		if ds.redo == nil || len(ds.redo.ids) == 0 {
+		if ds.redo.count() == 0 {
 			continue
 		}
 		if tok == nil {
@@ -343,19 +391,19 @@ func (r *run) redoRecords() error {
 	return nil
 }
 
-// chooseConversation adds to ds's redo the conversation rec, answered
+// chooseConversation tells whether ds's redo asks again the conversation rec, answered
 // turn by turn, when its first cut turn (an earlier turn's record, or the
 // last asked turn, in the conversation's line) is cut below maxNew, unless
 // its line is a redo's with a limit of this run's or more; or when a redo
 // stopped in the middle of it (a turn newer than the line). The index
 // decides first; the line is read only for a conversation that may be.
-func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, maxNew int64) error {
+func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64) (bool, error) {
 	below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
 	cut, atLimit, halfDone := false, false, false
 	for i := 1; ; i++ {
 		t, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(rec.ID, i))
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
 			break
@@ -368,12 +416,12 @@ func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, ma
 		}
 	}
 	if !cut && !atLimit && !halfDone && rec.Finish != "length" {
-		return nil
+		return false, nil
 	}
-	line := readLine(v, rec)
+	line := readLine(v, rec, files)
 	if !halfDone && redoneAt(line, maxNew) {
-		ds.redo.done++
-		return nil
+		ds.redo.done.Add(1)
+		return false, nil
 	}
 	if !cut && !atLimit && rec.Finish == "length" {
 		n := lastTurnTokens(line)
@@ -381,12 +429,12 @@ func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, ma
 	}
 	switch {
 	case cut || halfDone:
-		ds.redo.ids[rec.ID] = true
-		ds.redo.conversations++
+		ds.redo.conversations.Add(1)
+		return true, nil
 	case atLimit:
-		ds.redo.atLimit++
+		ds.redo.atLimit.Add(1)
 	}
-	return nil
+	return false, nil
 }
 
 // lastTurnTokens returns the completion tokens of the last asked turn of a
@@ -460,7 +508,10 @@ func (r *run) sayOwed(v *store.View) {
 			continue
 		}
 		o := s.Owed()
-		if o.Redo > 0 {
+		if !o.RedoKnown {
+			r.logf("  %s: at least %s still to ask again: the redo stopped before it had read every prompt for cut answers; the same gen --redo finds the others",
+				ds.Name, counted(o.Redo, "answer", "answers"))
+		} else if o.Redo > 0 {
 			r.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
 				ds.Name, counted(o.Redo, "answer", "answers"))
 		}

@@ -70,6 +70,8 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 	var unknown []string
 	unknownN := 0
 	seen := map[redoEntry]bool{}
+	files := turnFiles{} // the answer files, each opened once
+	defer files.close()
 	for _, e := range red.entries {
 		if seen[redoEntry{dataset: e.dataset, id: e.id}] {
 			continue
@@ -96,9 +98,9 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 			case err != nil:
 				return err
 			case !answered:
-				ds.redo.notAnswered++
-			case !ds.redo.newMark && redoTagOf(readLine(v, &rec)) == ds.redo.tag:
-				ds.redo.done++ // its newest line is this redo's
+				ds.redo.notAnswered.Add(1)
+			case !ds.redo.newMark && redoTagOf(readLine(v, &rec, files)) == ds.redo.tag:
+				ds.redo.done.Add(1) // its newest line is this redo's
 			default:
 				ds.redo.ids[e.id] = true
 			}

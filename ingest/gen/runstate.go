@@ -166,7 +166,8 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 // the index cannot be read.
 func (r *run) toGoNow() *int64 {
 	var n int64
-	if err := r.db.View(func(v *store.View) error { n = r.toGo(v); return nil }); err != nil {
+	known := false
+	if err := r.db.View(func(v *store.View) error { n, known = r.toGo(v); return nil }); err != nil || !known {
 		return nil
 	}
 	return &n
@@ -175,15 +176,19 @@ func (r *run) toGoNow() *int64 {
 // toGo is what the run still owes, the one count of it (the live line's
 // "to go", its row's to_go): of its datasets, the prompts with neither an
 // answer nor a final error and the answers a redo asks again
-// (store.Owed.ToGo).
-func (r *run) toGo(v *store.View) int64 {
-	var left uint64
+// (store.Owed.ToGo). known is false while a redo is still finding the
+// answers it asks again: left is then a lower bound.
+func (r *run) toGo(v *store.View) (left int64, known bool) {
+	var n uint64
+	known = true
 	for _, ds := range r.sets {
 		if s, err := v.Summary(ds.Name); err == nil {
-			left += s.Owed().ToGo()
+			o := s.Owed()
+			n += o.ToGo()
+			known = known && o.RedoKnown
 		}
 	}
-	return int64(left)
+	return int64(n), known
 }
 
 // sayRow ends the run's summary with its row: how the index records it.

@@ -54,7 +54,12 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
 		gauge("gendex_excluded", "Responses left out of the training records with a reason, and not tokenized since.", one(func(sm store.Summary) uint64 { return sm.Excluded() }))
 		gauge("gendex_missing_tokenized", "Responses with neither a training record nor an exclusion, or with one built from an answer a redo replaced.", one(func(sm store.Summary) uint64 { return sm.MissingTokenized() }))
-		gauge("gendex_redo", "Answers a redo is asking again and has not answered yet (to go, with gendex_missing_raw).", one(func(sm store.Summary) uint64 { return sm.Pending.Asking }))
+		gauge("gendex_redo", "Answers a redo is asking again and has not answered yet (to go, with gendex_missing_raw); no sample while the redo is still finding them (not known).", func(sm store.Summary) []sample {
+			if sm.Pending.Choosing {
+				return nil
+			}
+			return []sample{{nil, sm.Pending.Asking}}
+		})
 		// Accept length: no sample for a dataset whose answers carry no
 		// speculative decoding counts (unknown is not 0).
 		p.Family("gendex_accept_length", "Speculative decoding accept length: completion tokens per verify step, summed over the responses that carry SGLang's spec_verify_ct.", prom.Gauge)

@@ -1,0 +1,189 @@
+package gen
+
+// --redo truncated on a large set: the answers to ask again are found as
+// the feeder reads the prompts, not before the first request. Deciding
+// them first walked every answer (and read each cut one's line), minutes
+// at millions of answers while every GPU of the run waited.
+//
+// Up to Config.RedoUpfront answers (the run's datasets together), the whole set
+// is decided first, as before (pickRedo): its counts are said at once and
+// a redo with nothing left says "nothing to do" without a server. Above
+// it, each dataset's redo is asGoes: the feeder (and the sweeper of the
+// lines before where it starts, feed.go) decides each answered prompt as
+// it reads it (cutToAsk, the rule pickRedo applies), with the answer
+// files held open for the line it reads of a cut answer, and marks those
+// it asks again in the index (store.Tx.AddAsking) before it sends them,
+// so an answer's mark is always in before its new answer replaces it.
+// The index says the dataset is choosing (store.Pending.Choosing) from
+// the run's start (store.Tx.StartAsking, which drops an interrupted
+// redo's marks: the run finds them again) until the feeder has read every
+// prompt (store.Tx.ChoseAsking); until then the answers the redo asks
+// again, and so what is to go, are not known, and every view says so.
+// A run killed at any moment and started again with the same --redo asks
+// each answer once: the decision reads only the index and the lines, and
+// an answer asked again is a redo's line at this limit once answered.
+
+import (
+	"fmt"
+
+	"gendex/store"
+)
+
+// redoAsGoes tells whether the run's --redo truncated finds its answers as
+// the feeder goes (more than Config.RedoUpfront answers), and marks its datasets
+// so.
+func (r *run) redoAsGoes(v *store.View) bool {
+	var answers uint64
+	for _, ds := range r.sets {
+		if s, err := v.Summary(ds.Name); err == nil {
+			answers += s.Stage(store.Raw).Records
+		}
+	}
+	if answers <= r.cfg.RedoUpfront {
+		return false
+	}
+	for _, ds := range r.sets {
+		ds.redo.asGoes = true
+	}
+	return true
+}
+
+// maxNewTokens is this run's --max-new-tokens, -1 without one.
+func (r *run) maxNewTokens() int64 {
+	if n := r.cfg.Sampling.MaxNewTokens; n != nil {
+		return int64(*n)
+	}
+	return -1
+}
+
+// cutToAsk tells whether --redo truncated asks again rec, an answer of
+// ds, and counts in ds.redo why not: cut at the limit, or answered again
+// by a redo already. Its line is read (from files, which keeps the files
+// open) only for a cut answer.
+func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64) (bool, error) {
+	switch {
+	case isConversation(v, ds.Name, rec.ID):
+		return r.chooseConversation(v, ds, rec, files, maxNew)
+	case rec.Finish != "length":
+	case maxNew >= 0 && rec.CompletionTokens >= maxNew:
+		ds.redo.atLimit.Add(1)
+	case redoneAt(readLine(v, rec, files), maxNew):
+		ds.redo.done.Add(1)
+	default:
+		return true, nil
+	}
+	return false, nil
+}
+
+// askAgain tells whether rec, the answer ds holds for a prompt the feeder
+// reads, is asked again by this run's --redo: from the set decided first,
+// or, asGoes, decided now (counted; the caller marks it, markFound).
+// files nil is a look that decides nothing (skipTo's probe): an answer of
+// an asGoes redo is then not to send.
+func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, files turnFiles) (bool, error) {
+	switch s := ds.redo; {
+	case s == nil:
+		return false, nil
+	case !s.asGoes:
+		return s.ids[rec.ID], nil
+	case files == nil:
+		return false, nil
+	}
+	return r.cutToAsk(v, ds, rec, files, r.maxNewTokens())
+}
+
+// markFound marks in the index the answers of ds the feeder has just
+// decided to ask again (asGoes), before it sends them.
+func (r *run) markFound(ds *dsRun, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := r.db.Update(func(tx *store.Tx) error {
+		_, err := tx.AddAsking(ds.Name, ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("marking the answers --redo asks again: %w", err)
+	}
+	ds.redo.asked.Add(int64(len(ids)))
+	return nil
+}
+
+// chose ends an asGoes redo's choice in ds once the feeder has read every
+// prompt of it (the run not stopped): the index holds its whole set, and
+// its counts are said.
+func (r *run) chose(ds *dsRun) {
+	s := ds.redo
+	if s == nil || !s.asGoes || r.stopping() {
+		return
+	}
+	if err := r.db.Update(func(tx *store.Tx) error { return tx.ChoseAsking(ds.Name) }); err != nil {
+		r.abort(fmt.Errorf("%s: ending the choice of the answers --redo asks again: %w", ds.Name, err))
+		return
+	}
+	s.chosen.Store(true)
+	r.sayRedoSet(ds, "every prompt read: ")
+}
+
+// choosing reports whether a dataset of the run is still finding the
+// answers its redo asks again.
+func (r *run) choosing() bool {
+	for _, ds := range r.sets {
+		if ds.redo != nil && ds.redo.asGoes && !ds.redo.chosen.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// sayAsGoes says, at the start, how an asGoes redo finds what it asks
+// again in ds.
+func (r *run) sayAsGoes(ds *dsRun) {
+	var answers, cut uint64
+	r.db.View(func(v *store.View) error {
+		if s, err := v.Summary(ds.Name); err == nil {
+			answers, cut = s.Stage(store.Raw).Records, s.Truncated()
+		}
+		return nil
+	})
+	r.logf("gen: --redo: %s: %d answers, %d of them cut at the token limit (finish_reason length): too many to read before the first request, so each is decided as its prompt is read and asked again if it is to be, each new answer replacing the old one everywhere; how many are asked again, and so what is to go, is said once every prompt is read",
+		ds.Name, answers, cut)
+}
+
+// todoText says what the run has to answer at its start: "12 prompts to
+// answer", and the answers an asGoes redo finds, not known yet.
+func (r *run) todoText(todo int64) string {
+	s := counted(todo, "prompt", "prompts") + " to answer"
+	if r.choosing() {
+		s += ", and the cut answers the redo finds as it reads the prompts (how many is not known yet)"
+	}
+	return s
+}
+
+// toGoPart is the live line's "to go": while a redo is still finding the
+// answers it asks again (not known), the count so far, said as such.
+func toGoPart(left uint64, known bool) part {
+	if !known {
+		return part{text: fmt.Sprintf(", >=%d to go (not known yet: the redo is still reading the prompts for cut answers)", left),
+			short: fmt.Sprintf(", >=%d to go", left)}
+	}
+	return part{text: fmt.Sprintf(", %d to go", left)}
+}
+
+// etaKnown is etaText, unknown while what is to go is not known.
+func etaKnown(left uint64, r store.Rate, known bool) string {
+	if !known {
+		return "ETA unknown"
+	}
+	return etaText(left, r)
+}
+
+// doneETA is a dataset's live "done/total" and ETA: while its redo is
+// still finding the answers it asks again (not known), done is at most
+// what the index says so far, and the ETA is unknown.
+func doneETA(done, total uint64, known bool, eta string) (string, string) {
+	if !known {
+		return fmt.Sprintf(" <=%d/%d", done, total), "ETA unknown"
+	}
+	return fmt.Sprintf(" %d/%d", done, total), eta
+}
