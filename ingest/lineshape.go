@@ -5,7 +5,8 @@ import "gendex/store"
 // The table of line shapes: one look at a line's top-level keys, found in
 // the one scan of its object, decides which reader reads it, and that
 // reader alone reads it. Each row is a rule on those keys, a reader and an
-// example line (kindOf holds the rules, checked in one place). The last
+// example line (kindOf holds the rules, checked in one place; lineKind.read
+// names each row's reader). The last
 // row, readAny, reads any line: a row hands it a line it cannot read after
 // all (an id that is "", counts that are none).
 // (The shapes README names, and where export finds their text, are the
@@ -22,16 +23,30 @@ const (
 	numLineKinds
 )
 
-// A lineShape is one row of the table: its rule is kindOf's case for it.
+// A lineShape is one row of the table: its rule is kindOf's case for it,
+// its reader lineKind.read's.
 type lineShape struct {
 	name    string
 	example string      // a line the row reads (TestLineShapes), of stage
 	stage   store.Stage // the stage of example
-	// read reads the line whose top-level object at top was scanned into
-	// f (at: the span of the id path's first key's value, when one is
-	// given) into rec, with what the indexer needs in info, and returns
-	// the record's stage.
-	read func(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo) (store.Stage, error)
+}
+
+// read is row k's reader: it reads the line whose top-level object at top
+// was scanned into f (at: the span of the id path's first key's value,
+// when one is given) into rec, with what the indexer needs in info, and
+// returns the record's stage. (A switch of direct calls, not a func in
+// each row: through a func value the compiler cannot see that f and info
+// stay on the caller's stack, and put them on the heap, 1.5 KB a line.)
+func (k lineKind) read(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo) (store.Stage, error) {
+	switch k {
+	case lineFlat:
+		return readFlat(b, top, at, stage, path, rec, f, info)
+	case lineNoID:
+		return readNoID(b, top, at, stage, path, rec, f, info)
+	case lineStage:
+		return readStage(b, top, at, stage, path, rec, f, info)
+	}
+	return readAny(b, top, at, stage, path, rec, f, info, false)
 }
 
 var lineShapes = [numLineKinds]lineShape{
@@ -41,27 +56,21 @@ var lineShapes = [numLineKinds]lineShape{
 			`"cached_tokens":0,"reasoning_tokens":0,"finish_reason":"length","matched_stop":null,"e2e_latency":0.01,` +
 			`"finished_at":"2026-12-05T11:20:38.969Z","server":"http://127.0.0.1:30000","model":"m","simulated":true}`,
 		stage: store.Raw,
-		read:  readFlat,
 	},
 	lineNoID: {
 		name:    "no id where a built-in shape keeps one: a batch API's or a local server's (other.go), else an answer known by its line (rules.go)",
 		example: `{"model":"llama3","created_at":"2026-01-02T03:04:05Z","response":"Hi.","done":true,"done_reason":"stop","prompt_eval_count":26,"eval_count":3}`,
 		stage:   store.Raw,
-		read:    readNoID,
 	},
 	lineStage: {
 		name:    "a line of a stage that holds no answer (prompts, tokenized, errors, excluded): its id and what the stage keeps",
 		example: `{"id":"G-0000001","input_ids":[1,2,3],"loss_mask":[0,0,1]}`,
 		stage:   store.Tokenized,
-		read:    readStage,
 	},
 	lineAny: {
 		name:    "any other: the envelopes of the built-in shapes (meta_info, usage, choices, response), a file read with --id or --map, a stage's line with no id of its own, and the rules for a shape not seen before (rules.go)",
 		stage:   store.Raw,
 		example: `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`,
-		read: func(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo) (store.Stage, error) {
-			return readAny(b, top, at, stage, path, rec, f, info, false)
-		},
 	},
 }
 

@@ -115,7 +115,7 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 	if err != nil {
 		return stage, info, err
 	}
-	st, err := lineShapes[kindOf(line, f, stage, path)].read(line, top, at, stage, path, rec, f, &info)
+	st, err := kindOf(line, f, stage, path).read(line, top, at, stage, path, rec, f, &info)
 	return st, info, err
 }
 

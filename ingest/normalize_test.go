@@ -326,7 +326,10 @@ func BenchmarkNormalize(b *testing.B) {
 	long := `{"id":"B2-0000017","output_ids":[` + strings.Repeat("163606,2675,374,264,", 450) + `1],"text":"` + strings.Repeat("token ", 300) +
 		`","prompt_tokens":812,"completion_tokens":1801,"cached_tokens":256,"reasoning_tokens":0,"finish_reason":"stop","matched_stop":163586,"e2e_latency":41.207,"finished_at":"2026-11-28T09:14:03.512Z","server":"http://127.0.0.1:30000"}`
 	short := `{"id":"B2-0000017","text":"The answer is 42.","prompt_tokens":812,"completion_tokens":10,"finish_reason":"stop","finished_at":"2026-11-28T09:14:03.512Z"}`
-	for _, c := range []struct{ name, line string }{{"10KB", long}, {"200B", short}} {
+	sglang := `{"id":"B2-0000017","text":"` + strings.Repeat("token ", 300) + `","output_ids":[` + strings.Repeat("163606,2675,374,264,", 450) + `1],` +
+		`"meta_info":{"id":"5f0c2a9e3b1d4c6e8a7f9b0c1d2e3f40","finish_reason":{"type":"stop","matched":163586},"prompt_tokens":812,"weight_version":"default",` +
+		`"num_retractions":0,"reasoning_tokens":0,"completion_tokens":1801,"cached_tokens":256,"dp_rank":null,"e2e_latency":41.207,"response_sent_to_client_ts":1796471696.841}}`
+	for _, c := range []struct{ name, line string }{{"10KB", long}, {"200B", short}, {"sglang10KB", sglang}} {
 		b.Run(c.name, func(b *testing.B) {
 			line := []byte(c.line)
 			b.SetBytes(int64(len(line)))
