@@ -29,6 +29,7 @@ package gen
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,9 +122,11 @@ type redoSet struct {
 	asked  atomic.Int64
 	chosen atomic.Bool
 	// atLimit counts cut answers left because they were cut at this run's
-	// limit or above; done those a redo already answered; notAnswered the
-	// listed ids without an answer yet (asked as any missing prompt).
-	atLimit, done, notAnswered atomic.Int64
+	// limit or above, ownLimit at their prompt line's own max_new_tokens
+	// or above (asked again, the same limit gives the same cut); done those
+	// a redo already answered; notAnswered the listed ids without an
+	// answer yet (asked as any missing prompt).
+	atLimit, ownLimit, done, notAnswered atomic.Int64
 	// conversations counts, of ids, the conversations asked again turn by
 	// turn from their first cut turn (recorded keeps the turns before it).
 	conversations atomic.Int64
@@ -328,7 +331,10 @@ func (r *run) sayRedoSet(ds *dsRun, lead string) {
 	red, s := r.cfg.Redo, ds.redo
 	var why []string
 	if n := s.atLimit.Load(); n > 0 {
-		why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", n, *r.cfg.Sampling.MaxNewTokens))
+		why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", n, r.maxNewTokens()))
+	}
+	if n := s.ownLimit.Load(); n > 0 {
+		why = append(why, fmt.Sprintf("%d cut at their prompt lines' own max_new_tokens or more (it wins over --max-new-tokens: raise it in those lines to ask them again)", n))
 	}
 	if n := s.done.Load(); n > 0 {
 		why = append(why, fmt.Sprintf("%d answered again already", n))
@@ -360,13 +366,15 @@ func (r *run) sayRedoSet(ds *dsRun, lead string) {
 
 // redoLine marks line, a raw answer line of ds ending in "}\n", as a
 // redo's (a redo of a list's: with its tag, see redolist.go).
-func (r *run) redoLine(ds *dsRun, line []byte) []byte {
+func (r *run) redoLine(j *job, line []byte) []byte {
+	ds := j.ds
 	line = bytes.TrimSuffix(line, []byte("}\n"))
 	line = append(line, `,"redo":true`...)
 	if ds.redo != nil && ds.redo.tag != "" {
 		line = fmt.Appendf(line, `,"redo_tag":%q`, ds.redo.tag)
 	}
-	if mt := r.cfg.Sampling.MaxNewTokens; mt != nil {
+	// The limit it was asked with: the prompt line's own, else the run's.
+	if mt := cmp.Or(j.p.Sampling.MaxNewTokens, r.cfg.Sampling.MaxNewTokens); mt != nil {
 		line = fmt.Appendf(line, `,"max_new_tokens":%d`, *mt)
 	}
 	return append(line, "}\n"...)
@@ -397,7 +405,7 @@ func (r *run) redoRecords() error {
 // its line is a redo's with a limit of this run's or more; or when a redo
 // stopped in the middle of it (a turn newer than the line). The index
 // decides first; the line is read only for a conversation that may be.
-func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64) (bool, error) {
+func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64, own bool) (bool, error) {
 	below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
 	cut, atLimit, halfDone := false, false, false
 	for i := 1; ; i++ {
@@ -431,6 +439,8 @@ func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, fi
 	case cut || halfDone:
 		ds.redo.conversations.Add(1)
 		return true, nil
+	case atLimit && own:
+		ds.redo.ownLimit.Add(1)
 	case atLimit:
 		ds.redo.atLimit.Add(1)
 	}

@@ -24,6 +24,9 @@ package gen
 // an answer asked again is a redo's line at this limit once answered.
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
 
 	"gendex/store"
@@ -61,10 +64,16 @@ func (r *run) maxNewTokens() int64 {
 // by a redo already. Its line is read (from files, which keeps the files
 // open) only for a cut answer.
 func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64) (bool, error) {
+	conv := isConversation(v, ds.Name, rec.ID)
+	if !conv && rec.Finish != "length" {
+		return false, nil
+	}
+	maxNew, own := r.limitFor(v, ds, rec.ID, files, maxNew)
 	switch {
-	case isConversation(v, ds.Name, rec.ID):
-		return r.chooseConversation(v, ds, rec, files, maxNew)
-	case rec.Finish != "length":
+	case conv:
+		return r.chooseConversation(v, ds, rec, files, maxNew, own)
+	case maxNew >= 0 && rec.CompletionTokens >= maxNew && own:
+		ds.redo.ownLimit.Add(1)
 	case maxNew >= 0 && rec.CompletionTokens >= maxNew:
 		ds.redo.atLimit.Add(1)
 	case redoneAt(readLine(v, rec, files), maxNew):
@@ -186,4 +195,39 @@ func doneETA(done, total uint64, known bool, eta string) (string, string) {
 		return fmt.Sprintf(" <=%d/%d", done, total), "ETA unknown"
 	}
 	return fmt.Sprintf(" %d/%d", done, total), eta
+}
+
+// limitFor is the limit the prompt id of ds is asked with: its prompt
+// line's own max_new_tokens (own; the line read through the index, files
+// keeping its file open), else the run's, maxNew (-1: none).
+func (r *run) limitFor(v *store.View, ds *dsRun, id string, files turnFiles, maxNew int64) (limit int64, own bool) {
+	p, ok, err := v.Get(ds.Name, store.Prompts, id)
+	if err != nil || !ok {
+		return maxNew, false
+	}
+	if n, ok := promptLimit(readLine(v, &p, files)); ok {
+		return n, true
+	}
+	return maxNew, false
+}
+
+// promptLimit is a prompt line's own max_new_tokens: its top-level key,
+// else its sampling_params' (as parsePrompt takes them).
+func promptLimit(line []byte) (int64, bool) {
+	if !bytes.Contains(line, []byte(`"max_new_tokens"`)) {
+		return 0, false
+	}
+	var l struct {
+		MaxNewTokens   *int64 `json:"max_new_tokens"`
+		SamplingParams struct {
+			MaxNewTokens *int64 `json:"max_new_tokens"`
+		} `json:"sampling_params"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return 0, false
+	}
+	if n := cmp.Or(l.MaxNewTokens, l.SamplingParams.MaxNewTokens); n != nil && *n >= 0 {
+		return *n, true
+	}
+	return 0, false
 }

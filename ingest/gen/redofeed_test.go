@@ -170,3 +170,54 @@ func TestRedoTruncatedAsItGoes(t *testing.T) {
 		t.Errorf("the second run answered nothing\n%s", log)
 	}
 }
+
+// TestRedoKeepsPromptsOwnLimit: a prompt line's own max_new_tokens wins
+// over --max-new-tokens, so --redo truncated --max-new-tokens 64 leaves an
+// answer cut at its prompt's own limit (asked again, it would be cut the
+// same), says so, and asks again one cut below it, its redo line naming
+// the limit it was asked with (the prompt's, else the run's). Deciding
+// first or as the feeder goes. Before, every cut answer was asked again
+// and each redo line said 64.
+func TestRedoKeepsPromptsOwnLimit(t *testing.T) {
+	for _, upfront := range []uint64{1000, 0} {
+		t.Run(fmt.Sprint("upfront=", upfront), func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "L")
+			os.MkdirAll(dir, 0o755)
+			var p, raw bytes.Buffer
+			want := map[string]string{} // id -> the limit its redo line says
+			for i := 1; i <= 40; i++ {
+				own := ""
+				switch i % 4 {
+				case 1:
+					own = `,"max_new_tokens":4` // cut at its own limit: left
+				case 3:
+					own, want[fmt.Sprintf("L-%02d", i)] = `,"sampling_params":{"max_new_tokens":16}`, "16"
+				default:
+					want[fmt.Sprintf("L-%02d", i)] = "64"
+				}
+				fmt.Fprintf(&p, `{"id":"L-%02d","text":"write about %d"%s}`+"\n", i, i, own)
+				fmt.Fprintf(&raw, `{"id":"L-%02d","text":"ok","completion_tokens":4,"finish_reason":"length","model":"sim-model","simulated":true}`+"\n", i)
+			}
+			os.WriteFile(filepath.Join(dir, "prompts.jsonl"), p.Bytes(), 0o644)
+			os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), raw.Bytes(), 0o644)
+			_, url := simServer(t, sim.Config{Seed: 1})
+			cfg := Config{Servers: []string{url}, Concurrency: 4, Sampling: maxNew(64), Redo: &Redo{Truncated: true}, RedoUpfront: upfront}
+			_, log, err := runGen(t, t.Context(), filepath.Join(t.TempDir(), "g.db"), cfg, root)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			got := map[string]string{}
+			for _, l := range readJSONL(t, filepath.Join(dir, "raw_responses.jsonl"))[40:] {
+				m := decodeMap(t, l)
+				got[fmt.Sprint(m["id"])] = fmt.Sprint(m["max_new_tokens"])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("asked again, with the limit each redo line says: %v\nwant %v\n%s", got, want, log)
+			}
+			if !strings.Contains(log, "10 cut at their prompt lines' own max_new_tokens or more") {
+				t.Errorf("the redo does not say why 10 cut answers are left\n%s", log)
+			}
+		})
+	}
+}

@@ -237,7 +237,7 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		r.tl.stops.add(st.reason)
 	}
 	if j.redo {
-		line = r.redoLine(j.ds, line)
+		line = r.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: last.FinishReason == "length", redo: j.redo}
 	if !j.redo {

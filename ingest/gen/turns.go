@@ -155,7 +155,7 @@ func (r *run) turnAnswered(j *job, res *client.Result) bool {
 		t.obj = append(t.obj, '}')
 		line = append(line, "}\n"...)
 		if j.redo {
-			line = r.redoLine(j.ds, line)
+			line = r.redoLine(j, line)
 		}
 		opens := !c.counted
 		c.counted = true
@@ -189,7 +189,7 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, 
 	}
 	line := conversationLine(j.p.ID, turns, last)
 	if j.redo {
-		line = r.redoLine(j.ds, line)
+		line = r.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
 		truncated: last.FinishReason == "length", redo: j.redo}

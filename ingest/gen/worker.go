@@ -58,7 +58,7 @@ func (r *run) answer(j job) {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
 			if j.redo {
-				line = r.redoLine(j.ds, line)
+				line = r.redoLine(&j, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
 			out.ownLimit = out.truncated && j.p.Sampling.MaxNewTokens != nil
