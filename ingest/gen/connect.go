@@ -115,6 +115,8 @@ func (r *run) connect() error {
 			return nil
 		case <-notReady:
 			failed++
+		case <-r.nothingFed(): // a redo's feeder read every prompt: none to ask (earlyfeed.go)
+			return errNothingFed
 		case <-r.stop.Done():
 			return context.Cause(r.stop)
 		}

@@ -225,14 +225,14 @@ func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string,
 // feedPrompt sends the prompt line (id, at line n of path) to the
 // workers, with its recorded turns when it is asked turn by turn.
 func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
+	r.early.fed.Store(true) // the run has work (earlyfeed.go)
 	p, err := r.parsePrompt(line, id, n)
 	if (errors.Is(err, errNoPrompt) || errors.Is(err, errManyPrompts)) && ds.scan != nil {
 		ds.scan.unsent.Add(1) // failed for its shape, said before the first request: no errors.jsonl line
 		return nil
 	}
 	if err != nil {
-		r.results <- r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)
-		return nil
+		return r.feedResult(r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
 	}
 	if r.cfg.Export != nil {
 		p.Raw, p.Path = bytes.Clone(line), path
@@ -245,8 +245,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		if err != nil {
 			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = c.counted
-			r.results <- res
-			return nil
+			return r.feedResult(res)
 		}
 		j.conv = c
 	}
@@ -256,6 +255,19 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		if ds.scan != nil {
 			ds.scan.fed.Add(1)
 		}
+		return nil
+	case <-r.stop.Done():
+		return errStop
+	}
+}
+
+// feedResult gives the writer a line the feeder made (a prompt's final
+// error), unless the run stops first: the writer may not run yet
+// (feedEarly), and the prompt, left without its line, is asked by the
+// next run.
+func (r *run) feedResult(res result) error {
+	select {
+	case r.results <- res:
 		return nil
 	case <-r.stop.Done():
 		return errStop

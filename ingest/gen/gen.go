@@ -222,6 +222,7 @@ type run struct {
 	// (firstFed): a sweeper waits for it (feed.go).
 	first             chan struct{}
 	firstOnce, fedOne sync.Once
+	early             earlyFeed // the feeder, when it starts before a server is up (earlyfeed.go)
 }
 
 type dsRun struct {
@@ -332,12 +333,16 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}
 	r.startMonitor(todo)
 	defer func() { r.stopMonitor(sum, err) }()
+	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
-		return &Summary{Elapsed: time.Since(r.started)}, err
+		return r.notConnected(err)
 	}
 	r.sayIDsPrompts()
 	go r.boundDown()
 	werr := r.generate(ctx)
+	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
+		return r.notConnected(errNothingFed)
+	}
 
 	sum = &Summary{Elapsed: time.Since(r.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
 	for _, ds := range r.sets {
@@ -477,14 +482,12 @@ func (r *run) nothingToDo() (*Summary, error) {
 // returns the writer's error (or that of the records of redone answers).
 func (r *run) generate(ctx context.Context) error {
 	cfg := &r.cfg
-	r.jobs = make(chan job, cfg.Concurrency)
-	r.results = make(chan result, cfg.Concurrency)
+	r.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
 	r.suspect = make(chan struct{}, 1)
 	r.slots = make(chan struct{}, cfg.Concurrency)
 	for range cfg.Concurrency {
 		r.workers.Go(r.work)
 	}
-	go r.feed()
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.write() }()
 	progressDone := make(chan struct{})
