@@ -33,7 +33,7 @@ func TestNothingToDoWithoutServer(t *testing.T) {
 		if i%2 == 1 {
 			finish, tokens = "length", 64 // cut at this redo's limit: left
 		}
-		fmt.Fprintf(&raw, `{"id":"N-%02d","text":"ok","completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00Z","model":"m"}`+"\n", i, tokens, finish)
+		fmt.Fprintf(&raw, `{"id":"N-%02d","text":"ok","completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00Z","model":"sim-model"}`+"\n", i, tokens, finish)
 	}
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), p.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), raw.Bytes(), 0o644)
@@ -43,7 +43,7 @@ func TestNothingToDoWithoutServer(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
-	_, live := simServer(t, sim.Config{Seed: 1})
+	_, live := simServer(t, sim.Config{Seed: 1, Unmarked: true}) // a real server, as far as gen can tell
 	sets, err := FindDatasets([]string{root}, "")
 	if err != nil {
 		t.Fatal(err)

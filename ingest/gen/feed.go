@@ -225,7 +225,9 @@ func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string,
 // feedPrompt sends the prompt line (id, at line n of path) to the
 // workers, with its recorded turns when it is asked turn by turn.
 func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
-	r.early.fed.Store(true) // the run has work (earlyfeed.go)
+	if !r.early.fed.Load() {
+		r.early.fed.Store(true) // the run has work (earlyfeed.go)
+	}
 	p, err := r.parsePrompt(line, id, n)
 	if (errors.Is(err, errNoPrompt) || errors.Is(err, errManyPrompts)) && ds.scan != nil {
 		ds.scan.unsent.Add(1) // failed for its shape, said before the first request: no errors.jsonl line
