@@ -164,16 +164,17 @@ func (d *dsTx) judgeFrom(id []byte, answer uint32) (known bool, err error) {
 	return true, d.unmarkStale(id, m)
 }
 
-// judgeAdded judges id's staleness by From once r was added to stage: an
-// answer against its record's From, a record that names its answer
-// against the answer.
-func (d *dsTx) judgeAdded(stage Stage, r *Record) error {
+// judgeAdded judges id's staleness by From once r was added to stage
+// (before is id's membership before): an answer against its record's
+// From, a record that names its answer against the answer. An id without
+// both costs no read.
+func (d *dsTx) judgeAdded(stage Stage, r *Record, before membership) error {
 	id := []byte(r.ID)
 	switch {
-	case stage == Raw:
+	case stage == Raw && (before.has(Tokenized) || before.has(Excluded)):
 		_, err := d.judgeFrom(id, r.Sum)
 		return err
-	case (stage == Tokenized || stage == Excluded) && r.HasFrom:
+	case (stage == Tokenized || stage == Excluded) && r.HasFrom && before.has(Raw):
 		raw, err := d.stored(Raw, r.ID)
 		if raw == nil || err != nil {
 			return err
