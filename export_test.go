@@ -14,6 +14,7 @@ import (
 
 	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
+	"gendex/store"
 )
 
 // jsonLines reads a JSONL file into maps, failing on a bad line.
@@ -249,8 +250,8 @@ func TestExportLeftAnswers(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "answers", "L"), 0o755)
 	os.MkdirAll(filepath.Join(root, "prompts", "L"), 0o755)
-	os.WriteFile(filepath.Join(root, "answers", "L", "raw_responses.jsonl"),
-		[]byte(`{"id":"l1","output_ids":[5,2],"text":"hi","completion_tokens":2,"finish_reason":"stop"}`+"\n"), 0o644)
+	answer := `{"id":"l1","output_ids":[5,2],"text":"hi","completion_tokens":2,"finish_reason":"stop"}`
+	os.WriteFile(filepath.Join(root, "answers", "L", "raw_responses.jsonl"), []byte(answer+"\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "prompts", "L", "prompts.jsonl"), []byte(`{"id":"l1","input_ids":[1,4]}`+"\n"), 0o644)
 	db := filepath.Join(t.TempDir(), "g.db")
 	r := gendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"))
@@ -262,7 +263,8 @@ func TestExportLeftAnswers(t *testing.T) {
 	}
 	mustGendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", filepath.Join(root, "answers"), filepath.Join(root, "prompts"))
 	data, _ := os.ReadFile(filepath.Join(root, "answers", "L", "tokenized.jsonl"))
-	if want := `{"id":"l1","input_ids":[1,4,5,2],"loss_mask":[0,0,1,1]}` + "\n"; string(data) != want {
+	// Last, the sum of the answer it was built from (its line's CRC-32C).
+	if want := fmt.Sprintf(`{"id":"l1","input_ids":[1,4,5,2],"loss_mask":[0,0,1,1],"answer_sum":"%08x"}`+"\n", store.LineSum([]byte(answer))); string(data) != want {
 		t.Errorf("tokenized.jsonl %q; want %q", data, want)
 	}
 }

@@ -27,6 +27,7 @@ type fields struct {
 	turn, reason, detail, excludedAt            span
 	model, simulated, redo, provenance          span
 	toolStop                                    span // gen's "tool_stop" {"reason", "step", "detail"}
+	answerSum                                   span // a record's or exclusion's answer (answersum.go)
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -138,6 +139,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.redo = sp
 	case "tool_stop":
 		f.toolStop = sp
+	case AnswerSumKey:
+		f.answerSum = sp
 	case "turns":
 		f.turns = sp
 	case "sglext":

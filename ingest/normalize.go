@@ -313,6 +313,7 @@ func stageRecord(b []byte, f *fields, stage store.Stage, hasID bool, rec *store.
 		if n, ok := arrayLen(b, f.inputIDs); ok {
 			rec.PromptTokens = n
 		}
+		rec.From, rec.HasFrom = ParseAnswerSum(val(b, f.answerSum))
 		return stage, true, nil
 	case store.Errors:
 		errorRecord(b, f, rec)
@@ -326,6 +327,7 @@ func stageRecord(b []byte, f *fields, stage store.Stage, hasID bool, rec *store.
 		if t, ok := rfc3339(b, f.excludedAt); ok { // so an index tells one made before its answer (store.Tx.Add)
 			rec.Time, rec.OwnTime = t, true
 		}
+		rec.From, rec.HasFrom = ParseAnswerSum(val(b, f.answerSum))
 		return stage, true, nil
 	case store.Turns:
 		n, ok := decodeCount(val(b, f.turn))

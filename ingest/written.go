@@ -114,6 +114,9 @@ func (w *written) usable() *Parsed {
 type KnownLine struct {
 	ID           string
 	PromptTokens int64
+	// From is the line's answer_sum, when HasFrom (answersum.go).
+	From    uint32
+	HasFrom bool
 }
 
 // KnownWritten is ParseWritten for a writer that made the lines of data
@@ -152,6 +155,7 @@ func (ix *Indexer) KnownWritten(src Source, data []byte, at int64, known []Known
 		c.recs = append(c.recs, pending{stage: store.Tokenized, rec: store.Record{
 			ID: k.ID, Shape: store.ShapeTokenized, Offset: off, Length: int64(len(line)), Line: lines, Sum: store.LineSum(line),
 			PromptTokens: k.PromptTokens, CompletionTokens: store.Unknown, CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
+			From: k.From, HasFrom: k.HasFrom,
 		}})
 		if clipCounts(&c.recs[len(c.recs)-1].rec) != "" || store.CheckRecord(&c.recs[len(c.recs)-1].rec) != nil {
 			return nil // a line the parser reports on

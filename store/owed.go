@@ -114,6 +114,77 @@ func (d *dsTx) markStale(id []byte, m membership) error {
 	return d.staleB.Put(id, []byte{})
 }
 
+// unmarkStale says id's record or exclusion is no longer stale; m is its
+// membership now.
+func (d *dsTx) unmarkStale(id []byte, m membership) error {
+	if d.staleB == nil || d.staleB.Get(id) == nil {
+		return nil
+	}
+	if staleOf(m) && d.sum.Pending.Stale > 0 {
+		d.sum.Pending.Stale--
+	}
+	return d.staleB.Delete(id)
+}
+
+// A record or exclusion that names the answer it was built from
+// (Record.From, its line's "answer_sum") is stale exactly when that is not
+// its id's newest answer, whichever was indexed first: a fresh index of
+// the files finds what the index that saw the redo found. One that names
+// none (written by an older gendex) is judged by time, when an answer
+// replaces another (staleBefore).
+
+// staleByFrom reports whether id's record or exclusion naming its answer
+// was built from another answer than the one whose line sum is answer;
+// known is false when neither names its answer.
+func (d *dsTx) staleByFrom(id []byte, answer uint32) (stale, known bool, err error) {
+	for _, s := range []Stage{Tokenized, Excluded} {
+		rec, err := d.stored(s, string(id))
+		if err != nil {
+			return false, false, err
+		}
+		if rec != nil && rec.HasFrom {
+			known = true
+			stale = stale || rec.From != answer
+		}
+	}
+	return stale, known, nil
+}
+
+// judgeFrom marks id stale, or not, by the answer its record or exclusion
+// names, when it names one: id's answer is the line whose sum is answer.
+func (d *dsTx) judgeFrom(id []byte, answer uint32) (known bool, err error) {
+	stale, known, err := d.staleByFrom(id, answer)
+	if err != nil || !known {
+		return known, err
+	}
+	m := d.membership(id, Raw) | d.membership(id, Tokenized) // Raw, Tokenized, Excluded
+	if stale {
+		return true, d.markStale(id, m)
+	}
+	return true, d.unmarkStale(id, m)
+}
+
+// judgeAdded judges id's staleness by From once r was added to stage
+// (before is id's membership before): an answer against its record's
+// From, a record that names its answer against the answer. An id without
+// both costs no read.
+func (d *dsTx) judgeAdded(stage Stage, r *Record, before membership) error {
+	id := []byte(r.ID)
+	switch {
+	case stage == Raw && (before.has(Tokenized) || before.has(Excluded)):
+		_, err := d.judgeFrom(id, r.Sum)
+		return err
+	case (stage == Tokenized || stage == Excluded) && r.HasFrom && before.has(Raw):
+		raw, err := d.stored(Raw, r.ID)
+		if raw == nil || err != nil {
+			return err
+		}
+		_, err = d.judgeFrom(id, raw.Sum)
+		return err
+	}
+	return nil
+}
+
 // unask takes id out of the answers a redo is asking again.
 func (d *dsTx) unask(id []byte) error {
 	if d.askingB == nil || d.askingB.Get(id) == nil {

@@ -56,9 +56,11 @@ func checkPending(t *testing.T, db *DB, when string) Pending {
 // equal a recount of what they count, after every transaction: an id's
 // record built from a replaced answer counts while it has its answer and
 // the record, again when a forgotten file is read again, and no count
-// goes below 0.
+// goes below 0; so too when records name the answer they were built from
+// (From), marked and unmarked by it.
 func TestPendingIsMaintained(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 2))
+	sums := rand.New(rand.NewPCG(43, 1)) // answer sums and the answers records name (From): rng's sequence unchanged
 	var maxStale, maxAsking uint64
 	for round := range 30 {
 		db := newDB(t)
@@ -71,6 +73,10 @@ func TestPendingIsMaintained(t *testing.T) {
 			err := db.Update(func(tx *Tx) error {
 				file := uint32(1 + rng.IntN(4))
 				r := &Record{ID: id(), File: file, PromptTokens: 1, CompletionTokens: 2, CachedTokens: Unknown, ReasoningTokens: Unknown, Time: now, OwnTime: true, Finish: "stop"}
+				r.Sum = uint32(sums.IntN(3))
+				if sums.IntN(2) == 0 { // a record that names its answer
+					r.From, r.HasFrom = uint32(sums.IntN(3)), true
+				}
 				switch op {
 				case 0, 1: // a prompt, an answer
 					_, err := tx.Add("ds", []Stage{Prompts, Raw}[op], r)

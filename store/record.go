@@ -136,6 +136,14 @@ type Record struct {
 	// answer, counted from 1; 0 for a record of another stage, or one
 	// indexed before the index kept it (its maker is unknown).
 	Maker uint32
+
+	// From is, for a training record or an exclusion that names the answer
+	// it was built from (its line's "answer_sum", written by export), that
+	// answer line's LineSum; HasFrom says the line names one (a record of
+	// an older gendex does not). A record whose From is not its id's
+	// newest answer's Sum is stale (owed.go).
+	From    uint32
+	HasFrom bool
 }
 
 // cleanSpec makes r's spec counts what the index stores: a verify count
@@ -200,6 +208,7 @@ const (
 const (
 	xToolStop = 1 << iota // ToolStop follows, length-prefixed
 	xMaker                // Maker follows, a uvarint (after ToolStop, if any)
+	xFrom                 // From follows, 4 bytes big-endian (after Maker, if any)
 )
 
 const maxMessage = 512
@@ -263,6 +272,9 @@ func (r *Record) appendBinary(b []byte) []byte {
 	if r.Maker > 0 {
 		x |= xMaker
 	}
+	if r.HasFrom {
+		x |= xFrom
+	}
 	if x != 0 {
 		b = append(b, x)
 	}
@@ -272,6 +284,9 @@ func (r *Record) appendBinary(b []byte) []byte {
 	}
 	if r.Maker > 0 {
 		b = binary.AppendUvarint(b, uint64(r.Maker))
+	}
+	if r.HasFrom {
+		b = binary.BigEndian.AppendUint32(b, r.From)
 	}
 	return b
 }
@@ -351,7 +366,7 @@ func decodeRecord(b []byte, r *Record) error {
 			return errCorrupt
 		}
 	}
-	r.ToolStop, r.Maker = "", 0
+	r.ToolStop, r.Maker, r.From, r.HasFrom = "", 0, 0, false
 	if len(b) > 0 { // the extension
 		x := b[0]
 		b = b[1:]
@@ -366,6 +381,13 @@ func decodeRecord(b []byte, r *Record) error {
 			} else if b != nil { // never written as 0
 				return errCorrupt
 			}
+		}
+		if x&xFrom != 0 {
+			if len(b) < 4 {
+				return errCorrupt
+			}
+			r.From, r.HasFrom = binary.BigEndian.Uint32(b), true
+			b = b[4:]
 		}
 	}
 	if b == nil {

@@ -57,6 +57,9 @@ func (tx *Tx) Replace(dataset string, stage Stage, r *Record) (old *Record, err 
 	if err := d.unask(id); err != nil {
 		return nil, err
 	}
+	if known, err := d.judgeFrom(id, r.Sum); err != nil || known {
+		return old, err
+	}
 	for _, s := range []Stage{Tokenized, Excluded} {
 		if stale, err := d.staleBefore(s, r.ID, r.Time); err != nil {
 			return nil, err

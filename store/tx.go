@@ -175,7 +175,10 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
-	return nil, d.moveMarks(stage, id, before, before|1<<stage)
+	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
+		return nil, err
+	}
+	return nil, d.judgeAdded(stage, r, before)
 }
 
 // Merge folds r into the record the stage already holds for r.ID when that

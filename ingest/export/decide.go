@@ -2,6 +2,7 @@ package export
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -42,6 +43,7 @@ func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answe
 	if recErr != nil {
 		e.rec = store.Record{PromptTokens: store.Unknown, CompletionTokens: store.Unknown}
 	}
+	e.rec.Sum = store.LineSum(bytes.TrimSuffix(answer, []byte("\n"))) // as the index sums the line: its record names it
 	pre := &a
 	if err != nil { // parseAnswer reads the line again and names what is wrong
 		pre = nil
@@ -66,7 +68,7 @@ func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answe
 	if c.Now != nil {
 		now = c.Now
 	}
-	return Decision{Line: exclusionLine(nil, id, o.reason, o.detail, now()), Reason: o.reason}, nil
+	return Decision{Line: exclusionLine(nil, id, o.reason, o.detail, now(), e.rec.Sum), Reason: o.reason}, nil
 }
 
 // leftText says why an answer is left.

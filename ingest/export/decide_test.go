@@ -33,9 +33,11 @@ func TestDecideLineAsExport(t *testing.T) {
 		{Format: Conversations, MaxLen: 8},
 	} {
 		d, db := fixture(t, fixturePrompts, fixtureRaw)
-		res, tok, exc := runExport(t, db, d, cfg)
+		res, _, _ := runExport(t, db, d, cfg)
+		tok, _ := os.ReadFile(d.Tokenized()) // with their answer_sum
+		exc, _ := os.ReadFile(d.Excluded())
 		want := map[string]string{} // id -> its line, from the files
-		for _, l := range strings.SplitAfter(tok+exc, "\n") {
+		for _, l := range strings.SplitAfter(string(tok)+string(exc), "\n") {
 			var m struct{ ID string }
 			if json.Unmarshal([]byte(l), &m) == nil {
 				want[m.ID] = l

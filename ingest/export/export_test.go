@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,7 +71,10 @@ func fixture(t *testing.T, prompts, raw string) (Dataset, *store.DB) {
 	return sets[0], db
 }
 
-func runExport(t *testing.T, db *store.DB, d Dataset, cfg Config) (Result, string, string) {
+// runExport exports d and returns its result, records and exclusions, each
+// line checked for its answer's sum and shown without it (answerSums);
+// older are lines written before, by an older gendex (none).
+func runExport(t *testing.T, db *store.DB, d Dataset, cfg Config, older ...string) (Result, string, string) {
 	t.Helper()
 	cfg.Now = func() time.Time { return fixedNow }
 	x := &Exporter{Ix: &ingest.Indexer{DB: db}, Config: cfg}
@@ -79,7 +84,41 @@ func runExport(t *testing.T, db *store.DB, d Dataset, cfg Config) (Result, strin
 	}
 	tok, _ := os.ReadFile(d.Tokenized())
 	exc, _ := os.ReadFile(d.Excluded())
-	return res, string(tok), string(exc)
+	return res, answerSums(t, db, d, store.Tokenized, string(tok), older), answerSums(t, db, d, store.Excluded, string(exc), older)
+}
+
+var answerSumRe = regexp.MustCompile(`^\{"id":"([^"]*)".*(,"answer_sum":"([0-9a-f]{8})")\}$`)
+
+// answerSums checks that each of text's lines (a record or an exclusion of
+// stage) ends with the answer_sum of its id's answer, as the index holds
+// it in the answer and in the line's record, and returns text without
+// them (so the tests compare the rest exactly).
+func answerSums(t *testing.T, db *store.DB, d Dataset, stage store.Stage, text string, older []string) string {
+	t.Helper()
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		m := answerSumRe.FindStringSubmatchIndex(strings.TrimSuffix(line, "\n"))
+		if m == nil {
+			if line != "" && !slices.Contains(older, strings.TrimSuffix(line, "\n")) {
+				t.Errorf("%s line without its answer_sum last: %s", stage, line)
+			}
+			out.WriteString(line)
+			continue
+		}
+		id, sum := line[m[2]:m[3]], line[m[6]:m[7]]
+		db.View(func(v *store.View) error {
+			a, ok, err := v.Get(d.Name, store.Raw, id)
+			r, rok, rerr := v.Get(d.Name, stage, id)
+			if want := fmt.Sprintf("%08x", a.Sum); err != nil || rerr != nil || !ok || sum != want {
+				t.Errorf("%s %s: answer_sum %s, its answer's line sum %s (%v %v)", stage, id, sum, want, ok, err)
+			} else if !rok || !r.HasFrom || fmt.Sprintf("%08x", r.From) != sum {
+				t.Errorf("%s %s: the index holds its record from %08x (%v), the line says %s", stage, id, r.From, r.HasFrom, sum)
+			}
+			return nil
+		})
+		out.WriteString(line[:m[4]] + line[m[5]:])
+	}
+	return out.String()
 }
 
 func excl(id, reason, detail string) string {
@@ -241,8 +280,9 @@ func TestMaxLenAndTruncated(t *testing.T) {
 func TestTornOutputIsCut(t *testing.T) {
 	d, db := fixture(t, fixturePrompts, fixtureRaw)
 	half := `{"id":"a4","input_ids":[1,2,3,14,15,2],"loss_m`
-	os.WriteFile(d.Tokenized(), []byte(`{"id":"a1","input_ids":[1,5,6,10,11,2],"loss_mask":[0,0,0,1,1,1]}`+"\n"+half), 0o644)
-	res, tok, _ := runExport(t, db, d, Config{Format: IDs})
+	older := `{"id":"a1","input_ids":[1,5,6,10,11,2],"loss_mask":[0,0,0,1,1,1]}` // no answer_sum: an older gendex's
+	os.WriteFile(d.Tokenized(), []byte(older+"\n"+half), 0o644)
+	res, tok, _ := runExport(t, db, d, Config{Format: IDs}, older)
 	if strings.Count(tok, `"id":"a1"`) != 1 || strings.Count(tok, `"id":"a4"`) != 1 || strings.Contains(tok, half+"\n") {
 		t.Errorf("after a torn write:\n%s", tok)
 	}

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"gendex/ingest"
@@ -11,24 +12,25 @@ import (
 // TestKnownLinesAsNormalize: what knownLines reads back from the records
 // export writes (both formats, every record of the fixture, with and
 // without a tokenizer) is what the index's normalizer reads from them: the
-// id and the length of input_ids. Lines not of export's layout, or with an
+// id, the length of input_ids and the answer it names (answer_sum). Lines not of export's layout, or with an
 // escape in the id, are refused (they are parsed instead).
 func TestKnownLinesAsNormalize(t *testing.T) {
 	for _, cfg := range []Config{{Format: IDs, Tokenizer: &fakeTokenizer{}}, {Format: Conversations, KeepReasoning: true}} {
 		d, db := fixture(t, fixturePrompts, fixtureRaw)
-		_, tok, _ := runExport(t, db, d, cfg)
-		known, ok := knownLines([]byte(tok), nil)
+		runExport(t, db, d, cfg)
+		tok, _ := os.ReadFile(d.Tokenized()) // with their answer_sum
+		known, ok := knownLines(tok, nil)
 		if !ok || len(known) == 0 {
 			t.Fatalf("format %s: knownLines refused export's records:\n%s", cfg.Format, tok)
 		}
-		lines := bytes.SplitAfter([]byte(tok), []byte("\n"))
+		lines := bytes.SplitAfter(tok, []byte("\n"))
 		for i, k := range known {
 			var rec store.Record
 			if _, err := ingest.Normalize(bytes.TrimSuffix(lines[i], []byte("\n")), store.Tokenized, &rec); err != nil {
 				t.Fatal(err)
 			}
-			if k.ID != rec.ID || k.PromptTokens != rec.PromptTokens {
-				t.Errorf("format %s, line %d: knownLines says %+v; the normalizer %q, %d", cfg.Format, i+1, k, rec.ID, rec.PromptTokens)
+			if k.ID != rec.ID || k.PromptTokens != rec.PromptTokens || !k.HasFrom || k.From != rec.From || k.HasFrom != rec.HasFrom {
+				t.Errorf("format %s, line %d: knownLines says %+v; the normalizer %q, %d, from %x (%v)", cfg.Format, i+1, k, rec.ID, rec.PromptTokens, rec.From, rec.HasFrom)
 			}
 		}
 	}

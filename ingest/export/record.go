@@ -150,10 +150,25 @@ func (c *Config) decide(ctx context.Context, j *job) (outcome, error) {
 	if o, ok := c.toolStopped(j); ok {
 		return o, nil
 	}
+	var o outcome
 	if c.Format == Conversations {
-		return c.conversation(j, a, turnOf)
+		o, err = c.conversation(j, a, turnOf)
+	} else {
+		o, err = c.ids(ctx, j, a, turnOf)
 	}
-	return c.ids(ctx, j, a, turnOf)
+	if o.record != nil {
+		o.record = withAnswerSum(o.record, j.rec.Sum)
+	}
+	return o, err
+}
+
+// withAnswerSum puts the answer_sum of the answer a record was built from
+// (its line's store.LineSum: ingest.AppendAnswerSum) last in the record
+// that ends rec ("}\n"), so an index tells a record of a replaced answer
+// from the files alone.
+func withAnswerSum(rec []byte, sum uint32) []byte {
+	rec = ingest.AppendAnswerSum(rec[:len(rec)-2], sum)
+	return append(rec, "}\n"...)
 }
 
 func countText(n int64) string {
@@ -420,6 +435,7 @@ func knownLines(data []byte, dst []ingest.KnownLine) ([]ingest.KnownLine, bool) 
 			return dst, false
 		}
 		k := ingest.KnownLine{ID: string(line[:q]), PromptTokens: store.Unknown}
+		k.From, k.HasFrom = answerSumOf(line)
 		switch line = line[q+1:]; {
 		case bytes.HasPrefix(line, []byte(idsKey)):
 			ids := line[len(idsKey):]
@@ -436,6 +452,17 @@ func knownLines(data []byte, dst []ingest.KnownLine) ([]ingest.KnownLine, bool) 
 		dst = append(dst, k)
 	}
 	return dst, true
+}
+
+// answerSumOf reads the answer_sum export puts last in a record it wrote
+// (withAnswerSum).
+func answerSumOf(line []byte) (uint32, bool) {
+	const key = `,"` + ingest.AnswerSumKey + `":`
+	n := len(key) + 10 + 1 // the key, "8 hex digits", }
+	if len(line) < n || string(line[len(line)-n:len(line)-11]) != key || line[len(line)-1] != '}' {
+		return 0, false
+	}
+	return ingest.ParseAnswerSum(line[len(line)-11 : len(line)-1])
 }
 
 // appendRun appends n copies of run's digit, comma-separated.
@@ -502,8 +529,8 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // exclusionLine is an excluded.jsonl line (contract: id, reason, detail,
-// excluded_at).
-func exclusionLine(dst []byte, id, reason, detail string, at time.Time) []byte {
+// excluded_at, then the answer_sum of the answer it excludes).
+func exclusionLine(dst []byte, id, reason, detail string, at time.Time, answer uint32) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, id)
 	dst = append(dst, `,"reason":`...)
@@ -512,5 +539,6 @@ func exclusionLine(dst []byte, id, reason, detail string, at time.Time) []byte {
 	dst = appendString(dst, detail)
 	dst = append(dst, `,"excluded_at":"`...)
 	dst = at.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
-	return append(dst, "\"}\n"...)
+	dst = ingest.AppendAnswerSum(append(dst, '"'), answer)
+	return append(dst, "}\n"...)
 }
