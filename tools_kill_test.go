@@ -243,17 +243,7 @@ func killToolSteps(t *testing.T, bin, sim, api string) {
 		}
 	}
 	checkToolSteps(t, dir, n, asked)
-	// The index equals a fresh index of the same files.
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", dir)
-	for _, q := range [][]string{{"progress"}, {"tokens"}, {"files"}, {"finish"}, {"stops"}} {
-		query := func(db string) string {
-			return mustGendex(t, testEnv(nil), append([]string{"--db", db, "query"}, append(q, "--format", "json")...)...).stdout
-		}
-		if got, want := query(db), query(fresh); got != want {
-			t.Errorf("query %s: the index says\n%s\na fresh index of the files says\n%s", q[0], got, want)
-		}
-	}
+	checkToolIndex(t, db, dir) // the index equals a fresh index of the same files
 	if _, err := os.Stat(filepath.Join(dir, "errors.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("an errors.jsonl exists though no conversation failed: %v", err)
 	}
