@@ -35,8 +35,12 @@ package gen
 // The raw line is a conversation line (turns.go) whose turns are the
 // steps, each with "user_turn" (from 0) and "results" (the indexes, among
 // the prompt's tool turns from 0, of the results that answered its calls);
-// the last step alone keeps "prompt_ids". A tool conversation writes no
-// turn lines: one interrupted mid-way is asked again from its first step.
+// the last step alone keeps "prompt_ids". Each step before the last is
+// written to turns.jsonl as it is answered (a turn line ID#n, toolsteps.go),
+// and the raw line replaces them as a plain conversation's does: a
+// conversation interrupted mid-way (SIGKILL, a crash, Ctrl-C) goes on from
+// its first step not recorded, on the recorded steps' history, and a redo
+// keeps the steps before the one it asks again.
 
 import (
 	"encoding/json"
