@@ -229,6 +229,7 @@ func killToolSteps(t *testing.T, bin, sim, api string) {
 	if kills < 3 || halfKills < 3 {
 		t.Errorf("%d runs were killed, %d of them with tool conversations half done (steps in turns.jsonl); the test wants at least 3 of each", kills, halfKills)
 	}
+	checkNoneHalfDone(t, string(final))
 	if m := regexp.MustCompile(`(\d+) earlier turns were answered`).FindSubmatch(final); m == nil && len(toolLines(t, turnsPath)) > turnsBefore ||
 		m != nil && string(m[1]) != strconv.Itoa(len(toolLines(t, turnsPath))-turnsBefore) {
 		t.Errorf("the final run wrote %d turn lines; its summary says otherwise:\n%s", len(toolLines(t, turnsPath))-turnsBefore, final)
@@ -379,4 +380,17 @@ func mustJSON(m map[string]json.RawMessage) string {
 	json.Unmarshal(b, &v)
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+var halfDoneAtEndRe = regexp.MustCompile(`(-?\d+) conversations? (?:are )?half done`)
+
+// checkNoneHalfDone checks that a finished run's summary counts no
+// conversation half done (nor a negative number of them).
+func checkNoneHalfDone(t *testing.T, out string) {
+	t.Helper()
+	for _, m := range halfDoneAtEndRe.FindAllStringSubmatch(out, -1) {
+		if m[1] != "0" {
+			t.Errorf("the run ended with %s conversations half done:\n%s", m[1], out)
+		}
+	}
 }

@@ -38,6 +38,7 @@ func TestRedoToolConversations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("gen %v: %v\n%s", args, err, out)
 		}
+		checkNoneHalfDone(t, string(out))
 		return string(out)
 	}
 	// asks is each conversation's steps asked by the last run, in order.
