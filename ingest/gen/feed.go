@@ -241,7 +241,14 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	}
 	j := job{ds: ds, p: p, redo: redo}
 	if r.cfg.Turns == TurnsAll && p.Tools != nil {
-		j.tools = true // asked step by step (toolturns.go)
+		tc, err := r.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
+		if err != nil {
+			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
+			res.closes = tc.counted
+			r.results <- res
+			return nil
+		}
+		j.tc = tc
 	} else if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
 		c, err := r.recorded(ds, p, files, redo)
 		if err != nil {

@@ -259,8 +259,8 @@ type job struct {
 	tries
 	// conv is the state of a conversation asked turn by turn (--turns
 	// all, k >= 2); nil for one request.
-	conv  *conv
-	tools bool // a tool conversation, asked step by step (toolturns.go)
+	conv *conv
+	tc   *toolConv // a tool conversation, asked step by step (toolturns.go)
 }
 
 // tries is what one prompt went through in this run.

@@ -35,8 +35,12 @@ package gen
 // The raw line is a conversation line (turns.go) whose turns are the
 // steps, each with "user_turn" (from 0) and "results" (the indexes, among
 // the prompt's tool turns from 0, of the results that answered its calls);
-// the last step alone keeps "prompt_ids". A tool conversation writes no
-// turn lines: one interrupted mid-way is asked again from its first step.
+// the last step alone keeps "prompt_ids". Each step before the last is
+// written to turns.jsonl as it is answered (a turn line ID#n, toolsteps.go),
+// and the raw line replaces them as a plain conversation's does: a
+// conversation interrupted mid-way (SIGKILL, a crash, Ctrl-C) goes on from
+// its first step not recorded, on the recorded steps' history, and a redo
+// keeps the steps before the one it asks again.
 
 import (
 	"encoding/json"
@@ -63,9 +67,10 @@ type toolResult struct {
 }
 
 type toolStep struct {
-	res     *client.Result
+	res     *client.Result // nil once written as a turn line, or read from one
 	user    int
 	results []int
+	t       turnAnswer // its answer object and counts, once written or read
 }
 
 type toolStop struct {
@@ -82,6 +87,9 @@ type toolConv struct {
 	history []client.Message
 	steps   []toolStep
 	stop    *toolStop
+	// counted reports whether the conversation is counted in its
+	// dataset's halfDone (as conv.counted).
+	counted bool
 }
 
 func newToolConv(p *Prompt) *toolConv {
@@ -174,11 +182,14 @@ func (tc *toolConv) take(res *client.Result) bool {
 	return false
 }
 
-// answerTools asks j's tool conversation step by step (see above) and
-// sends its raw line; it returns when the conversation is over, failed for
-// good, or left for the next run.
+// answerTools asks j's tool conversation step by step (see above), from
+// its first step not recorded (j.tc, recordedTools), sending each step's
+// turn line as it is answered and the raw line with its last; it returns
+// when the conversation is over, failed for good, or left for the next
+// run. A job handed to a suspect's goroutine (worker.go) keeps j.tc, so
+// that goroutine goes on from the same step.
 func (r *run) answerTools(j *job) {
-	tc := newToolConv(j.p)
+	tc := j.tc
 	if len(tc.segs) == 0 {
 		r.results <- r.jobError(j, 0, "the conversation has no user turn to answer", "")
 		return
@@ -192,6 +203,7 @@ func (r *run) answerTools(j *job) {
 			r.results <- r.toolResult(j, tc)
 			return
 		}
+		r.results <- r.toolStepLine(j, tc)
 		if r.stopping() {
 			return
 		}
@@ -199,35 +211,57 @@ func (r *run) answerTools(j *job) {
 	}
 }
 
+// stepAnswer is a step's answer object in the conversation line (and,
+// with the id and its number before it, its turn line), with its counts.
+func stepAnswer(res *client.Result, user int, results []int) turnAnswer {
+	t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
+	obj := append([]byte{'{'}, res.AppendFields(nil)...)
+	obj = fmt.Appendf(obj, `,"user_turn":%d,"results":[`, user)
+	for k, at := range results {
+		if k > 0 {
+			obj = append(obj, ',')
+		}
+		obj = strconv.AppendInt(obj, int64(at), 10)
+	}
+	t.obj = append(obj, "]}"...)
+	return t
+}
+
+// toolStepLine is the turn line of the step tc has just taken, which did
+// not end the conversation: {"id":ID,"turn":n, the step's answer object's
+// members}, keyed ID#n in the turns stage, without "prompt_ids" (the last
+// step's alone).
+func (r *run) toolStepLine(j *job, tc *toolConv) result {
+	n := len(tc.steps)
+	s := &tc.steps[n-1]
+	s.res.PromptIDs = nil
+	s.t = stepAnswer(s.res, s.user, s.results)
+	s.res = nil
+	line := make([]byte, 0, len(s.t.obj)+64)
+	line = append(line, `{"id":`...)
+	line = client.AppendJSONString(line, j.p.ID)
+	line = fmt.Appendf(line, `,"turn":%d,`, n)
+	line = append(line, s.t.obj[1:]...)
+	line = append(line, '\n')
+	if j.redo {
+		line = r.redoLine(j, line)
+	}
+	opens := !tc.counted
+	tc.counted = true
+	return result{ds: j.ds, line: line, kind: turnLine, tokens: max(s.t.counts[1], 0), opens: opens}
+}
+
 // toolResult is the raw line of j's finished tool conversation, and under
-// --export its record or exclusion.
+// --export its record or exclusion. Its earlier steps' tokens were counted
+// with their turn lines (by this run or the one that wrote them).
 func (r *run) toolResult(j *job, tc *toolConv) result {
 	turns := make([]turnAnswer, len(tc.steps))
-	var tokens int64
-	unknown := false
-	for i, s := range tc.steps {
-		res := s.res
-		if i < len(tc.steps)-1 {
-			res.PromptIDs = nil // the last step's alone
-		}
-		t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
-		obj := append([]byte{'{'}, res.AppendFields(nil)...)
-		obj = fmt.Appendf(obj, `,"user_turn":%d,"results":[`, s.user)
-		for k, at := range s.results {
-			if k > 0 {
-				obj = append(obj, ',')
-			}
-			obj = strconv.AppendInt(obj, int64(at), 10)
-		}
-		t.obj = append(obj, "]}"...)
-		turns[i] = t
-		if t.counts[1] == store.Unknown {
-			unknown = true
-		} else {
-			tokens += t.counts[1]
-		}
+	for i, s := range tc.steps[:len(tc.steps)-1] {
+		turns[i] = s.t
 	}
-	last := tc.steps[len(tc.steps)-1].res
+	ls := tc.steps[len(tc.steps)-1]
+	last := ls.res
+	turns[len(turns)-1] = stepAnswer(last, ls.user, ls.results)
 	line := conversationLine(j.p.ID, turns, last)
 	if st := tc.stop; st != nil {
 		line = line[:len(line)-2] // "}\n"
@@ -239,7 +273,8 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 	if j.redo {
 		line = r.redoLine(j, line)
 	}
-	out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: last.FinishReason == "length", redo: j.redo}
+	out := result{ds: j.ds, line: line, tokens: max(turns[len(turns)-1].counts[1], 0), unknown: sum(turns, 1) == store.Unknown,
+		closes: tc.counted, truncated: last.FinishReason == "length", redo: j.redo}
 	if !j.redo {
 		r.decideExport(&out, j.p)
 	}

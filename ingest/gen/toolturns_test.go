@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"gendex/ingest/gen/client"
@@ -77,5 +79,48 @@ func TestToolConvPairing(t *testing.T) {
 		if m := tc.history[len(tc.history)-1]; m.Role != "assistant" {
 			t.Errorf("%s: the history ends with %+v, not the model's turn", tcase.reason, m)
 		}
+	}
+}
+
+// TestToolStepsRetake: a step's turn line, read back and taken again by a
+// fresh conversation (as a run started again does), gives the history the
+// live step gave (the model's turn with its call id, the result paired to
+// it) and the same answer object for the conversation line; a recorded
+// step the prompt no longer leads to is an error, not a history.
+func TestToolStepsRetake(t *testing.T) {
+	const line = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}}]},{"role":"tool","content":"ra"},{"role":"assistant","content":"x"}]}`
+	p := toolPrompt(t, line)
+	live := newToolConv(p)
+	res := calling("a")
+	res.Text = new(string)
+	*res.Text = "let me see"
+	if live.take(res) {
+		t.Fatal("the call ended the conversation")
+	}
+	out := (&run{}).toolStepLine(&job{p: p}, live)
+	if out.kind != turnLine || !out.opens || !strings.HasPrefix(string(out.line), `{"id":"c","turn":1,`) {
+		t.Fatalf("turn line %s (kind %d, opens %v)", out.line, out.kind, out.opens)
+	}
+	var l turnFields
+	step, err := l.read(out.line, "turns.jsonl:1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := newToolConv(p)
+	if err := fresh.retake(&l, step); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fresh.history, live.history) || fresh.u != live.u || fresh.used != live.used {
+		t.Errorf("history taken again %+v; live %+v", fresh.history, live.history)
+	}
+	if got, want := string(fresh.steps[0].t.obj), string(live.steps[0].t.obj); got != want {
+		t.Errorf("step object read back %s; written %s", got, want)
+	}
+	// The data's result is now b's: the recorded call of a no longer
+	// follows.
+	changed := toolPrompt(t, strings.NewReplacer(`"name":"a","arguments"`, `"name":"b","arguments"`, `"content":"ra"`, `"content":"ra","name":"b"`).Replace(line))
+	if err := newToolConv(changed).retake(&l, step); err == nil {
+		t.Error("a recorded step the changed prompt does not lead to was taken")
 	}
 }

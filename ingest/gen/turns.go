@@ -320,49 +320,76 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv,
 
 // readTurn reads turn i of a k-turn conversation from its line in path.
 func readTurn(files turnFiles, rec store.Record, path string, i, k int) (turnAnswer, error) {
-	var t turnAnswer
-	f := files[rec.File]
-	if f == nil {
-		var err error
-		if f, err = os.Open(path); err != nil {
-			return t, fmt.Errorf("reading turn %d: %w", i, err)
-		}
-		files[rec.File] = f
+	line, where, err := readTurnLine(files, rec, path, i)
+	if err != nil {
+		return turnAnswer{}, err
 	}
-	where := fmt.Sprintf("%s:%d", path, rec.Line)
-	line := make([]byte, rec.Length)
-	n, _ := f.ReadAt(line, rec.Offset)
-	if n < len(line) || store.LineSum(line) != rec.Sum {
-		return t, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; run 'gendex ingest' on it)", where, i)
-	}
-	var l struct {
-		Turn             int             `json:"turn"`
-		Turns            int             `json:"turns"`
-		Text             *string         `json:"text"`
-		PromptTokens     *int64          `json:"prompt_tokens"`
-		CompletionTokens *int64          `json:"completion_tokens"`
-		CachedTokens     *int64          `json:"cached_tokens"`
-		ReasoningTokens  *int64          `json:"reasoning_tokens"`
-		FinishReason     string          `json:"finish_reason"`
-		FinishedAt       string          `json:"finished_at"`
-		Server           string          `json:"server"`
-		Model            string          `json:"model"`
-		Simulated        bool            `json:"simulated"`
-		Provenance       json.RawMessage `json:"provenance"`
-		Redo             bool            `json:"redo"`
-		MaxNewTokens     *int64          `json:"max_new_tokens"`
-		RedoTag          string          `json:"redo_tag"`
-	}
-	if err := json.Unmarshal(line, &l); err != nil {
-		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
-	}
+	var l turnFields
+	t, err := l.read(line, where, i)
 	switch {
+	case err != nil:
+		return t, err
 	case l.Turns != k:
 		return t, fmt.Errorf("%s holds turn %d of a conversation of %d turns, but the prompt has %d user turns now (was the prompt changed? move turns.jsonl away to start the conversation over)", where, i, l.Turns, k)
 	case l.Text == nil:
 		return t, fmt.Errorf("%s: turn %d has no \"text\" to carry into turn %d", where, i, i+1)
 	}
-	t.text = *l.Text
+	return t, nil
+}
+
+// readTurnLine reads the line of turn i (rec, in path), checked against
+// its stored sum; where is its path:line.
+func readTurnLine(files turnFiles, rec store.Record, path string, i int) (line []byte, where string, err error) {
+	f := files[rec.File]
+	if f == nil {
+		if f, err = os.Open(path); err != nil {
+			return nil, "", fmt.Errorf("reading turn %d: %w", i, err)
+		}
+		files[rec.File] = f
+	}
+	where = fmt.Sprintf("%s:%d", path, rec.Line)
+	line = make([]byte, rec.Length)
+	n, _ := f.ReadAt(line, rec.Offset)
+	if n < len(line) || store.LineSum(line) != rec.Sum {
+		return nil, where, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; run 'gendex ingest' on it)", where, i)
+	}
+	return line, where, nil
+}
+
+// turnFields are the members of a turn line gen reads back (a tool
+// conversation's step adds its calls, user turn and results).
+type turnFields struct {
+	Turn             int               `json:"turn"`
+	Turns            int               `json:"turns"`
+	Text             *string           `json:"text"`
+	ToolCalls        []client.ToolCall `json:"tool_calls"`
+	UserTurn         *int              `json:"user_turn"`
+	Results          []int             `json:"results"`
+	PromptTokens     *int64            `json:"prompt_tokens"`
+	CompletionTokens *int64            `json:"completion_tokens"`
+	CachedTokens     *int64            `json:"cached_tokens"`
+	ReasoningTokens  *int64            `json:"reasoning_tokens"`
+	FinishReason     string            `json:"finish_reason"`
+	FinishedAt       string            `json:"finished_at"`
+	Server           string            `json:"server"`
+	Model            string            `json:"model"`
+	Simulated        bool              `json:"simulated"`
+	Provenance       json.RawMessage   `json:"provenance"`
+	Redo             bool              `json:"redo"`
+	MaxNewTokens     *int64            `json:"max_new_tokens"`
+	RedoTag          string            `json:"redo_tag"`
+}
+
+// read reads turn i's line (at where) into l, and returns the turn it
+// holds.
+func (l *turnFields) read(line []byte, where string, i int) (turnAnswer, error) {
+	var t turnAnswer
+	if err := json.Unmarshal(line, l); err != nil {
+		return t, fmt.Errorf("%s: turn %d: %v", where, i, err)
+	}
+	if l.Text != nil {
+		t.text = *l.Text
+	}
 	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated, t.end.Provenance = l.FinishReason, l.Server, l.Model, l.Simulated, l.Provenance
 	t.redo, t.redoLimit, t.redoTag = l.Redo, -1, l.RedoTag
 	if l.MaxNewTokens != nil {

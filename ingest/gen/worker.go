@@ -41,7 +41,7 @@ func (r *run) answer(j job) {
 		r.endAtCut(&j) // nothing to ask (turns.go)
 		return
 	}
-	if j.tools {
+	if j.tc != nil {
 		r.answerTools(&j) // toolturns.go
 		return
 	}
@@ -394,7 +394,7 @@ func (r *run) jobError(j *job, status int, msg, server string) result {
 	}
 	r.finalError(server, msg)
 	res := r.errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
-	res.closes = j.conv != nil && j.conv.counted
+	res.closes = j.conv != nil && j.conv.counted || j.tc != nil && j.tc.counted
 	return res
 }
 
