@@ -122,7 +122,7 @@ func TestCheckNamesWhatIsOwed(t *testing.T) {
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", ds)
 	code, out, _ := p.check(ds)
 	if code != 1 || !strings.Contains(out, "B2_text: NOT READY") || !strings.Contains(out, "no_record 50: answers without a record") ||
-		!strings.Contains(out, "fix: gendex export "+filepath.Join(p.dir, ds)) || !strings.Contains(out, "all: NOT READY (1 of 1 datasets)") {
+		!strings.Contains(out, "fix: gendex export "+filepath.Join(p.dir, ds)) || !strings.Contains(out, "all: NOT READY (1 dataset)") {
 		t.Errorf("check of a run not exported: exit %d, want 1 naming B2_text's 50 answers without a record and export\n%s", code, out)
 	}
 	p.mustRun("export", ds)

@@ -233,8 +233,12 @@ func writeVerdicts(w io.Writer, vs []verdict) {
 	switch {
 	case len(vs) == 0:
 		fmt.Fprintln(w, "all: no dataset to check")
+	case len(vs) == 1 && notReady == 0:
+		fmt.Fprintln(w, "all: ready (1 dataset)")
 	case notReady == 0:
 		fmt.Fprintf(w, "all: ready (%d datasets)\n", len(vs))
+	case len(vs) == 1:
+		fmt.Fprintln(w, "all: NOT READY (1 dataset)")
 	default:
 		fmt.Fprintf(w, "all: NOT READY (%d of %d datasets)\n", notReady, len(vs))
 	}
