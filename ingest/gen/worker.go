@@ -391,6 +391,8 @@ const textSlack = 8
 func (r *run) jobError(j *job, status int, msg, server string) result {
 	if c := j.conv; c != nil {
 		msg = fmt.Sprintf("turn %d of %d: %s", len(c.done)+1, c.k, msg)
+	} else if tc := j.tc; tc != nil {
+		msg = fmt.Sprintf("step %d (user turn %d of %d): %s", len(tc.steps)+1, tc.u+1, len(tc.segs), msg)
 	}
 	r.finalError(server, msg)
 	res := r.errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
