@@ -49,6 +49,10 @@ type dsTx struct {
 	// -> delta; raw stage (see spec.go).
 	specHist map[int64]int64
 	specTS   map[int64]specSecond
+	// hint is the dataset's missing-from hint H and answers the prompts,
+	// answers and errors added in this transaction (see keyMissFrom).
+	hint    []byte
+	answers int
 }
 
 func newTx(btx *bolt.Tx) *Tx {
@@ -91,6 +95,7 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
 		}
 	}
+	d.hint = readHint(b, &d.sum)
 	d.sum.Dataset = name
 	tx.sets[name] = d
 	return d, nil
@@ -173,6 +178,12 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
 	d.added[r.File] = appendChunkEntry(d.added[r.File], stage, id)
+	if stage == Prompts || answeredStages.has(stage) {
+		d.answers++
+	}
+	if stage == Prompts && before&answeredStages == 0 {
+		d.lowerHint(id) // a prompt without an answer
+	}
 	d.sum.Overlap.apply(before, before|1<<stage)
 	d.count(stage, r, 1)
 	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
@@ -309,6 +320,9 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 		return err
 	}
 	after := d.membership(k, stage)
+	if answeredStages.has(stage) && after.has(Prompts) && after&answeredStages == 0 {
+		d.lowerHint(k) // a prompt that lost its answer or error
+	}
 	d.sum.Overlap.apply(after|1<<stage, after)
 	d.count(stage, rec, -1)
 	return d.moveMarks(stage, k, after|1<<stage, after)
@@ -455,6 +469,9 @@ func (tx *Tx) flush() error {
 			return fmt.Errorf("dataset %q: %w", name, err)
 		}
 		if err := flushChunks(d); err != nil {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		if err := flushHint(d); err != nil {
 			return fmt.Errorf("dataset %q: %w", name, err)
 		}
 	}

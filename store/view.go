@@ -215,6 +215,12 @@ func (v *View) Each(name string, stage Stage, fn func(*Record) error) error {
 // record in any of the stages `in`: Missing(ds, Prompts, fn, Raw, Errors)
 // lists the prompts not yet answered.
 func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...Stage) error {
+	return v.missing(name, of, fn, true, in...)
+}
+
+// missing is Missing; with useHint false it never reads the dataset's
+// missing-from hint (tests compare the two walks).
+func (v *View) missing(name string, of Stage, fn func(id string) error, useHint bool, in ...Stage) error {
 	b := v.datasetBucket(name)
 	if b == nil {
 		return nil
@@ -229,13 +235,18 @@ func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...St
 			others = append(others, ob.Cursor())
 		}
 	}
+	// Every prompt below the hint has an answer or an error: start there.
+	var from []byte
+	if useHint && of == Prompts {
+		from = v.missFrom(b, in)
+	}
 	// Walk every bucket in key order together: a merge, not a lookup per id.
 	heads := make([][]byte, len(others))
 	for i, c := range others {
-		heads[i], _ = c.First()
+		heads[i], _ = c.Seek(from)
 	}
 	c := src.Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+	for k, _ := c.Seek(from); k != nil; k, _ = c.Next() {
 		if err := v.step(); err != nil {
 			return err
 		}
@@ -282,4 +293,21 @@ func (v *View) CountPrefix(name string, stage Stage, prefix string) (n int64, fi
 		n++
 	}
 	return n, first, nil
+}
+
+// missFrom returns the dataset's missing-from hint (see keyMissFrom) when
+// the stages in hold both raw and errors, else nil: the first key.
+func (v *View) missFrom(b *bolt.Bucket, in []Stage) []byte {
+	var m membership
+	for _, s := range in {
+		m |= 1 << s
+	}
+	if m&answeredStages != answeredStages {
+		return nil
+	}
+	var s Summary
+	if val := b.Get(keyStats); val == nil || json.Unmarshal(val, &s) != nil {
+		return nil
+	}
+	return readHint(b, &s)
 }
