@@ -12,6 +12,8 @@
 //	reread/                    absolute path -> empty: files forgotten and not read to their end since
 //	datasets/<name>/
 //	    stats                  key -> dataset Summary (JSON): per-stage Stats and Overlap
+//	    missfrom               key -> fingerprint | H: every prompt below H has an answer or
+//	                           an error; Missing starts there (missfrom.go)
 //	    prompts/ raw/ tokenized/ errors/ turns/ excluded/
 //	                           id -> Record (binary, see record.go)
 //	    hist/                  completion tokens (big-endian uint32) -> count, raw stage
