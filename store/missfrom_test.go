@@ -38,7 +38,7 @@ func TestMissingHintIsMaintained(t *testing.T) {
 	defer func(b int) { hintBudget = b }(hintBudget)
 	rng := rand.New(rand.NewPCG(44, 10))
 	var skipped, below int
-	for round := range 40 {
+	for round := range 24 {
 		hintBudget = []int{0, 1, 3, 4096}[round%4]
 		db := newDB(t)
 		var now int64 = 10000
@@ -86,7 +86,7 @@ func TestMissingHintIsMaintained(t *testing.T) {
 				return "drop", err
 			}
 		}
-		for step := range 150 {
+		for step := range 120 {
 			var did []string
 			err := db.Update(func(tx *Tx) error {
 				for range 1 + rng.IntN(3) {
