@@ -105,7 +105,7 @@ func TestMissingHintIsMaintained(t *testing.T) {
 			if !slices.Equal(hinted, full) {
 				t.Fatalf("round %d step %d (%v): missing from hint %q: %v, from the first key: %v", round, step, did, hint, hinted, full)
 			}
-			if len(full) > 0 && bytes.Compare(hint, []byte(full[0])) == 0 {
+			if len(full) > 0 && bytes.Equal(hint, []byte(full[0])) {
 				skipped++
 			}
 			if len(full) > 0 && len(hint) > 0 && string(hint) < full[len(full)-1] {
