@@ -174,7 +174,7 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 		for i := range lines {
 			if l := &lines[i]; l.id != "" {
 				var err error
-				if l.send, l.redo, err = r.toSend(v, ds, state, l.id, l.n, files); err != nil {
+				if l.send, l.redo, err = r.toSend(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
 					return err
 				}
 				if l.redo && ds.redo.asGoes {
@@ -203,17 +203,17 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 	return nil
 }
 
-// toSend tells whether the prompt id at line n of the file (state) is to
-// be asked: it is the first line with its id, and has no answer (or one to
-// redo: askAgain, which reads lines through files; nil: decides none) and
-// no final error (or --retry-errors).
-func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, files turnFiles) (send, redo bool, err error) {
+// toSend tells whether the prompt id at line n of the file (state), the
+// prompt line line, is to be asked: it is the first line with its id, and
+// has no answer (or one to redo: askAgain, which reads lines through
+// files; nil: decides none) and no final error (or --retry-errors).
+func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (send, redo bool, err error) {
 	p, ok, err := v.Get(ds.Name, store.Prompts, id)
 	if err != nil || !ok || p.File != state.ID || p.Line != n {
 		return false, false, err // not the first line with this id
 	}
 	if raw, done, _ := v.Get(ds.Name, store.Raw, id); done {
-		send, err = r.askAgain(v, ds, &raw, files)
+		send, err = r.askAgain(v, ds, &raw, line, files)
 		return send, send, err
 	}
 	if _, failed, _ := v.Get(ds.Name, store.Errors, id); failed && !r.cfg.RetryErrors {

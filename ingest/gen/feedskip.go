@@ -98,7 +98,7 @@ func (r *run) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state sto
 				continue // another shard's, or not the first line with its id
 			}
 			at, n, found = c.at, p.Line, true
-			send, _, err = r.toSend(v, ds, state, c.id, p.Line, nil) // a look: it decides no redo
+			send, _, err = r.toSend(v, ds, state, c.id, p.Line, nil, nil) // a look: it decides no redo
 			return err
 		}
 		return nil

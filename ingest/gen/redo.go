@@ -256,7 +256,7 @@ func (r *run) pickRedo() error {
 				if !r.cfg.Shard.Has(rec.ID) {
 					return nil
 				}
-				ask, err := r.cutToAsk(v, ds, rec, files, maxNew)
+				ask, err := r.cutToAsk(v, ds, rec, nil, files, maxNew)
 				if ask {
 					ds.redo.ids[rec.ID] = true
 				}

@@ -63,12 +63,12 @@ func (r *run) maxNewTokens() int64 {
 // ds, and counts in ds.redo why not: cut at the limit, or answered again
 // by a redo already. Its line is read (from files, which keeps the files
 // open) only for a cut answer.
-func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64) (bool, error) {
+func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles, maxNew int64) (bool, error) {
 	conv := isConversation(v, ds.Name, rec.ID)
 	if !conv && rec.Finish != "length" {
 		return false, nil
 	}
-	maxNew, own := r.limitFor(v, ds, rec.ID, files, maxNew)
+	maxNew, own := r.limitFor(v, ds, rec.ID, prompt, files, maxNew)
 	switch {
 	case conv:
 		return r.chooseConversation(v, ds, rec, files, maxNew, own)
@@ -89,7 +89,7 @@ func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, files turnFi
 // or, asGoes, decided now (counted; the caller marks it, markFound).
 // files nil is a look that decides nothing (skipTo's probe): an answer of
 // an asGoes redo is then not to send.
-func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, files turnFiles) (bool, error) {
+func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles) (bool, error) {
 	switch s := ds.redo; {
 	case s == nil:
 		return false, nil
@@ -98,7 +98,7 @@ func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, files turnFi
 	case files == nil:
 		return false, nil
 	}
-	return r.cutToAsk(v, ds, rec, files, r.maxNewTokens())
+	return r.cutToAsk(v, ds, rec, prompt, files, r.maxNewTokens())
 }
 
 // markFound marks in the index the answers of ds the feeder has just
@@ -198,14 +198,18 @@ func doneETA(done, total uint64, known bool, eta string) (string, string) {
 }
 
 // limitFor is the limit the prompt id of ds is asked with: its prompt
-// line's own max_new_tokens (own; the line read through the index, files
-// keeping its file open), else the run's, maxNew (-1: none).
-func (r *run) limitFor(v *store.View, ds *dsRun, id string, files turnFiles, maxNew int64) (limit int64, own bool) {
-	p, ok, err := v.Get(ds.Name, store.Prompts, id)
-	if err != nil || !ok {
-		return maxNew, false
+// line's own max_new_tokens (own; prompt is the line when the feeder has
+// it, else it is read through the index, files keeping its file open),
+// else the run's, maxNew (-1: none).
+func (r *run) limitFor(v *store.View, ds *dsRun, id string, prompt []byte, files turnFiles, maxNew int64) (limit int64, own bool) {
+	if prompt == nil {
+		p, ok, err := v.Get(ds.Name, store.Prompts, id)
+		if err != nil || !ok {
+			return maxNew, false
+		}
+		prompt = readLine(v, &p, files)
 	}
-	if n, ok := promptLimit(readLine(v, &p, files)); ok {
+	if n, ok := promptLimit(prompt); ok {
 		return n, true
 	}
 	return maxNew, false

@@ -274,7 +274,8 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		line = r.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: max(turns[len(turns)-1].counts[1], 0), unknown: sum(turns, 1) == store.Unknown,
-		closes: tc.counted, truncated: last.FinishReason == "length", redo: j.redo}
+		closes: tc.counted, redo: j.redo}
+	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo {
 		r.decideExport(&out, j.p)
 	}

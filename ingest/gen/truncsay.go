@@ -35,3 +35,10 @@ func (r *run) truncatedSummary(sum *Summary) string {
 	}
 	return head + ", so --export excluded them as length; " + again + ", or --include-truncated keeps them"
 }
+
+// cut tells whether an answer of j that ended with finish was cut at the
+// token limit, and whether that limit was its prompt line's own.
+func (j *job) cut(finish string) (truncated, ownLimit bool) {
+	truncated = finish == "length"
+	return truncated, truncated && j.p.Sampling.MaxNewTokens != nil
+}

@@ -192,7 +192,8 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, 
 		line = r.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
-		truncated: last.FinishReason == "length", redo: j.redo}
+		redo: j.redo}
+	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo { // a redo's record comes in the final export pass (redo.go)
 		r.decideExport(&out, j.p)
 	}

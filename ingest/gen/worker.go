@@ -60,8 +60,8 @@ func (r *run) answer(j job) {
 			if j.redo {
 				line = r.redoLine(&j, line)
 			}
-			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, truncated: res.FinishReason == "length", redo: j.redo}
-			out.ownLimit = out.truncated && j.p.Sampling.MaxNewTokens != nil
+			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
+			out.truncated, out.ownLimit = j.cut(res.FinishReason)
 			if !j.redo { // a redo's record comes in the final export pass (redo.go)
 				r.decideExport(&out, j.p)
 			}
