@@ -301,7 +301,27 @@ func TestFollowRun(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(root, "F"), "F", 7)
 	db := filepath.Join(t.TempDir(), "g.db")
 	w := startWriter(t, db, nil, "ingest", "--follow", root)
-	writeIDPrompts(t, filepath.Join(root, "F"), "F", 10) // 3 more lines
+	waitFor(t, 20*time.Second, "the follow to index the first 7 prompts", func() bool {
+		rows, err := queryJSON[map[string]any](t, bin, db, "progress")
+		return err == nil && len(rows) > 0 && rows[0]["prompts"] == 7.0
+	})
+	// 3 more lines, appended as a producer appends: rewriting the file
+	// (truncate, then write) could be read half-way, as a rewrite.
+	more := t.TempDir()
+	writeIDPrompts(t, more, "F", 10)
+	all, err := os.ReadFile(filepath.Join(more, "prompts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(all), "\n")
+	f, err := os.OpenFile(filepath.Join(root, "F", "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Join(lines[7:], "")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 	var r runRow
 	waitFor(t, 20*time.Second, "the follow's row with the records it indexed", func() bool {
 		r = lastRun(runsOf(t, bin, db))
