@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -50,7 +51,7 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	if err := asker.Ask(ctx, q, c.env.Now(), &query.Collect{}); err != nil {
 		return err
 	}
-	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Now: c.env.Now, Token: token, Hosts: guard.ForListen(*listen),
+	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Chat: readChat, Now: c.env.Now, Token: token, Hosts: guard.ForListen(*listen),
 		Index: absPath(c.db), Every: *every})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
@@ -110,6 +111,36 @@ func readAnswer(line []byte) (web.Answer, error) {
 			return out, errors.New("its text is not a JSON string")
 		}
 		out.Text, out.HasText = s, true
+	}
+	return out, nil
+}
+
+// readChat reads a chat prompt line's turns (messages or conversations,
+// with its tools) as gen reads them, by ingest.ParseChat: calls and their
+// results paired, every call with an id.
+func readChat(line []byte) ([]web.ChatTurn, error) {
+	var p struct {
+		Messages      []json.RawMessage `json:"messages"`
+		Conversations []json.RawMessage `json:"conversations"`
+		Tools         json.RawMessage   `json:"tools"`
+	}
+	if err := json.Unmarshal(line, &p); err != nil {
+		return nil, err
+	}
+	raw, key := p.Messages, "messages"
+	if raw == nil {
+		raw, key = p.Conversations, "conversations"
+	}
+	ts, _, err := ingest.ParseChat(raw, p.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	out := make([]web.ChatTurn, len(ts))
+	for i, t := range ts {
+		out[i] = web.ChatTurn{Role: t.Role, Content: t.Content, CallID: t.ToolCallID, Name: t.Name}
+		for _, c := range t.ToolCalls {
+			out[i].Calls = append(out[i].Calls, web.Call{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
 	}
 	return out, nil
 }

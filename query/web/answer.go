@@ -51,6 +51,9 @@ type answerView struct {
 	Conversational bool
 	// TextInTurns: the text is the conversation's last turn, shown there.
 	TextInTurns bool
+	// Tools is a tool conversation, shown instead of Messages (tools.go).
+	Tools     *toolView
+	ToolError string // why the prompt's turns could not be read
 }
 
 // answer is one record's page: the index's facts about it, its prompt
@@ -80,21 +83,44 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	turns := s.turnsOf(line) // once: the conversation and the text read them
 	if p, err := s.ask(r.Context(), "show", "--stage", "prompts", "--", name, id); err == nil {
 		a.HasPrompt, a.PromptLine = true, pretty(p.Line)
-		a.Messages = conversation(promptMessages(p.Line), turns)
+		if isToolConversation(turns) {
+			s.toolsOf(a, p.Line, line.Line, turns)
+		}
+		if a.Tools == nil {
+			a.Messages = conversation(promptMessages(p.Line), turns)
+		}
 	} else if !strings.Contains(err.Error(), " has no ") {
 		a.PromptError = err.Error()
 	}
-	if a.Messages == nil && line != nil {
+	if a.Messages == nil && a.Tools == nil && line != nil {
 		a.Messages = conversation(nil, turns)
 	}
-	a.Conversational = len(a.Messages) > 0
+	a.Conversational = len(a.Messages) > 0 || a.Tools != nil
 	if len(turns) > 0 && !a.HasText {
 		// A conversation's answer is its last turn.
 		last := turns[len(turns)-1]
 		a.Text, a.HasText, a.NoText, a.Reasoning = last.Text, true, "", last.Reasoning
-		a.TextInTurns = len(turns) > 1
+		a.TextInTurns = len(turns) > 1 || a.Tools != nil
 	}
 	s.render(w, "answer.html", a)
+}
+
+// toolsOf lays out the tool conversation of a prompt line and its answer
+// line (tools.go), with the prompt's turns as gen reads them (Chat); when
+// they cannot be read, the page says why and shows the turns as written.
+func (s *server) toolsOf(a *answerView, prompt, answer []byte, turns []turn) {
+	if s.Chat == nil {
+		return
+	}
+	chat, err := s.Chat(prompt)
+	if err != nil {
+		a.ToolError = "the prompt's turns as gen reads them: " + err.Error()
+		return
+	}
+	a.Tools = toolConversation(chat, turns, toolStopOf(answer))
+	if st := a.Tools.Stop; st != nil {
+		a.Facts = append(a.Facts, fact{Label: "tool stop", Text: fmt.Sprintf("%s at step %d", st.Reason, st.Step)})
+	}
 }
 
 // viewOf is the dataset view that lists a stage's records.
@@ -275,11 +301,16 @@ func contentText(raw json.RawMessage) string {
 	return b.String()
 }
 
-// A turn is one answered turn of a conversation line (gendex's "turns").
+// A turn is one answered turn of a conversation line (gendex's "turns");
+// a tool conversation's step says the user turn it answers (from 0), its
+// calls, and the prompt's tool turns (from 0) that answered them.
 type turn struct {
-	Text      string `json:"text"`
-	Reasoning string `json:"reasoning_content"`
-	Finish    string `json:"finish_reason"`
+	Text      string     `json:"text"`
+	Reasoning string     `json:"reasoning_content"`
+	Finish    string     `json:"finish_reason"`
+	ToolCalls []stepCall `json:"tool_calls"`
+	UserTurn  *int       `json:"user_turn"`
+	Results   []int      `json:"results"`
 }
 
 // turnsOf reads the turns of a conversation answer line, or nil: each

@@ -50,6 +50,10 @@ type Options struct {
 	// Read reads an answer line's text (nil: answers are shown as their
 	// stored lines only).
 	Read func(line []byte) (Answer, error)
+	// Chat reads a chat prompt line's turns as gen reads them, calls and
+	// results paired (nil: a tool conversation is shown as its turns
+	// are written).
+	Chat func(line []byte) ([]ChatTurn, error)
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Token, when not "", must come with every request: as 'Authorization:
