@@ -25,12 +25,17 @@ var shareGPTRoles = map[string]string{"human": "user", "user": "user", "gpt": "a
 	"system": "system", "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool",
 	"function_call": "assistant"}
 
+// chatRoles are the roles of OpenAI messages that servers take (SGLang's
+// chat endpoint answers 400 to another).
+var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
+
 // ParseTurns reads the turns of a "messages" or "conversations" list: OpenAI
 // {"role", "content"} (content a string or a list of text parts) or ShareGPT
 // {"from", "value"} (human, gpt, system), mapped to OpenAI roles, with
 // their tool calls and results (tools.go; ParseChat pairs them). It is the
 // one reading of chat prompts, for gen and export alike; an error names the
-// turn (from 1).
+// turn (from 1): an unknown speaker or role among them, which no server
+// takes, is refused here, before anything is sent.
 func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
 	out := make([]Turn, 0, len(raw))
 	for i, r := range raw {
@@ -54,6 +59,9 @@ func ParseTurns(raw []json.RawMessage) ([]Turn, error) {
 		}
 		if t.Role == "" {
 			return nil, fmt.Errorf("turn %d has no role", i+1)
+		}
+		if !chatRoles[t.Role] {
+			return nil, fmt.Errorf("turn %d: unknown role %q (want system, developer, user, assistant, tool or function)", i+1, t.Role)
 		}
 		c, err := contentText(t.Content)
 		if err != nil {

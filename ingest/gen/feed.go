@@ -236,8 +236,9 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	if err != nil {
 		return r.feedResult(r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
 	}
+	p.Path = path // a refusal names it (promptfit.go)
 	if r.cfg.Export != nil {
-		p.Raw, p.Path = bytes.Clone(line), path
+		p.Raw = bytes.Clone(line)
 	}
 	j := job{ds: ds, p: p, redo: redo}
 	if r.cfg.Turns == TurnsAll && p.Tools != nil {

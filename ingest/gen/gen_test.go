@@ -280,9 +280,10 @@ func TestGenFaults(t *testing.T) {
 	checkExactlyOnce(t, dbPath, root, "F", out, clean, maxNew)
 }
 
-// TestGenPermanentErrors: a prompt longer than the context is recorded in
-// errors.jsonl with the server's status and message, counted, and tried
-// again with RetryErrors. (A line with no prompt is not sent and records
+// TestGenPermanentErrors: a prompt longer than the context (refused
+// before it is sent, with its file:line) and one with a sampling key gen
+// does not send are recorded in errors.jsonl, counted, and tried again
+// with RetryErrors. (A line with no prompt is not sent and records
 // no error: TestGenUnreadablePrompts, root package.)
 func TestGenPermanentErrors(t *testing.T) {
 	_, url := simServer(t, sim.Config{Seed: 4, ContextLength: 64})
@@ -300,7 +301,7 @@ func TestGenPermanentErrors(t *testing.T) {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
 	errs := outputLines(t, filepath.Join(out, "E", "errors.jsonl"))
-	if e := errs["long"]; len(e) != 1 || e[0]["status"].(float64) != 400 || !strings.Contains(e[0]["error"].(string), "longer than the model's context length") {
+	if e := errs["long"]; len(e) != 1 || e[0]["status"] != nil || !strings.Contains(e[0]["error"].(string), "prompts.jsonl:1: the prompt is 100 token ids; the server's context is 64 tokens") {
 		t.Errorf("long: %v", e)
 	}
 	if e := errs["bad"]; len(e) != 1 || !strings.Contains(e[0]["error"].(string), "max_new_tokens") {

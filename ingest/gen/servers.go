@@ -33,6 +33,10 @@ type server struct {
 	// countTokens is 0 (untried), 1 (works) or -1 (no /v1/tokenize: text
 	// prompts are not clipped).
 	countTokens atomic.Int32
+	// countChat is 0 (untried), 1 (works) or -1 (no /v1/tokenize with
+	// messages: a chat prompt too long for the context is found from its
+	// bytes; promptfit.go).
+	countChat atomic.Int32
 
 	inFlight atomic.Int64
 	done     atomic.Int64

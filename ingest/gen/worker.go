@@ -119,7 +119,9 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		cancel()
 		r.pool.ended(s, err)
 		<-r.slots
-		j.attempts++
+		if !errors.Is(err, errTooLong) { // refused before it was sent
+			j.attempts++
+		}
 		if err == nil && s.retired.Load() {
 			// s was found to be another server while this was in flight
 			// (identity.go): the answer may be the new one's; ask again.
@@ -286,6 +288,10 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 			return nil, 0, err
 		}
 	}
+	counted, err := r.promptFits(ctx, s, c, p, ids) // promptfit.go
+	if err != nil {
+		return nil, 0, err
+	}
 	textOut := ids == nil && p.Messages == nil && (api == client.APIGenerate || api == client.APICompletions)
 	switch {
 	case len(ids) > 0:
@@ -294,13 +300,16 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		len(p.Text)+textSlack+*sp.MaxNewTokens > ctxLen-clipMargin:
 		// The text may not fit with max_new_tokens: count its tokens (a
 		// token is at least one byte, so shorter texts always fit).
-		t, err := r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
-			"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
-		if err != nil {
-			return nil, 0, err
+		if counted == 0 {
+			t, err := r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+				"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
+			if err != nil {
+				return nil, 0, err
+			}
+			counted = len(t)
 		}
-		if t != nil {
-			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, len(t))
+		if counted > 0 {
+			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, counted)
 		}
 	}
 	route, err := r.routeChecked(ctx, s, c, p)
