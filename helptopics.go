@@ -37,6 +37,7 @@ var helpTopics = []helpTopic{
 	{"guarantees", "## Guarantees", "what survives a crash, a stalled reader or a bad server"},
 	{"scale-out", "## Past one machine: more servers, or shards on a cluster scheduler", "more servers behind one gen, or shards on Slurm or Kubernetes"},
 	{"gen", "## gen", "prompts, APIs, servers, sampling, failures, live view, --export"},
+	{"tools", "## Tool conversations (agentic datasets)", "tool-calling sets: shapes, server flags, pairing, stops, records"},
 	{"sim", "## sim", "the simulator of SGLang, vLLM and llama.cpp"},
 	{"shell", "## shell", "the interactive shell and watch"},
 	{"live", "## Live answers while a run writes", "the writer's socket, readers, and /metrics"},
