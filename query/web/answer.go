@@ -83,8 +83,8 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	turns := s.turnsOf(line) // once: the conversation and the text read them
 	if p, err := s.ask(r.Context(), "show", "--stage", "prompts", "--", name, id); err == nil {
 		a.HasPrompt, a.PromptLine = true, pretty(p.Line)
-		if isToolConversation(turns) {
-			s.toolsOf(a, p.Line, line.Line, turns)
+		if isToolConversation(turns) || len(turns) == 0 && hasTools(p.Line) {
+			s.toolsOf(a, p.Line, line, turns)
 		}
 		if a.Tools == nil {
 			a.Messages = conversation(promptMessages(p.Line), turns)
@@ -100,15 +100,18 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 		// A conversation's answer is its last turn.
 		last := turns[len(turns)-1]
 		a.Text, a.HasText, a.NoText, a.Reasoning = last.Text, true, "", last.Reasoning
-		a.TextInTurns = len(turns) > 1 || a.Tools != nil
+		a.TextInTurns = len(turns) > 1
 	}
+	a.TextInTurns = a.TextInTurns || a.Tools != nil
 	s.render(w, "answer.html", a)
 }
 
 // toolsOf lays out the tool conversation of a prompt line and its answer
-// line (tools.go), with the prompt's turns as gen reads them (Chat); when
-// they cannot be read, the page says why and shows the turns as written.
-func (s *server) toolsOf(a *answerView, prompt, answer []byte, turns []turn) {
+// line (nil: none) (tools.go), with the prompt's turns as gen reads them
+// (Chat); when they cannot be read, the page says why and shows the turns
+// as written. An answer of one request (gen --turns last) is the model's
+// one step, for the prompt's last user turn.
+func (s *server) toolsOf(a *answerView, prompt []byte, answer *query.Result, turns []turn) {
 	if s.Chat == nil {
 		return
 	}
@@ -117,7 +120,15 @@ func (s *server) toolsOf(a *answerView, prompt, answer []byte, turns []turn) {
 		a.ToolError = "the prompt's turns as gen reads them: " + err.Error()
 		return
 	}
-	a.Tools = toolConversation(chat, turns, toolStopOf(answer))
+	var line []byte
+	if answer != nil {
+		line = answer.Line
+	}
+	single := len(turns) == 0 && line != nil && a.Stage == "raw"
+	if single {
+		turns = []turn{oneStep(line, a, chat)}
+	}
+	a.Tools = toolConversation(chat, turns, toolStopOf(line), single)
 	if st := a.Tools.Stop; st != nil {
 		a.Facts = append(a.Facts, fact{Label: "tool stop", Text: fmt.Sprintf("%s at step %d", st.Reason, st.Step)})
 	}

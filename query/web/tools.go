@@ -36,10 +36,10 @@ type toolView struct {
 // it (system turns, then the user turn), the data's assistant turns after
 // it and the model's steps that answered it.
 type toolRound struct {
-	Lead     []message
-	Data     []toolTurn
-	Model    []toolTurn
-	NotAsked string // why the model has no step here
+	Lead  []message
+	Data  []toolTurn
+	Model []toolTurn
+	Note  string // how the model's side came to be (why it has no step)
 }
 
 // A toolTurn is one assistant turn: the data's, or the model's step.
@@ -98,7 +98,7 @@ func toolStopOf(line []byte) *toolStop {
 // gen reads them) in rounds, one per user turn, with the data's assistant
 // turns and the model's steps (turns) of each; stop is the line's
 // tool_stop (nil: none).
-func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop) *toolView {
+func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop, single bool) *toolView {
 	v := &toolView{Stop: stop}
 	var results []ChatTurn // the prompt's tool turns, in order (a step's results index them)
 	var pending []message
@@ -126,7 +126,7 @@ func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop) *toolView
 	for n, t := range turns {
 		u := 0
 		if t.UserTurn != nil {
-			u = *t.UserTurn
+			u = max(*t.UserTurn, 0)
 		}
 		for u >= len(v.Rounds) {
 			v.Rounds = append(v.Rounds, toolRound{})
@@ -155,18 +155,23 @@ func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop) *toolView
 	}
 	for u := range v.Rounds {
 		r := &v.Rounds[u]
-		if len(r.Model) > 0 || len(r.Lead) == 0 || r.Lead[len(r.Lead)-1].Role != "user" {
+		if len(r.Lead) == 0 || r.Lead[len(r.Lead)-1].Role != "user" {
 			continue
 		}
 		switch {
+		case single && len(r.Model) > 0:
+			r.Note = "one request, on the data's turns up to its last assistant turn (gen --turns last)"
+		case len(r.Model) > 0:
 		case len(turns) == 0:
-			r.NotAsked = "not asked"
+			r.Note = "not asked"
+		case single:
+			r.Note = "no step: the data's turns were sent as the history (one request: gen --turns last)"
 		case u < last:
-			r.NotAsked = "no step: the model answered the next user turn"
+			r.Note = "no step: the model answered the next user turn"
 		case stop != nil:
-			r.NotAsked = fmt.Sprintf("not asked: the conversation stopped at step %d (%s)", stop.Step, stop.Reason)
+			r.Note = fmt.Sprintf("not asked: the conversation stopped at step %d (%s)", stop.Step, stop.Reason)
 		default:
-			r.NotAsked = fmt.Sprintf("not asked: the conversation ended at step %d (%s)", len(turns), turns[len(turns)-1].Finish)
+			r.Note = fmt.Sprintf("not asked: the conversation ended at step %d (%s)", len(turns), turns[len(turns)-1].Finish)
 		}
 	}
 	return v
@@ -195,4 +200,30 @@ func dataTurn(t ChatTurn, after []ChatTurn) toolTurn {
 		}
 	}
 	return out
+}
+
+// hasTools reports whether a prompt line has "tools" (a tool prompt).
+func hasTools(line []byte) bool {
+	var p struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	return json.Unmarshal(line, &p) == nil && len(p.Tools) > 0 && string(p.Tools) != "null"
+}
+
+// oneStep is an answer of one request to a tool prompt as the model's one
+// step: its text and calls, for the prompt's last user turn.
+func oneStep(line []byte, a *answerView, chat []ChatTurn) turn {
+	t := turn{Text: a.Text, Reasoning: a.Reasoning}
+	_ = json.Unmarshal(line, &struct {
+		Finish    *string     `json:"finish_reason"`
+		ToolCalls *[]stepCall `json:"tool_calls"`
+	}{&t.Finish, &t.ToolCalls})
+	last := -1
+	for _, c := range chat {
+		if c.Role == "user" {
+			last++
+		}
+	}
+	t.UserTurn = &last
+	return t
 }
