@@ -133,7 +133,9 @@ func TestWebShowsToolConversations(t *testing.T) {
 			calls, steps := pageSides(body)
 			var model []pageCall
 			for _, s := range a.Turns {
-				parallel += min(len(s.ToolCalls)-1, 1)
+				if len(s.ToolCalls) > 1 {
+					parallel++
+				}
 				for k, c := range s.ToolCalls {
 					pc := pageCall{c.Function.Name, c.Function.Arguments, ""}
 					if k < len(s.Results) {

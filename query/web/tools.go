@@ -143,6 +143,8 @@ func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop, single bo
 				cv.NoResult = fmt.Sprintf("result %d of the prompt's tool turns, which it does not have", t.Results[k]+1)
 			case stop != nil && stop.Step == n+1:
 				cv.NoResult = "no result: the conversation stopped here (" + stop.Reason + ")"
+			case n+1 == len(turns) && endsAtCall(v.Rounds[u].Data):
+				cv.NoResult = "no result: the data records none (it ends at its call), nor does the conversation"
 			default:
 				cv.NoResult = "no result sent back: the conversation ended here"
 			}
@@ -175,6 +177,16 @@ func toolConversation(prompt []ChatTurn, turns []turn, stop *toolStop, single bo
 		}
 	}
 	return v
+}
+
+// endsAtCall reports whether the data's turns end at a call without a
+// result (a function-calling set: a query, the tools, the call).
+func endsAtCall(data []toolTurn) bool {
+	if len(data) == 0 {
+		return false
+	}
+	calls := data[len(data)-1].Calls
+	return len(calls) > 0 && !calls[len(calls)-1].HasResult
 }
 
 // dataTurn is the data's assistant turn t with its calls, each with the

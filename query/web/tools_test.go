@@ -45,8 +45,9 @@ func openAIChat(line []byte) ([]web.ChatTurn, error) {
 // newToolSite serves a dataset of tool conversations: "t", regenerated
 // step by step over two user turns, its first step two parallel calls
 // with hostile text and arguments, stopped at its third step (more_calls,
-// a hostile detail); "s", answered by one request (--turns last); "m",
-// not answered yet.
+// a hostile detail); "e", whose data ends at its call, the model's call
+// its last step (no stop); "s", answered by one request (--turns last);
+// "m", not answered yet.
 func newToolSite(t *testing.T) *httptest.Server {
 	t.Helper()
 	root := t.TempDir()
@@ -59,6 +60,7 @@ func newToolSite(t *testing.T) *httptest.Server {
 			`{"role":"tool","tool_call_id":"d2","content":"R-Lyon"},{"role":"tool","tool_call_id":"d1","content":"R-Paris"},` +
 			`{"role":"assistant","content":"the data's answer"},{"role":"user","content":"and search?"},{"role":"assistant","content":"the data's last"}]}`,
 		`{"id":"s",` + tools + `,"messages":[{"role":"user","content":"Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"o1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"o1","content":"R-Oslo"},{"role":"assistant","content":"cold"}]}`,
+		`{"id":"e",` + tools + `,"messages":[{"role":"user","content":"Rome?"},{"role":"assistant","content":"","tool_calls":[{"id":"r1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}]}`,
 		`{"id":"m",` + tools + `,"messages":[{"role":"user","content":"Bern?"},{"role":"assistant","content":"","tool_calls":[{"id":"b1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Bern\"}"}}]}]}`,
 	}, "\n")+"\n")
 	writeFile(t, filepath.Join(root, "d", "raw_responses.jsonl"), strings.Join([]string{
@@ -67,6 +69,7 @@ func newToolSite(t *testing.T) *httptest.Server {
 			`{"text":"model answer 1","finish_reason":"stop","user_turn":0,"results":[]},` +
 			`{"text":"","tool_calls":[{"id":"m3","type":"function","function":{"name":"search","arguments":"{}"}}],"finish_reason":"tool_calls","user_turn":1,"results":[]}],` +
 			`"finish_reason":"tool_calls","tool_stop":{"reason":"more_calls","step":3,"detail":"step 3: ` + strings.ReplaceAll(hostile, `"`, `'`) + `"}}`,
+		`{"id":"e","turns":[{"text":"","tool_calls":[{"id":"x2","type":"function","function":{"name":"get_weather","arguments":"{}"}}],"finish_reason":"tool_calls","user_turn":0,"results":[]}],"finish_reason":"tool_calls"}`,
 		`{"id":"s","text":"model single","tool_calls":[{"id":"x1","type":"function","function":{"name":"get_weather","arguments":"{}"}}],"finish_reason":"tool_calls"}`,
 	}, "\n")+"\n")
 	db, _ := ingesttest.Index(t, root)
@@ -135,6 +138,12 @@ func TestToolConversationPage(t *testing.T) {
 		`model | get_weather {} -> no result sent back: the conversation ended here | note: one request, on the data&#39;s turns up to its last assistant turn (gen --turns last)`}
 	if got := sides(body); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("one request's page:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, body, _ = get(t, srv.Client(), srv.URL+"/answer?d=d&id=e")
+	want = []string{`data | get_weather {} -> no result recorded in the data`,
+		`model | get_weather {} -> no result: the data records none (it ends at its call), nor does the conversation`}
+	if got := sides(body); strings.Join(got, "\n") != strings.Join(want, "\n") || strings.Contains(body, "tool-stop") {
+		t.Errorf("the model calling where the data ends at its call:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	_, body, _ = get(t, srv.Client(), srv.URL+"/answer?d=d&id=m&stage=prompts")
 	want = []string{`data | get_weather {"city":"Bern"} -> no result recorded in the data`, `model | note: not asked`}
