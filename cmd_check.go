@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,63 @@ func init() {
 	// process and in a writer's that answers the question on its socket.
 	query.AnswerText = func(line []byte) (string, bool, string, error) {
 		a, err := readAnswer(line)
-		return a.Text, a.HasText, a.Reasoning, err
+		if err != nil {
+			return a.Text, a.HasText, a.Reasoning, err
+		}
+		switch content, conv := answerContent(line); {
+		case conv:
+			return content, content != "", a.Reasoning, nil
+		case content != "":
+			return a.Text + "\n" + content, true, a.Reasoning, nil
+		}
+		return a.Text, a.HasText, a.Reasoning, nil
 	}
+}
+
+// answerContent is what a conversation line's turns say (conv true): each
+// turn's text and tool calls, in order, or "" when a turn says nothing; or
+// a flat answer line's tool calls ("" for none). A turn or answer that
+// calls a tool is not empty (a tool conversation may end at the model's
+// call, as its data does), and its calls are part of what it says.
+func answerContent(line []byte) (content string, conv bool) {
+	if !bytes.Contains(line, []byte(`"turns"`)) && !bytes.Contains(line, []byte(`"tool_calls"`)) {
+		return "", false
+	}
+	a, err := ingest.ReadAnswer(line, nil)
+	if err != nil {
+		return "", false
+	}
+	if a.Turns == nil {
+		return callsText(a.ToolCalls), false
+	}
+	var turns []struct {
+		Text      string          `json:"text"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
+	}
+	if json.Unmarshal(a.Turns, &turns) != nil || len(turns) == 0 {
+		return "", true
+	}
+	var b strings.Builder
+	for i, t := range turns {
+		calls := callsText(t.ToolCalls)
+		if strings.TrimSpace(t.Text) == "" && calls == "" {
+			return "", true
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(t.Text)
+		b.WriteString(calls)
+	}
+	return b.String(), true
+}
+
+// callsText is a raw "tool_calls" value, "" for none (absent, null, []).
+func callsText(raw []byte) string {
+	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" && s != "[]" {
+		return s
+	}
+	return ""
 }
 
 // errNotReady: some dataset is not fit to train on (exit 1); the verdicts

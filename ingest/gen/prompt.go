@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"gendex/ingest"
 	"gendex/ingest/gen/client"
@@ -38,6 +39,9 @@ type Prompt struct {
 	// Tools are the tools of a chat prompt that uses them (its line's
 	// "tools", wrapped; tools.go), nil for none.
 	Tools json.RawMessage
+	// open are the data's calls left without a recorded result, at its
+	// end (a set whose data ends at the assistant's call; toolturns.go).
+	open []client.ToolCall
 }
 
 type promptLine struct {
@@ -136,6 +140,7 @@ func (pl *promptLine) prompt(id string, lineNo int64) (*Prompt, error) {
 // conversation without any assistant turn, with its number of user turns.
 func (p *Prompt) setChat(msgs []client.Message, dropTrailingAssistant bool) error {
 	p.Messages = msgs
+	p.open = openCalls(msgs)
 	if dropTrailingAssistant {
 		for len(p.Messages) > 0 && p.Messages[len(p.Messages)-1].Role == "assistant" {
 			p.Messages = p.Messages[:len(p.Messages)-1]
@@ -155,6 +160,24 @@ func (p *Prompt) setChat(msgs []client.Message, dropTrailingAssistant bool) erro
 		}
 	}
 	return nil
+}
+
+// openCalls returns the calls of msgs (paired: ingest.PairTools) left
+// without a result at its end; a call is answered before the conversation
+// goes on, so only the last calls can be open.
+func openCalls(msgs []client.Message) []client.ToolCall {
+	var open []client.ToolCall
+	for _, m := range msgs {
+		switch {
+		case len(m.ToolCalls) > 0:
+			open = slices.Clone(m.ToolCalls)
+		case m.Role == "tool":
+			open = slices.DeleteFunc(open, func(c client.ToolCall) bool { return c.ID == m.ToolCallID })
+		default:
+			open = nil
+		}
+	}
+	return open
 }
 
 // TurnMessages returns the messages of turn i (1..Turns) of a conversation

@@ -16,13 +16,22 @@ package gen
 // tool_call_id's call or a Hermes name, answers only a call of that tool).
 // An answer without calls ends user turn u; the next user turn follows.
 //
+// Where the data ends at the assistant's call with no result recorded (the
+// shape of most function-calling sets: a query, the tools, the call), the
+// model's calls past the last user turn's results are compared with the
+// data's open calls, in order: calls of those tools end the conversation
+// with no stop, at the model's calls, as the data's ends.
+//
 // A stop: when the model departs from the data, the conversation ends at
 // that step, with the model's own turn last, and its line says why
 // ("tool_stop": {"reason", "step", "detail"}):
 //
-//	other_tool  a call of another tool than the result recorded for it
-//	more_calls  more calls than results left for the user turn
-//	no_call     an answer in text where the data called, at the last user turn
+//	other_tool  a call of another tool than the result recorded for it,
+//	            or than the call the data ends at
+//	more_calls  more calls than results left for the user turn (and, at
+//	            the last, calls the data ends at)
+//	no_call     an answer in text where the data called, at the last user
+//	            turn (a result left, or the data ends at its call)
 //	bad_arguments  a call whose arguments are not a JSON object (no server
 //	            takes it back in the history)
 //
@@ -84,6 +93,9 @@ type toolConv struct {
 	leads   [][]client.Message // per user turn: the turns that open it (system turns before it, then it)
 	segs    [][]toolResult     // per user turn: the data's results after it
 	u, used int                // the user turn being answered, and its results used
+	// open are the data's calls left without a result at its end (at the
+	// last user turn, after its results; Prompt.open).
+	open    []client.ToolCall
 	history []client.Message
 	steps   []toolStep
 	stop    *toolStop
@@ -93,7 +105,7 @@ type toolConv struct {
 }
 
 func newToolConv(p *Prompt) *toolConv {
-	tc := &toolConv{}
+	tc := &toolConv{open: p.open}
 	var pending []client.Message
 	tools := 0
 	for _, m := range p.Messages {
@@ -127,12 +139,11 @@ func (tc *toolConv) prompt(p *Prompt) *Prompt {
 }
 
 // take takes the answer to the current step; it reports whether the
-// conversation is over (answered, cut or stopped).
+// conversation is over (answered, cut, stopped, or ended at the model's
+// calls where the data's ends at its own).
 func (tc *toolConv) take(res *client.Result) bool {
 	n := len(tc.steps) + 1
 	step := toolStep{res: res, user: tc.u}
-	seg := tc.segs[tc.u]
-	left := len(seg) - tc.used
 	text := ""
 	if res.Text != nil {
 		text = *res.Text
@@ -145,12 +156,12 @@ func (tc *toolConv) take(res *client.Result) bool {
 	tc.history = append(tc.history, client.Message{Role: "assistant", Content: text, ToolCalls: res.ToolCalls})
 	defer func() { tc.steps = append(tc.steps, step) }()
 	calls := res.ToolCalls
+	seg := tc.segs[tc.u][tc.used:]
 	switch {
 	case res.FinishReason == "length":
 		return true
 	case len(calls) == 0:
-		if left > 0 && tc.u == len(tc.segs)-1 {
-			tc.stop = &toolStop{StopNoCall, fmt.Sprintf("step %d: the model answered in text where the data called a tool (%d recorded result(s) left for user turn %d)", n, left, tc.u+1), n}
+		if tc.stop = tc.noCall(n); tc.stop != nil {
 			return true
 		}
 		tc.u, tc.used = tc.u+1, 0
@@ -163,23 +174,85 @@ func (tc *toolConv) take(res *client.Result) bool {
 		k := badArgs(calls)
 		tc.stop = &toolStop{StopBadArgs, fmt.Sprintf("step %d: call %d (%s): arguments %q are not a JSON object", n, k, calls[k-1].Function.Name, calls[k-1].Function.Arguments), n}
 		return true
-	case len(calls) > left:
-		tc.stop = &toolStop{StopMoreCalls, fmt.Sprintf("step %d: the model made %d call(s), the data has %d result(s) left for user turn %d", n, len(calls), left, tc.u+1), n}
+	case len(calls) > len(seg):
+		// Past the results: the data's own calls left open at its end,
+		// or a departure.
+		tc.stop = tc.callsPast(n, calls, seg)
+		return true
+	}
+	if tc.stop = otherTool(n, calls, seg, nil); tc.stop != nil {
 		return true
 	}
 	for k, c := range calls {
-		if r := seg[tc.used+k]; r.name != "" && r.name != c.Function.Name {
-			tc.stop = &toolStop{StopOtherTool, fmt.Sprintf("step %d: call %d: the model called %s where the data's result is %s's", n, k+1, c.Function.Name, r.name), n}
-			return true
-		}
-	}
-	for k, c := range calls {
-		r := seg[tc.used+k]
-		tc.history = append(tc.history, client.Message{Role: "tool", Content: r.content, ToolCallID: c.ID, Name: c.Function.Name})
-		step.results = append(step.results, r.at)
+		tc.history = append(tc.history, client.Message{Role: "tool", Content: seg[k].content, ToolCallID: c.ID, Name: c.Function.Name})
+		step.results = append(step.results, seg[k].at)
 	}
 	tc.used += len(calls)
 	return false
+}
+
+// last reports whether the user turn being answered is the prompt's last.
+func (tc *toolConv) last() bool { return tc.u == len(tc.segs)-1 }
+
+// noCall is the stop of an answer in text at step n: a no_call where the
+// data called at the last user turn (a result left, or its calls left
+// open at its end), else none.
+func (tc *toolConv) noCall(n int) *toolStop {
+	if !tc.last() {
+		return nil
+	}
+	if left := len(tc.segs[tc.u]) - tc.used; left > 0 {
+		return &toolStop{StopNoCall, fmt.Sprintf("step %d: the model answered in text where the data called a tool (%d recorded result(s) left for user turn %d)", n, left, tc.u+1), n}
+	}
+	if len(tc.open) > 0 {
+		return &toolStop{StopNoCall, fmt.Sprintf("step %d: the model answered in text where the data ends calling %s", n, callNames(tc.open)), n}
+	}
+	return nil
+}
+
+// callsPast is the end of step n, whose calls outnumber the results seg
+// left for the user turn: at the last user turn, calls of the tools the
+// data's conversation ends calling (its open calls, in order, after the
+// results) end it with no stop, as the data's ends: the record ends at the
+// model's calls. Otherwise more_calls, or other_tool for a call of another
+// tool.
+func (tc *toolConv) callsPast(n int, calls []client.ToolCall, seg []toolResult) *toolStop {
+	if !tc.last() || len(calls) > len(seg)+len(tc.open) {
+		detail := fmt.Sprintf("step %d: the model made %d call(s), the data has %d result(s) left for user turn %d", n, len(calls), len(seg), tc.u+1)
+		if tc.last() && len(tc.open) > 0 {
+			detail += fmt.Sprintf(" and ends calling %s", callNames(tc.open))
+		}
+		return &toolStop{StopMoreCalls, detail, n}
+	}
+	return otherTool(n, calls, seg, tc.open)
+}
+
+// otherTool is the other_tool stop of step n when one of its calls is not
+// of the tool the data has next for it: the k-th call takes the k-th
+// result left (seg; a result with no name takes any call), then the data's
+// open calls in order. nil when each call is of its tool.
+func otherTool(n int, calls []client.ToolCall, seg []toolResult, open []client.ToolCall) *toolStop {
+	for k, c := range calls {
+		if k < len(seg) {
+			if r := seg[k]; r.name != "" && r.name != c.Function.Name {
+				return &toolStop{StopOtherTool, fmt.Sprintf("step %d: call %d: the model called %s where the data's result is %s's", n, k+1, c.Function.Name, r.name), n}
+			}
+			continue
+		}
+		if want := open[k-len(seg)].Function.Name; want != c.Function.Name {
+			return &toolStop{StopOtherTool, fmt.Sprintf("step %d: call %d: the model called %s where the data ends calling %s", n, k+1, c.Function.Name, want), n}
+		}
+	}
+	return nil
+}
+
+// callNames names calls: "a", "a, b".
+func callNames(calls []client.ToolCall) string {
+	names := make([]string, len(calls))
+	for k, c := range calls {
+		names[k] = c.Function.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // answerTools asks j's tool conversation step by step (see above), from

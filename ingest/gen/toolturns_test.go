@@ -124,3 +124,55 @@ func TestToolStepsRetake(t *testing.T) {
 		t.Error("a recorded step the changed prompt does not lead to was taken")
 	}
 }
+
+// TestToolConvEndsAtDataCall: where the data ends at the assistant's
+// call(s) with no result recorded, the model calling those tools, in order,
+// ends the conversation at its calls with no stop; another tool is
+// other_tool, text no_call, calls past the data's more_calls. After a
+// recorded result, the data's next call is open the same way.
+func TestToolConvEndsAtDataCall(t *testing.T) {
+	const atCall = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"a","arguments":{}}}]}]}`
+	const parallel = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"a","arguments":{}}},{"function":{"name":"b","arguments":{}}}]}]}`
+	const glaive = `{"tools":"[{\"name\": \"a\"}, {\"name\": \"b\"}]","conversations":[{"from":"human","value":"u1"},` +
+		`{"from":"function_call","value":"{\"name\": \"a\", \"arguments\": {}}"},{"from":"observation","value":"ra"},` +
+		`{"from":"function_call","value":"{\"name\": \"b\", \"arguments\": {}}"}]}`
+	for _, tcase := range []struct {
+		name, line string
+		answers    []*client.Result
+		reason     string // "" for no stop
+	}{
+		{"same tool", atCall, []*client.Result{calling("a")}, ""},
+		{"other tool", atCall, []*client.Result{calling("b")}, StopOtherTool},
+		{"text", atCall, []*client.Result{saying("no")}, StopNoCall},
+		{"two calls", atCall, []*client.Result{calling("a", "a")}, StopMoreCalls},
+		{"parallel, same", parallel, []*client.Result{calling("a", "b")}, ""},
+		{"parallel, order", parallel, []*client.Result{calling("b", "a")}, StopOtherTool},
+		{"parallel, first only", parallel, []*client.Result{calling("a")}, ""},
+		{"parallel, three", parallel, []*client.Result{calling("a", "b", "a")}, StopMoreCalls},
+		{"glaive, result then call", glaive, []*client.Result{calling("a"), calling("b")}, ""},
+		{"glaive, both at once", glaive, []*client.Result{calling("a", "b")}, ""},
+		{"glaive, text after result", glaive, []*client.Result{calling("a"), saying("no")}, StopNoCall},
+		{"glaive, other after result", glaive, []*client.Result{calling("a"), calling("a")}, StopOtherTool},
+		{"glaive, text first", glaive, []*client.Result{saying("no")}, StopNoCall},
+	} {
+		tc := newToolConv(toolPrompt(t, tcase.line))
+		for i, res := range tcase.answers {
+			over := tc.take(res)
+			if last := i == len(tcase.answers)-1; over != last {
+				t.Fatalf("%s: step %d over %v (stop %+v)", tcase.name, i+1, over, tc.stop)
+			}
+		}
+		got := ""
+		if tc.stop != nil {
+			got = tc.stop.reason
+		}
+		if got != tcase.reason {
+			t.Errorf("%s: stop %q (%+v), want %q", tcase.name, got, tc.stop, tcase.reason)
+		}
+		if m := tc.history[len(tc.history)-1]; m.Role != "assistant" {
+			t.Errorf("%s: the history ends with %+v, not the model's turn", tcase.name, m)
+		}
+	}
+}

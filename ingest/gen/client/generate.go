@@ -228,6 +228,11 @@ func (c *Client) Chat(ctx context.Context, req ChatRequest) (*Result, error) {
 		body["chat_template_kwargs"] = kwargs
 	}
 	addTools(body, req.Tools)
+	if req.Tools != nil {
+		// The model's parallel calls, all of them: llama-server allows
+		// them only when asked (SGLang and vLLM by default).
+		body["parallel_tool_calls"] = true
+	}
 	res, err := c.openAI(ctx, op, "/v1/chat/completions", APIChat, body)
 	if err != nil && req.Tools != nil {
 		return nil, c.toolsRefused(err)

@@ -67,6 +67,8 @@ type genRequest struct {
 	ended   bool
 	// noToolCall: the request's tool_choice is "none" (see tools.go).
 	noToolCall bool
+	// oneCall: the request allows one tool call per turn (see tools.go).
+	oneCall bool
 }
 
 // beginGeneration admits a generation request: it counts it, answers 503

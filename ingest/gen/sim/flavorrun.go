@@ -59,7 +59,7 @@ func (s *Server) buildFlavorItem(g *genRequest, prompt []int, sp map[string]json
 		return nil, err
 	}
 	params.salt = salt
-	params.noToolCall = g.noToolCall
+	params.noToolCall, params.oneCall = g.noToolCall, g.oneCall
 	budget := max(0, min(params.maxNewTokens, s.cfg.ContextLength-len(prompt)))
 	params.minNewTokens = min(params.minNewTokens, budget)
 	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}

@@ -179,7 +179,7 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 	if sp.n > 1 {
 		return nil, errParallelSampling
 	}
-	sp.noToolCall = g.noToolCall
+	sp.noToolCall, sp.oneCall = g.noToolCall, g.oneCall
 	var schedErr string
 	if m := s.cfg.maxReqInputLen(); nTok >= m {
 		schedErr = fmt.Sprintf("Input length (%d tokens) exceeds the maximum allowed length (%d tokens). Use a shorter input or enable --allow-auto-truncate.", nTok, m)

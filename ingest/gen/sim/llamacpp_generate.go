@@ -329,6 +329,8 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.noToolCall = tools != nil && tools.choice == "none"
+	// llama-server allows parallel calls only when asked (function-calling.md).
+	g.oneCall = !truthy(m["parallel_tool_calls"])
 	prompt := s.chatPrompt(m, msgs)
 	if !s.llamaCheck(w, g, prompt) {
 		return

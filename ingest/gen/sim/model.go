@@ -104,7 +104,7 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 	answer, thinkLen := naturalLengths(seed, think)
 	var call []int // a tool call's answer up to EOS (see tools.go)
 	if s.cfg.ToolCalls && !sp.noToolCall && asksAnswer(prompt) {
-		if call = s.planCall(seed, prompt); call != nil {
+		if call = s.planCall(seed, prompt, sp.oneCall); call != nil {
 			answer = len(call)
 		}
 	}

@@ -199,7 +199,7 @@ func parseOpenAI(r *http.Request, body []byte, typeMsg string, extra map[string]
 var chatSpec = map[string]kind{
 	"max_completion_tokens": kInt, "separate_reasoning": kBool, "continue_final_message": kBool,
 	"chat_template_kwargs": kObj, "input_ids": kInts, "return_prompt_token_ids": kBool,
-	"return_meta_info": kBool, "logprobs": kBool,
+	"return_meta_info": kBool, "logprobs": kBool, "parallel_tool_calls": kBool,
 }
 
 func strPtr(s string) *string { return &s }

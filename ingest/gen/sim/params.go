@@ -30,6 +30,9 @@ type samplingParams struct {
 	// noToolCall: the request's tool_choice is "none", so the model
 	// answers in text whatever tools its prompt holds.
 	noToolCall bool
+	// oneCall: the request allows one tool call per turn (llama.cpp
+	// without parallel_tool_calls), so the model makes no parallel calls.
+	oneCall bool
 }
 
 // samplingKeys lists every key SGLang's SamplingParams accepts, with the

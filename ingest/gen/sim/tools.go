@@ -21,9 +21,11 @@ import (
 // (6 in 10 after a user message, 35 in 100 after a tool result), which one
 // (uniformly) and its arguments (from its JSON schema: every required
 // property, each other one at even odds; enums, types, nested objects and
-// arrays followed). A call is an optional one-sentence preamble, a blank
-// line, then the call in the markup of the model's format, then EOS; one
-// call per turn (no parallel calls).
+// arrays followed), and whether it makes a second call at once (1 in 4,
+// of any of the tools, drawn last: parallel calls; not where the request
+// allows one call only, as llama.cpp without parallel_tool_calls). A
+// turn that calls is an optional one-sentence preamble, a blank line, then
+// the calls in the markup of the model's format, then EOS.
 //
 // Markup (tools-api.md §2d): Qwen's (--tool-call-parser qwen25, qwen or
 // hermes, and the default) is <tool_call>\n{"name": N, "arguments": A}\n
@@ -152,7 +154,8 @@ func countCalls(prompt []int, f toolFormat) int {
 
 // planCall decides whether the answer to prompt calls a tool; if so it
 // returns the answer's ids up to EOS (preamble, blank line, markup).
-func (s *Server) planCall(seed uint64, prompt []int) []int {
+// oneCall: the request does not allow parallel calls.
+func (s *Server) planCall(seed uint64, prompt []int, oneCall bool) []int {
 	tools := promptTools(prompt)
 	if len(tools) == 0 {
 		return nil
@@ -166,7 +169,7 @@ func (s *Server) planCall(seed uint64, prompt []int) []int {
 		return nil
 	}
 	tool := tools[r.intn(len(tools))]
-	call := toolCall{name: tool.name, args: genObject(r, tool.params, 0)}
+	calls := []toolCall{{name: tool.name, args: genObject(r, tool.params, 0)}}
 	f := formatOf(s.cfg.ToolCallParser)
 	var text string
 	if r.intn(2) == 0 {
@@ -177,7 +180,11 @@ func (s *Server) planCall(seed uint64, prompt []int) []int {
 		}
 		text = strings.ToUpper(ws[0][:1]) + strings.Join(ws, " ")[1:] + ".\n\n"
 	}
-	return appendEncoded(nil, text+f.markup([]toolCall{call}, countCalls(prompt, f)))
+	if !oneCall && r.intn(4) == 0 {
+		tool := tools[r.intn(len(tools))]
+		calls = append(calls, toolCall{name: tool.name, args: genObject(r, tool.params, 0)})
+	}
+	return appendEncoded(nil, text+f.markup(calls, countCalls(prompt, f)))
 }
 
 // genObject writes arguments for an object schema as Python's json.dumps

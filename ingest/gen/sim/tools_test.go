@@ -71,26 +71,45 @@ func checkArgs(t *testing.T, name, args string) {
 	}
 }
 
-// callOf returns the name and arguments of a chat answer's only tool call.
-func callOf(t *testing.T, msg map[string]any) (string, string) {
+// simCall is one call of a chat answer: its tool's name and arguments.
+type simCall struct{ name, args string }
+
+// callsOf returns the calls of a chat answer, in order; each one's
+// arguments are checked against testTools.
+func callsOf(t *testing.T, msg map[string]any) []simCall {
 	t.Helper()
-	calls := arr(t, msg["tool_calls"])
-	if len(calls) != 1 {
-		t.Fatalf("%d tool calls, want 1: %v", len(calls), msg)
+	var out []simCall
+	for _, c := range arr(t, msg["tool_calls"]) {
+		fn := obj(t, obj(t, c)["function"])
+		out = append(out, simCall{str(t, fn["name"]), str(t, fn["arguments"])})
+		checkArgs(t, out[len(out)-1].name, out[len(out)-1].args)
 	}
-	fn := obj(t, obj(t, calls[0])["function"])
-	return str(t, fn["name"]), str(t, fn["arguments"])
+	if len(out) == 0 || len(out) > 2 {
+		t.Fatalf("%d tool calls, want 1 or 2: %v", len(out), msg)
+	}
+	return out
+}
+
+// callIDs returns the ids of a chat answer's calls.
+func callIDs(t *testing.T, msg map[string]any) []string {
+	t.Helper()
+	var ids []string
+	for _, c := range arr(t, msg["tool_calls"]) {
+		ids = append(ids, str(t, obj(t, c)["id"]))
+	}
+	return ids
 }
 
 // TestToolCallsSGLang: with --tool-call-parser, some answers call a tool
 // (name and arguments from its schema, finish_reason tool_calls,
 // matched_stop null, content "" or the text before the call, an id
-// call_<24 hex>), the others are text; the same request gets the same
-// answer; a call never appears with tool_choice "none".
+// call_<24 hex>), some two at once (parallel calls), the others are text;
+// the same request gets the same answer; a call never appears with
+// tool_choice "none".
 func TestToolCallsSGLang(t *testing.T) {
 	_, url := testServer(t, Config{ToolCalls: true, ToolCallParser: "qwen25"})
 	idRe := regexp.MustCompile(`^call_[0-9a-f]{24}$`)
-	calls, texts, named := 0, 0, map[string]bool{}
+	calls, parallel, texts, named := 0, 0, 0, map[string]bool{}
 	for n := range 40 {
 		c := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", toolChat(n, "")))["choices"])[0])
 		msg := obj(t, c["message"])
@@ -102,26 +121,32 @@ func TestToolCallsSGLang(t *testing.T) {
 			continue
 		}
 		calls++
-		name, args := callOf(t, msg)
-		named[name] = true
-		checkArgs(t, name, args)
+		cs := callsOf(t, msg)
+		if len(cs) == 2 {
+			parallel++
+		}
+		for _, c := range cs {
+			named[c.name] = true
+		}
 		if c["finish_reason"] != "tool_calls" || c["matched_stop"] != nil || msg["content"] == nil {
 			t.Errorf("question %d: a call with finish %v, matched_stop %v, content %v", n, c["finish_reason"], c["matched_stop"], msg["content"])
 		}
-		if id := str(t, obj(t, arr(t, msg["tool_calls"])[0])["id"]); !idRe.MatchString(id) {
-			t.Errorf("question %d: call id %q, want call_<24 hex>", n, id)
+		for _, id := range callIDs(t, msg) {
+			if !idRe.MatchString(id) {
+				t.Errorf("question %d: call id %q, want call_<24 hex>", n, id)
+			}
 		}
 		again := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", toolChat(n, "")))["choices"])[0])
-		if n2, a2 := callOf(t, obj(t, again["message"])); n2 != name || a2 != args {
-			t.Errorf("question %d asked twice: %s %s, then %s %s", n, name, args, n2, a2)
+		if cs2 := callsOf(t, obj(t, again["message"])); !slices.Equal(cs, cs2) {
+			t.Errorf("question %d asked twice: %v, then %v", n, cs, cs2)
 		}
 		none := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", toolChat(n, `,"tool_choice":"none"`)))["choices"])[0])
 		if m := obj(t, none["message"]); m["tool_calls"] != nil || strings.Contains(str(t, m["content"]), "<tool_call>") {
 			t.Errorf("question %d with tool_choice none: %v", n, m)
 		}
 	}
-	if calls < 10 || texts < 10 || len(named) != 2 {
-		t.Errorf("40 questions: %d calls (of %v), %d text answers; want some of each, both tools called", calls, named, texts)
+	if calls < 10 || texts < 10 || len(named) != 2 || parallel == 0 || parallel == calls {
+		t.Errorf("40 questions: %d answers with calls (of %v; %d of them parallel), %d text answers; want some of each, both tools called", calls, named, parallel, texts)
 	}
 }
 
@@ -138,10 +163,13 @@ func TestToolCallMarkupWithoutParser(t *testing.T) {
 			continue
 		}
 		seen++
-		name, args := callOf(t, obj(t, p["message"]))
+		var marks []string
+		for _, c := range callsOf(t, obj(t, p["message"])) {
+			marks = append(marks, "<tool_call>\n{\"name\": \""+c.name+"\", \"arguments\": "+c.args+"}\n</tool_call>")
+		}
 		c := obj(t, arr(t, obj(t, postOK(t, plain+"/v1/chat/completions", toolChat(n, "")))["choices"])[0])
 		m := obj(t, c["message"])
-		want := "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": " + args + "}\n</tool_call>"
+		want := strings.Join(marks, "\n")
 		if m["tool_calls"] != nil || c["finish_reason"] != "stop" || !strings.HasSuffix(str(t, m["content"]), want) {
 			t.Errorf("question %d without a parser: finish %v, message %v; want the markup %q in content, finish stop", n, c["finish_reason"], m, want)
 		}
@@ -186,22 +214,27 @@ func TestToolCallGenerateRoundTrip(t *testing.T) {
 						t.Errorf("question %d: skip_special_tokens changes Qwen's call: %q, not %q", n, plain["text"], gen["text"])
 					}
 				}
-				name, args := callOf(t, msg)
+				cs := callsOf(t, msg)
 				resp, raw := post(t, url+"/parse_function_call", fmt.Sprintf(`{"text":%s,"tool_call_parser":%q,"tools":%s}`, marshal(gen["text"]), parser, testTools))
-				if resp.StatusCode != 200 || !regexp.MustCompile(`"calls":\[\{"tool_index":-?\d+,"name":"[a-z_]+","parameters":"[^\n]*","tool_call_id":null\}\]\}$`).Match(raw) {
+				if resp.StatusCode != 200 || !regexp.MustCompile(`"calls":\[\{"tool_index":-?\d+,"name":"[a-z_]+","parameters":"[^\n]*","tool_call_id":null\}(,\{"tool_index":-?\d+,"name":"[a-z_]+","parameters":"[^\n]*","tool_call_id":null\})?\]\}$`).Match(raw) {
 					t.Fatalf("question %d: /parse_function_call answers %d %s", n, resp.StatusCode, raw)
 				}
 				parsed := obj(t, decode(t, raw))
-				pc := arr(t, parsed["calls"])
-				if len(pc) != 1 || str(t, obj(t, pc[0])["name"]) != name || str(t, obj(t, pc[0])["parameters"]) != args {
-					t.Errorf("question %d: /parse_function_call gives %v, chat %s %s", n, parsed, name, args)
+				var pcs []simCall
+				for _, c := range arr(t, parsed["calls"]) {
+					pcs = append(pcs, simCall{str(t, obj(t, c)["name"]), str(t, obj(t, c)["parameters"])})
+				}
+				if !slices.Equal(pcs, cs) {
+					t.Errorf("question %d: /parse_function_call gives %v, chat %v", n, parsed, cs)
 				}
 				if parsed["normal_text"] != msg["content"] {
 					t.Errorf("question %d: normal_text %q, chat content %q", n, parsed["normal_text"], msg["content"])
 				}
 				if parser == "kimi_k2" {
-					if id := str(t, obj(t, arr(t, msg["tool_calls"])[0])["id"]); id != "functions."+name+":0" {
-						t.Errorf("question %d: kimi_k2 call id %q, want functions.%s:0", n, id, name)
+					for k, id := range callIDs(t, msg) {
+						if want := fmt.Sprintf("functions.%s:%d", cs[k].name, k); id != want {
+							t.Errorf("question %d: kimi_k2 call id %q, want %s", n, id, want)
+						}
 					}
 				}
 			}
@@ -300,12 +333,20 @@ func TestToolCallsVLLM(t *testing.T) {
 			continue
 		}
 		seen++
-		name, args := callOf(t, msg)
-		checkArgs(t, name, args)
-		id := str(t, obj(t, arr(t, msg["tool_calls"])[0])["id"])
-		if c["finish_reason"] != "tool_calls" || !strings.HasPrefix(id, "chatcmpl-tool-") || msg["content"] == "" ||
-			!slices.Contains(ints(t, c["token_ids"]), ToolCallStartID) {
-			t.Errorf("question %d: finish %v, id %q, content %v, token_ids %v", n, c["finish_reason"], id, msg["content"], c["token_ids"])
+		cs := callsOf(t, msg)
+		for _, id := range callIDs(t, msg) {
+			if !strings.HasPrefix(id, "chatcmpl-tool-") {
+				t.Errorf("question %d: call id %q", n, id)
+			}
+		}
+		marks := 0
+		for _, id := range ints(t, c["token_ids"]) {
+			if id == ToolCallStartID {
+				marks++
+			}
+		}
+		if c["finish_reason"] != "tool_calls" || msg["content"] == "" || marks != len(cs) {
+			t.Errorf("question %d: finish %v, content %v, %d call(s), token_ids %v", n, c["finish_reason"], msg["content"], len(cs), c["token_ids"])
 		}
 	}
 	if seen == 0 {
@@ -315,7 +356,8 @@ func TestToolCallsVLLM(t *testing.T) {
 
 // TestToolCallsLlamaCpp: llama-server answers tools with a 500 under
 // --no-jinja, and with jinja returns parsed calls (ids of 32 letters and
-// digits, compact arguments, finish tool_calls).
+// digits, compact arguments, finish tool_calls): one per answer unless the
+// request sets parallel_tool_calls, then some answers make two.
 func TestToolCallsLlamaCpp(t *testing.T) {
 	_, nj := testServer(t, Config{Flavor: FlavorLlamaCpp, ToolCalls: true, NoJinja: true})
 	resp, b := post(t, nj+"/v1/chat/completions", toolChat(1, ""))
@@ -324,22 +366,30 @@ func TestToolCallsLlamaCpp(t *testing.T) {
 	}
 	_, url := testServer(t, Config{Flavor: FlavorLlamaCpp, ToolCalls: true})
 	idRe := regexp.MustCompile(`^[0-9A-Za-z]{32}$`)
-	seen := 0
-	for n := range 20 {
-		c := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", toolChat(n, "")))["choices"])[0])
-		msg := obj(t, c["message"])
-		if msg["tool_calls"] == nil {
-			continue
+	for _, extra := range []string{"", `,"parallel_tool_calls":true`} {
+		seen, parallel := 0, 0
+		for n := range 40 {
+			c := obj(t, arr(t, obj(t, postOK(t, url+"/v1/chat/completions", toolChat(n, extra)))["choices"])[0])
+			msg := obj(t, c["message"])
+			if msg["tool_calls"] == nil {
+				continue
+			}
+			seen++
+			cs := callsOf(t, msg)
+			if len(cs) > 1 {
+				parallel++
+			}
+			for k, id := range callIDs(t, msg) {
+				if !idRe.MatchString(id) || strings.Contains(cs[k].args, ": ") {
+					t.Errorf("question %d: id %q, arguments %s", n, id, cs[k].args)
+				}
+			}
+			if c["finish_reason"] != "tool_calls" || msg["content"] == nil {
+				t.Errorf("question %d: finish %v, content %v", n, c["finish_reason"], msg["content"])
+			}
 		}
-		seen++
-		name, args := callOf(t, msg)
-		checkArgs(t, name, args)
-		id := str(t, obj(t, arr(t, msg["tool_calls"])[0])["id"])
-		if c["finish_reason"] != "tool_calls" || !idRe.MatchString(id) || strings.Contains(args, ": ") || msg["content"] == nil {
-			t.Errorf("question %d: finish %v, id %q, arguments %s, content %v", n, c["finish_reason"], id, args, msg["content"])
+		if seen == 0 || (extra == "") != (parallel == 0) {
+			t.Errorf("40 questions (body%s): %d with calls, %d of them parallel", extra, seen, parallel)
 		}
-	}
-	if seen == 0 {
-		t.Fatal("no call in 20 questions")
 	}
 }
