@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gendex/ingest/gen/sim"
 )
 
 // lossRuns returns the ids under loss of an ids record, one list per
@@ -32,9 +34,48 @@ func lossRuns(t *testing.T, rec map[string]json.RawMessage) [][]int {
 	return runs
 }
 
+// withoutLoss returns the prompt part of an ids record (its last run of
+// loss, the last turn's output, off) without its ids under loss.
+func withoutLoss(t *testing.T, rec map[string]json.RawMessage) []int {
+	var ids, mask []int
+	json.Unmarshal(rec["input_ids"], &ids)
+	json.Unmarshal(rec["loss_mask"], &mask)
+	n := len(mask)
+	for n > 0 && mask[n-1] == 1 {
+		n--
+	}
+	var out []int
+	for i := range n {
+		if mask[i] == 0 {
+			out = append(out, ids[i])
+		}
+	}
+	return out
+}
+
+// withoutAssistant returns the simulator's prompt ids without the bodies
+// of its assistant turns (from the assistant header to their end).
+func withoutAssistant(prompt []int) []int {
+	var out []int
+	in := false
+	for i, id := range prompt {
+		switch {
+		case in && id == sim.IMEndID:
+			in = false
+		case in:
+			continue
+		case i > 0 && prompt[i-1] == sim.IMStartID && id == sim.AssistantID:
+			in = true
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
 // rawTurn is what the loss test reads of one turn of a raw line.
 type rawTurn struct {
 	OutputIDs []int           `json:"output_ids"`
+	PromptIDs []int           `json:"prompt_ids"`
 	Text      *string         `json:"text"`
 	ToolCalls json.RawMessage `json:"tool_calls"`
 }
@@ -94,6 +135,9 @@ func checkTurnLoss(t *testing.T, name, dir string) (textAndCall int) {
 		if len(runs) != len(turns) {
 			t.Errorf("%s: record %s: %d runs of loss for %d turns", name, id, len(runs), len(turns))
 		}
+		if p := turns[len(turns)-1].PromptIDs; p != nil && !slices.Equal(withoutLoss(t, rec), withoutAssistant(p)) {
+			t.Errorf("%s: record %s: outside its turns' loss, its ids are not the server's prompt outside the assistant turns", name, id)
+		}
 	}
 	if lost > 0 {
 		t.Logf("%s: %d turns without their loss", name, lost)
@@ -132,7 +176,7 @@ func withShareGPT(t *testing.T, dir string, n int) {
 // once a user turn follows): in every ids record, from gen --export ids
 // and from gendex export --format ids alike, every regenerated assistant
 // turn carries its own output ids as its loss; none is excluded for want
-// of it. (Before, the vLLM turns with text and a call had no loss at all,
+// of it (a conversation cut at the limit is excluded as length). (Before, the vLLM turns with text and a call had no loss at all,
 // nor the earlier turns whose thinking the template dropped.)
 func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 	for _, flavor := range [][]string{
@@ -149,7 +193,7 @@ func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 		dir := simToolDataset(t, 24)
 		withShareGPT(t, dir, 12)
 		db := filepath.Join(t.TempDir(), "g.db")
-		args := append([]string{"--db", db, "gen", "--server", "sim", "--sim-tool-calls", "--max-new-tokens", "400", "--include-truncated", "--export", "ids"}, flavor...)
+		args := append([]string{"--db", db, "gen", "--server", "sim", "--sim-tool-calls", "--max-new-tokens", "1200", "--export", "ids"}, flavor...)
 		if r := gendex(t, testEnv(nil), append(args, dir)...); r.code != 0 {
 			t.Fatalf("%s: %s", name, r)
 		}
@@ -157,19 +201,24 @@ func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 			t.Errorf("%s: no earlier turn had text and a call: the case is not tried", name)
 		}
 		if b, _ := os.ReadFile(filepath.Join(dir, "excluded.jsonl")); len(b) > 0 {
-			t.Errorf("%s: exclusions:\n%s", name, b)
+			for _, l := range readRecords(t, filepath.Join(dir, "excluded.jsonl")) {
+				if string(l["reason"]) != `"length"` { // a conversation cut at the limit ends there, excluded
+					t.Errorf("%s: excluded: %s %s %s", name, l["id"], l["reason"], l["detail"])
+				}
+			}
 		}
 		out := t.TempDir()
-		r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--format", "ids", "--include-truncated", "--out", out, dir)
+		r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--format", "ids", "--out", out, dir)
 		if r.code != 0 || strings.Contains(r.stderr, "no loss") {
-			t.Fatalf("%s: export: %s", name, r)
+			t.Errorf("%s: export: %s", name, r)
+			continue
 		}
 		want, _ := os.ReadFile(filepath.Join(dir, "tokenized.jsonl"))
 		got, _ := os.ReadFile(filepath.Join(out, "agentic", "tokenized.jsonl"))
 		if string(got) != string(want) {
 			t.Errorf("%s: export's ids records differ from gen's", name)
 		}
-		if r := gendex(t, testEnv(nil), "--db", db, "check", "--include-truncated", dir); strings.Contains(r.stdout, "no_turn_loss") {
+		if r := gendex(t, testEnv(nil), "--db", db, "check", dir); strings.Contains(r.stdout, "no_turn_loss") {
 			t.Errorf("%s: check: %s", name, r)
 		}
 	}

@@ -23,12 +23,15 @@ package export
 //  2. Within its place, the turn's output ids found verbatim (or without
 //     their last, the stop token the template renders as its own end of
 //     turn) carry the loss where they are.
-//  3. Else the rendered turn is replaced by the model's own ids: the ids
-//     the two share at the start stay, and the rendered ids from there up
-//     to the end of the longest tail of the output ids found after them
-//     make way for the rest of the output ids (the template's end of turn
-//     after them stays). The record then holds the model's own ids, all of
-//     them under loss.
+//  3. Else the rendered turn is replaced by the model's own ids. It
+//     begins with a stretch of them (the start the two share, or what the
+//     template kept: the text after dropped thinking, stripped), and when
+//     the output goes on after that stretch, the longest tail of it found
+//     next (at once, or long enough not to be there by chance: minTail)
+//     ends it (a call after another blank line, re-serialized arguments);
+//     a tail not found was dropped (stripped spaces). The template's end
+//     of turn after it stays. The record then holds the model's own ids,
+//     all under loss.
 //  4. A turn whose place is not known (or not there) is looked for
 //     verbatim after the turn before it.
 //  5. Else the longest tail of its output ids found there, when it starts
@@ -132,27 +135,65 @@ func verbatim(s, out []int) (at, n int) {
 	return -1, 0
 }
 
+// minTail is the fewest ids of an output that, found after other
+// rendered ids (or alone), mark a place in its rendered turn; fewer may be
+// found there by chance.
+const minTail = 8
+
 // placeAt places a turn's output ids out in x, the place of its rendering
 // (steps 2 and 3 above; offsets in x).
 func placeAt(x, out []int) (lossSpan, bool) {
 	if at, n := verbatim(x, out); at >= 0 {
-		return lossSpan{from: at, to: at + n}, true
+		return lossSpan{from: 0, to: at + n}, true
 	}
-	a := 0
-	for a < len(x) && a < len(out) && x[a] == out[a] {
-		a++
-	}
-	for _, own := range [][]int{out, out[:len(out)-1]} {
-		if a >= len(own) {
-			continue
-		}
-		tail := own[a:]
-		b, at := longestSuffixIn(x[a:], tail)
-		if b > 0 {
-			return lossSpan{from: 0, to: a + at + b, own: own}, true
+	// First with the stop token, whose tail must then be found; else
+	// without it (rendered as another end of turn, or dropped).
+	for i, own := range [][]int{out, out[:len(out)-1]} {
+		if end, ok := renderedEnd(x, own, i == 0); ok {
+			return lossSpan{from: 0, to: end, own: own}, true
 		}
 	}
 	return lossSpan{}, false
+}
+
+// renderedEnd returns where in x the rendering of own ends: x begins with
+// a stretch of own (the longest found in it: the shared start, or what the
+// template kept of the output), and when own goes on after that stretch,
+// the longest tail of own found in the rest of x ends it (found at once,
+// or long enough: minTail); a tail not found so was dropped by the
+// template, unless tailNeeded. Too little found of own is no place,
+// unless the stretch runs to its end (a short answer after thinking).
+func renderedEnd(x, own []int, tailNeeded bool) (int, bool) {
+	l, p := longestPrefixIn(own, x)
+	if l == 0 {
+		return 0, false
+	}
+	end, found := l, l
+	if tail := own[p+l:]; len(tail) > 0 {
+		b, at := longestSuffixIn(x[l:], tail)
+		switch {
+		case b > 0 && (at == 0 || b >= minTail):
+			end, found = l+at+b, l+b
+		case tailNeeded:
+			return 0, false
+		}
+	}
+	return end, found >= min(minTail, len(own)) || p+l == len(own)
+}
+
+// longestPrefixIn returns the length of the longest start of x found in
+// s, and where it is first found.
+func longestPrefixIn(s, x []int) (n, at int) {
+	lo, hi := 0, min(len(x), len(s))
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if index(s, x[:mid]) >= 0 {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, index(s, x[:lo])
 }
 
 // longestSuffixIn returns the length of the longest suffix of tail found
