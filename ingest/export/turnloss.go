@@ -65,6 +65,9 @@ func turnPlaces(prompt []int, outs [][]int, starts []int64) (spans []lossSpan, f
 	trusted := starts[k-1] == int64(len(prompt))
 	from := 0
 	for i, out := range outs {
+		if len(out) == 0 { // nothing to train on
+			continue
+		}
 		s, limit := int(starts[i]), len(prompt)
 		if trusted && starts[i+1] >= int64(from) && starts[i+1] <= int64(len(prompt)) {
 			limit = int(starts[i+1])
@@ -114,7 +117,7 @@ func findTurn(prompt []int, from, limit int, out []int) (lossSpan, bool) {
 // its generation prompt (at least 2 ids): a turn may start at s.
 func genPromptBefore(prompt []int, s int) bool {
 	n := len(prompt)
-	return s >= 2 && prompt[s-1] == prompt[n-1] && prompt[s-2] == prompt[n-2]
+	return s >= 2 && n >= 2 && prompt[s-1] == prompt[n-1] && prompt[s-2] == prompt[n-2]
 }
 
 // verbatim returns the first place of out in s (or of out without its
@@ -162,7 +165,8 @@ func placeAt(x, out []int) (lossSpan, bool) {
 // the longest tail of own found in the rest of x ends it (found at once,
 // or long enough: minTail); a tail not found so was dropped by the
 // template, unless tailNeeded. Too little found of own is no place,
-// unless the stretch runs to its end (a short answer after thinking).
+// unless the stretch (3 ids at least) runs to its end but for at most 2
+// ids, as a template strips them (a short answer after thinking).
 func renderedEnd(x, own []int, tailNeeded bool) (int, bool) {
 	l, p := longestPrefixIn(own, x)
 	if l == 0 {
@@ -178,7 +182,7 @@ func renderedEnd(x, own []int, tailNeeded bool) (int, bool) {
 			return 0, false
 		}
 	}
-	return end, found >= min(minTail, len(own)) || p+l == len(own)
+	return end, found >= min(minTail, len(own)) || l >= 3 && len(own)-(p+l) <= 2
 }
 
 // longestPrefixIn returns the length of the longest start of x found in
