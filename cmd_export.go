@@ -174,8 +174,8 @@ func printExportResult(w io.Writer, r *export.Result, d export.Dataset, format s
 	if r.LenUnknown > 0 {
 		fmt.Fprintf(w, "export: %s: %d records have no token count, so --max-len was not checked for them\n", d.Name, r.LenUnknown)
 	}
-	if r.Unmatched > 0 {
-		fmt.Fprintf(w, "export: %s: %d earlier turns' output_ids were not found verbatim in their conversation's prompt ids: no loss on them\n", d.Name, r.Unmatched)
+	if r.OwnTurns > 0 {
+		fmt.Fprintf(w, "export: %s: %d earlier turns were rendered by the server otherwise than the model generated them: their records hold the model's own ids there, under loss\n", d.Name, r.OwnTurns)
 	}
 }
 

@@ -83,8 +83,9 @@ func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 
 // toolServer is an SGLang that runs a tool-call parser: the simulator,
 // with /server_info naming qwen25, a /parse_function_call that finds one
-// get_weather call, and a chat endpoint that answers with that call. It
-// keeps the bodies of the requests it got, by path.
+// get_weather call after the text it is given, and a chat endpoint that
+// answers with that call. It keeps the bodies of the requests it got, by
+// path.
 type toolServer struct {
 	mu     sync.Mutex
 	bodies map[string][]map[string]any
@@ -110,7 +111,8 @@ func (ts *toolServer) start(t *testing.T) string {
 				io.WriteString(w, `{"error":{"message":"text required"}}`)
 				return
 			}
-			io.WriteString(w, `{"normal_text":"Let me check.","calls":[{"tool_index":-1,"name":"get_weather","parameters":"{\"city\": \"Lyon\"}","tool_call_id":null}]}`)
+			normal, _ := json.Marshal(m["text"]) // the model's text, all before the call it is said to make
+			io.WriteString(w, `{"normal_text":`+string(normal)+`,"calls":[{"tool_index":-1,"name":"get_weather","parameters":"{\"city\": \"Lyon\"}","tool_call_id":null}]}`)
 			return
 		case "/v1/chat/completions":
 			if m["messages"] != nil {

@@ -164,6 +164,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		add(ReasonAllExcluded, true, s.Excluded(), "answers, every one excluded: not one record to train on",
 			"gendex query list "+name+" --stage excluded says why each was; token-id prompts need ids records (gendex export --format ids "+dir+" says how)")
 	}
+	fs = append(fs, noTurnLoss(s, dir)...)
 	if !o.IncludeTruncated {
 		add(ReasonTruncatedKept, true, rs.truncated, "records of answers cut at the token limit",
 			"gendex gen --server URL --redo truncated --max-new-tokens N "+dir+" (or accept them: check --include-truncated)")

@@ -24,9 +24,10 @@ type Decision struct {
 	// Left says why the answer gets neither for now; "" otherwise. A
 	// later `gendex export` decides it again from the files.
 	Left string
-	// Unmatched counts the earlier turns whose output ids were not found
-	// in the prompt ids (no loss on them).
-	Unmatched int
+	// OwnTurns counts the earlier turns the server rendered otherwise than
+	// the model generated them, whose own ids the record holds in their
+	// place (turnloss.go).
+	OwnTurns int
 }
 
 // DecideLine decides one answer held in memory, as Export decides it from
@@ -62,7 +63,7 @@ func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answe
 	case o.left:
 		return Decision{Left: o.leftText()}, nil
 	case o.record != nil:
-		return Decision{Line: o.record, Unmatched: o.unmatched}, nil
+		return Decision{Line: o.record, OwnTurns: o.ownTurns}, nil
 	}
 	now := time.Now
 	if c.Now != nil {

@@ -159,7 +159,7 @@ type Result struct {
 	Left        [numLeft]int
 	BadPrompts  []string // the first few bad prompt lines, file:line: why
 	LenUnknown  int      // records written without a token count to check --max-len against
-	Unmatched   int      // earlier turns whose output_ids were not found in the prompt ids
+	OwnTurns    int      // earlier turns put in the records as the model's own ids (turnloss.go)
 	AnswerBytes int64    // answer lines read
 	// Unwritten: an error stopped the export before all it had decided
 	// was written, so Records and Excluded count decisions, not lines.
@@ -177,7 +177,7 @@ func (r *Result) then(next *Result) {
 	}
 	r.Left, r.BadPrompts = next.Left, next.BadPrompts
 	r.LenUnknown += next.LenUnknown
-	r.Unmatched += next.Unmatched
+	r.OwnTurns += next.OwnTurns
 	r.AnswerBytes += next.AnswerBytes
 	r.Unwritten = r.Unwritten || next.Unwritten
 }
@@ -540,7 +540,7 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]b
 		if o.lenUnknown {
 			res.LenUnknown++
 		}
-		res.Unmatched += o.unmatched
+		res.OwnTurns += o.ownTurns
 	default:
 		*exc = exclusionLine(*exc, e.id, o.reason, o.detail, x.Now(), e.rec.Sum)
 		res.Excluded[o.reason]++

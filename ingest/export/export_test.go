@@ -243,7 +243,7 @@ func TestIDs(t *testing.T) {
 {"id":"c2","input_ids":[1,6,72,49,2,7,82,49,120,2,6,72,50,2,99,30,2],"loss_mask":[0,0,0,0,0,0,1,1,1,1,0,0,0,0,0,1,1]}
 {"id":"op","input_ids":[1,6,65,66,2,99,70,2],"loss_mask":[0,0,0,0,0,0,1,1]}
 `)
-	if res.Records != 4 || tz.calls.Load() != 4 || res.Unmatched != 0 {
+	if res.Records != 4 || tz.calls.Load() != 4 || res.OwnTurns != 0 {
 		t.Errorf("with a tokenizer: %+v, %d calls; want 4 records from 4 calls", res, tz.calls.Load())
 	}
 }

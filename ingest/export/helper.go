@@ -124,7 +124,7 @@ func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
 	}
 	res.Records += r.Records
 	res.LenUnknown += r.LenUnknown
-	res.Unmatched += r.Unmatched
+	res.OwnTurns += r.OwnTurns
 	for reason, n := range r.Excluded {
 		res.Excluded[reason] += n
 	}

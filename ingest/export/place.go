@@ -154,8 +154,9 @@ func IDsCommand(promptDir, answerDir string) string {
 
 // formatOnly maps each reason that holds under one format only to that
 // format: a token-id prompt has an ids record but no conversations one, an
-// answer without output ids a conversations record but no ids one.
-var formatOnly = map[string]Format{ReasonIDsPrompt: Conversations, ReasonNoOutputIDs: IDs}
+// answer without output ids (or with a turn that cannot have its loss in
+// ids) a conversations record but no ids one.
+var formatOnly = map[string]Format{ReasonIDsPrompt: Conversations, ReasonNoOutputIDs: IDs, ReasonNoTurnLoss: IDs}
 
 // OtherFormatExclusions returns the reason and number of the exclusions
 // of dataset the index holds that only the other format than f makes: an

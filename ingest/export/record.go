@@ -44,6 +44,7 @@ const (
 	ReasonAbort       = "abort"          // finish_reason abort
 	ReasonFiltered    = "content_filter" // finish_reason content_filter: a filter ended the answer
 	ReasonNoOutputIDs = "no_output_ids"  // ids format, an answer without output_ids
+	ReasonNoTurnLoss  = "no_turn_loss"   // ids format, an earlier turn that cannot be given its loss (turnloss.go)
 	ReasonMaxLen      = "max_len"        // over --max-len
 	ReasonNoText      = "no_text"        // conversations format, an answer without text
 	ReasonIDsPrompt   = "ids_prompt"     // conversations format, a prompt of token ids
@@ -52,7 +53,7 @@ const (
 )
 
 // Reasons lists the exclusion reasons in the order export checks them.
-var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLength, ReasonToolStop, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonMaxLen}
+var Reasons = []string{ReasonBadAnswer, ReasonAbort, ReasonFiltered, ReasonLength, ReasonToolStop, ReasonNoText, ReasonIDsPrompt, ReasonNoOutputIDs, ReasonNoTurnLoss, ReasonMaxLen}
 
 // Tokenizer turns prompts into the ids a server would see: chat messages
 // through the chat template (/v1/tokenize with messages), text as
@@ -81,7 +82,7 @@ type outcome struct {
 	why            leftWhy
 	note           string // what is wrong with a bad prompt
 	lenUnknown     bool   // --max-len could not be checked: no token count
-	unmatched      int    // earlier turns not found verbatim in the prompt ids
+	ownTurns       int    // earlier turns put in as the model's own ids (turnloss.go)
 }
 
 func exclude(reason, format string, a ...any) outcome {
@@ -267,6 +268,15 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 		}
 		promptIDs = ids
 	}
+	var o outcome
+	var mask []bool // prompt positions that carry loss
+	if a.conversation && k > 1 {
+		ids, m, own, ex := earlierTurnsLoss(j, a, promptIDs, turnOf)
+		if ex != nil {
+			return *ex, nil
+		}
+		promptIDs, mask, o.ownTurns = ids, m, own
+	}
 	rec := append(j.dst, `{"id":`...)
 	rec = appendString(rec, j.id)
 	rec = append(rec, `,"input_ids":[`...)
@@ -286,34 +296,6 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 	}
 	if c.MaxLen > 0 && np+no > c.MaxLen {
 		return exclude(ReasonMaxLen, "%d input_ids (prompt %d + output %d), over --max-len %d", np+no, np, no, c.MaxLen), nil
-	}
-	var o outcome
-	var mask []bool // prompt positions that carry loss
-	if a.conversation && k > 1 {
-		pids, _ := parseIDs(promptIDs)
-		mask = make([]bool, len(pids))
-		from := 0
-		for i, t := range a.turns[:k-1] {
-			out, ok := parseIDs(t.outputIDs)
-			if !ok {
-				return exclude(ReasonBadAnswer, "%s: %soutput_ids is not a list of token ids", j.where(), turnOf(i)), nil
-			}
-			at := index(pids[from:], out)
-			if at < 0 && len(out) > 1 {
-				// The stop token may be rendered as another end-of-turn
-				// token by the template: the turn's tokens before it.
-				out = out[:len(out)-1]
-				at = index(pids[from:], out)
-			}
-			if at < 0 || len(out) == 0 {
-				o.unmatched++
-				continue
-			}
-			for p := from + at; p < from+at+len(out); p++ {
-				mask[p] = true
-			}
-			from += at + len(out)
-		}
 	}
 	rec = append(rec, `],"loss_mask":[`...)
 	if mask == nil {
