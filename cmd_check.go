@@ -25,6 +25,7 @@ func init() {
 		a, err := readAnswer(line)
 		return a.Text, a.HasText, a.Reasoning, err
 	}
+	query.FileChanged = ingest.Changed // the disk check: the writers' own decision
 }
 
 // errNotReady: some dataset is not fit to train on (exit 1); the verdicts
