@@ -38,7 +38,7 @@ func ingestReread(ctx context.Context, env *Env, db *store.DB, paths []string) e
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(say, "read %s again from its start: %d records (dataset %s, stage %s)\n", src.Path, res.Added, src.Dataset, src.Stage)
+		fmt.Fprintf(say, "read %s again from its start (dataset %s, stage %s): records: %d\n", src.Path, src.Dataset, src.Stage, res.Added)
 	}
 	ix.SayForgotten()
 	return ingestVerdict(say, rep)
