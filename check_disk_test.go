@@ -169,6 +169,10 @@ func TestCheckLooksAtTheDisk(t *testing.T) {
 		if want := "gendex ingest --reread " + raw; show.code == 0 || !strings.Contains(show.stderr, want) {
 			t.Errorf("show of the edited answer: %s, want an error saying %q", show, want)
 		}
+		_, reasons, out := p.checkVerdict(ds)
+		if r, ok := reasons[query.ReasonNotRead]; ok && !strings.Contains(r.Detail, "gendex ingest --reread "+raw) {
+			t.Errorf("check's content_unchecked note does not name the re-read that works:\n%s", out)
+		}
 		after := p.blockedThenFixed(ds, query.ReasonChanged, raw+": 1 of its 47 answer lines differ", fmt.Sprintf("line %d", n))
 		if r := after[query.ReasonStale]; r.Count != float64(1) {
 			t.Errorf("after the answers were read again: stale_record %v, want 1 (its record was built from the old line)", r.Count)
