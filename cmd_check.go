@@ -35,6 +35,7 @@ func init() {
 		}
 		return a.Text, a.HasText, a.Reasoning, nil
 	}
+	query.FileChanged = ingest.Changed // the disk check: the writers' own decision
 }
 
 // answerContent is what a conversation line's turns say (conv true): each

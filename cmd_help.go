@@ -232,7 +232,7 @@ var flagGroups = map[string]string{
 	"no-stop-trim": groupSampling, "stop": groupSampling, "stop-token-ids": groupSampling, "seed": groupSampling,
 	"out": groupRun, "retry-errors": groupRun, "allow-mixed": groupRun, "turns": groupRun, "grace": groupRun, "max-attempts": groupRun,
 	"max-crashes": groupRun, "shard": groupRun,
-	"follow": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
+	"follow": groupInput, "reread": groupInput, "dataset": groupInput, "stage": groupInput, "id": groupInput, "prompt": groupInput,
 	"export": groupRecords, "include-truncated": groupRecords, "exclude-tool-stops": groupRecords, "max-len": groupRecords, "reasoning": groupRecords,
 	"export/format": groupRecords, "export/out": groupRecords, "export/server": groupServers,
 	"listen": groupLive, "listen-queries": groupLive, "scrape-every": groupLive,

@@ -23,6 +23,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
 	mapping := fs.String("map", "", "for a shape gendex does not know: where the lines keep its fields, FIELD=PATH pairs joined by commas, FIELD one of "+
 		strings.Join(ingest.MappedFields[:], ", ")+" (e.g. completion_tokens=stats.out,text=answer.body; remembered per file as --id is)")
+	reread := fs.Bool("reread", false, "forget each FILE given and read it again whole, as the dataset and stage the index holds it under (a file changed where no end of it shows: check's files_changed)")
 	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := c.parse(fs, args)
 	if err != nil {
@@ -46,6 +47,9 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if err != nil {
 		return usagef("ingest: --id/--map: %v", err)
 	}
+	if *reread && (*follow || *dataset != "" || stage != nil || spec != "") {
+		return usagef("ingest: --reread reads files as the index holds them (dataset, stage, --id): give it none of --follow, --dataset, --stage, --id, --map")
+	}
 	db, err := store.Open(c.db, store.Options{})
 	if err != nil {
 		return err
@@ -59,6 +63,9 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	defer stopLive()
+	if *reread {
+		return ingestReread(ctx, c.env, db, paths)
+	}
 
 	rep := &ingest.Reporter{W: messages(c.env)}
 	ix := &ingest.Indexer{DB: db, Report: rep.Report}

@@ -135,6 +135,13 @@ func (ix *Indexer) CheckDisk(ctx context.Context, candidates []Source) error {
 
 const whyGone = "the file is gone"
 
+// Changed is the decision CheckDisk takes for each file, for a reader of
+// the index (check): why the file the index read at f.Path is no longer
+// what it read, "" when it is (a file appended to since is: what lies
+// past f.Offset is new, not changed). An error is a file that could not
+// be looked at.
+func Changed(f store.FileState) (string, error) { return changed(f) }
+
 // changed says why the file the index read at f.Path is no longer what it
 // read ("" when it is): gone, shorter, another file, or other bytes under
 // its offset.

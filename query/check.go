@@ -135,7 +135,10 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	}
 	dir := folderOf(v, name)
 	owed := s.Owed()
-	var fs []finding
+	fs, err := checkDisk(v, name) // the disk first: a stale index is never ready
+	if err != nil {
+		return nil, err
+	}
 	add := func(reason string, blocks bool, n uint64, detail, fix string) {
 		if n > 0 {
 			fs = append(fs, finding{reason: reason, blocks: blocks, count: n, detail: detail, fix: fix})
@@ -255,7 +258,7 @@ func (rs *recordStats) readContent(v *store.View, r *store.Record, files map[uin
 	}
 	line := make([]byte, r.Length)
 	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
-		rs.read, rs.why = false, fmt.Sprintf("%s:%d no longer holds the answer the index read (run 'gendex ingest' on it)", f.Name(), r.Line)
+		rs.read, rs.why = false, fmt.Sprintf("%s:%d no longer holds the answer the index read (gendex ingest --reread %s reads it again)", f.Name(), r.Line, quoteArg(f.Name()))
 		return
 	}
 	text, ok, reasoning, err := AnswerText(line)

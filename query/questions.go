@@ -373,7 +373,7 @@ func show(v *store.View, name string, q Query, out Sink) error {
 			return fmt.Errorf("dataset %s id %q: %w", name, q.ID, err)
 		}
 		if store.LineSum(line) != r.Sum {
-			return fmt.Errorf("dataset %s id %q: %s:%d no longer holds this record (the file changed since it was indexed; run 'gendex ingest' on it)", name, q.ID, path, r.Line)
+			return fmt.Errorf("dataset %s id %q: %s:%d no longer holds this record (the file changed since it was indexed; gendex ingest --reread %s reads it again)", name, q.ID, path, r.Line, quoteArg(path))
 		}
 		return out.Line(line)
 	}

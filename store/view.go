@@ -63,6 +63,11 @@ func (v *View) Datasets() []string {
 	return names
 }
 
+// Writing reports whether the view is read by the process that holds the
+// index for writing (gen, ingest: it answers questions on its socket), so
+// that the files it writes may hold lines it has not committed yet.
+func (v *View) Writing() bool { return v.db != nil && !v.db.bolt.IsReadOnly() }
+
 // HasDataset reports whether name has been indexed.
 func (v *View) HasDataset(name string) bool { return v.datasetBucket(name) != nil }
 

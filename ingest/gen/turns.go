@@ -352,7 +352,7 @@ func readTurnLine(files turnFiles, rec store.Record, path string, i int) (line [
 	line = make([]byte, rec.Length)
 	n, _ := f.ReadAt(line, rec.Offset)
 	if n < len(line) || store.LineSum(line) != rec.Sum {
-		return nil, where, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; run 'gendex ingest' on it)", where, i)
+		return nil, where, fmt.Errorf("%s no longer holds turn %d as indexed (the file changed since; gendex ingest --reread %s reads it again)", where, i, ingest.ShellQuote(path))
 	}
 	return line, where, nil
 }
