@@ -14,8 +14,9 @@
 //	                             data's assistant turns carry reasoning_content
 //
 // with messy lines: blank lines, CRLF ends, a duplicate id (the first line
-// counts), unicode, a line over 64 KiB, and a torn last line (no newline:
-// not a prompt until it is completed). Every file is a pure function of
+// counts), unicode, a line over 64 KiB (over the simulator's context but
+// for token ids), a turn of an unknown role, and a torn last line (no
+// newline: not a prompt until it is completed). Every file is a pure function of
 // -n and -seed. Usage:
 //
 //	go run ./testdata/seedgen -root DIR [-n 24] [-seed 1]
@@ -101,10 +102,28 @@ func write(root, name string, n int, r *rand.Rand, line func(*rand.Rand, int) an
 	}
 	setText(long.(map[string]any), text)
 	put(long, n+3)
+	if bad := line(r, n+4).(map[string]any); unknownRole(bad) {
+		put(bad, n+4)
+	}
 	b.WriteString("  \r\n")
-	torn, _ := json.Marshal(line(r, n+4))
+	torn, _ := json.Marshal(line(r, n+5))
 	b.Write(torn[:len(torn)/2])
 	return os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644)
+}
+
+// unknownRole puts a turn of a role no chat template knows in front of a
+// chat prompt's turns (ShareGPT "narrator", OpenAI "critic"): a prompt
+// that cannot be sent. False for a prompt of token ids.
+func unknownRole(m map[string]any) bool {
+	if turns, ok := m["conversations"].([]map[string]any); ok {
+		m["conversations"] = append([]map[string]any{{"from": "narrator", "value": "The scene opens."}}, turns...)
+		return true
+	}
+	if turns, ok := m["messages"].([]map[string]any); ok {
+		m["messages"] = append([]map[string]any{{"role": "critic", "content": "Be harsh."}}, turns...)
+		return true
+	}
+	return false
 }
 
 // longText is a user turn over 64 KiB of words: 70,000 bytes, enough for

@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -84,6 +85,12 @@ type Counts struct {
 	AnswerResults int               `json:"answer_results"`
 	RecordResults int               `json:"record_results"` // tool turns in those records
 
+	// Prompts that cannot be sent (a turn of an unknown role; with
+	// -context, more tokens than the server's context), id -> why; and
+	// those of them not refused with their file:line in errors.jsonl.
+	Unsendable map[string]string `json:"unsendable,omitempty"`
+	NotRefused map[string]string `json:"unsendable_not_refused,omitempty"`
+
 	// With -ids.
 	IDsRecords       int               `json:"ids_records"`
 	IDsOverMax       int               `json:"ids_over_max"` // with -max-length: len(input_ids) over it
@@ -96,6 +103,7 @@ func main() {
 	root := flag.String("root", "", "the root of dataset folders (required)")
 	ids := flag.String("ids", "", "the root the same answers' ids records were exported to")
 	maxLength := flag.Int64("max-length", 0, "the drafter's length: records longer are counted")
+	flag.IntVar(&context, "context", 0, "the server's context in tokens, one token a byte (the simulator's tokenizer): longer prompts cannot be sent")
 	flag.Parse()
 	if *root == "" {
 		fmt.Fprintln(os.Stderr, "seedread: -root DIR is required")
@@ -125,9 +133,13 @@ func main() {
 	}
 }
 
+// context is -context: 0, prompts' length is not judged.
+var context int
+
 // line is one record line of a file: its bytes (without the newline and a
 // CR) and its object.
 type line struct {
+	n   int // its line number in the file
 	raw []byte
 	obj map[string]any
 }
@@ -162,7 +174,7 @@ func readLines(path string) (ls []line, torn bool, err error) {
 		if err := d.Decode(&m); err != nil {
 			return nil, false, fmt.Errorf("%s:%d: %v", path, n, err)
 		}
-		ls = append(ls, line{raw: b, obj: m})
+		ls = append(ls, line{n: n, raw: b, obj: m})
 	}
 }
 
@@ -236,6 +248,7 @@ func readDataset(dir, idsRoot, name string, maxLength int64) (*Counts, error) {
 		}
 	}
 	c.Failed = len(failed)
+	c.unsendable(prompts, errLines, answers)
 	for id := range prompts {
 		if _, ok := answers[id]; !ok && !failed[id] {
 			c.Unanswered++
@@ -299,6 +312,47 @@ func readDataset(dir, idsRoot, name string, maxLength int64) (*Counts, error) {
 		}
 	}
 	return c, nil
+}
+
+// knownRoles are the roles and ShareGPT speakers a chat prompt may have.
+var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "function": true,
+	"developer": true, "human": true, "gpt": true, "function_call": true, "observation": true, "function_response": true}
+
+// unsendable finds the prompts that cannot be sent and checks each was
+// refused naming prompts.jsonl and its line.
+func (c *Counts) unsendable(prompts map[string]line, errs []line, answers map[string]line) {
+	refusal := map[string]string{}
+	for _, l := range errs {
+		refusal[idOf(l.obj)] += str(l.obj["error"]) + " "
+	}
+	for id, p := range prompts {
+		why, size := "", len(list(p.obj["input_ids"]))
+		for _, key := range []string{"messages", "conversations"} {
+			for _, t := range list(p.obj[key]) {
+				m, _ := t.(map[string]any)
+				role := str(m["role"]) + str(m["from"])
+				if !knownRoles[role] && why == "" {
+					why = "a turn of role " + strconv.Quote(role)
+				}
+				size += len(str(m["content"])) + len(str(m["value"]))
+			}
+		}
+		if why == "" && context > 0 && size > context {
+			why = fmt.Sprintf("%d tokens or more, the context is %d", size, context)
+		}
+		if why == "" {
+			continue
+		}
+		where := fmt.Sprintf("prompts.jsonl:%d", p.n)
+		if c.Unsendable == nil {
+			c.Unsendable, c.NotRefused = map[string]string{}, map[string]string{}
+		}
+		c.Unsendable[id] = where + ": " + why
+		_, answered := answers[id]
+		if got := refusal[id]; answered || !strings.Contains(got, where) {
+			c.NotRefused[id] = fmt.Sprintf("%s: %s; answered %v, errors.jsonl says %q", where, why, answered, strings.TrimSpace(got))
+		}
+	}
 }
 
 // asked is an answer's turns that were asked: its "turns" (a conversation,
