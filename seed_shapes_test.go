@@ -280,7 +280,10 @@ func (s *seedRun) theFilesAreMessy() {
 	}
 }
 
-var genLine = regexp.MustCompile(`(?m)^  (\S+): (\d+)/(\d+) answered.*?, (\d+) (?:errors?|failed)`)
+var (
+	genLine  = regexp.MustCompile(`(?m)^  (\S+): (\d+)/(\d+) answered.*?, (\d+) (?:errors?|failed).*$`)
+	genTurns = regexp.MustCompile(`(\d+) earlier turns answered`)
+)
 
 // genSummary: gen's line per dataset says its answers (not its failures)
 // of its prompts, and its failures.
@@ -295,6 +298,13 @@ func (s *seedRun) genSummary(stderr string) {
 		answered, _ := strconv.Atoi(m[2])
 		prompts, _ := strconv.Atoi(m[3])
 		failed, _ := strconv.Atoi(m[4])
+		turns := 0
+		if t := genTurns.FindStringSubmatch(m[0]); t != nil {
+			turns, _ = strconv.Atoi(t[1])
+		}
+		if turns != c.TurnLines {
+			s.t.Errorf("%s: gen says %d earlier turns answered; turns.jsonl holds %d\n%s", m[1], turns, c.TurnLines, m[0])
+		}
 		if answered != c.Answers || prompts != c.Prompts || failed != c.Failed {
 			s.t.Errorf("%s: gen says %d/%d answered, %d failed; the files hold %d answers of %d prompts, %d failed\n%s",
 				m[1], answered, prompts, failed, c.Answers, c.Prompts, c.Failed, m[0])
@@ -524,6 +534,9 @@ func (s *seedRun) checkVerdicts(args []string, target string, want func(seedCoun
 		}
 		if notes["failed_prompts"] != c.Failed && !(c.Failed == 0 && notes["failed_prompts"] == 0) {
 			s.t.Errorf("gendex %s: %s: failed_prompts %d; the files hold %d failed prompts", strings.Join(words, " "), d.Dataset, notes["failed_prompts"], c.Failed)
+		}
+		if notes["made_by"] != c.Answers {
+			s.t.Errorf("gendex %s: %s: made_by %d answers; the files hold %d", strings.Join(words, " "), d.Dataset, notes["made_by"], c.Answers)
 		}
 		allReady = allReady && len(w) == 0
 	}
