@@ -39,33 +39,49 @@ var seedFlavors = []struct {
 
 // seedCounts is seedread's JSON for one dataset (the fields compared).
 type seedCounts struct {
-	Prompts, Duplicates, Answers, Failed, Unanswered, Records, Truncated int
-	TurnLines                                                            int   `json:"turn_lines"`
-	TornPrompt                                                           int   `json:"torn_prompt"`
-	PromptTokens                                                         int64 `json:"prompt_tokens"`
-	CompletionTokens                                                     int64 `json:"completion_tokens"`
-	Excluded                                                             map[string]int
-	NoRecord                                                             int `json:"no_record"`
-	Stale, Empty, Think, Repeated                                        int
-	EmptyIDs                                                             []string          `json:"empty_ids"`
-	OverMax                                                              int               `json:"over_max"`
-	OverMaxTokens                                                        int64             `json:"over_max_tokens"`
-	Longest                                                              int64             `json:"longest"`
-	LenUnknown                                                           int               `json:"length_unknown"`
-	ToolStops                                                            map[string]int    `json:"tool_stops"`
-	ExpectedStops                                                        map[string]int    `json:"expected_stops"`
-	StopMismatch                                                         map[string]string `json:"stop_mismatch"`
-	AnswerCalls                                                          int               `json:"answer_calls"`
-	RecordCalls                                                          int               `json:"record_calls"`
-	AnswerResults                                                        int               `json:"answer_results"`
-	RecordResults                                                        int               `json:"record_results"`
-	IDsRecords                                                           int               `json:"ids_records"`
-	IDsOverMax                                                           int               `json:"ids_over_max"`
-	IDsOverMaxTokens                                                     int64             `json:"ids_over_max_tokens"`
-	IDsLenDiffer                                                         map[string]string `json:"ids_length_differs"`
-	NoLoss                                                               map[string]string `json:"turns_without_loss"`
-	Unsendable                                                           map[string]string `json:"unsendable"`
-	NotRefused                                                           map[string]string `json:"unsendable_not_refused"`
+	Prompts    int
+	Duplicates int
+	Answers    int
+	Failed     int
+	Unanswered int
+	Records    int
+	Truncated  int
+	TurnLines  int `json:"turn_lines"`
+	TornPrompt int `json:"torn_prompt"`
+
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+
+	Excluded map[string]int
+	NoRecord int `json:"no_record"`
+	Stale    int
+	Empty    int
+	EmptyIDs []string `json:"empty_ids"`
+	Think    int
+	Repeated int
+
+	OverMax       int   `json:"over_max"`
+	OverMaxTokens int64 `json:"over_max_tokens"`
+	Longest       int64 `json:"longest"`
+	LenUnknown    int   `json:"length_unknown"`
+
+	ToolStops     map[string]int    `json:"tool_stops"`
+	ExpectedStops map[string]int    `json:"expected_stops"`
+	StopMismatch  map[string]string `json:"stop_mismatch"`
+	AnswerCalls   int               `json:"answer_calls"`
+	RecordCalls   int               `json:"record_calls"`
+	AnswerResults int               `json:"answer_results"`
+	RecordResults int               `json:"record_results"`
+
+	IDsRecords       int               `json:"ids_records"`
+	IDsOverMax       int               `json:"ids_over_max"`
+	IDsOverMaxTokens int64             `json:"ids_over_max_tokens"`
+	IDsLongest       int64             `json:"ids_longest"`
+	IDsLenDiffer     map[string]string `json:"ids_length_differs"`
+	NoLoss           map[string]string `json:"turns_without_loss"`
+
+	Unsendable map[string]string `json:"unsendable"`
+	NotRefused map[string]string `json:"unsendable_not_refused"`
 }
 
 func (c seedCounts) excluded() (n int) {
@@ -75,9 +91,7 @@ func (c seedCounts) excluded() (n int) {
 	return n
 }
 
-var (
-	toolBuilds sync.Map // name -> *toolBuild
-)
+var toolBuilds sync.Map // name -> *toolBuild
 
 type toolBuild struct {
 	once sync.Once
@@ -224,6 +238,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 				if c.OverMax > 0 {
 					w["over_max_length"] = c.OverMax
 					w["over_max_length.tokens"] = int(c.OverMaxTokens)
+					w["over_max_length.longest"] = int(c.Longest)
 				}
 				return w
 			})
@@ -233,6 +248,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 				if c.IDsOverMax > 0 {
 					w["over_max_length"] = c.IDsOverMax
 					w["over_max_length.tokens"] = int(c.IDsOverMaxTokens)
+					w["over_max_length.longest"] = int(c.IDsLongest)
 				}
 				return w
 			})
@@ -496,6 +512,7 @@ func (s *seedRun) checkVerdicts(args []string, target string, want func(seedCoun
 				Blocks bool
 				Count  *float64
 				Tokens *float64
+				Detail string
 			}
 		}
 	}
@@ -519,6 +536,9 @@ func (s *seedRun) checkVerdicts(args []string, target string, want func(seedCoun
 				got[r.Reason] = n
 				if r.Tokens != nil {
 					got[r.Reason+".tokens"] = int(*r.Tokens)
+				}
+				if m := longestIn.FindStringSubmatch(r.Detail); m != nil {
+					got[r.Reason+".longest"], _ = strconv.Atoi(m[1])
 				}
 			} else {
 				notes[r.Reason] = n
@@ -547,6 +567,9 @@ func (s *seedRun) checkVerdicts(args []string, target string, want func(seedCoun
 		s.t.Errorf("gendex %s: exit %d, ready %v; the files say ready %v", strings.Join(words, " "), code, v.Ready, allReady)
 	}
 }
+
+// longestIn finds the longest record's tokens a reason's detail names.
+var longestIn = regexp.MustCompile(`the longest (\d+)`)
 
 func mapsEqual(a, b map[string]int) bool {
 	if len(a) != len(b) {

@@ -95,6 +95,7 @@ type Counts struct {
 	IDsRecords       int               `json:"ids_records"`
 	IDsOverMax       int               `json:"ids_over_max"` // with -max-length: len(input_ids) over it
 	IDsOverMaxTokens int64             `json:"ids_over_max_tokens"`
+	IDsLongest       int64             `json:"ids_longest"`
 	IDsLenDiffer     map[string]string `json:"ids_length_differs,omitempty"` // id -> "record N, answer M"
 	NoLoss           map[string]string `json:"turns_without_loss,omitempty"` // id -> which turns
 }
@@ -541,6 +542,7 @@ func (c *Counts) idsRecords(path string, answers map[string]line, maxLength int6
 		if maxLength > 0 && int64(len(in)) > maxLength {
 			c.IDsOverMax++
 			c.IDsOverMaxTokens += int64(len(in))
+			c.IDsLongest = max(c.IDsLongest, int64(len(in)))
 		}
 		turns := asked(a.obj)
 		if n, ok := recordLength(turns); ok && n != int64(len(in)) {
