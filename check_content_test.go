@@ -18,6 +18,9 @@ import (
 // turns are TestSeedShapesSpecForgeRecipe's and
 // TestCheckFixesClearTheirReasons'.)
 func TestCheckContentCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs servers; skipped with -short")
+	}
 	bin := gendexBinary(t)
 	dir := t.TempDir()
 	vllm := startSimProcess(t, bin, "--unmarked", "--flavor", "vllm", "--reasoning")

@@ -279,6 +279,9 @@ var fixCases = []fixCase{
 // TestCheckFixesClearTheirReasons: per reason, the state, check, its
 // printed fix run as written, check again: the reason is gone.
 func TestCheckFixesClearTheirReasons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs servers; skipped with -short")
+	}
 	bin := gendexBinary(t)
 	gen := testdataTool(t, "seedgen")
 	for _, c := range fixCases {

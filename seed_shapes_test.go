@@ -179,6 +179,9 @@ func specForgeRecipe(t *testing.T, url string) [][]string {
 // flavors, and compares gen's, export's, query's and check's counts and
 // verdicts with seedread's reading of the files.
 func TestSeedShapesSpecForgeRecipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs servers; skipped with -short")
+	}
 	bin := gendexBinary(t)
 	gen, read := testdataTool(t, "seedgen"), testdataTool(t, "seedread")
 	for _, fl := range seedFlavors {

@@ -69,11 +69,7 @@ func write(root, name string, n int, r *rand.Rand, line func(*rand.Rand, int) an
 	}
 	var b bytes.Buffer
 	put := func(v any, i int) {
-		j, err := json.Marshal(v)
-		if err != nil {
-			panic(err)
-		}
-		b.Write(j)
+		b.Write(marshal(v))
 		if i%5 == 3 {
 			b.WriteString("\r\n")
 		} else {
@@ -106,9 +102,20 @@ func write(root, name string, n int, r *rand.Rand, line func(*rand.Rand, int) an
 		put(bad, n+4)
 	}
 	b.WriteString("  \r\n")
-	torn, _ := json.Marshal(line(r, n+5))
+	torn := marshal(line(r, n+5))
 	b.Write(torn[:len(torn)/2])
 	return os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644)
+}
+
+// marshal is v's JSON as the seeds' files have it: <, > and & as written.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // unknownRole puts a turn of a role no chat template knows in front of a
@@ -246,7 +253,8 @@ func fnCall(r *rand.Rand, i int) any {
 
 // glaive is a glaive-function-calling-v2 line: the tools as a JSON string
 // of bare schemas, the system turn naming them, a function_call and its
-// observation (some lines: no call at all).
+// observation (some lines: no call at all; some: Hermes' <tool_call> in
+// the gpt turn and its <tool_response>, as hermes-function-calling has).
 func glaive(r *rand.Rand, i int) any {
 	tools := pickTools(r)
 	bare := make([]any, len(tools))
@@ -258,8 +266,14 @@ func glaive(r *rand.Rand, i int) any {
 		{"from": "system", "value": "SYSTEM: You are a helpful assistant with access to the following functions. Use them if required -"},
 		{"from": "human", "value": question(r)},
 	}
-	if i%5 != 0 {
-		args, _ := json.Marshal(map[string]any{"name": toolName(tools[0]), "arguments": map[string]any{"city": "Lyon"}})
+	args, _ := json.Marshal(map[string]any{"name": toolName(tools[0]), "arguments": map[string]any{"city": "Lyon"}})
+	switch {
+	case i%5 == 0: // no call
+	case i%3 == 0: // Hermes markup in the gpt turn, the result wrapped
+		turns = append(turns,
+			map[string]any{"from": "gpt", "value": "Let me look.\n<tool_call>\n" + string(args) + "\n</tool_call>"},
+			map[string]any{"from": "tool", "value": `<tool_response>{"name": "` + toolName(tools[0]) + `", "content": "12C"}</tool_response>`})
+	default:
 		turns = append(turns,
 			map[string]any{"from": "function_call", "value": string(args)},
 			map[string]any{"from": "observation", "value": `{"result": "12C, cloudy"}`})
