@@ -227,33 +227,50 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 					t.Errorf("the recipe's check: a line over 80 columns: %q", l)
 				}
 			}
-			s := seedRun{t: t, bin: bin, dir: dir, truth: truth}
-			s.theFilesAreMessy()
-			s.genSummary(stderr[0])
-			s.exportLines(stderr[1])
-			s.progressAndTokens()
-			s.toolConversations()
-			s.unsendablePrompts()
-			s.idsRecords()
-			s.checkVerdicts(nil, "data", func(c seedCounts) map[string]int { return c.wantBlocking() })
-			s.checkVerdicts([]string{"--max-length", "4096"}, "data", func(c seedCounts) map[string]int {
-				w := c.wantBlocking()
-				if c.OverMax > 0 {
-					w["over_max_length"] = c.OverMax
-					w["over_max_length.tokens"] = int(c.OverMaxTokens)
-					w["over_max_length.longest"] = int(c.Longest)
-				}
-				return w
+			// Each comparison is a subtest of its own (named by what it
+			// compares), so that a failure says which and .ci/mutants can
+			// name one.
+			base := seedRun{bin: bin, dir: dir, truth: truth}
+			part := func(name string, f func(s *seedRun)) {
+				t.Run(name, func(t *testing.T) {
+					s := base
+					s.t = t
+					f(&s)
+				})
+			}
+			part("files", (*seedRun).theFilesAreMessy)
+			part("gen", func(s *seedRun) { s.genSummary(stderr[0]) })
+			part("export", func(s *seedRun) { s.exportLines(stderr[1]) })
+			part("query", (*seedRun).progressAndTokens)
+			part("tools", (*seedRun).toolConversations)
+			part("stop-names", (*seedRun).stopNames)
+			part("unsendable", (*seedRun).unsendablePrompts)
+			part("ids", (*seedRun).idsRecords)
+			part("check", func(s *seedRun) {
+				s.checkVerdicts(nil, "data", func(c seedCounts) map[string]int { return c.wantBlocking() })
 			})
-			s.checkVerdicts([]string{"--db", "ids.db", "--max-length", "4096"}, "records-ids", func(c seedCounts) map[string]int {
-				w := c.wantBlocking()
-				delete(w, "all_excluded") // every answer has its ids record
-				if c.IDsOverMax > 0 {
-					w["over_max_length"] = c.IDsOverMax
-					w["over_max_length.tokens"] = int(c.IDsOverMaxTokens)
-					w["over_max_length.longest"] = int(c.IDsLongest)
-				}
-				return w
+			part("check-max-length", func(s *seedRun) {
+				s.checkVerdicts([]string{"--max-length", "4096"}, "data", func(c seedCounts) map[string]int {
+					w := c.wantBlocking()
+					if c.OverMax > 0 {
+						w["over_max_length"] = c.OverMax
+						w["over_max_length.tokens"] = int(c.OverMaxTokens)
+						w["over_max_length.longest"] = int(c.Longest)
+					}
+					return w
+				})
+			})
+			part("check-ids", func(s *seedRun) {
+				s.checkVerdicts([]string{"--db", "ids.db", "--max-length", "4096"}, "records-ids", func(c seedCounts) map[string]int {
+					w := c.wantBlocking()
+					delete(w, "all_excluded") // every answer has its ids record
+					if c.IDsOverMax > 0 {
+						w["over_max_length"] = c.IDsOverMax
+						w["over_max_length.tokens"] = int(c.IDsOverMaxTokens)
+						w["over_max_length.longest"] = int(c.IDsLongest)
+					}
+					return w
+				})
 			})
 		})
 	}
@@ -401,11 +418,9 @@ func (s *seedRun) progressAndTokens() {
 	}
 }
 
-// toolConversations: query stops counts the raw lines' stops; the stops
-// are named by what the model did where the data ends at its call (issue
-// 50: no stop for the data's tool, other_tool, no_call); every call the
-// model made, parallel ones too, and every result paired to it is in the
-// records.
+// toolConversations: query stops counts the raw lines' stops; every call
+// the model made, parallel ones too, and every result paired to it is in
+// the records.
 func (s *seedRun) toolConversations() {
 	stops := s.queryJSON("stops")
 	for _, n := range s.names() {
@@ -415,23 +430,33 @@ func (s *seedRun) toolConversations() {
 				s.t.Errorf("%s: query stops %s = %v; the raw lines hold %d", n, r, stops[n][r], c.ToolStops[r])
 			}
 		}
-		if len(c.StopMismatch) > 0 {
-			var ids []string
-			for id := range c.StopMismatch {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			var ex []string
-			for _, id := range ids[:min(3, len(ids))] {
-				ex = append(ex, id+": "+c.StopMismatch[id])
-			}
-			s.t.Errorf("%s: %d of the answers to data that ends at its call have the wrong stop (the data's tool is no stop, another tool other_tool, text no_call); stops by what the model did %v, the raw lines say %v; e.g.\n  %s",
-				n, len(ids), c.ExpectedStops, c.ToolStops, strings.Join(ex, "\n  "))
-		}
 		if c.AnswerCalls != c.RecordCalls || c.AnswerResults != c.RecordResults {
 			s.t.Errorf("%s: the model made %d calls and got %d results; its records hold %d calls and %d tool turns",
 				n, c.AnswerCalls, c.AnswerResults, c.RecordCalls, c.RecordResults)
 		}
+	}
+}
+
+// stopNames: where the data ends at its call, the stops are named by what
+// the model did (issue 50, item 1: the data's tool no stop, another tool
+// other_tool, text no_call).
+func (s *seedRun) stopNames() {
+	for _, n := range s.names() {
+		c := s.truth[n]
+		if len(c.StopMismatch) == 0 {
+			continue
+		}
+		var ids []string
+		for id := range c.StopMismatch {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		var ex []string
+		for _, id := range ids[:min(3, len(ids))] {
+			ex = append(ex, id+": "+c.StopMismatch[id])
+		}
+		s.t.Errorf("%s: %d of the answers to data that ends at its call have the wrong stop (the data's tool is no stop, another tool other_tool, text no_call); stops by what the model did %v, the raw lines say %v; e.g.\n  %s",
+			n, len(ids), c.ExpectedStops, c.ToolStops, strings.Join(ex, "\n  "))
 	}
 }
 
