@@ -245,7 +245,8 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 			part("tools", (*seedRun).toolConversations)
 			part("stop-names", (*seedRun).stopNames)
 			part("unsendable", (*seedRun).unsendablePrompts)
-			part("ids", (*seedRun).idsRecords)
+			part("ids-length", (*seedRun).idsLength)
+			part("ids-loss", (*seedRun).idsLoss)
 			part("check", func(s *seedRun) {
 				s.checkVerdicts(nil, "data", func(c seedCounts) map[string]int { return c.wantBlocking() })
 			})
@@ -473,31 +474,39 @@ func (s *seedRun) unsendablePrompts() {
 	}
 }
 
-// idsRecords: every answer has its ids record (or an exclusion), as long
-// as its last turn's prompt and output ids, and every regenerated turn's
-// own tokens carry the loss (issue 50, item 2).
-func (s *seedRun) idsRecords() {
+// idsLength: every answer has its ids record, as long as its last turn's
+// prompt and output ids.
+func (s *seedRun) idsLength() {
+	s.idsRecords("length differs from its answer's", func(c seedCounts) map[string]string { return c.IDsLenDiffer })
+}
+
+// idsLoss: every regenerated turn's own tokens carry the loss in its ids
+// record (issue 50, item 2), or the record is excluded with its reason.
+func (s *seedRun) idsLoss() {
+	s.idsRecords("regenerated turns without loss", func(c seedCounts) map[string]string { return c.NoLoss })
+}
+
+// idsRecords fails for each dataset whose ids records bad finds at fault.
+func (s *seedRun) idsRecords(what string, bad func(seedCounts) map[string]string) {
 	for _, n := range s.names() {
 		c := s.truth[n]
 		if c.IDsRecords == 0 {
 			s.t.Errorf("%s: export --format ids made no ids record", n)
 		}
-		for what, m := range map[string]map[string]string{"length differs from its answer's": c.IDsLenDiffer,
-			"regenerated turns without loss": c.NoLoss} {
-			if len(m) == 0 {
-				continue
-			}
-			var ids []string
-			for id := range m {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			var ex []string
-			for _, id := range ids[:min(3, len(ids))] {
-				ex = append(ex, id+": "+m[id])
-			}
-			s.t.Errorf("%s: %d of %d ids records: %s; e.g.\n  %s", n, len(ids), c.IDsRecords, what, strings.Join(ex, "\n  "))
+		m := bad(c)
+		if len(m) == 0 {
+			continue
 		}
+		var ids []string
+		for id := range m {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		var ex []string
+		for _, id := range ids[:min(3, len(ids))] {
+			ex = append(ex, id+": "+m[id])
+		}
+		s.t.Errorf("%s: %d of %d ids records: %s; e.g.\n  %s", n, len(ids), c.IDsRecords, what, strings.Join(ex, "\n  "))
 	}
 }
 
