@@ -262,9 +262,8 @@ var fixCases = []fixCase{
 		var truth map[string]seedCounts
 		json.Unmarshal(out, &truth)
 		c := truth["agent"]
-		known := map[string]bool{"length": true, "abort": true, "tool_stop": true}
 		for r := range c.Excluded {
-			if !known[r] {
+			if !exportReasons[r] {
 				return "data/agent" // an exclusion for the loss: check must count it
 			}
 		}

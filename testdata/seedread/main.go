@@ -96,6 +96,7 @@ type Counts struct {
 	IDsOverMax       int               `json:"ids_over_max"` // with -max-length: len(input_ids) over it
 	IDsOverMaxTokens int64             `json:"ids_over_max_tokens"`
 	IDsLongest       int64             `json:"ids_longest"`
+	IDsExcluded      map[string]int    `json:"ids_excluded"`                 // the ids export's exclusions by reason
 	IDsLenDiffer     map[string]string `json:"ids_length_differs,omitempty"` // id -> "record N, answer M"
 	NoLoss           map[string]string `json:"turns_without_loss,omitempty"` // id -> which turns
 }
@@ -530,6 +531,15 @@ func (c *Counts) idsRecords(path string, answers map[string]line, maxLength int6
 	ls, _, err := readLines(path)
 	if err != nil {
 		return err
+	}
+	exs, _, err := readLines(filepath.Join(filepath.Dir(path), "excluded.jsonl"))
+	if err != nil {
+		return err
+	}
+	ex, _ := firstByID(exs)
+	c.IDsExcluded = map[string]int{}
+	for _, l := range ex {
+		c.IDsExcluded[str(l.obj["reason"])]++
 	}
 	recs, _ := firstByID(ls)
 	for id, r := range recs {
