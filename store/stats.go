@@ -126,7 +126,9 @@ func (s Summary) ToolStops() uint64 {
 }
 
 // Answers is the number of prompts with an answer: Answered less Failed.
-func (s Summary) Answers() uint64 { return s.Overlap.Answered - min(s.Overlap.Failed, s.Overlap.Answered) }
+func (s Summary) Answers() uint64 {
+	return s.Overlap.Answered - min(s.Overlap.Failed, s.Overlap.Answered)
+}
 
 // MissingRaw is the number of prompts with neither a response nor an error.
 func (s Summary) MissingRaw() uint64 {
