@@ -401,12 +401,12 @@ func TestQueryFormatFollowsTTY(t *testing.T) {
 	tsv := mustGendex(t, piped, "--db", db, "query", "progress").stdout
 	golden(t, "progress.tsv.golden", tsv)
 	ls := strings.Split(strings.TrimSuffix(tsv, "\n"), "\n")
-	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tskipped" || len(ls) != 4 {
+	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tanswered\tfailed\tskipped" || len(ls) != 4 {
 		t.Errorf("piped output is not TSV with a header and one line per dataset:\n%s", tsv)
 	}
 	for _, l := range ls {
-		if strings.Count(l, "\t") != 13 || strings.HasPrefix(l, "TOTAL") {
-			t.Errorf("TSV line %q: want 14 fields and no TOTAL", l)
+		if strings.Count(l, "\t") != 15 || strings.HasPrefix(l, "TOTAL") {
+			t.Errorf("TSV line %q: want 16 fields and no TOTAL", l)
 		}
 	}
 	// alpha: 12 prompts (the lines of its prompts file); beta: no prompts file, so empty cells.
