@@ -461,7 +461,7 @@ func TestQueryJSON(t *testing.T) {
 		t.Fatalf("%d objects, want one per dataset (no TOTAL):\n%s", len(rows), r.stdout)
 	}
 	want := map[string]any{"dataset": "alpha", "prompts": 12.0, "raw": 7.0, "tokenized": 3.0, "errors": 2.0,
-		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "skipped": 0.0}
+		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "answered": 7.0, "failed": 2.0, "skipped": 0.0}
 	if !reflect.DeepEqual(rows[0], want) {
 		t.Errorf("alpha = %v, want %v", rows[0], want)
 	}

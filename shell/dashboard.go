@@ -9,6 +9,7 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
+	"gendex/store/terminal"
 )
 
 // dashboard writes, per dataset: answered/prompts (the prompts with an
@@ -38,7 +39,8 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	// know runs).
 	if runs, err := collect("runs"); err == nil {
 		if l := query.RunLine(runs); l != "" {
-			if _, err := io.WriteString(w, l+"\n"); err != nil {
+			// Within the terminal: a failed run's detail is gen's whole error.
+			if _, err := io.WriteString(w, terminal.WrapLines(l+"\n", s.width())); err != nil {
 				return err
 			}
 		}
