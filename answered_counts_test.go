@@ -96,10 +96,6 @@ func fileCounts(t *testing.T, dir string) (answered, failed int) {
 	return len(answers), failed
 }
 
-// genLiveRE is a dataset's live line off a terminal: answered/prompts,
-// the share done, the failed (when any), the prompts to go.
-var genLiveRE = regexp.MustCompile(`  sharegpt (\d+)/(\d+) answered \(([0-9.]+)% done\)(?:, (\d+) failed)?, (\d+) to go`)
-
 // genFailing runs gen on failingShareGPT(n) with its lines every 20 ms,
 // against server (flags: by default the simulator, with a context of 2048
 // tokens, decoding slowly enough for several lines); it returns the
