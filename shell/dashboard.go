@@ -13,8 +13,9 @@ import (
 )
 
 // dashboard writes, per dataset: answered/prompts (the prompts with an
-// answer; done_pct is those answered or failed for good), failed, the answers cut at the
-// token limit (truncated) when any dataset has some, the turns answered of
+// answer; done_pct is those answered or failed for good), failed, the
+// answers cut at the token limit (truncated) when any dataset has some,
+// the turns answered of
 // multi-turn conversations, the training records and exclusions when any
 // dataset has some (export, gen --export), answers and tokens per second over the last
 // 30 s and 5 m, the ETA (see eta) and, in a table only, a sparkline of the
