@@ -15,7 +15,7 @@ var PromptUnsendable func(line []byte) (unsendable bool, promptPath string)
 
 // unsentReadLimit bounds the prompts to go that check reads for their
 // shape: past it, the count of those gen cannot send is a lower bound.
-const unsentReadLimit = 100_000
+const unsentReadLimit = 20_000
 
 // unansweredFinding is the reason of the n prompts of dataset name
 // (folder dir) neither answered nor failed. Gen does not send a prompt
