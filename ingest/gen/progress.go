@@ -323,10 +323,9 @@ func (r *run) statusLines(now time.Time) []string {
 // and in those being answered before it over that rate; one not answered
 // in the last 5 minutes (not started yet) is unknown, as in watch.
 //
-// On a narrow terminal the lines keep the dataset, answered/total (then
-// the failed), the rate and
-// the ETA (and the run's prompts to go); the rest is shortened, then
-// dropped: tokens/s last.
+// On a narrow terminal the lines keep the dataset, answered/total, the
+// rate and the ETA (and the run's prompts to go); the rest is shortened,
+// then dropped: the failed after tokens/s.
 func (r *run) status(now time.Time) []liveLine {
 	sums := map[string]store.Summary{}
 	type first struct {
