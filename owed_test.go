@@ -311,16 +311,16 @@ func TestRedoIsToGo(t *testing.T) {
 		for i, c := range cols {
 			got[c] = f[i]
 		}
-		if got["done"] == got["prompts"] && got["eta"] == "done" {
+		if got["answered"] == got["prompts"] && got["eta"] == "done" {
 			watchedDone = true
 			continue
 		}
 		watchedOwed = true
 		if got["eta"] == "done" {
-			t.Errorf("watch: done at %s/%s", got["done"], got["prompts"])
+			t.Errorf("watch: done at %s/%s", got["answered"], got["prompts"])
 		}
-		if got["done"] == got["prompts"] && !watchedDone {
-			t.Errorf("watch: %s/%s done while the redo runs (eta %s)", got["done"], got["prompts"], got["eta"])
+		if got["answered"] == got["prompts"] && !watchedDone {
+			t.Errorf("watch: %s/%s done while the redo runs (eta %s)", got["answered"], got["prompts"], got["eta"])
 		}
 	}
 	if !watchedOwed {

@@ -95,7 +95,7 @@ func TestWebInBrowser(t *testing.T) {
 	tb.eval(pageTable+`("progress")`, &prog)
 	tb.eval(pageTable+`("tokens")`, &toks)
 	for _, ds := range []string{"calm", "hostile"} {
-		for _, col := range []string{"prompts", "raw", "errors", "missing_raw", "truncated", "done_pct"} {
+		for _, col := range []string{"prompts", "answered", "failed", "raw", "missing_raw", "truncated", "done_pct"} {
 			sameNumber(t, "progress "+ds+" "+col, prog[ds][col], queryCell(t, p, col, "progress", ds))
 		}
 		for _, col := range []string{"records", "completion_tokens", "prompt_tokens", "p50_completion_tokens", "p99_completion_tokens", "avg_completion_tokens"} {

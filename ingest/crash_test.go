@@ -202,6 +202,9 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 			if m[store.Errors] && !m[store.Raw] {
 				o.ErrorsOpen++
 			}
+			if m[store.Prompts] && m[store.Errors] && !m[store.Raw] {
+				o.Failed++
+			}
 			if m[store.Raw] && m[store.Tokenized] {
 				o.RawTokenized++
 			}

@@ -148,8 +148,8 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		fs = append(fs, finding{reason: ReasonNoPrompts, blocks: true,
 			detail: "no prompts file is indexed, so nothing says every prompt has its answer",
 			fix:    "gendex ingest " + filepath.Join(dir, "prompts.jsonl")})
-	} else {
-		add(ReasonUnanswered, true, owed.Prompts, "prompts neither answered nor failed", "gendex gen --server URL "+dir)
+	} else if owed.Prompts > 0 {
+		fs = append(fs, unansweredFinding(v, name, dir, owed.Prompts, files)) // checkunsent.go
 	}
 	if !owed.RedoKnown { // a redo stopped before it had read every prompt: it owes these and may owe more
 		fs = append(fs, finding{reason: ReasonRedo, blocks: true, detail: fmt.Sprintf("answers a redo is asking again: how many is not known, it stopped before it had read every prompt for them (%d found)", owed.Redo),
@@ -188,7 +188,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	case answers > 0:
 		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways})
 	}
-	add(ReasonFailed, false, s.Overlap.ErrorsOpen, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
+	add(ReasonFailed, false, owed.Failed, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
 }
 

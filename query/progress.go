@@ -23,35 +23,44 @@ import (
 // redo (and so done_pct) is unknown while a redo is still finding the
 // answers it asks again (gen --redo truncated on a large set, before its
 // feeder has read every prompt, or stopped before: store.Pending.Choosing).
+// answered counts the prompts with an answer (but those a redo asks
+// again), failed those that failed for good without an answer since
+// (errors less those whose prompt is gone): answered + failed + missing_raw
+// + redo is the prompts, and done_pct is (answered + failed) / prompts.
+// Both are unknown where prompts is, answered where redo is.
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped"})
 	var tot [7]sum
-	var answered, truncated, skipped, redo, stale, stops uint64
+	var answeredTot, failedTot sum
+	var outcomes, truncated, skipped, redo, stale, stops uint64
 	redoKnown := true
 	for _, s := range sums {
 		owed := s.Owed()
-		var prompts, missingRaw, done any
+		var prompts, missingRaw, done, answeredCol, failedCol any
 		if s.Stage(store.Prompts).Files > 0 {
 			prompts = s.Stage(store.Prompts).Records
-			missingRaw = owed.Prompts
+			missingRaw, failedCol = owed.Prompts, owed.Failed
 			if owed.RedoKnown {
-				done = pct(s.Overlap.Answered-min(owed.Redo, s.Overlap.Answered), s.Stage(store.Prompts).Records)
+				done = pct(owed.Answered+owed.Failed, s.Stage(store.Prompts).Records)
+				answeredCol = owed.Answered
 			}
 		}
+		answeredTot.add(answeredCol)
+		failedTot.add(failedCol)
 		var redoCol any = owed.Redo
 		if !owed.RedoKnown {
 			redoCol, redoKnown = nil, false
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), answeredCol, failedCol, s.Skipped()}
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
-		answered += s.Overlap.Answered - min(owed.Redo, s.Overlap.Answered)
+		outcomes += owed.Answered + owed.Failed
 		truncated += s.Truncated()
 		skipped += s.Skipped()
 		stops += s.ToolStops()
@@ -67,12 +76,12 @@ func progress(v *store.View, names []string, out Sink) error {
 	}
 	var done, redoTot any = nil, redo
 	if !tot[0].unknown && redoKnown {
-		done = pct(answered, tot[0].v)
+		done = pct(outcomes, tot[0].v)
 	}
 	if !redoKnown {
 		redoTot = nil
 	}
-	return out.Total(append(total, done, truncated, redoTot, stale, stops, skipped))
+	return out.Total(append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped))
 }
 
 // ToGo is the answers a progress row (or its total) still owes: its

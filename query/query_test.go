@@ -45,19 +45,23 @@ func TestProgress(t *testing.T) {
 	var want [][]any
 	for _, n := range names(m) {
 		d := m[n]
-		var prompts, missingRaw, done any
-		answered := 0
+		var prompts, missingRaw, done, answers, failed any
+		answered, withAnswer := 0, 0
 		for id := range d.prompts {
 			_, r := d.raw[id]
 			_, e := d.errs[id]
 			if r || e {
 				answered++
 			}
+			if r {
+				withAnswer++
+			}
 		}
 		if d.hasPrompts {
 			prompts = int64(len(d.prompts))
 			missingRaw = int64(len(d.prompts) - answered)
 			done = fixed(100*float64(answered)/float64(len(d.prompts)), 2)
+			answers, failed = int64(withAnswer), int64(answered-withAnswer)
 		}
 		open := 0
 		for id := range d.errs {
@@ -73,15 +77,15 @@ func TestProgress(t *testing.T) {
 		}
 		// The fixture has no exclusions (TestProgressExcluded has).
 		// Nor a redo: nothing asked again, nothing stale.
-		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, cutOf(d.raw), int64(0), int64(0), int64(0), int64(0)}) // redo, stale, tool_stops, skipped
+		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, cutOf(d.raw), int64(0), int64(0), int64(0), answers, failed, int64(0)}) // redo, stale, tool_stops, answered, failed, skipped
 	}
-	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"}
+	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped"}
 	r := answer(t, db, time.Now(), "progress")
 	checkRows(t, "progress", r, cols, want)
 
 	// Spelled out for alpha, so a wrong model cannot hide a wrong answer:
-	// 12 prompts; 9 answered (7 responses, 2 open errors); B5, B6, B7 missing.
-	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(1), int64(0), int64(0), int64(0), int64(0)}) {
+	// 12 prompts; 9 answered or failed (7 responses, 2 open errors); B5, B6, B7 missing.
+	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(1), int64(0), int64(0), int64(0), int64(7), int64(2), int64(0)}) {
 		t.Errorf("alpha progress %v", got)
 	}
 
@@ -113,7 +117,7 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 		t.Fatalf("rows %v", r.Rows)
 	}
 	row := r.Rows[0]
-	for _, i := range []int{1, 5, 8} { // prompts, missing_raw, done_pct
+	for _, i := range []int{1, 5, 8, 13, 14} { // prompts, missing_raw, done_pct, answered, failed
 		if row[i] != nil {
 			t.Errorf("beta %s = %v, want unknown (nil): there is no prompts file", r.Columns[i], row[i])
 		}
@@ -125,8 +129,8 @@ func TestProgressWithoutPromptsFile(t *testing.T) {
 	if err := format.Write(&out, r, format.Options{Format: query.Table}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), format.Unknown); n != 3 {
-		t.Errorf("table shows %d %q cells, want 3:\n%s", n, format.Unknown, out.String())
+	if n := strings.Count(out.String(), format.Unknown); n != 5 {
+		t.Errorf("table shows %d %q cells, want 5:\n%s", n, format.Unknown, out.String())
 	}
 
 	err := answerErr(t, db, "missing", "beta")

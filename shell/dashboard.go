@@ -9,10 +9,13 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
+	"gendex/store/terminal"
 )
 
-// dashboard writes, per dataset: done/total, errors, the answers cut at the
-// token limit (truncated) when any dataset has some, the turns answered of
+// dashboard writes, per dataset: answered/prompts (the prompts with an
+// answer; done_pct is those answered or failed for good), failed, the
+// answers cut at the token limit (truncated) when any dataset has some,
+// the turns answered of
 // multi-turn conversations, the training records and exclusions when any
 // dataset has some (export, gen --export), answers and tokens per second over the last
 // 30 s and 5 m, the ETA (see eta) and, in a table only, a sparkline of the
@@ -37,7 +40,8 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	// know runs).
 	if runs, err := collect("runs"); err == nil {
 		if l := query.RunLine(runs); l != "" {
-			if _, err := io.WriteString(w, l+"\n"); err != nil {
+			// Within the terminal: a failed run's detail is gen's whole error.
+			if _, err := io.WriteString(w, terminal.WrapLines(l+"\n", s.width())); err != nil {
 				return err
 			}
 		}
@@ -76,16 +80,14 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	etas := query.ETAs(prog, short, long) // the one ETA rule
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts := prog.Get(p, "prompts")
-		var done any
 		eta := any("unknown")
-		if n, ok := query.AsFloat(prompts); ok {
-			if left, ok := query.ToGo(prog, p); ok { // a redo's answers asked again are to go; unknown while it finds them
-				done = uint64(max(int64(n)-left, 0))
-			}
+		if _, ok := query.AsFloat(prompts); ok {
 			name, _ := p[0].(string)
 			eta = etas[name]
 		}
-		row := []any{p[0], done, prompts, prog.Get(p, "done_pct"), prog.Get(p, "errors"), turns,
+		// answered and failed as progress counts them (unknown from a
+		// writer older than them): a failed prompt is not answered.
+		row := []any{p[0], prog.Get(p, "answered"), prompts, prog.Get(p, "done_pct"), prog.Get(p, "failed"), turns,
 			short.Get(sh, "records_per_s"), short.Get(sh, "tokens_per_s"), long.Get(lo, "records_per_s"), long.Get(lo, "tokens_per_s"), eta}
 		if records {
 			row = slices.Insert(row, 6, prog.Get(p, "tokenized"), prog.Get(p, "excluded"))
@@ -153,7 +155,7 @@ func watchColumns(prog *query.Result) (res *query.Result, truncated, records boo
 		return false
 	}
 	truncated, records = some("truncated"), some("tokenized", "excluded")
-	res = &query.Result{Columns: []string{"dataset", "done", "prompts", "done_pct", "errors", "turns",
+	res = &query.Result{Columns: []string{"dataset", "answered", "prompts", "done_pct", "failed", "turns",
 		"answers/s 30s", "tokens/s 30s", "answers/s 5m", "tokens/s 5m", "eta"}}
 	if records {
 		res.Columns = slices.Insert(res.Columns, 6, "records", "excluded")

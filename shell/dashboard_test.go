@@ -80,7 +80,7 @@ func TestDashboardJoinsByDataset(t *testing.T) {
 	if err := sh.dashboard(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
-	want := "dataset\tdone\tprompts\tdone_pct\terrors\tturns\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
+	want := "dataset\tanswered\tprompts\tdone_pct\tfailed\tturns\tanswers/s 30s\ttokens/s 30s\tanswers/s 5m\ttokens/s 5m\teta\n" +
 		"A\t6\t10\t60.00\t0\t0\t0.30\t3.0\t0.30\t3.0\t10s\n" + // 4 left at the run's 8/20 s
 		"C\t2\t10\t20.00\t0\t0\t0.20\t2.0\t0.20\t2.0\t30s\n" //   and 8 after them: TOTAL's
 	if b.String() != want {
@@ -142,7 +142,7 @@ func TestDashboardShowsTurns(t *testing.T) {
 			rows = append(rows, strings.Join(f, " "))
 		}
 	}
-	if len(rows) < 2 || !strings.Contains(rows[0], "errors turns answers/s") || !strings.HasPrefix(rows[1], "A 0 10 0.00 0 4 ") {
+	if len(rows) < 2 || !strings.Contains(rows[0], "failed turns answers/s") || !strings.HasPrefix(rows[1], "A 0 10 0.00 0 4 ") {
 		t.Errorf("dashboard:\n%s\nwant a turns column with 4 for A", b.String())
 	}
 }
@@ -172,7 +172,7 @@ func TestDashboardShowsRecords(t *testing.T) {
 	}
 	rows := strings.Split(strings.TrimSpace(b.String()), "\n")
 	want := []string{
-		"dataset\tdone\tprompts\tdone_pct\terrors\tturns\trecords\texcluded\t",
+		"dataset\tanswered\tprompts\tdone_pct\tfailed\tturns\trecords\texcluded\t",
 		"A\t6\t10\t60.00\t0\t0\t3\t1\t",
 		"B\t2\t10\t20.00\t0\t0\t0\t0\t",
 	}
@@ -215,7 +215,7 @@ func TestDashboardShowsTruncated(t *testing.T) {
 	}
 	rows := dashboard()
 	want := []string{
-		"dataset\tdone\tprompts\tdone_pct\terrors\ttruncated\tturns\t",
+		"dataset\tanswered\tprompts\tdone_pct\tfailed\ttruncated\tturns\t",
 		"A\t3\t10\t30.00\t0\t2\t0\t",
 		"B\t2\t10\t20.00\t0\t0\t0\t",
 	}

@@ -26,6 +26,9 @@ func recount(t *testing.T, v *View, ds string) Overlap {
 		if e && !r {
 			o.ErrorsOpen++
 		}
+		if p && e && !r {
+			o.Failed++
+		}
 		if r && tk {
 			o.RawTokenized++
 		}

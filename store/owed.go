@@ -40,6 +40,11 @@ type Pending struct {
 
 // Owed is the work a dataset still owes (see Summary.Owed).
 type Owed struct {
+	// Answered is the prompts with an answer (Summary.Answers) but those
+	// a redo is asking again; Failed those that failed for good and have
+	// no answer since (Overlap.Failed). Answered + Failed + ToGo is the
+	// prompts.
+	Answered, Failed uint64
 	// Prompts without an answer or a final error (MissingRaw).
 	Prompts uint64
 	// Redo is the answers a redo is asking again, not answered yet.
@@ -67,7 +72,8 @@ func (o Owed) Done() bool { return o.ToGo() == 0 && o.Records == 0 }
 // Owed returns the work the dataset still owes: the one rule of "to go"
 // and "missing" of every view. No count is ever below 0.
 func (s Summary) Owed() Owed {
-	return Owed{Prompts: s.MissingRaw(), Redo: s.Pending.Asking, Records: s.MissingTokenized(), Stale: s.Pending.Stale, RedoKnown: !s.Pending.Choosing}
+	answers := s.Answers()
+	return Owed{Answered: answers - min(s.Pending.Asking, answers), Failed: s.Overlap.Failed, Prompts: s.MissingRaw(), Redo: s.Pending.Asking, Records: s.MissingTokenized(), Stale: s.Pending.Stale, RedoKnown: !s.Pending.Choosing}
 }
 
 // staleOf reports whether an id of membership m counts in Pending.Stale

@@ -59,10 +59,16 @@ func (s *Stats) UnknownSpec() uint64 { return s.Records - s.SpecRecords }
 
 // Overlap counts ids present in several stages of one dataset.
 type Overlap struct {
-	// Answered is |prompts ∩ (raw ∪ errors)|: prompts that have an outcome.
+	// Answered is |prompts ∩ (raw ∪ errors)|: prompts that have an outcome,
+	// an answer or a final error (Summary.Answers counts the answers).
 	Answered uint64 `json:"answered"`
 	// ErrorsOpen is |errors \ raw|: failures not answered since.
 	ErrorsOpen uint64 `json:"errors_open"`
+	// Failed is |prompts ∩ errors \ raw|: prompts that failed for good
+	// and have no answer since (ErrorsOpen less the errors whose prompt is
+	// gone). A summary written before the counter is recounted when read
+	// (failedCounted).
+	Failed uint64 `json:"failed"`
 	// RawTokenized is |raw ∩ tokenized|.
 	RawTokenized uint64 `json:"raw_tokenized"`
 	// RawExcluded is |raw ∩ excluded \ tokenized|: answers export left
@@ -119,6 +125,11 @@ func (s Summary) ToolStops() uint64 {
 	return n
 }
 
+// Answers is the number of prompts with an answer: Answered less Failed.
+func (s Summary) Answers() uint64 {
+	return s.Overlap.Answered - min(s.Overlap.Failed, s.Overlap.Answered)
+}
+
 // MissingRaw is the number of prompts with neither a response nor an error.
 func (s Summary) MissingRaw() uint64 {
 	return s.Stages[Prompts].Records - s.Overlap.Answered
@@ -151,6 +162,7 @@ func overlapOf(m membership) Overlap {
 	return Overlap{
 		Answered:     one(p && (r || e)),
 		ErrorsOpen:   one(e && !r),
+		Failed:       one(p && e && !r),
 		RawTokenized: one(r && t),
 		RawExcluded:  one(r && x && !t),
 	}
@@ -169,6 +181,7 @@ func (o *Overlap) apply(before, after membership) {
 	b, a := overlapOf(before), overlapOf(after)
 	o.Answered += a.Answered - b.Answered
 	o.ErrorsOpen += a.ErrorsOpen - b.ErrorsOpen
+	o.Failed += a.Failed - b.Failed
 	o.RawTokenized += a.RawTokenized - b.RawTokenized
 	o.RawExcluded += a.RawExcluded - b.RawExcluded
 }

@@ -91,7 +91,7 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 	d.byfile.FillPercent = 0.8
 	d.staleB, d.askingB = b.Bucket(bucketStale), b.Bucket(bucketAsking)
 	if v := b.Get(keyStats); v != nil {
-		if err := json.Unmarshal(v, &d.sum); err != nil {
+		if err := readSummary(b, v, &d.sum); err != nil {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
 		}
 	}

@@ -79,7 +79,7 @@ func (v *View) Summary(name string) (Summary, error) {
 		return s, NotFound("no dataset %q in the index", name)
 	}
 	if val := b.Get(keyStats); val != nil {
-		if err := json.Unmarshal(val, &s); err != nil {
+		if err := readSummary(b, val, &s); err != nil {
 			return s, fmt.Errorf("dataset %q: reading counters: %w", name, err)
 		}
 	}

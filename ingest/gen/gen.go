@@ -461,13 +461,13 @@ func (r *run) nothingToDo() (*Summary, error) {
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
-				failed += s.Overlap.ErrorsOpen
+				failed += s.Overlap.Failed
 			}
 		}
 		return nil
 	})
 	if failed > 0 {
-		r.logf("gen: nothing to do: every prompt has an answer or a final error (%d errors: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
+		r.logf("gen: nothing to do: every prompt has an answer or a final error (%d failed for good: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
 	} else {
 		r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 	}

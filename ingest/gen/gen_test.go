@@ -315,7 +315,7 @@ func TestGenPermanentErrors(t *testing.T) {
 		t.Errorf("summary: %+v", s)
 	}
 	// Without --retry-errors a second run has nothing to do, and says why.
-	if _, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root); err != nil || !strings.Contains(log, "2 errors") {
+	if _, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out}, root); err != nil || !strings.Contains(log, "2 failed for good") {
 		t.Fatalf("second run: %v\n%s", err, log)
 	}
 	// Retried, they fail again (same answer from the server): still 2 open errors, nothing lost.

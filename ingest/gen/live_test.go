@@ -26,12 +26,13 @@ func busyLines() []liveLine {
 		{text: ", 40.6 answers/s", short: ", 40.6/s"},
 		{text: ", >=812 tokens/s (3 answers without a token count)", short: ", >=812 tok/s", drop: 2},
 		{text: " (last 30s)", drop: 4}, {text: ", 1234 to go"}, {text: ", ETA 2m29s"}}
-	ds := liveLine{{text: "  "}, {text: "B_chat_multiturn_sharegpt_cleaned", flex: true}, {text: " 12/500"},
-		{text: " (2.4%)", drop: 3}, {text: ", 3 errors", short: ", 3 err", drop: 4},
+	counts, _ := doneParts(store.Owed{Answered: 12, Failed: 3, Prompts: 485, RedoKnown: true}, 500, "")
+	ds := append(liveLine{{text: "  "}, {text: "B_chat_multiturn_sharegpt_cleaned", flex: true}}, counts...)
+	ds = append(ds, liveLine{
 		{text: ", 120 earlier turns answered, 12 conversations half done", short: ", 120 turns, 12 half done", drop: 5},
 		{text: ", 12 truncated", short: ", 12 trunc", drop: 6}, {text: ", 950 records, 12 excluded", short: ", 950 rec, 12 excl", drop: 7},
 		{text: ", 40.6 answers/s", short: ", 40.6/s"}, {text: ", 812 tokens/s", short: ", 812 tok/s", drop: 2},
-		{text: ", ETA 2m29s"}}
+		{text: ", ETA 2m29s"}}...)
 	srv := serverLine("  server http://gpu-node-17.cluster.local:30000: up, 64 running, 12 queued, KV 87% used, " +
 		"2900 tokens/s (its count, last 30s), 20 retried (last HTTP 500 'Failed to parse input, at all', 3s ago), 1 in backoff")
 	return []liveLine{head, ds, srv}
@@ -67,9 +68,16 @@ func TestLiveLinesFit(t *testing.T) {
 			}
 		}
 	}
+	// Whole, the dataset's counts say what they count: answers, the share
+	// answered or failed for good, the failed, what is to go.
+	if got := lines[1].fit(400); !strings.HasPrefix(got, "  B_chat_multiturn_sharegpt_cleaned 12/500 answered (3.0% done), 3 failed, 485 to go, ") {
+		t.Errorf("400: %q", got)
+	}
 	// At 79 columns (an 80-column terminal): the name whole, the rates
-	// short, tokens/s kept while the turns and export counts go.
-	if got := lines[1].fit(79); got != "  B_chat_multiturn_sharegpt_cleaned 12/500 (2.4%), 40.6/s, 812 tok/s, ETA 2m29s" {
+	// short, the failed kept while tokens/s, the turns and export counts
+	// go, and the share done (never a bare %, which would read as the
+	// answers').
+	if got := lines[1].fit(79); got != "  B_chat_multiturn_sharegpt_cleaned 12/500, 3 fail, 40.6/s, ETA 2m29s" {
 		t.Errorf("79: %q", got)
 	}
 	if got := lines[0].fit(79); got != "gen: 1/2 up, 128 in flight, 40.6/s, >=812 tok/s, 1234 to go, ETA 2m29s" {
@@ -332,7 +340,7 @@ func TestRatesCountTheRunOnly(t *testing.T) {
 			t.Errorf("line %d: %q; want ETA %s", i, lines[i], want)
 		}
 	}
-	if !strings.HasPrefix(lines[2], "  P2 0/100 (0.0%), 0.0 answers/s") {
+	if !strings.HasPrefix(lines[2], "  P2 0/100 answered (0.0% done), 100 to go, 0.0 answers/s") {
 		t.Errorf("P2: %q", lines[2])
 	}
 }

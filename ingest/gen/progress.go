@@ -323,9 +323,9 @@ func (r *run) statusLines(now time.Time) []string {
 // and in those being answered before it over that rate; one not answered
 // in the last 5 minutes (not started yet) is unknown, as in watch.
 //
-// On a narrow terminal the lines keep the dataset, done/total, the rate and
-// the ETA (and the run's prompts to go); the rest is shortened, then
-// dropped: tokens/s last.
+// On a narrow terminal the lines keep the dataset, answered/total, the
+// rate and the ETA (and the run's prompts to go); the rest is shortened,
+// then dropped: the failed after tokens/s.
 func (r *run) status(now time.Time) []liveLine {
 	sums := map[string]store.Summary{}
 	type first struct {
@@ -384,20 +384,15 @@ func (r *run) status(now time.Time) []liveLine {
 	var ahead int64 // prompts left in the datasets being answered so far
 	for i, ds := range r.sets {
 		s := sums[ds.Name]
-		total := s.Stage(store.Prompts).Records
-		left := min(s.Owed().ToGo(), total) // a redo's answers asked again are to go
-		done, known := total-left, s.Owed().RedoKnown
+		owed, total := s.Owed(), s.Stage(store.Prompts).Records
+		left := min(owed.ToGo(), total) // a redo's answers asked again are to go
 		rate := rates[i]
-		if left == 0 && known && ds.ok.Load()+ds.failed.Load() == 0 {
+		if left == 0 && owed.RedoKnown && ds.ok.Load()+ds.failed.Load() == 0 {
 			continue // finished before this run
 		}
 		eta := etaWords(store.DatasetETA(int64(min(left, math.MaxInt64)), ds.rate.answering(now), &ahead, all.PerSecond()))
-		doneText, eta := doneETA(done, total, known, eta)
-		l := liveLine{{text: "  "}, {text: ds.Name, flex: true}, {text: doneText},
-			{text: fmt.Sprintf(" (%.1f%%)", 100*float64(done)/float64(max(total, 1))), drop: 3}}
-		if n := s.Overlap.ErrorsOpen; n > 0 {
-			l = append(l, part{text: ", " + counted(n, "error", "errors"), short: ", " + counted(n, "err", "err"), drop: 4})
-		}
+		counts, eta := doneParts(owed, total, eta)
+		l := append(liveLine{{text: "  "}, {text: ds.Name, flex: true}}, counts...)
 		if t := ds.turnsText(); t != "" {
 			l = append(l, part{text: t, short: fmt.Sprintf(", %d turns, %d half done", ds.turnsDone.Load(), ds.halfDone.Load()), drop: 5})
 		}
@@ -557,8 +552,9 @@ func (r *run) final(sum *Summary) {
 			if n := s.Skipped(); n > 0 {
 				left = fmt.Sprintf(", %s left out of the index", counted(n, "line", "lines"))
 			}
-			r.logf("  %s: %d/%d answered (%d this run), %s, %d still missing%s%s%s -> %s",
-				ds.Name, total-s.MissingRaw(), total, ds.ok.Load(), counted(s.Overlap.ErrorsOpen, "error", "errors"), s.MissingRaw(), ds.turnsText(), truncatedText(s), left, ds.Raw)
+			owed := s.Owed()
+			r.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
+				ds.Name, owed.Answered, total, ds.ok.Load(), owed.Failed, owed.ToGo(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if t := ds.unsentText(); t != "" {
 				r.logf("%s", t)
 			}

@@ -49,7 +49,7 @@ func (r *run) sayShapes(todo int64) error {
 		case n > 0:
 			r.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
 			if sc.partial {
-				r.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those failed for their shape", ds.Name)
+				r.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those not sent for their shape", ds.Name)
 			}
 		}
 	}
@@ -59,7 +59,7 @@ func (r *run) sayShapes(todo int64) error {
 	return nil
 }
 
-const unsentNote = "They are not sent, and count as failed (never as answered) until a run reads them"
+const unsentNote = "Those without an answer are not sent: they stay to go, neither answered nor failed, until a run reads them with --prompt PATH"
 
 // unsendableText says what the lines of ds that gen cannot send hold
 // and the flags that read them.
@@ -169,7 +169,7 @@ func (ds *dsRun) unsentText() string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  %s: %s for their shape: not sent, no prompt gen can send in their lines (see above); still missing", ds.Name, counted(n, "prompt failed", "prompts failed"))
+	return fmt.Sprintf("  %s: %s, no prompt gen can send in their lines (see above): still to go, neither answered nor failed", ds.Name, counted(n, "prompt not sent for its shape", "prompts not sent for their shape"))
 }
 
 // leftUnsent is the error a run ends in (after its summary) when it left
@@ -184,8 +184,8 @@ func (r *run) leftUnsent(sum *Summary) error {
 		}
 	}
 	if unsent > 0 {
-		return fmt.Errorf("%s for their shape, not sent: their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
-			counted(unsent, "prompt failed", "prompts failed"))
+		return fmt.Errorf("%s (still to go): their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
+			counted(unsent, "prompt not sent for its shape", "prompts not sent for their shape"))
 	}
 	if fed > 0 || sum.Interrupted || sum.Responses+sum.Errors > 0 || r.cfg.Redo != nil {
 		return nil
@@ -203,4 +203,17 @@ func (r *run) leftUnsent(sum *Summary) error {
 		return fmt.Errorf("no prompt was sent, yet %d are missing: the prompts files and the index do not agree on their ids; run gendex ingest on the datasets, then gen again (and report it: gen should have found them)", missing)
 	}
 	return nil
+}
+
+// Unsendable reports whether a prompt line holds no prompt gen sends by
+// its own keys (none of input_ids, text, messages and conversations, or
+// more than one), as the feeder decides it without --prompt, and a path
+// in the line that holds one, for --prompt ("" for none). Such a prompt
+// is not sent: it stays to go, and check's fix for it is gen --prompt.
+func Unsendable(line []byte) (unsendable bool, promptPath string) {
+	switch classify(line, nil) {
+	case lineNone, lineMany:
+		return true, promptCandidate(line)
+	}
+	return false, ""
 }

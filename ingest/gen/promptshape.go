@@ -24,8 +24,9 @@ import (
 // or of none gen sends, is said with the keys its lines have and the
 // flags that read them (sayShapes); a run whose prompts to answer are all
 // unsendable stops before the first request. The feeder counts each such
-// prompt as not sent (failed for its shape: no errors.jsonl line, so a
-// run with the right flags sends it), and a run that leaves some, or sent
+// prompt as not sent for its shape: no errors.jsonl line, so it stays to
+// go (neither answered nor failed, as progress and check count it) and a
+// run with the right flags sends it; a run that leaves some, or sent
 // nothing while prompts are missing, ends in an error (leftUnsent).
 
 // PromptPaths say where the lines of the prompts files keep their id and

@@ -110,7 +110,7 @@ func TestLeftUnsent(t *testing.T) {
 	}
 	r := newRun()
 	r.sets[0].scan.unsent.Add(2)
-	if err := r.leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "2 prompts failed for their shape, not sent") {
+	if err := r.leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "2 prompts not sent for their shape (still to go)") {
 		t.Errorf("2 unsent: %v", err)
 	}
 	r = newRun()

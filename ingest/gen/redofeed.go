@@ -187,14 +187,28 @@ func etaKnown(left uint64, r store.Rate, known bool) string {
 	return etaText(left, r)
 }
 
-// doneETA is a dataset's live "done/total" and ETA: while its redo is
-// still finding the answers it asks again (not known), done is at most
-// what the index says so far, and the ETA is unknown.
-func doneETA(done, total uint64, known bool, eta string) (string, string) {
-	if !known {
-		return fmt.Sprintf(" <=%d/%d", done, total), "ETA unknown"
+// doneParts are a dataset's live counts, out of its prompts: "12/500
+// answered" (answers only: a redo's answers asked again are to go; the
+// word goes first on a narrow terminal), "(2.6% done)" (answered or failed
+// for good), "3 failed" (for good, no answer since; none said when 0)
+// and "485 to go". While its redo is still finding the answers it asks
+// again (not known), answered is at most what the index says so far, to
+// go at least, and the ETA is unknown.
+func doneParts(o store.Owed, total uint64, eta string) (liveLine, string) {
+	answered, left := min(o.Answered, total), min(o.ToGo(), total)
+	at, atLeast := "", ""
+	if !o.RedoKnown {
+		at, atLeast, eta = "<=", ">=", "ETA unknown"
 	}
-	return fmt.Sprintf(" %d/%d", done, total), eta
+	pct := fmt.Sprintf("%.1f%%", 100*float64(total-left)/float64(max(total, 1)))
+	l := liveLine{
+		{text: fmt.Sprintf(" %s%d/%d answered", at, answered, total), short: fmt.Sprintf(" %s%d/%d", at, answered, total)},
+		{text: " (" + pct + " done)", drop: 4}, // never shortened: a bare % would read as answered's
+	}
+	if o.Failed > 0 {
+		l = append(l, part{text: fmt.Sprintf(", %d failed", o.Failed), short: fmt.Sprintf(", %d fail", o.Failed), drop: 2})
+	}
+	return append(l, part{text: fmt.Sprintf(", %s%d to go", atLeast, left), drop: 5}), eta
 }
 
 // limitFor is the limit the prompt id of ds is asked with: its prompt

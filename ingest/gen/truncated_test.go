@@ -343,10 +343,10 @@ func TestGenCountsTruncated(t *testing.T) {
 	if !strings.Contains(log, want) {
 		t.Errorf("the summary does not say %q:\n%s", want, log)
 	}
-	if !strings.Contains(log, fmt.Sprintf("  T: 60/60 answered (60 this run), 0 errors, 0 still missing, %d truncated -> ", cut)) {
+	if !strings.Contains(log, fmt.Sprintf("  T: 60/60 answered (60 this run), 0 failed, 0 to go, %d truncated -> ", cut)) {
 		t.Errorf("the dataset's final line does not count the truncated answers:\n%s", log)
 	}
-	live := regexp.MustCompile(`  T \d+/60 \([0-9.]+%\), (\d+) truncated, `)
+	live := regexp.MustCompile(`  T \d+/60 answered \([0-9.]+% done\), \d+ to go, (\d+) truncated, `)
 	ms := live.FindAllStringSubmatch(log, -1)
 	if len(ms) == 0 {
 		t.Errorf("no progress line counts truncated answers:\n%s", log)

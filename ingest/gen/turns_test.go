@@ -365,7 +365,7 @@ func TestTurnsVisibleWhileHalfDone(t *testing.T) {
 	if !live.MatchString(log) {
 		t.Errorf("no log line shows conversations half done:\n%s", log)
 	}
-	if !strings.Contains(log, "M: 16/16 answered (16 this run), 0 errors, 0 still missing, 32 earlier turns answered, 0 conversations half done") {
+	if !strings.Contains(log, "M: 16/16 answered (16 this run), 0 failed, 0 to go, 32 earlier turns answered, 0 conversations half done") {
 		t.Errorf("the summary does not say how the conversations stand:\n%s", log)
 	}
 }

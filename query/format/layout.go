@@ -49,7 +49,8 @@ var Layouts = map[string]Layout{
 		{Name: "tokenized", Drop: 4, Short: "tok"}, {Name: "missing_tokenized", Drop: 5, Short: "miss_tok"},
 		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
 		{Name: "redo", Drop: 2}, {Name: "stale", Drop: 5}, {Name: "skipped", Drop: 5, Short: "skip"},
-		{Name: "tool_stops", Drop: 5, Short: "stops"},
+		{Name: "tool_stops", Drop: 5, Short: "stops"}, {Name: "answered", Drop: 1, Short: "ans"},
+		{Name: "failed", Drop: 3, Short: "fail"},
 	}},
 	"tokens": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},
@@ -125,9 +126,9 @@ var Layouts = map[string]Layout{
 		{Name: "last_answer", Drop: 3, Short: "last"}, {Name: "turns", Drop: 4},
 	}},
 	"watch": {Cols: []Col{
-		{Name: "dataset"}, {Name: "done"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
-		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "tokens/s 30s", Drop: 2, Short: "tok/s"},
-		{Name: "errors", Drop: 3, Short: "err"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
+		{Name: "dataset"}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
+		{Name: "failed", Drop: 2, Short: "fail"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
 		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
 		{Name: "last 30m", Drop: 7}, // the sparkline: the first to go
@@ -135,10 +136,10 @@ var Layouts = map[string]Layout{
 	// watch of a run that makes training records (gen --export): the
 	// records and exclusions are its goal, kept before the cut answers.
 	"watch-export": {Cols: []Col{
-		{Name: "dataset"}, {Name: "done"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "dataset"}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
 		{Name: "records", Drop: 2, Short: "recs"}, {Name: "excluded", Drop: 2, Short: "excl"},
-		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
-		{Name: "errors", Drop: 4, Short: "err"}, {Name: "truncated", Drop: 5, Short: "trunc"}, {Name: "turns", Drop: 5},
+		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "tokens/s 30s", Drop: 4, Short: "tok/s"},
+		{Name: "failed", Drop: 3, Short: "fail"}, {Name: "truncated", Drop: 5, Short: "trunc"}, {Name: "turns", Drop: 5},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
 		{Name: "last 30m", Drop: 7},
 	}},

@@ -1,0 +1,97 @@
+package query
+
+import (
+	"fmt"
+	"os"
+
+	"gendex/store"
+)
+
+// PromptUnsendable reports whether a prompt line holds no prompt gen
+// sends by its own keys, and a path in it that holds one, for gen
+// --prompt ("" for none): gen's rule (main sets it: query does not import
+// ingest). Nil: the prompts to go are not read for their shape.
+var PromptUnsendable func(line []byte) (unsendable bool, promptPath string)
+
+// unsentReadLimit bounds the prompts to go that check reads for their
+// shape: past it, the count of those gen cannot send is a lower bound.
+const unsentReadLimit = 20_000
+
+// unansweredFinding is the reason of the n prompts of dataset name
+// (folder dir) neither answered nor failed. Gen does not send a prompt
+// that holds no prompt at its keys (it stays to go): when every one of
+// them is such, the fix is gen with the --prompt that reads them; when
+// some are, the fix says both runs.
+func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint32]*os.File) finding {
+	f := finding{reason: ReasonUnanswered, blocks: true, count: n, detail: "prompts neither answered nor failed", fix: "gendex gen --server URL " + dir}
+	if PromptUnsendable == nil {
+		return f
+	}
+	var read, unsent uint64
+	path := ""
+	err := v.Missing(name, store.Prompts, func(id string) error {
+		if read == unsentReadLimit {
+			return errStopWalk
+		}
+		read++
+		r, ok, err := v.Get(name, store.Prompts, id)
+		if err != nil || !ok {
+			return err
+		}
+		line, err := recordLine(v, &r, files)
+		if err != nil {
+			return nil // a file changed since: not this reason's to say
+		}
+		if bad, p := PromptUnsendable(line); bad {
+			unsent++
+			if path == "" {
+				path = p
+			}
+		}
+		return nil
+	}, store.Raw, store.Errors)
+	if unsent == 0 || err != nil && err != errStopWalk {
+		return f
+	}
+	if path == "" {
+		path = "PATH"
+	}
+	prompt := fmt.Sprintf("gendex gen --server URL --prompt %s %s", path, dir)
+	atLeast := ""
+	if read == unsentReadLimit && unsent < n {
+		atLeast = "at least "
+	}
+	if unsent == n {
+		f.detail = "prompts neither answered nor failed: their lines hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them"
+		f.fix = prompt
+		return f
+	}
+	f.detail = fmt.Sprintf("prompts neither answered nor failed; %s%d of them hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them", atLeast, unsent)
+	f.fix = fmt.Sprintf("gendex gen --server URL %s, then for those %d: %s", dir, unsent, prompt)
+	return f
+}
+
+// errStopWalk ends a walk early.
+var errStopWalk = fmt.Errorf("stop")
+
+// recordLine reads r's line through files (the check's open files, by
+// file id), checked against the sum the index read.
+func recordLine(v *store.View, r *store.Record, files map[uint32]*os.File) ([]byte, error) {
+	f := files[r.File]
+	if f == nil {
+		path, ok := v.FilePath(r.File)
+		if !ok {
+			return nil, fmt.Errorf("file %d is no longer in the index", r.File)
+		}
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, err
+		}
+		files[r.File] = f
+	}
+	line := make([]byte, r.Length)
+	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
+		return nil, fmt.Errorf("%s:%d no longer holds the line the index read", f.Name(), r.Line)
+	}
+	return line, nil
+}
