@@ -12,19 +12,31 @@ import (
 	"strings"
 
 	"gendex/ingest"
+	"gendex/ingest/export"
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
 	"gendex/store"
 )
 
-func init() {
-	// The check's content checks read answers by ingest's rules, in this
-	// process and in a writer's that answers the question on its socket.
-	query.AnswerText = func(line []byte) (string, bool, string, error) {
-		a, err := readAnswer(line)
-		return a.Text, a.HasText, a.Reasoning, err
+// checkAnswers reads an answer line for check as export reads it to make
+// the answer's record (query.AnswerReader): every assistant turn and the
+// record's length.
+func checkAnswers(line []byte, rec *store.Record, mapping string) (query.CheckedAnswer, error) {
+	turns, tokens, err := export.ReadTurns(line, rec, mapping)
+	a := query.CheckedAnswer{Tokens: tokens, Turns: make([]query.CheckedTurn, len(turns))}
+	for i, t := range turns {
+		a.Turns[i] = query.CheckedTurn{Text: t.Text, Reasoning: t.Reasoning, Calls: t.Calls}
 	}
+	return a, err
+}
+
+// newAsker is live.NewAsker for the index at path, reading answers for
+// check by export's rules.
+func newAsker(path string) *live.Asker {
+	a := live.NewAsker(path)
+	a.Answers = checkAnswers
+	return a
 }
 
 // errNotReady: some dataset is not fit to train on (exit 1); the verdicts
@@ -39,6 +51,7 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records whose prompt + completion tokens exceed it are a reason")
 	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
+	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -61,7 +74,10 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	if *allowMixed {
 		words = append(words, "--allow-mixed")
 	}
-	asker := live.NewAsker(c.db)
+	if *allowSimulated {
+		words = append(words, "--allow-simulated")
+	}
+	asker := newAsker(c.db)
 	defer asker.Close()
 	now := c.env.Now()
 	names, err := checkTargets(ctx, asker, c, pos)
