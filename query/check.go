@@ -169,7 +169,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		add(ReasonTruncatedKept, true, rs.truncated, "records of answers cut at the token limit",
 			"gendex gen --server URL --redo truncated --max-new-tokens N "+dir+" (or accept them: check --include-truncated)")
 	}
-	fs = append(fs, rs.lengths(o.MaxLength, dir)...)
+	fs = append(fs, rs.lengths(v, name, o.MaxLength, dir)...)
 	fs = append(fs, rs.content(dir)...)
 	fs = append(fs, simulated(v, name, o.AllowSimulated, dir)...)
 	switch mixed, ways, answers := mixedModels(v, name); {

@@ -98,20 +98,27 @@ func (rs *recordStats) measure(tr *store.Record, a CheckedAnswer, read bool, max
 	}
 }
 
-// lengths is the --max-length findings (none without one).
-func (rs *recordStats) lengths(maxLength int, dir string) []finding {
+// lengths is the --max-length findings of dataset name (none without
+// one). Its fix makes the records again where they are, as export
+// --max-len measures them: the same way as the check.
+func (rs *recordStats) lengths(v *store.View, name string, maxLength int, dir string) []finding {
 	if maxLength <= 0 {
 		return nil
 	}
 	var fs []finding
 	if rs.tooLong > 0 {
-		format := ""
+		flags := ""
 		if rs.idsTooLong == rs.tooLong {
-			format = " --format ids"
+			flags = " --format ids"
+		}
+		flags += fmt.Sprintf(" --max-len %d", maxLength)
+		file := recordsFile(v, name, dir)
+		if records := filepath.Dir(file); records != dir {
+			flags += " --out " + filepath.Dir(records) // export --out ROOT writes ROOT/<dataset>/
 		}
 		fs = append(fs, finding{reason: ReasonTooLong, blocks: true, count: rs.tooLong, tokens: rs.tooLongTokens,
 			detail: fmt.Sprintf("records longer than --max-length %d tokens, the longest %d (a record as export --max-len measures it: its input_ids, or its last turn's prompt + completion tokens)", maxLength, rs.longest),
-			fix:    fmt.Sprintf("move %s aside and run gendex export%s --max-len %d %s", filepath.Join(dir, "tokenized.jsonl"), format, maxLength, dir)})
+			fix:    fmt.Sprintf("move %s aside and run gendex export%s %s", file, flags, dir)})
 	}
 	if rs.lenUnknown > 0 {
 		why := "no input_ids, and their answer's last turn carries no token count"
@@ -157,4 +164,20 @@ func (rs *recordStats) readAnswer(v *store.View, r *store.Record, files map[uint
 		a = CheckedAnswer{Tokens: store.Unknown} // no turn: empty
 	}
 	return a, true
+}
+
+// recordsFile is the file of the dataset's training records the index
+// counts (tokenized.jsonl first), or dir's tokenized.jsonl.
+func recordsFile(v *store.View, name, dir string) string {
+	var file string
+	_ = v.Files(func(f store.FileState) error {
+		if f.Dataset == name && f.Stage == store.Tokenized && (file == "" || filepath.Base(f.Path) == "tokenized.jsonl") {
+			file = f.Path
+		}
+		return nil
+	})
+	if file == "" {
+		return filepath.Join(dir, "tokenized.jsonl")
+	}
+	return file
 }
