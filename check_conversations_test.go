@@ -143,6 +143,19 @@ func TestCheckReadsEveryTurn(t *testing.T) {
 		}
 	}
 
+	// Asked of a writer (ingest --follow holds the index), which reads the
+	// answers itself: the same verdicts, every turn read.
+	startWriter(t, filepath.Join(p.dir, "gendex.db"), []string{"GENDEX_DB="}, "ingest", "--follow", filepath.Join(p.dir, "seeds"))
+	code, reasons, out = p.checkJSON("--allow-simulated", "--max-length", "100000", "seeds")
+	if code != 0 || len(reasons) != len(seedShapeNames) {
+		t.Errorf("check asked of a writer: exit %d, %d datasets; want 0 and %d\n%s", code, len(reasons), len(seedShapeNames), out)
+	}
+	for ds, rs := range reasons {
+		if _, ok := rs["content_unchecked"]; ok || rs["length_unknown"] != 0 {
+			t.Errorf("%s: the writer did not read the answers\n%s", ds, out)
+		}
+	}
+
 	for _, flavor := range []string{"sglang", "vllm"} {
 		db := "think-" + flavor + ".db"
 		args := []string{"--db", db, "gen", "--server", "sim", "--sim-flavor", flavor, "--sim-reasoning", "--sim-tool-calls", "--max-new-tokens", "2048",
