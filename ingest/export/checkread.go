@@ -27,7 +27,11 @@ func ReadTurns(line []byte, rec *store.Record, mapping string) (turns []Assistan
 			return nil, store.Unknown, err
 		}
 	}
-	a, err := parseAnswer(line, rec, m, nil)
+	var pre *ingest.Answer // read once: parseAnswer then reads no field again
+	if r, err := ingest.ReadAnswer(line, m); err == nil {
+		pre = &r
+	}
+	a, err := parseAnswer(line, rec, m, pre)
 	if err != nil {
 		return nil, store.Unknown, err
 	}
