@@ -11,7 +11,8 @@ import (
 )
 
 // seedShapes writes, under root, a dataset folder per shape the seeds'
-// data has: sharegpt (one to three human turns, system turns), fncall
+// data has: sharegpt (one to three human turns, system turns), chat
+// (OpenAI messages, one to three user turns after a system one), fncall
 // (OpenAI messages + tools whose data ends at the assistant's call), traj
 // (agent trajectories: several and parallel calls, their results, a last
 // text answer) and glaive (function_call / observation).
@@ -36,6 +37,12 @@ func seedShapes(t *testing.T, root string) {
 				`{"from":"gpt","value":"old answer"}`)
 		}
 		sets["sharegpt"] = append(sets["sharegpt"], fmt.Sprintf(`{"id":"s%d","conversations":[%s]}`, i, strings.Join(turns, ",")))
+		msgs := []string{`{"role":"system","content":"You are terse."}`}
+		for u := range (i+1)%3 + 1 {
+			msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"chat %d, message %d: what is a loss mask?"}`, i, u),
+				`{"role":"assistant","content":"old reply"}`)
+		}
+		sets["chat"] = append(sets["chat"], fmt.Sprintf(`{"id":"c%d","messages":[%s]}`, i, strings.Join(msgs, ",")))
 	}
 	for i := range 16 {
 		sets["fncall"] = append(sets["fncall"], fmt.Sprintf(`{"id":"f%d","tools":%s,"messages":[{"role":"system","content":"Use the tools."},`+
@@ -71,7 +78,7 @@ func seedShapes(t *testing.T, root string) {
 }
 
 // seedShapeNames are seedShapes' datasets.
-var seedShapeNames = []string{"fncall", "glaive", "sharegpt", "traj"}
+var seedShapeNames = []string{"chat", "fncall", "glaive", "sharegpt", "traj"}
 
 // simToolArgs answer every seed shape with the simulator: a tool-calling
 // model, its calls read by SGLang's qwen25 parser.
