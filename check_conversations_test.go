@@ -189,6 +189,15 @@ func TestCheckReadsEveryTurn(t *testing.T) {
 		if code, reasons, out := p.checkJSON("--db", db, "--allow-simulated", "think-"+flavor); code != 0 || len(reasons) != len(seedShapeNames) {
 			t.Errorf("%s: check of a thinking model's clean run: exit %d, %d datasets; want 0 and %d\n%s", flavor, code, len(reasons), len(seedShapeNames), out)
 		}
+		if code, reasons, out := p.checkJSON("--db", db, "think-"+flavor); code != 1 || reasons["sharegpt"]["simulated"] != float64(len(assistantTurns(t, filepath.Join(p.dir, "think-"+flavor, "sharegpt")))) {
+			t.Errorf("%s: check of the simulator's thinking answers without --allow-simulated: exit %d, want 1 and every answer simulated\n%s", flavor, code, out)
+		}
+		// Its records' lengths, thinking and all, as export measures them.
+		lengths := map[string]map[string]int{}
+		for _, ds := range seedShapeNames {
+			lengths[ds] = recordLengths(t, filepath.Join(p.dir, "think-"+flavor, ds))
+		}
+		p.maxLengthClears(db, "think-"+flavor, "", lengths)
 	}
 }
 

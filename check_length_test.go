@@ -89,7 +89,6 @@ func TestCheckMaxLengthAsExported(t *testing.T) {
 	p.mustRun(append(simToolArgs, "--export", "conversations", "seeds")...)
 	p.mustRun("--db", "ids.db", "export", "--format", "ids", "--out", "ids", "seeds")
 	lengths := map[string]map[string]int{}
-	var all []int
 	for _, ds := range seedShapeNames {
 		conv, ids := recordLengths(t, filepath.Join(p.dir, "seeds", ds)), recordLengths(t, filepath.Join(p.dir, "ids", ds))
 		if len(conv) == 0 || len(conv) != len(ids) {
@@ -99,9 +98,27 @@ func TestCheckMaxLengthAsExported(t *testing.T) {
 			if ids[id] != n {
 				t.Errorf("%s %s: the answer's last turn counts %d tokens, its ids record %d input_ids", ds, id, n, ids[id])
 			}
-			all = append(all, n)
 		}
 		lengths[ds] = conv
+	}
+	for _, run := range []struct{ db, dir, format string }{{"gendex.db", "seeds", ""}, {"ids.db", "ids", " --format ids"}} {
+		p.maxLengthClears(run.db, run.dir, run.format, lengths)
+	}
+}
+
+// maxLengthClears checks the records under dir (index db) against a
+// --max-length that some of them exceed: check names, for each dataset,
+// the records over it, their tokens and the longest, as lengths (an
+// outside reading) says, and a fix (export with format's flags) that,
+// run as printed, leaves none over it and as many excluded as max_len.
+func (p *placeRun) maxLengthClears(db, dir, format string, lengths map[string]map[string]int) {
+	t := p.t
+	t.Helper()
+	var all []int
+	for _, ls := range lengths {
+		for _, n := range ls {
+			all = append(all, n)
+		}
 	}
 	slices.Sort(all)
 	maxLen := all[len(all)*2/3]
@@ -113,42 +130,40 @@ func TestCheckMaxLengthAsExported(t *testing.T) {
 		}
 		return
 	}
-	for _, run := range []struct{ db, dir, format string }{{"gendex.db", "seeds", ""}, {"ids.db", "ids", " --format ids"}} {
-		code, by, out := p.checkVerdicts("--db", run.db, "--allow-simulated", "--max-length", fmt.Sprint(maxLen), run.dir)
-		if code != 1 {
-			t.Errorf("%s: check --max-length %d: exit %d, want 1\n%s", run.dir, maxLen, code, out)
-		}
-		for _, ds := range seedShapeNames {
-			n, tokens, longest := over(ds)
-			r := by[ds]["over_max_length"]
-			if n == 0 {
-				if r.Reason != "" {
-					t.Errorf("%s/%s: over_max_length %v, want none\n%s", run.dir, ds, r.Count, out)
-				}
-				continue
+	code, by, out := p.checkVerdicts("--db", db, "--allow-simulated", "--max-length", fmt.Sprint(maxLen), dir)
+	if code != 1 {
+		t.Errorf("%s: check --max-length %d: exit %d, want 1\n%s", dir, maxLen, code, out)
+	}
+	for ds := range lengths {
+		n, tokens, longest := over(ds)
+		r := by[ds]["over_max_length"]
+		if n == 0 {
+			if r.Reason != "" {
+				t.Errorf("%s/%s: over_max_length %v, want none\n%s", dir, ds, r.Count, out)
 			}
-			if r.Count != float64(n) || r.Tokens != float64(tokens) || !strings.Contains(r.Detail, fmt.Sprintf("the longest %d", longest)) ||
-				!strings.Contains(r.Fix, fmt.Sprintf("gendex export%s --max-len %d", run.format, maxLen)) {
-				t.Errorf("%s/%s: over_max_length %v (%v tokens) %q, fix %q; want %d records, %d tokens, the longest %d, export%s --max-len %d",
-					run.dir, ds, r.Count, r.Tokens, r.Detail, r.Fix, n, tokens, longest, run.format, maxLen)
-				continue
-			}
-			p.runMoveAsideFix(r.Fix, run.db)
+			continue
 		}
-		code, by, out = p.checkVerdicts("--db", run.db, "--allow-simulated", "--max-length", fmt.Sprint(maxLen), run.dir)
-		if code != 0 {
-			t.Errorf("%s: check --max-length %d after each printed fix: exit %d, want 0\n%s", run.dir, maxLen, code, out)
+		if r.Count != float64(n) || r.Tokens != float64(tokens) || !strings.Contains(r.Detail, fmt.Sprintf("the longest %d", longest)) ||
+			!strings.Contains(r.Fix, fmt.Sprintf("gendex export%s --max-len %d", format, maxLen)) {
+			t.Errorf("%s/%s: over_max_length %v (%v tokens) %q, fix %q; want %d records, %d tokens, the longest %d, export%s --max-len %d",
+				dir, ds, r.Count, r.Tokens, r.Detail, r.Fix, n, tokens, longest, format, maxLen)
+			continue
 		}
-		for _, ds := range seedShapeNames {
-			excluded := 0
-			eachJSONLine(t, filepath.Join(p.dir, run.dir, ds, "excluded.jsonl"), func(l []byte) {
-				if strings.Contains(string(l), `"reason":"max_len"`) {
-					excluded++
-				}
-			})
-			if n, _, _ := over(ds); excluded != n || by[ds]["over_max_length"].Reason != "" {
-				t.Errorf("%s/%s: after the fix, %d excluded as max_len and over_max_length %v; want %d and none", run.dir, ds, excluded, by[ds]["over_max_length"].Count, n)
+		p.runMoveAsideFix(r.Fix, db)
+	}
+	code, by, out = p.checkVerdicts("--db", db, "--allow-simulated", "--max-length", fmt.Sprint(maxLen), dir)
+	if code != 0 {
+		t.Errorf("%s: check --max-length %d after each printed fix: exit %d, want 0\n%s", dir, maxLen, code, out)
+	}
+	for ds := range lengths {
+		excluded := 0
+		eachJSONLine(t, filepath.Join(p.dir, dir, ds, "excluded.jsonl"), func(l []byte) {
+			if strings.Contains(string(l), `"reason":"max_len"`) {
+				excluded++
 			}
+		})
+		if n, _, _ := over(ds); excluded != n || by[ds]["over_max_length"].Reason != "" {
+			t.Errorf("%s/%s: after the fix, %d excluded as max_len and over_max_length %v; want %d and none", dir, ds, excluded, by[ds]["over_max_length"].Count, n)
 		}
 	}
 }
