@@ -48,7 +48,7 @@ var errNotReady = fmt.Errorf("not ready to train on: %w", errSkipped)
 // it. It exits 1 when a dataset is not ready.
 func runCheck(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
-	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records whose prompt + completion tokens exceed it are a reason")
+	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records longer than it, as export --max-len measures them, are a reason")
 	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
 	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
