@@ -97,7 +97,7 @@ func TestCheckCleanExportedRun(t *testing.T) {
 		t.Errorf("check does not say how to make ids records:\n%s", out)
 	}
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", "--export", "ids", "demo/B1_ids")
-	code, out, errOut := p.check("demo")
+	code, out, errOut := p.check("--allow-simulated", "demo")
 	if code != 0 || !strings.Contains(out, "all: ready (4 datasets)") || !strings.Contains(out, "B3_chat: ready") {
 		t.Fatalf("check of a clean exported run: exit %d, want 0 and every dataset ready\n%s%s", code, out, errOut)
 	}
@@ -106,7 +106,7 @@ func TestCheckCleanExportedRun(t *testing.T) {
 			t.Errorf("a line over 80 columns: %q", l)
 		}
 	}
-	if code, reasons, out := p.checkJSON("demo"); code != 0 || len(reasons) != 4 {
+	if code, reasons, out := p.checkJSON("--allow-simulated", "demo"); code != 0 || len(reasons) != 4 {
 		t.Errorf("check --format json: exit %d, %d datasets, want 0 and 4\n%s", code, len(reasons), out)
 	}
 }
@@ -126,7 +126,7 @@ func TestCheckNamesWhatIsOwed(t *testing.T) {
 		t.Errorf("check of a run not exported: exit %d, want 1 naming B2_text's 50 answers without a record and export\n%s", code, out)
 	}
 	p.mustRun("export", ds)
-	if code, out, _ := p.check(ds); code != 0 {
+	if code, out, _ := p.check("--allow-simulated", ds); code != 0 {
 		t.Fatalf("check after export: exit %d, want 0\n%s", code, out)
 	}
 	redo := filepath.Join(p.dir, "redo.txt")
@@ -141,7 +141,7 @@ func TestCheckNamesWhatIsOwed(t *testing.T) {
 	if n := reasons["B2_text"]["over_max_length"]; code != 1 || n <= 0 || n >= 50 || reasons["B2_text"]["over_max_length.tokens"] <= 40*n {
 		t.Errorf("check --max-length 40: exit %d, want 1 and some records over it with their tokens\n%s", code, out)
 	}
-	if code, out, _ := p.check("--max-length", "100000", ds); code != 0 {
+	if code, out, _ := p.check("--allow-simulated", "--max-length", "100000", ds); code != 0 {
 		t.Errorf("check --max-length 100000: exit %d, want 0\n%s", code, out)
 	}
 	os.MkdirAll(filepath.Join(p.dir, "elsewhere"), 0o755)
@@ -239,7 +239,7 @@ func TestResumeKeepsTheRunOneRun(t *testing.T) {
 		!strings.Contains(out, ": 50 answers") || !strings.Contains(out, ": 10 answers") {
 		t.Errorf("check of the mixed dataset: exit %d, want 1 naming both models and their answers\n%s", code, out)
 	}
-	if code, out, _ := p.check("--allow-mixed", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {
+	if code, out, _ := p.check("--allow-mixed", "--allow-simulated", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {
 		t.Errorf("check --allow-mixed: exit %d, want 0 with the mix as a note\n%s", code, out)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,75 +12,35 @@ import (
 	"strings"
 
 	"gendex/ingest"
+	"gendex/ingest/export"
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
 	"gendex/store"
 )
 
-func init() {
-	// The check's content checks read answers by ingest's rules, in this
-	// process and in a writer's that answers the question on its socket.
-	query.AnswerText = func(line []byte) (string, bool, string, error) {
-		a, err := readAnswer(line)
-		if err != nil {
-			return a.Text, a.HasText, a.Reasoning, err
-		}
-		switch content, conv := answerContent(line); {
-		case conv:
-			return content, content != "", a.Reasoning, nil
-		case content != "":
-			return a.Text + "\n" + content, true, a.Reasoning, nil
-		}
-		return a.Text, a.HasText, a.Reasoning, nil
-	}
-	query.FileChanged = ingest.Changed // the disk check: the writers' own decision
-}
-
-// answerContent is what a conversation line's turns say (conv true): each
-// turn's text and tool calls, in order, or "" when a turn says nothing; or
-// a flat answer line's tool calls ("" for none). A turn or answer that
-// calls a tool is not empty (a tool conversation may end at the model's
-// call, as its data does), and its calls are part of what it says.
-func answerContent(line []byte) (content string, conv bool) {
-	if !bytes.Contains(line, []byte(`"turns"`)) && !bytes.Contains(line, []byte(`"tool_calls"`)) {
-		return "", false
-	}
-	a, err := ingest.ReadAnswer(line, nil)
-	if err != nil {
-		return "", false
-	}
-	if a.Turns == nil {
-		return callsText(a.ToolCalls), false
-	}
-	var turns []struct {
-		Text      string          `json:"text"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
-	}
-	if json.Unmarshal(a.Turns, &turns) != nil || len(turns) == 0 {
-		return "", true
-	}
-	var b strings.Builder
+// checkAnswers reads an answer line for check as export reads it to make
+// the answer's record (query.AnswerReader): every assistant turn and the
+// record's length.
+func checkAnswers(line []byte, rec *store.Record, mapping string) (query.CheckedAnswer, error) {
+	turns, tokens, err := export.ReadTurns(line, rec, mapping)
+	a := query.CheckedAnswer{Tokens: tokens, Turns: make([]query.CheckedTurn, len(turns))}
 	for i, t := range turns {
-		calls := callsText(t.ToolCalls)
-		if strings.TrimSpace(t.Text) == "" && calls == "" {
-			return "", true
-		}
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(t.Text)
-		b.WriteString(calls)
+		a.Turns[i] = query.CheckedTurn{Text: t.Text, Reasoning: t.Reasoning, Calls: t.Calls}
 	}
-	return b.String(), true
+	return a, err
 }
 
-// callsText is a raw "tool_calls" value, "" for none (absent, null, []).
-func callsText(raw []byte) string {
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" && s != "[]" {
-		return s
-	}
-	return ""
+// newAsker is live.NewAsker for the index at path, reading answers for
+// check by export's rules.
+func newAsker(path string) *live.Asker {
+	a := live.NewAsker(path)
+	a.Answers = checkAnswers
+	return a
+}
+
+func init() {
+	query.FileChanged = ingest.Changed // the disk check: the writers' own decision
 }
 
 // errNotReady: some dataset is not fit to train on (exit 1); the verdicts
@@ -93,9 +52,10 @@ var errNotReady = fmt.Errorf("not ready to train on: %w", errSkipped)
 // it. It exits 1 when a dataset is not ready.
 func runCheck(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
-	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records whose prompt + completion tokens exceed it are a reason")
+	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records longer than it, as export --max-len measures them, are a reason")
 	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
+	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -118,7 +78,10 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	if *allowMixed {
 		words = append(words, "--allow-mixed")
 	}
-	asker := live.NewAsker(c.db)
+	if *allowSimulated {
+		words = append(words, "--allow-simulated")
+	}
+	asker := newAsker(c.db)
 	defer asker.Close()
 	now := c.env.Now()
 	names, err := checkTargets(ctx, asker, c, pos)

@@ -11,7 +11,6 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
-	"gendex/query/live"
 	"gendex/store/terminal"
 )
 
@@ -33,7 +32,7 @@ func runQuery(ctx context.Context, c *call, args []string) error {
 	q.Resolve(c.env.StdoutTTY)
 	out := format.NewWriter(c.env.Stdout, format.Options{Format: q.Format, NoHeader: q.NoHeader,
 		Width: termWidth(c.env), Layout: q.Question, Notes: messages(c.env)})
-	asker := live.NewAsker(c.db)
+	asker := newAsker(c.db)
 	defer asker.Close()
 	if err := asker.Ask(ctx, q, c.env.Now(), out); err != nil {
 		return err

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 
-	"gendex/query/live"
 	"gendex/shell"
 )
 
@@ -18,7 +17,7 @@ func runShell(ctx context.Context, c *call, args []string) error {
 	if len(rest) > 0 {
 		return usagef("shell takes no arguments (commands come on its input)")
 	}
-	asker := live.NewAsker(c.db)
+	asker := newAsker(c.db)
 	defer asker.Close()
 	sh := &shell.Shell{
 		Ask: asker, In: c.env.Stdin, Out: c.env.Stdout, Err: c.env.Stderr,

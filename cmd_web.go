@@ -12,7 +12,6 @@ import (
 	"gendex/ingest"
 	"gendex/query"
 	"gendex/query/guard"
-	"gendex/query/live"
 	"gendex/query/web"
 )
 
@@ -44,7 +43,7 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	defer ln.Close()
-	asker := live.NewAsker(c.db)
+	asker := newAsker(c.db)
 	defer asker.Close()
 	// The first question says at once whether there is an index to show.
 	q, _ := query.Parse([]string{"datasets"})

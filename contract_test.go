@@ -264,7 +264,7 @@ var jsonKeyCases = [][]string{
 	{"progress"}, {"tokens"}, {"throughput"}, {"series"}, {"series", "--servers"}, {"spec"},
 	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"stops"}, {"errors"},
 	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"runs"}, {"list", "alpha"},
-	{"list", "alpha", "--stage", "errors"}, {"check", "--max-length", "8"},
+	{"list", "alpha", "--stage", "errors"}, {"check", "--max-length", "4"},
 }
 
 // TestQueryJSONKeysAndTypes: the keys of every question's JSON, in their

@@ -80,8 +80,8 @@ type rawTurn struct {
 	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
-// turnsOf returns a raw line's turns (a flat answer as its one turn).
-func turnsOf(t *testing.T, raw map[string]json.RawMessage) []rawTurn {
+// rawTurnsOf returns a raw line's turns (a flat answer as its one turn).
+func rawTurnsOf(t *testing.T, raw map[string]json.RawMessage) []rawTurn {
 	t.Helper()
 	if raw["turns"] == nil {
 		var one rawTurn
@@ -107,7 +107,7 @@ func checkTurnLoss(t *testing.T, name, dir string) (textAndCall int) {
 	for _, l := range readRecords(t, filepath.Join(dir, "raw_responses.jsonl")) {
 		var id string
 		json.Unmarshal(l["id"], &id)
-		raws[id] = turnsOf(t, l)
+		raws[id] = rawTurnsOf(t, l)
 	}
 	recs := readRecords(t, filepath.Join(dir, "tokenized.jsonl"))
 	if len(recs) == 0 {

@@ -3,7 +3,6 @@ package query
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,14 +15,9 @@ import (
 // dataset, each reason it is not with its count and the command that fixes
 // it. The counts come from the index (store.Summary.Owed, the records'
 // own token counts and finish reasons, the files' makers); the content
-// checks (reasoning markers, empty text, one text for many prompts) read
-// each answer that has a record once, at its offset, through AnswerText.
-
-// AnswerText reads an answer line's text and its reasoning kept apart, by
-// ingest's rules for every shape (main sets it: query does not import
-// ingest). ok is false when the line holds no text. Nil: the content
-// checks are not made, and say so.
-var AnswerText func(line []byte) (text string, ok bool, reasoning string, err error)
+// checks (reasoning markers, empty turns, one text for many prompts) and
+// a conversation's length read each answer that has a record once, at its
+// offset, through CheckOptions.Answers (check_records.go).
 
 // CheckOptions are what a check is asked with.
 type CheckOptions struct {
@@ -34,6 +28,12 @@ type CheckOptions struct {
 	IncludeTruncated bool
 	// AllowMixed accepts answers made by more than one model.
 	AllowMixed bool
+	// AllowSimulated accepts answers made by the simulator (a dry run).
+	AllowSimulated bool
+	// Answers reads an answer line for the content checks and a
+	// conversation's length (nil: they are not made, and the check says
+	// so). It is not a word of the question: whoever runs it gives it.
+	Answers AnswerReader
 }
 
 // The reasons a check gives, in the order it gives them.
@@ -48,8 +48,9 @@ const (
 	ReasonTooLong       = "over_max_length"   // records longer than --max-length
 	ReasonLenUnknown    = "length_unknown"    // records whose length the index does not know
 	ReasonThink         = "think_in_content"  // <think> markers in content, reasoning kept apart
-	ReasonEmpty         = "empty_content"     // records of answers with empty text
+	ReasonEmpty         = "empty_content"     // records of answers with an empty assistant turn
 	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
+	ReasonSimulated     = "simulated"         // answers made by the simulator, not a model
 	ReasonMixed         = "mixed_provenance"  // answers made by more than one model, or with other sampling
 	ReasonMadeBy        = "made_by"           // how the answers were made, one way (a note)
 	ReasonFailed        = "failed_prompts"    // prompts that failed for good (a note)
@@ -172,15 +173,9 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 		add(ReasonTruncatedKept, true, rs.truncated, "records of answers cut at the token limit",
 			"gendex gen --server URL --redo truncated --max-new-tokens N "+dir+" (or accept them: check --include-truncated)")
 	}
-	if o.MaxLength > 0 && rs.tooLong > 0 {
-		fs = append(fs, finding{reason: ReasonTooLong, blocks: true, count: rs.tooLong, tokens: rs.tooLongTokens,
-			detail: fmt.Sprintf("records longer than --max-length %d tokens (prompt + completion; the longest %d)", o.MaxLength, rs.longest),
-			fix:    fmt.Sprintf("move %s aside and run gendex export --max-len %d %s", filepath.Join(dir, "tokenized.jsonl"), o.MaxLength, dir)})
-	}
-	if o.MaxLength > 0 {
-		add(ReasonLenUnknown, false, rs.lenUnknown, "records whose answer carries no token count (their length is unknown)", "")
-	}
+	fs = append(fs, rs.lengths(v, name, o.MaxLength, dir)...)
 	fs = append(fs, rs.content(dir)...)
+	fs = append(fs, simulated(v, name, o.AllowSimulated, dir)...)
 	switch mixed, ways, answers := mixedModels(v, name); {
 	case mixed:
 		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways,
@@ -190,128 +185,6 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	}
 	add(ReasonFailed, false, owed.Failed, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
-}
-
-// recordStats is what a walk over a dataset's records counts.
-type recordStats struct {
-	truncated, tooLong, tooLongTokens, lenUnknown, longest uint64
-	// The content checks: read is false when they were not made (why says
-	// why).
-	read                  bool
-	why                   string
-	think, empty, records uint64
-	texts                 map[uint64]uint64 // a hash of each answer's text -> answers with it
-}
-
-// checkRecords walks the dataset's records (tokenized), each with its
-// answer's counts and, for the content checks, its answer's line.
-func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*os.File) (recordStats, error) {
-	rs := recordStats{read: AnswerText != nil, texts: map[uint64]uint64{}}
-	if !rs.read {
-		rs.why = "this reader of the index cannot read answer text"
-	}
-	err := v.Each(name, store.Tokenized, func(tr *store.Record) error {
-		ar, ok, err := v.Get(name, store.Raw, tr.ID)
-		if err != nil || !ok {
-			return err // a record without an answer is the owed count's
-		}
-		rs.records++
-		if store.Truncated(ar.Finish) {
-			rs.truncated++
-		}
-		if o.MaxLength > 0 {
-			p, c := ar.PromptTokens, ar.CompletionTokens
-			if p < 0 || c < 0 {
-				p, c = tr.PromptTokens, tr.CompletionTokens
-			}
-			if n := p + c; p < 0 || c < 0 {
-				rs.lenUnknown++
-			} else if n > int64(o.MaxLength) {
-				rs.tooLong++
-				rs.tooLongTokens += uint64(n)
-				rs.longest = max(rs.longest, uint64(n))
-			}
-		}
-		if rs.read {
-			rs.readContent(v, &ar, files)
-		}
-		return nil
-	})
-	return rs, err
-}
-
-// readContent makes the content checks of one answer.
-func (rs *recordStats) readContent(v *store.View, r *store.Record, files map[uint32]*os.File) {
-	f := files[r.File]
-	if f == nil {
-		path, ok := v.FilePath(r.File)
-		if !ok {
-			rs.read, rs.why = false, fmt.Sprintf("an answer's file (id %d) is no longer in the index", r.File)
-			return
-		}
-		var err error
-		if f, err = os.Open(path); err != nil {
-			rs.read, rs.why = false, err.Error()
-			return
-		}
-		files[r.File] = f
-	}
-	line := make([]byte, r.Length)
-	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
-		rs.read, rs.why = false, fmt.Sprintf("%s:%d no longer holds the answer the index read (gendex ingest --reread %s reads it again)", f.Name(), r.Line, quoteArg(f.Name()))
-		return
-	}
-	text, ok, reasoning, err := AnswerText(line)
-	if err != nil || !ok || strings.TrimSpace(text) == "" {
-		rs.empty++
-		return
-	}
-	if reasoning != "" && (strings.Contains(text, "<think>") || strings.Contains(text, "</think>")) {
-		rs.think++
-	}
-	h := fnv.New64a()
-	h.Write([]byte(text))
-	rs.texts[h.Sum64()]++
-}
-
-// repeatAt is how many prompts with one answer text make it a sign of a
-// broken template or server: at least 3, and more than 1% of the records.
-func repeatAt(records uint64) uint64 { return max(3, records/100+1) }
-
-// content is the content checks' findings.
-func (rs *recordStats) content(dir string) []finding {
-	if !rs.read {
-		if rs.records == 0 {
-			return nil
-		}
-		return []finding{{reason: ReasonNotRead, detail: "the content checks were not made: " + rs.why}}
-	}
-	var fs []finding
-	if rs.think > 0 {
-		fs = append(fs, finding{reason: ReasonThink, blocks: true, count: rs.think,
-			detail: "answers with <think> markers in their content while their reasoning is kept apart",
-			fix:    "serve with the model's --reasoning-parser, then gendex gen --redo FILE " + dir})
-	}
-	if rs.empty > 0 {
-		fs = append(fs, finding{reason: ReasonEmpty, blocks: true, count: rs.empty,
-			detail: "records of answers with empty content",
-			fix:    "gendex query list DATASET, then gendex gen --redo FILE " + dir})
-	}
-	var same, texts, most uint64
-	at := repeatAt(rs.records)
-	for _, n := range rs.texts {
-		if n >= at {
-			same += n
-			texts++
-			most = max(most, n)
-		}
-	}
-	if same > 0 {
-		fs = append(fs, finding{reason: ReasonRepeated, blocks: true, count: same,
-			detail: fmt.Sprintf("answers sharing one text with %d or more prompts (%d texts, the most repeated %d times): a broken template or server?", at-1, texts, most),
-			fix:    "check the server's chat template, then gendex gen --redo FILE " + dir})
-	}
-	return fs
 }
 
 // mixedModels reports whether the dataset's answers were made in more

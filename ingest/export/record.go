@@ -228,8 +228,8 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	}
 	var o outcome
 	last := a.turns[k-1]
-	if last.promptTokens >= 0 && last.completionTokens >= 0 {
-		if n := last.promptTokens + last.completionTokens; c.MaxLen > 0 && n > int64(c.MaxLen) {
+	if n := a.recordTokens(); n >= 0 {
+		if c.MaxLen > 0 && n > int64(c.MaxLen) {
 			return exclude(ReasonMaxLen, "%d tokens (prompt %d + completion %d of the last turn), over --max-len %d",
 				n, last.promptTokens, last.completionTokens, c.MaxLen), nil
 		}
