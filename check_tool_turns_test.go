@@ -31,7 +31,7 @@ func TestCheckReadsConversations(t *testing.T) {
 	atCall := toolDataset(t, lines...)
 	check := func(db, dir string) (int, string) {
 		t.Helper()
-		r := gendex(t, testEnv(nil), "--db", db, "check", "--include-truncated", dir)
+		r := gendex(t, testEnv(nil), "--db", db, "check", "--include-truncated", "--allow-simulated", dir)
 		return r.code, r.stdout + r.stderr
 	}
 	for _, tc := range []struct {

@@ -97,7 +97,6 @@ type Counts struct {
 	IDsOverMaxTokens int64             `json:"ids_over_max_tokens"`
 	IDsLongest       int64             `json:"ids_longest"`
 	IDsExcluded      map[string]int    `json:"ids_excluded"`                 // the ids export's exclusions by reason
-	IDsLenDiffer     map[string]string `json:"ids_length_differs,omitempty"` // id -> "record N, answer M"
 	NoLoss           map[string]string `json:"turns_without_loss,omitempty"` // id -> which turns
 }
 
@@ -555,12 +554,6 @@ func (c *Counts) idsRecords(path string, answers map[string]line, maxLength int6
 			c.IDsLongest = max(c.IDsLongest, int64(len(in)))
 		}
 		turns := asked(a.obj)
-		if n, ok := recordLength(turns); ok && n != int64(len(in)) {
-			if c.IDsLenDiffer == nil {
-				c.IDsLenDiffer = map[string]string{}
-			}
-			c.IDsLenDiffer[id] = fmt.Sprintf("input_ids %d, the answer's last turn %d", len(in), n)
-		}
 		if bad := withoutLoss(in, mask, turns); bad != "" {
 			if c.NoLoss == nil {
 				c.NoLoss = map[string]string{}
