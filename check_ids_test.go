@@ -109,6 +109,39 @@ func TestCheckIDsListsWhatItCounts(t *testing.T) {
 		}
 	}
 
+	// truncated_kept: the records of answers cut at the token limit; and
+	// simulated: every answer the simulator made, in another index.
+	p.mustRun("--db", "cut.db", "gen", "--server", vllm, "--max-new-tokens", "24", "--export", "conversations", "--include-truncated", "--out", "cut", "seeds")
+	p.mustRun(append([]string{"--db", "sim.db"}, append(simToolArgs, "--out", "sim", "seeds")...)...)
+	for _, ds := range sets {
+		var cut, made []string
+		answers := newestTurns(t, filepath.Join(p.dir, "cut", ds))
+		eachJSONLine(t, filepath.Join(p.dir, "cut", ds, "tokenized.jsonl"), func(l []byte) {
+			var r struct{ ID string }
+			json.Unmarshal(l, &r)
+			if a := answers[r.ID]; len(a) > 0 && a[len(a)-1]["finish_reason"] == "length" {
+				cut = append(cut, r.ID)
+			}
+		})
+		for id := range newestTurns(t, filepath.Join(p.dir, "sim", ds)) {
+			made = append(made, id)
+		}
+		sort.Strings(cut)
+		sort.Strings(made)
+		if len(cut) == 0 {
+			t.Fatalf("%s: no record of an answer cut at 24 tokens", ds)
+		}
+		for _, c := range []struct {
+			db, reason, dir string
+			want            []string
+		}{{"cut.db", "truncated_kept", "cut/" + ds, cut}, {"sim.db", "simulated", "sim/" + ds, made}} {
+			code, out, errOut := p.check("--db", c.db, "--ids", c.reason, c.dir)
+			if code != 0 || !slices.Equal(sortedLines(out), c.want) {
+				t.Errorf("%s: check --ids %s: exit %d, %q; want 0 and %q\n%s", ds, c.reason, code, sortedLines(out), c.want, errOut)
+			}
+		}
+	}
+
 	// A broken server blanks the text of some answers, asked again: in a
 	// conversation every text turn, in a trajectory its text turns, not
 	// those that only call a tool.
