@@ -186,7 +186,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	switch mixed, ways, answers := mixedModels(v, name); {
 	case mixed:
 		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways,
-			fix: redoFix(ReasonMixed, dir) + " (as the most answers were made), or accept them: check --allow-mixed"})
+			fix: redoFix(ReasonMixed, dir) + " (the server and flags most were made with), or accept them: check --allow-mixed"})
 	case answers > 0:
 		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways})
 	}
