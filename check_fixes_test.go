@@ -185,7 +185,6 @@ var fixCases = []fixCase{
 		bad := tamperingServer(h.t, vllm, func(s string) string { return "<think>\n" + s })
 		h.must(append(genArgs(bad, "--export", "conversations"), "data/thinking")...)
 		h.url = vllm
-		h.fill["FILE"] = h.ids("thinking", 0)
 		return "data/thinking"
 	}},
 	{reason: "empty_content", make: func(h *fixRun) string {
@@ -193,7 +192,6 @@ var fixCases = []fixCase{
 		bad := tamperingServer(h.t, vllm, func(string) string { return "" })
 		h.must(append(genArgs(bad, "--export", "conversations"), "data/sharegpt")...)
 		h.url = vllm
-		h.fill["FILE"], h.fill["DATASET"] = h.ids("sharegpt", 0), "sharegpt"
 		return "data/sharegpt"
 	}},
 	{reason: "repeated_text", make: func(h *fixRun) string {
@@ -201,14 +199,12 @@ var fixCases = []fixCase{
 		bad := tamperingServer(h.t, vllm, func(string) string { return "I cannot help with that." })
 		h.must(append(genArgs(bad, "--export", "conversations"), "data/sharegpt")...)
 		h.url = vllm
-		h.fill["FILE"] = h.ids("sharegpt", 0)
 		return "data/sharegpt"
 	}},
 	{reason: "mixed_provenance", make: func(h *fixRun) string {
 		h.must(append(genArgs(h.url), "data/sharegpt")...)
 		other := startSimProcess(h.t, h.bin, "--unmarked", "--model", "other-model")
-		h.fill["FILE"] = h.ids("sharegpt", 3)
-		h.must(append(genArgs(other, "--redo", h.fill["FILE"], "--allow-mixed"), "data/sharegpt")...)
+		h.must(append(genArgs(other, "--redo", h.ids("sharegpt", 3), "--allow-mixed"), "data/sharegpt")...)
 		h.must("export", "data/sharegpt")
 		return "data/sharegpt"
 	}},
@@ -388,6 +384,7 @@ func (h *fixRun) runFix(fix, target string) (db, again string) {
 	}
 	for _, cmd := range fixCommand.FindAllString(fix, -1) {
 		cmd, _, _ = strings.Cut(cmd, " says ")
+		cmd, into, listing := strings.Cut(cmd, " > ")
 		words := shellWords(h.t, strings.TrimSpace(cmd))[1:]
 		for i, w := range words {
 			if v, ok := fill[w]; ok {
@@ -395,6 +392,17 @@ func (h *fixRun) runFix(fix, target string) (db, again string) {
 			}
 		}
 		code, out, errOut := runSplit(h.t, h.bin, h.dir, words...)
+		if listing {
+			// "gendex check --ids REASON DIR > FILE": its output is the
+			// file the next command of the fix reads as FILE.
+			f := h.path(fmt.Sprintf("listed-%d.txt", len(fill)))
+			writeTestFile(h.t, f, out)
+			fill[strings.TrimSpace(into)] = f
+			if code != 0 || out == "" {
+				h.t.Errorf("the fix %q: gendex %s > %s listed nothing: exit %d\n%s", fix, strings.Join(words, " "), into, code, errOut)
+			}
+			continue
+		}
 		if code == 0 {
 			continue
 		}

@@ -57,9 +57,13 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
 	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
+	ids := fs.String("ids", "", "instead of the verdicts, print the ids of the answers the check counts for this reason, one a line (for gen --redo FILE): "+strings.Join(query.IDReasons, ", "))
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *ids != "" && len(pos) == 0 {
+		return usagef("check --ids %s: name the DATASET or DIR whose ids to list", *ids)
 	}
 	f, err := query.ParseFormat(*formatName)
 	if err != nil {
@@ -81,6 +85,9 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	if *allowSimulated {
 		words = append(words, "--allow-simulated")
 	}
+	if *ids != "" {
+		words = append(words, "--ids", *ids)
+	}
 	asker := newAsker(c.db)
 	defer asker.Close()
 	now := c.env.Now()
@@ -91,6 +98,9 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	res, err := query.AskWords(ctx, asker, now, append(append(words, "--"), names...)...)
 	if err != nil {
 		return err
+	}
+	if *ids != "" {
+		return writeIDs(c.env.Stdout, res, *ids, names)
 	}
 	vs := verdictsOf(res)
 	switch f {
@@ -181,6 +191,30 @@ func checkTargets(ctx context.Context, a *live.Asker, c *call, args []string) ([
 		}
 	}
 	return out, nil
+}
+
+// writeIDs writes check --ids' answer: an id a line, or, when the check
+// covers more than one dataset, DATASET<TAB>ID (both as gen --redo FILE
+// reads them). mixed_provenance's are always DATASET<TAB>ID: the other
+// way's ids are often exactly a --redo list's, and gen takes the same
+// list again for that redo, over (it would ask nothing); this list is
+// another. No id is an error (exit 1).
+func writeIDs(w io.Writer, res *query.Result, reason string, names []string) error {
+	for _, row := range res.Rows {
+		ds, _ := res.Get(row, "dataset").(string)
+		id, _ := res.Get(row, "id").(string)
+		line := id
+		if len(names) > 1 || reason == query.ReasonMixed {
+			line = ds + "\t" + id
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	if len(res.Rows) == 0 {
+		return fmt.Errorf("check --ids %s: no answer of %s is counted for %s", reason, strings.Join(names, ", "), reason)
+	}
+	return nil
 }
 
 // A verdict is one dataset's: ready, or its reasons.

@@ -249,7 +249,7 @@ var flagArgs = map[string]string{
 	"stop": "TEXT", "stop-token-ids": "IDS", "seed": "N", "max-new-tokens": "N", "min-new-tokens": "N", "top-k": "N",
 	"temperature": "X", "top-p": "X", "min-p": "X", "frequency-penalty": "X", "presence-penalty": "X",
 	"repetition-penalty": "X", "max-len": "N", "query/format": "table|tsv|csv|json", "query/window": "DURATION",
-	"check/format": "table|json|tsv|csv", "check/max-length": "N", "query/max-length": "N",
+	"check/format": "table|json|tsv|csv", "check/max-length": "N", "check/ids": "REASON", "query/max-length": "N",
 	"query/since": "DURATION", "query/stage": "STAGE", "query/step": "DURATION", "query/quiet": "DURATION", "lora": "NAME", "flavor": "sglang|vllm|llamacpp", "crash-on": "TEXT",
 }
 

@@ -104,7 +104,7 @@ func init() { // not a plain initializer: help reads the table
 		Run:     runExport,
 	}, {
 		Name:    "check",
-		Usage:   []string{"check [--max-length N] [--format table|json] ROOT|DIR..."},
+		Usage:   []string{"check [--max-length N] [--format table|json] ROOT|DIR...", "check --ids REASON [--max-length N] DATASET|DIR..."},
 		Summary: "is each dataset fit to train on: every reason not, and its fix",
 		Run:     runCheck,
 	}, {

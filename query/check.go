@@ -30,6 +30,10 @@ type CheckOptions struct {
 	AllowMixed bool
 	// AllowSimulated accepts answers made by the simulator (a dry run).
 	AllowSimulated bool
+	// IDs asks, instead of the verdicts, for the ids of the answers the
+	// check counts for this reason (one of IDReasons): rows of
+	// idColumns, in id order per dataset.
+	IDs string
 	// Answers reads an answer line for the content checks and a
 	// conversation's length (nil: they are not made, and the check says
 	// so). It is not a word of the question: whoever runs it gives it.
@@ -73,13 +77,16 @@ type finding struct {
 // check answers the check question: rows as checkColumns, datasets in
 // names' order.
 func check(v *store.View, names []string, o CheckOptions, out Sink) error {
-	out.Columns(checkColumns)
 	files := map[uint32]*os.File{}
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
+	if o.IDs != "" {
+		return checkIDs(v, names, o, files, out) // check_ids.go
+	}
+	out.Columns(checkColumns)
 	for _, name := range names {
 		fs, err := checkDataset(v, name, o, files)
 		if err != nil {
@@ -179,7 +186,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	switch mixed, ways, answers := mixedModels(v, name); {
 	case mixed:
 		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways,
-			fix: "answer the other way's ids again the one way (gendex gen --redo FILE), or accept it: check --allow-mixed"})
+			fix: redoFix(ReasonMixed, dir) + " (the server and flags most were made with), or accept them: check --allow-mixed"})
 	case answers > 0:
 		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways})
 	}
@@ -210,20 +217,10 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			if n == 0 {
 				continue // every answer it made was replaced
 			}
-			who := m.Model
-			if who == "" {
-				who = "unnamed"
-			}
-			if m.Simulated {
-				who += " (simulated)"
-			}
+			who, way, p := makerWay(m)
 			models[who] = true
-			way := who
-			if p, shown, ok := canonicalProvenance(m.Provenance); ok {
+			if p != "" {
 				provs[p] = true
-				way += " " + shown
-			} else {
-				way += " (provenance unknown)"
 			}
 			if by[way] == nil {
 				by[way] = &count{}
@@ -236,7 +233,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			total += n
 		}
 		if n := f.Records + f.Duplicates; !f.MakerAnswers && n > made { // indexed before makers were kept
-			const way = "an unknown model (provenance unknown)"
+			const way = unknownWay
 			if by[way] == nil {
 				by[way] = &count{}
 			}
@@ -263,6 +260,29 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 		parts[i] = w + ": " + strings.Join(said, ", ")
 	}
 	return len(models) > 1 || len(provs) > 1, strings.Join(parts, "; "), total
+}
+
+// unknownWay is the way of answers indexed before their makers were kept.
+const unknownWay = "an unknown model (provenance unknown)"
+
+// makerWay names what maker m made its answers with: who (its model, or
+// "unnamed", and whether simulated), way (who and its provenance as
+// shown) and prov (its provenance as compared; "" for none).
+func makerWay(m store.Maker) (who, way, prov string) {
+	who = m.Model
+	if who == "" {
+		who = "unnamed"
+	}
+	if m.Simulated {
+		who += " (simulated)"
+	}
+	way = who
+	if p, shown, ok := canonicalProvenance(m.Provenance); ok {
+		prov, way = p, way+" "+shown
+	} else {
+		way += " (provenance unknown)"
+	}
+	return who, way, prov
 }
 
 // canonicalProvenance is a provenance object without its max_new_tokens,

@@ -10,8 +10,9 @@ import (
 // its record holds: a turn is empty when it has neither text (beyond
 // white space) nor a tool call; <think> markers in a turn's text while its
 // reasoning is kept apart; and each distinct text of a turn counts once
-// for the answer towards repeated_text.
-func (rs *recordStats) judge(a CheckedAnswer) {
+// for the answer towards repeated_text. It returns what it found of the
+// answer.
+func (rs *recordStats) judge(a CheckedAnswer) judged {
 	empty, think := len(a.Turns) == 0, false
 	var seen []uint64 // this answer's texts, each counted once
 	for _, t := range a.Turns {
@@ -35,6 +36,30 @@ func (rs *recordStats) judge(a CheckedAnswer) {
 	if think {
 		rs.think++
 	}
+	return judged{empty: empty, think: think, texts: seen}
+}
+
+// judged is the content checks' finding on one answer: an empty turn,
+// <think> markers, and the hashes of its distinct texts.
+type judged struct {
+	empty, think bool
+	texts        []uint64
+}
+
+// repeatedIDs are the ids of the answers that hold a text repeated_text
+// counts (rs.textsOf, kept when the walk lists them).
+func (rs *recordStats) repeatedIDs() []string {
+	at := repeatAt(rs.records)
+	var ids []string
+	for _, a := range rs.textsOf {
+		for _, sum := range a.texts {
+			if rs.texts[sum] >= at {
+				ids = append(ids, a.id)
+				break
+			}
+		}
+	}
+	return ids
 }
 
 func containsSum(sums []uint64, s uint64) bool {
@@ -62,12 +87,12 @@ func (rs *recordStats) content(dir string) []finding {
 	if rs.think > 0 {
 		fs = append(fs, finding{reason: ReasonThink, blocks: true, count: rs.think,
 			detail: "answers with <think> markers in the content of a turn while its reasoning is kept apart",
-			fix:    "serve with the model's --reasoning-parser, then gendex gen --redo FILE " + dir})
+			fix:    "serve with the model's --reasoning-parser, then " + redoFix(ReasonThink, dir)})
 	}
 	if rs.empty > 0 {
 		fs = append(fs, finding{reason: ReasonEmpty, blocks: true, count: rs.empty,
 			detail: "records of answers with an assistant turn that has neither text nor a tool call",
-			fix:    "gendex query list DATASET, then gendex gen --redo FILE " + dir})
+			fix:    redoFix(ReasonEmpty, dir)})
 	}
 	var same, texts, most uint64
 	at := repeatAt(rs.records)
@@ -81,7 +106,15 @@ func (rs *recordStats) content(dir string) []finding {
 	if same > 0 {
 		fs = append(fs, finding{reason: ReasonRepeated, blocks: true, count: same,
 			detail: fmt.Sprintf("answers sharing one text with %d or more prompts (%d texts, the most repeated %d times): a broken template or server?", at-1, texts, most),
-			fix:    "check the server's chat template, then gendex gen --redo FILE " + dir})
+			fix:    "check the server's chat template, then " + redoFix(ReasonRepeated, dir)})
 	}
 	return fs
+}
+
+// redoFix is the fix that asks again the answers reason counts in dir:
+// check --ids lists them into FILE, gen --redo FILE asks them of the
+// server at URL.
+func redoFix(reason, dir string) string {
+	d := quoteArg(dir)
+	return "gendex check --ids " + reason + " " + d + " > FILE; gendex gen --server URL --redo FILE " + d
 }

@@ -46,13 +46,32 @@ type recordStats struct {
 	think, empty, records uint64
 	texts                 map[uint64]uint64 // a hash of a text -> the answers with it
 	mappings              map[uint32]string // an answer file's mapping (ingest --map), by file id
+	// listing is the reason whose ids the walk collects (CheckOptions.IDs;
+	// "": none, nothing is kept); ids are its ids, in id order, and
+	// textsOf, for repeated_text, each answer's texts until the walk ends.
+	listing string
+	ids     []string
+	textsOf []answerTexts
+}
+
+// answerTexts is an answer's id and the hashes of its distinct texts.
+type answerTexts struct {
+	id    string
+	texts []uint64
+}
+
+// list collects id when the walk lists the ids of reason.
+func (rs *recordStats) list(reason, id string) {
+	if rs.listing == reason {
+		rs.ids = append(rs.ids, id)
+	}
 }
 
 // checkRecords walks the dataset's records (tokenized), each with its
 // answer's counts and, for the content checks and a conversation's
 // length, its answer's line.
 func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*os.File) (recordStats, error) {
-	rs := recordStats{read: o.Answers != nil, texts: map[uint64]uint64{}, mappings: map[uint32]string{}}
+	rs := recordStats{read: o.Answers != nil, texts: map[uint64]uint64{}, mappings: map[uint32]string{}, listing: o.IDs}
 	if !rs.read {
 		rs.why = "this reader of the index cannot read answers"
 	}
@@ -64,13 +83,23 @@ func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*
 		rs.records++
 		if store.Truncated(ar.Finish) {
 			rs.truncated++
+			rs.list(ReasonTruncatedKept, tr.ID)
 		}
 		a, read := rs.readAnswer(v, &ar, files, o.Answers)
-		if o.MaxLength > 0 {
-			rs.measure(tr, a, read, o.MaxLength)
+		if o.MaxLength > 0 && rs.measure(tr, a, read, o.MaxLength) {
+			rs.list(ReasonTooLong, tr.ID)
 		}
 		if read {
-			rs.judge(a)
+			j := rs.judge(a)
+			if j.empty {
+				rs.list(ReasonEmpty, tr.ID)
+			}
+			if j.think {
+				rs.list(ReasonThink, tr.ID)
+			}
+			if rs.listing == ReasonRepeated {
+				rs.textsOf = append(rs.textsOf, answerTexts{tr.ID, j.texts})
+			}
 		}
 		return nil
 	})
@@ -79,8 +108,9 @@ func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*
 
 // measure counts one record against maxLength: an ids record by its
 // input_ids (the count the index keeps of it), a conversations record as
-// export --max-len measures it (a.Tokens; read says a was read).
-func (rs *recordStats) measure(tr *store.Record, a CheckedAnswer, read bool, maxLength int) {
+// export --max-len measures it (a.Tokens; read says a was read). It
+// reports whether the record is longer.
+func (rs *recordStats) measure(tr *store.Record, a CheckedAnswer, read bool, maxLength int) (over bool) {
 	n, ids := tr.PromptTokens, tr.PromptTokens >= 0
 	if !ids && read {
 		n = a.Tokens
@@ -95,7 +125,9 @@ func (rs *recordStats) measure(tr *store.Record, a CheckedAnswer, read bool, max
 		if ids {
 			rs.idsTooLong++
 		}
+		return true
 	}
+	return false
 }
 
 // lengths is the --max-length findings of dataset name (none without
