@@ -312,16 +312,19 @@ func (rs *recordStats) content(dir string) []finding {
 
 // mixedModels reports whether the dataset's answers were made in more
 // than one way: by more than one model (or a model and the simulator), or
-// with more than one provenance (gen's "provenance": the sampling sent and
-// the server's identity; its max_new_tokens aside, which a redo of cut
-// answers raises). Lines without a provenance differ only by their model.
+// with more than one provenance (gen's "provenance": the sampling sent,
+// the server's identity and how gen asked, "gen"; its max_new_tokens
+// aside, which a redo of cut answers raises). Lines without a provenance
+// differ only by their model; a provenance without "gen" (an older
+// gendex's) is unknown there, one way with those that agree on the rest.
 // It counts the answers that count (a redo's replaced ones not), and
 // names each way with them; a file indexed before the index kept those
 // counts its answer lines, and says so.
 func mixedModels(v *store.View, name string) (mixed bool, ways string, total uint64) {
 	type count struct{ answers, lines uint64 } // lines: of files that keep no answers
 	by := map[string]*count{}                  // a way -> its count
-	models, provs := map[string]bool{}, map[string]bool{}
+	models := map[string]bool{}
+	provs := map[string]map[string]bool{} // provenance without "gen" -> its "gen" parts ("": unknown)
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
@@ -343,7 +346,11 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			models[who] = true
 			way := who
 			if p, shown, ok := canonicalProvenance(m.Provenance); ok {
-				provs[p] = true
+				base, asked := splitAsked(p)
+				if provs[base] == nil {
+					provs[base] = map[string]bool{}
+				}
+				provs[base][asked] = true
 				way += " " + shown
 			} else {
 				way += " (provenance unknown)"
@@ -385,13 +392,31 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 		}
 		parts[i] = w + ": " + strings.Join(said, ", ")
 	}
-	return len(models) > 1 || len(provs) > 1, strings.Join(parts, "; "), total
+	mixed = len(models) > 1 || len(provs) > 1
+	for _, asked := range provs {
+		delete(asked, "") // unknown: one way with any
+		mixed = mixed || len(asked) > 1
+	}
+	return mixed, strings.Join(parts, "; "), total
+}
+
+// splitAsked splits a canonical provenance (canonicalProvenance's key)
+// into the rest and its "gen" part ("" when it has none).
+func splitAsked(key string) (base, asked string) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal([]byte(key), &p) != nil {
+		return key, ""
+	}
+	asked = string(p["gen"])
+	delete(p, "gen")
+	b, _ := json.Marshal(p)
+	return string(b), asked
 }
 
 // canonicalProvenance is a provenance object without its max_new_tokens,
 // its keys sorted, for telling provenances apart, and as shown: its
-// leaves as key=value (the model aside, named apart); ok is false for
-// none.
+// leaves as key=value (the model aside, named apart; gen=unknown when it
+// does not say how gen asked); ok is false for none.
 func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
 	var p map[string]any
 	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
@@ -422,6 +447,9 @@ func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
 		pairs = append(pairs, strings.TrimPrefix(strings.TrimPrefix(k, "server."), "sampling.")+"="+string(j))
 	}
 	walk("", p)
+	if _, asked := p["gen"]; !asked {
+		pairs = append(pairs, "gen=unknown") // an older gendex's: how it asked is not recorded
+	}
 	sort.Strings(pairs)
 	return string(b), "(" + strings.Join(pairs, " ") + ")", true
 }
