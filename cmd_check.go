@@ -39,6 +39,7 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	maxLength := fs.String("max-length", "", "the drafter's training length in tokens: records whose prompt + completion tokens exceed it are a reason")
 	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
+	allowNoPrompt := fs.Bool("allow-no-prompt", false, "accept answers whose id matches no prompt (their prompts changed ids or left the prompts files): no record is made of them (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -60,6 +61,9 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	}
 	if *allowMixed {
 		words = append(words, "--allow-mixed")
+	}
+	if *allowNoPrompt {
+		words = append(words, "--allow-no-prompt")
 	}
 	asker := live.NewAsker(c.db)
 	defer asker.Close()

@@ -401,12 +401,12 @@ func TestQueryFormatFollowsTTY(t *testing.T) {
 	tsv := mustGendex(t, piped, "--db", db, "query", "progress").stdout
 	golden(t, "progress.tsv.golden", tsv)
 	ls := strings.Split(strings.TrimSuffix(tsv, "\n"), "\n")
-	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tskipped" || len(ls) != 4 {
+	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tskipped\tno_prompt" || len(ls) != 4 {
 		t.Errorf("piped output is not TSV with a header and one line per dataset:\n%s", tsv)
 	}
 	for _, l := range ls {
-		if strings.Count(l, "\t") != 13 || strings.HasPrefix(l, "TOTAL") {
-			t.Errorf("TSV line %q: want 14 fields and no TOTAL", l)
+		if strings.Count(l, "\t") != 14 || strings.HasPrefix(l, "TOTAL") {
+			t.Errorf("TSV line %q: want 15 fields and no TOTAL", l)
 		}
 	}
 	// alpha: 12 prompts (the lines of its prompts file); beta: no prompts file, so empty cells.
@@ -461,7 +461,7 @@ func TestQueryJSON(t *testing.T) {
 		t.Fatalf("%d objects, want one per dataset (no TOTAL):\n%s", len(rows), r.stdout)
 	}
 	want := map[string]any{"dataset": "alpha", "prompts": 12.0, "raw": 7.0, "tokenized": 3.0, "errors": 2.0,
-		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "skipped": 0.0}
+		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "skipped": 0.0, "no_prompt": 0.0}
 	if !reflect.DeepEqual(rows[0], want) {
 		t.Errorf("alpha = %v, want %v", rows[0], want)
 	}

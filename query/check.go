@@ -34,6 +34,9 @@ type CheckOptions struct {
 	IncludeTruncated bool
 	// AllowMixed accepts answers made by more than one model.
 	AllowMixed bool
+	// AllowNoPrompt accepts answers whose id matches no prompt (no record
+	// is made of them).
+	AllowNoPrompt bool
 }
 
 // The reasons a check gives, in the order it gives them.
@@ -154,7 +157,14 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	} else {
 		add(ReasonRedo, true, owed.Redo, "answers a redo is asking again", "gendex gen --server URL --redo ... "+dir+" (resume the redo)")
 	}
-	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records), "answers without a record or a stated exclusion", "gendex export "+dir)
+	noPrompt, unrecorded, err := noPromptFinding(v, name, dir, s, o.AllowNoPrompt)
+	if err != nil {
+		return nil, err
+	}
+	if noPrompt != nil { // export makes no record of them: no_record leaves them to no_prompt
+		fs = append(fs, *noPrompt)
+	}
+	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records)-unrecorded, "answers without a record or a stated exclusion", "gendex export "+dir)
 	add(ReasonStale, true, owed.Stale, "records built from an answer a redo replaced since", "gendex export "+dir)
 	rs, err := checkRecords(v, name, o, files)
 	if err != nil {

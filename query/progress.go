@@ -23,13 +23,18 @@ import (
 // redo (and so done_pct) is unknown while a redo is still finding the
 // answers it asks again (gen --redo truncated on a large set, before its
 // feeder has read every prompt, or stopped before: store.Pending.Choosing).
+// no_prompt counts the answers whose id matches no prompt (their prompts
+// indexed under another id rule, or gone: they get no record), unknown
+// (as prompts) for a dataset without a prompts file, and in an index whose
+// counters predate it until its dataset's next write.
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "skipped", "no_prompt"})
 	var tot [7]sum
+	var noPromptTot sum
 	var answered, truncated, skipped, redo, stale, stops uint64
 	redoKnown := true
 	for _, s := range sums {
@@ -47,7 +52,8 @@ func progress(v *store.View, names []string, out Sink) error {
 			redoCol, redoKnown = nil, false
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), s.Skipped(), noPromptOf(s)}
+		noPromptTot.add(row[len(row)-1])
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -72,7 +78,17 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !redoKnown {
 		redoTot = nil
 	}
-	return out.Total(append(total, done, truncated, redoTot, stale, stops, skipped))
+	return out.Total(append(total, done, truncated, redoTot, stale, stops, skipped, noPromptTot.value()))
+}
+
+// noPromptOf is a dataset's no_prompt: its answers whose id matches no
+// prompt, nil when the index does not know it or holds no prompts file of
+// the dataset (its prompts are unknown).
+func noPromptOf(s store.Summary) any {
+	if n, ok := s.NoPrompt(); ok && s.Stage(store.Prompts).Files > 0 {
+		return n
+	}
+	return nil
 }
 
 // ToGo is the answers a progress row (or its total) still owes: its

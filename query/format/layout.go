@@ -49,7 +49,7 @@ var Layouts = map[string]Layout{
 		{Name: "tokenized", Drop: 4, Short: "tok"}, {Name: "missing_tokenized", Drop: 5, Short: "miss_tok"},
 		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
 		{Name: "redo", Drop: 2}, {Name: "stale", Drop: 5}, {Name: "skipped", Drop: 5, Short: "skip"},
-		{Name: "tool_stops", Drop: 5, Short: "stops"},
+		{Name: "tool_stops", Drop: 5, Short: "stops"}, {Name: "no_prompt", Drop: 2, Short: "no_prompt"},
 	}},
 	"tokens": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},
