@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -118,6 +117,13 @@ func (ds *dsRun) provenanceOf(prov []byte) []byte {
 	return b
 }
 
+// saysAsked reports whether a provenance says how gen asked (its "gen"
+// object): an older gendex's does not.
+func saysAsked(prov []byte) bool {
+	var p provenance
+	return json.Unmarshal(prov, &p) == nil && p.Gen != nil
+}
+
 // ignoredInComparison are the settings a resume may change: the limit
 // on new tokens changes only the answers it cuts (gen --redo truncated
 // raises it), and gen clips it per prompt anyway.
@@ -209,7 +215,7 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 		var unasked uint64 // answers whose provenance does not say how gen asked
 		for i := range ds.makers.made {
 			mk := &ds.makers.made[i]
-			if mk.Provenance != nil && !bytes.Contains(mk.Provenance, []byte(`"gen":`)) {
+			if mk.Provenance != nil && !saysAsked(mk.Provenance) {
 				unasked += mk.Lines
 			}
 			switch {
