@@ -234,3 +234,47 @@ func TestGenRefusedRunIsNotFailed(t *testing.T) {
 		t.Errorf("the fixed run is recorded as %q; want finished", st)
 	}
 }
+
+// TestGenResumeSettingsThatChangeNothing: a resume is refused only for a
+// setting that changes the dataset's answers: another --turns over text
+// prompts (no turns to ask) and another --tool-call-parser over
+// ShareGPT conversations without tools (no calls to read) are answered,
+// and check counts each dataset made one way; the same resumes over chat
+// and tool prompts are refused (TestGenResumeAskedOtherwiseIsRefused).
+func TestGenResumeSettingsThatChangeNothing(t *testing.T) {
+	textLines := func(from, n int) []string {
+		var out []string
+		for i := from; i < from+n; i++ {
+			out = append(out, fmt.Sprintf(`{"id":"t%d","text":"Say something about %d."}`, i, i))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		lines       func(from, n int) []string
+		sim         sim.Config
+		first, then []string
+	}{
+		{"turns over text", textLines, sim.Config{Seed: 5}, nil, []string{"--turns", "last"}},
+		{"parser over conversations", sharegptLines, sim.Config{Seed: 5, ToolCalls: true, ToolCallParser: "qwen25"},
+			[]string{"--tool-call-parser", "qwen25"}, []string{"--tool-call-parser", "hermes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr := &promptRecorder{h: sim.New(tc.sim).Handler()}
+			hs := httptest.NewServer(pr)
+			defer hs.Close()
+			dir := writeDataset(t, "ds", tc.lines(1, 3))
+			db := filepath.Join(t.TempDir(), "g.db")
+			mustGendex(t, testEnv(nil), append(append([]string{"--db", db, "gen", "--server", hs.URL}, tc.first...), dir)...)
+			appendPrompts(t, dir, tc.lines(4, 2))
+			sent := len(pr.sent())
+			if r := gendex(t, testEnv(nil), append(append([]string{"--db", db, "gen", "--server", hs.URL}, tc.then...), dir)...); r.code != 0 || len(pr.sent()) <= sent || len(answerIDs(t, dir)) != 5 {
+				t.Fatalf("resume %v: want the 2 new prompts answered\n%s", tc.then, r)
+			}
+			c := gendex(t, testEnv(nil), "--db", db, "check", dir)
+			if out := oneLine(c.stdout); strings.Contains(out, "mixed_provenance") || !strings.Contains(out, "made_by 5") {
+				t.Errorf("check: want made_by 5, one way\n%s", c.stdout)
+			}
+		})
+	}
+}

@@ -252,6 +252,7 @@ type dsRun struct {
 	idRule string
 	provMu sync.Mutex
 	provs  map[string][]byte
+	tools  bool // its first prompt has tools (sampleTools)
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).

@@ -93,8 +93,10 @@ func (r *run) askedOf(c *client.Client, ident map[string]any) map[string]any {
 }
 
 // provenanceOf is prov, a server's provenance, with the dataset's id rule
-// in its "gen" part: the provenance of the answers the server makes for
-// the dataset. It is made once per server provenance.
+// in its "gen" part, and without what cannot change its answers: --turns
+// for a dataset without chat prompts, the tool-call parser for one without
+// tool prompts. It is the provenance of the answers the server makes for
+// the dataset, made once per server provenance.
 func (ds *dsRun) provenanceOf(prov []byte) []byte {
 	ds.provMu.Lock()
 	defer ds.provMu.Unlock()
@@ -109,6 +111,12 @@ func (ds *dsRun) provenanceOf(prov []byte) []byte {
 		p.Gen = map[string]any{}
 	}
 	p.Gen["id"] = ds.idRule
+	if !ds.shapes[shapeChat] {
+		delete(p.Gen, "turns")
+	}
+	if !ds.tools {
+		delete(p.Gen, "tool_call_parser")
+	}
 	b, _ := json.Marshal(p)
 	if ds.provs == nil {
 		ds.provs = map[string][]byte{}
