@@ -56,6 +56,7 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	includeTruncated := fs.Bool("include-truncated", false, "accept records of answers cut at the token limit (as export --include-truncated made them)")
 	allowMixed := fs.Bool("allow-mixed", false, "accept a dataset answered by more than one model (still named)")
 	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
+	allowNoPrompt := fs.Bool("allow-no-prompt", false, "accept answers whose id matches no prompt (their prompts changed ids or left the prompts files): no record is made of them (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
 	ids := fs.String("ids", "", "instead of the verdicts, print the ids of the answers the check counts for this reason, one a line (for gen --redo FILE): "+strings.Join(query.IDReasons, ", "))
 	pos, err := c.parse(fs, args)
@@ -84,6 +85,9 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	}
 	if *allowSimulated {
 		words = append(words, "--allow-simulated")
+	}
+	if *allowNoPrompt {
+		words = append(words, "--allow-no-prompt")
 	}
 	if *ids != "" {
 		words = append(words, "--ids", *ids)

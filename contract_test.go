@@ -159,8 +159,8 @@ func TestServerUpIsBoolean(t *testing.T) {
 }
 
 // TestExitStatusesForScripts: a script tells a usage mistake (2), an
-// unknown dataset, id or server (3) and a missing or unreadable index (4)
-// apart from other errors (1), by the status alone, from the query
+// unknown dataset, id or server (3), a missing or unreadable index (4) and
+// a gen run refused before it sent anything (5) apart from other errors (1), by the status alone, from the query
 // command, from the shell off a terminal, through a running writer's
 // socket and from the real binary.
 func TestExitStatusesForScripts(t *testing.T) {
@@ -195,6 +195,7 @@ func TestExitStatusesForScripts(t *testing.T) {
 		{"shell: unknown dataset", []string{"--db", db, "shell"}, "progress\nprogress gama\n", 3, `no dataset "gama"`},
 		{"shell: no index", []string{"--db", filepath.Join(dir, "none.db"), "shell"}, "progress\n", 4, "no index at"},
 		{"shell: a bad line", []string{"--db", db, "shell"}, "progres\n", 1, "progres"},
+		{"gen refused before sending", []string{"--db", filepath.Join(dir, "gen.db"), "gen", "--server", "sim", "--sim-tool-calls", toolDataset(t, toolMessagesLine)}, "", 5, "recorded as refused"},
 	} {
 		env := testEnv(nil)
 		env.Stdin = strings.NewReader(tc.stdin)

@@ -92,14 +92,14 @@ func TestFlavorVLLM(t *testing.T) {
 	}
 
 	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--api", "generate", "--out", "gen", "demo")
-	if code != 1 || !strings.Contains(errOut, "POST /generate") || !strings.Contains(errOut, "leave it out and gen uses the route the server offers") {
-		t.Errorf("--api generate on vLLM: exit %d; want 1, naming /generate and the way out\n%s", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "POST /generate") || !strings.Contains(errOut, "leave it out and gen uses the route the server offers") {
+		t.Errorf("--api generate on vLLM: exit %d; want 5 (refused), naming /generate and the way out\n%s", code, errOut)
 	}
 	noAnswers(t, p, "gen")
 
 	code, errOut = p.run("--db", "model.db", "gen", "--server", url, "--api", "chat", "--model", "nope", "--out", "model", "demo")
-	if code != 1 || !strings.Contains(errOut, "not --model nope") {
-		t.Errorf("--model nope: exit %d; want 1\n%s", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "not --model nope") {
+		t.Errorf("--model nope: exit %d; want 5 (refused)\n%s", code, errOut)
 	}
 	noAnswers(t, p, "model")
 
@@ -135,8 +135,8 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	}
 
 	code, errOut := p.run("--db", "gen.db", "gen", "--server", url, "--api", "generate", "--out", "gen", "demo")
-	if code != 1 || !strings.Contains(errOut, "POST /generate") {
-		t.Errorf("--api generate on llama.cpp: exit %d; want 1\n%s", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "POST /generate") {
+		t.Errorf("--api generate on llama.cpp: exit %d; want 5 (refused)\n%s", code, errOut)
 	}
 
 	// A prompt's own sampling keys it does not read are said too, once
@@ -169,8 +169,8 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	noAnswers(t, p, "gen")
 
 	code, errOut = p.run("--db", "ids.db", "gen", "--server", url, "--api", "completions", "--export", "ids", "--out", "ids", "demo")
-	if code != 1 || !strings.Contains(errOut, "without the output token ids") {
-		t.Errorf("--export ids on llama.cpp: exit %d; want 1 before any request\n%s", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "without the output token ids") {
+		t.Errorf("--export ids on llama.cpp: exit %d; want 5 (refused) before any request\n%s", code, errOut)
 	}
 	noAnswers(t, p, "ids")
 }

@@ -65,7 +65,8 @@ func TestGenAPIKeyFile(t *testing.T) {
 }
 
 // TestGenRunLevelErrorExits: against a server without /generate gen exits
-// non-zero at once, says what to check, and records no prompt as failed.
+// at once, refused (5: nothing was sent), says what to check, and records
+// no prompt as failed.
 func TestGenRunLevelErrorExits(t *testing.T) {
 	h := sim.New(sim.Config{}).Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +81,7 @@ func TestGenRunLevelErrorExits(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	for run := range 2 {
 		r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", hs.URL, dir)
-		if r.code != 1 || !strings.Contains(r.stderr, hs.URL) || !strings.Contains(r.stderr, "HTTP 404") || !strings.Contains(r.stderr, "--api generate, chat or completions forces one") {
+		if r.code != 5 || !strings.Contains(r.stderr, hs.URL) || !strings.Contains(r.stderr, "HTTP 404") || !strings.Contains(r.stderr, "--api generate, chat or completions forces one") {
 			t.Errorf("run %d: exit %d\n%s", run, r.code, r.stderr)
 		}
 	}

@@ -258,7 +258,7 @@ func TestGenExportRefusesIDsWithoutOutputIDs(t *testing.T) {
 		root := t.TempDir()
 		tc.write(t, filepath.Join(root, "m"), "m", 3)
 		r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "sim", "--api", tc.api, "--export", "ids", root)
-		if r.code != 1 || !strings.Contains(r.stderr, "without the output token ids, so --export ids cannot make their records") || !strings.Contains(r.stderr, "no prompt was sent") {
+		if r.code != 5 || !strings.Contains(r.stderr, "without the output token ids, so --export ids cannot make their records") || !strings.Contains(r.stderr, "no prompt was sent") {
 			t.Errorf("gen --api %s --export ids: %s", tc.api, r)
 		}
 		if b, _ := os.ReadFile(filepath.Join(root, "m", "raw_responses.jsonl")); len(b) != 0 {

@@ -38,8 +38,8 @@
 // the command's name). 'gendex help COMMAND' shows a command's flags,
 // 'gendex help TOPIC' a section of README.md. Exit status: 0 ok, 1 error
 // (or input lines left out), 2 usage, 3 not in the index (an unknown
-// dataset, id or server), 4 no index (missing or unreadable), 130
-// interrupted.
+// dataset, id or server), 4 no index (missing or unreadable), 5 refused
+// (gen sent nothing: change the command), 130 interrupted.
 package main
 
 import (
@@ -55,6 +55,7 @@ import (
 	"syscall"
 	"time"
 
+	"gendex/ingest/gen"
 	"gendex/query"
 	"gendex/query/live"
 	"gendex/query/plot"
@@ -344,6 +345,8 @@ func exitCode(stderr io.Writer, err error) int {
 		return exitNoIndex
 	case errors.Is(err, store.ErrNotFound):
 		return exitNotFound
+	case errors.Is(err, gen.ErrRefused):
+		return exitRefused
 	}
 	return 1
 }

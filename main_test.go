@@ -244,7 +244,7 @@ func TestIngestInvalidLines(t *testing.T) {
 	tty := testEnv(nil)
 	tty.StdoutTTY = true
 	golden(t, "tokens-skipped.table.golden", mustGendex(t, tty, "--db", db, "query", "tokens").stdout)
-	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--no-header"); q.stdout != "bad\t\t2\t0\t0\t\t0\t2\t\t1\t0\t0\t0\t\t\t3\n" {
+	if q := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--no-header"); q.stdout != "bad\t\t2\t0\t0\t\t0\t2\t\t1\t0\t0\t0\t\t\t3\t\n" { // answered, failed and no_prompt unknown: no prompts
 		t.Errorf("progress TSV after a partial ingest = %q, want 3 skipped", q.stdout)
 	}
 	q = mustGendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "json")
@@ -401,12 +401,12 @@ func TestQueryFormatFollowsTTY(t *testing.T) {
 	tsv := mustGendex(t, piped, "--db", db, "query", "progress").stdout
 	golden(t, "progress.tsv.golden", tsv)
 	ls := strings.Split(strings.TrimSuffix(tsv, "\n"), "\n")
-	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tanswered\tfailed\tskipped" || len(ls) != 4 {
+	if ls[0] != "dataset\tprompts\traw\ttokenized\terrors\tmissing_raw\texcluded\tmissing_tokenized\tdone_pct\ttruncated\tredo\tstale\ttool_stops\tanswered\tfailed\tskipped\tno_prompt" || len(ls) != 4 {
 		t.Errorf("piped output is not TSV with a header and one line per dataset:\n%s", tsv)
 	}
 	for _, l := range ls {
-		if strings.Count(l, "\t") != 15 || strings.HasPrefix(l, "TOTAL") {
-			t.Errorf("TSV line %q: want 16 fields and no TOTAL", l)
+		if strings.Count(l, "\t") != 16 || strings.HasPrefix(l, "TOTAL") {
+			t.Errorf("TSV line %q: want 17 fields and no TOTAL", l)
 		}
 	}
 	// alpha: 12 prompts (the lines of its prompts file); beta: no prompts file, so empty cells.
@@ -461,7 +461,7 @@ func TestQueryJSON(t *testing.T) {
 		t.Fatalf("%d objects, want one per dataset (no TOTAL):\n%s", len(rows), r.stdout)
 	}
 	want := map[string]any{"dataset": "alpha", "prompts": 12.0, "raw": 7.0, "tokenized": 3.0, "errors": 2.0,
-		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "answered": 7.0, "failed": 2.0, "skipped": 0.0}
+		"missing_raw": 3.0, "excluded": 0.0, "missing_tokenized": 5.0, "done_pct": 75.0, "truncated": 1.0, "redo": 0.0, "stale": 0.0, "tool_stops": 0.0, "answered": 7.0, "failed": 2.0, "skipped": 0.0, "no_prompt": 0.0}
 	if !reflect.DeepEqual(rows[0], want) {
 		t.Errorf("alpha = %v, want %v", rows[0], want)
 	}

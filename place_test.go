@@ -166,8 +166,8 @@ func TestSimulatorBesidePromptsThenRealServer(t *testing.T) {
 	p.mustRun("gen", "--server", "sim", "demo")
 	real := startSimProcess(t, p.bin, "--unmarked")
 	code, errOut := p.run("gen", "--server", real, "demo")
-	if code != 1 || !strings.Contains(errOut, "made by the simulator") || !strings.Contains(errOut, "--out DIR") {
-		t.Fatalf("real run over the simulator's answers: exit %d; want 1, naming the simulator's answers and --out\n%s", code, errOut)
+	if code != 5 || !strings.Contains(errOut, "made by the simulator") || !strings.Contains(errOut, "--out DIR") {
+		t.Fatalf("real run over the simulator's answers: exit %d; want 5 (refused), naming the simulator's answers and --out\n%s", code, errOut)
 	}
 	if n, sim := p.answers("demo"); n != 200 || sim != 200 {
 		t.Fatalf("the refused run wrote: %d answers, %d simulated; want the dry run's 200 alone", n, sim)

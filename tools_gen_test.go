@@ -45,7 +45,8 @@ func toolDataset(t *testing.T, lines ...string) string {
 // cannot carry tools (the plain simulator: SGLang that says no tool-call
 // parser) is refused before anything is sent, naming the flags; vLLM
 // without auto tool choice and llama.cpp without Jinja stop the run at
-// their refusal, naming theirs. Nothing is written, no prompt marked failed. (Before,
+// their refusal, naming theirs. Nothing is written, no prompt marked failed; the run
+// refused before anything was sent exits 5 (refused). (Before,
 // the calls were dropped and gen reported success.)
 func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 	for _, line := range []string{toolMessagesLine, toolShareGPTLine} {
@@ -53,17 +54,18 @@ func TestGenToolDatasetNeedsToolServer(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "g.db")
 		for _, tc := range []struct {
 			args []string
+			code int // 5: refused before a prompt was sent; 1: stopped at the server's refusal of the first
 			want []string
 		}{
-			{nil, []string{"--tool-call-parser NAME", "no prompt was sent"}},
-			{[]string{"--turns", "last"}, []string{"--tool-call-parser NAME", "no prompt was sent"}},
-			{[]string{"--turns", "last", "--api", "chat"}, []string{"tool-call parser", "start SGLang with --tool-call-parser"}},
-			{[]string{"--sim-tool-calls", "--sim-flavor", "vllm"}, []string{"--enable-auto-tool-choice --tool-call-parser NAME", "no prompt was marked failed"}},
-			{[]string{"--sim-tool-calls", "--sim-flavor", "llamacpp", "--sim-no-jinja"}, []string{"llama-server with --jinja", "no prompt was marked failed"}},
+			{nil, 5, []string{"--tool-call-parser NAME", "no prompt was sent"}},
+			{[]string{"--turns", "last"}, 5, []string{"--tool-call-parser NAME", "no prompt was sent"}},
+			{[]string{"--turns", "last", "--api", "chat"}, 5, []string{"tool-call parser", "start SGLang with --tool-call-parser"}},
+			{[]string{"--sim-tool-calls", "--sim-flavor", "vllm"}, 1, []string{"--enable-auto-tool-choice --tool-call-parser NAME", "no prompt was marked failed"}},
+			{[]string{"--sim-tool-calls", "--sim-flavor", "llamacpp", "--sim-no-jinja"}, 1, []string{"llama-server with --jinja", "no prompt was marked failed"}},
 		} {
 			args := append([]string{"--db", db, "gen", "--server", "sim"}, tc.args...)
 			r := gendex(t, testEnv(nil), append(args, dir)...)
-			if r.code != 1 {
+			if r.code != tc.code {
 				t.Errorf("%s %v: %s", line[:10], tc.args, r)
 				continue
 			}

@@ -211,7 +211,11 @@ func indexSnapshot(t *testing.T, db *store.DB, dataset string) string {
 			if m[store.Raw] && m[store.Excluded] && !m[store.Tokenized] {
 				o.RawExcluded++
 			}
+			if m[store.Raw] && !m[store.Prompts] {
+				o.RawNoPrompt++
+			}
 		}
+		o.NoPromptKnown = true
 		if o != s.Overlap {
 			fmt.Fprintf(&b, "the records say overlap %+v, counter says %+v\n", o, s.Overlap)
 		}

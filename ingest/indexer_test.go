@@ -399,15 +399,19 @@ func verify(t *testing.T, db *store.DB, dataset, dir string, files map[string][]
 			}
 		}
 	}
+	var noPrompt uint64
 	for id := range stages[store.Raw] {
 		if _, tk := stages[store.Tokenized][id]; tk {
 			rawTok++
+		}
+		if _, p := stages[store.Prompts][id]; !p {
+			noPrompt++
 		}
 	}
 	got := fmt.Sprint(s.Stage(store.Prompts).Records, raw.Records, s.Stage(store.Errors).Records, s.Stage(store.Tokenized).Records,
 		raw.CompletionTokens, raw.UnknownCompletion, s.Overlap, raw.Duplicates, s.Stage(store.Prompts).Duplicates)
 	want := fmt.Sprint(len(stages[store.Prompts]), len(stages[store.Raw]), len(stages[store.Errors]), len(stages[store.Tokenized]),
-		tokens, unknown, store.Overlap{Answered: answered, ErrorsOpen: errorsOpen, Failed: failed, RawTokenized: rawTok}, dups[store.Raw], dups[store.Prompts])
+		tokens, unknown, store.Overlap{Answered: answered, ErrorsOpen: errorsOpen, Failed: failed, RawTokenized: rawTok, RawNoPrompt: noPrompt, NoPromptKnown: true}, dups[store.Raw], dups[store.Prompts])
 	if got != want {
 		t.Errorf("index says  %s\nfiles say   %s", got, want)
 		db.View(func(v *store.View) error {

@@ -38,6 +38,9 @@ type CheckOptions struct {
 	// conversation's length (nil: they are not made, and the check says
 	// so). It is not a word of the question: whoever runs it gives it.
 	Answers AnswerReader
+	// AllowNoPrompt accepts answers whose id matches no prompt (no record
+	// is made of them).
+	AllowNoPrompt bool
 }
 
 // The reasons a check gives, in the order it gives them.
@@ -165,7 +168,14 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	} else {
 		add(ReasonRedo, true, owed.Redo, "answers a redo is asking again", "gendex gen --server URL --redo ... "+dir+" (resume the redo)")
 	}
-	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records), "answers without a record or a stated exclusion", "gendex export "+dir)
+	noPrompt, unrecorded, err := noPromptFinding(v, name, dir, s, o.AllowNoPrompt)
+	if err != nil {
+		return nil, err
+	}
+	if noPrompt != nil { // export makes no record of them: no_record leaves them to no_prompt
+		fs = append(fs, *noPrompt)
+	}
+	add(ReasonNoRecord, true, owed.Records-min(owed.Stale, owed.Records)-unrecorded, "answers without a record or a stated exclusion", "gendex export "+dir)
 	add(ReasonStale, true, owed.Stale, "records built from an answer a redo replaced since", "gendex export "+dir)
 	rs, err := checkRecords(v, name, o, files)
 	if err != nil {
@@ -196,16 +206,19 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 
 // mixedModels reports whether the dataset's answers were made in more
 // than one way: by more than one model (or a model and the simulator), or
-// with more than one provenance (gen's "provenance": the sampling sent and
-// the server's identity; its max_new_tokens aside, which a redo of cut
-// answers raises). Lines without a provenance differ only by their model.
+// with more than one provenance (gen's "provenance": the sampling sent,
+// the server's identity and how gen asked, "gen"; its max_new_tokens
+// aside, which a redo of cut answers raises). Lines without a provenance
+// differ only by their model; a provenance without "gen" (an older
+// gendex's) is unknown there, one way with those that agree on the rest.
 // It counts the answers that count (a redo's replaced ones not), and
 // names each way with them; a file indexed before the index kept those
 // counts its answer lines, and says so.
 func mixedModels(v *store.View, name string) (mixed bool, ways string, total uint64) {
 	type count struct{ answers, lines uint64 } // lines: of files that keep no answers
 	by := map[string]*count{}                  // a way -> its count
-	models, provs := map[string]bool{}, map[string]bool{}
+	models := map[string]bool{}
+	provs := map[string]map[string]bool{} // provenance without "gen" -> its "gen" parts ("": unknown)
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
@@ -220,7 +233,11 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			who, way, p := makerWay(m)
 			models[who] = true
 			if p != "" {
-				provs[p] = true
+				base, asked := splitAsked(p)
+				if provs[base] == nil {
+					provs[base] = map[string]bool{}
+				}
+				provs[base][asked] = true
 			}
 			if by[way] == nil {
 				by[way] = &count{}
@@ -259,7 +276,25 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 		}
 		parts[i] = w + ": " + strings.Join(said, ", ")
 	}
-	return len(models) > 1 || len(provs) > 1, strings.Join(parts, "; "), total
+	mixed = len(models) > 1 || len(provs) > 1
+	for _, asked := range provs {
+		delete(asked, "") // unknown: one way with any
+		mixed = mixed || len(asked) > 1
+	}
+	return mixed, strings.Join(parts, "; "), total
+}
+
+// splitAsked splits a canonical provenance (canonicalProvenance's key)
+// into the rest and its "gen" part ("" when it has none).
+func splitAsked(key string) (base, asked string) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal([]byte(key), &p) != nil {
+		return key, ""
+	}
+	asked = string(p["gen"])
+	delete(p, "gen")
+	b, _ := json.Marshal(p)
+	return string(b), asked
 }
 
 // unknownWay is the way of answers indexed before their makers were kept.
@@ -287,8 +322,8 @@ func makerWay(m store.Maker) (who, way, prov string) {
 
 // canonicalProvenance is a provenance object without its max_new_tokens,
 // its keys sorted, for telling provenances apart, and as shown: its
-// leaves as key=value (the model aside, named apart); ok is false for
-// none.
+// leaves as key=value (the model aside, named apart; gen=unknown when it
+// does not say how gen asked); ok is false for none.
 func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
 	var p map[string]any
 	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
@@ -319,6 +354,9 @@ func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
 		pairs = append(pairs, strings.TrimPrefix(strings.TrimPrefix(k, "server."), "sampling.")+"="+string(j))
 	}
 	walk("", p)
+	if _, asked := p["gen"]; !asked {
+		pairs = append(pairs, "gen=unknown") // an older gendex's: how it asked is not recorded
+	}
 	sort.Strings(pairs)
 	return string(b), "(" + strings.Join(pairs, " ") + ")", true
 }

@@ -28,14 +28,18 @@ import (
 // (errors less those whose prompt is gone): answered + failed + missing_raw
 // + redo is the prompts, and done_pct is (answered + failed) / prompts.
 // Both are unknown where prompts is, answered where redo is.
+// no_prompt counts the answers whose id matches no prompt (their prompts
+// indexed under another id rule, or gone: they get no record), unknown
+// (as prompts) for a dataset without a prompts file, and in an index whose
+// counters predate it until its dataset's next write.
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped"})
+	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped", "no_prompt"})
 	var tot [7]sum
-	var answeredTot, failedTot sum
+	var answeredTot, failedTot, noPromptTot sum
 	var outcomes, truncated, skipped, redo, stale, stops uint64
 	redoKnown := true
 	for _, s := range sums {
@@ -56,7 +60,8 @@ func progress(v *store.View, names []string, out Sink) error {
 			redoCol, redoKnown = nil, false
 		}
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
-			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), answeredCol, failedCol, s.Skipped()}
+			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), answeredCol, failedCol, s.Skipped(), noPromptOf(s)}
+		noPromptTot.add(row[len(row)-1])
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -81,7 +86,17 @@ func progress(v *store.View, names []string, out Sink) error {
 	if !redoKnown {
 		redoTot = nil
 	}
-	return out.Total(append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped))
+	return out.Total(append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped, noPromptTot.value()))
+}
+
+// noPromptOf is a dataset's no_prompt: its answers whose id matches no
+// prompt, nil when the index does not know it or holds no prompts file of
+// the dataset (its prompts are unknown).
+func noPromptOf(s store.Summary) any {
+	if n, ok := s.NoPrompt(); ok && s.Stage(store.Prompts).Files > 0 {
+		return n
+	}
+	return nil
 }
 
 // ToGo is the answers a progress row (or its total) still owes: its

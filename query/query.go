@@ -37,7 +37,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers, errors and last answer"},
 	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys"},
-	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [--allow-simulated] [--ids REASON] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it; --ids: the ids of the answers it counts for REASON (see 'gendex check')"},
+	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [--allow-simulated] [--allow-no-prompt] [--ids REASON] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it; --ids: the ids of the answers it counts for REASON (see 'gendex check')"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
 }
 
@@ -145,6 +145,7 @@ func Parse(args []string) (Query, error) {
 	fs.BoolVar(&q.Check.AllowMixed, "allow-mixed", false, "check: accept answers of more than one model")
 	fs.BoolVar(&q.Check.AllowSimulated, "allow-simulated", false, "check: accept answers made by the simulator")
 	fs.StringVar(&q.Check.IDs, "ids", "", "check: the ids of the answers the check counts for this reason, instead of the verdicts")
+	fs.BoolVar(&q.Check.AllowNoPrompt, "allow-no-prompt", false, "check: accept answers whose id matches no prompt (no record is made of them)")
 	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {

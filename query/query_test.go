@@ -77,15 +77,25 @@ func TestProgress(t *testing.T) {
 		}
 		// The fixture has no exclusions (TestProgressExcluded has).
 		// Nor a redo: nothing asked again, nothing stale.
-		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, cutOf(d.raw), int64(0), int64(0), int64(0), answers, failed, int64(0)}) // redo, stale, tool_stops, answered, failed, skipped
+		var noPrompt any // answers whose id is no prompt's, unknown without prompts
+		if d.hasPrompts {
+			n := 0
+			for id := range d.raw {
+				if _, ok := d.prompts[id]; !ok {
+					n++
+				}
+			}
+			noPrompt = int64(n)
+		}
+		want = append(want, []any{n, prompts, int64(len(d.raw)), int64(len(d.tok)), int64(open), missingRaw, int64(0), int64(notTok), done, cutOf(d.raw), int64(0), int64(0), int64(0), answers, failed, int64(0), noPrompt}) // redo, stale, tool_stops, answered, failed, skipped, no_prompt
 	}
-	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped"}
+	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped", "no_prompt"}
 	r := answer(t, db, time.Now(), "progress")
 	checkRows(t, "progress", r, cols, want)
 
 	// Spelled out for alpha, so a wrong model cannot hide a wrong answer:
 	// 12 prompts; 9 answered or failed (7 responses, 2 open errors); B5, B6, B7 missing.
-	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(1), int64(0), int64(0), int64(0), int64(7), int64(2), int64(0)}) {
+	if got := normRow(r.Rows[0]); !slices.Equal(got, []any{"alpha", int64(12), int64(7), int64(3), int64(2), int64(3), int64(0), int64(5), "75.00", int64(1), int64(0), int64(0), int64(0), int64(7), int64(2), int64(0), int64(0)}) {
 		t.Errorf("alpha progress %v", got)
 	}
 

@@ -35,7 +35,11 @@ func recount(t *testing.T, v *View, ds string) Overlap {
 		if r && x && !tk {
 			o.RawExcluded++
 		}
+		if r && !p {
+			o.RawNoPrompt++
+		}
 	}
+	o.NoPromptKnown = true
 	return o
 }
 

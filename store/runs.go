@@ -16,7 +16,8 @@ import (
 var bucketRuns = []byte("runs")
 
 // The states of a run. Running, Waiting and Stalled are said by a run
-// while it goes; Finished, Interrupted and Failed by a run as it ends.
+// while it goes; Finished, Interrupted, Refused and Failed by a run as it
+// ends.
 // Lost is never stored: it is what a row that never said it ended is
 // when no process holds it (see View.Runs).
 const (
@@ -26,6 +27,7 @@ const (
 	RunFinished    = "finished"    // ended by itself, nothing failed
 	RunInterrupted = "interrupted" // ended by Ctrl-C or SIGTERM
 	RunFailed      = "failed"      // ended by an error (Run.Detail says which)
+	RunRefused     = "refused"     // ended before sending anything, by a check of the command (Run.Detail says which): run as it is, refused again
 	RunLost        = "lost"        // ended without saying so: SIGKILL, a crash, a lost node
 )
 

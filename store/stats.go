@@ -76,6 +76,19 @@ type Overlap struct {
 	// before schema 4 has no excluded records, so the counter it lacks is
 	// rightly 0.)
 	RawExcluded uint64 `json:"raw_excluded,omitempty"`
+	// RawNoPrompt is |raw \ prompts|: answers whose id matches no prompt
+	// (their prompts were indexed under another id rule, or are gone),
+	// known when NoPromptKnown: a file written before the counter was
+	// kept lacks it until its dataset's next write counts it (Tx).
+	RawNoPrompt   uint64 `json:"raw_no_prompt,omitempty"`
+	NoPromptKnown bool   `json:"no_prompt_known,omitempty"`
+}
+
+// NoPrompt is the number of the dataset's answers whose id matches no
+// prompt (Overlap.RawNoPrompt); ok is false when the index does not know
+// it yet.
+func (s Summary) NoPrompt() (n uint64, ok bool) {
+	return s.Overlap.RawNoPrompt, s.Overlap.NoPromptKnown
 }
 
 // Summary is everything counted for one dataset.
@@ -165,6 +178,7 @@ func overlapOf(m membership) Overlap {
 		Failed:       one(p && e && !r),
 		RawTokenized: one(r && t),
 		RawExcluded:  one(r && x && !t),
+		RawNoPrompt:  one(r && !p),
 	}
 }
 
@@ -184,6 +198,7 @@ func (o *Overlap) apply(before, after membership) {
 	o.Failed += a.Failed - b.Failed
 	o.RawTokenized += a.RawTokenized - b.RawTokenized
 	o.RawExcluded += a.RawExcluded - b.RawExcluded
+	o.RawNoPrompt += a.RawNoPrompt - b.RawNoPrompt
 }
 
 func (s *Stats) add(r *Record, sign int) {

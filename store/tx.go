@@ -95,10 +95,29 @@ func (tx *Tx) dataset(name string) (*dsTx, error) {
 			return nil, fmt.Errorf("dataset %q: reading counters: %w", name, err)
 		}
 	}
+	if !d.sum.Overlap.NoPromptKnown {
+		d.countNoPrompt()
+	}
 	d.hint = readHint(b, &d.sum)
 	d.sum.Dataset = name
 	tx.sets[name] = d
 	return d, nil
+}
+
+// countNoPrompt counts the answers whose id matches no prompt
+// (Overlap.RawNoPrompt), for a dataset whose counters were written before
+// they kept it (none for a new one): once, on its first write since.
+func (d *dsTx) countNoPrompt() {
+	d.sum.Overlap.RawNoPrompt = 0
+	if d.sum.Stages[Raw].Records > 0 {
+		c := d.stages[Raw].Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if d.sum.Stages[Prompts].Records == 0 || d.get(Prompts, k) == nil {
+				d.sum.Overlap.RawNoPrompt++
+			}
+		}
+	}
+	d.sum.Overlap.NoPromptKnown = true
 }
 
 // overlapStages[s] is the stages that an Overlap counter moved by s reads

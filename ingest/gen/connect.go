@@ -151,7 +151,8 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, nc.ServerIdentity(ctx))
+	ident := nc.ServerIdentity(ctx)
+	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, ident, r.askedOf(&nc, ident))
 	if err := r.checkIdentity(s, nc.Provenance); err != nil {
 		return err
 	}

@@ -215,6 +215,8 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		detail = "interrupted"
+	case errors.Is(err, ErrRefused):
+		detail = "refused: " + err.Error()
 	case err != nil:
 		detail = "failed: " + err.Error()
 	}

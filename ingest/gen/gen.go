@@ -223,6 +223,7 @@ type run struct {
 	first             chan struct{}
 	firstOnce, fedOne sync.Once
 	early             earlyFeed // the feeder, when it starts before a server is up (earlyfeed.go)
+	sent              sentAny   // a prompt was sent (refused.go)
 }
 
 type dsRun struct {
@@ -245,6 +246,13 @@ type dsRun struct {
 	// its place: settlePlaces), and makers who made their answers.
 	held   []store.FileState
 	makers makerCounts
+	// idRule is where its prompts keep their id (--id, else the path the
+	// index remembers, else builtinIDRule), in its answers' provenance;
+	// provs its server provenances with it (provenanceOf).
+	idRule string
+	provMu sync.Mutex
+	provs  map[string][]byte
+	tools  bool // its first prompt has tools (sampleTools)
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).
@@ -326,13 +334,17 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}()
 	todo, err := r.prepare(ctx, datasets, &opened)
 	if err != nil {
-		return nil, err
+		return nil, r.refused(err)
 	}
 	if todo == 0 && !r.choosing() {
-		return r.nothingToDo()
+		sum, err := r.nothingToDo()
+		return sum, r.refused(err)
 	}
 	r.startMonitor(todo)
-	defer func() { r.stopMonitor(sum, err) }()
+	defer func() {
+		err = r.refused(err)
+		r.stopMonitor(sum, err)
+	}()
 	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
 		return r.notConnected(err)
@@ -398,6 +410,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		return 0, err
 	}
 	if err := claimShards(datasets, cfg.Shard); err != nil {
+		return 0, err
+	}
+	if err := r.checkIDRule(datasets); err != nil { // before the prompts are indexed under it
 		return 0, err
 	}
 	for _, d := range datasets {

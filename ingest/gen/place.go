@@ -246,7 +246,8 @@ func filterStage(fs []store.FileState, s store.Stage) []store.FileState {
 
 // countAnswerMakers stores, for each dataset of the run, who made the
 // answers in its answer folder (once reconcile has indexed them), for
-// checkServerKind and for saying where the answers are.
+// checkServerKind and for saying where the answers are, and where its
+// prompts keep their id (dsRun.idRule).
 func (r *run) countAnswerMakers() error {
 	return r.db.View(func(v *store.View) error {
 		by, err := ingest.HeldFiles(v)
@@ -256,6 +257,10 @@ func (r *run) countAnswerMakers() error {
 		for _, ds := range r.sets {
 			ds.held = by[ds.Name]
 			ds.makers = countMakers(ds.held)
+			ds.idRule = builtinIDRule
+			if st, ok, _ := v.File(ds.Prompts[0]); ok && st.IDPath != "" {
+				ds.idRule = st.IDPath
+			}
 		}
 		return nil
 	})
@@ -269,11 +274,11 @@ func (r *run) checkServerKind(server string, simulated bool) error {
 		m := ds.makers
 		switch {
 		case !simulated && m.simulated > 0:
-			return fmt.Errorf("%s holds %d answers made by the simulator (gendex's --server sim, or gendex sim), and %s is not the simulator: a dry run's answers never count for a real run, nor share its files. Write this run's answers to another folder: add --out DIR (the index then forgets the simulator's answers by itself; their files stay)",
-				ds.placeAnswers(), m.simulated, server)
+			return kindError{fmt.Errorf("%s holds %d answers made by the simulator (gendex's --server sim, or gendex sim), and %s is not the simulator: a dry run's answers never count for a real run, nor share its files. Write this run's answers to another folder: add --out DIR (the index then forgets the simulator's answers by itself; their files stay)",
+				ds.placeAnswers(), m.simulated, server)}
 		case simulated && m.real > 0:
-			return fmt.Errorf("%s holds %d answers of %s, and %s is gendex's simulator: its answers never go beside a real model's; give the dry run a folder and an index of its own (gendex --db DRY.db gen --server sim --out DIR)",
-				ds.placeAnswers(), m.real, strings.Join(m.models, ", "), server)
+			return kindError{fmt.Errorf("%s holds %d answers of %s, and %s is gendex's simulator: its answers never go beside a real model's; give the dry run a folder and an index of its own (gendex --db DRY.db gen --server sim --out DIR)",
+				ds.placeAnswers(), m.real, strings.Join(m.models, ", "), server)}
 		}
 	}
 	return nil

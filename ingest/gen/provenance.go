@@ -13,30 +13,35 @@ import (
 
 // Provenance: every answer gen writes says how it was made, in its
 // "provenance" object: the sampling gen sent (the keys it did not send are
-// the server's defaults, and say so) and who answered, as far as the
+// the server's defaults, and say so), who answered, as far as the
 // server's /v1/models tells (the model, its path, the server software,
-// the context length). The index keeps each distinct object once per
+// the context length), and how gen asked ("gen": the API, so the route,
+// --turns, the dataset's id rule, the prompt key and, on /generate, the
+// tool-call parser). The index keeps each distinct object once per
 // answer file, with its lines (store.Maker). Before the first request to a
 // server, a run compares its own with those of the answers already in each
 // dataset: a difference is refused, naming both sides, unless
-// --allow-mixed.
+// --allow-mixed. A "gen" key an answer lacks (written by a gendex before
+// it recorded them) is unknown: not compared, and said once.
 
 // provenance is the "provenance" object of a server's answers. Server
 // holds model, model_path, software and context_length from /v1/models,
 // and what client.ServerIdentity read (version, chat template, parsers,
-// speculative settings); its keys are written sorted.
+// speculative settings); Gen how gen asked (askedOf, and the dataset's
+// "id": dsRun.provenanceOf). Its keys are written sorted.
 type provenance struct {
 	Sampling json.RawMessage `json:"sampling"`
 	Unset    string          `json:"unset"`
 	Server   map[string]any  `json:"server"`
+	Gen      map[string]any  `json:"gen,omitempty"`
 }
 
 // provenanceOf is the compact "provenance" object of the answers a server
 // described by info and ident (client.ServerIdentity, nil: none told)
-// makes, asked with sampling.
-func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo, ident map[string]any) []byte {
+// makes, asked with sampling, as asked says (askedOf).
+func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
 	s, _ := json.Marshal(sampling)
-	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}}
+	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked}
 	for k, v := range ident {
 		p.Server[k] = v
 	}
@@ -54,6 +59,77 @@ func provenanceOf(sampling client.SamplingParams, model string, info client.Mode
 	}
 	b, _ := json.Marshal(p)
 	return b
+}
+
+// The "gen" values of the rules gen follows when no flag names one.
+const (
+	builtinIDRule     = "custom_id or id"
+	builtinPromptRule = "input_ids, text, messages or conversations"
+)
+
+// askedOf is the "gen" part of the provenance of the answers the server
+// behind c makes in this run: the API it is asked with (so the route: raw
+// /generate on ids gen made, or the server's chat template), --turns, the
+// prompt key (--prompt) and, on /generate, the tool-call parser
+// /parse_function_call reads the calls with (--tool-call-parser, else the
+// server's own, from ident). The dataset's id rule is added per dataset
+// (dsRun.provenanceOf).
+func (r *run) askedOf(c *client.Client, ident map[string]any) map[string]any {
+	api := r.apiFor(c)
+	g := map[string]any{"api": string(api), "turns": r.cfg.Turns, "prompt": builtinPromptRule}
+	if p := r.cfg.Paths.Prompt; p != "" {
+		g["prompt"] = p
+	}
+	if api == client.APIGenerate {
+		parser := r.cfg.ToolCallParser
+		if parser == "" {
+			parser, _ = ident["tool_call_parser"].(string)
+		}
+		if parser != "" {
+			g["tool_call_parser"] = parser
+		}
+	}
+	return g
+}
+
+// provenanceOf is prov, a server's provenance, with the dataset's id rule
+// in its "gen" part, and without what cannot change its answers: --turns
+// for a dataset without chat prompts, the tool-call parser for one without
+// tool prompts. It is the provenance of the answers the server makes for
+// the dataset, made once per server provenance.
+func (ds *dsRun) provenanceOf(prov []byte) []byte {
+	ds.provMu.Lock()
+	defer ds.provMu.Unlock()
+	if b, ok := ds.provs[string(prov)]; ok {
+		return b
+	}
+	var p provenance
+	if len(prov) == 0 || json.Unmarshal(prov, &p) != nil {
+		return prov
+	}
+	if p.Gen == nil {
+		p.Gen = map[string]any{}
+	}
+	p.Gen["id"] = ds.idRule
+	if !ds.shapes[shapeChat] {
+		delete(p.Gen, "turns")
+	}
+	if !ds.tools {
+		delete(p.Gen, "tool_call_parser")
+	}
+	b, _ := json.Marshal(p)
+	if ds.provs == nil {
+		ds.provs = map[string][]byte{}
+	}
+	ds.provs[string(prov)] = b
+	return b
+}
+
+// saysAsked reports whether a provenance says how gen asked (its "gen"
+// object): an older gendex's does not.
+func saysAsked(prov []byte) bool {
+	var p provenance
+	return json.Unmarshal(prov, &p) == nil && p.Gen != nil
 }
 
 // ignoredInComparison are the settings a resume may change: the limit
@@ -76,7 +152,8 @@ func flatten(prefix string, v any, out map[string]string) {
 
 // provenanceDiff says how two provenance objects differ, "" when they do
 // not (the settings a resume may change aside): "sampling.temperature:
-// 0.7 before, 0 now".
+// 0.7 before, 0 now". A "gen" key one side lacks is unknown there (an
+// older gendex did not record it): not a difference.
 func provenanceDiff(then, now []byte) string {
 	var a, b any
 	if json.Unmarshal(then, &a) != nil || json.Unmarshal(now, &b) != nil {
@@ -94,7 +171,9 @@ func provenanceDiff(then, now []byte) string {
 	}
 	var diffs []string
 	for k := range keys {
-		if ignoredInComparison[k] || fa[k] == fb[k] {
+		_, inA := fa[k]
+		_, inB := fb[k]
+		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "gen.") && (!inA || !inB) {
 			continue
 		}
 		diffs = append(diffs, fmt.Sprintf("%s: %s before, %s now", k, orUnset(fa[k]), orUnset(fb[k])))
@@ -123,10 +202,13 @@ func describe(model string, prov []byte) string {
 }
 
 // checkProvenance stops the run, before the first request to server,
-// when the answers it would make (prov, by model) are made in none of the
-// ways of those already in a dataset of the run: other sampling or
-// another server identity. Lines without a provenance (another tool's, or
-// written before gen wrote it) are compared by their model only. A
+// when the answers it would make (prov, by model, with each dataset's id
+// rule) are made in none of the ways of those already in a dataset of the
+// run: other sampling, another server identity, or asked otherwise (the
+// API, --turns, --id, --prompt, the tool-call parser). Lines without a
+// provenance (another tool's, or written before gen wrote it) are
+// compared by their model only; a provenance without "gen" (an older
+// gendex's) on the rest, which is said. A
 // dataset already made in several ways (--allow-mixed, or several
 // servers) takes answers made in any of them. --allow-mixed lets any
 // through ('gendex check' reports the dataset mixed).
@@ -135,10 +217,15 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 		return nil
 	}
 	for _, ds := range r.sets {
+		prov := ds.provenanceOf(prov)
 		var byProv, byModel *store.Maker // the largest way that differs
 		provSame, modelSame := false, false
+		var unasked uint64 // answers whose provenance does not say how gen asked
 		for i := range ds.makers.made {
 			mk := &ds.makers.made[i]
+			if mk.Provenance != nil && !saysAsked(mk.Provenance) {
+				unasked += mk.Lines
+			}
 			switch {
 			case mk.Provenance != nil:
 				if provenanceDiff(mk.Provenance, prov) == "" {
@@ -154,6 +241,10 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 				}
 			}
 		}
+		if unasked > 0 {
+			r.once("unasked "+ds.Name, "gen: %s holds %d answers written by an older gendex, whose provenance does not say how they were asked (the API, --turns, --id, --prompt, the tool-call parser): those are unknown, not compared",
+				filepath.Dir(ds.Raw), unasked)
+		}
 		var diff string
 		var then *store.Maker
 		switch {
@@ -166,7 +257,7 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 		}
 		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
 			filepath.Dir(ds.Raw), then.Lines, describe(then.Model, then.Provenance), server, describe(model, prov), diff),
-			hint: "a resume keeps the run one run: give the same sampling and server as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
+			hint: "a resume keeps the run one run: give the same sampling, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 	}
 	return nil
 }

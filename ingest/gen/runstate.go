@@ -134,8 +134,8 @@ func sameRow(a, b store.Run) bool {
 		eq(a.ToGo, b.ToGo) && eq(a.Answers, b.Answers) && eq(a.Errors, b.Errors)
 }
 
-// endRow queues the run's last row: ended now, finished, interrupted or
-// failed (err).
+// endRow queues the run's last row: ended now, finished, interrupted,
+// refused (nothing sent: ErrRefused) or failed (err).
 func (m *monitor) endRow(err error, sum *Summary) store.Run {
 	m.row.mu.Lock()
 	defer m.row.mu.Unlock()
@@ -149,6 +149,8 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 		if sum != nil && sum.GivenUp > 0 {
 			row.Detail = counted(sum.GivenUp, "answer", "answers") + " in flight given up after --grace: the next run asks them again"
 		}
+	case errors.Is(err, ErrRefused):
+		row.State, row.Detail = store.RunRefused, err.Error()
 	case err != nil:
 		row.State, row.Detail = store.RunFailed, err.Error()
 	}
@@ -196,6 +198,11 @@ func (r *run) sayRow(row store.Run) {
 	toGo := "unknown"
 	if row.ToGo != nil {
 		toGo = counted(*row.ToGo, "prompt", "prompts")
+	}
+	if row.State == store.RunRefused {
+		r.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",
+			row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly))
+		return
 	}
 	r.logf("gen: this run (pid %d, started %s) is recorded as %s, %s to go: 'gendex query runs' shows it",
 		row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly), row.State, toGo)

@@ -60,8 +60,8 @@ func (p *Prompt) setTools(raw json.RawMessage) error {
 }
 
 // sampleTools reads the first prompt of each prompts file, as
-// sampleShapes does: whether the run has tool prompts (preflight then
-// checks each server can take them).
+// sampleShapes does: whether the run, and each dataset, has tool prompts
+// (preflight then checks each server can take them).
 func (r *run) sampleTools() {
 	for _, ds := range r.sets {
 		for _, path := range ds.Prompts {
@@ -71,7 +71,7 @@ func (r *run) sampleTools() {
 			}
 			ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
 				if p, err := ParsePrompt(line, "x", n); err == nil && p.Tools != nil {
-					r.tl.has = true
+					r.tl.has, ds.tools = true, true
 				}
 				return errStop
 			})

@@ -131,6 +131,7 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if err == nil {
 			r.unsuspect(j)
 			s.answered(res)
+			res.Provenance = j.ds.provenanceOf(res.Provenance)
 			return res
 		}
 		var e *client.Error
@@ -323,6 +324,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 	if err != nil {
 		return nil, 0, err
 	}
+	r.sent.Store(true)
 	switch route {
 	case "/generate":
 		if p.Tools != nil && sp.SkipSpecialTokens == nil {

@@ -226,15 +226,24 @@ var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": tru
 // in them (list's tool_stop: only a stopped tool conversation has one).
 var blankHidden = map[string]bool{"tool_stop": true}
 
+// zeroOrBlankHidden are the columns a table leaves out when every row has
+// 0 or no value in them (progress's no_prompt: answers whose prompts
+// changed ids or went, unknown for a dataset without prompts).
+var zeroOrBlankHidden = map[string]bool{"no_prompt": true}
+
 // hideZeroColumns returns cols, rows and total without the zeroHidden
-// columns that are 0 everywhere.
+// columns that are 0 everywhere (and the blankHidden and
+// zeroOrBlankHidden ones, by their rule).
 func hideZeroColumns(cols []string, rows [][]any, total []any) ([]string, [][]any, []any) {
 	var drop []int
 	for j, c := range cols {
 		hide := isZero
-		if blankHidden[c] {
+		switch {
+		case blankHidden[c]:
 			hide = isBlank
-		} else if !zeroHidden[c] {
+		case zeroOrBlankHidden[c]:
+			hide = func(v any) bool { return isZero(v) || isBlank(v) }
+		case !zeroHidden[c]:
 			continue
 		}
 		zero := total == nil || (j < len(total) && hide(total[j]))

@@ -50,7 +50,7 @@ var Layouts = map[string]Layout{
 		{Name: "excluded", Drop: 6, Short: "excl"}, {Name: "truncated", Drop: 6, Short: "trunc"},
 		{Name: "redo", Drop: 2}, {Name: "stale", Drop: 5}, {Name: "skipped", Drop: 5, Short: "skip"},
 		{Name: "tool_stops", Drop: 5, Short: "stops"}, {Name: "answered", Drop: 1, Short: "ans"},
-		{Name: "failed", Drop: 3, Short: "fail"},
+		{Name: "failed", Drop: 3, Short: "fail"}, {Name: "no_prompt", Drop: 2, Short: "no_prompt"},
 	}},
 	"tokens": {Cols: []Col{
 		{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "completion_tokens", Drop: 1, Short: "compl"},
