@@ -215,7 +215,7 @@ var fixCases = []fixCase{
 	}},
 	// The disk: an answer edited in place, prompts appended, the records
 	// deleted, after a run check called ready on the index alone.
-	{name: "disk-answer-edited", make: func(h *fixRun) string {
+	{name: "disk-answer-edited", reason: "files_changed", make: func(h *fixRun) string {
 		h.must(append(genArgs(h.url, "--export", "conversations"), "data/glaive")...)
 		raw := h.path("data", "glaive", "raw_responses.jsonl")
 		b := mustRead(h.t, raw)
@@ -225,7 +225,7 @@ var fixCases = []fixCase{
 		h.fill["FILE"] = raw
 		return "data/glaive"
 	}},
-	{name: "disk-prompts-appended", make: func(h *fixRun) string {
+	{name: "disk-prompts-appended", reason: "index_behind", make: func(h *fixRun) string {
 		h.must(append(genArgs(h.url, "--export", "conversations"), "data/fncall")...)
 		f, err := os.OpenFile(h.path("data", "fncall", "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -237,7 +237,7 @@ var fixCases = []fixCase{
 		h.fill["FILE"] = h.path("data", "fncall", "prompts.jsonl")
 		return "data/fncall"
 	}},
-	{name: "disk-records-gone", make: func(h *fixRun) string {
+	{name: "disk-records-gone", reason: "files_changed", make: func(h *fixRun) string {
 		h.must(append(genArgs(h.url, "--export", "conversations"), "data/sharegpt")...)
 		os.Remove(h.path("data", "sharegpt", "tokenized.jsonl"))
 		h.fill["FILE"] = h.path("data", "sharegpt", "tokenized.jsonl")
@@ -247,7 +247,7 @@ var fixCases = []fixCase{
 	// call) otherwise than it generated them: ids records whose turns
 	// carry no loss must be built otherwise or excluded with a reason
 	// check counts (issue 50, item 2).
-	{name: "ids-loss", make: func(h *fixRun) string {
+	{name: "ids-loss", reason: "no_turn_loss", make: func(h *fixRun) string {
 		h.url = startSimProcess(h.t, h.bin, "--unmarked", "--flavor", "vllm", "--tool-calls", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 		h.must(append(genArgs(h.url), "data/agent")...)
 		h.must("export", "--format", "ids", "data/agent")
@@ -280,7 +280,10 @@ func TestCheckFixesClearTheirReasons(t *testing.T) {
 	bin := gendexBinary(t)
 	gen := testdataTool(t, "seedgen")
 	for _, c := range fixCases {
-		name := c.reason + c.name
+		name := c.name
+		if name == "" {
+			name = c.reason
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()

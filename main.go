@@ -17,7 +17,7 @@
 //	    index JSONL files: a root of dataset folders, one folder, or one file
 //	gendex export [--format conversations|ids] [--out DIR] [FLAGS] ROOT|DIR...
 //	    write a training record, or an exclusion and why, for every answer
-//	gendex check [--max-length N] [--format table|json] ROOT|DIR...
+//	gendex check [--max-length N] [--ids REASON] [--format table|json] ROOT|DIR...
 //	    is each dataset fit to train on: every reason not, and its fix
 //	gendex drop DATASET|FOLDER...
 //	    make the index forget datasets, to start over (no file is touched)
@@ -105,7 +105,7 @@ func init() { // not a plain initializer: help reads the table
 		Run:     runExport,
 	}, {
 		Name:    "check",
-		Usage:   []string{"check [--max-length N] [--format table|json] ROOT|DIR...", "check --ids REASON [--max-length N] DATASET|DIR..."},
+		Usage:   []string{"check [--max-length N] [--ids REASON] [--format table|json] ROOT|DIR..."},
 		Summary: "is each dataset fit to train on: every reason not, and its fix",
 		Run:     runCheck,
 	}, {

@@ -23,6 +23,6 @@ func noTurnLoss(s store.Summary, dir string) []finding {
 	list := "gendex query list " + s.Dataset + " --stage excluded --finish " + ReasonNoTurnLoss
 	return []finding{{reason: ReasonNoTurnLoss, blocks: true, count: n,
 		detail: "answers excluded from the ids records: an earlier turn of each is not in its conversation's prompt ids, so no loss could be given to it (" + list + ")",
-		fix: "ask them again (gendex gen --server URL --redo FILE " + dir + ", FILE their ids), or train on conversations records, masked turn by turn by the trainer: gendex --db " +
+		fix: "ask them again (gendex check --ids " + ReasonNoTurnLoss + " " + dir + " > FILE; gendex gen --server URL --redo FILE " + dir + "), or train on conversations records, masked turn by turn by the trainer: gendex --db " +
 			filepath.Join(own, "gendex.db") + " export --format conversations --out " + own + " " + dir}}
 }
