@@ -219,6 +219,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 	by := map[string]*count{}                  // a way -> its count
 	models := map[string]bool{}
 	provs := map[string]map[string]bool{} // provenance without "gen" -> its "gen" parts ("": unknown)
+	widest := widestPromptRules(v, name)
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
@@ -230,7 +231,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			if n == 0 {
 				continue // every answer it made was replaced
 			}
-			who, way, p := makerWay(m)
+			who, way, p := makerWay(m, widest)
 			models[who] = true
 			if p != "" {
 				base, asked := splitAsked(p)
@@ -302,8 +303,9 @@ const unknownWay = "an unknown model (provenance unknown)"
 
 // makerWay names what maker m made its answers with: who (its model, or
 // "unnamed", and whether simulated), way (who and its provenance as
-// shown) and prov (its provenance as compared; "" for none).
-func makerWay(m store.Maker) (who, way, prov string) {
+// shown, its prompt rule the widest that extends it) and prov (its
+// provenance as compared; "" for none).
+func makerWay(m store.Maker, widest map[string]string) (who, way, prov string) {
 	who = m.Model
 	if who == "" {
 		who = "unnamed"
@@ -312,7 +314,7 @@ func makerWay(m store.Maker) (who, way, prov string) {
 		who += " (simulated)"
 	}
 	way = who
-	if p, shown, ok := canonicalProvenance(m.Provenance); ok {
+	if p, shown, ok := canonicalProvenance(widenPromptRule(m.Provenance, widest)); ok {
 		prov, way = p, way+" "+shown
 	} else {
 		way += " (provenance unknown)"
