@@ -84,3 +84,30 @@ func TestPromptResumeOverAnsweredLineRefused(t *testing.T) {
 		t.Errorf("want exit 5 saying %q, nothing answered\n%s", want, r)
 	}
 }
+
+// TestPromptResumeTheOtherWay: a first run with --prompt data.prompt
+// leaves the ShareGPT conversations (1 to 3 human turns, system turns) to
+// go; check's fix for them (gen without --prompt) answers them, and check
+// counts the dataset made one way, its rule "data.prompt; else gen's
+// keys" (the first run's answers, of text prompts, say no --turns: no
+// difference).
+func TestPromptResumeTheOtherWay(t *testing.T) {
+	dir := writeDataset(t, "ds", append(sharegptLines(1, 3),
+		`{"id":"q1","data":{"prompt":"what is two and two?"}}`, `{"id":"q2","data":{"prompt":"name a colour."}}`))
+	db := filepath.Join(t.TempDir(), "g.db")
+	if r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", "sim", "--prompt", "data.prompt", dir); r.code != 1 || len(answerIDs(t, dir)) != 2 {
+		t.Fatalf("first run: want the 2 data.prompt lines answered, the conversations not sent (exit 1)\n%s", r)
+	}
+	fix := checkFix(t, gendex(t, testEnv(nil), "--db", db, "check", "--format", "json", dir).stdout, "unanswered")
+	if fix != "gendex gen --server URL "+dir {
+		t.Fatalf("check's unanswered fix: %q", fix)
+	}
+	if r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", "sim", dir); r.code != 0 || len(answerIDs(t, dir)) != 5 {
+		t.Fatalf("check's fix, run: want the 3 conversations answered\n%s", r)
+	}
+	out := oneLine(gendex(t, testEnv(nil), "--db", db, "check", dir).stdout)
+	const rule = `gen.prompt="data.prompt; else input_ids, text, messages or conversations"`
+	if strings.Contains(out, "mixed_provenance") || !strings.Contains(out, "made_by 5") || !strings.Contains(out, rule) {
+		t.Errorf("check: want made_by 5, one way, with %s\n%s", rule, out)
+	}
+}

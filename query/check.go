@@ -210,7 +210,8 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 // the server's identity and how gen asked, "gen"; its max_new_tokens
 // aside, which a redo of cut answers raises). Lines without a provenance
 // differ only by their model; a provenance without "gen" (an older
-// gendex's) is unknown there, one way with those that agree on the rest.
+// gendex's) is unknown there, one way with those that agree on the rest,
+// as is a "gen" key one lacks (askedAgree).
 // It counts the answers that count (a redo's replaced ones not), and
 // names each way with them; a file indexed before the index kept those
 // counts its answer lines, and says so.
@@ -280,7 +281,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 	mixed = len(models) > 1 || len(provs) > 1
 	for _, asked := range provs {
 		delete(asked, "") // unknown: one way with any
-		mixed = mixed || len(asked) > 1
+		mixed = mixed || !askedAgree(asked)
 	}
 	return mixed, strings.Join(parts, "; "), total
 }

@@ -90,3 +90,26 @@ func widenPromptRule(prov []byte, widest map[string]string) []byte {
 	b, _ := json.Marshal(p)
 	return b
 }
+
+// askedAgree reports whether the "gen" parts of provenances (JSON
+// objects) agree on every key both have, as gen compares them: a key one
+// lacks (--turns on answers of text prompts, which it cannot change) is
+// no difference.
+func askedAgree(parts map[string]bool) bool {
+	var seen []map[string]json.RawMessage
+	for p := range parts {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(p), &m) != nil {
+			return len(parts) < 2
+		}
+		for _, o := range seen {
+			for k, v := range m {
+				if w, ok := o[k]; ok && string(w) != string(v) {
+					return false
+				}
+			}
+		}
+		seen = append(seen, m)
+	}
+	return true
+}
