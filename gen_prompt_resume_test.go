@@ -102,8 +102,9 @@ func TestPromptResumeTheOtherWay(t *testing.T) {
 	if fix != "gendex gen --server URL "+dir {
 		t.Fatalf("check's unanswered fix: %q", fix)
 	}
-	if r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", "sim", dir); r.code != 0 || len(answerIDs(t, dir)) != 5 {
-		t.Fatalf("check's fix, run: want the 3 conversations answered\n%s", r)
+	r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", "sim", dir)
+	if r.code != 0 || len(answerIDs(t, dir)) != 5 || !strings.Contains(oneLine(r.stderr), `one way, this run's answers record "data.prompt; else input_ids, text, messages or conversations"`) {
+		t.Fatalf("check's fix, run: want the 3 conversations answered, gen saying the rule it records\n%s", r)
 	}
 	out := oneLine(gendex(t, testEnv(nil), "--db", db, "check", dir).stdout)
 	const rule = `gen.prompt="data.prompt; else input_ids, text, messages or conversations"`

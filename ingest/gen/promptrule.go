@@ -121,6 +121,10 @@ func (r *run) choosePromptRules() error {
 		default:
 			ds.promptRule = then + ruleElse + now
 		}
+		if ds.promptClash == "" {
+			r.logf("gen: %s: its answers' prompts were read by %q; no prompt line holds one for both it and %q at other keys: one way, this run's answers record %q",
+				ds.Name, then, now, ds.promptRule)
+		}
 	}
 	return nil
 }
