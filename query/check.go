@@ -210,7 +210,8 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 // the server's identity and how gen asked, "gen"; its max_new_tokens
 // aside, which a redo of cut answers raises). Lines without a provenance
 // differ only by their model; a provenance without "gen" (an older
-// gendex's) is unknown there, one way with those that agree on the rest.
+// gendex's) is unknown there, one way with those that agree on the rest,
+// as is a "gen" key one lacks (askedAgree).
 // It counts the answers that count (a redo's replaced ones not), and
 // names each way with them; a file indexed before the index kept those
 // counts its answer lines, and says so.
@@ -219,6 +220,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 	by := map[string]*count{}                  // a way -> its count
 	models := map[string]bool{}
 	provs := map[string]map[string]bool{} // provenance without "gen" -> its "gen" parts ("": unknown)
+	widest := widestPromptRules(v, name)
 	_ = v.Files(func(f store.FileState) error {
 		if f.Dataset != name || f.Stage != store.Raw {
 			return nil
@@ -230,7 +232,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 			if n == 0 {
 				continue // every answer it made was replaced
 			}
-			who, way, p := makerWay(m)
+			who, way, p := makerWay(m, widest)
 			models[who] = true
 			if p != "" {
 				base, asked := splitAsked(p)
@@ -279,7 +281,7 @@ func mixedModels(v *store.View, name string) (mixed bool, ways string, total uin
 	mixed = len(models) > 1 || len(provs) > 1
 	for _, asked := range provs {
 		delete(asked, "") // unknown: one way with any
-		mixed = mixed || len(asked) > 1
+		mixed = mixed || !askedAgree(asked)
 	}
 	return mixed, strings.Join(parts, "; "), total
 }
@@ -302,8 +304,9 @@ const unknownWay = "an unknown model (provenance unknown)"
 
 // makerWay names what maker m made its answers with: who (its model, or
 // "unnamed", and whether simulated), way (who and its provenance as
-// shown) and prov (its provenance as compared; "" for none).
-func makerWay(m store.Maker) (who, way, prov string) {
+// shown, its prompt rule the widest that extends it) and prov (its
+// provenance as compared; "" for none).
+func makerWay(m store.Maker, widest map[string]string) (who, way, prov string) {
 	who = m.Model
 	if who == "" {
 		who = "unnamed"
@@ -312,7 +315,7 @@ func makerWay(m store.Maker) (who, way, prov string) {
 		who += " (simulated)"
 	}
 	way = who
-	if p, shown, ok := canonicalProvenance(m.Provenance); ok {
+	if p, shown, ok := canonicalProvenance(widenPromptRule(m.Provenance, widest)); ok {
 		prov, way = p, way+" "+shown
 	} else {
 		way += " (provenance unknown)"

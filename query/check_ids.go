@@ -146,6 +146,7 @@ func eachAnswerWay(v *store.View, name string, fn func(id, way string, simulated
 	})
 	type maker struct{ file, i uint32 }
 	ways := map[maker]string{}
+	widest := widestPromptRules(v, name)
 	return v.Each(name, store.Raw, func(r *store.Record) error {
 		ms := makers[r.File]
 		if r.Maker == 0 || int(r.Maker) > len(ms) {
@@ -155,7 +156,7 @@ func eachAnswerWay(v *store.View, name string, fn func(id, way string, simulated
 		k := maker{r.File, r.Maker}
 		way, ok := ways[k]
 		if !ok {
-			_, way, _ = makerWay(ms[r.Maker-1])
+			_, way, _ = makerWay(ms[r.Maker-1], widest)
 			ways[k] = way
 		}
 		fn(r.ID, way, ms[r.Maker-1].Simulated)

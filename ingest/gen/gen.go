@@ -253,6 +253,9 @@ type dsRun struct {
 	provMu sync.Mutex
 	provs  map[string][]byte
 	tools  bool // its first prompt has tools (sampleTools)
+	// promptRule is the prompt rule this run's answers record, promptClash
+	// why it is not the earlier one's extended (choosePromptRules).
+	promptRule, promptClash string
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).
@@ -432,6 +435,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	}
 	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
 	if err := r.countAnswerMakers(); err != nil {
+		return 0, err
+	}
+	if err := r.choosePromptRules(); err != nil {
 		return 0, err
 	}
 	if err := r.chooseRedo(); err != nil {

@@ -94,8 +94,8 @@ func (r *run) askedOf(c *client.Client, ident map[string]any) map[string]any {
 
 // provenanceOf is prov, a server's provenance, with the dataset's id rule
 // in its "gen" part, and without what cannot change its answers: --turns
-// for a dataset without chat prompts, the tool-call parser for one without
-// tool prompts. It is the provenance of the answers the server makes for
+// for a dataset without chat prompts (none this run reads, and no answer
+// asked with turns), the tool-call parser for one without tool prompts. It is the provenance of the answers the server makes for
 // the dataset, made once per server provenance.
 func (ds *dsRun) provenanceOf(prov []byte) []byte {
 	ds.provMu.Lock()
@@ -111,7 +111,10 @@ func (ds *dsRun) provenanceOf(prov []byte) []byte {
 		p.Gen = map[string]any{}
 	}
 	p.Gen["id"] = ds.idRule
-	if !ds.shapes[shapeChat] {
+	if _, ok := p.Gen["prompt"]; ok && ds.promptRule != "" {
+		p.Gen["prompt"] = ds.promptRule
+	}
+	if !ds.shapes[shapeChat] && !askedTurns(ds.makers.made) {
 		delete(p.Gen, "turns")
 	}
 	if !ds.tools {
@@ -123,6 +126,17 @@ func (ds *dsRun) provenanceOf(prov []byte) []byte {
 	}
 	ds.provs[string(prov)] = b
 	return b
+}
+
+// askedTurns reports whether some of made were asked with a --turns.
+func askedTurns(made []store.Maker) bool {
+	for _, mk := range made {
+		var p provenance
+		if json.Unmarshal(mk.Provenance, &p) == nil && p.Gen["turns"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // saysAsked reports whether a provenance says how gen asked (its "gen"
@@ -153,7 +167,8 @@ func flatten(prefix string, v any, out map[string]string) {
 // provenanceDiff says how two provenance objects differ, "" when they do
 // not (the settings a resume may change aside): "sampling.temperature:
 // 0.7 before, 0 now". A "gen" key one side lacks is unknown there (an
-// older gendex did not record it): not a difference.
+// older gendex did not record it): not a difference; nor are two prompt
+// rules one of which extends the other (samePromptRule).
 func provenanceDiff(then, now []byte) string {
 	var a, b any
 	if json.Unmarshal(then, &a) != nil || json.Unmarshal(now, &b) != nil {
@@ -173,13 +188,21 @@ func provenanceDiff(then, now []byte) string {
 	for k := range keys {
 		_, inA := fa[k]
 		_, inB := fb[k]
-		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "gen.") && (!inA || !inB) {
+		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "gen.") && (!inA || !inB) ||
+			k == "gen.prompt" && samePromptRule(unquote(fa[k]), unquote(fb[k])) {
 			continue
 		}
 		diffs = append(diffs, fmt.Sprintf("%s: %s before, %s now", k, orUnset(fa[k]), orUnset(fb[k])))
 	}
 	sort.Strings(diffs)
 	return strings.Join(diffs, "; ")
+}
+
+// unquote is the JSON string v as Go's ("" for none).
+func unquote(v string) string {
+	var s string
+	json.Unmarshal([]byte(v), &s)
+	return s
 }
 
 func orUnset(v string) string {
@@ -254,6 +277,9 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 			then, diff = byModel, fmt.Sprintf("server.model: %q before, %q now", byModel.Model, model)
 		default:
 			continue
+		}
+		if ds.promptClash != "" && strings.Contains(diff, "gen.prompt:") {
+			diff += "; " + ds.promptClash
 		}
 		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
 			filepath.Dir(ds.Raw), then.Lines, describe(then.Model, then.Provenance), server, describe(model, prov), diff),
