@@ -117,6 +117,7 @@ func assistantTurns(t *testing.T, dir string) map[string][]map[string]any {
 // Before, check read only an answer line's top-level text, which a
 // conversation line has none of: every conversation was empty_content.
 func TestCheckReadsEveryTurn(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	seedShapes(t, filepath.Join(p.dir, "seeds"))
 	p.mustRun(append(simToolArgs, "--export", "conversations", "seeds")...)

@@ -264,6 +264,7 @@ func TestCheckSeesToolAnswersReplaced(t *testing.T) {
 // has nothing behind or changed, and the other's fix is gendex ingest
 // FILE, which clears it.
 func TestCheckWhileGenWrites(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	done, going := filepath.Join(p.dir, "data", "done"), filepath.Join(p.dir, "data", "going")
 	writeMultiTurnShareGPT(t, done, 0, 10)

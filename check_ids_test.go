@@ -79,6 +79,7 @@ func sortedLines(out string) []string {
 // usage error saying where its ids are. gen --redo of the list clears the
 // reason.
 func TestCheckIDsListsWhatItCounts(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	seedShapes(t, filepath.Join(p.dir, "seeds"))
 	vllm := startSimProcess(t, p.bin, "--unmarked", "--flavor", "vllm", "--tool-calls", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")

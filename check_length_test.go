@@ -84,6 +84,7 @@ func recordLengths(t *testing.T, dir string) map[string]int {
 // measured as the sum of its steps' prompt tokens (and the fix never
 // cleared it).
 func TestCheckMaxLengthAsExported(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	seedShapes(t, filepath.Join(p.dir, "seeds"))
 	p.mustRun(append(simToolArgs, "--export", "conversations", "seeds")...)

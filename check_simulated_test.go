@@ -14,6 +14,7 @@ import (
 // whose check is ready without --allow-simulated. Before, check called
 // the simulator's answers ready.
 func TestCheckBlocksSimulatedAnswers(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	seedShapes(t, filepath.Join(p.dir, "seeds"))
 	p.mustRun(append(simToolArgs, "--export", "conversations", "seeds")...)

@@ -179,6 +179,7 @@ func withShareGPT(t *testing.T, dir string, n int) {
 // of it (a conversation cut at the limit is excluded as length). (Before, the vLLM turns with text and a call had no loss at all,
 // nor the earlier turns whose thinking the template dropped.)
 func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
+	t.Parallel()
 	for _, flavor := range [][]string{
 		{"--sim-flavor", "vllm", "--sim-tool-call-parser", "hermes", "--sim-enable-auto-tool-choice"},
 		{"--sim-flavor", "vllm", "--sim-tool-call-parser", "kimi_k2", "--sim-enable-auto-tool-choice"},

@@ -95,6 +95,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // (Before, the provenance held sampling and the server only: every one
 // of these was answered, and check called the dataset made one way.)
 func TestGenResumeAskedOtherwiseIsRefused(t *testing.T) {
+	t.Parallel()
 	toolSim := sim.Config{Seed: 3, ToolCalls: true, ToolCallParser: "qwen25"}
 	for _, tc := range []struct {
 		name        string

@@ -51,6 +51,7 @@ func askCounter(t *testing.T, cfg sim.Config, noTokenizer bool) (url string, ask
 // (Before, both were sent and came back as the server's 400, without
 // file:line.)
 func TestGenRefusesUnsendablePrompts(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("word ", 10000) // 50000 bytes: over 4096 tokens by any tokenizer
 	lines := []string{
 		`{"id":"ok","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}]}`,

@@ -124,6 +124,7 @@ func countIDs(ids []int, id int) (n, toolTurns int) {
 // parallel calls are sent and kept, each result with its call's id.
 // (speculators keeps only the first of several parallel calls.)
 func TestParallelToolCallsPaired(t *testing.T) {
+	t.Parallel()
 	llamacpp := struct {
 		name string
 		args []string

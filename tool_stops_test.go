@@ -184,6 +184,7 @@ var simToolFlavors = []struct {
 // (Before, the data's own call was more_calls and text where the data
 // ends calling had no stop.)
 func TestToolStopsNamedByWhatTheModelDid(t *testing.T) {
+	t.Parallel()
 	for _, fl := range simToolFlavors {
 		dir, shapes := toolShapeDataset(t, 24)
 		db := filepath.Join(t.TempDir(), "g.db")
