@@ -11,12 +11,14 @@
 // a test that times out (-timeout) counts as catching its mutation.
 //
 // The working tree is never touched: the files git knows (tracked, and
-// untracked but not ignored) are copied to a temporary folder, and each
-// mutation is applied there and undone before the next one.
+// untracked but not ignored) are copied to one temporary folder per worker
+// (-j, 2 by default; they share Go's build cache), and each worker applies
+// its mutations to its own copy, one at a time, undoing each before the
+// next. The verdicts are printed in the list's order.
 //
 // Usage (from the repository's root; .ci/mutants runs it):
 //
-//	go run ./testdata/mutants [-list .ci/mutants.txt] [-only REGEXP] [-baseline] [-find] [-keep] [-v]
+//	go run ./testdata/mutants [-list .ci/mutants.txt] [-only REGEXP] [-j N] [-baseline] [-find] [-keep] [-v]
 package main
 
 import (
@@ -60,7 +62,8 @@ func main() {
 	list := flag.String("list", ".ci/mutants.txt", "the list of mutations")
 	only := flag.String("only", "", "run only the mutations whose name matches this regular expression")
 	baseline := flag.Bool("baseline", false, "first run each package's tests on the unmutated copy: they must pass")
-	keep := flag.Bool("keep", false, "keep the copy of the tree (its path is printed)")
+	keep := flag.Bool("keep", false, "keep the copies of the tree (their paths are printed)")
+	workers := flag.Int("j", 2, "how many mutations run at once, each in its own copy of the tree")
 	verbose := flag.Bool("v", false, "print the output of every test run")
 	find := flag.Bool("find", false, "only check that every original snippet is found once and README names every mutation")
 	timeout := flag.Duration("timeout", 3*time.Minute, "go test's -timeout for one mutation's tests")
@@ -79,13 +82,20 @@ func main() {
 		fmt.Printf("every snippet of %s's %d mutations is found once\n", *list, len(ms))
 		return
 	}
-	if err := check(ctx, *list, *only, *baseline, *keep, *verbose, *timeout); err != nil {
+	if *workers < 1 {
+		fmt.Fprintln(os.Stderr, "mutants: -j wants 1 or more workers")
+		os.Exit(2)
+	}
+	r := &runner{ctx: ctx, verbose: *verbose, timeout: *timeout}
+	if err := check(r, *list, *only, *workers, *baseline, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func check(ctx context.Context, list, only string, baseline, keep, verbose bool, timeout time.Duration) error {
+// check runs the mutations of list (those matching only) on workers
+// copies of the tree, each with a runner set as r is.
+func check(r *runner, list, only string, workers int, baseline, keep bool) error {
 	start := time.Now()
 	ms, err := parseList(list)
 	if err != nil {
@@ -111,37 +121,85 @@ func check(ctx context.Context, list, only string, baseline, keep, verbose bool,
 	if err := findAll(list, ms); err != nil {
 		return err
 	}
-	dir, err := copyTree()
-	if err != nil {
-		return err
+	runners := make([]*runner, min(workers, len(ms)))
+	for w := range runners {
+		dir, err := copyTree()
+		if err != nil {
+			return err
+		}
+		if keep {
+			fmt.Printf("copy %d of the tree: %s\n", w+1, dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
+		runners[w] = &runner{ctx: r.ctx, dir: dir, verbose: r.verbose, timeout: r.timeout}
 	}
-	if keep {
-		fmt.Printf("the copy of the tree: %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	r := &runner{ctx: ctx, dir: dir, verbose: verbose, timeout: timeout}
 	if baseline {
-		if err := r.baseline(ms); err != nil {
+		if err := runners[0].baseline(ms); err != nil {
 			return err
 		}
 	}
-	var failed []string
-	for i, m := range ms {
-		verdict, err := r.mutate(m)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		fmt.Printf("%2d/%d %s\n", i+1, len(ms), verdict)
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%s:%d): %v", m.name, list, m.line, err))
-		}
+	failed, err := runAll(runners, ms, list)
+	if err != nil {
+		return err
 	}
-	fmt.Printf("%d mutations in %s\n", len(ms), time.Since(start).Round(time.Second))
+	fmt.Printf("%d mutations in %s (%d at a time)\n", len(ms), time.Since(start).Round(time.Second), len(runners))
 	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d mutations not caught:\n  %s", len(failed), len(ms), strings.Join(failed, "\n  "))
 	}
 	return nil
+}
+
+// A result is what mutating one entry gave: the line to print, the
+// tests' output (with -v) and an error when it was not caught.
+type result struct {
+	line, output string
+	err          error
+}
+
+// runAll hands ms to the runners (one mutation at a time each, in its own
+// copy) and prints each verdict in list order as soon as it and those
+// before it are done. It returns the mutations not caught, or the
+// context's error when interrupted (after every worker has stopped).
+func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
+	ctx := runners[0].ctx
+	results := make([]result, len(ms))
+	jobs, done := make(chan int), make(chan int)
+	for _, r := range runners {
+		go func() {
+			for i := range jobs {
+				if ctx.Err() == nil {
+					line, err := r.mutate(ms[i])
+					results[i] = result{line, r.takeLog(), err}
+				}
+				done <- i
+			}
+		}()
+	}
+	go func() {
+		for i := range ms {
+			jobs <- i
+		}
+		close(jobs)
+	}()
+	var failed []string
+	finished := make([]bool, len(ms))
+	next := 0
+	for range ms {
+		finished[<-done] = true
+		for ; next < len(ms) && finished[next]; next++ {
+			if ctx.Err() != nil {
+				continue
+			}
+			res, m := results[next], ms[next]
+			fmt.Print(res.output)
+			fmt.Printf("%2d/%d %s\n", next+1, len(ms), res.line)
+			if res.err != nil {
+				failed = append(failed, fmt.Sprintf("%s (%s:%d): %v", m.name, list, m.line, res.err))
+			}
+		}
+	}
+	return failed, ctx.Err()
 }
 
 // parseList reads the list: entries of the form
@@ -406,6 +464,7 @@ type runner struct {
 	dir     string
 	verbose bool
 	timeout time.Duration
+	log     strings.Builder // with verbose, the output of the test runs since the last take
 }
 
 // outcome is what one go test run said.
@@ -437,7 +496,7 @@ func (r *runner) goTest(t testRun) outcome {
 	err := cmd.Run()
 	o := outcome{output: out.String()}
 	if r.verbose {
-		fmt.Print(o.output)
+		r.log.WriteString(o.output)
 	}
 	o.none = strings.Contains(o.output, "[no tests to run]") || strings.Contains(o.output, "testing: warning: no tests to run")
 	lines := strings.Split(o.output, "\n")
@@ -500,6 +559,7 @@ func (r *runner) baseline(ms []mutant) error {
 	for _, t := range all {
 		start := time.Now()
 		o := r.goTest(t)
+		fmt.Print(r.takeLog())
 		if len(o.failed) > 0 || o.other != "" {
 			return fmt.Errorf("unmutated, %s fails (%s%s): fix it first\n%s", t, strings.Join(o.failed, " "), o.other, o.output)
 		}
@@ -509,6 +569,13 @@ func (r *runner) baseline(ms []mutant) error {
 		fmt.Printf("baseline: %s passes [%s]\n", t, time.Since(start).Round(100*time.Millisecond))
 	}
 	return nil
+}
+
+// takeLog returns the test output logged since the last call.
+func (r *runner) takeLog() string {
+	out := r.log.String()
+	r.log.Reset()
+	return out
 }
 
 // mutate applies m to the copy, runs its tests and undoes it. It returns
