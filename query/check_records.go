@@ -169,29 +169,21 @@ func (rs *recordStats) readAnswer(v *store.View, r *store.Record, files map[uint
 	if !rs.read {
 		return a, false
 	}
-	f := files[r.File]
-	if f == nil {
-		path, ok := v.FilePath(r.File)
-		if !ok {
-			rs.read, rs.why = false, fmt.Sprintf("an answer's file (id %d) is no longer in the index", r.File)
-			return a, false
-		}
-		var err error
-		if f, err = os.Open(path); err != nil {
-			rs.read, rs.why = false, err.Error()
-			return a, false
-		}
-		files[r.File] = f
-		if st, ok, _ := v.File(path); ok {
-			rs.mappings[r.File] = st.IDPath
-		}
-	}
-	line := make([]byte, r.Length)
-	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
-		rs.read, rs.why = false, fmt.Sprintf("%s:%d no longer holds the answer the index read (gendex ingest --reread %s reads it again)", f.Name(), r.Line, quoteArg(f.Name()))
+	line, err := recordLine(v, r, files)
+	if err != nil {
+		rs.read, rs.why = false, err.Error()
 		return a, false
 	}
-	a, err := read(line, r, rs.mappings[r.File])
+	mapping, seen := rs.mappings[r.File]
+	if !seen {
+		if path, ok := v.FilePath(r.File); ok {
+			if st, ok, _ := v.File(path); ok {
+				mapping = st.IDPath
+			}
+		}
+		rs.mappings[r.File] = mapping
+	}
+	a, err = read(line, r, mapping)
 	if err != nil {
 		a = CheckedAnswer{Tokens: store.Unknown} // no turn: empty
 	}

@@ -75,13 +75,14 @@ func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint
 var errStopWalk = fmt.Errorf("stop")
 
 // recordLine reads r's line through files (the check's open files, by
-// file id), checked against the sum the index read.
+// file id), checked against the sum the index read; its error says why
+// not, and how to read a changed file again.
 func recordLine(v *store.View, r *store.Record, files map[uint32]*os.File) ([]byte, error) {
 	f := files[r.File]
 	if f == nil {
 		path, ok := v.FilePath(r.File)
 		if !ok {
-			return nil, fmt.Errorf("file %d is no longer in the index", r.File)
+			return nil, fmt.Errorf("a file of the dataset (id %d) is no longer in the index", r.File)
 		}
 		var err error
 		if f, err = os.Open(path); err != nil {
@@ -91,7 +92,7 @@ func recordLine(v *store.View, r *store.Record, files map[uint32]*os.File) ([]by
 	}
 	line := make([]byte, r.Length)
 	if _, err := f.ReadAt(line, r.Offset); err != nil || store.LineSum(line) != r.Sum {
-		return nil, fmt.Errorf("%s:%d no longer holds the line the index read", f.Name(), r.Line)
+		return nil, fmt.Errorf("%s:%d no longer holds the line the index read (gendex ingest --reread %s reads it again)", f.Name(), r.Line, quoteArg(f.Name()))
 	}
 	return line, nil
 }
