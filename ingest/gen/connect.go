@@ -40,9 +40,9 @@ func (r *run) connect() error {
 	}
 	r.pool.probe = func(ctx context.Context, s *server) {
 		if s.everUp.Load() {
-			r.logf("gen: %s stopped answering; waiting for it (%s)", s.name, r.pool.othersText(s))
+			r.ctl.logf("gen: %s stopped answering; waiting for it (%s)", s.name, r.pool.othersText(s))
 		} else {
-			r.logf("gen: still waiting for %s in the background (%s)", s.name, r.pool.othersText(s))
+			r.ctl.logf("gen: still waiting for %s in the background (%s)", s.name, r.pool.othersText(s))
 		}
 		start := time.Now()
 		for ctx.Err() == nil {
@@ -53,7 +53,7 @@ func (r *run) connect() error {
 				}
 			}
 			if k := client.KindOf(err); k == client.Auth || k == client.Setup {
-				r.abort(r.setupError(err))
+				r.ctl.abort(r.setupError(err))
 				return
 			}
 			select { // a server that answers /health with another 4xx: try again later
@@ -62,13 +62,13 @@ func (r *run) connect() error {
 			}
 		}
 		if ctx.Err() == nil && s.everUp.Load() && !s.retired.Load() {
-			r.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
+			r.ctl.logf("gen: %s is back after %s", s.name, time.Since(start).Round(time.Second))
 		}
 	}
 	// The first wait is bounded by WaitReady and stopped by an interrupt;
 	// it goes on in the background after connect returns.
-	wait, cancelWait := context.WithTimeout(r.stop, r.cfg.WaitReady)
-	context.AfterFunc(r.reqs, cancelWait)
+	wait, cancelWait := context.WithTimeout(r.ctl.stop, r.cfg.WaitReady)
+	context.AfterFunc(r.ctl.reqs, cancelWait)
 	ready := make(chan *server, len(servers))
 	notReady := make(chan error, len(servers))
 	for _, s := range servers {
@@ -84,7 +84,7 @@ func (r *run) connect() error {
 					if rd.State == client.StateRefused && rd.Elapsed >= refusedLong {
 						state = fmt.Sprintf("nothing listens on port %s (connection refused): check --server, unless its model is still loading;", portOf(s.name))
 					}
-					r.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, state, rd.Elapsed.Round(time.Second), left.Round(time.Second))
+					r.ctl.logf("gen: waiting for %s: %s for %s (giving up in %s; --wait-ready)", s.name, state, rd.Elapsed.Round(time.Second), left.Round(time.Second))
 					lastLog = time.Now()
 				}
 			})
@@ -96,12 +96,12 @@ func (r *run) connect() error {
 				r.pool.markUp(s)
 				ready <- s
 			case k == client.Auth || k == client.Setup:
-				r.abort(r.setupError(err))
-			case r.stopping():
+				r.ctl.abort(r.setupError(err))
+			case r.ctl.stopping():
 			default:
-				r.logf("gen: %s is not ready: %v", s.name, err)
+				r.ctl.logf("gen: %s is not ready: %v", s.name, err)
 				notReady <- err
-				r.pool.watch(r.reqs, s)
+				r.pool.watch(r.ctl.reqs, s)
 			}
 		}()
 	}
@@ -117,8 +117,8 @@ func (r *run) connect() error {
 			failed++
 		case <-r.nothingFed(): // a redo's feeder read every prompt: none to ask (earlyfeed.go)
 			return errNothingFed
-		case <-r.stop.Done():
-			return context.Cause(r.stop)
+		case <-r.ctl.stop.Done():
+			return context.Cause(r.ctl.stop)
 		}
 	}
 	return fmt.Errorf("no server became ready within --wait-ready %s", r.cfg.WaitReady)
@@ -137,7 +137,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	case client.KindOf(err) == client.Auth:
 		return err
 	case err != nil:
-		r.logf("gen: %s: /v1/models: %v: its context length is unknown (max_new_tokens is not clipped) and so is its flavor", s.name, err)
+		r.ctl.logf("gen: %s: /v1/models: %v: its context length is unknown (max_new_tokens is not clipped) and so is its flavor", s.name, err)
 		info = client.ModelInfo{ID: c.Model, Models: []string{r.cfg.Model}}
 	}
 	s.ctxLen.Store(int64(info.MaxModelLen))
@@ -146,7 +146,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		// The OpenAI-compatible endpoints of some servers (vLLM) want
 		// "model"; send the one the server serves. Answers record it.
 		if c.Model != "" && c.Model != info.ID {
-			r.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
+			r.ctl.logf("gen: %s now serves model %s (was %s)", s.name, info.ID, c.Model)
 		}
 		nc.Model = info.ID
 	}
@@ -162,25 +162,25 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	}
 	s.simulated.Store(info.Simulated)
 	if err := r.checkServerKind(s.name, info.Simulated); err != nil {
-		r.abort(err)
+		r.ctl.abort(err)
 		return err
 	}
 	if err := r.checkProvenance(s.name, nc.Model, nc.Provenance); err != nil {
-		r.abort(err)
+		r.ctl.abort(err)
 		return err
 	}
 	if err := r.preflight(ctx, s, c, info); err != nil {
 		if client.KindOf(err) == client.Auth {
 			return err
 		}
-		r.abort(err)
+		r.ctl.abort(err)
 		return err
 	}
 	ctxText := "context length unknown (max_new_tokens is not clipped)"
 	if info.MaxModelLen > 0 {
 		ctxText = fmt.Sprintf("context length %d", info.MaxModelLen)
 	}
-	r.logf("gen: %s is ready: %s, model %s, %s%s", s.name, info.Flavor, info.ID, ctxText, r.routesText(s, c))
+	r.ctl.logf("gen: %s is ready: %s, model %s, %s%s", s.name, info.Flavor, info.ID, ctxText, r.routesText(s, c))
 	return nil
 }
 
@@ -248,7 +248,7 @@ func (r *run) warm() {
 	for _, s := range up {
 		for range max(1, r.cfg.Concurrency/len(r.pool.servers)) {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(r.stop, 5*time.Second)
+				ctx, cancel := context.WithTimeout(r.ctl.stop, 5*time.Second)
 				defer cancel()
 				s.client().ServedModel(ctx)
 			})

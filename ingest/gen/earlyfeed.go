@@ -48,7 +48,7 @@ func (r *run) startFeed() {
 		go func() {
 			defer close(r.early.done)
 			r.feed()
-			if idle != nil && !r.early.fed.Load() && !r.stopping() && !r.choosing() {
+			if idle != nil && !r.early.fed.Load() && !r.ctl.stopping() && !r.choosing() {
 				close(idle)
 			}
 		}()
@@ -87,18 +87,18 @@ func (r *run) idleAsksServer() bool {
 // feeder, if started, is stopped and waited for.
 func (r *run) notConnected(err error) (*Summary, error) {
 	if errors.Is(err, errNothingFed) {
-		r.cancelReqs() // the waits for the servers end
+		r.ctl.cancelReqs() // the waits for the servers end
 		sum, err := r.nothingToDo()
 		if sum != nil {
-			sum.Elapsed = time.Since(r.started)
+			sum.Elapsed = time.Since(r.ctl.started)
 		}
 		return sum, err
 	}
 	if r.early.done != nil {
-		r.abort(err)
+		r.ctl.abort(err)
 		<-r.early.done
 	}
-	return &Summary{Elapsed: time.Since(r.started)}, err
+	return &Summary{Elapsed: time.Since(r.ctl.started)}, err
 }
 
 // fedNothing reports whether the early feeder read every prompt and

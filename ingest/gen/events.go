@@ -192,7 +192,7 @@ func (b *bursts) flushAll() {
 func (r *run) startMonitor(todo int64) {
 	r.mon = newMonitor(r)
 	r.mon.beginRow()
-	r.mon.event(r.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
+	r.mon.event(r.ctl.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
 		counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), strings.Join(r.serverNames(), ", "), r.settings()))
 }
 

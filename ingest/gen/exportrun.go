@@ -58,7 +58,7 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 	e := &ds.exp
 	x := &export.Exporter{Ix: r.ix, Config: *r.cfg.Export}
 	x.Tokenizer = tok
-	x.Logf = r.logf
+	x.Logf = r.ctl.logf
 	d := export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)}
 	if err := x.CheckPlace(d); err != nil { // before the outputs are created
 		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
@@ -101,15 +101,15 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 		if ds.exp.catchUpDone {
 			what = "answers asked again (--redo) get their records"
 		}
-		r.logf("gen: --export: %s: %d %s: %d records, %d excluded%s, %d left",
+		r.ctl.logf("gen: --export: %s: %d %s: %d records, %d excluded%s, %d left",
 			ds.Name, res.Todo, what, res.Records, excluded, reasonsText(reasons), left)
 	}
 	ds.exp.catchUpDone = true
 	if res.LeftBadPrompt() > 0 {
-		r.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
+		r.ctl.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
 	}
 	if res.LeftNoPrompt() > 0 {
-		r.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
+		r.ctl.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
 	}
 	return err
 }
@@ -119,7 +119,7 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 // time a prompt must be tokenized, and only then.
 func (r *run) firstServer() export.Tokenizer {
 	c := client.New(r.cfg.Servers[0], client.Options{APIKey: r.cfg.APIKey, HTTP: r.cfg.HTTP, Model: r.cfg.Model, Concurrency: 16})
-	return &lazyServer{c: c, wait: r.cfg.WaitReady, logf: r.logf}
+	return &lazyServer{c: c, wait: r.cfg.WaitReady, logf: r.ctl.logf}
 }
 
 // lazyServer tokenizes on one server, once it is ready.
@@ -162,7 +162,7 @@ func (r *run) decideExport(res *result, p *Prompt) {
 	if x == nil {
 		return
 	}
-	d, err := x.DecideLine(r.reqs, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
+	d, err := x.DecideLine(r.ctl.reqs, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
 	if err != nil { // gen gives DecideLine no tokenizer: not expected
 		d = export.Decision{Left: err.Error()}
 	}
@@ -188,7 +188,7 @@ func (b *exportBufs) take(r *run, res *result) {
 	switch {
 	case d.Left != "":
 		b.left++
-		r.once("export left "+res.ds.Name+"\x00"+d.Left, "gen: --export: %s: an answer has no record yet: %s", res.ds.Name, d.Left)
+		r.ctl.once("export left "+res.ds.Name+"\x00"+d.Left, "gen: --export: %s: an answer has no record yet: %s", res.ds.Name, d.Left)
 	case d.Reason != "":
 		b.exc = append(b.exc, d.Line...)
 		b.excluded++

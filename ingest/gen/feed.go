@@ -29,7 +29,7 @@ func (r *run) feed() {
 	defer func() {
 		sweeps.Wait()
 		for _, ds := range r.sets {
-			ds.fed.Store(!r.stopping())
+			ds.fed.Store(!r.ctl.stopping())
 		}
 		close(r.jobs)
 	}()
@@ -56,8 +56,8 @@ func (r *run) firstFed() chan struct{} {
 
 // feedFailed ends the run on a prompts file the feeder could not read.
 func (r *run) feedFailed(path string, err error) {
-	if !r.stopping() {
-		r.abort(fmt.Errorf("reading %s: %w", path, err))
+	if !r.ctl.stopping() {
+		r.ctl.abort(fmt.Errorf("reading %s: %w", path, err))
 	}
 }
 
@@ -111,7 +111,7 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.Wai
 			select { // once the first prompt is out: the sweep is no hurry
 			case <-r.firstFed():
 			case <-mainDone:
-			case <-r.stop.Done():
+			case <-r.ctl.stop.Done():
 			}
 			own := turnFiles{}
 			defer own.close()
@@ -130,7 +130,7 @@ func (r *run) feedRange(ds *dsRun, path string, f *os.File, from, to, first int6
 	batch := make([]feedLine, 0, feedBatch)
 	var arena []byte
 	_, err := ingest.ReadLines(io.NewSectionReader(f, from, to-from), func(line []byte, n int64) error {
-		if r.stopping() {
+		if r.ctl.stopping() {
 			return errStop
 		}
 		n += first - 1
@@ -190,7 +190,7 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 		return err
 	}
 	for _, l := range lines {
-		if r.stopping() {
+		if r.ctl.stopping() {
 			return errStop
 		}
 		if !l.send {
@@ -266,7 +266,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 			ds.scan.fed.Add(1)
 		}
 		return nil
-	case <-r.stop.Done():
+	case <-r.ctl.stop.Done():
 		return errStop
 	}
 }
@@ -279,7 +279,7 @@ func (r *run) feedResult(res result) error {
 	select {
 	case r.results <- res:
 		return nil
-	case <-r.stop.Done():
+	case <-r.ctl.stop.Done():
 		return errStop
 	}
 }

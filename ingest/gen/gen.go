@@ -204,16 +204,9 @@ type run struct {
 	iso     isolation     // the crash suspects isolated (isolate.go)
 	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 
-	stop       context.Context // done: send nothing new (interrupt or failure)
-	reqs       context.Context // done: abandon requests in flight
-	cancelReqs context.CancelFunc
-	failOnce   sync.Once
-	fail       context.CancelCauseFunc
-
-	started  time.Time
-	live     *liveLog // the log, on a terminal
-	saidOnce sync.Map
-	mon      *monitor // the servers' metrics and the run's events (scrape.go)
+	ctl  *control // the log and the stops, shared by every part (control.go)
+	live *liveLog // the log, on a terminal
+	mon  *monitor // the servers' metrics and the run's events (scrape.go)
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
@@ -324,10 +317,10 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	r := newRun(db, cfg)
 	stop, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	r.stop, r.fail = stop, fail
+	r.ctl.stop, r.ctl.fail = stop, fail
 	reqs, cancelReqs := context.WithCancel(context.Background())
 	defer cancelReqs()
-	r.reqs, r.cancelReqs = reqs, cancelReqs
+	r.ctl.reqs, r.ctl.cancelReqs = reqs, cancelReqs
 
 	var opened []*dsRun
 	defer func() {
@@ -359,7 +352,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		return r.notConnected(errNothingFed)
 	}
 
-	sum = &Summary{Elapsed: time.Since(r.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
+	sum = &Summary{Elapsed: time.Since(r.ctl.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
 	for _, ds := range r.sets {
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()
@@ -372,7 +365,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if werr != nil {
 		return sum, werr
 	}
-	if cause := context.Cause(r.stop); cause != nil {
+	if cause := context.Cause(r.ctl.stop); cause != nil {
 		return sum, cause
 	}
 	return sum, r.leftUnsent(sum)
@@ -381,13 +374,14 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 // newRun makes a run of cfg (its defaults set) over db, its log and
 // indexer ready.
 func newRun(db *store.DB, cfg Config) *run {
-	r := &run{cfg: cfg, db: db, started: time.Now()}
+	r := &run{cfg: cfg, db: db, ctl: &control{started: time.Now()}}
 	if cfg.Terminal {
 		r.live = &liveLog{w: cfg.Log}
 		r.cfg.Log = r.live
 	} else {
 		r.cfg.Log = &syncWriter{w: cfg.Log} // the scrapers log from their own goroutines
 	}
+	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
 	return r
@@ -448,7 +442,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
-			if err := r.catchUp(r.stop, ds, tok); err != nil {
+			if err := r.catchUp(r.ctl.stop, ds, tok); err != nil {
 				return 0, err
 			}
 		}
@@ -466,7 +460,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
+	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
 	if todo > 0 || r.choosing() {
 		r.saySkipped()
 	}
@@ -488,9 +482,9 @@ func (r *run) nothingToDo() (*Summary, error) {
 		return nil
 	})
 	if failed > 0 {
-		r.logf("gen: nothing to do: every prompt has an answer or a final error (%d failed for good: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
+		r.ctl.logf("gen: nothing to do: every prompt has an answer or a final error (%d failed for good: 'gendex query errors' lists them, --retry-errors sends them again)", failed)
 	} else {
-		r.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
+		r.ctl.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 	}
 	r.sayAnswered()
 	sum := &Summary{}
@@ -521,10 +515,10 @@ func (r *run) generate(ctx context.Context) error {
 	werr := <-writerDone
 	close(progressStop)
 	<-progressDone
-	if werr == nil && !r.stopping() && cfg.Export != nil {
+	if werr == nil && !r.ctl.stopping() && cfg.Export != nil {
 		werr = r.redoRecords()
 	}
-	r.cancelReqs()
+	r.ctl.cancelReqs()
 	return werr
 }
 
@@ -532,50 +526,29 @@ func (r *run) generate(ctx context.Context) error {
 // requests in flight after the grace period.
 func (r *run) graceOnInterrupt(ctx context.Context) {
 	select {
-	case <-r.stop.Done():
-	case <-r.reqs.Done():
+	case <-r.ctl.stop.Done():
+	case <-r.ctl.reqs.Done():
 		return
 	}
 	if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
 		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), r.cfg.Grace))
 	}
 	if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
-		r.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", r.cfg.Grace, n)
+		r.ctl.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", r.cfg.Grace, n)
 	}
 	select {
 	case <-time.After(r.cfg.Grace):
 		r.givenUp.Store(r.pool.inFlight())
-		r.cancelReqs()
-	case <-r.reqs.Done():
+		r.ctl.cancelReqs()
+	case <-r.ctl.reqs.Done():
 	}
 }
-
-// abort ends the run with err (the first one wins).
-func (r *run) abort(err error) {
-	r.failOnce.Do(func() {
-		r.fail(err)
-		r.cancelReqs()
-	})
-}
-
-func (r *run) stopping() bool { return r.stop.Err() != nil }
 
 // finalError counts a prompt that failed for good on server, for the
 // run's events (one per burst).
 func (r *run) finalError(server, msg string) {
 	if r.mon != nil {
 		r.mon.bursts.finalError(server, msg)
-	}
-}
-
-func (r *run) logf(format string, a ...any) {
-	fmt.Fprintf(r.cfg.Log, format+"\n", a...)
-}
-
-// once logs a message the first time key is seen.
-func (r *run) once(key, format string, a ...any) {
-	if _, seen := r.saidOnce.LoadOrStore(key, true); !seen {
-		r.logf(format, a...)
 	}
 }
 

@@ -58,7 +58,7 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 	}
 	if r.cfg.AllowMixed {
 		s.identity.Store(&prov) // the next change is said against this one
-		r.logf("gen: %s came back as another server (%s); --allow-mixed: gen goes on sending to it ('gendex check' reports the datasets as mixed)", s.name, diff)
+		r.ctl.logf("gen: %s came back as another server (%s); --allow-mixed: gen goes on sending to it ('gendex check' reports the datasets as mixed)", s.name, diff)
 		r.identityEvent(s, diff+"; --allow-mixed: gen goes on sending to it")
 		return nil
 	}
@@ -76,10 +76,10 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 	case 1:
 		then = "its prompts go to the other server left"
 	}
-	r.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
+	r.ctl.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
 	r.identityEvent(s, diff+"; gen sends it nothing more in this run")
 	if left == 0 {
-		r.abort(&stopError{msg: fmt.Sprintf("%s came back as another server (what differs: %s), and no other server is left", s.name, diff),
+		r.ctl.abort(&stopError{msg: fmt.Sprintf("%s came back as another server (what differs: %s), and no other server is left", s.name, diff),
 			hint: "a run keeps one server identity: restart it as it was and run the same command again (nothing is lost), or run again with --allow-mixed to answer the rest with the new one ('gendex check' then reports the datasets as mixed)"})
 	}
 	return errRetired
@@ -92,13 +92,13 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 // checkIdentity), so that a server restarted as another model between
 // two requests is not sent the rest as if it were the same one.
 func (r *run) restartSeen(s *server, why string) {
-	if s.retired.Load() || r.reqs == nil || r.reqs.Err() != nil {
+	if s.retired.Load() || r.ctl.reqs == nil || r.ctl.reqs.Err() != nil {
 		return
 	}
-	r.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
+	r.ctl.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
 	go func() {
-		if err := r.learn(r.reqs, s); err != nil && !errors.Is(err, errRetired) && !r.stopping() {
-			r.logf("gen: %s: reading it again after its restart: %v", s.name, err)
+		if err := r.learn(r.ctl.reqs, s); err != nil && !errors.Is(err, errRetired) && !r.ctl.stopping() {
+			r.ctl.logf("gen: %s: reading it again after its restart: %v", s.name, err)
 		}
 	}()
 }

@@ -65,7 +65,7 @@ func (r *run) isolate(j *job, s *server) {
 	r.iso.now.Add(1)
 	r.iso.total.Add(1)
 	if n := r.iso.logged.Add(1); n <= maxIsolatedLogged {
-		r.logf("gen: prompt %s (%s) was in flight at %s, the last of %s: isolated, it is sent again alone among such prompts, "+
+		r.ctl.logf("gen: prompt %s (%s) was in flight at %s, the last of %s: isolated, it is sent again alone among such prompts, "+
 			"as it may be what brings the server down (after --max-crashes %d downs it is recorded as an error)%s",
 			j.p.ID, j.ds.Name, downsText(j.crashes), s.name, r.cfg.MaxCrashes, moreIsolated(n))
 	}

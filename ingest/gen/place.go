@@ -205,7 +205,7 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 		}
 		held := by[d.Name]
 		if countMakers(held).simulatedOnly() {
-			r.logf("gen: %s: the index counts one answer folder for a dataset, this run's (%s): it forgets the simulator's %s; the files stay",
+			r.ctl.logf("gen: %s: the index counts one answer folder for a dataset, this run's (%s): it forgets the simulator's %s; the files stay",
 				d.Name, p.answers, describeAnswers(held))
 			drop = append(drop, d.Name)
 			continue
@@ -295,10 +295,10 @@ func (r *run) checkKindIdle() error {
 	}
 	for _, ds := range r.sets {
 		if ds.makers.simulated > 0 {
-			if err := r.connect(); err != nil && !r.stopping() {
+			if err := r.connect(); err != nil && !r.ctl.stopping() {
 				return fmt.Errorf("%s holds the simulator's answers, so gen asks the server whether it is the simulator too before it says there is nothing to do, and none answered: %w", ds.placeAnswers(), err)
 			}
-			return context.Cause(r.stop)
+			return context.Cause(r.ctl.stop)
 		}
 	}
 	return nil
@@ -308,7 +308,7 @@ func (r *run) checkKindIdle() error {
 // are.
 func (r *run) sayAnswered() {
 	for _, ds := range r.sortedSets() {
-		r.logf("  %s: %s", ds.Name, describeAnswers(ds.held))
+		r.ctl.logf("  %s: %s", ds.Name, describeAnswers(ds.held))
 	}
 }
 
@@ -329,10 +329,10 @@ func (r *run) saySkipped() {
 				continue
 			}
 			if ds.redo != nil && ds.redo.asGoes {
-				r.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+				r.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 				continue
 			}
-			r.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+			r.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 		}
 		return nil
 	})

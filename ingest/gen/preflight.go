@@ -137,7 +137,7 @@ func (rt *routes) reset() {
 // the client the run will use for it.
 func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info client.ModelInfo) error {
 	if m := r.cfg.Model; m != "" && !slices.Contains(info.Models, m) && info.Flavor == client.FlavorLlamaCpp {
-		r.once("model "+s.name, "gen: %s (llama.cpp) serves %s and does not read --model %s", s.name, strings.Join(info.Models, ", "), m)
+		r.ctl.once("model "+s.name, "gen: %s (llama.cpp) serves %s and does not read --model %s", s.name, strings.Join(info.Models, ", "), m)
 	} else if m != "" && !slices.Contains(info.Models, m) {
 		return &stopError{msg: fmt.Sprintf("%s (%s) serves %s, not --model %s", s.name, info.Flavor, strings.Join(info.Models, ", "), m),
 			hint: "check --model: leave it out to use the model the server serves, or name one GET /v1/models lists; no prompt was sent"}
@@ -166,9 +166,9 @@ func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info c
 	}
 	if api != client.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
 		if _, ignored := r.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
-			r.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
+			r.ctl.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
 			for _, k := range ignored {
-				r.saidOnce.Store("ignored "+s.name+" "+k, true) // a prompt that sets it too is not said again (sayUnread)
+				r.ctl.said("ignored " + s.name + " " + k) // a prompt that sets it too is not said again (sayUnread)
 			}
 		}
 	}
@@ -233,10 +233,10 @@ func (r *run) sayIDsPrompts() {
 		}
 		const head = "gen: %s: its prompts are token ids, so --export conversations makes no records of them (each answer is excluded as ids_prompt)"
 		if c != nil && !c.Flavor.ReturnsOutputIDs(r.apiFor(c)) {
-			r.logf(head+"; %s's answers carry no output ids, so no ids records can be made of them either (SGLang and vLLM return them)", ds.Name, c.Flavor)
+			r.ctl.logf(head+"; %s's answers carry no output ids, so no ids records can be made of them either (SGLang and vLLM return them)", ds.Name, c.Flavor)
 			continue
 		}
-		r.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
+		r.ctl.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
 	}
 }
 
@@ -246,7 +246,7 @@ func (r *run) sayIDsPrompts() {
 func (r *run) routeChecked(ctx context.Context, s *server, c *client.Client, p *Prompt) (string, error) {
 	route := routeFor(r.apiFor(c), shapeOf(p), s.tokenize.Load())
 	if err := r.needRoute(ctx, s, c, route); err != nil {
-		r.abort(err)
+		r.ctl.abort(err)
 		return "", err
 	}
 	return route, nil

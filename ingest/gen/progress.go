@@ -348,7 +348,7 @@ func (r *run) status(now time.Time) []liveLine {
 	})
 	rates := make([]store.Rate, len(r.sets))
 	for i, ds := range r.sets {
-		rates[i] = ds.rate.rate(now, progressWindow, r.started.Unix(), firsts[i].sec, firsts[i].ok)
+		rates[i] = ds.rate.rate(now, progressWindow, r.ctl.started.Unix(), firsts[i].sec, firsts[i].ok)
 	}
 	all := store.TotalRate(now, progressWindow, rates)
 
@@ -509,23 +509,23 @@ func (r *run) final(sum *Summary) {
 	case sum.UnknownTokens > 0:
 		tokens = fmt.Sprintf(">=%d tokens; %s without a count", sum.Tokens, counted(sum.UnknownTokens, "answer", "answers"))
 	}
-	r.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
+	r.ctl.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
 		counted(sum.Responses, "answer", "answers"), tokens, counted(sum.Errors, "error", "errors"), sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
 	for _, l := range r.pool.retrySummary() {
-		r.logf("%s", l)
+		r.ctl.logf("%s", l)
 	}
 	if l := r.iso.summaryLine(r.cfg.MaxCrashes); l != "" {
-		r.logf("%s", l)
+		r.ctl.logf("%s", l)
 	}
 	switch {
 	case sum.Interrupted && sum.GivenUp > 0:
-		r.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), r.cfg.Grace)
+		r.ctl.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), r.cfg.Grace)
 	case sum.Interrupted:
-		r.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
+		r.ctl.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
 	}
 	if t := r.truncatedSummary(sum); t != "" {
-		r.logf("%s", t)
+		r.ctl.logf("%s", t)
 	}
 	var half int64
 	for _, ds := range r.sets {
@@ -536,10 +536,10 @@ func (r *run) final(sum *Summary) {
 		if half > 0 {
 			more = fmt.Sprintf("; %d conversations are half done (the next run asks only their missing turns)", half)
 		}
-		r.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
+		r.ctl.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
 	}
 	if t := r.tl.stops.text(); t != "" {
-		r.logf("%s", t)
+		r.ctl.logf("%s", t)
 	}
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sortedSets() {
@@ -553,14 +553,14 @@ func (r *run) final(sum *Summary) {
 				left = fmt.Sprintf(", %s left out of the index", counted(n, "line", "lines"))
 			}
 			owed := s.Owed()
-			r.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
+			r.ctl.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
 				ds.Name, owed.Answered, total, ds.ok.Load(), owed.Failed, owed.ToGo(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if t := ds.unsentText(); t != "" {
-				r.logf("%s", t)
+				r.ctl.logf("%s", t)
 			}
 			if r.cfg.Export != nil {
 				e := &ds.exp
-				r.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
+				r.ctl.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
 					ds.Name, e.records, r.cfg.Export.Format, e.excluded, reasonsText(e.reasons), e.left,
 					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
 			}
@@ -569,6 +569,6 @@ func (r *run) final(sum *Summary) {
 		return nil
 	})
 	if n := r.rep.Skipped(); n > 0 {
-		r.logf("gen: %s left out of the index (see above); a prompt among them is not sent", counted(n, "line was", "lines were"))
+		r.ctl.logf("gen: %s left out of the index (see above); a prompt among them is not sent", counted(n, "line was", "lines were"))
 	}
 }

@@ -122,7 +122,7 @@ func (r *run) choosePromptRules() error {
 			ds.promptRule = then + ruleElse + now
 		}
 		if ds.promptClash == "" {
-			r.logf("gen: %s: its answers' prompts were read by %q; no prompt line holds one for both it and %q at other keys: one way, this run's answers record %q",
+			r.ctl.logf("gen: %s: its answers' prompts were read by %q; no prompt line holds one for both it and %q at other keys: one way, this run's answers record %q",
 				ds.Name, then, now, ds.promptRule)
 		}
 	}

@@ -42,14 +42,14 @@ func (r *run) sayShapes(todo int64) error {
 		}
 		switch n := sc.unsendable(); {
 		case n == 0 && mix != "":
-			r.logf("gen: %s: %s", ds.Name, strings.TrimSuffix(mix, ". "))
+			r.ctl.logf("gen: %s: %s", ds.Name, strings.TrimSuffix(mix, ". "))
 		case n == sc.lines:
-			r.logf("gen: %s: none of its %d prompt lines holds a prompt gen can send: %s. %s",
+			r.ctl.logf("gen: %s: none of its %d prompt lines holds a prompt gen can send: %s. %s",
 				ds.Name, sc.lines, r.unsendableText(ds), unsentNote)
 		case n > 0:
-			r.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
+			r.ctl.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
 			if sc.partial {
-				r.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those not sent for their shape", ds.Name)
+				r.ctl.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those not sent for their shape", ds.Name)
 			}
 		}
 	}

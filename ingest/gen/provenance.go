@@ -265,7 +265,7 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 			}
 		}
 		if unasked > 0 {
-			r.once("unasked "+ds.Name, "gen: %s holds %d answers written by an older gendex, whose provenance does not say how they were asked (the API, --turns, --id, --prompt, the tool-call parser): those are unknown, not compared",
+			r.ctl.once("unasked "+ds.Name, "gen: %s holds %d answers written by an older gendex, whose provenance does not say how they were asked (the API, --turns, --id, --prompt, the tool-call parser): those are unknown, not compared",
 				filepath.Dir(ds.Raw), unasked)
 		}
 		var diff string

@@ -30,7 +30,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			return ds, err
 		}
 		if res.Torn > 0 {
-			r.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
+			r.ctl.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
 		}
 	}
 	// The dataset's other stage files (shards written by other runs or
@@ -44,7 +44,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			return ds, err
 		}
 		if res.Torn > 0 {
-			r.logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
+			r.ctl.logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(d.Raw), 0o755); err != nil {
@@ -91,7 +91,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			if out.src.Stage == store.Turns {
 				what = "that turn"
 			}
-			r.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
+			r.ctl.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
 		}
 	}
 	err = r.db.View(func(v *store.View) error {

@@ -220,7 +220,7 @@ func (r *run) markAsking() error {
 			if choosing[ds.Name] {
 				more = " (and those it had not found yet: it stopped before it had read every prompt)"
 			}
-			r.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
+			r.ctl.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
 				ds.Name, counted(n, "answer", "answers"), more)
 		}
 	}
@@ -350,7 +350,7 @@ func (r *run) sayRedoSet(ds *dsRun, lead string) {
 		}
 	}
 	if s.count() == 0 {
-		r.logf("gen: --redo: %s: %snone of %s is asked again: %s", ds.Name, lead, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
+		r.ctl.logf("gen: --redo: %s: %snone of %s is asked again: %s", ds.Name, lead, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
 		return
 	}
 	tail := ""
@@ -361,7 +361,7 @@ func (r *run) sayRedoSet(ds *dsRun, lead string) {
 	if n := s.conversations.Load(); n > 0 {
 		conv = fmt.Sprintf(" (%d of them conversations, from their first cut turn on)", n)
 	}
-	r.logf("gen: --redo: %s: %s%d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, lead, s.count(), what, conv, tail)
+	r.ctl.logf("gen: --redo: %s: %s%d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, lead, s.count(), what, conv, tail)
 }
 
 // redoLine marks line, a raw answer line of ds ending in "}\n", as a
@@ -392,7 +392,7 @@ func (r *run) redoRecords() error {
 		if tok == nil {
 			tok = r.firstServer()
 		}
-		if err := r.catchUp(r.stop, ds, tok); err != nil {
+		if err := r.catchUp(r.ctl.stop, ds, tok); err != nil {
 			return err
 		}
 	}
@@ -519,10 +519,10 @@ func (r *run) sayOwed(v *store.View) {
 		}
 		o := s.Owed()
 		if !o.RedoKnown {
-			r.logf("  %s: at least %s still to ask again: the redo stopped before it had read every prompt for cut answers; the same gen --redo finds the others",
+			r.ctl.logf("  %s: at least %s still to ask again: the redo stopped before it had read every prompt for cut answers; the same gen --redo finds the others",
 				ds.Name, counted(o.Redo, "answer", "answers"))
 		} else if o.Redo > 0 {
-			r.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
+			r.ctl.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
 				ds.Name, counted(o.Redo, "answer", "answers"))
 		}
 		if o.Stale > 0 {
@@ -546,7 +546,7 @@ func (r *run) sayOwed(v *store.View) {
 	if stale == 1 {
 		were = "was"
 	}
-	r.logf("gen: %s (%s) %s made from answers a redo replaced: stale, they count as missing records ('gendex query missing --stage tokenized' lists them) until export makes them again from the new answers: %s",
+	r.ctl.logf("gen: %s (%s) %s made from answers a redo replaced: stale, they count as missing records ('gendex query missing --stage tokenized' lists them) until export makes them again from the new answers: %s",
 		counted(stale, "record or exclusion", "records and exclusions"), strings.Join(each, ", "), were, strings.Join(cmds, " and "))
 }
 

@@ -123,11 +123,11 @@ func (r *run) markFound(ds *dsRun, ids []string) error {
 // its counts are said.
 func (r *run) chose(ds *dsRun) {
 	s := ds.redo
-	if s == nil || !s.asGoes || r.stopping() {
+	if s == nil || !s.asGoes || r.ctl.stopping() {
 		return
 	}
 	if err := r.db.Update(func(tx *store.Tx) error { return tx.ChoseAsking(ds.Name) }); err != nil {
-		r.abort(fmt.Errorf("%s: ending the choice of the answers --redo asks again: %w", ds.Name, err))
+		r.ctl.abort(fmt.Errorf("%s: ending the choice of the answers --redo asks again: %w", ds.Name, err))
 		return
 	}
 	s.chosen.Store(true)
@@ -155,7 +155,7 @@ func (r *run) sayAsGoes(ds *dsRun) {
 		}
 		return nil
 	})
-	r.logf("gen: --redo: %s: %d answers, %d of them cut at the token limit (finish_reason length): too many to read before the first request, so each is decided as its prompt is read and asked again if it is to be, each new answer replacing the old one everywhere; how many are asked again, and so what is to go, is said once every prompt is read",
+	r.ctl.logf("gen: --redo: %s: %d answers, %d of them cut at the token limit (finish_reason length): too many to read before the first request, so each is decided as its prompt is read and asked again if it is to be, each new answer replacing the old one everywhere; how many are asked again, and so what is to go, is said once every prompt is read",
 		ds.Name, answers, cut)
 }
 

@@ -179,7 +179,7 @@ func (r *run) retried(s *server, err error, timedOut bool) {
 // backoff, counted as in backoff on s. It returns false, counting
 // nothing, when the run stops first.
 func (r *run) retry(s *server, err error, timedOut bool, d time.Duration) bool {
-	if r.stopping() {
+	if r.ctl.stopping() {
 		return false
 	}
 	r.retried(s, err, timedOut)
@@ -190,7 +190,7 @@ func (r *run) retry(s *server, err error, timedOut bool, d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-r.stop.Done():
+	case <-r.ctl.stop.Done():
 		return false
 	}
 }

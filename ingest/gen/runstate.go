@@ -200,11 +200,11 @@ func (r *run) sayRow(row store.Run) {
 		toGo = counted(*row.ToGo, "prompt", "prompts")
 	}
 	if row.State == store.RunRefused {
-		r.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",
+		r.ctl.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",
 			row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly))
 		return
 	}
-	r.logf("gen: this run (pid %d, started %s) is recorded as %s, %s to go: 'gendex query runs' shows it",
+	r.ctl.logf("gen: this run (pid %d, started %s) is recorded as %s, %s to go: 'gendex query runs' shows it",
 		row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly), row.State, toGo)
 }
 

@@ -121,18 +121,18 @@ func (sc *scraper) scrape(ctx context.Context) {
 			if nm.flavor == store.FlavorLlamaCpp {
 				what += " not_supported_error: llama-server"
 			}
-			m.r.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
+			m.r.ctl.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
 		case err != nil:
 			var ne net.Error
 			if !errors.As(err, &ne) && !strings.Contains(err.Error(), "connection refused") {
-				m.r.once("scrapefail "+s.name+err.Error(), "gen: reading %s/metrics: %v (its metrics are unknown while this lasts)", s.name, err)
+				m.r.ctl.once("scrapefail "+s.name+err.Error(), "gen: reading %s/metrics: %v (its metrics are unknown while this lasts)", s.name, err)
 			}
 		default:
 			smp.Scraped = true
 			r.fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.flavor
 			if r.flavor == store.FlavorOther {
-				m.r.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
+				m.r.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
 		}
 	}
@@ -282,7 +282,7 @@ func newMonitor(r *run) *monitor {
 	if every == 0 {
 		every = DefaultScrapeEvery
 	}
-	m := &monitor{r: r, run: r.started.UnixMilli(), every: every, apiKey: r.cfg.APIKey,
+	m := &monitor{r: r, run: r.ctl.started.UnixMilli(), every: every, apiKey: r.cfg.APIKey,
 		wake: make(chan struct{}, 1), recorder: make(chan struct{}), closing: make(chan struct{})}
 	m.bursts.m = m
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -390,7 +390,7 @@ func (m *monitor) flush() {
 		return nil
 	})
 	if err != nil && m.failed.CompareAndSwap(false, true) {
-		m.r.logf("gen: storing the servers' metrics and events: %v (they are left out; the answers are not affected)", err)
+		m.r.ctl.logf("gen: storing the servers' metrics and events: %v (they are left out; the answers are not affected)", err)
 	}
 }
 

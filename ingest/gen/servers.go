@@ -269,11 +269,11 @@ func (r *run) boundDown() {
 	defer t.Stop()
 	for {
 		select {
-		case <-r.reqs.Done():
+		case <-r.ctl.reqs.Done():
 			return
 		case now := <-t.C:
 			if d := r.pool.allDownFor(now); d > r.cfg.DownLimit {
-				r.abort(downTooLong{d, r.cfg.DownLimit})
+				r.ctl.abort(downTooLong{d, r.cfg.DownLimit})
 				return
 			}
 		}

@@ -170,7 +170,7 @@ func (r *run) checkStalls(p *pool, now time.Time) string {
 		if st != nil && replied > st.since {
 			d := roundDuration(time.UnixMilli(replied).Sub(time.UnixMilli(st.since)))
 			r.mon.event(replied, s.name, EventRecovered, fmt.Sprintf("replies again after %s without a reply; %d requests were held", d, st.held))
-			r.logf("gen: %s replies again after %s stalled", s.name, d)
+			r.ctl.logf("gen: %s replies again after %s stalled", s.name, d)
 			p.wake()
 		}
 	}
@@ -215,7 +215,7 @@ func (r *run) openStall(p *pool, s *server, since int64, now time.Time) {
 	s.flights.mu.Unlock()
 	detail := stallRecord(held, now, lastAnswer, errs, v, health)
 	r.mon.event(now.UnixMilli(), s.name, EventStalled, detail)
-	r.logf("gen: %s: %s; gen waits and keeps them (none is sent again, so none is answered twice), and sends it nothing new until it replies: %s",
+	r.ctl.logf("gen: %s: %s; gen waits and keeps them (none is sent again, so none is answered twice), and sends it nothing new until it replies: %s",
 		s.name, stallSentence(s.name, st, len(held)), detail)
 }
 

@@ -213,7 +213,7 @@ func (r *run) toolsFor(ctx context.Context, s *server, c *client.Client, p *Prom
 	parser, err := r.toolsReady(ctx, s, c, route)
 	var stop *stopError
 	if errors.As(err, &stop) || client.KindOf(err) == client.Auth {
-		r.abort(r.setupError(err))
+		r.ctl.abort(r.setupError(err))
 		return "", context.Canceled
 	}
 	return parser, err

@@ -277,7 +277,7 @@ func (r *run) answerTools(j *job) {
 			return
 		}
 		r.results <- r.toolStepLine(j, tc)
-		if r.stopping() {
+		if r.ctl.stopping() {
 			return
 		}
 		j.tries = tries{suspect: j.suspect}

@@ -19,7 +19,7 @@ import (
 // work answers jobs until there are none, or the run stops.
 func (r *run) work() {
 	for j := range r.jobs {
-		if r.stopping() {
+		if r.ctl.stopping() {
 			continue // not started: answered by the next run
 		}
 		r.answer(j)
@@ -68,7 +68,7 @@ func (r *run) answer(j job) {
 			r.results <- out
 			return
 		}
-		if !r.turnAnswered(&j, res) || r.stopping() {
+		if !r.turnAnswered(&j, res) || r.ctl.stopping() {
 			return // the conversation is complete or failed; or left for the next run
 		}
 		j.tries = tries{suspect: j.suspect}
@@ -92,25 +92,25 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		if j.suspect {
 			select {
 			case r.suspect <- struct{}{}:
-			case <-r.stop.Done():
+			case <-r.ctl.stop.Done():
 				return nil
 			}
 		}
 		select { // one of --concurrency slots, whoever asks: a hard bound
 		case r.slots <- struct{}{}:
-		case <-r.stop.Done():
+		case <-r.ctl.stop.Done():
 			r.unsuspect(j)
 			return nil
 		}
-		s, err := r.pool.pick(r.reqs)
+		s, err := r.pool.pick(r.ctl.reqs)
 		if err != nil {
 			<-r.slots
 			r.unsuspect(j)
 			return nil // abandoned; answered by the next run
 		}
-		ctx, cancel := r.reqs, context.CancelFunc(func() {})
+		ctx, cancel := r.ctl.reqs, context.CancelFunc(func() {})
 		if r.cfg.RequestTimeout > 0 {
-			ctx, cancel = context.WithTimeout(r.reqs, r.cfg.RequestTimeout)
+			ctx, cancel = context.WithTimeout(r.ctl.reqs, r.cfg.RequestTimeout)
 		}
 		fl := s.flights.begin(j.ds.Name, p.ID)
 		res, err := r.send(ctx, s, p)
@@ -151,7 +151,7 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 			return nil
 		case client.Auth, client.Setup:
 			r.unsuspect(j)
-			r.abort(r.setupError(err))
+			r.ctl.abort(r.setupError(err))
 			return nil
 		case client.Permanent:
 			r.unsuspect(j)
@@ -165,7 +165,7 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		notSent := noAnswer && !reachedServer(e)
 		crashed := noAnswer && !notSent && r.wentDown(s)
 		if notSent || crashed {
-			r.pool.markDown(r.reqs, s) // wait for the server
+			r.pool.markDown(r.ctl.reqs, s) // wait for the server
 		}
 		// The next suspect goes once the server is known down: sent before,
 		// it could be in flight at this down.
@@ -214,7 +214,7 @@ func (r *run) wentDown(s *server) bool {
 	if !s.up.Load() {
 		return true // already found down by another request
 	}
-	return s.client().Health(r.reqs) != nil && r.reqs.Err() == nil
+	return s.client().Health(r.ctl.reqs) != nil && r.ctl.reqs.Err() == nil
 }
 
 // reachedServer reports whether a request that got no answer may have
@@ -259,7 +259,7 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*client.Result, e
 		res.PromptIDs = nil // the prompt line has them (vLLM returns them too)
 	}
 	if err := unread(s.name, p, sent, res); err != nil {
-		r.abort(r.setupError(err))
+		r.ctl.abort(r.setupError(err))
 		return nil, context.Canceled
 	}
 	return res, nil
@@ -354,7 +354,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}
 	if api == client.APICompletions {
-		r.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
+		r.ctl.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
 	res, err = c.Chat(ctx, req)
 	return res, 0, err
@@ -370,7 +370,7 @@ func (r *run) sayUnread(s *server, c *client.Client, p *Prompt) {
 		if k == "min_tokens" {
 			key = "min_tokens (min_new_tokens)" // the prompt line's name for it
 		}
-		r.once("ignored "+s.name+" "+k, "gen: %s (%s) does not read %s, set by prompt %s's sampling_params: not sent, its own behaviour applies (said once, for every prompt that sets it)",
+		r.ctl.once("ignored "+s.name+" "+k, "gen: %s (%s) does not read %s, set by prompt %s's sampling_params: not sent, its own behaviour applies (said once, for every prompt that sets it)",
 			s.name, c.Flavor, key, p.ID)
 	}
 }
@@ -384,7 +384,7 @@ func (r *run) optional(state *atomic.Int32, key string, call func() ([]int, erro
 	switch {
 	case errors.Is(err, client.ErrTokenizeUnsupported):
 		state.Store(-1)
-		r.once(key, format, a...)
+		r.ctl.once(key, format, a...)
 		return nil, nil
 	case err != nil:
 		return nil, err

@@ -64,7 +64,7 @@ func (r *run) write() error {
 		}
 		size = 0
 		if failed != nil {
-			r.abort(failed)
+			r.ctl.abort(failed)
 		}
 	}
 	for {
