@@ -20,7 +20,7 @@ func encodeNoSpecial(text string) []int {
 // handleLlamaTokenize serves /tokenize {content, add_special (false),
 // parse_special (true), with_pieces (false)}; without content it answers
 // {"tokens":[]}.
-func (s *Server) handleLlamaTokenize(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleLlamaTokenize(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -80,7 +80,7 @@ func (s *Server) handleLlamaTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleLlamaDetokenize serves /detokenize {tokens} -> {content}.
-func (s *Server) handleLlamaDetokenize(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleLlamaDetokenize(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -91,7 +91,7 @@ func (s *Server) handleLlamaDetokenize(w http.ResponseWriter, r *http.Request) {
 
 // handleLlamaApplyTemplate serves /apply-template {messages} -> {prompt}:
 // the chat template's text, what chat would tokenize.
-func (s *Server) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -101,9 +101,9 @@ func (s *Server) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request
 		llamaInvalid(w, merr)
 		return
 	}
-	if _, ok := s.llamaTools(w, m, msgs); !ok {
+	if _, ok := l.llamaTools(w, m, msgs); !ok {
 		return
 	}
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8",
-		orderedJSON([]kv{{"prompt", Decode(s.chatPrompt(m, msgs), false)}}))
+		orderedJSON([]kv{{"prompt", Decode(l.eng.chatPrompt(m, msgs), false)}}))
 }

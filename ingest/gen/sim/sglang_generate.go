@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -158,7 +157,7 @@ func newRID() string {
 // buildItem validates a prompt and its sampling parameters and makes the
 // item, the way TokenizerManager.generate_request does. defaultMax is the
 // max_new_tokens of a request that omits it.
-func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.RawMessage, rid string, defaultMax int, promptIDs bool) (*item, *apiError) {
+func (s *sglang) buildItem(g *genRequest, prompt []int, rawSP map[string]json.RawMessage, rid string, defaultMax int, promptIDs bool) (*item, *apiError) {
 	ctxLen := s.cfg.ContextLength
 	nTok := len(prompt)
 	if nTok >= ctxLen {
@@ -196,9 +195,9 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 		arrival:   g.arrival,
 		promptIDs: promptIDs,
 	}
-	it.plan = s.planOutput(prompt, sp, budget)
+	it.plan = s.eng.plan(prompt, sp, budget)
 	g.applyFault(it)
-	if err := s.reqs.add(it); err != nil {
+	if err := s.eng.register(it); err != nil {
 		return nil, err
 	}
 	return it, nil
@@ -207,7 +206,7 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 // prepareGenerate turns a /generate request into its item: rid,
 // tokenization and validation. Errors are Python ValueErrors (400) as in
 // SGLang, or the simulator's own refusals.
-func (s *Server) prepareGenerate(g *genRequest, req *generateReq) (*item, *apiError) {
+func (s *sglang) prepareGenerate(g *genRequest, req *generateReq) (*item, *apiError) {
 	var prompt []int
 	switch {
 	case req.hasIDs:
@@ -290,8 +289,8 @@ func (it *item) result(draftTokens int) *genOut {
 }
 
 // handleGenerate serves /generate (POST and PUT).
-func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+func (s *sglang) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
 	if g == nil {
 		return
 	}
@@ -312,22 +311,16 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(it)
+	defer s.eng.unregister(it)
 	if it.schedErr != "" {
 		writeGenerateError(w, valueError("%s", it.schedErr))
 		g.end(outError)
 		return
 	}
-	if !s.runItem(r.Context(), it) {
+	if !s.eng.run(r.Context(), it) {
 		g.finishItem(it, false)
 		return
 	}
 	writeJSON(w, http.StatusOK, it.result(s.cfg.SpecDraftTokens))
 	g.finishItem(it, true)
-}
-
-// runItem runs it to the end and reports whether the client is still there.
-func (s *Server) runItem(ctx context.Context, it *item) bool {
-	s.run(ctx, it)
-	return !it.canceled
 }

@@ -210,13 +210,13 @@ var completionSpec = map[string]kind{"echo": kBool, "suffix": kStr}
 // runOpenAI runs a non-streaming chat or completions request's item to the
 // end. When it could not be scheduled, or did not finish, it has answered
 // (or ended) the request and returns false.
-func (s *Server) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest, it *item) bool {
+func (s *sglang) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest, it *item) bool {
 	if it.schedErr != "" {
 		writeOpenAIError(w, valueError("%s", it.schedErr))
 		g.end(outError)
 		return false
 	}
-	if !s.runItem(r.Context(), it) {
+	if !s.eng.run(r.Context(), it) {
 		g.finishItem(it, false)
 		return false
 	}

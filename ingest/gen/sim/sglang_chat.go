@@ -59,30 +59,6 @@ func parseMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 	return msgs, nil
 }
 
-// chatPrompt renders the prompt ids of a chat request (or of /v1/tokenize
-// with messages): the fake chat template with the generation prompt, unless
-// continue_final_message. chat_template_kwargs.enable_thinking (or
-// reasoning_effort "none") false disables thinking.
-func (s *Server) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []int {
-	t := chatTemplate{addGenerationPrompt: true, reasoningModel: s.cfg.ReasoningParser}
-	if boolField(m, "continue_final_message", false) && len(msgs) > 0 && msgs[len(msgs)-1].role == "assistant" {
-		t.continueFinalMessage, t.addGenerationPrompt = true, false
-	}
-	if e, ok := asString(m["reasoning_effort"]); ok && e == "none" {
-		t.disableThinking = true
-	}
-	if kw, ok := asObject(m["chat_template_kwargs"]); ok {
-		for _, k := range []string{"enable_thinking", "thinking"} {
-			if v, ok := asBool(kw[k]); ok {
-				t.disableThinking = !v
-				break
-			}
-		}
-	}
-	t.tools, t.format = s.promptToolLines(m), formatOf(s.cfg.ToolCallParser)
-	return applyChatTemplate(msgs, t)
-}
-
 // splitReasoning separates "<think>…</think>" at the start of text, as a
 // reasoning parser does for a non-streaming answer.
 func splitReasoning(text string) (reasoning, content string) {
@@ -126,8 +102,8 @@ type chatResponse struct {
 }
 
 // handleChat serves /v1/chat/completions.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+func (s *sglang) handleChat(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
 	if g == nil {
 		return
 	}
@@ -137,7 +113,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(it)
+	defer s.eng.unregister(it)
 	reasoning := s.cfg.ReasoningParser && boolField(o.body, "separate_reasoning", true)
 	if !s.runOpenAI(w, r, g, it) {
 		return
@@ -158,7 +134,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.tools.calling() && s.cfg.ToolCallParser != "" {
 		if normal, calls := parseCalls(formatOf(s.cfg.ToolCallParser), sglangParser, text, o.tools.names); len(calls) > 0 {
-			tc := s.sglangToolCalls(calls, o.toolHistory)
+			tc := s.tools.sglangCalls(calls, o.toolHistory)
 			c.Message.Content, c.Message.ToolCalls = normal, &tc
 			if *c.FinishReason == "stop" {
 				c.FinishReason, c.MatchedStop = strPtr("tool_calls"), nil
@@ -180,7 +156,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareChat validates a chat request and builds its item.
-func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequest, *apiError) {
+func (s *sglang) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequest, *apiError) {
 	o, err := parseOpenAI(r, g.body, "Input should be a valid dictionary or object to extract fields from", chatSpec)
 	if err != nil {
 		return nil, nil, err
@@ -203,7 +179,7 @@ func (s *Server) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequ
 	}
 	prompt, ok := asInts(o.body["input_ids"])
 	if !ok {
-		prompt = s.chatPrompt(o.body, msgs)
+		prompt = s.eng.chatPrompt(o.body, msgs)
 	}
 	maxNew := o.body["max_tokens"]
 	if mc := o.body["max_completion_tokens"]; truthy(mc) {

@@ -62,8 +62,8 @@ func parseCompletionPrompt(raw json.RawMessage) (*completionPrompt, *apiError) {
 }
 
 // handleCompletions serves /v1/completions.
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+func (s *sglang) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
 	if g == nil {
 		return
 	}
@@ -102,7 +102,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(it)
+	defer s.eng.unregister(it)
 	if !s.runOpenAI(w, r, g, it) {
 		return
 	}
