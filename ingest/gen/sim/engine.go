@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -48,7 +47,7 @@ type item struct {
 	arrival   time.Time
 	promptIDs bool // return_prompt_token_ids
 	// kvStart and kvStop: when the item took its slot and how many tokens
-	// it decodes; guarded by Server.load's mutex.
+	// it decodes; guarded by the mutex of meters' load.
 	kvStart time.Time
 	kvStop  int
 
@@ -63,6 +62,15 @@ type item struct {
 
 // reasoningTokens is meta_info.reasoning_tokens of the output so far.
 func (it *item) reasoningTokens() int { return it.plan.reasoningTokens(it.produced) }
+
+// finalText is the text of a finished item: trimmed at the matched stop
+// unless no_stop_trim, untrimmed for aborts.
+func (it *item) finalText() string {
+	if it.finish == &it.plan.finish {
+		return it.plan.text(it.produced, it.sp, true)
+	}
+	return it.plan.text(it.produced, it.sp, false)
+}
 
 // registry holds the in-flight items by rid, for duplicate detection.
 type registry struct {
@@ -179,49 +187,6 @@ func (it *item) spec(draftTokens int) specStats {
 	return it.plan.spec(it.produced, draftTokens)
 }
 
-// runFlavorItem builds and runs the item of a checked request. On an
-// error building it, it returns the error for the caller to answer in its
-// flavor's shape (the request is not ended); when the client left before
-// the end, it ends the request and returns nil, nil.
-func (e *engine) runFlavorItem(r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
-	it, err := e.buildFlavorItem(g, prompt, sp, salt)
-	if err != nil {
-		return nil, err
-	}
-	ran := e.run(r.Context(), it)
-	e.unregister(it)
-	if !ran {
-		g.finishItem(it, false)
-		return nil, nil
-	}
-	return it, nil
-}
-
-// buildFlavorItem makes the item of a vLLM or llama.cpp request whose
-// context checks the caller made: sp holds SGLang-named sampling keys the
-// simulated engine understands (max_new_tokens, min_new_tokens, stop,
-// stop_token_ids, ignore_eos, skip_special_tokens, no_stop_trim,
-// sampling_seed, temperature only as 0 for greedy), maxNew null means
-// until the context is full, and salt is samplingSalt of the fields the
-// flavor read.
-func (e *engine) buildFlavorItem(g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
-	params, err := parseSamplingParams(sp, unlimited)
-	if err != nil {
-		return nil, err
-	}
-	params.salt = salt
-	params.noToolCall, params.oneCall = g.noToolCall, g.oneCall
-	budget := max(0, min(params.maxNewTokens, e.cfg.ContextLength-len(prompt)))
-	params.minNewTokens = min(params.minNewTokens, budget)
-	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}
-	it.plan = e.plan(prompt, params, budget)
-	g.applyFault(it)
-	if err := e.register(it); err != nil {
-		return nil, err
-	}
-	return it, nil
-}
-
 // chatPrompt renders the prompt ids of a chat request (or of /v1/tokenize
 // with messages): the fake chat template with the generation prompt, unless
 // continue_final_message. chat_template_kwargs.enable_thinking (or
@@ -231,7 +196,7 @@ func (e *engine) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []
 	if boolField(m, "continue_final_message", false) && len(msgs) > 0 && msgs[len(msgs)-1].role == "assistant" {
 		t.continueFinalMessage, t.addGenerationPrompt = true, false
 	}
-	if e, ok := asString(m["reasoning_effort"]); ok && e == "none" {
+	if effort, ok := asString(m["reasoning_effort"]); ok && effort == "none" {
 		t.disableThinking = true
 	}
 	if kw, ok := asObject(m["chat_template_kwargs"]); ok {

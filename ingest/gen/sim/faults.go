@@ -74,6 +74,9 @@ func (f *faults) isCrashed() bool {
 	}
 }
 
+// crashes is closed when the server crashes.
+func (f *faults) crashes() <-chan struct{} { return f.crashed }
+
 // crash triggers the simulated crash once.
 func (f *faults) crash() { f.crashOnce.Do(func() { close(f.crashed) }) }
 

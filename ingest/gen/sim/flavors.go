@@ -233,6 +233,50 @@ func fastAPIBadMethod(w http.ResponseWriter, rt route) {
 	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 }
 
+// runFlavorItem builds and runs, on e, the item of a checked vLLM or
+// llama.cpp request. On an
+// error building it, it returns the error for the caller to answer in its
+// flavor's shape (the request is not ended); when the client left before
+// the end, it ends the request and returns nil, nil.
+func runFlavorItem(e *engine, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
+	it, err := buildFlavorItem(e, g, prompt, sp, salt)
+	if err != nil {
+		return nil, err
+	}
+	ran := e.run(r.Context(), it)
+	e.unregister(it)
+	if !ran {
+		g.finishItem(it, false)
+		return nil, nil
+	}
+	return it, nil
+}
+
+// buildFlavorItem makes the item of a vLLM or llama.cpp request whose
+// context checks the caller made: sp holds SGLang-named sampling keys the
+// simulated engine understands (max_new_tokens, min_new_tokens, stop,
+// stop_token_ids, ignore_eos, skip_special_tokens, no_stop_trim,
+// sampling_seed, temperature only as 0 for greedy), maxNew null means
+// until the context is full, and salt is samplingSalt of the fields the
+// flavor read.
+func buildFlavorItem(e *engine, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
+	params, err := parseSamplingParams(sp, unlimited)
+	if err != nil {
+		return nil, err
+	}
+	params.salt = salt
+	params.noToolCall, params.oneCall = g.noToolCall, g.oneCall
+	budget := max(0, min(params.maxNewTokens, e.cfg.ContextLength-len(prompt)))
+	params.minNewTokens = min(params.minNewTokens, budget)
+	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}
+	it.plan = e.plan(prompt, params, budget)
+	g.applyFault(it)
+	if err := e.register(it); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
 // isProbe reports whether body is an empty JSON object, the body a client
 // sends to check a route exists without asking for anything. A probe never
 // draws an injected fault.

@@ -131,7 +131,7 @@ func (l *llamaCpp) llamaCheck(w http.ResponseWriter, g *genRequest, prompt []int
 // runLlama builds and runs the item of a checked request. It returns nil
 // when it has answered (or ended) the request.
 func (l *llamaCpp) runLlama(w http.ResponseWriter, r *http.Request, g *genRequest, req *llamaRequest) *item {
-	it, err := l.eng.runFlavorItem(r, g, req.prompt, req.sp, req.salt)
+	it, err := runFlavorItem(l.eng, r, g, req.prompt, req.sp, req.salt)
 	if err != nil {
 		llamaInvalid(w, err.msg)
 		g.end(outError)

@@ -64,6 +64,10 @@ func (m *meters) stats() Stats {
 	}
 }
 
+// occupancy is the busy fraction of the slots per second (see
+// Server.OccupancySeries).
+func (m *meters) occupancy() []float64 { return m.slots.series() }
+
 // began counts a generation request that arrived and is now in flight.
 func (m *meters) began() {
 	c := &m.counts

@@ -17,8 +17,9 @@ var ErrCrashed = errors.New("sim: simulated crash")
 // simulate a restart.
 //
 // Server owns the parts (see the package doc) and routes requests to them:
-// it builds them in New, passes each the others it needs, and holds no
-// state of its own but its configuration and its router.
+// it builds them in New and passes each the others it calls. It keeps
+// only its configuration, its router, and the two parts its API asks:
+// faults (the warmup clock, the crash) and meters (Stats).
 type Server struct {
 	cfg     Config
 	handler http.Handler
@@ -92,7 +93,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 		<-errc
 		return nil
-	case <-s.faults.crashed:
+	case <-s.faults.crashes():
 		srv.Close()
 		<-errc
 		return ErrCrashed
@@ -129,7 +130,7 @@ func (s *Server) Stats() Stats { return s.meters.stats() }
 // queued, the fraction of Config.Slots that were busy on average during
 // that second. The last element covers the current, partial second,
 // averaged over its elapsed part. It is nil before the first item.
-func (s *Server) OccupancySeries() []float64 { return s.meters.slots.series() }
+func (s *Server) OccupancySeries() []float64 { return s.meters.occupancy() }
 
 // Config returns the server's configuration with defaults applied.
 func (s *Server) Config() Config { return s.cfg }

@@ -3,106 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
+	"time"
 )
 
-// kind names the pydantic type of a request field, for checkFields.
-type kind int
-
-const (
-	kNum  kind = iota // float
-	kInt              // int
-	kBool             // bool
-	kStr              // str
-	kStrs             // str | list[str]
-	kInts             // list[int]
-	kObj              // dict
-)
-
-// checkFields validates the types of the listed fields of a request body,
-// as pydantic does for an OpenAI request model. null is accepted for all.
-func checkFields(m map[string]json.RawMessage, spec map[string]kind) *apiError {
-	for k, want := range spec {
-		v, ok := m[k]
-		if !ok || isNull(v) {
-			continue
-		}
-		good := false
-		typ, msg := "", ""
-		switch want {
-		case kNum:
-			good, typ, msg = jsonKind(v) == "number", "float_parsing", "Input should be a valid number"
-		case kInt:
-			_, good = asInt(v)
-			typ, msg = "int_parsing", "Input should be a valid integer"
-		case kBool:
-			_, good = asBool(v)
-			typ, msg = "bool_parsing", "Input should be a valid boolean"
-		case kStr:
-			good, typ, msg = jsonKind(v) == "string", "string_type", "Input should be a valid string"
-		case kStrs:
-			_, _, good = asStrings(v)
-			typ, msg = "string_type", "Input should be a valid string"
-		case kInts:
-			_, good = asInts(v)
-			typ, msg = "list_type", "Input should be a valid list"
-		case kObj:
-			good, typ, msg = jsonKind(v) == "object", "dict_type", "Input should be a valid dictionary"
-		}
-		if !good {
-			return validationError(fieldError{typ: typ, loc: []any{"body", k}, msg: msg})
-		}
-	}
-	return nil
-}
-
-// checkOpenAIContentType is SGLang's validate_json_request dependency.
-func checkOpenAIContentType(r *http.Request) *apiError {
-	ct := strings.ToLower(r.Header.Get("Content-Type"))
-	mt, _, _ := strings.Cut(ct, ";")
-	if mt != "application/json" {
-		return validationError(fieldError{typ: "value_error", loc: []any{"header", "content-type"}, msg: "Unsupported Media Type: Only 'application/json' is allowed"})
-	}
-	return nil
-}
-
-// boolField returns a boolean field of a validated body, or def.
-func boolField(m map[string]json.RawMessage, key string, def bool) bool {
-	if b, ok := asBool(m[key]); ok {
-		return b
-	}
-	return def
-}
-
-// orNull returns raw, or JSON null when raw is absent.
-func orNull(raw json.RawMessage) json.RawMessage {
-	if raw == nil {
-		return json.RawMessage("null")
-	}
-	return raw
-}
-
-// truthy reports whether a JSON value is truthy in Python.
-func truthy(raw json.RawMessage) bool {
-	switch jsonKind(raw) {
-	case "", "null":
-		return false
-	case "bool":
-		b, _ := asBool(raw)
-		return b
-	case "number":
-		n, _ := parseNum(raw)
-		return n.f != 0
-	case "string":
-		s, _ := asString(raw)
-		return s != ""
-	case "array":
-		a, _ := asArray(raw)
-		return len(a) > 0
-	}
-	m, _ := asObject(raw)
-	return len(m) > 0
-}
+// SGLang's OpenAI-compatible generation routes, /v1/chat/completions and
+// /v1/completions: what both check and map to a /generate request, then
+// each route's answer.
 
 // openAISampling maps the sampling fields shared by chat and completions to
 // a sampling_params object; defs gives the values used for absent fields.
@@ -221,4 +127,210 @@ func (s *sglang) runOpenAI(w http.ResponseWriter, r *http.Request, g *genRequest
 		return false
 	}
 	return true
+}
+
+// chatMessageOut is ChatMessage.
+type chatMessageOut struct {
+	Role             string  `json:"role"`
+	Content          string  `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	ToolCalls        *[]any  `json:"tool_calls"`
+}
+
+type chatChoice struct {
+	Index          int            `json:"index"`
+	Message        chatMessageOut `json:"message"`
+	Logprobs       *any           `json:"logprobs"`
+	FinishReason   *string        `json:"finish_reason"`
+	MatchedStop    any            `json:"matched_stop"`
+	PromptTokenIDs []int          `json:"prompt_token_ids,omitempty"`
+	MetaInfo       *metaInfo      `json:"meta_info,omitempty"`
+}
+
+type chatResponse struct {
+	ID       string            `json:"id"`
+	Object   string            `json:"object"`
+	Created  int64             `json:"created"`
+	Model    string            `json:"model"`
+	Choices  []chatChoice      `json:"choices"`
+	Usage    usage             `json:"usage"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// handleChat serves /v1/chat/completions.
+func (s *sglang) handleChat(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
+	if g == nil {
+		return
+	}
+	it, o, err := s.prepareChat(g, r)
+	if err != nil {
+		writeOpenAIError(w, err)
+		g.end(outError)
+		return
+	}
+	defer s.eng.unregister(it)
+	reasoning := s.cfg.ReasoningParser && boolField(o.body, "separate_reasoning", true)
+	if !s.runOpenAI(w, r, g, it) {
+		return
+	}
+	text := it.finalText()
+	var rc *string
+	if reasoning {
+		var rtext string
+		rtext, text = splitReasoning(text)
+		if rtext != "" {
+			rc = &rtext
+		}
+	}
+	c := chatChoice{
+		Message:      chatMessageOut{Role: "assistant", Content: text, ReasoningContent: rc},
+		FinishReason: strPtr(it.finish.typ()),
+		MatchedStop:  it.finish.matched(),
+	}
+	if o.tools.calling() && s.cfg.ToolCallParser != "" {
+		if normal, calls := parseCalls(formatOf(s.cfg.ToolCallParser), sglangParser, text, o.tools.names); len(calls) > 0 {
+			tc := s.tools.sglangCalls(calls, o.toolHistory)
+			c.Message.Content, c.Message.ToolCalls = normal, &tc
+			if *c.FinishReason == "stop" {
+				c.FinishReason, c.MatchedStop = strPtr("tool_calls"), nil
+			}
+		}
+	}
+	if boolField(o.body, "return_prompt_token_ids", false) {
+		c.PromptTokenIDs = it.prompt
+	}
+	if boolField(o.body, "return_meta_info", false) {
+		c.MetaInfo = it.meta(s.cfg.SpecDraftTokens)
+	}
+	writeJSON(w, http.StatusOK, chatResponse{
+		ID: it.rid, Object: "chat.completion", Created: time.Now().Unix(), Model: o.model,
+		Choices: []chatChoice{c}, Usage: usageOf(it),
+		Metadata: map[string]string{"weight_version": "default"},
+	})
+	g.finishItem(it, true)
+}
+
+// prepareChat validates a chat request and builds its item.
+func (s *sglang) prepareChat(g *genRequest, r *http.Request) (*item, *openAIRequest, *apiError) {
+	o, err := parseOpenAI(r, g.body, "Input should be a valid dictionary or object to extract fields from", chatSpec)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, err := parseMessages(o.body["messages"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", "Messages cannot be empty.")
+	}
+	if s.cfg.ToolCalls {
+		if o.tools, err = readTools(o.body); err == nil {
+			err = attachToolCalls(o.body["messages"], msgs)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		g.noToolCall, o.toolHistory = o.tools.choice == "none", historyCalls(msgs)
+	}
+	prompt, ok := asInts(o.body["input_ids"])
+	if !ok {
+		prompt = s.eng.chatPrompt(o.body, msgs)
+	}
+	maxNew := o.body["max_tokens"]
+	if mc := o.body["max_completion_tokens"]; truthy(mc) {
+		maxNew = mc
+	}
+	sp := openAISampling(o.body, maxNew, nil)
+	if o.tools.calling() {
+		sp["skip_special_tokens"] = json.RawMessage("false") // as SGLang forces, so call markers survive
+	}
+	o.gen.hasIDs, o.gen.ids = true, prompt
+	o.gen.sp = sp
+	o.gen.promptIDs = boolField(o.body, "return_prompt_token_ids", false)
+	it, err := s.prepareGenerate(g, o.gen)
+	if err != nil {
+		return nil, nil, httpError(http.StatusBadRequest, "BadRequestError", err.msg)
+	}
+	return it, o, nil
+}
+
+type completionChoice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     *any    `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	MatchedStop  any     `json:"matched_stop"`
+}
+
+type completionResponse struct {
+	ID       string             `json:"id"`
+	Object   string             `json:"object"`
+	Created  int64              `json:"created"`
+	Model    string             `json:"model"`
+	Choices  []completionChoice `json:"choices"`
+	Usage    usage              `json:"usage"`
+	Metadata map[string]string  `json:"metadata"`
+}
+
+// handleCompletions serves /v1/completions.
+func (s *sglang) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
+	if g == nil {
+		return
+	}
+	o, err := parseOpenAI(r, g.body, "Input should be a valid dictionary or object to extract fields from", completionSpec)
+	var prompt *completionPrompt
+	if err == nil {
+		prompt, err = parseCompletionPrompt(o.body["prompt"])
+	}
+	if err == nil {
+		if n, ok := asInt(o.body["max_tokens"]); ok && n <= 0 {
+			err = validationError(fieldError{typ: "value_error", loc: []any{"body", "max_tokens"}, msg: "Value error, max_tokens must be positive"})
+		} else if prompt.empty {
+			err = httpError(http.StatusBadRequest, "BadRequestError", "Prompt cannot be empty")
+		}
+	}
+	var it *item
+	if err == nil {
+		maxNew := o.body["max_tokens"]
+		if isNull(maxNew) {
+			maxNew = json.RawMessage("16")
+		}
+		gen := o.gen
+		gen.sp = openAISampling(o.body, maxNew, nil)
+		if prompt.ids != nil {
+			gen.hasIDs, gen.ids = true, prompt.ids
+		} else {
+			gen.text = &prompt.text
+		}
+		var gerr *apiError
+		if it, gerr = s.prepareGenerate(g, gen); gerr != nil {
+			err = httpError(http.StatusBadRequest, "BadRequestError", gerr.msg)
+		}
+	}
+	if err != nil {
+		writeOpenAIError(w, err)
+		g.end(outError)
+		return
+	}
+	defer s.eng.unregister(it)
+	if !s.runOpenAI(w, r, g, it) {
+		return
+	}
+	text := it.finalText()
+	if boolField(o.body, "echo", false) {
+		if prompt.ids != nil {
+			text = Decode(prompt.ids, true) + text
+		} else {
+			text = prompt.text + text
+		}
+	}
+	writeJSON(w, http.StatusOK, completionResponse{
+		ID: it.rid, Object: "text_completion", Created: time.Now().Unix(), Model: o.model,
+		Choices:  []completionChoice{{Text: text, FinishReason: strPtr(it.finish.typ()), MatchedStop: it.finish.matched()}},
+		Usage:    usageOf(it),
+		Metadata: map[string]string{"weight_version": "default"},
+	})
+	g.finishItem(it, true)
 }

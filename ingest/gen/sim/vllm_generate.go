@@ -127,7 +127,7 @@ func (v *vllm) runVLLM(w http.ResponseWriter, r *http.Request, g *genRequest, pr
 	if g.parseFault() {
 		return nil
 	}
-	it, err := v.eng.runFlavorItem(r, g, prompt, sp, salt)
+	it, err := runFlavorItem(v.eng, r, g, prompt, sp, salt)
 	if err != nil {
 		writeVLLMAPIError(w, err)
 		g.end(outError)
