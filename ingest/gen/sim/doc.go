@@ -92,8 +92,8 @@ calls one of them on some turns, in Qwen's or Kimi-K2's markup; each
 flavor's chat endpoint parses the calls as its server does (SGLang with
 Config.ToolCallParser, vLLM with EnableAutoToolChoice too, llama.cpp
 unless NoJinja) or refuses the tools as it does, and the SGLang flavor
-serves /parse_function_call and /server_info. See tools.go and
-tools_http.go.
+serves /parse_function_call and /server_info (which names the parser).
+See tools.go and tools_http.go.
 
 # Faults
 

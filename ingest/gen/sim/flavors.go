@@ -234,10 +234,10 @@ func fastAPIBadMethod(w http.ResponseWriter, rt route) {
 }
 
 // runFlavorItem builds and runs, on e, the item of a checked vLLM or
-// llama.cpp request. On an
-// error building it, it returns the error for the caller to answer in its
-// flavor's shape (the request is not ended); when the client left before
-// the end, it ends the request and returns nil, nil.
+// llama.cpp request. On an error building it, it returns the error for
+// the caller to answer in its flavor's shape (the request is not ended);
+// when the client left before the end, it ends the request and returns
+// nil, nil.
 func runFlavorItem(e *engine, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
 	it, err := buildFlavorItem(e, g, prompt, sp, salt)
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 
 // sglang is SGLang's flavor, the default: its router and API key, its
 // info routes (/v1/models, /v1/tokenize) here, its generation routes in
-// sglang_generate.go (/generate) and sglang_openai.go (/v1/chat/completions
-// and /v1/completions). /health,
-// /metrics, /server_info and /parse_function_call route to the faults,
-// meters and tools parts. See flavorParts for what a flavor may touch.
+// sglang_generate.go (/generate) and sglang_openai.go
+// (/v1/chat/completions and /v1/completions). /health, /metrics,
+// /server_info and /parse_function_call route to the faults, meters and
+// tools parts. See flavorParts for what a flavor may touch.
 type sglang struct{ flavorParts }
 
 // routes is SGLang's router: auth first, as SGLang's middleware runs

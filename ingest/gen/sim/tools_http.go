@@ -12,7 +12,8 @@ import (
 
 // The HTTP side of the tool-calling model (tools.go): the tools and
 // tool_calls of a request, each flavor's parsed answer, SGLang's
-// /parse_function_call and /server_info. Facts from ../shared/tools-api.md
+// /parse_function_call (its /server_info, which names the parser, is the
+// meters part's: metrics_pages.go). Facts from ../shared/tools-api.md
 // (§2 SGLang, §3 vLLM, §4 llama.cpp) and the sources it cites:
 //   - SGLang parses calls into tool_calls (content "" when there is no
 //     other text, ids call_<24 hex>, or functions.N:K for kimi_k2 with K
