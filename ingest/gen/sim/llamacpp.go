@@ -27,20 +27,20 @@ const llamaBuild = "b0-gendex-sim"
 func (l *llamaCpp) routes() flavorRouter {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
 	table := map[string]route{
-		"/health":              {get, l.handleLlamaHealth},
-		"/v1/health":           {get, l.handleLlamaHealth},
-		"/v1/models":           {get, l.handleLlamaModels},
-		"/models":              {get, l.handleLlamaModels},
-		"/props":               {get, l.handleLlamaProps},
+		"/health":              {get, l.handleHealth},
+		"/v1/health":           {get, l.handleHealth},
+		"/v1/models":           {get, l.handleModels},
+		"/models":              {get, l.handleModels},
+		"/props":               {get, l.handleProps},
 		"/metrics":             {get, l.meters.llamaPage},
-		"/completion":          {post, l.handleLlamaCompletion},
-		"/completions":         {post, l.handleLlamaCompletion},
-		"/v1/completions":      {post, l.handleLlamaCompletion},
-		"/v1/chat/completions": {post, l.handleLlamaChat},
-		"/chat/completions":    {post, l.handleLlamaChat},
-		"/tokenize":            {post, l.handleLlamaTokenize},
-		"/detokenize":          {post, l.handleLlamaDetokenize},
-		"/apply-template":      {post, l.handleLlamaApplyTemplate},
+		"/completion":          {post, l.handleCompletion},
+		"/completions":         {post, l.handleCompletion},
+		"/v1/completions":      {post, l.handleCompletion},
+		"/v1/chat/completions": {post, l.handleChat},
+		"/chat/completions":    {post, l.handleChat},
+		"/tokenize":            {post, l.handleTokenize},
+		"/detokenize":          {post, l.handleDetokenize},
+		"/apply-template":      {post, l.handleApplyTemplate},
 	}
 	public := map[string]bool{"/health": true, "/v1/health": true, "/models": true, "/v1/models": true}
 	notFound := func(w http.ResponseWriter) {
@@ -114,26 +114,26 @@ func parseLlamaBody(w http.ResponseWriter, body []byte) (map[string]json.RawMess
 	return m, true
 }
 
-// handleLlamaHealth serves /health: {"status":"ok"} once loaded (the gate
+// handleHealth serves /health: {"status":"ok"} once loaded (the gate
 // answers 503 before).
-func (l *llamaCpp) handleLlamaHealth(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", []byte(`{"status":"ok"}`))
 }
 
-// llamaNCtxTrain is the model's training context reported as n_ctx_train.
-func (l *llamaCpp) llamaNCtxTrain() int { return max(l.cfg.ContextLength, 4096) }
+// nCtxTrain is the model's training context reported as n_ctx_train.
+func (l *llamaCpp) nCtxTrain() int { return max(l.cfg.ContextLength, 4096) }
 
-// handleLlamaModels serves /v1/models: an Ollama-style "models" list, then
+// handleModels serves /v1/models: an Ollama-style "models" list, then
 // the OpenAI list whose one card has meta.n_ctx (per slot) and no
 // max_model_len.
-func (l *llamaCpp) handleLlamaModels(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleModels(w http.ResponseWriter, r *http.Request) {
 	m := l.cfg.Model
 	card := []kv{
 		{"id", m}, {"aliases", []string{m}}, {"tags", []string{}}, {"object", "model"},
 		{"created", time.Now().Unix()}, {"owned_by", "llamacpp"},
 		{"meta", orderedJSON([]kv{
 			{"vocab_type", 2}, {"n_vocab", VocabSize}, {"n_ctx", l.cfg.ContextLength},
-			{"n_ctx_train", l.llamaNCtxTrain()}, {"n_embd", 1024}, {"n_params", 1000000},
+			{"n_ctx_train", l.nCtxTrain()}, {"n_embd", 1024}, {"n_params", 1000000},
 			{"size", 2000000}, {"ftype", "F16"},
 		})},
 	}
@@ -160,8 +160,8 @@ var llamaDefaults = map[string]float64{
 	"frequency_penalty": 0, "presence_penalty": 0, "repeat_penalty": 1.0,
 }
 
-// handleLlamaProps serves /props: the slot context and default settings.
-func (l *llamaCpp) handleLlamaProps(w http.ResponseWriter, r *http.Request) {
+// handleProps serves /props: the slot context and default settings.
+func (l *llamaCpp) handleProps(w http.ResponseWriter, r *http.Request) {
 	params := []kv{{"seed", 4294967295}}
 	for _, k := range []string{"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"} {
 		params = append(params, kv{k, llamaDefaults[k]})

@@ -22,14 +22,14 @@ func (v *vllm) routes() flavorRouter {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
 	table := map[string]route{
 		"/health":                {get, v.faults.handleHealth},
-		"/v1/models":             {get, v.handleVLLMModels},
-		"/v1/completions":        {post, v.handleVLLMCompletions},
-		"/v1/chat/completions":   {post, v.handleVLLMChat},
-		"/tokenize":              {post, v.handleVLLMTokenize},
-		"/detokenize":            {post, v.handleVLLMDetokenize},
-		"/inference/v1/generate": {post, v.handleVLLMGenerate},
+		"/v1/models":             {get, v.handleModels},
+		"/v1/completions":        {post, v.handleCompletions},
+		"/v1/chat/completions":   {post, v.handleChat},
+		"/tokenize":              {post, v.handleTokenize},
+		"/detokenize":            {post, v.handleDetokenize},
+		"/inference/v1/generate": {post, v.handleGenerate},
 		"/metrics":               {get, v.meters.vllmPage},
-		"/version":               {get, v.handleVLLMVersion},
+		"/version":               {get, v.handleVersion},
 	}
 	return flavorRouter{
 		table: table,
@@ -72,13 +72,13 @@ func writeVLLMAPIError(w http.ResponseWriter, e *apiError) {
 	writeVLLMError(w, e.status, typ, e.msg, "")
 }
 
-// handleVLLMVersion serves /version.
-func (v *vllm) handleVLLMVersion(w http.ResponseWriter, r *http.Request) {
+// handleVersion serves /version.
+func (v *vllm) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json", []byte(`{"version":"0.0.0+gendex.sim"}`))
 }
 
-// vllmCard is one /v1/models card.
-func (v *vllm) vllmCard(id, root string, parent any, maxLen any) []byte {
+// modelCard is one /v1/models card.
+func (v *vllm) modelCard(id, root string, parent any, maxLen any) []byte {
 	perm := orderedJSON([]kv{
 		{"id", "modelperm-" + newRID()}, {"object", "model_permission"}, {"created", v.created},
 		{"allow_create_engine", false}, {"allow_sampling", true}, {"allow_logprobs", true},
@@ -96,20 +96,20 @@ func (v *vllm) vllmCard(id, root string, parent any, maxLen any) []byte {
 	return orderedJSON(card)
 }
 
-// handleVLLMModels serves /v1/models: the base model, then its LoRA
+// handleModels serves /v1/models: the base model, then its LoRA
 // adapters (max_model_len null).
-func (v *vllm) handleVLLMModels(w http.ResponseWriter, r *http.Request) {
-	cards := [][]byte{v.vllmCard(v.cfg.Model, v.cfg.Model, nil, v.cfg.ContextLength)}
+func (v *vllm) handleModels(w http.ResponseWriter, r *http.Request) {
+	cards := [][]byte{v.modelCard(v.cfg.Model, v.cfg.Model, nil, v.cfg.ContextLength)}
 	for _, a := range v.cfg.LoRAAdapters {
-		cards = append(cards, v.vllmCard(a, "/adapters/"+a, v.cfg.Model, nil))
+		cards = append(cards, v.modelCard(a, "/adapters/"+a, v.cfg.Model, nil))
 	}
 	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{{"object", "list"}, {"data", jsonList(cards...)}}))
 }
 
-// vllmBody does the checks every vLLM POST route shares: content type,
+// checkBody does the checks every vLLM POST route shares: content type,
 // JSON object body, the model field's type and existence. It answers the
 // request and returns nil when one fails.
-func (v *vllm) vllmBody(w http.ResponseWriter, r *http.Request, body []byte) map[string]json.RawMessage {
+func (v *vllm) checkBody(w http.ResponseWriter, r *http.Request, body []byte) map[string]json.RawMessage {
 	if err := checkOpenAIContentType(r); err != nil {
 		writeVLLMAPIError(w, err)
 		return nil
@@ -122,15 +122,15 @@ func (v *vllm) vllmBody(w http.ResponseWriter, r *http.Request, body []byte) map
 		writeVLLMAPIError(w, err)
 		return nil
 	}
-	if name, ok := asString(m["model"]); ok && !v.vllmKnows(name) {
+	if name, ok := asString(m["model"]); ok && !v.knows(name) {
 		writeVLLMError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", name), "model")
 		return nil
 	}
 	return m
 }
 
-// vllmKnows reports whether name is the served model or a LoRA adapter.
-func (v *vllm) vllmKnows(name string) bool {
+// knows reports whether name is the served model or a LoRA adapter.
+func (v *vllm) knows(name string) bool {
 	if name == v.cfg.Model {
 		return true
 	}

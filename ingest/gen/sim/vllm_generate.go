@@ -94,10 +94,10 @@ func vllmSampling(m map[string]json.RawMessage, maxNew json.RawMessage) (map[str
 	return sp, samplingSalt(read), nil
 }
 
-// vllmContext applies vLLM's input validation: token ids in the
+// checkContext applies vLLM's input validation: token ids in the
 // vocabulary, a prompt shorter than max_model_len, and a max_tokens that
 // fits beside it.
-func (v *vllm) vllmContext(prompt []int, maxNew json.RawMessage) (string, string) {
+func (v *vllm) checkContext(prompt []int, maxNew json.RawMessage) (string, string) {
 	for _, id := range prompt {
 		if id < 0 || id >= VocabSize {
 			return fmt.Sprintf("Token id %d is out of vocabulary", id), ""
@@ -115,11 +115,11 @@ func (v *vllm) vllmContext(prompt []int, maxNew json.RawMessage) (string, string
 	return "", ""
 }
 
-// runVLLM checks the context, answers an injected parse fault, then
+// run checks the context, answers an injected parse fault, then
 // builds and runs the item. It returns nil when it has answered (or
 // ended) the request.
-func (v *vllm) runVLLM(w http.ResponseWriter, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) *item {
-	if msg, param := v.vllmContext(prompt, sp["max_new_tokens"]); msg != "" {
+func (v *vllm) run(w http.ResponseWriter, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) *item {
+	if msg, param := v.checkContext(prompt, sp["max_new_tokens"]); msg != "" {
 		writeVLLMError(w, http.StatusBadRequest, "BadRequestError", msg, param)
 		g.end(outError)
 		return nil
@@ -160,10 +160,10 @@ func vllmUsage(it *item) []byte {
 // outputIDs is the output ids of a finished item.
 func outputIDs(it *item) []int { return it.plan.ids[:it.produced:it.produced] }
 
-// beginVLLM starts a generation request and reads its body as vLLM does;
+// begin starts a generation request and reads its body as vLLM does;
 // on nil, the answer is written and the request ended.
-func (v *vllm) beginVLLM(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
-	return v.faults.admitWith(w, r, func(body []byte) map[string]json.RawMessage { return v.vllmBody(w, r, body) })
+func (v *vllm) begin(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
+	return v.faults.admitWith(w, r, func(body []byte) map[string]json.RawMessage { return v.checkBody(w, r, body) })
 }
 
 // vllmSamplingOf reads m's sampling fields once the request's own checks
@@ -183,10 +183,10 @@ func vllmSamplingOf(w http.ResponseWriter, g *genRequest, m map[string]json.RawM
 	return sp, salt, true
 }
 
-// writeVLLMAnswer writes an OpenAI-compatible answer of it as vLLM's
+// writeAnswer writes an OpenAI-compatible answer of it as vLLM's
 // server does (id prefix, object, its one choice, usage, then tail) and
 // finishes the item.
-func (v *vllm) writeVLLMAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []kv, tail ...kv) {
+func (v *vllm) writeAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []kv, tail ...kv) {
 	c := orderedJSON(choice)
 	fields := append([]kv{
 		{"id", idPrefix + it.rid}, {"object", object}, {"created", time.Now().Unix()}, {"model", v.cfg.Model},
@@ -197,10 +197,10 @@ func (v *vllm) writeVLLMAnswer(w http.ResponseWriter, g *genRequest, it *item, i
 	g.finishItem(it, true)
 }
 
-// handleVLLMCompletions serves /v1/completions: a text or token-id prompt,
+// handleCompletions serves /v1/completions: a text or token-id prompt,
 // max_tokens 16 by default.
-func (v *vllm) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
-	g, m := v.beginVLLM(w, r)
+func (v *vllm) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -227,7 +227,7 @@ func (v *vllm) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if ids == nil {
 		ids = Encode(prompt.text, boolField(m, "add_special_tokens", true))
 	}
-	it := v.runVLLM(w, r, g, ids, sp, salt)
+	it := v.run(w, r, g, ids, sp, salt)
 	if it == nil {
 		return
 	}
@@ -240,13 +240,13 @@ func (v *vllm) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, choice[7].v = outputIDs(it), it.prompt
 	}
-	v.writeVLLMAnswer(w, g, it, "cmpl-", "text_completion", choice, kv{"kv_transfer_params", nil})
+	v.writeAnswer(w, g, it, "cmpl-", "text_completion", choice, kv{"kv_transfer_params", nil})
 }
 
-// handleVLLMChat serves /v1/chat/completions: the messages through the
+// handleChat serves /v1/chat/completions: the messages through the
 // chat template; SGLang's input_ids is an unknown field, ignored.
-func (v *vllm) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
-	g, m := v.beginVLLM(w, r)
+func (v *vllm) handleChat(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -280,7 +280,7 @@ func (v *vllm) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	}
 	g.noToolCall = tools != nil && tools.choice == "none"
 	prompt := v.eng.chatPrompt(m, msgs)
-	it := v.runVLLM(w, r, g, prompt, sp, salt)
+	it := v.run(w, r, g, prompt, sp, salt)
 	if it == nil {
 		return
 	}
@@ -309,14 +309,14 @@ func (v *vllm) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, promptIDs = outputIDs(it), it.prompt
 	}
-	v.writeVLLMAnswer(w, g, it, "chatcmpl-", "chat.completion", choice,
+	v.writeAnswer(w, g, it, "chatcmpl-", "chat.completion", choice,
 		kv{"prompt_logprobs", nil}, kv{"prompt_token_ids", promptIDs}, kv{"kv_transfer_params", nil})
 }
 
-// handleVLLMGenerate serves /inference/v1/generate: token ids in, token
+// handleGenerate serves /inference/v1/generate: token ids in, token
 // ids out, no text and no usage.
-func (v *vllm) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
-	g, m := v.beginVLLM(w, r)
+func (v *vllm) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -367,7 +367,7 @@ func (v *vllm) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
 	if k, ok := asInt(sp["max_new_tokens"]); ok && k+len(ids) > v.cfg.ContextLength {
 		sp["max_new_tokens"] = json.RawMessage(strconv.Itoa(v.cfg.ContextLength - len(ids)))
 	}
-	it := v.runVLLM(w, r, g, ids, sp, salt)
+	it := v.run(w, r, g, ids, sp, salt)
 	if it == nil {
 		return
 	}

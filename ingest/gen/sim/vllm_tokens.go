@@ -4,15 +4,15 @@ import "net/http"
 
 // vLLM's token routes: /tokenize and /detokenize.
 
-// handleVLLMTokenize serves /tokenize: {prompt, add_special_tokens=true}
+// handleTokenize serves /tokenize: {prompt, add_special_tokens=true}
 // or {messages, add_generation_prompt=true, add_special_tokens=false} ->
 // {count, max_model_len, tokens, token_strs}.
-func (v *vllm) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
+func (v *vllm) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(r)
 	if !ok {
 		return
 	}
-	m := v.vllmBody(w, r, body)
+	m := v.checkBody(w, r, body)
 	if m == nil {
 		return
 	}
@@ -69,13 +69,13 @@ func (v *vllm) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 	}))
 }
 
-// handleVLLMDetokenize serves /detokenize {tokens} -> {prompt}.
-func (v *vllm) handleVLLMDetokenize(w http.ResponseWriter, r *http.Request) {
+// handleDetokenize serves /detokenize {tokens} -> {prompt}.
+func (v *vllm) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(r)
 	if !ok {
 		return
 	}
-	m := v.vllmBody(w, r, body)
+	m := v.checkBody(w, r, body)
 	if m == nil {
 		return
 	}
