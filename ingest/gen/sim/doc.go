@@ -69,7 +69,7 @@ generation_tokens_total, num_requests_total, num_aborted_requests_total,
 cached_tokens_total by cache_source) with model_name and engine_type, the
 first three and the time_to_first_token_seconds and
 e2e_request_latency_seconds histograms also with is_streaming; see
-Server.handleMetrics.
+meters.sglangPage (metrics_pages.go).
 
 # Flavors
 
@@ -81,11 +81,8 @@ missing one, what POST {} gets on each route, /v1/models cards, chat
 ignoring SGLang's input_ids, which sampling fields are read (the output
 depends on exactly those), context and model errors, and /metrics names.
 flavors.go lists each flavor's facts with the source file (and commit)
-they were read from. Each flavor's code is in its own files: vllm.go
-(routes, errors, models, /metrics), vllm_generate.go (the generation
-routes) and vllm_tokens.go, and the same three for llamacpp; what both do
-the same way around a generation request (start it, build and run its
-item) is flavorrun.go's.
+they were read from. Each flavor is its own type in its own files (see
+Parts below).
 
 # Tool calls
 
@@ -95,8 +92,8 @@ calls one of them on some turns, in Qwen's or Kimi-K2's markup; each
 flavor's chat endpoint parses the calls as its server does (SGLang with
 Config.ToolCallParser, vLLM with EnableAutoToolChoice too, llama.cpp
 unless NoJinja) or refuses the tools as it does, and the SGLang flavor
-serves /parse_function_call and /server_info. See tools.go and
-tools_http.go.
+serves /parse_function_call and /server_info (which names the parser).
+See tools.go and tools_http.go.
 
 # Faults
 
@@ -106,5 +103,45 @@ requests (ErrorRate, ResetRate, AbortRate, and ParseErrorRate with llama.cpp's
 500 "Failed to parse input at pos 0", drawn from Seed and the request's
 arrival number; a route probe, a body of {}, draws none), and crash the whole server after N completed requests
 (CrashAfter).
+
+# Parts
+
+New builds the server from parts with one job each; each part is its own
+type, holds only the parts it calls, and its doc comment says what it owns
+and what it may not touch:
+
+	Server       server.go     the owner: builds the parts, routes each request
+	                           (crash check, flavor gate, path), exports the API
+	sglang       sglang*.go    one type per flavor, built from flavorParts:
+	vllm         vllm*.go      its routes, request checks and answer shapes;
+	llamaCpp     llamacpp*.go  owns no state (flavors.go: facts, flavorParts)
+	faults       faults.go     down and up (startup delay, warmup, crash) and
+	                           the injected faults; admits generation requests
+	engine       engine.go     the model and scheduler: prompts, planned
+	                           outputs (model.go, lengths.go, spec.go,
+	                           params.go, tokenizer.go), rids, decode slots
+	                           (slots.go), the time an item takes
+	toolModel    tools*.go     the tool-calling model: calls in answers, the
+	                           tools a prompt renders, /parse_function_call
+	meters       metrics*.go   counters, gauges and histograms (Stats),
+	                           each flavor's /metrics, /server_info
+
+Shared by every part: config.go (Config), request.go (reading a request
+the same way in every flavor), errors.go (error shapes), jsonutil.go and
+lax.go (JSON).
+
+A generation request flows through them in one direction:
+
+	Server.router -> flavor gate and handler -> faults.admit (count it
+	through meters; warmup, CrashOn, the fault drawn) -> flavor checks ->
+	engine (plan the output, run it in a slot; report to meters) ->
+	flavor answer -> genRequest.end (count the outcome through meters;
+	faults crashes after CrashAfter)
+
+Info routes (/v1/models, tokenize, /health) go from the flavor to the
+tokenizer, the engine's chat template, or faults (warmup); /metrics and
+/server_info to meters; /parse_function_call to toolModel. No part
+reaches the Server, and nothing is plugged in through package variables:
+every part gets what it calls as New's arguments.
 */
 package sim

@@ -2,9 +2,37 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 )
+
+// engine is the simulated model and its scheduler: it renders prompts
+// (chatPrompt), plans each item's output (plan, model.go), registers items
+// by rid, and runs them through the decode slots at the configured speed
+// (run). It owns the slot pool and the registry; it reports to meters
+// (what decodes, what finished) and asks the tool model whether an answer
+// calls a tool. It never writes an HTTP answer nor draws a fault: a
+// request's injected abort reaches it as the item's abortAt.
+type engine struct {
+	cfg   Config
+	slots *slotPool
+	reqs  registry
+	meter *meters
+	tools *toolModel
+}
+
+// newEngine returns the engine of cfg, running items in slots.
+func newEngine(cfg Config, slots *slotPool, m *meters, tools *toolModel) *engine {
+	return &engine{cfg: cfg, slots: slots, meter: m, tools: tools}
+}
+
+// register adds it to the items in flight; a rid already in flight is
+// SGLang's duplicate request error.
+func (e *engine) register(it *item) *apiError { return e.reqs.add(it) }
+
+// unregister removes a finished item.
+func (e *engine) unregister(it *item) { e.reqs.remove(it) }
 
 // item is one generation request as the scheduler sees it: one prompt and
 // one sample.
@@ -19,7 +47,7 @@ type item struct {
 	arrival   time.Time
 	promptIDs bool // return_prompt_token_ids
 	// kvStart and kvStop: when the item took its slot and how many tokens
-	// it decodes; guarded by Server.load's mutex.
+	// it decodes; guarded by the mutex of meters' load.
 	kvStart time.Time
 	kvStop  int
 
@@ -34,6 +62,15 @@ type item struct {
 
 // reasoningTokens is meta_info.reasoning_tokens of the output so far.
 func (it *item) reasoningTokens() int { return it.plan.reasoningTokens(it.produced) }
+
+// finalText is the text of a finished item: trimmed at the matched stop
+// unless no_stop_trim, untrimmed for aborts.
+func (it *item) finalText() string {
+	if it.finish == &it.plan.finish {
+		return it.plan.text(it.produced, it.sp, true)
+	}
+	return it.plan.text(it.produced, it.sp, false)
+}
 
 // registry holds the in-flight items by rid, for duplicate detection.
 type registry struct {
@@ -89,34 +126,41 @@ func perToken(n int, rate float64) time.Duration {
 }
 
 // run drives one item through the queue, prefill and decode, taking as long
-// as its planned output needs. On return it.finish is set unless the client
-// went away (it.canceled).
-func (s *Server) run(ctx context.Context, it *item) {
+// as its planned output needs, and reports whether the client is still
+// there. On return it.finish is set unless the client went away
+// (it.canceled).
+func (e *engine) run(ctx context.Context, it *item) bool {
+	e.drive(ctx, it)
+	return !it.canceled
+}
+
+// drive is run's work: it records the item, however it ends.
+func (e *engine) drive(ctx context.Context, it *item) {
 	defer func() {
 		it.finished = time.Now()
-		s.account(it)
+		e.meter.record(it)
 	}()
 	if it.schedErr != "" {
 		it.finish = &finishReason{kind: finishAbortStatus, message: it.schedErr, statusCode: 400}
 		return
 	}
-	if err := s.slots.acquire(ctx); err != nil {
+	if err := e.slots.acquire(ctx); err != nil {
 		it.canceled = true
 		return
 	}
-	defer s.slots.release()
+	defer e.slots.release()
 
 	stop := len(it.plan.ids)
 	if it.abortAt >= 0 && it.abortAt < stop {
 		stop = it.abortAt
 	}
-	s.load.start(it, stop)
-	defer s.load.stop(it)
-	if !wait(ctx, perToken(len(it.prompt), s.cfg.PrefillTokensPerSec)) {
+	e.meter.decoding(it, stop)
+	defer e.meter.decoded(it)
+	if !wait(ctx, perToken(len(it.prompt), e.cfg.PrefillTokensPerSec)) {
 		it.canceled = true
 		return
 	}
-	rate := s.cfg.DecodeTokensPerSec
+	rate := e.cfg.DecodeTokensPerSec
 	start := time.Now()
 	it.prefilled = start
 	if !wait(ctx, perToken(stop, rate)) {
@@ -135,21 +179,34 @@ func (s *Server) run(ctx context.Context, it *item) {
 	}
 }
 
-// account adds a finished item to the counters.
-func (s *Server) account(it *item) {
-	s.stats.generated.Add(int64(it.produced))
-	if it.finish != nil && it.finish.kind != finishAbortStatus {
-		s.stats.promptTokens.Add(int64(len(it.prompt)))
-		s.stats.items.Add(1)
-	}
-	s.load.finished(time.Now(), it, it.spec(s.cfg.SpecDraftTokens))
-	s.fstats.add(it, s.cfg.SpecDraftTokens, s.cfg.PrefillTokensPerSec, s.cfg.DecodeTokensPerSec)
-}
-
 // spec returns the speculative decoding counts of the tokens it produced.
 func (it *item) spec(draftTokens int) specStats {
 	if it.plan == nil {
 		return specStats{}
 	}
 	return it.plan.spec(it.produced, draftTokens)
+}
+
+// chatPrompt renders the prompt ids of a chat request (or of /v1/tokenize
+// with messages): the fake chat template with the generation prompt, unless
+// continue_final_message. chat_template_kwargs.enable_thinking (or
+// reasoning_effort "none") false disables thinking.
+func (e *engine) chatPrompt(m map[string]json.RawMessage, msgs []chatMessage) []int {
+	t := chatTemplate{addGenerationPrompt: true, reasoningModel: e.cfg.ReasoningParser}
+	if boolField(m, "continue_final_message", false) && len(msgs) > 0 && msgs[len(msgs)-1].role == "assistant" {
+		t.continueFinalMessage, t.addGenerationPrompt = true, false
+	}
+	if effort, ok := asString(m["reasoning_effort"]); ok && effort == "none" {
+		t.disableThinking = true
+	}
+	if kw, ok := asObject(m["chat_template_kwargs"]); ok {
+		for _, k := range []string{"enable_thinking", "thinking"} {
+			if v, ok := asBool(kw[k]); ok {
+				t.disableThinking = !v
+				break
+			}
+		}
+	}
+	t.tools, t.format = e.tools.promptLines(m), e.tools.format()
+	return applyChatTemplate(msgs, t)
 }

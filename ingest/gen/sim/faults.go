@@ -2,11 +2,94 @@ package sim
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// faults is the faults part: when the server is down and up (the startup
+// delay, the warmup, the crash) and which generation requests fail
+// (ErrorRate, ResetRate, AbortRate, ParseErrorRate, CrashOn, CrashAfter).
+// It admits every generation request (admit): it counts it through meters,
+// answers it during the warmup, reads its body and applies the fault drawn
+// for it; each genRequest then ends through it. It owns the crash and the
+// fault draws, and counts through meters, never its counters directly;
+// it never plans or runs an item.
+type faults struct {
+	cfg    Config
+	meters *meters
+
+	startOnce sync.Once
+	readyAt   atomic.Int64 // unix nanos when warmup ends; 0 before start
+
+	crashOnce sync.Once
+	crashed   chan struct{}
+
+	arrivals atomic.Uint64 // generation requests, numbers fault draws
+}
+
+// newFaults returns the faults of a server that has not started.
+func newFaults(cfg Config, m *meters) *faults {
+	return &faults{cfg: cfg, meters: m, crashed: make(chan struct{})}
+}
+
+// start starts the warmup clock, once.
+func (f *faults) start() {
+	f.startOnce.Do(func() {
+		f.readyAt.Store(time.Now().Add(f.cfg.Warmup).UnixNano())
+	})
+}
+
+// startupDelay waits Config.StartupDelay; false if ctx ends first.
+func (f *faults) startupDelay(ctx context.Context) bool {
+	if d := f.cfg.StartupDelay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// warmingUp reports whether the server is still in its warmup window.
+func (f *faults) warmingUp() bool {
+	return time.Now().UnixNano() < f.readyAt.Load()
+}
+
+// isCrashed reports whether the simulated crash happened.
+func (f *faults) isCrashed() bool {
+	select {
+	case <-f.crashed:
+		return true
+	default:
+		return false
+	}
+}
+
+// crashes is closed when the server crashes.
+func (f *faults) crashes() <-chan struct{} { return f.crashed }
+
+// crash triggers the simulated crash once.
+func (f *faults) crash() { f.crashOnce.Do(func() { close(f.crashed) }) }
+
+// handleHealth serves SGLang's and vLLM's /health: 503 with an empty body
+// during warmup, else 200 with an empty body.
+func (f *faults) handleHealth(w http.ResponseWriter, r *http.Request) {
+	status := http.StatusOK
+	if f.warmingUp() {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
+}
 
 // fault is the injected fault drawn for one generation request.
 type fault int
@@ -20,10 +103,10 @@ const (
 	faultParse // llama.cpp's 500 "Failed to parse input at pos 0"
 )
 
-// drawFault draws the fault of the n-th generation request from Config.Seed.
+// draw draws the fault of the n-th generation request from Config.Seed.
 // The same Seed gives the same faults to the same arrival numbers.
-func (s *Server) drawFault(n uint64) (fault, float64) {
-	c := &s.cfg
+func (f *faults) draw(n uint64) (fault, float64) {
+	c := &f.cfg
 	if c.ErrorRate <= 0 && c.ResetRate <= 0 && c.AbortRate <= 0 && c.ParseErrorRate <= 0 {
 		return noFault, 0
 	}
@@ -57,7 +140,7 @@ const (
 
 // genRequest is one HTTP generation request in progress.
 type genRequest struct {
-	s       *Server
+	f       *faults
 	w       http.ResponseWriter
 	r       *http.Request
 	arrival time.Time
@@ -71,21 +154,14 @@ type genRequest struct {
 	oneCall bool
 }
 
-// beginGeneration admits a generation request: it counts it, answers 503
-// during warmup, reads the body and applies an injected error or reset. It
+// admit admits a generation request: it counts it, answers 503 during
+// warmup, reads the body and applies an injected error or reset. It
 // returns nil if the request has already been answered.
-func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genRequest {
-	s.stats.requests.Add(1)
-	n := s.stats.inFlight.Add(1)
-	for {
-		m := s.stats.maxInFlight.Load()
-		if n <= m || s.stats.maxInFlight.CompareAndSwap(m, n) {
-			break
-		}
-	}
-	g := &genRequest{s: s, w: w, r: r, arrival: time.Now()}
-	if s.warmingUp() {
-		switch s.cfg.Flavor {
+func (f *faults) admit(w http.ResponseWriter, r *http.Request) *genRequest {
+	f.meters.began()
+	g := &genRequest{f: f, w: w, r: r, arrival: time.Now()}
+	if f.warmingUp() {
+		switch f.cfg.Flavor {
 		case FlavorVLLM:
 			writeVLLMError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is not ready.", "")
 		default:
@@ -100,9 +176,9 @@ func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genReq
 		return nil
 	}
 	g.body = body
-	if s.cfg.CrashOn != "" && bytes.Contains(body, []byte(s.cfg.CrashOn)) {
+	if f.cfg.CrashOn != "" && bytes.Contains(body, []byte(f.cfg.CrashOn)) {
 		g.end(outReset)
-		s.crash()
+		f.crash()
 		resetConn(w)
 		return nil
 	}
@@ -110,10 +186,10 @@ func (s *Server) beginGeneration(w http.ResponseWriter, r *http.Request) *genReq
 		// A route probe asks for nothing: it never draws a fault.
 		return g
 	}
-	g.fault, g.faultV = s.drawFault(s.arrivals.Add(1))
+	g.fault, g.faultV = f.draw(f.arrivals.Add(1))
 	switch g.fault {
 	case faultParse:
-		if s.cfg.Flavor != FlavorSGLang {
+		if f.cfg.Flavor != FlavorSGLang {
 			// vLLM and llama.cpp handlers answer it once the request
 			// is valid (parseFault).
 			return g
@@ -145,21 +221,10 @@ func (g *genRequest) end(o outcome) {
 		return
 	}
 	g.ended = true
-	c := &g.s.stats
-	c.inFlight.Add(-1)
-	switch o {
-	case outCompleted:
-		n := c.completed.Add(1)
-		if k := g.s.cfg.CrashAfter; k > 0 && n >= int64(k) {
-			http.NewResponseController(g.w).Flush()
-			g.s.crash()
-		}
-	case outError:
-		c.errors.Add(1)
-	case outReset:
-		c.resets.Add(1)
-	case outCanceled:
-		c.canceled.Add(1)
+	n := g.f.meters.ended(o)
+	if k := g.f.cfg.CrashAfter; o == outCompleted && k > 0 && n >= int64(k) {
+		http.NewResponseController(g.w).Flush()
+		g.f.crash()
 	}
 }
 
@@ -167,7 +232,7 @@ func (g *genRequest) end(o outcome) {
 // the client went away, else completed, counting an aborted item.
 func (g *genRequest) finishItem(it *item, clientThere bool) {
 	if it.finish != nil && it.finish.kind == finishAbort {
-		g.s.stats.aborts.Add(1)
+		g.f.meters.aborted()
 	}
 	if !clientThere {
 		g.end(outCanceled)
@@ -214,4 +279,21 @@ func (g *genRequest) parseFault() bool {
 	writeParseFault(g.w)
 	g.end(outError)
 	return true
+}
+
+// admitWith admits a generation request and reads its body with parse,
+// the flavor's own (which answers the request and returns nil when the
+// body is refused); on nil, the answer is written and the request ended.
+// vLLM and llama.cpp start their generation requests this way.
+func (f *faults) admitWith(w http.ResponseWriter, r *http.Request, parse func(body []byte) map[string]json.RawMessage) (*genRequest, map[string]json.RawMessage) {
+	g := f.admit(w, r)
+	if g == nil {
+		return nil, nil
+	}
+	m := parse(g.body)
+	if m == nil {
+		g.end(outError)
+		return nil, nil
+	}
+	return g, m
 }

@@ -185,7 +185,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"sync"
+	"strings"
 )
 
 // flavorRouter is one flavor's routing: its route table, the gate every
@@ -198,19 +198,84 @@ type flavorRouter struct {
 	badMethod func(w http.ResponseWriter, rt route)
 }
 
-// flavorRoutes returns the router of Config.Flavor.
-func (s *Server) flavorRoutes() flavorRouter {
-	switch s.cfg.Flavor {
-	case FlavorVLLM:
-		return s.vllmRoutes()
-	case FlavorLlamaCpp:
-		return s.llamaRoutes()
-	}
-	return s.sglangRoutes()
+// flavorParts are the parts a flavor is given (New builds them): the
+// flavor owns none of them. It reads cfg, asks eng for prompts and items,
+// admits generation requests through faults, and routes its /metrics and
+// tool routes to meters and tools; it never counts, draws faults or plans
+// outputs itself.
+type flavorParts struct {
+	cfg     Config
+	created int64 // unix seconds the server started, for /v1/models
+	eng     *engine
+	faults  *faults
+	meters  *meters
+	tools   *toolModel
 }
 
-// Config returns the server's configuration with defaults applied.
-func (s *Server) Config() Config { return s.cfg }
+// newFlavorRouter returns the router of Config.Flavor.
+func newFlavorRouter(p flavorParts) flavorRouter {
+	switch p.cfg.Flavor {
+	case FlavorVLLM:
+		return (&vllm{p}).routes()
+	case FlavorLlamaCpp:
+		return (&llamaCpp{p}).routes()
+	}
+	return (&sglang{p}).routes()
+}
+
+// fastAPINotFound is FastAPI's answer to a path no route serves (SGLang's
+// and vLLM's).
+func fastAPINotFound(w http.ResponseWriter) { writeDetail(w, http.StatusNotFound, "Not Found") }
+
+// fastAPIBadMethod is FastAPI's answer to a known path with another method.
+func fastAPIBadMethod(w http.ResponseWriter, rt route) {
+	w.Header().Set("Allow", strings.Join(rt.methods, ", "))
+	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+}
+
+// runFlavorItem builds and runs, on e, the item of a checked vLLM or
+// llama.cpp request. On an error building it, it returns the error for
+// the caller to answer in its flavor's shape (the request is not ended);
+// when the client left before the end, it ends the request and returns
+// nil, nil.
+func runFlavorItem(e *engine, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
+	it, err := buildFlavorItem(e, g, prompt, sp, salt)
+	if err != nil {
+		return nil, err
+	}
+	ran := e.run(r.Context(), it)
+	e.unregister(it)
+	if !ran {
+		g.finishItem(it, false)
+		return nil, nil
+	}
+	return it, nil
+}
+
+// buildFlavorItem makes the item of a vLLM or llama.cpp request whose
+// context checks the caller made: sp holds SGLang-named sampling keys the
+// simulated engine understands (max_new_tokens, min_new_tokens, stop,
+// stop_token_ids, ignore_eos, skip_special_tokens, no_stop_trim,
+// sampling_seed, temperature only as 0 for greedy), maxNew null means
+// until the context is full, and salt is samplingSalt of the fields the
+// flavor read.
+func buildFlavorItem(e *engine, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) (*item, *apiError) {
+	params, err := parseSamplingParams(sp, unlimited)
+	if err != nil {
+		return nil, err
+	}
+	params.salt = salt
+	params.noToolCall, params.oneCall = g.noToolCall, g.oneCall
+	budget := max(0, min(params.maxNewTokens, e.cfg.ContextLength-len(prompt)))
+	params.minNewTokens = min(params.minNewTokens, budget)
+	it := &item{rid: newRID(), prompt: prompt, sp: params, budget: budget, abortAt: -1, arrival: g.arrival}
+	it.plan = e.plan(prompt, params, budget)
+	g.applyFault(it)
+	if err := e.register(it); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
 
 // isProbe reports whether body is an empty JSON object, the body a client
 // sends to check a route exists without asking for anything. A probe never
@@ -242,131 +307,6 @@ func samplingSalt(read map[string]json.RawMessage) uint64 {
 // rawNum returns a JSON number's text for a float default.
 func rawNum(f float64) json.RawMessage {
 	return json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))
-}
-
-// flavorStats are the counters behind llama.cpp's and vLLM's /metrics
-// that Stats does not keep, and SGLang's latency histograms.
-type flavorStats struct {
-	mu sync.Mutex
-	flavorCounts
-}
-
-// flavorCounts are the values of flavorStats.
-type flavorCounts struct {
-	promptSeconds      float64 // prefill time of finished items
-	predictSeconds     float64 // decode time of finished items
-	nDecode            int64   // one per item's prefill and per later token
-	nTokensMax         int64   // largest prompt + output
-	specDrafts         int64   // verify steps
-	specDraftTokens    int64   // draft tokens proposed
-	specAccepted       int64   // draft tokens accepted
-	finishedReasons    map[string]int64
-	sinceScrape        int64 // items finished since the last /metrics
-	ttft, e2e          histogram
-	promptSinceScrape  int64
-	predictSinceScrape int64
-}
-
-// add records a finished item. draftTokens is Config.SpecDraftTokens.
-func (f *flavorStats) add(it *item, draftTokens int, prefillTPS, decodeTPS float64) {
-	if it.finish == nil || it.finish.kind == finishAbortStatus {
-		return
-	}
-	sp := it.spec(draftTokens)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.promptSeconds += perToken(len(it.prompt), prefillTPS).Seconds()
-	f.predictSeconds += perToken(it.produced, decodeTPS).Seconds()
-	f.nDecode += 1 + int64(max(it.produced-1, 0))
-	f.nTokensMax = max(f.nTokensMax, int64(len(it.prompt)+it.produced))
-	f.specDrafts += int64(sp.verify)
-	f.specDraftTokens += int64(sp.proposed)
-	f.specAccepted += int64(sp.accepted)
-	if f.finishedReasons == nil {
-		f.finishedReasons = map[string]int64{}
-	}
-	f.finishedReasons[it.finish.typ()]++
-	f.sinceScrape++
-	f.promptSinceScrape += int64(len(it.prompt))
-	f.predictSinceScrape += int64(it.produced)
-	if !it.prefilled.IsZero() {
-		f.ttft.observe(it.prefilled.Sub(it.arrival).Seconds())
-	}
-	f.e2e.observe(it.finished.Sub(it.arrival).Seconds())
-}
-
-// histogram is a Prometheus histogram with SGLang's latency buckets.
-type histogram struct {
-	counts []int64 // per bucket of latencyBuckets, not cumulative
-	sum    float64
-	n      int64
-}
-
-// latencyBuckets are the upper bounds of SGLang's latency histograms, in
-// seconds (sim: one set for time to first token and end-to-end latency).
-var latencyBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 800}
-
-func (h *histogram) observe(v float64) {
-	if h.counts == nil {
-		h.counts = make([]int64, len(latencyBuckets))
-	}
-	for i, le := range latencyBuckets {
-		if v <= le {
-			h.counts[i]++
-			break
-		}
-	}
-	h.sum += v
-	h.n++
-}
-
-// snapshot returns a copy of the flavor counters.
-func (f *flavorStats) snapshot() flavorCounts {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := flavorCounts{
-		promptSeconds: f.promptSeconds, predictSeconds: f.predictSeconds, nDecode: f.nDecode,
-		nTokensMax: f.nTokensMax, specDrafts: f.specDrafts, specDraftTokens: f.specDraftTokens,
-		specAccepted: f.specAccepted, sinceScrape: f.sinceScrape,
-		promptSinceScrape: f.promptSinceScrape, predictSinceScrape: f.predictSinceScrape,
-		finishedReasons: map[string]int64{},
-	}
-	for k, v := range f.finishedReasons {
-		c.finishedReasons[k] = v
-	}
-	c.ttft = histogram{counts: append([]int64(nil), f.ttft.counts...), sum: f.ttft.sum, n: f.ttft.n}
-	c.e2e = histogram{counts: append([]int64(nil), f.e2e.counts...), sum: f.e2e.sum, n: f.e2e.n}
-	return c
-}
-
-// resetScrapeWindow starts a new window for the gauges llama.cpp averages
-// between two scrapes.
-func (f *flavorStats) resetScrapeWindow() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sinceScrape, f.promptSinceScrape, f.predictSinceScrape = 0, 0, 0
-}
-
-// writeHistogram writes one Prometheus histogram family with a single
-// label set (labels as name, value pairs, sorted), in prometheus_client's
-// text form.
-func writeHistogram(b *bytes.Buffer, name, help string, h histogram, labels ...string) {
-	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n")
-	var ls bytes.Buffer
-	for i := 0; i+1 < len(labels); i += 2 {
-		ls.WriteString(labels[i] + "=" + string(quote(labels[i+1])) + ",")
-	}
-	var cum int64
-	for i, le := range latencyBuckets {
-		if h.counts != nil {
-			cum += h.counts[i]
-		}
-		b.WriteString(name + "_bucket{" + ls.String() + `le="` + pyFloat(le) + `"} ` + pyFloat(float64(cum)) + "\n")
-	}
-	b.WriteString(name + "_bucket{" + ls.String() + `le="+Inf"} ` + pyFloat(float64(h.n)) + "\n")
-	lbl := string(bytes.TrimSuffix(ls.Bytes(), []byte(",")))
-	b.WriteString(name + "_count{" + lbl + "} " + pyFloat(float64(h.n)) + "\n")
-	b.WriteString(name + "_sum{" + lbl + "} " + pyFloat(h.sum) + "\n")
 }
 
 // readBody reads a request body; false if the client went away.

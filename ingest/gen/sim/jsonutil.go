@@ -131,3 +131,34 @@ func orderedKeys(raw json.RawMessage) []string {
 	}
 	return keys
 }
+
+// jsonList is the JSON array of elems, each already encoded.
+func jsonList(elems ...[]byte) []byte {
+	return append(append([]byte{'['}, bytes.Join(elems, []byte{','})...), ']')
+}
+
+// kv is one member of an ordered JSON object.
+type kv struct {
+	k string
+	v any
+}
+
+// orderedJSON encodes members as a JSON object in the given order.
+func orderedJSON(members []kv) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(quote(m.k))
+		b.WriteByte(':')
+		if raw, ok := m.v.([]byte); ok {
+			b.Write(raw)
+		} else {
+			b.Write(marshal(m.v))
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

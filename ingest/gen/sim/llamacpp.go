@@ -1,46 +1,46 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// llama.cpp's flavor: llama-server's router, its errors and request bodies,
-// and its info routes (/health, /v1/models, /props, /metrics); the
+// llamaCpp is llama.cpp's flavor: llama-server's router, its errors and
+// request bodies, and its info routes (/health, /v1/models, /props); the
 // generation routes are in llamacpp_generate.go, the token routes in
 // llamacpp_tokens.go (see flavors.go for the facts and their sources).
+// /metrics routes to the meters part, its loading state comes from faults.
+// See flavorParts for what a flavor may touch.
+type llamaCpp struct{ flavorParts }
 
 // llamaBuild is the build_info and system_fingerprint the simulator
 // reports as llama-server.
 const llamaBuild = "b0-gendex-sim"
 
-// llamaRoutes is llama-server's router. Its pre-routing handler answers
+// routes is llama-server's router. Its pre-routing handler answers
 // 503 "Loading model" to every path while the model loads, then checks the
 // API key; cpp-httplib answers 404 "File Not Found" to a path no handler
 // serves for the request's method.
-func (s *Server) llamaRoutes() flavorRouter {
+func (l *llamaCpp) routes() flavorRouter {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
 	table := map[string]route{
-		"/health":              {get, s.handleLlamaHealth},
-		"/v1/health":           {get, s.handleLlamaHealth},
-		"/v1/models":           {get, s.handleLlamaModels},
-		"/models":              {get, s.handleLlamaModels},
-		"/props":               {get, s.handleLlamaProps},
-		"/metrics":             {get, s.handleLlamaMetrics},
-		"/completion":          {post, s.handleLlamaCompletion},
-		"/completions":         {post, s.handleLlamaCompletion},
-		"/v1/completions":      {post, s.handleLlamaCompletion},
-		"/v1/chat/completions": {post, s.handleLlamaChat},
-		"/chat/completions":    {post, s.handleLlamaChat},
-		"/tokenize":            {post, s.handleLlamaTokenize},
-		"/detokenize":          {post, s.handleLlamaDetokenize},
-		"/apply-template":      {post, s.handleLlamaApplyTemplate},
+		"/health":              {get, l.handleHealth},
+		"/v1/health":           {get, l.handleHealth},
+		"/v1/models":           {get, l.handleModels},
+		"/models":              {get, l.handleModels},
+		"/props":               {get, l.handleProps},
+		"/metrics":             {get, l.meters.llamaPage},
+		"/completion":          {post, l.handleCompletion},
+		"/completions":         {post, l.handleCompletion},
+		"/v1/completions":      {post, l.handleCompletion},
+		"/v1/chat/completions": {post, l.handleChat},
+		"/chat/completions":    {post, l.handleChat},
+		"/tokenize":            {post, l.handleTokenize},
+		"/detokenize":          {post, l.handleDetokenize},
+		"/apply-template":      {post, l.handleApplyTemplate},
 	}
 	public := map[string]bool{"/health": true, "/v1/health": true, "/models": true, "/v1/models": true}
 	notFound := func(w http.ResponseWriter) {
@@ -54,19 +54,19 @@ func (s *Server) llamaRoutes() flavorRouter {
 				writeRaw(w, http.StatusOK, "text/html", nil)
 				return false
 			}
-			if s.warmingUp() {
+			if l.faults.warmingUp() {
 				writeRaw(w, http.StatusServiceUnavailable, "application/json; charset=utf-8",
 					[]byte(`{"error":{"message":"Loading model","type":"unavailable_error","code":503}}`))
 				return false
 			}
-			if s.cfg.APIKey == "" || public[r.URL.Path] {
+			if l.cfg.APIKey == "" || public[r.URL.Path] {
 				return true
 			}
 			key := r.Header.Get("Authorization")
 			if key == "" {
 				key = r.Header.Get("X-Api-Key")
 			}
-			if strings.TrimPrefix(key, "Bearer ") == s.cfg.APIKey {
+			if strings.TrimPrefix(key, "Bearer ") == l.cfg.APIKey {
 				return true
 			}
 			writeRaw(w, http.StatusUnauthorized, "application/json; charset=utf-8",
@@ -114,30 +114,30 @@ func parseLlamaBody(w http.ResponseWriter, body []byte) (map[string]json.RawMess
 	return m, true
 }
 
-// handleLlamaHealth serves /health: {"status":"ok"} once loaded (the gate
+// handleHealth serves /health: {"status":"ok"} once loaded (the gate
 // answers 503 before).
-func (s *Server) handleLlamaHealth(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", []byte(`{"status":"ok"}`))
 }
 
-// llamaNCtxTrain is the model's training context reported as n_ctx_train.
-func (s *Server) llamaNCtxTrain() int { return max(s.cfg.ContextLength, 4096) }
+// nCtxTrain is the model's training context reported as n_ctx_train.
+func (l *llamaCpp) nCtxTrain() int { return max(l.cfg.ContextLength, 4096) }
 
-// handleLlamaModels serves /v1/models: an Ollama-style "models" list, then
+// handleModels serves /v1/models: an Ollama-style "models" list, then
 // the OpenAI list whose one card has meta.n_ctx (per slot) and no
 // max_model_len.
-func (s *Server) handleLlamaModels(w http.ResponseWriter, r *http.Request) {
-	m := s.cfg.Model
+func (l *llamaCpp) handleModels(w http.ResponseWriter, r *http.Request) {
+	m := l.cfg.Model
 	card := []kv{
 		{"id", m}, {"aliases", []string{m}}, {"tags", []string{}}, {"object", "model"},
 		{"created", time.Now().Unix()}, {"owned_by", "llamacpp"},
 		{"meta", orderedJSON([]kv{
-			{"vocab_type", 2}, {"n_vocab", VocabSize}, {"n_ctx", s.cfg.ContextLength},
-			{"n_ctx_train", s.llamaNCtxTrain()}, {"n_embd", 1024}, {"n_params", 1000000},
+			{"vocab_type", 2}, {"n_vocab", VocabSize}, {"n_ctx", l.cfg.ContextLength},
+			{"n_ctx_train", l.nCtxTrain()}, {"n_embd", 1024}, {"n_params", 1000000},
 			{"size", 2000000}, {"ftype", "F16"},
 		})},
 	}
-	if !s.cfg.Unmarked {
+	if !l.cfg.Unmarked {
 		card = append(card, kv{"gendex_simulator", true})
 	}
 	ollama := orderedJSON([]kv{
@@ -160,66 +160,18 @@ var llamaDefaults = map[string]float64{
 	"frequency_penalty": 0, "presence_penalty": 0, "repeat_penalty": 1.0,
 }
 
-// handleLlamaProps serves /props: the slot context and default settings.
-func (s *Server) handleLlamaProps(w http.ResponseWriter, r *http.Request) {
+// handleProps serves /props: the slot context and default settings.
+func (l *llamaCpp) handleProps(w http.ResponseWriter, r *http.Request) {
 	params := []kv{{"seed", 4294967295}}
 	for _, k := range []string{"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"} {
 		params = append(params, kv{k, llamaDefaults[k]})
 	}
 	params = append(params, kv{"n_predict", -1})
 	body := orderedJSON([]kv{
-		{"default_generation_settings", orderedJSON([]kv{{"params", orderedJSON(params)}, {"n_ctx", s.cfg.ContextLength}})},
-		{"total_slots", s.cfg.Slots}, {"model_alias", s.cfg.Model}, {"model_path", "/models/" + s.cfg.Model},
-		{"endpoint_slots", false}, {"endpoint_props", false}, {"endpoint_metrics", s.cfg.EnableMetrics},
+		{"default_generation_settings", orderedJSON([]kv{{"params", orderedJSON(params)}, {"n_ctx", l.cfg.ContextLength}})},
+		{"total_slots", l.cfg.Slots}, {"model_alias", l.cfg.Model}, {"model_path", "/models/" + l.cfg.Model},
+		{"endpoint_slots", false}, {"endpoint_props", false}, {"endpoint_metrics", l.cfg.EnableMetrics},
 		{"build_info", llamaBuild}, {"is_sleeping", false},
 	})
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", body)
-}
-
-// llamaNum formats a metric value as a C++ ostream prints a double.
-func llamaNum(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-
-// handleLlamaMetrics serves /metrics: 501 without --metrics; else
-// llama.cpp's counters and gauges, unlabelled, with the process start
-// time in the Process-Start-Time-Unix header.
-func (s *Server) handleLlamaMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.EnableMetrics {
-		writeLlamaError(w, http.StatusNotImplemented, "not_supported_error",
-			"This server does not support metrics endpoint. Start it with `--metrics`")
-		return
-	}
-	st := s.Stats()
-	f := s.fstats.snapshot()
-	s.fstats.resetScrapeWindow()
-	var b bytes.Buffer
-	item := func(typ, name, help string, v float64) {
-		fmt.Fprintf(&b, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %s\n", name, help, name, typ, name, llamaNum(v))
-	}
-	rate := func(n int64, tps float64) float64 {
-		if n == 0 {
-			return 0
-		}
-		return tps
-	}
-	busy := 0.0
-	if f.nDecode > 0 {
-		busy = 1
-	}
-	item("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", float64(st.PromptTokens))
-	item("counter", "prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", 0)
-	item("counter", "prompt_seconds_total", "Total time spent processing prompts", f.promptSeconds)
-	item("counter", "tokens_predicted_total", "Number of generation tokens processed", float64(st.GeneratedTokens))
-	item("counter", "tokens_predicted_seconds_total", "Total time spent generating tokens", f.predictSeconds)
-	item("counter", "n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding", float64(f.nDecode))
-	item("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)", float64(f.nTokensMax))
-	item("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", float64(f.specDraftTokens))
-	item("counter", "spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", float64(f.specAccepted))
-	item("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", float64(f.specDrafts))
-	item("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", rate(f.promptSinceScrape, s.cfg.PrefillTokensPerSec))
-	item("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s", rate(f.predictSinceScrape, s.cfg.DecodeTokensPerSec))
-	item("gauge", "requests_processing", "Number of requests processing", float64(st.Running))
-	item("gauge", "requests_deferred", "Number of requests deferred", float64(st.Queued))
-	item("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", busy)
-	w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.created, 10))
-	writeRaw(w, http.StatusOK, "text/plain; version=0.0.4", b.Bytes())
 }

@@ -107,10 +107,10 @@ func llamaPrompt(raw json.RawMessage) ([]int, string, string) {
 	return ids, Decode(ids, false), ""
 }
 
-// llamaCheck applies llama.cpp's checks to a parsed prompt, answering the
+// checkPrompt applies llama.cpp's checks to a parsed prompt, answering the
 // request when one fails: a token id out of the vocabulary, a prompt that
 // does not fit the slot's context, then the injected parse fault.
-func (s *Server) llamaCheck(w http.ResponseWriter, g *genRequest, prompt []int) bool {
+func (l *llamaCpp) checkPrompt(w http.ResponseWriter, g *genRequest, prompt []int) bool {
 	for _, id := range prompt {
 		if id < 0 || id >= VocabSize {
 			llamaInvalid(w, fmt.Sprintf("invalid token id %d (vocab size %d)", id, VocabSize))
@@ -118,7 +118,7 @@ func (s *Server) llamaCheck(w http.ResponseWriter, g *genRequest, prompt []int) 
 			return false
 		}
 	}
-	if n, c := len(prompt), s.cfg.ContextLength; n >= c {
+	if n, c := len(prompt), l.cfg.ContextLength; n >= c {
 		writeLlamaError(w, http.StatusBadRequest, "exceed_context_size_error",
 			fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", n, c),
 			kv{"n_prompt_tokens", n}, kv{"n_ctx", c})
@@ -128,10 +128,10 @@ func (s *Server) llamaCheck(w http.ResponseWriter, g *genRequest, prompt []int) 
 	return !g.parseFault()
 }
 
-// runLlama builds and runs the item of a checked request. It returns nil
+// run builds and runs the item of a checked request. It returns nil
 // when it has answered (or ended) the request.
-func (s *Server) runLlama(w http.ResponseWriter, r *http.Request, g *genRequest, req *llamaRequest) *item {
-	it, err := s.runFlavorItem(r, g, req.prompt, req.sp, req.salt)
+func (l *llamaCpp) run(w http.ResponseWriter, r *http.Request, g *genRequest, req *llamaRequest) *item {
+	it, err := runFlavorItem(l.eng, r, g, req.prompt, req.sp, req.salt)
 	if err != nil {
 		llamaInvalid(w, err.msg)
 		g.end(outError)
@@ -147,10 +147,10 @@ func llamaFinish(it *item) string {
 	return "stop"
 }
 
-// llamaTimings is the timings object of an answer.
-func (s *Server) llamaTimings(it *item) []byte {
-	pms := perToken(len(it.prompt), s.cfg.PrefillTokensPerSec).Seconds() * 1000
-	gms := perToken(it.produced, s.cfg.DecodeTokensPerSec).Seconds() * 1000
+// timings is the timings object of an answer.
+func (l *llamaCpp) timings(it *item) []byte {
+	pms := perToken(len(it.prompt), l.cfg.PrefillTokensPerSec).Seconds() * 1000
+	gms := perToken(it.produced, l.cfg.DecodeTokensPerSec).Seconds() * 1000
 	per := func(ms float64, n int) (float64, float64) {
 		if ms <= 0 || n <= 0 {
 			return 0, 0
@@ -175,32 +175,32 @@ func llamaUsage(it *item) []byte {
 	})
 }
 
-// beginLlama starts a generation request and reads its body as
+// begin starts a generation request and reads its body as
 // llama.cpp does; on nil, the answer is written and the request ended.
-func (s *Server) beginLlama(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
-	return s.beginFlavorRequest(w, r, func(body []byte) map[string]json.RawMessage {
+func (l *llamaCpp) begin(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
+	return l.faults.admitWith(w, r, func(body []byte) map[string]json.RawMessage {
 		m, _ := parseLlamaBody(w, body)
 		return m
 	})
 }
 
-// writeLlamaAnswer writes an OpenAI-compatible answer of it as
+// writeAnswer writes an OpenAI-compatible answer of it as
 // llama-server does (its one choice, then created, model, fingerprint,
 // object, usage, id and timings) and finishes the item.
-func (s *Server) writeLlamaAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []byte) {
+func (l *llamaCpp) writeAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []byte) {
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", orderedJSON([]kv{
 		{"choices", jsonList(choice)},
-		{"created", time.Now().Unix()}, {"model", s.cfg.Model}, {"system_fingerprint", llamaBuild},
+		{"created", time.Now().Unix()}, {"model", l.cfg.Model}, {"system_fingerprint", llamaBuild},
 		{"object", object}, {"usage", llamaUsage(it)}, {"id", idPrefix + it.rid},
-		{"timings", s.llamaTimings(it)},
+		{"timings", l.timings(it)},
 	}))
 	g.finishItem(it, true)
 }
 
-// handleLlamaCompletion serves /completion (llama.cpp's own answer) and
+// handleCompletion serves /completion (llama.cpp's own answer) and
 // /v1/completions (the OpenAI one).
-func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
-	g, m := s.beginLlama(w, r)
+func (l *llamaCpp) handleCompletion(w http.ResponseWriter, r *http.Request) {
+	g, m := l.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -216,18 +216,18 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	if !s.llamaCheck(w, g, prompt) {
+	if !l.checkPrompt(w, g, prompt) {
 		return
 	}
 	sp, salt := llamaSampling(m, "n_predict", "max_tokens")
-	it := s.runLlama(w, r, g, &llamaRequest{body: m, prompt: prompt, sp: sp, salt: salt, text: text})
+	it := l.run(w, r, g, &llamaRequest{body: m, prompt: prompt, sp: sp, salt: salt, text: text})
 	if it == nil {
 		return
 	}
 	content := it.finalText()
 	if r.URL.Path == "/v1/completions" {
 		choice := orderedJSON([]kv{{"text", content}, {"index", 0}, {"logprobs", nil}, {"finish_reason", llamaFinish(it)}})
-		s.writeLlamaAnswer(w, g, it, "cmpl-", "text_completion", choice)
+		l.writeAnswer(w, g, it, "cmpl-", "text_completion", choice)
 		return
 	}
 	tokens := []int{}
@@ -254,11 +254,11 @@ func (s *Server) handleLlamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", orderedJSON([]kv{
 		{"index", 0}, {"content", content}, {"tokens", tokens}, {"id_slot", 0}, {"stop", true},
-		{"model", s.cfg.Model}, {"tokens_predicted", it.produced}, {"tokens_evaluated", len(it.prompt)},
+		{"model", l.cfg.Model}, {"tokens_predicted", it.produced}, {"tokens_evaluated", len(it.prompt)},
 		{"generation_settings", orderedJSON(settings)}, {"prompt", text},
 		{"has_new_line", strings.Contains(content, "\n")}, {"truncated", false},
 		{"stop_type", stopType}, {"stopping_word", word}, {"tokens_cached", 0},
-		{"timings", s.llamaTimings(it)},
+		{"timings", l.timings(it)},
 	}))
 	g.finishItem(it, true)
 }
@@ -310,10 +310,10 @@ func llamaMessages(m map[string]json.RawMessage) ([]chatMessage, string) {
 	return msgs, ""
 }
 
-// handleLlamaChat serves /v1/chat/completions: the messages through the
+// handleChat serves /v1/chat/completions: the messages through the
 // chat template (SGLang's input_ids extension is not read).
-func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
-	g, m := s.beginLlama(w, r)
+func (l *llamaCpp) handleChat(w http.ResponseWriter, r *http.Request) {
+	g, m := l.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -323,7 +323,7 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	tools, ok := s.llamaTools(w, m, msgs)
+	tools, ok := l.chatTools(w, m, msgs)
 	if !ok {
 		g.end(outError)
 		return
@@ -331,18 +331,18 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 	g.noToolCall = tools != nil && tools.choice == "none"
 	// llama-server allows parallel calls only when asked (function-calling.md).
 	g.oneCall = !truthy(m["parallel_tool_calls"])
-	prompt := s.chatPrompt(m, msgs)
-	if !s.llamaCheck(w, g, prompt) {
+	prompt := l.eng.chatPrompt(m, msgs)
+	if !l.checkPrompt(w, g, prompt) {
 		return
 	}
 	sp, salt := llamaSampling(m, "n_predict", "max_completion_tokens", "max_tokens")
-	it := s.runLlama(w, r, g, &llamaRequest{body: m, prompt: prompt, sp: sp, salt: salt})
+	it := l.run(w, r, g, &llamaRequest{body: m, prompt: prompt, sp: sp, salt: salt})
 	if it == nil {
 		return
 	}
 	text := it.finalText()
 	msg := []kv{{"role", "assistant"}, {"content", text}}
-	if s.cfg.ReasoningParser {
+	if l.cfg.ReasoningParser {
 		if rtext, content := splitReasoning(text); rtext != "" {
 			msg = []kv{{"role", "assistant"}, {"reasoning_content", rtext}, {"content", content}}
 		}
@@ -358,18 +358,18 @@ func (s *Server) handleLlamaChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	choice := orderedJSON([]kv{{"finish_reason", finish}, {"index", 0}, {"message", orderedJSON(msg)}})
-	s.writeLlamaAnswer(w, g, it, "chatcmpl-", "chat.completion", choice)
+	l.writeAnswer(w, g, it, "chatcmpl-", "chat.completion", choice)
 }
 
-// llamaTools reads a chat request's tools and its messages' tool_calls
+// chatTools reads a chat request's tools and its messages' tool_calls
 // with Config.ToolCalls (nil without), as llama-server does: without
 // --jinja, tools or a tool_choice are a 500. On a refusal it answers and
 // reports false.
-func (s *Server) llamaTools(w http.ResponseWriter, m map[string]json.RawMessage, msgs []chatMessage) (*toolRequest, bool) {
-	if !s.cfg.ToolCalls {
+func (l *llamaCpp) chatTools(w http.ResponseWriter, m map[string]json.RawMessage, msgs []chatMessage) (*toolRequest, bool) {
+	if !l.cfg.ToolCalls {
 		return nil, true
 	}
-	if s.cfg.NoJinja {
+	if l.cfg.NoJinja {
 		msg := ""
 		if a, ok := asArray(m["tools"]); ok && len(a) > 0 {
 			msg = "tools param requires --jinja flag"

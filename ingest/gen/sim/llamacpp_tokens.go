@@ -17,10 +17,10 @@ func encodeNoSpecial(text string) []int {
 	return ids
 }
 
-// handleLlamaTokenize serves /tokenize {content, add_special (false),
+// handleTokenize serves /tokenize {content, add_special (false),
 // parse_special (true), with_pieces (false)}; without content it answers
 // {"tokens":[]}.
-func (s *Server) handleLlamaTokenize(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -79,8 +79,8 @@ func (s *Server) handleLlamaTokenize(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", orderedJSON([]kv{{"tokens", ids}}))
 }
 
-// handleLlamaDetokenize serves /detokenize {tokens} -> {content}.
-func (s *Server) handleLlamaDetokenize(w http.ResponseWriter, r *http.Request) {
+// handleDetokenize serves /detokenize {tokens} -> {content}.
+func (l *llamaCpp) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -89,9 +89,9 @@ func (s *Server) handleLlamaDetokenize(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8", orderedJSON([]kv{{"content", Decode(ids, false)}}))
 }
 
-// handleLlamaApplyTemplate serves /apply-template {messages} -> {prompt}:
+// handleApplyTemplate serves /apply-template {messages} -> {prompt}:
 // the chat template's text, what chat would tokenize.
-func (s *Server) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request) {
+func (l *llamaCpp) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	m, ok := readLlamaBody(w, r)
 	if !ok {
 		return
@@ -101,9 +101,9 @@ func (s *Server) handleLlamaApplyTemplate(w http.ResponseWriter, r *http.Request
 		llamaInvalid(w, merr)
 		return
 	}
-	if _, ok := s.llamaTools(w, m, msgs); !ok {
+	if _, ok := l.chatTools(w, m, msgs); !ok {
 		return
 	}
 	writeRaw(w, http.StatusOK, "application/json; charset=utf-8",
-		orderedJSON([]kv{{"prompt", Decode(s.chatPrompt(m, msgs), false)}}))
+		orderedJSON([]kv{{"prompt", Decode(l.eng.chatPrompt(m, msgs), false)}}))
 }

@@ -83,7 +83,7 @@ type plan struct {
 	seed      uint64 // the item's seed: draws the drafter's acceptances (see spec)
 }
 
-// planOutput decides the output of one item. budget is the effective
+// plan decides the output of one item. budget is the effective
 // max_new_tokens (already clipped to the context).
 //
 // The item's natural length (content tokens before EOS, the thinking of a
@@ -92,19 +92,19 @@ type plan struct {
 // EOS, a longer one finishes with "length". Neither the lengths nor the
 // token stream depend on the budget, so shorter budgets give prefixes of
 // longer outputs.
-func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan {
-	seed := uint64(s.cfg.Seed)*0x9E3779B97F4A7C15 ^ hashIDs(prompt)
+func (e *engine) plan(prompt []int, sp *samplingParams, budget int) *plan {
+	seed := uint64(e.cfg.Seed)*0x9E3779B97F4A7C15 ^ hashIDs(prompt)
 	if sp.salt != 0 {
 		seed = mix(seed ^ sp.salt)
 	}
 	if !sp.greedy && sp.hasSeed {
 		seed = mix(seed ^ mix(uint64(sp.seed)+0x51))
 	}
-	think := s.cfg.ReasoningParser && endsWithGenerationPrompt(prompt)
+	think := e.cfg.ReasoningParser && endsWithGenerationPrompt(prompt)
 	answer, thinkLen := naturalLengths(seed, think)
 	var call []int // a tool call's answer up to EOS (see tools.go)
-	if s.cfg.ToolCalls && !sp.noToolCall && asksAnswer(prompt) {
-		if call = s.planCall(seed, prompt, sp.oneCall); call != nil {
+	if e.cfg.ToolCalls && !sp.noToolCall && asksAnswer(prompt) {
+		if call = e.tools.planCall(seed, prompt, sp.oneCall); call != nil {
 			answer = len(call)
 		}
 	}
@@ -146,7 +146,7 @@ func (s *Server) planOutput(prompt []int, sp *samplingParams, budget int) *plan 
 	} else {
 		p.finish = finishReason{kind: finishLength, length: budget}
 	}
-	s.applyStops(p, sp)
+	p.applyStops(sp)
 	return p
 }
 
@@ -164,7 +164,7 @@ func appendLimited(dst []int, limit int, ids ...int) []int {
 // applyStops cuts the plan at the first stop token id or stop string that
 // occurs at or after min_new_tokens, as the scheduler's check_finished does
 // after every token.
-func (s *Server) applyStops(p *plan, sp *samplingParams) {
+func (p *plan) applyStops(sp *samplingParams) {
 	if len(sp.stopTokenIDs) == 0 && len(sp.stop) == 0 {
 		return
 	}

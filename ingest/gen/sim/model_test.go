@@ -5,7 +5,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
+
+// testEngine returns the engine New(cfg) would build.
+func testEngine(cfg Config) *engine {
+	cfg = cfg.withDefaults()
+	slots := newSlotPool(cfg.Slots)
+	return newEngine(cfg, slots, newMeters(cfg, slots, time.Now()), &toolModel{cfg: cfg})
+}
 
 // params returns verified sampling params from a JSON object.
 func params(t *testing.T, js string) *samplingParams {
@@ -22,26 +30,26 @@ func params(t *testing.T, js string) *samplingParams {
 }
 
 func TestPlanDeterministic(t *testing.T) {
-	s := New(Config{Seed: 7})
+	e := testEngine(Config{Seed: 7})
 	sp := params(t, `{}`)
-	a := s.planOutput(Encode("same prompt", true), sp, 128)
-	b := s.planOutput(Encode("same prompt", true), sp, 128)
+	a := e.plan(Encode("same prompt", true), sp, 128)
+	b := e.plan(Encode("same prompt", true), sp, 128)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same prompt gave different plans")
 	}
-	c := New(Config{Seed: 8}).planOutput(Encode("same prompt", true), sp, 128)
+	c := testEngine(Config{Seed: 8}).plan(Encode("same prompt", true), sp, 128)
 	if reflect.DeepEqual(a.ids, c.ids) {
 		t.Error("another Seed gave the same output")
 	}
 }
 
 func TestPlanLengthDistribution(t *testing.T) {
-	s := New(Config{})
+	e := testEngine(Config{})
 	sp := params(t, `{}`)
 	const n, budget = 2000, 128
 	lengths := 0
 	for i := range n {
-		p := s.planOutput([]int{BOSID, ByteBase + i%256, ByteBase + i/256}, sp, budget)
+		p := e.plan([]int{BOSID, ByteBase + i%256, ByteBase + i/256}, sp, budget)
 		switch p.finish.kind {
 		case finishLength:
 			lengths++
@@ -67,26 +75,26 @@ func TestPlanLengthDistribution(t *testing.T) {
 }
 
 func TestPlanIgnoreEOSAndPrefix(t *testing.T) {
-	s := New(Config{})
+	e := testEngine(Config{})
 	prompt := Encode("prefix property", true)
-	long := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 300)
+	long := e.plan(prompt, params(t, `{"ignore_eos":true}`), 300)
 	if len(long.ids) != 300 || long.finish.kind != finishLength {
 		t.Fatalf("ignore_eos gave %d ids, finish %v", len(long.ids), long.finish)
 	}
-	short := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 40)
+	short := e.plan(prompt, params(t, `{"ignore_eos":true}`), 40)
 	if !reflect.DeepEqual(short.ids, long.ids[:40]) {
 		t.Error("a smaller budget is not a prefix of a larger one")
 	}
 }
 
 func TestPlanStops(t *testing.T) {
-	s := New(Config{})
+	e := testEngine(Config{})
 	prompt := Encode("stops", true)
-	base := s.planOutput(prompt, params(t, `{"ignore_eos":true}`), 200)
+	base := e.plan(prompt, params(t, `{"ignore_eos":true}`), 200)
 	text := base.text(200, params(t, `{}`), false)
 	space := strings.IndexByte(text, ' ')
 
-	p := s.planOutput(prompt, params(t, `{"ignore_eos":true,"stop_token_ids":[288]}`), 200) // ' '
+	p := e.plan(prompt, params(t, `{"ignore_eos":true,"stop_token_ids":[288]}`), 200) // ' '
 	if len(p.ids) != space+1 || p.finish.matched() != int(ByteBase+' ') {
 		t.Fatalf("stop token: %d ids, matched %v; want %d", len(p.ids), p.finish.matched(), space+1)
 	}
@@ -96,7 +104,7 @@ func TestPlanStops(t *testing.T) {
 
 	word := text[space+1 : space+4]
 	sp := params(t, `{"ignore_eos":true,"stop":["`+word+`"]}`)
-	p = s.planOutput(prompt, sp, 200)
+	p = e.plan(prompt, sp, 200)
 	end := strings.Index(text, word) + len(word)
 	if p.finish.matched() != word || len(p.ids) != end {
 		t.Fatalf("stop string: matched %v with %d ids, want %q at %d", p.finish.matched(), len(p.ids), word, end)
@@ -110,30 +118,30 @@ func TestPlanStops(t *testing.T) {
 	}
 
 	minNew := params(t, `{"ignore_eos":true,"min_new_tokens":50,"stop_token_ids":[288]}`)
-	if p = s.planOutput(prompt, minNew, 200); len(p.ids) < 50 {
+	if p = e.plan(prompt, minNew, 200); len(p.ids) < 50 {
 		t.Errorf("min_new_tokens 50 stopped after %d", len(p.ids))
 	}
 }
 
 func TestPlanSamplingSeed(t *testing.T) {
-	s := New(Config{})
+	e := testEngine(Config{})
 	prompt := Encode("seeded", true)
-	a := s.planOutput(prompt, params(t, `{"sampling_seed":1,"ignore_eos":true}`), 64)
-	b := s.planOutput(prompt, params(t, `{"sampling_seed":2,"ignore_eos":true}`), 64)
+	a := e.plan(prompt, params(t, `{"sampling_seed":1,"ignore_eos":true}`), 64)
+	b := e.plan(prompt, params(t, `{"sampling_seed":2,"ignore_eos":true}`), 64)
 	if reflect.DeepEqual(a.ids, b.ids) {
 		t.Error("different sampling seeds gave the same output")
 	}
-	g1 := s.planOutput(prompt, params(t, `{"sampling_seed":1,"temperature":0,"ignore_eos":true}`), 64)
-	g2 := s.planOutput(prompt, params(t, `{"sampling_seed":2,"temperature":0,"ignore_eos":true}`), 64)
+	g1 := e.plan(prompt, params(t, `{"sampling_seed":1,"temperature":0,"ignore_eos":true}`), 64)
+	g2 := e.plan(prompt, params(t, `{"sampling_seed":2,"temperature":0,"ignore_eos":true}`), 64)
 	if !reflect.DeepEqual(g1.ids, g2.ids) {
 		t.Error("greedy output depends on sampling_seed")
 	}
 }
 
 func TestPlanReasoning(t *testing.T) {
-	s := New(Config{ReasoningParser: true})
+	e := testEngine(Config{ReasoningParser: true})
 	prompt := applyChatTemplate([]chatMessage{{role: "user", content: "why"}}, chatTemplate{addGenerationPrompt: true})
-	p := s.planOutput(prompt, params(t, `{"max_new_tokens":null}`), 4000)
+	p := e.plan(prompt, params(t, `{"max_new_tokens":null}`), 4000)
 	if p.ids[0] != ThinkStartID || p.thinkEnd < 0 || p.ids[p.thinkEnd-1] != ThinkEndID {
 		t.Fatalf("no think section: %v", p.ids[:min(10, len(p.ids))])
 	}
@@ -144,7 +152,7 @@ func TestPlanReasoning(t *testing.T) {
 	if r == "" || c == "" || strings.Contains(c, "think>") {
 		t.Errorf("split reasoning %q / content %q", r, c)
 	}
-	plain := s.planOutput(Encode("raw text", true), params(t, `{}`), 200)
+	plain := e.plan(Encode("raw text", true), params(t, `{}`), 200)
 	if plain.reasoning || plain.reasoningTokens(len(plain.ids)) != 0 {
 		t.Error("raw prompt made the model reason")
 	}
@@ -197,15 +205,15 @@ func TestPyFloat(t *testing.T) {
 func TestPlanNaturalLengths(t *testing.T) {
 	budgets := []int{16, 64, 128, 256, 1024, 8192}
 	for _, reasoning := range []bool{false, true} {
-		s := New(Config{Seed: 3, ReasoningParser: reasoning})
+		e := testEngine(Config{Seed: 3, ReasoningParser: reasoning})
 		cut := make([]int, len(budgets))
 		const n = 1000
 		for i := range n {
 			prompt := applyChatTemplate([]chatMessage{{role: "user", content: fmt.Sprintf("question %d", i)}}, chatTemplate{addGenerationPrompt: true})
 			var prev *plan
 			for j, budget := range budgets {
-				p := s.planOutput(prompt, params(t, `{}`), budget)
-				if again := s.planOutput(prompt, params(t, `{}`), budget); budget == 256 && !reflect.DeepEqual(p, again) {
+				p := e.plan(prompt, params(t, `{}`), budget)
+				if again := e.plan(prompt, params(t, `{}`), budget); budget == 256 && !reflect.DeepEqual(p, again) {
 					t.Fatalf("prompt %d, budget %d: two plans differ", i, budget)
 				}
 				if p.finish.kind == finishLength {

@@ -2,13 +2,9 @@ package sim
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"net"
 	"net/http"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -19,34 +15,16 @@ var ErrCrashed = errors.New("sim: simulated crash")
 // Server is a simulated SGLang server. Create it with New; it is safe for
 // concurrent use. A Server that crashed stays crashed: use a new one to
 // simulate a restart.
+//
+// Server owns the parts (see the package doc) and routes requests to them:
+// it builds them in New and passes each the others it calls. It keeps
+// only its configuration, its router, and the two parts its API asks:
+// faults (the warmup clock, the crash) and meters (Stats).
 type Server struct {
 	cfg     Config
-	slots   *slotPool
-	reqs    registry
 	handler http.Handler
-	created int64 // unix seconds, for /v1/models
-	// startedAt is when the server started, as prometheus_client's process
-	// collector gives it (process_start_time_seconds: Unix seconds, to the
-	// clock tick, 0.01 s).
-	startedAt float64
-
-	startOnce sync.Once
-	readyAt   atomic.Int64 // unix nanos when warmup ends; 0 before start
-
-	crashOnce sync.Once
-	crashed   chan struct{}
-
-	arrivals atomic.Uint64 // generation requests, numbers fault draws
-	stats    counters
-	load     load // what the scheduler gauges of /metrics report
-	fstats   flavorStats
-}
-
-// counters are the live statistics behind Stats.
-type counters struct {
-	requests, completed, errors, resets, aborts, canceled atomic.Int64
-	inFlight, maxInFlight                                 atomic.Int64
-	generated, promptTokens, items                        atomic.Int64
+	faults  *faults
+	meters  *meters
 }
 
 // Stats is a snapshot of the server's counters. Requests counts HTTP
@@ -78,15 +56,14 @@ type Stats struct {
 // New returns a server simulating cfg. It does not listen; see Handler,
 // Serve and ListenAndServe.
 func New(cfg Config) *Server {
-	now := time.Now()
-	s := &Server{
-		cfg:       cfg.withDefaults(),
-		created:   now.Unix(),
-		startedAt: float64(now.UnixMilli()/10) / 100,
-		crashed:   make(chan struct{}),
-	}
-	s.slots = newSlotPool(s.cfg.Slots)
-	s.handler = s.routes()
+	cfg = cfg.withDefaults()
+	slots := newSlotPool(cfg.Slots)
+	m := newMeters(cfg, slots, time.Now())
+	f := newFaults(cfg, m)
+	tools := &toolModel{cfg: cfg}
+	parts := flavorParts{cfg: cfg, created: m.created, eng: newEngine(cfg, slots, m, tools), faults: f, meters: m, tools: tools}
+	s := &Server{cfg: cfg, faults: f, meters: m}
+	s.handler = s.router(newFlavorRouter(parts))
 	return s
 }
 
@@ -95,9 +72,7 @@ func New(cfg Config) *Server {
 // then. After a simulated crash the handler resets every new request;
 // closing the connections already open needs Serve.
 func (s *Server) Handler() http.Handler {
-	s.startOnce.Do(func() {
-		s.readyAt.Store(time.Now().Add(s.cfg.Warmup).UnixNano())
-	})
+	s.faults.start()
 	return s.handler
 }
 
@@ -118,7 +93,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 		<-errc
 		return nil
-	case <-s.crashed:
+	case <-s.faults.crashes():
 		srv.Close()
 		<-errc
 		return ErrCrashed
@@ -141,64 +116,24 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // Listen waits Config.StartupDelay, then binds the TCP address addr for
 // Serve; it returns a nil listener and no error if ctx ends first.
 func (s *Server) Listen(ctx context.Context, addr string) (net.Listener, error) {
-	if d := s.cfg.StartupDelay; d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		}
+	if !s.faults.startupDelay(ctx) {
+		return nil, nil
 	}
 	var lc net.ListenConfig
 	return lc.Listen(ctx, "tcp", addr)
 }
 
 // Stats returns a snapshot of the counters.
-func (s *Server) Stats() Stats {
-	p := s.slots.snapshot()
-	c := &s.stats
-	return Stats{
-		Requests:        c.requests.Load(),
-		Completed:       c.completed.Load(),
-		Errors:          c.errors.Load(),
-		Resets:          c.resets.Load(),
-		Aborts:          c.aborts.Load(),
-		Canceled:        c.canceled.Load(),
-		InFlight:        c.inFlight.Load(),
-		MaxInFlight:     c.maxInFlight.Load(),
-		Running:         int64(p.running),
-		Queued:          int64(p.waiting),
-		MaxRunning:      int64(p.maxRunning),
-		BusySlotSeconds: p.busy,
-		GeneratedTokens: c.generated.Load(),
-		PromptTokens:    c.promptTokens.Load(),
-	}
-}
+func (s *Server) Stats() Stats { return s.meters.stats() }
 
 // OccupancySeries returns, for each second since the first generation item
 // queued, the fraction of Config.Slots that were busy on average during
 // that second. The last element covers the current, partial second,
 // averaged over its elapsed part. It is nil before the first item.
-func (s *Server) OccupancySeries() []float64 { return s.slots.series() }
+func (s *Server) OccupancySeries() []float64 { return s.meters.occupancy() }
 
-// warmingUp reports whether the server is still in its warmup window.
-func (s *Server) warmingUp() bool {
-	return time.Now().UnixNano() < s.readyAt.Load()
-}
-
-// isCrashed reports whether the simulated crash happened.
-func (s *Server) isCrashed() bool {
-	select {
-	case <-s.crashed:
-		return true
-	default:
-		return false
-	}
-}
-
-// crash triggers the simulated crash once.
-func (s *Server) crash() { s.crashOnce.Do(func() { close(s.crashed) }) }
+// Config returns the server's configuration with defaults applied.
+func (s *Server) Config() Config { return s.cfg }
 
 // route is one endpoint: the methods it accepts and its handler.
 type route struct {
@@ -206,15 +141,14 @@ type route struct {
 	h       http.HandlerFunc
 }
 
-// routes builds the request router of the configured flavor (see
-// flavorRoutes): the crash check, then the flavor's own gate (llama.cpp's
-// loading state and API key, or SGLang's and vLLM's API key), then an
-// exact path match. A path the flavor does not serve, or a known path with
-// another method, gets the flavor's own answer (flavor.miss).
-func (s *Server) routes() http.Handler {
-	fl := s.flavorRoutes()
+// router is the server's request router: the crash check, then the
+// flavor's own gate (llama.cpp's loading state and API key, or SGLang's
+// and vLLM's API key), then an exact path match. A path the flavor does
+// not serve, or a known path with another method, gets the flavor's own
+// answer (flavorRouter's notFound and badMethod).
+func (s *Server) router(fl flavorRouter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.isCrashed() {
+		if s.faults.isCrashed() {
 			resetConn(w)
 			return
 		}
@@ -234,61 +168,4 @@ func (s *Server) routes() http.Handler {
 		}
 		fl.badMethod(w, rt)
 	})
-}
-
-// sglangRoutes is SGLang's router: auth first, as SGLang's middleware runs
-// before routing; unknown paths get FastAPI's 404 {"detail":"Not Found"},
-// known paths with another method 405.
-func (s *Server) sglangRoutes() flavorRouter {
-	get, post := []string{http.MethodGet}, []string{http.MethodPost}
-	table := map[string]route{
-		"/generate":            {post, s.handleGenerate},
-		"/v1/chat/completions": {post, s.handleChat},
-		"/v1/completions":      {post, s.handleCompletions},
-		"/v1/tokenize":         {post, s.handleTokenize},
-		"/health":              {get, s.handleHealth},
-		"/v1/models":           {get, s.handleModels},
-		"/parse_function_call": {post, s.handleParseFunctionCall},
-		"/server_info":         {get, s.handleServerInfo},
-		"/get_server_info":     {get, s.handleServerInfo},
-	}
-	if s.cfg.EnableMetrics {
-		table["/metrics"] = route{get, s.handleMetrics}
-	}
-	return flavorRouter{
-		table: table,
-		gate: func(w http.ResponseWriter, r *http.Request) bool {
-			if !s.authorized(r) {
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
-				return false
-			}
-			return true
-		},
-		notFound:  fastAPINotFound,
-		badMethod: fastAPIBadMethod,
-	}
-}
-
-// fastAPINotFound is FastAPI's answer to a path no route serves.
-func fastAPINotFound(w http.ResponseWriter) { writeDetail(w, http.StatusNotFound, "Not Found") }
-
-// fastAPIBadMethod is FastAPI's answer to a known path with another method.
-func fastAPIBadMethod(w http.ResponseWriter, rt route) {
-	w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-}
-
-// authorized applies SGLang's API key check: /health and /metrics (and
-// OPTIONS) are always open; everything else needs "Bearer <key>", with the
-// scheme matched case-insensitively and the key in constant time.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.APIKey == "" || r.Method == http.MethodOptions ||
-		strings.HasPrefix(r.URL.Path, "/health") || strings.HasPrefix(r.URL.Path, "/metrics") {
-		return true
-	}
-	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
 }

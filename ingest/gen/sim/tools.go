@@ -36,6 +36,21 @@ import (
 // json.dumps writes them (", " and ": "), so a parser that re-serializes
 // them gives the model's bytes back.
 
+// toolModel is the tools part: the tool-calling model (Config.ToolCalls,
+// ToolCallParser, and the flavor's NoJinja). It decides whether an answer
+// calls a tool and writes the call (planCall, for the engine), says which
+// tools a prompt renders (promptLines), writes SGLang's tool_calls and
+// serves SGLang's /parse_function_call. It reads Config only and holds no
+// state: the flavors read a request's tools and parse an answer's calls
+// with this file's and tools_http.go's functions, each in its server's
+// style (parserStyle).
+type toolModel struct {
+	cfg Config
+}
+
+// format is the model's markup, from Config.ToolCallParser.
+func (t *toolModel) format() toolFormat { return formatOf(t.cfg.ToolCallParser) }
+
 // toolFormat is the markup of the model's tool calls.
 type toolFormat int
 
@@ -155,7 +170,7 @@ func countCalls(prompt []int, f toolFormat) int {
 // planCall decides whether the answer to prompt calls a tool; if so it
 // returns the answer's ids up to EOS (preamble, blank line, markup).
 // oneCall: the request does not allow parallel calls.
-func (s *Server) planCall(seed uint64, prompt []int, oneCall bool) []int {
+func (t *toolModel) planCall(seed uint64, prompt []int, oneCall bool) []int {
 	tools := promptTools(prompt)
 	if len(tools) == 0 {
 		return nil
@@ -170,7 +185,7 @@ func (s *Server) planCall(seed uint64, prompt []int, oneCall bool) []int {
 	}
 	tool := tools[r.intn(len(tools))]
 	calls := []toolCall{{name: tool.name, args: genObject(r, tool.params, 0)}}
-	f := formatOf(s.cfg.ToolCallParser)
+	f := t.format()
 	var text string
 	if r.intn(2) == 0 {
 		n := 3 + r.intn(6)

@@ -12,7 +12,8 @@ import (
 
 // The HTTP side of the tool-calling model (tools.go): the tools and
 // tool_calls of a request, each flavor's parsed answer, SGLang's
-// /parse_function_call and /server_info. Facts from ../shared/tools-api.md
+// /parse_function_call (its /server_info, which names the parser, is the
+// meters part's: metrics_pages.go). Facts from ../shared/tools-api.md
 // (§2 SGLang, §3 vLLM, §4 llama.cpp) and the sources it cites:
 //   - SGLang parses calls into tool_calls (content "" when there is no
 //     other text, ids call_<24 hex>, or functions.N:K for kimi_k2 with K
@@ -146,18 +147,18 @@ func historyCalls(msgs []chatMessage) int {
 	return n
 }
 
-// promptToolLines are the tools the chat template renders for request m:
+// promptLines are the tools the chat template renders for request m:
 // none without Config.ToolCalls, and none on SGLang with tool_choice
 // "none".
-func (s *Server) promptToolLines(m map[string]json.RawMessage) [][]byte {
-	if !s.cfg.ToolCalls || (s.cfg.Flavor == FlavorLlamaCpp && s.cfg.NoJinja) {
+func (t *toolModel) promptLines(m map[string]json.RawMessage) [][]byte {
+	if !t.cfg.ToolCalls || (t.cfg.Flavor == FlavorLlamaCpp && t.cfg.NoJinja) {
 		return nil
 	}
-	t, err := readTools(m)
-	if err != nil || (t.choice == "none" && s.cfg.Flavor == FlavorSGLang) {
+	req, err := readTools(m)
+	if err != nil || (req.choice == "none" && t.cfg.Flavor == FlavorSGLang) {
 		return nil
 	}
-	return t.lines
+	return req.lines
 }
 
 // randomHex returns n random hex digits.
@@ -179,13 +180,13 @@ func randomAlnum(n int) string {
 	return string(b)
 }
 
-// sglangToolCalls are SGLang's tool_calls for parsed calls; history is
-// the number of calls in the request's messages.
-func (s *Server) sglangToolCalls(calls []parsedCall, history int) []any {
+// sglangCalls are SGLang's tool_calls for parsed calls; history is the
+// number of calls in the request's messages.
+func (t *toolModel) sglangCalls(calls []parsedCall, history int) []any {
 	out := make([]any, len(calls))
 	for i, c := range calls {
 		id := "call_" + randomHex(24)
-		if s.cfg.ToolCallParser == "kimi_k2" {
+		if t.cfg.ToolCallParser == "kimi_k2" {
 			id = "functions." + c.name + ":" + strconv.Itoa(history+i)
 		}
 		out[i] = json.RawMessage(orderedJSON([]kv{{"id", id}, {"index", i}, {"type", "function"},
@@ -241,7 +242,7 @@ func compactJSON(s string) []byte {
 }
 
 // handleParseFunctionCall serves SGLang's POST /parse_function_call.
-func (s *Server) handleParseFunctionCall(w http.ResponseWriter, r *http.Request) {
+func (t *toolModel) handleParseFunctionCall(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(r)
 	if !ok {
 		return
@@ -283,25 +284,4 @@ func (s *Server) handleParseFunctionCall(w http.ResponseWriter, r *http.Request)
 		items[i] = orderedJSON([]kv{{"tool_index", c.index}, {"name", c.name}, {"parameters", c.args}, {"tool_call_id", nil}})
 	}
 	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{{"normal_text", normal}, {"calls", jsonList(items...)}}))
-}
-
-// handleServerInfo serves SGLang's GET /server_info (and /get_server_info):
-// a few of the ServerArgs fields it flattens (sglang-api.md §5), among
-// them tool_call_parser (null without --tool-call-parser) and
-// reasoning_parser, so a client can see what the server parses.
-func (s *Server) handleServerInfo(w http.ResponseWriter, r *http.Request) {
-	var parser, reasoning any
-	if s.cfg.ToolCallParser != "" {
-		parser = s.cfg.ToolCallParser
-	}
-	if s.cfg.ReasoningParser {
-		reasoning = "qwen3"
-	}
-	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
-		{"model_path", s.cfg.Model}, {"served_model_name", s.cfg.Model}, {"context_length", nil},
-		{"max_running_requests", s.cfg.Slots}, {"tool_call_parser", parser}, {"reasoning_parser", reasoning},
-		{"enable_metrics", s.cfg.EnableMetrics}, {"status", "ready"},
-		{"max_total_num_tokens", s.cfg.MaxTotalTokens}, {"max_req_input_len", s.cfg.maxReqInputLen()},
-		{"version", "0.0.0+gendex.sim"},
-	}))
 }

@@ -50,19 +50,19 @@ func vllmSampling(m map[string]json.RawMessage, maxNew json.RawMessage) (map[str
 	}
 	switch {
 	case f("temperature") < 0:
-		return nil, 0, bad("temperature must be non-negative, got %s.", pyFloat(f("temperature")))
+		return nil, 0, bad("temperature must be non-negative, got %v.", pyFloat(f("temperature")))
 	case !(f("top_p") > 0 && f("top_p") <= 1):
-		return nil, 0, bad("top_p must be in (0, 1], got %s.", pyFloat(f("top_p")))
+		return nil, 0, bad("top_p must be in (0, 1], got %v.", pyFloat(f("top_p")))
 	case f("top_k") < -1:
 		return nil, 0, bad("top_k must be 0 (disable), or at least 1, got %d.", int(f("top_k")))
 	case !(f("min_p") >= 0 && f("min_p") <= 1):
-		return nil, 0, bad("min_p must be in [0, 1], got %s.", pyFloat(f("min_p")))
+		return nil, 0, bad("min_p must be in [0, 1], got %v.", pyFloat(f("min_p")))
 	case f("repetition_penalty") <= 0:
-		return nil, 0, bad("repetition_penalty must be greater than zero, got %s.", pyFloat(f("repetition_penalty")))
+		return nil, 0, bad("repetition_penalty must be greater than zero, got %v.", pyFloat(f("repetition_penalty")))
 	case f("presence_penalty") < -2 || f("presence_penalty") > 2:
-		return nil, 0, bad("presence_penalty must be in [-2, 2], got %s.", pyFloat(f("presence_penalty")))
+		return nil, 0, bad("presence_penalty must be in [-2, 2], got %v.", pyFloat(f("presence_penalty")))
 	case f("frequency_penalty") < -2 || f("frequency_penalty") > 2:
-		return nil, 0, bad("frequency_penalty must be in [-2, 2], got %s.", pyFloat(f("frequency_penalty")))
+		return nil, 0, bad("frequency_penalty must be in [-2, 2], got %v.", pyFloat(f("frequency_penalty")))
 	}
 	if n, ok := asInt(maxNew); ok && n < 1 {
 		return nil, 0, bad("max_tokens must be at least 1, got %d.", n)
@@ -94,16 +94,16 @@ func vllmSampling(m map[string]json.RawMessage, maxNew json.RawMessage) (map[str
 	return sp, samplingSalt(read), nil
 }
 
-// vllmContext applies vLLM's input validation: token ids in the
+// checkContext applies vLLM's input validation: token ids in the
 // vocabulary, a prompt shorter than max_model_len, and a max_tokens that
 // fits beside it.
-func (s *Server) vllmContext(prompt []int, maxNew json.RawMessage) (string, string) {
+func (v *vllm) checkContext(prompt []int, maxNew json.RawMessage) (string, string) {
 	for _, id := range prompt {
 		if id < 0 || id >= VocabSize {
 			return fmt.Sprintf("Token id %d is out of vocabulary", id), ""
 		}
 	}
-	n, c := len(prompt), s.cfg.ContextLength
+	n, c := len(prompt), v.cfg.ContextLength
 	if n >= c {
 		return fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. "+
 			"Please reduce the length of the input messages.", c, n), "input_tokens"
@@ -115,11 +115,11 @@ func (s *Server) vllmContext(prompt []int, maxNew json.RawMessage) (string, stri
 	return "", ""
 }
 
-// runVLLM checks the context, answers an injected parse fault, then
+// run checks the context, answers an injected parse fault, then
 // builds and runs the item. It returns nil when it has answered (or
 // ended) the request.
-func (s *Server) runVLLM(w http.ResponseWriter, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) *item {
-	if msg, param := s.vllmContext(prompt, sp["max_new_tokens"]); msg != "" {
+func (v *vllm) run(w http.ResponseWriter, r *http.Request, g *genRequest, prompt []int, sp map[string]json.RawMessage, salt uint64) *item {
+	if msg, param := v.checkContext(prompt, sp["max_new_tokens"]); msg != "" {
 		writeVLLMError(w, http.StatusBadRequest, "BadRequestError", msg, param)
 		g.end(outError)
 		return nil
@@ -127,7 +127,7 @@ func (s *Server) runVLLM(w http.ResponseWriter, r *http.Request, g *genRequest, 
 	if g.parseFault() {
 		return nil
 	}
-	it, err := s.runFlavorItem(r, g, prompt, sp, salt)
+	it, err := runFlavorItem(v.eng, r, g, prompt, sp, salt)
 	if err != nil {
 		writeVLLMAPIError(w, err)
 		g.end(outError)
@@ -160,10 +160,10 @@ func vllmUsage(it *item) []byte {
 // outputIDs is the output ids of a finished item.
 func outputIDs(it *item) []int { return it.plan.ids[:it.produced:it.produced] }
 
-// beginVLLM starts a generation request and reads its body as vLLM does;
+// begin starts a generation request and reads its body as vLLM does;
 // on nil, the answer is written and the request ended.
-func (s *Server) beginVLLM(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
-	return s.beginFlavorRequest(w, r, func(body []byte) map[string]json.RawMessage { return s.vllmBody(w, r, body) })
+func (v *vllm) begin(w http.ResponseWriter, r *http.Request) (*genRequest, map[string]json.RawMessage) {
+	return v.faults.admitWith(w, r, func(body []byte) map[string]json.RawMessage { return v.checkBody(w, r, body) })
 }
 
 // vllmSamplingOf reads m's sampling fields once the request's own checks
@@ -183,13 +183,13 @@ func vllmSamplingOf(w http.ResponseWriter, g *genRequest, m map[string]json.RawM
 	return sp, salt, true
 }
 
-// writeVLLMAnswer writes an OpenAI-compatible answer of it as vLLM's
+// writeAnswer writes an OpenAI-compatible answer of it as vLLM's
 // server does (id prefix, object, its one choice, usage, then tail) and
 // finishes the item.
-func (s *Server) writeVLLMAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []kv, tail ...kv) {
+func (v *vllm) writeAnswer(w http.ResponseWriter, g *genRequest, it *item, idPrefix, object string, choice []kv, tail ...kv) {
 	c := orderedJSON(choice)
 	fields := append([]kv{
-		{"id", idPrefix + it.rid}, {"object", object}, {"created", time.Now().Unix()}, {"model", s.cfg.Model},
+		{"id", idPrefix + it.rid}, {"object", object}, {"created", time.Now().Unix()}, {"model", v.cfg.Model},
 		{"choices", jsonList(c)}, {"service_tier", nil}, {"system_fingerprint", nil},
 		{"usage", vllmUsage(it)},
 	}, tail...)
@@ -197,10 +197,10 @@ func (s *Server) writeVLLMAnswer(w http.ResponseWriter, g *genRequest, it *item,
 	g.finishItem(it, true)
 }
 
-// handleVLLMCompletions serves /v1/completions: a text or token-id prompt,
+// handleCompletions serves /v1/completions: a text or token-id prompt,
 // max_tokens 16 by default.
-func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
-	g, m := s.beginVLLM(w, r)
+func (v *vllm) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -227,7 +227,7 @@ func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if ids == nil {
 		ids = Encode(prompt.text, boolField(m, "add_special_tokens", true))
 	}
-	it := s.runVLLM(w, r, g, ids, sp, salt)
+	it := v.run(w, r, g, ids, sp, salt)
 	if it == nil {
 		return
 	}
@@ -240,13 +240,13 @@ func (s *Server) handleVLLMCompletions(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, choice[7].v = outputIDs(it), it.prompt
 	}
-	s.writeVLLMAnswer(w, g, it, "cmpl-", "text_completion", choice, kv{"kv_transfer_params", nil})
+	v.writeAnswer(w, g, it, "cmpl-", "text_completion", choice, kv{"kv_transfer_params", nil})
 }
 
-// handleVLLMChat serves /v1/chat/completions: the messages through the
+// handleChat serves /v1/chat/completions: the messages through the
 // chat template; SGLang's input_ids is an unknown field, ignored.
-func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
-	g, m := s.beginVLLM(w, r)
+func (v *vllm) handleChat(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -255,7 +255,7 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 		err = errNoStreaming
 	}
 	var tools *toolRequest
-	if err == nil && s.cfg.ToolCalls {
+	if err == nil && v.cfg.ToolCalls {
 		if tools, err = readTools(m); err == nil {
 			err = attachToolCalls(m["messages"], msgs)
 		}
@@ -268,7 +268,7 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	autoTools := s.cfg.EnableAutoToolChoice && s.cfg.ToolCallParser != ""
+	autoTools := v.cfg.EnableAutoToolChoice && v.cfg.ToolCallParser != ""
 	if tools.calling() {
 		if !autoTools {
 			writeVLLMError(w, http.StatusBadRequest, "BadRequestError",
@@ -279,14 +279,14 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 		sp["skip_special_tokens"] = json.RawMessage("false") // the tool parser's adjust_request
 	}
 	g.noToolCall = tools != nil && tools.choice == "none"
-	prompt := s.chatPrompt(m, msgs)
-	it := s.runVLLM(w, r, g, prompt, sp, salt)
+	prompt := v.eng.chatPrompt(m, msgs)
+	it := v.run(w, r, g, prompt, sp, salt)
 	if it == nil {
 		return
 	}
 	text := it.finalText()
 	var reasoning any
-	if s.cfg.ReasoningParser && boolField(m, "include_reasoning", true) {
+	if v.cfg.ReasoningParser && boolField(m, "include_reasoning", true) {
 		if rtext, content := splitReasoning(text); rtext != "" {
 			reasoning, text = rtext, content
 		}
@@ -294,7 +294,7 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	var content, toolCalls any = text, []int{}
 	finish := it.finish.typ()
 	if tools.calling() {
-		if normal, calls := parseCalls(formatOf(s.cfg.ToolCallParser), vllmParser, text, tools.names); len(calls) > 0 {
+		if normal, calls := parseCalls(formatOf(v.cfg.ToolCallParser), vllmParser, text, tools.names); len(calls) > 0 {
 			content, toolCalls, finish = normal, vllmToolCalls(calls), "tool_calls"
 			if normal == "" {
 				content = nil
@@ -309,14 +309,14 @@ func (s *Server) handleVLLMChat(w http.ResponseWriter, r *http.Request) {
 	if boolField(m, "return_token_ids", false) {
 		choice[5].v, promptIDs = outputIDs(it), it.prompt
 	}
-	s.writeVLLMAnswer(w, g, it, "chatcmpl-", "chat.completion", choice,
+	v.writeAnswer(w, g, it, "chatcmpl-", "chat.completion", choice,
 		kv{"prompt_logprobs", nil}, kv{"prompt_token_ids", promptIDs}, kv{"kv_transfer_params", nil})
 }
 
-// handleVLLMGenerate serves /inference/v1/generate: token ids in, token
+// handleGenerate serves /inference/v1/generate: token ids in, token
 // ids out, no text and no usage.
-func (s *Server) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
-	g, m := s.beginVLLM(w, r)
+func (v *vllm) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	g, m := v.begin(w, r)
 	if g == nil {
 		return
 	}
@@ -358,16 +358,16 @@ func (s *Server) handleVLLMGenerate(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	if n, c := len(ids), s.cfg.ContextLength; n >= c {
+	if n, c := len(ids), v.cfg.ContextLength; n >= c {
 		writeVLLMError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("The decoder prompt (length %d) is longer than the maximum model length of %d. "+
 			"Make sure that `max_model_len` is no smaller than the number of text tokens.", n, c), "")
 		g.end(outError)
 		return
 	}
-	if k, ok := asInt(sp["max_new_tokens"]); ok && k+len(ids) > s.cfg.ContextLength {
-		sp["max_new_tokens"] = json.RawMessage(strconv.Itoa(s.cfg.ContextLength - len(ids)))
+	if k, ok := asInt(sp["max_new_tokens"]); ok && k+len(ids) > v.cfg.ContextLength {
+		sp["max_new_tokens"] = json.RawMessage(strconv.Itoa(v.cfg.ContextLength - len(ids)))
 	}
-	it := s.runVLLM(w, r, g, ids, sp, salt)
+	it := v.run(w, r, g, ids, sp, salt)
 	if it == nil {
 		return
 	}

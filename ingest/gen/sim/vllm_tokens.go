@@ -4,15 +4,15 @@ import "net/http"
 
 // vLLM's token routes: /tokenize and /detokenize.
 
-// handleVLLMTokenize serves /tokenize: {prompt, add_special_tokens=true}
+// handleTokenize serves /tokenize: {prompt, add_special_tokens=true}
 // or {messages, add_generation_prompt=true, add_special_tokens=false} ->
 // {count, max_model_len, tokens, token_strs}.
-func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
+func (v *vllm) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(r)
 	if !ok {
 		return
 	}
-	m := s.vllmBody(w, r, body)
+	m := v.checkBody(w, r, body)
 	if m == nil {
 		return
 	}
@@ -20,7 +20,7 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !isNull(m["messages"]):
 		msgs, err := parseMessages(m["messages"])
-		if err == nil && s.cfg.ToolCalls {
+		if err == nil && v.cfg.ToolCalls {
 			if _, err = readTools(m); err == nil {
 				err = attachToolCalls(m["messages"], msgs)
 			}
@@ -29,7 +29,7 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 			writeVLLMAPIError(w, err)
 			return
 		}
-		t := chatTemplate{addGenerationPrompt: boolField(m, "add_generation_prompt", true), reasoningModel: s.cfg.ReasoningParser}
+		t := chatTemplate{addGenerationPrompt: boolField(m, "add_generation_prompt", true), reasoningModel: v.cfg.ReasoningParser}
 		if boolField(m, "continue_final_message", false) {
 			if t.addGenerationPrompt && !isNull(m["add_generation_prompt"]) {
 				writeVLLMAPIError(w, validationError(fieldError{typ: "value_error", loc: []any{"body"},
@@ -38,7 +38,7 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 			}
 			t.continueFinalMessage, t.addGenerationPrompt = true, false
 		}
-		t.tools, t.format = s.promptToolLines(m), formatOf(s.cfg.ToolCallParser)
+		t.tools, t.format = v.tools.promptLines(m), formatOf(v.cfg.ToolCallParser)
 		ids = applyChatTemplate(msgs, t)
 		if boolField(m, "add_special_tokens", false) {
 			ids = append([]int{BOSID}, ids...)
@@ -65,17 +65,17 @@ func (s *Server) handleVLLMTokenize(w http.ResponseWriter, r *http.Request) {
 		strs = list
 	}
 	writeRaw(w, http.StatusOK, "application/json", orderedJSON([]kv{
-		{"count", len(ids)}, {"max_model_len", s.cfg.ContextLength}, {"tokens", ids}, {"token_strs", strs},
+		{"count", len(ids)}, {"max_model_len", v.cfg.ContextLength}, {"tokens", ids}, {"token_strs", strs},
 	}))
 }
 
-// handleVLLMDetokenize serves /detokenize {tokens} -> {prompt}.
-func (s *Server) handleVLLMDetokenize(w http.ResponseWriter, r *http.Request) {
+// handleDetokenize serves /detokenize {tokens} -> {prompt}.
+func (v *vllm) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(r)
 	if !ok {
 		return
 	}
-	m := s.vllmBody(w, r, body)
+	m := v.checkBody(w, r, body)
 	if m == nil {
 		return
 	}

@@ -1,17 +1,15 @@
 package sim
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 )
+
+// SGLang's /generate, and the item building its OpenAI routes share
+// (prepareGenerate, buildItem: TokenizerManager's checks); the answer's
+// meta_info.
 
 // generateReq is a /generate body after FastAPI-level type validation: one
 // prompt (input_ids or text), as gen sends.
@@ -25,52 +23,6 @@ type generateReq struct {
 	hasRID    bool
 	stream    bool
 	promptIDs bool
-}
-
-// errBatch answers a request with a list where one prompt belongs (a list
-// of texts, of input_ids lists, of sampling_params or of rids): gen sends
-// one prompt per request, so the simulator does not batch.
-var errBatch = httpError(http.StatusBadRequest, "BadRequestError", "sim: batch requests are not simulated (gendex sends one prompt per request)")
-
-// errParallelSampling answers a request for n > 1 samples: gen asks for one.
-var errParallelSampling = httpError(http.StatusBadRequest, "BadRequestError", "sim: n > 1 is not simulated (gendex asks for one sample per request)")
-
-// checkJSONContentType applies FastAPI's body parsing rule: a body is JSON
-// when Content-Type is missing or application/json or application/*+json.
-func checkJSONContentType(ct string) *apiError {
-	if ct == "" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
-		return nil
-	}
-	return validationError(fieldError{typ: "dataclass_type", loc: []any{"body"}, msg: "Input should be a dictionary or an instance of GenerateReqInput"})
-}
-
-// decodeBody decodes a JSON object body, or returns FastAPI's validation
-// error for a syntax error or another JSON type.
-func decodeBody(body []byte, typeMsg string) (map[string]json.RawMessage, *apiError) {
-	var m map[string]json.RawMessage
-	err := json.Unmarshal(body, &m)
-	if err == nil && m != nil {
-		return m, nil
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) || (err != nil && !isTypeError(err)) {
-		pos := 0
-		if se != nil {
-			pos = int(se.Offset)
-		}
-		return nil, validationError(fieldError{typ: "json_invalid", loc: []any{"body", pos}, msg: "JSON decode error"})
-	}
-	return nil, validationError(fieldError{typ: "dataclass_type", loc: []any{"body"}, msg: typeMsg})
-}
-
-// isTypeError reports whether err is a JSON value of the wrong type.
-func isTypeError(err error) bool {
-	var te *json.UnmarshalTypeError
-	return errors.As(err, &te)
 }
 
 // parseGenerateRequest validates the types of a /generate body, as FastAPI
@@ -142,23 +94,10 @@ func parseGenerateRequest(contentType string, body []byte) (*generateReq, *apiEr
 	return req, nil
 }
 
-// errNoStreaming answers a request with "stream": true: gen reads whole
-// answers, so the simulator does not stream.
-var errNoStreaming = httpError(http.StatusBadRequest, "BadRequestError", "sim: streaming is not simulated")
-
-// newRID returns a random request id like uuid4().hex.
-func newRID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return hex.EncodeToString(b[:])
-}
-
 // buildItem validates a prompt and its sampling parameters and makes the
 // item, the way TokenizerManager.generate_request does. defaultMax is the
 // max_new_tokens of a request that omits it.
-func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.RawMessage, rid string, defaultMax int, promptIDs bool) (*item, *apiError) {
+func (s *sglang) buildItem(g *genRequest, prompt []int, rawSP map[string]json.RawMessage, rid string, defaultMax int, promptIDs bool) (*item, *apiError) {
 	ctxLen := s.cfg.ContextLength
 	nTok := len(prompt)
 	if nTok >= ctxLen {
@@ -196,9 +135,9 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 		arrival:   g.arrival,
 		promptIDs: promptIDs,
 	}
-	it.plan = s.planOutput(prompt, sp, budget)
+	it.plan = s.eng.plan(prompt, sp, budget)
 	g.applyFault(it)
-	if err := s.reqs.add(it); err != nil {
+	if err := s.eng.register(it); err != nil {
 		return nil, err
 	}
 	return it, nil
@@ -207,7 +146,7 @@ func (s *Server) buildItem(g *genRequest, prompt []int, rawSP map[string]json.Ra
 // prepareGenerate turns a /generate request into its item: rid,
 // tokenization and validation. Errors are Python ValueErrors (400) as in
 // SGLang, or the simulator's own refusals.
-func (s *Server) prepareGenerate(g *genRequest, req *generateReq) (*item, *apiError) {
+func (s *sglang) prepareGenerate(g *genRequest, req *generateReq) (*item, *apiError) {
 	var prompt []int
 	switch {
 	case req.hasIDs:
@@ -260,15 +199,6 @@ func unixNow() *float64 {
 	return &t
 }
 
-// finalText is the text of a finished item: trimmed at the matched stop
-// unless no_stop_trim, untrimmed for aborts.
-func (it *item) finalText() string {
-	if it.finish == &it.plan.finish {
-		return it.plan.text(it.produced, it.sp, true)
-	}
-	return it.plan.text(it.produced, it.sp, false)
-}
-
 // meta builds the meta_info of a finished item; draftTokens is
 // Config.SpecDraftTokens.
 func (it *item) meta(draftTokens int) *metaInfo {
@@ -290,8 +220,8 @@ func (it *item) result(draftTokens int) *genOut {
 }
 
 // handleGenerate serves /generate (POST and PUT).
-func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	g := s.beginGeneration(w, r)
+func (s *sglang) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	g := s.faults.admit(w, r)
 	if g == nil {
 		return
 	}
@@ -312,22 +242,16 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		g.end(outError)
 		return
 	}
-	defer s.reqs.remove(it)
+	defer s.eng.unregister(it)
 	if it.schedErr != "" {
 		writeGenerateError(w, valueError("%s", it.schedErr))
 		g.end(outError)
 		return
 	}
-	if !s.runItem(r.Context(), it) {
+	if !s.eng.run(r.Context(), it) {
 		g.finishItem(it, false)
 		return
 	}
 	writeJSON(w, http.StatusOK, it.result(s.cfg.SpecDraftTokens))
 	g.finishItem(it, true)
-}
-
-// runItem runs it to the end and reports whether the client is still there.
-func (s *Server) runItem(ctx context.Context, it *item) bool {
-	s.run(ctx, it)
-	return !it.canceled
 }
