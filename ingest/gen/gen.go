@@ -204,9 +204,10 @@ type run struct {
 	iso     isolation     // the crash suspects isolated (isolate.go)
 	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 
-	ctl  *control // the log and the stops, shared by every part (control.go)
-	live *liveLog // the log, on a terminal
-	mon  *monitor // the servers' metrics and the run's events (scrape.go)
+	ctl  *control  // the log and the stops, shared by every part (control.go)
+	live *liveLog  // the log, on a terminal (newRun); the progress lines draw on it
+	mon  *monitor  // the run's state in the index: metrics, events, its row, stalls (scrape.go)
+	prog *progress // the progress lines and the summary (progress.go)
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
@@ -336,16 +337,19 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum, err := r.nothingToDo()
 		return sum, r.refused(err)
 	}
-	r.startMonitor(todo)
+	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.restartSeen)
+	r.mon.begin(r.todoText(todo), r.settings())
 	defer func() {
 		err = r.refused(err)
-		r.stopMonitor(sum, err)
+		r.mon.end(sum, err)
 	}()
 	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
 		return r.notConnected(err)
 	}
 	r.sayIDsPrompts()
+	r.prog = &progress{ctl: r.ctl, cfg: &r.cfg, db: r.db, sets: r.sets, live: r.live, pool: r.pool, mon: r.mon, iso: &r.iso,
+		rep: r.rep, toolStops: &r.tl.stops, owed: r.sayOwed}
 	go r.boundDown()
 	werr := r.generate(ctx)
 	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
@@ -361,7 +365,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum.UnknownTokens += ds.unknown.Load()
 	}
 	r.addExport(sum)
-	r.final(sum)
+	r.prog.final(sum)
 	if werr != nil {
 		return sum, werr
 	}
@@ -507,7 +511,7 @@ func (r *run) generate(ctx context.Context) error {
 	go func() { writerDone <- r.write() }()
 	progressDone := make(chan struct{})
 	progressStop := make(chan struct{})
-	go func() { r.progress(progressStop); close(progressDone) }()
+	go func() { r.prog.report(progressStop); close(progressDone) }()
 	go r.graceOnInterrupt(ctx)
 
 	r.workers.Wait()
@@ -566,8 +570,11 @@ func (r *run) settings() string {
 }
 
 // sortedSets returns the datasets by name (for stable output).
-func (r *run) sortedSets() []*dsRun {
-	out := append([]*dsRun(nil), r.sets...)
+func (r *run) sortedSets() []*dsRun { return sortedByName(r.sets) }
+
+// sortedByName returns sets by name, a copy.
+func sortedByName(sets []*dsRun) []*dsRun {
+	out := append([]*dsRun(nil), sets...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
