@@ -192,7 +192,6 @@ type run struct {
 	givenUp atomic.Int64 // requests in flight when an interrupt's grace ended
 	cfg     Config
 	db      *store.DB
-	ix      *ingest.Indexer
 	rep     *ingest.Reporter
 	pool    *pool
 	sets    []*dsRun
@@ -208,6 +207,7 @@ type run struct {
 	live *liveLog  // the log, on a terminal (newRun); the progress lines draw on it
 	mon  *monitor  // the run's state in the index: metrics, events, its row, stalls (scrape.go)
 	prog *progress // the progress lines and the summary (progress.go)
+	wr   *writer   // the answer files, the index, the records, the provenance (writer.go)
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
@@ -364,7 +364,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum.Tokens += ds.tokens.Load()
 		sum.UnknownTokens += ds.unknown.Load()
 	}
-	r.addExport(sum)
+	r.wr.addExport(sum)
 	r.prog.final(sum)
 	if werr != nil {
 		return sum, werr
@@ -387,7 +387,7 @@ func newRun(db *store.DB, cfg Config) *run {
 	}
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
-	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
+	r.wr = &writer{ctl: r.ctl, cfg: &r.cfg, db: db, ix: &ingest.Indexer{DB: db, Report: r.rep.Report}, halfDone: r.countHalfDone}
 	return r
 }
 
@@ -404,10 +404,10 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	// The index believes only what the disk holds: counted files that are
 	// gone or changed are forgotten, moved ones found, before anything is
 	// decided.
-	if err := r.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
+	if err := r.wr.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
 		return 0, err
 	}
-	if err := r.settlePlaces(datasets); err != nil {
+	if err := r.wr.settlePlaces(datasets); err != nil {
 		return 0, err
 	}
 	if err := claimShards(datasets, cfg.Shard); err != nil {
@@ -417,7 +417,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		return 0, err
 	}
 	for _, d := range datasets {
-		ds, err := r.reconcile(d)
+		ds, err := r.wr.reconcile(d)
 		if ds != nil {
 			*opened = append(*opened, ds)
 		}
@@ -431,8 +431,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
-	if err := r.countAnswerMakers(); err != nil {
+	r.wr.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
+	r.wr.sets = r.sets     // the datasets opened: the writer's from here
+	if err := r.wr.countAnswerMakers(); err != nil {
 		return 0, err
 	}
 	if err := r.choosePromptRules(); err != nil {
@@ -444,9 +445,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	r.shapes = readShapes(r.sets, scans)
 	r.sampleTools()
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
-		tok := r.firstServer()
+		tok := r.wr.firstServer()
 		for _, ds := range r.sets {
-			if err := r.catchUp(r.ctl.stop, ds, tok); err != nil {
+			if err := r.wr.catchUp(r.ctl.stop, ds, tok); err != nil {
 				return 0, err
 			}
 		}
@@ -466,7 +467,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	}
 	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
 	if todo > 0 || r.choosing() {
-		r.saySkipped()
+		r.wr.saySkipped()
 	}
 	return todo, r.sayShapes(todo)
 }
@@ -490,9 +491,9 @@ func (r *run) nothingToDo() (*Summary, error) {
 	} else {
 		r.ctl.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 	}
-	r.sayAnswered()
+	r.wr.sayAnswered()
 	sum := &Summary{}
-	r.addExport(sum)
+	r.wr.addExport(sum)
 	return sum, nil
 }
 
@@ -508,7 +509,7 @@ func (r *run) generate(ctx context.Context) error {
 		r.workers.Go(r.work)
 	}
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- r.write() }()
+	go func() { writerDone <- r.wr.write(r.results) }()
 	progressDone := make(chan struct{})
 	progressStop := make(chan struct{})
 	go func() { r.prog.report(progressStop); close(progressDone) }()
