@@ -474,7 +474,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 
 // nothingToDo ends a run with no prompt to ask, saying why.
 func (r *run) nothingToDo() (*Summary, error) {
-	if err := r.checkKindIdle(); err != nil {
+	if err := r.wr.checkKindIdle(r.connect); err != nil {
 		return nil, err
 	}
 	var failed uint64

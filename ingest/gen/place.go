@@ -288,17 +288,18 @@ func (ds *dsRun) placeAnswers() string { return filepath.Dir(ds.Raw) }
 
 // checkKindIdle runs checkServerKind for a run with nothing to send: when a
 // dataset's folder holds the simulator's answers and the servers may not be
-// the simulator, it connects to learn what they are (learn checks).
-func (r *run) checkKindIdle() error {
-	if r.cfg.Simulator {
-		return r.wr.checkServerKind("--server sim", true)
+// the simulator, it connects (connect: run.connect, whose learn checks) to
+// learn what they are.
+func (w *writer) checkKindIdle(connect func() error) error {
+	if w.cfg.Simulator {
+		return w.checkServerKind("--server sim", true)
 	}
-	for _, ds := range r.sets {
+	for _, ds := range w.sets {
 		if ds.makers.simulated > 0 {
-			if err := r.connect(); err != nil && !r.ctl.stopping() {
+			if err := connect(); err != nil && !w.ctl.stopping() {
 				return fmt.Errorf("%s holds the simulator's answers, so gen asks the server whether it is the simulator too before it says there is nothing to do, and none answered: %w", ds.placeAnswers(), err)
 			}
-			return context.Cause(r.ctl.stop)
+			return context.Cause(w.ctl.stop)
 		}
 	}
 	return nil
