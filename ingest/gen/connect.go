@@ -152,7 +152,7 @@ func (r *run) learn(ctx context.Context, s *server) error {
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
 	ident := nc.ServerIdentity(ctx)
-	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, ident, r.askedOf(&nc, ident))
+	nc.Provenance = provenanceOf(r.cfg.Sampling, nc.Model, info, ident, r.wr.askedOf(r.apiFor(&nc), ident))
 	if err := r.checkIdentity(s, nc.Provenance); err != nil {
 		return err
 	}
@@ -161,11 +161,11 @@ func (r *run) learn(ctx context.Context, s *server) error {
 		c = &nc
 	}
 	s.simulated.Store(info.Simulated)
-	if err := r.checkServerKind(s.name, info.Simulated); err != nil {
+	if err := r.wr.checkServerKind(s.name, info.Simulated); err != nil {
 		r.ctl.abort(err)
 		return err
 	}
-	if err := r.checkProvenance(s.name, nc.Model, nc.Provenance); err != nil {
+	if err := r.wr.checkProvenance(s.name, nc.Model, nc.Provenance); err != nil {
 		r.ctl.abort(err)
 		return err
 	}

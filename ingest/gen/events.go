@@ -149,7 +149,7 @@ func (b *bursts) end(k burstKey, u *burst) {
 		return
 	}
 	if k.event == EventIsolated {
-		b.m.event(u.start, k.server, EventIsolated, isolatedText(u, b.m.r.cfg.MaxCrashes))
+		b.m.event(u.start, k.server, EventIsolated, isolatedText(u, b.m.cfg.MaxCrashes))
 		return
 	}
 	what := "1 prompt failed for good"
@@ -187,30 +187,27 @@ func (b *bursts) flushAll() {
 	}
 }
 
-// startMonitor begins recording the run: its start event now, the
-// servers' samples once connect knows them.
-func (r *run) startMonitor(todo int64) {
-	r.mon = newMonitor(r)
-	r.mon.beginRow()
-	r.mon.event(r.ctl.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
-		counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), strings.Join(r.serverNames(), ", "), r.settings()))
+// begin records the run's start: its row (beginRow) and its start event
+// now, todo and settings saying what it asks and how (the servers'
+// samples come once connect knows them: watch).
+func (m *monitor) begin(todo, settings string) {
+	m.beginRow()
+	m.event(m.run, "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
+		counted(len(m.sets), "dataset", "datasets"), todo, strings.Join(m.serverNames(), ", "), settings))
 }
 
 // serverNames returns the servers as gen prints them.
-func (r *run) serverNames() []string {
+func (m *monitor) serverNames() []string {
 	var out []string
-	for _, u := range r.cfg.Servers {
+	for _, u := range m.cfg.Servers {
 		out = append(out, client.RedactURL(u))
 	}
 	return out
 }
 
-// stopMonitor records the run's end (sum nil: it ended before sending)
-// and stores everything pending.
-func (r *run) stopMonitor(sum *Summary, err error) {
-	if r.mon == nil {
-		return
-	}
+// end records the run's end (sum nil: it ended before sending), stores
+// everything pending and says how the run's row records it.
+func (m *monitor) end(sum *Summary, err error) {
 	detail := "finished"
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -222,14 +219,14 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 	}
 	if sum != nil {
 		retried := ""
-		if n := r.pool.retriesTotal(); n > 0 {
+		if n := m.pool.retriesTotal(); n > 0 {
 			retried = ", " + attemptsText(n) + " retried"
 		}
 		detail += fmt.Sprintf(": %s, %s%s, %s in %s", counted(sum.Responses, "answer", "answers"), counted(sum.Errors, "error", "errors"),
 			retried, counted(sum.Tokens, "token", "tokens"), sum.Elapsed.Round(time.Millisecond))
 	}
-	row := r.mon.endRow(err, sum)
-	r.mon.close(err == nil, &store.Event{Name: EventStop, Detail: detail})
-	r.db.ReleaseRun(&row) // stored: it says how it ended
-	r.sayRow(row)
+	row := m.endRow(err, sum)
+	m.close(err == nil, &store.Event{Name: EventStop, Detail: detail})
+	m.db.ReleaseRun(&row) // stored: it says how it ended
+	m.sayRow(row)
 }

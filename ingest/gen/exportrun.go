@@ -54,11 +54,11 @@ type exportCounts struct{ records, excluded, left, truncated, ownLimit int64 }
 // exclusion its record or exclusion, through export's own path, before
 // the run's first request (and before it connects: tok waits for a
 // server only if a prompt must be tokenized).
-func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) error {
+func (w *writer) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) error {
 	e := &ds.exp
-	x := &export.Exporter{Ix: r.ix, Config: *r.cfg.Export}
+	x := &export.Exporter{Ix: w.ix, Config: *w.cfg.Export}
 	x.Tokenizer = tok
-	x.Logf = r.ctl.logf
+	x.Logf = w.ctl.logf
 	d := export.Dataset{Name: ds.Name, Out: filepath.Dir(ds.Raw)}
 	if err := x.CheckPlace(d); err != nil { // before the outputs are created
 		return fmt.Errorf("--export: %s: making the records of answers written earlier: %w", ds.Name, err)
@@ -101,15 +101,15 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 		if ds.exp.catchUpDone {
 			what = "answers asked again (--redo) get their records"
 		}
-		r.ctl.logf("gen: --export: %s: %d %s: %d records, %d excluded%s, %d left",
+		w.ctl.logf("gen: --export: %s: %d %s: %d records, %d excluded%s, %d left",
 			ds.Name, res.Todo, what, res.Records, excluded, reasonsText(reasons), left)
 	}
 	ds.exp.catchUpDone = true
 	if res.LeftBadPrompt() > 0 {
-		r.ctl.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
+		w.ctl.logf("gen: --export: %s: %d answers left: their prompt lines are not prompts (%s)", ds.Name, res.LeftBadPrompt(), strings.Join(res.BadPrompts, "; "))
 	}
 	if res.LeftNoPrompt() > 0 {
-		r.ctl.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
+		w.ctl.logf("gen: --export: %s: %d answers left: their prompts are not in the index", ds.Name, res.LeftNoPrompt())
 	}
 	return err
 }
@@ -117,9 +117,9 @@ func (r *run) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) erro
 // firstServer is the tokenizer of catchUp, which runs before the run
 // connects: the first --server, waited for (up to WaitReady) the first
 // time a prompt must be tokenized, and only then.
-func (r *run) firstServer() export.Tokenizer {
-	c := client.New(r.cfg.Servers[0], client.Options{APIKey: r.cfg.APIKey, HTTP: r.cfg.HTTP, Model: r.cfg.Model, Concurrency: 16})
-	return &lazyServer{c: c, wait: r.cfg.WaitReady, logf: r.ctl.logf}
+func (w *writer) firstServer() export.Tokenizer {
+	c := client.New(w.cfg.Servers[0], client.Options{APIKey: w.cfg.APIKey, HTTP: w.cfg.HTTP, Model: w.cfg.Model, Concurrency: 16})
+	return &lazyServer{c: c, wait: w.cfg.WaitReady, logf: w.ctl.logf}
 }
 
 // lazyServer tokenizes on one server, once it is ready.
@@ -155,14 +155,13 @@ func (t *lazyServer) TokenizeText(ctx context.Context, text string) ([]int, erro
 	return t.c.TokenizeText(ctx, text)
 }
 
-// decideExport decides, under --export, the record or exclusion of res's
-// raw line, the answer to p.
-func (r *run) decideExport(res *result, p *Prompt) {
-	x := r.cfg.Export
+// decideExport decides, under x (--export; nil: nothing), the record or
+// exclusion of res's raw line, the answer to p; ctx is the requests'.
+func decideExport(ctx context.Context, x *export.Config, res *result, p *Prompt) {
 	if x == nil {
 		return
 	}
-	d, err := x.DecideLine(r.ctl.reqs, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
+	d, err := x.DecideLine(ctx, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
 	if err != nil { // gen gives DecideLine no tokenizer: not expected
 		d = export.Decision{Left: err.Error()}
 	}
@@ -177,7 +176,7 @@ type exportBufs struct {
 }
 
 // take adds res's record or exclusion to b, and counts it when cut.
-func (b *exportBufs) take(r *run, res *result) {
+func (b *exportBufs) take(ctl *control, res *result) {
 	if res.truncated {
 		b.truncated++
 	}
@@ -188,7 +187,7 @@ func (b *exportBufs) take(r *run, res *result) {
 	switch {
 	case d.Left != "":
 		b.left++
-		r.ctl.once("export left "+res.ds.Name+"\x00"+d.Left, "gen: --export: %s: an answer has no record yet: %s", res.ds.Name, d.Left)
+		ctl.once("export left "+res.ds.Name+"\x00"+d.Left, "gen: --export: %s: an answer has no record yet: %s", res.ds.Name, d.Left)
 	case d.Reason != "":
 		b.exc = append(b.exc, d.Line...)
 		b.excluded++
@@ -205,12 +204,12 @@ func (b *exportBufs) take(r *run, res *result) {
 // flushExport writes b's records, then its exclusions (each written,
 // fsynced and indexed), after the raw lines they belong to. The files are
 // open since catchUp.
-func (r *run) flushExport(ds *dsRun, b *exportBufs) error {
+func (w *writer) flushExport(ds *dsRun, b *exportBufs) error {
 	e := &ds.exp
-	if err := r.flushFile(e.tokFile, e.tok, b.tok); err != nil {
+	if err := w.flushFile(e.tokFile, e.tok, b.tok); err != nil {
 		return err
 	}
-	if err := r.flushFile(e.excFile, e.exc, b.exc); err != nil {
+	if err := w.flushFile(e.excFile, e.exc, b.exc); err != nil {
 		return err
 	}
 	e.records += b.records
@@ -247,8 +246,8 @@ func exportText(s store.Summary) string {
 
 // addExport adds the datasets' --export counts, and the answers cut at
 // the token limit, to sum.
-func (r *run) addExport(sum *Summary) {
-	for _, ds := range r.sets {
+func (w *writer) addExport(sum *Summary) {
+	for _, ds := range w.sets {
 		sum.Records += ds.exp.records
 		sum.Excluded += ds.exp.excluded
 		sum.ExportLeft += ds.exp.left

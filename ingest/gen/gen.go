@@ -192,7 +192,6 @@ type run struct {
 	givenUp atomic.Int64 // requests in flight when an interrupt's grace ended
 	cfg     Config
 	db      *store.DB
-	ix      *ingest.Indexer
 	rep     *ingest.Reporter
 	pool    *pool
 	sets    []*dsRun
@@ -204,9 +203,11 @@ type run struct {
 	iso     isolation     // the crash suspects isolated (isolate.go)
 	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 
-	ctl  *control // the log and the stops, shared by every part (control.go)
-	live *liveLog // the log, on a terminal
-	mon  *monitor // the servers' metrics and the run's events (scrape.go)
+	ctl  *control  // the log and the stops, shared by every part (control.go)
+	live *liveLog  // the log, on a terminal (newRun); the progress lines draw on it
+	mon  *monitor  // the run's state in the index: metrics, events, its row, stalls (scrape.go)
+	prog *progress // the progress lines and the summary (progress.go)
+	wr   *writer   // the answer files, the index, the records, the provenance (writer.go)
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
@@ -336,16 +337,19 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum, err := r.nothingToDo()
 		return sum, r.refused(err)
 	}
-	r.startMonitor(todo)
+	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.restartSeen)
+	r.mon.begin(r.todoText(todo), r.settings())
 	defer func() {
 		err = r.refused(err)
-		r.stopMonitor(sum, err)
+		r.mon.end(sum, err)
 	}()
 	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
 		return r.notConnected(err)
 	}
 	r.sayIDsPrompts()
+	r.prog = &progress{ctl: r.ctl, cfg: &r.cfg, db: r.db, sets: r.sets, live: r.live, pool: r.pool, mon: r.mon, iso: &r.iso,
+		rep: r.rep, toolStops: &r.tl.stops, owed: r.sayOwed}
 	go r.boundDown()
 	werr := r.generate(ctx)
 	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
@@ -360,8 +364,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		sum.Tokens += ds.tokens.Load()
 		sum.UnknownTokens += ds.unknown.Load()
 	}
-	r.addExport(sum)
-	r.final(sum)
+	r.wr.addExport(sum)
+	r.prog.final(sum)
 	if werr != nil {
 		return sum, werr
 	}
@@ -383,7 +387,7 @@ func newRun(db *store.DB, cfg Config) *run {
 	}
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
-	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
+	r.wr = &writer{ctl: r.ctl, cfg: &r.cfg, db: db, ix: &ingest.Indexer{DB: db, Report: r.rep.Report}, halfDone: r.countHalfDone}
 	return r
 }
 
@@ -400,10 +404,10 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	// The index believes only what the disk holds: counted files that are
 	// gone or changed are forgotten, moved ones found, before anything is
 	// decided.
-	if err := r.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
+	if err := r.wr.ix.CheckDisk(ctx, sourcesOf(datasets)); err != nil {
 		return 0, err
 	}
-	if err := r.settlePlaces(datasets); err != nil {
+	if err := r.wr.settlePlaces(datasets); err != nil {
 		return 0, err
 	}
 	if err := claimShards(datasets, cfg.Shard); err != nil {
@@ -413,7 +417,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		return 0, err
 	}
 	for _, d := range datasets {
-		ds, err := r.reconcile(d)
+		ds, err := r.wr.reconcile(d)
 		if ds != nil {
 			*opened = append(*opened, ds)
 		}
@@ -427,8 +431,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
-	if err := r.countAnswerMakers(); err != nil {
+	r.wr.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
+	r.wr.sets = r.sets     // the datasets opened: the writer's from here
+	if err := r.wr.countAnswerMakers(); err != nil {
 		return 0, err
 	}
 	if err := r.choosePromptRules(); err != nil {
@@ -440,9 +445,9 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	r.shapes = readShapes(r.sets, scans)
 	r.sampleTools()
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
-		tok := r.firstServer()
+		tok := r.wr.firstServer()
 		for _, ds := range r.sets {
-			if err := r.catchUp(r.ctl.stop, ds, tok); err != nil {
+			if err := r.wr.catchUp(r.ctl.stop, ds, tok); err != nil {
 				return 0, err
 			}
 		}
@@ -462,14 +467,14 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	}
 	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
 	if todo > 0 || r.choosing() {
-		r.saySkipped()
+		r.wr.saySkipped()
 	}
 	return todo, r.sayShapes(todo)
 }
 
 // nothingToDo ends a run with no prompt to ask, saying why.
 func (r *run) nothingToDo() (*Summary, error) {
-	if err := r.checkKindIdle(); err != nil {
+	if err := r.wr.checkKindIdle(r.connect); err != nil {
 		return nil, err
 	}
 	var failed uint64
@@ -486,9 +491,9 @@ func (r *run) nothingToDo() (*Summary, error) {
 	} else {
 		r.ctl.logf("gen: nothing to do: every prompt has an answer (see 'gendex query progress')")
 	}
-	r.sayAnswered()
+	r.wr.sayAnswered()
 	sum := &Summary{}
-	r.addExport(sum)
+	r.wr.addExport(sum)
 	return sum, nil
 }
 
@@ -504,10 +509,10 @@ func (r *run) generate(ctx context.Context) error {
 		r.workers.Go(r.work)
 	}
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- r.write() }()
+	go func() { writerDone <- r.wr.write(r.results) }()
 	progressDone := make(chan struct{})
 	progressStop := make(chan struct{})
-	go func() { r.progress(progressStop); close(progressDone) }()
+	go func() { r.prog.report(progressStop); close(progressDone) }()
 	go r.graceOnInterrupt(ctx)
 
 	r.workers.Wait()
@@ -566,8 +571,11 @@ func (r *run) settings() string {
 }
 
 // sortedSets returns the datasets by name (for stable output).
-func (r *run) sortedSets() []*dsRun {
-	out := append([]*dsRun(nil), r.sets...)
+func (r *run) sortedSets() []*dsRun { return sortedByName(r.sets) }
+
+// sortedByName returns sets by name, a copy.
+func sortedByName(sets []*dsRun) []*dsRun {
+	out := append([]*dsRun(nil), sets...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

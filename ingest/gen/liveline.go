@@ -1,9 +1,14 @@
 package gen
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"unicode"
+
+	"gendex/store/terminal"
 
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 )
@@ -177,4 +182,153 @@ func withoutNote(item string) string {
 		return item[:i]
 	}
 	return ""
+}
+
+// liveLog is the log on a terminal: the status lines (the block) stay at
+// the bottom, each fitted to the terminal's width as it is at that moment
+// (liveLine.fit: a line never wraps), and no more of them than the
+// terminal has rows. Each redraw moves up over exactly the rows the block
+// took, clears them and draws it again; a message (any other write) goes
+// above the block, which is drawn again under it at once. Messages may
+// wrap: they are written once and never moved over.
+type liveLog struct {
+	mu sync.Mutex
+	w  io.Writer
+	// size returns the terminal's columns and rows now (0, 0: unknown, the
+	// lines are not fitted); nil reads them from w when it is a terminal.
+	size    func() (cols, rows int)
+	block   []liveLine // the status lines, as last built
+	drawn   []int      // the columns of each line on screen
+	partial []byte     // the start of a message's line, until its newline
+	stopped bool       // the block is gone for good: writes go straight through
+}
+
+func (l *liveLog) termSize() (cols, rows int) {
+	if l.size != nil {
+		return l.size()
+	}
+	if f, ok := l.w.(interface{ Fd() uintptr }); ok {
+		return terminal.Size(f.Fd())
+	}
+	return 0, 0
+}
+
+// Write writes the whole lines of p above the block, each broken between
+// words to the terminal's width; the start of a line waits for its end.
+func (l *liveLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cols, rows := l.termSize()
+	if l.stopped {
+		_, err := io.WriteString(l.w, terminal.WrapLines(string(p), cols-1))
+		return len(p), err
+	}
+	l.partial = append(l.partial, p...)
+	i := bytes.LastIndexByte(l.partial, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	var b bytes.Buffer
+	l.erase(&b, cols, true)
+	b.WriteString(terminal.WrapLines(string(l.partial[:i+1]), cols-1))
+	l.partial = append(l.partial[:0], l.partial[i+1:]...)
+	l.render(&b, cols, rows)
+	_, err := l.w.Write(b.Bytes())
+	return len(p), err
+}
+
+// erase moves the cursor up to the block's first row, and clears the
+// block when clear (else the redraw clears each row as it writes it).
+// The rows are the ones the block takes now: a line of w columns drawn
+// in a terminal made narrower since takes ceil(w/cols) rows once the
+// terminal has re-wrapped it (tmux, VTE, iTerm2, kitty and Windows
+// Terminal do).
+func (l *liveLog) erase(b *bytes.Buffer, cols int, clear bool) {
+	rows := 0
+	for _, w := range l.drawn {
+		if cols > 0 && w > cols {
+			rows += (w + cols - 1) / cols
+		} else {
+			rows++
+		}
+	}
+	l.drawn = l.drawn[:0]
+	if rows == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\r\x1b[%dA", rows)
+	if clear {
+		b.WriteString("\x1b[J")
+	}
+}
+
+// render draws the block at the cursor, fitted to cols (a column to spare,
+// so that no terminal wraps a full line) and to rows (a row to spare for
+// the cursor; the lines that do not fit are counted on the last).
+func (l *liveLog) render(b *bytes.Buffer, cols, rows int) {
+	width := 0
+	if cols > 1 {
+		width = cols - 1
+	}
+	lines := make([]string, 0, len(l.block))
+	for _, ll := range l.block {
+		lines = append(lines, ll.fit(width))
+	}
+	if room := rows - 1; rows > 0 && len(lines) > max(room, 1) {
+		keep := max(room-1, 1)
+		more := liveLine{{text: fmt.Sprintf("  … and %d more lines (a taller terminal shows them; gendex watch too)", len(lines)-keep),
+			short: fmt.Sprintf("  … %d more", len(lines)-keep)}}
+		lines = lines[:keep]
+		if room > 1 {
+			lines = append(lines, more.fit(width))
+		}
+	}
+	for _, s := range lines {
+		b.WriteString("\x1b[2K" + s + "\n")
+		l.drawn = append(l.drawn, textWidth(s))
+	}
+	b.WriteString("\x1b[J")
+}
+
+// draw replaces the block with lines.
+func (l *liveLog) draw(lines []liveLine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.block = lines
+	l.redrawLocked()
+}
+
+// redraw draws the block again (the terminal was resized).
+func (l *liveLog) redraw() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.redrawLocked()
+}
+
+func (l *liveLog) redrawLocked() {
+	if l.stopped {
+		return
+	}
+	var b bytes.Buffer
+	cols, rows := l.termSize()
+	l.erase(&b, cols, false)
+	l.render(&b, cols, rows)
+	io.Copy(l.w, &b)
+}
+
+// stop clears the block for good (the run's summary follows), and ends a
+// message's unfinished line.
+func (l *liveLog) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b bytes.Buffer
+	cols, _ := l.termSize()
+	l.erase(&b, cols, true)
+	if len(l.partial) > 0 {
+		b.Write(l.partial)
+		b.WriteString("\n")
+		l.partial = nil
+	}
+	l.block, l.stopped = nil, true
+	io.Copy(l.w, &b)
 }

@@ -187,15 +187,15 @@ func (e *PlaceError) Error() string {
 // holds under its name (see the top of this file): it drops the
 // simulator's datasets from other folders and refuses the run for any
 // other dataset from other folders, before anything is indexed.
-func (r *run) settlePlaces(datasets []Dataset) error {
+func (w *writer) settlePlaces(datasets []Dataset) error {
 	var by map[string][]store.FileState
-	if err := r.db.View(func(v *store.View) (err error) {
+	if err := w.db.View(func(v *store.View) (err error) {
 		by, err = ingest.HeldFiles(v)
 		return err
 	}); err != nil {
 		return err
 	}
-	refuse := &PlaceError{DB: r.db.Path()}
+	refuse := &PlaceError{DB: w.db.Path()}
 	var drop []string
 	for _, d := range datasets {
 		p := placeOf(d)
@@ -205,7 +205,7 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 		}
 		held := by[d.Name]
 		if countMakers(held).simulatedOnly() {
-			r.ctl.logf("gen: %s: the index counts one answer folder for a dataset, this run's (%s): it forgets the simulator's %s; the files stay",
+			w.ctl.logf("gen: %s: the index counts one answer folder for a dataset, this run's (%s): it forgets the simulator's %s; the files stay",
 				d.Name, p.answers, describeAnswers(held))
 			drop = append(drop, d.Name)
 			continue
@@ -224,7 +224,7 @@ func (r *run) settlePlaces(datasets []Dataset) error {
 	if len(drop) == 0 {
 		return nil
 	}
-	return r.db.Update(func(tx *store.Tx) error {
+	return w.db.Update(func(tx *store.Tx) error {
 		for _, name := range drop {
 			if _, err := tx.DropDataset(name); err != nil {
 				return err
@@ -248,13 +248,13 @@ func filterStage(fs []store.FileState, s store.Stage) []store.FileState {
 // answers in its answer folder (once reconcile has indexed them), for
 // checkServerKind and for saying where the answers are, and where its
 // prompts keep their id (dsRun.idRule).
-func (r *run) countAnswerMakers() error {
-	return r.db.View(func(v *store.View) error {
+func (w *writer) countAnswerMakers() error {
+	return w.db.View(func(v *store.View) error {
 		by, err := ingest.HeldFiles(v)
 		if err != nil {
 			return err
 		}
-		for _, ds := range r.sets {
+		for _, ds := range w.sets {
 			ds.held = by[ds.Name]
 			ds.makers = countMakers(ds.held)
 			ds.idRule = builtinIDRule
@@ -269,8 +269,8 @@ func (r *run) countAnswerMakers() error {
 // checkServerKind stops the run when a server's kind (the simulator, or
 // not) does not match the answers already in a dataset's answer folder:
 // the simulator's answers never go beside a real model's, nor the other way.
-func (r *run) checkServerKind(server string, simulated bool) error {
-	for _, ds := range r.sets {
+func (w *writer) checkServerKind(server string, simulated bool) error {
+	for _, ds := range w.sets {
 		m := ds.makers
 		switch {
 		case !simulated && m.simulated > 0:
@@ -288,17 +288,18 @@ func (ds *dsRun) placeAnswers() string { return filepath.Dir(ds.Raw) }
 
 // checkKindIdle runs checkServerKind for a run with nothing to send: when a
 // dataset's folder holds the simulator's answers and the servers may not be
-// the simulator, it connects to learn what they are (learn checks).
-func (r *run) checkKindIdle() error {
-	if r.cfg.Simulator {
-		return r.checkServerKind("--server sim", true)
+// the simulator, it connects (connect: run.connect, whose learn checks) to
+// learn what they are.
+func (w *writer) checkKindIdle(connect func() error) error {
+	if w.cfg.Simulator {
+		return w.checkServerKind("--server sim", true)
 	}
-	for _, ds := range r.sets {
+	for _, ds := range w.sets {
 		if ds.makers.simulated > 0 {
-			if err := r.connect(); err != nil && !r.ctl.stopping() {
+			if err := connect(); err != nil && !w.ctl.stopping() {
 				return fmt.Errorf("%s holds the simulator's answers, so gen asks the server whether it is the simulator too before it says there is nothing to do, and none answered: %w", ds.placeAnswers(), err)
 			}
-			return context.Cause(r.ctl.stop)
+			return context.Cause(w.ctl.stop)
 		}
 	}
 	return nil
@@ -306,17 +307,17 @@ func (r *run) checkKindIdle() error {
 
 // sayAnswered says, per dataset, where the answers that left nothing to do
 // are.
-func (r *run) sayAnswered() {
-	for _, ds := range r.sortedSets() {
-		r.ctl.logf("  %s: %s", ds.Name, describeAnswers(ds.held))
+func (w *writer) sayAnswered() {
+	for _, ds := range sortedByName(w.sets) {
+		w.ctl.logf("  %s: %s", ds.Name, describeAnswers(ds.held))
 	}
 }
 
 // saySkipped says, per dataset some of whose prompts have an outcome
 // already, how many are not asked again and where their answers are.
-func (r *run) saySkipped() {
-	r.db.View(func(v *store.View) error {
-		for _, ds := range r.sortedSets() {
+func (w *writer) saySkipped() {
+	w.db.View(func(v *store.View) error {
+		for _, ds := range sortedByName(w.sets) {
 			s, err := v.Summary(ds.Name)
 			if err != nil || s.Overlap.Answered == 0 {
 				continue
@@ -329,10 +330,10 @@ func (r *run) saySkipped() {
 				continue
 			}
 			if ds.redo != nil && ds.redo.asGoes {
-				r.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+				w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 				continue
 			}
-			r.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+			w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 		}
 		return nil
 	})

@@ -1,9 +1,7 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -11,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"gendex/ingest"
 	"gendex/store"
 	"gendex/store/terminal"
 )
@@ -115,162 +114,35 @@ func shortTokens(r store.Rate) string {
 	return fmt.Sprintf("%.0f tok/s", float64(r.Tokens)/secs)
 }
 
-// liveLog is the log on a terminal: the status lines (the block) stay at
-// the bottom, each fitted to the terminal's width as it is at that moment
-// (liveLine.fit: a line never wraps), and no more of them than the
-// terminal has rows. Each redraw moves up over exactly the rows the block
-// took, clears them and draws it again; a message (any other write) goes
-// above the block, which is drawn again under it at once. Messages may
-// wrap: they are written once and never moved over.
-type liveLog struct {
-	mu sync.Mutex
-	w  io.Writer
-	// size returns the terminal's columns and rows now (0, 0: unknown, the
-	// lines are not fitted); nil reads them from w when it is a terminal.
-	size    func() (cols, rows int)
-	block   []liveLine // the status lines, as last built
-	drawn   []int      // the columns of each line on screen
-	partial []byte     // the start of a message's line, until its newline
-	stopped bool       // the block is gone for good: writes go straight through
+// progress is what the run says of itself while it runs and at its end:
+// the live lines on a terminal or the log's progress lines (report), and
+// the summary (final). It only reads: the datasets' counts, the index,
+// the pool, the monitor's view of the servers and stalls; it sends
+// nothing, writes no file and stores nothing. Run builds it once the pool
+// is known (connect) and calls final; generate runs report.
+type progress struct {
+	ctl  *control
+	cfg  *Config // read only
+	db   *store.DB
+	sets []*dsRun
+	live *liveLog // the log, on a terminal; nil otherwise
+	pool *pool
+	mon  *monitor // the servers' metrics and stalls; nil: not shown
+	iso  *isolation
+	rep  *ingest.Reporter // the lines the index left out
+	// toolStops counts the tool conversations stopped (toolturns.go); owed
+	// says what a redo leaves owed (run.sayOwed, redo.go); nil: nothing.
+	toolStops *stopCounts
+	owed      func(*store.View)
 }
 
-func (l *liveLog) termSize() (cols, rows int) {
-	if l.size != nil {
-		return l.size()
-	}
-	if f, ok := l.w.(interface{ Fd() uintptr }); ok {
-		return terminal.Size(f.Fd())
-	}
-	return 0, 0
-}
-
-// Write writes the whole lines of p above the block, each broken between
-// words to the terminal's width; the start of a line waits for its end.
-func (l *liveLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cols, rows := l.termSize()
-	if l.stopped {
-		_, err := io.WriteString(l.w, terminal.WrapLines(string(p), cols-1))
-		return len(p), err
-	}
-	l.partial = append(l.partial, p...)
-	i := bytes.LastIndexByte(l.partial, '\n')
-	if i < 0 {
-		return len(p), nil
-	}
-	var b bytes.Buffer
-	l.erase(&b, cols, true)
-	b.WriteString(terminal.WrapLines(string(l.partial[:i+1]), cols-1))
-	l.partial = append(l.partial[:0], l.partial[i+1:]...)
-	l.render(&b, cols, rows)
-	_, err := l.w.Write(b.Bytes())
-	return len(p), err
-}
-
-// erase moves the cursor up to the block's first row, and clears the
-// block when clear (else the redraw clears each row as it writes it).
-// The rows are the ones the block takes now: a line of w columns drawn
-// in a terminal made narrower since takes ceil(w/cols) rows once the
-// terminal has re-wrapped it (tmux, VTE, iTerm2, kitty and Windows
-// Terminal do).
-func (l *liveLog) erase(b *bytes.Buffer, cols int, clear bool) {
-	rows := 0
-	for _, w := range l.drawn {
-		if cols > 0 && w > cols {
-			rows += (w + cols - 1) / cols
-		} else {
-			rows++
-		}
-	}
-	l.drawn = l.drawn[:0]
-	if rows == 0 {
-		return
-	}
-	fmt.Fprintf(b, "\r\x1b[%dA", rows)
-	if clear {
-		b.WriteString("\x1b[J")
-	}
-}
-
-// render draws the block at the cursor, fitted to cols (a column to spare,
-// so that no terminal wraps a full line) and to rows (a row to spare for
-// the cursor; the lines that do not fit are counted on the last).
-func (l *liveLog) render(b *bytes.Buffer, cols, rows int) {
-	width := 0
-	if cols > 1 {
-		width = cols - 1
-	}
-	lines := make([]string, 0, len(l.block))
-	for _, ll := range l.block {
-		lines = append(lines, ll.fit(width))
-	}
-	if room := rows - 1; rows > 0 && len(lines) > max(room, 1) {
-		keep := max(room-1, 1)
-		more := liveLine{{text: fmt.Sprintf("  … and %d more lines (a taller terminal shows them; gendex watch too)", len(lines)-keep),
-			short: fmt.Sprintf("  … %d more", len(lines)-keep)}}
-		lines = lines[:keep]
-		if room > 1 {
-			lines = append(lines, more.fit(width))
-		}
-	}
-	for _, s := range lines {
-		b.WriteString("\x1b[2K" + s + "\n")
-		l.drawn = append(l.drawn, textWidth(s))
-	}
-	b.WriteString("\x1b[J")
-}
-
-// draw replaces the block with lines.
-func (l *liveLog) draw(lines []liveLine) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.block = lines
-	l.redrawLocked()
-}
-
-// redraw draws the block again (the terminal was resized).
-func (l *liveLog) redraw() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.redrawLocked()
-}
-
-func (l *liveLog) redrawLocked() {
-	if l.stopped {
-		return
-	}
-	var b bytes.Buffer
-	cols, rows := l.termSize()
-	l.erase(&b, cols, false)
-	l.render(&b, cols, rows)
-	io.Copy(l.w, &b)
-}
-
-// stop clears the block for good (the run's summary follows), and ends a
-// message's unfinished line.
-func (l *liveLog) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b bytes.Buffer
-	cols, _ := l.termSize()
-	l.erase(&b, cols, true)
-	if len(l.partial) > 0 {
-		b.Write(l.partial)
-		b.WriteString("\n")
-		l.partial = nil
-	}
-	l.block, l.stopped = nil, true
-	io.Copy(l.w, &b)
-}
-
-// progress reports until stop is closed: live lines on a terminal, redrawn
+// report reports until stop is closed: live lines on a terminal, redrawn
 // every second and at once when the terminal is resized; else a log line
 // per dataset every LogEvery.
-func (r *run) progress(stop <-chan struct{}) {
-	every := r.cfg.LogEvery
+func (pr *progress) report(stop <-chan struct{}) {
+	every := pr.cfg.LogEvery
 	var resized chan os.Signal
-	if r.live != nil {
+	if pr.live != nil {
 		every = time.Second
 		resized = make(chan os.Signal, 1)
 		terminal.NotifyResize(resized)
@@ -281,32 +153,32 @@ func (r *run) progress(stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
-			if r.live != nil {
-				r.live.stop()
+			if pr.live != nil {
+				pr.live.stop()
 			}
 			return
 		case <-resized:
-			r.live.redraw()
+			pr.live.redraw()
 			continue
 		case <-tick.C:
 		}
 		now := time.Now()
-		if r.live != nil {
-			r.live.draw(r.status(now))
+		if pr.live != nil {
+			pr.live.draw(pr.status(now))
 			continue
 		}
 		stamp := now.Format(time.TimeOnly)
-		for _, l := range r.statusLines(now) {
-			fmt.Fprintf(r.cfg.Log, "%s %s\n", stamp, l)
+		for _, l := range pr.statusLines(now) {
+			fmt.Fprintf(pr.cfg.Log, "%s %s\n", stamp, l)
 		}
 	}
 }
 
 // statusLines are the status lines whole, as the log off a terminal has
 // them (see status).
-func (r *run) statusLines(now time.Time) []string {
+func (pr *progress) statusLines(now time.Time) []string {
 	var out []string
-	for _, l := range r.status(now) {
+	for _, l := range pr.status(now) {
 		out = append(out, l.String())
 	}
 	return out
@@ -326,63 +198,63 @@ func (r *run) statusLines(now time.Time) []string {
 // On a narrow terminal the lines keep the dataset, answered/total, the
 // rate and the ETA (and the run's prompts to go); the rest is shortened,
 // then dropped: the failed after tokens/s.
-func (r *run) status(now time.Time) []liveLine {
+func (pr *progress) status(now time.Time) []liveLine {
 	sums := map[string]store.Summary{}
 	type first struct {
 		sec int64
 		ok  bool
 	}
-	firsts := make([]first, len(r.sets))
+	firsts := make([]first, len(pr.sets))
 	var left uint64
 	var known bool // what is to go (a redo still finding its answers: a lower bound)
-	r.db.View(func(v *store.View) error {
-		for i, ds := range r.sets {
+	pr.db.View(func(v *store.View) error {
+		for i, ds := range pr.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				sums[ds.Name] = s
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
 		}
-		n, k := r.toGo(v)
+		n, k := toGo(v, pr.sets)
 		left, known = uint64(n), k
 		return nil
 	})
-	rates := make([]store.Rate, len(r.sets))
-	for i, ds := range r.sets {
-		rates[i] = ds.rate.rate(now, progressWindow, r.ctl.started.Unix(), firsts[i].sec, firsts[i].ok)
+	rates := make([]store.Rate, len(pr.sets))
+	for i, ds := range pr.sets {
+		rates[i] = ds.rate.rate(now, progressWindow, pr.ctl.started.Unix(), firsts[i].sec, firsts[i].ok)
 	}
 	all := store.TotalRate(now, progressWindow, rates)
 
-	up, n := r.pool.upCount(), len(r.pool.servers)
+	up, n := pr.pool.upCount(), len(pr.pool.servers)
 	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
-	if st := r.stallText(); st != "" { // stall.go
+	if st := pr.mon.stallText(); st != "" { // stall.go
 		head = append(head, part{text: ", " + st})
 	}
-	for _, s := range r.pool.servers {
+	for _, s := range pr.pool.servers {
 		if !s.up.Load() {
 			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
 			bound := ""
-			if r.cfg.DownLimit > 0 && up == 0 {
-				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", roundDuration(r.cfg.DownLimit))
+			if pr.cfg.DownLimit > 0 && up == 0 {
+				bound = fmt.Sprintf(" (gen stops at %s: --down-limit)", roundDuration(pr.cfg.DownLimit))
 			}
 			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
 	}
-	isoText, isoShort := r.iso.liveText(r.cfg.MaxCrashes)
+	isoText, isoShort := pr.iso.liveText(pr.cfg.MaxCrashes)
 	head = append(head,
-		part{text: fmt.Sprintf(", %d in flight", r.pool.inFlight()), drop: 3},
+		part{text: fmt.Sprintf(", %d in flight", pr.pool.inFlight()), drop: 3},
 		part{text: isoText, short: isoShort, drop: 5},
-		part{text: r.pool.retriesLine(), drop: 6},
+		part{text: pr.pool.retriesLine(), drop: 6},
 		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
 		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
 		toGoPart(left, known),
-		part{text: ", " + etaKnown(max(left, uint64(r.pool.inFlight())), all, known)})
+		part{text: ", " + etaKnown(max(left, uint64(pr.pool.inFlight())), all, known)})
 	lines := []liveLine{head}
-	for _, l := range r.withRetries(r.serverLines(now), now) {
+	for _, l := range pr.withRetries(pr.mon.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
 	}
 	var ahead int64 // prompts left in the datasets being answered so far
-	for i, ds := range r.sets {
+	for i, ds := range pr.sets {
 		s := sums[ds.Name]
 		owed, total := s.Owed(), s.Stage(store.Prompts).Records
 		left := min(owed.ToGo(), total) // a redo's answers asked again are to go
@@ -399,7 +271,7 @@ func (r *run) status(now time.Time) []liveLine {
 		if t := truncatedText(s); t != "" {
 			l = append(l, part{text: t, short: fmt.Sprintf(", %d trunc", s.Truncated()), drop: 6})
 		}
-		if r.cfg.Export != nil {
+		if pr.cfg.Export != nil {
 			l = append(l, part{text: exportText(s), short: fmt.Sprintf(", %d rec, %d excl", s.Stage(store.Tokenized).Records, s.Excluded()), drop: 7})
 		}
 		l = append(l,
@@ -440,8 +312,8 @@ func serverLine(s string) liveLine {
 // withRetries adds to the servers' lines (serverLines) what each server's
 // retries are (retries.go): at the end of its line, or on a line of its
 // own when it has none.
-func (r *run) withRetries(lines []string, now time.Time) []string {
-	for _, s := range r.pool.servers {
+func (pr *progress) withRetries(lines []string, now time.Time) []string {
+	for _, s := range pr.pool.servers {
 		text := serverRetries(s, now)
 		if text == "" {
 			continue
@@ -500,7 +372,7 @@ func truncatedText(s store.Summary) string {
 }
 
 // final prints the run's summary.
-func (r *run) final(sum *Summary) {
+func (pr *progress) final(sum *Summary) {
 	secs := sum.Elapsed.Seconds()
 	tokens := counted(sum.Tokens, "token", "tokens")
 	switch {
@@ -509,26 +381,26 @@ func (r *run) final(sum *Summary) {
 	case sum.UnknownTokens > 0:
 		tokens = fmt.Sprintf(">=%d tokens; %s without a count", sum.Tokens, counted(sum.UnknownTokens, "answer", "answers"))
 	}
-	r.ctl.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
+	pr.ctl.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
 		counted(sum.Responses, "answer", "answers"), tokens, counted(sum.Errors, "error", "errors"), sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
-	for _, l := range r.pool.retrySummary() {
-		r.ctl.logf("%s", l)
+	for _, l := range pr.pool.retrySummary() {
+		pr.ctl.logf("%s", l)
 	}
-	if l := r.iso.summaryLine(r.cfg.MaxCrashes); l != "" {
-		r.ctl.logf("%s", l)
+	if l := pr.iso.summaryLine(pr.cfg.MaxCrashes); l != "" {
+		pr.ctl.logf("%s", l)
 	}
 	switch {
 	case sum.Interrupted && sum.GivenUp > 0:
-		r.ctl.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), r.cfg.Grace)
+		pr.ctl.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), pr.cfg.Grace)
 	case sum.Interrupted:
-		r.ctl.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
+		pr.ctl.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
 	}
-	if t := r.truncatedSummary(sum); t != "" {
-		r.ctl.logf("%s", t)
+	if t := pr.truncatedSummary(sum); t != "" {
+		pr.ctl.logf("%s", t)
 	}
 	var half int64
-	for _, ds := range r.sets {
+	for _, ds := range pr.sets {
 		half += ds.halfDone.Load()
 	}
 	if sum.Turns > 0 || half > 0 {
@@ -536,13 +408,15 @@ func (r *run) final(sum *Summary) {
 		if half > 0 {
 			more = fmt.Sprintf("; %d conversations are half done (the next run asks only their missing turns)", half)
 		}
-		r.ctl.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
+		pr.ctl.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
 	}
-	if t := r.tl.stops.text(); t != "" {
-		r.ctl.logf("%s", t)
+	if pr.toolStops != nil {
+		if t := pr.toolStops.text(); t != "" {
+			pr.ctl.logf("%s", t)
+		}
 	}
-	r.db.View(func(v *store.View) error {
-		for _, ds := range r.sortedSets() {
+	pr.db.View(func(v *store.View) error {
+		for _, ds := range sortedByName(pr.sets) {
 			s, err := v.Summary(ds.Name)
 			if err != nil {
 				continue
@@ -553,22 +427,24 @@ func (r *run) final(sum *Summary) {
 				left = fmt.Sprintf(", %s left out of the index", counted(n, "line", "lines"))
 			}
 			owed := s.Owed()
-			r.ctl.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
+			pr.ctl.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
 				ds.Name, owed.Answered, total, ds.ok.Load(), owed.Failed, owed.ToGo(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if t := ds.unsentText(); t != "" {
-				r.ctl.logf("%s", t)
+				pr.ctl.logf("%s", t)
 			}
-			if r.cfg.Export != nil {
+			if pr.cfg.Export != nil {
 				e := &ds.exp
-				r.ctl.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
-					ds.Name, e.records, r.cfg.Export.Format, e.excluded, reasonsText(e.reasons), e.left,
+				pr.ctl.logf("  %s: %d %s records, %d excluded%s, %d left (this run); %d records, %d excluded, %d answers without either in all -> %s",
+					ds.Name, e.records, pr.cfg.Export.Format, e.excluded, reasonsText(e.reasons), e.left,
 					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
 			}
 		}
-		r.sayOwed(v) // what a redo leaves owed (redo.go)
+		if pr.owed != nil {
+			pr.owed(v) // what a redo leaves owed (redo.go)
+		}
 		return nil
 	})
-	if n := r.rep.Skipped(); n > 0 {
-		r.ctl.logf("gen: %s left out of the index (see above); a prompt among them is not sent", counted(n, "line was", "lines were"))
+	if n := pr.rep.Skipped(); n > 0 {
+		pr.ctl.logf("gen: %s left out of the index (see above); a prompt among them is not sent", counted(n, "line was", "lines were"))
 	}
 }

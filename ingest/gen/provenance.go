@@ -67,21 +67,20 @@ const (
 	builtinPromptRule = "input_ids, text, messages or conversations"
 )
 
-// askedOf is the "gen" part of the provenance of the answers the server
-// behind c makes in this run: the API it is asked with (so the route: raw
+// askedOf is the "gen" part of the provenance of the answers a server
+// makes in this run: api, the one it is asked with (run.apiFor; so the route: raw
 // /generate on ids gen made, or the server's chat template), --turns, the
 // prompt key (--prompt) and, on /generate, the tool-call parser
 // /parse_function_call reads the calls with (--tool-call-parser, else the
 // server's own, from ident). The dataset's id rule is added per dataset
 // (dsRun.provenanceOf).
-func (r *run) askedOf(c *client.Client, ident map[string]any) map[string]any {
-	api := r.apiFor(c)
-	g := map[string]any{"api": string(api), "turns": r.cfg.Turns, "prompt": builtinPromptRule}
-	if p := r.cfg.Paths.Prompt; p != "" {
+func (w *writer) askedOf(api client.API, ident map[string]any) map[string]any {
+	g := map[string]any{"api": string(api), "turns": w.cfg.Turns, "prompt": builtinPromptRule}
+	if p := w.cfg.Paths.Prompt; p != "" {
 		g["prompt"] = p
 	}
 	if api == client.APIGenerate {
-		parser := r.cfg.ToolCallParser
+		parser := w.cfg.ToolCallParser
 		if parser == "" {
 			parser, _ = ident["tool_call_parser"].(string)
 		}
@@ -235,11 +234,11 @@ func describe(model string, prov []byte) string {
 // dataset already made in several ways (--allow-mixed, or several
 // servers) takes answers made in any of them. --allow-mixed lets any
 // through ('gendex check' reports the dataset mixed).
-func (r *run) checkProvenance(server, model string, prov []byte) error {
-	if r.cfg.AllowMixed {
+func (w *writer) checkProvenance(server, model string, prov []byte) error {
+	if w.cfg.AllowMixed {
 		return nil
 	}
-	for _, ds := range r.sets {
+	for _, ds := range w.sets {
 		prov := ds.provenanceOf(prov)
 		var byProv, byModel *store.Maker // the largest way that differs
 		provSame, modelSame := false, false
@@ -265,7 +264,7 @@ func (r *run) checkProvenance(server, model string, prov []byte) error {
 			}
 		}
 		if unasked > 0 {
-			r.ctl.once("unasked "+ds.Name, "gen: %s holds %d answers written by an older gendex, whose provenance does not say how they were asked (the API, --turns, --id, --prompt, the tool-call parser): those are unknown, not compared",
+			w.ctl.once("unasked "+ds.Name, "gen: %s holds %d answers written by an older gendex, whose provenance does not say how they were asked (the API, --turns, --id, --prompt, the tool-call parser): those are unknown, not compared",
 				filepath.Dir(ds.Raw), unasked)
 		}
 		var diff string

@@ -15,7 +15,7 @@ import (
 // (Dataset.Others) and gen's outputs (raw_responses, errors, turns)
 // indexed to their ends, a torn last line of gen's own output files cut
 // off, and the conversations left half done counted.
-func (r *run) reconcile(d Dataset) (*dsRun, error) {
+func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 	// gen's own files keep their ids at "id", whatever path was given
 	// for the dataset's other files.
 	ds := &dsRun{Dataset: d,
@@ -25,26 +25,26 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 	ds.exp = exportOut{tok: ingest.Source{Path: d.Tokenized, Dataset: d.Name, Stage: store.Tokenized},
 		exc: ingest.Source{Path: d.Excluded, Dataset: d.Name, Stage: store.Excluded}, reasons: map[string]int64{}}
 	for _, p := range d.Prompts {
-		res, err := r.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts, Shard: r.cfg.Shard, IDPath: r.cfg.Paths.ID})
+		res, err := w.ix.IndexFile(context.Background(), ingest.Source{Path: p, Dataset: d.Name, Stage: store.Prompts, Shard: w.cfg.Shard, IDPath: w.cfg.Paths.ID})
 		if err != nil {
 			return ds, err
 		}
 		if res.Torn > 0 {
-			r.ctl.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
+			w.ctl.logf("warning: %s:%d: last line has no newline; that prompt is left out until it has one", p, res.NextLine)
 		}
 	}
 	// The dataset's other stage files (shards written by other runs or
 	// tools) count too: a prompt answered there is not asked again.
 	for _, src := range d.Others {
-		if r.cfg.Export != nil && (src.Path == d.Tokenized || src.Path == d.Excluded) {
+		if w.cfg.Export != nil && (src.Path == d.Tokenized || src.Path == d.Excluded) {
 			continue // --export's outputs: catchUp indexes them and cuts a torn line
 		}
-		res, err := r.ix.IndexFile(context.Background(), src)
+		res, err := w.ix.IndexFile(context.Background(), src)
 		if err != nil {
 			return ds, err
 		}
 		if res.Torn > 0 {
-			r.ctl.logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
+			w.ctl.logf("warning: %s:%d: last line has no newline; it is left out until it has one", src.Path, res.NextLine)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(d.Raw), 0o755); err != nil {
@@ -72,7 +72,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 		outputs = append(outputs, output{ds.turns, ds.turnsFile})
 	}
 	for _, out := range outputs {
-		res, err := r.ix.IndexFile(context.Background(), out.src)
+		res, err := w.ix.IndexFile(context.Background(), out.src)
 		if err != nil {
 			return ds, err
 		}
@@ -91,20 +91,20 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			if out.src.Stage == store.Turns {
 				what = "that turn"
 			}
-			r.ctl.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
+			w.ctl.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
 		}
 	}
-	err = r.db.View(func(v *store.View) error {
+	err = w.db.View(func(v *store.View) error {
 		s, err := v.Summary(d.Name)
 		if err != nil {
 			return err
 		}
 		ds.todo = int64(s.MissingRaw())
-		if r.cfg.RetryErrors {
+		if w.cfg.RetryErrors {
 			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent
 		}
-		if r.cfg.Turns == TurnsAll && s.Stage(store.Turns).Records > 0 {
-			n, err := r.countHalfDone(v, d.Name)
+		if w.cfg.Turns == TurnsAll && s.Stage(store.Turns).Records > 0 {
+			n, err := w.halfDone(v, d.Name)
 			ds.halfDone.Store(n)
 			return err
 		}

@@ -390,9 +390,9 @@ func (r *run) redoRecords() error {
 			continue
 		}
 		if tok == nil {
-			tok = r.firstServer()
+			tok = r.wr.firstServer()
 		}
-		if err := r.catchUp(r.ctl.stop, ds, tok); err != nil {
+		if err := r.wr.catchUp(r.ctl.stop, ds, tok); err != nil {
 			return err
 		}
 	}

@@ -34,14 +34,14 @@ type runRow struct {
 // holds it.
 func (m *monitor) beginRow() {
 	host, _ := os.Hostname()
-	m.row.row = store.Run{Start: m.run, Pid: os.Getpid(), Host: host, Kind: "gen", Command: m.r.cfg.Command,
+	m.row.row = store.Run{Start: m.run, Pid: os.Getpid(), Host: host, Kind: "gen", Command: m.cfg.Command,
 		State: store.RunWaiting, Since: m.run}
-	m.row.row.ToGo = m.r.toGoNow()
-	m.r.db.HoldRun(&m.row.row)
+	m.row.row.ToGo = toGoNow(m.db, m.sets)
+	m.db.HoldRun(&m.row.row)
 	row := m.row.row
 	m.add(pending{run: &row})
-	if m.r.cfg.OnQuit != nil {
-		m.r.cfg.OnQuit(m.quitNow)
+	if m.cfg.OnQuit != nil {
+		m.cfg.OnQuit(m.quitNow)
 	}
 }
 
@@ -61,13 +61,14 @@ func (m *monitor) quitNow() {
 	m.counts(&row, nil)
 	m.row.row = row
 	m.row.mu.Unlock()
-	m.r.db.Update(func(tx *store.Tx) error { return tx.PutRun(&row) })
+	m.db.Update(func(tx *store.Tx) error { return tx.PutRun(&row) })
 }
 
 // track starts the tracker of the run's state over p (connect's pool).
 func (m *monitor) track(p *pool) {
+	m.pool = p
 	m.loops.Go(func() {
-		t := time.NewTicker(min(trackEvery, max(m.r.cfg.StallAfter/4, 10*time.Millisecond)))
+		t := time.NewTicker(min(trackEvery, max(m.cfg.StallAfter/4, 10*time.Millisecond)))
 		defer t.Stop()
 		for {
 			select {
@@ -82,8 +83,7 @@ func (m *monitor) track(p *pool) {
 
 // update looks at the run now and queues its row when it changed.
 func (m *monitor) update(p *pool, now time.Time) {
-	r := m.r
-	stalled := r.checkStalls(p, now)
+	stalled := m.checkStalls(p, now)
 	state, detail := store.RunRunning, ""
 	switch {
 	case stalled != "":
@@ -113,12 +113,12 @@ func (m *monitor) update(p *pool, now time.Time) {
 // last answer's time.
 func (m *monitor) counts(row *store.Run, p *pool) {
 	var answers, errs int64
-	for _, ds := range m.r.sets {
+	for _, ds := range m.sets {
 		answers += ds.ok.Load()
 		errs += ds.failed.Load()
 	}
 	row.Answers, row.Errors = &answers, &errs
-	row.ToGo = m.r.toGoNow()
+	row.ToGo = toGoNow(m.db, m.sets)
 	if p != nil {
 		for _, s := range p.servers {
 			s.flights.mu.Lock()
@@ -156,7 +156,7 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 	}
 	var pl *pool
 	if sum != nil {
-		pl = m.r.pool
+		pl = m.pool
 	}
 	m.counts(&row, pl)
 	m.row.row = row
@@ -164,12 +164,12 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 	return row
 }
 
-// toGoNow is what the run still owes, from the index now (toGo); nil when
-// the index cannot be read.
-func (r *run) toGoNow() *int64 {
+// toGoNow is what a run of sets still owes, from db's index now (toGo);
+// nil when the index cannot be read.
+func toGoNow(db *store.DB, sets []*dsRun) *int64 {
 	var n int64
 	known := false
-	if err := r.db.View(func(v *store.View) error { n, known = r.toGo(v); return nil }); err != nil || !known {
+	if err := db.View(func(v *store.View) error { n, known = toGo(v, sets); return nil }); err != nil || !known {
 		return nil
 	}
 	return &n
@@ -180,10 +180,10 @@ func (r *run) toGoNow() *int64 {
 // answer nor a final error and the answers a redo asks again
 // (store.Owed.ToGo). known is false while a redo is still finding the
 // answers it asks again: left is then a lower bound.
-func (r *run) toGo(v *store.View) (left int64, known bool) {
+func toGo(v *store.View, sets []*dsRun) (left int64, known bool) {
 	var n uint64
 	known = true
-	for _, ds := range r.sets {
+	for _, ds := range sets {
 		if s, err := v.Summary(ds.Name); err == nil {
 			o := s.Owed()
 			n += o.ToGo()
@@ -194,30 +194,30 @@ func (r *run) toGo(v *store.View) (left int64, known bool) {
 }
 
 // sayRow ends the run's summary with its row: how the index records it.
-func (r *run) sayRow(row store.Run) {
+func (m *monitor) sayRow(row store.Run) {
 	toGo := "unknown"
 	if row.ToGo != nil {
 		toGo = counted(*row.ToGo, "prompt", "prompts")
 	}
 	if row.State == store.RunRefused {
-		r.ctl.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",
+		m.ctl.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",
 			row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly))
 		return
 	}
-	r.ctl.logf("gen: this run (pid %d, started %s) is recorded as %s, %s to go: 'gendex query runs' shows it",
+	m.ctl.logf("gen: this run (pid %d, started %s) is recorded as %s, %s to go: 'gendex query runs' shows it",
 		row.Pid, time.UnixMilli(row.Start).UTC().Format(time.TimeOnly), row.State, toGo)
 }
 
 // stallText is the run's stall sentence while a server is stalled, ""
-// otherwise.
-func (r *run) stallText() string {
-	if r.mon == nil {
+// otherwise (and without a monitor).
+func (m *monitor) stallText() string {
+	if m == nil {
 		return ""
 	}
-	r.mon.row.mu.Lock()
-	defer r.mon.row.mu.Unlock()
-	if r.mon.row.row.State != store.RunStalled {
+	m.row.mu.Lock()
+	defer m.row.mu.Unlock()
+	if m.row.row.State != store.RunStalled {
 		return ""
 	}
-	return r.mon.row.row.Detail
+	return m.row.row.Detail
 }

@@ -121,18 +121,18 @@ func (sc *scraper) scrape(ctx context.Context) {
 			if nm.flavor == store.FlavorLlamaCpp {
 				what += " not_supported_error: llama-server"
 			}
-			m.r.ctl.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
+			m.ctl.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
 		case err != nil:
 			var ne net.Error
 			if !errors.As(err, &ne) && !strings.Contains(err.Error(), "connection refused") {
-				m.r.ctl.once("scrapefail "+s.name+err.Error(), "gen: reading %s/metrics: %v (its metrics are unknown while this lasts)", s.name, err)
+				m.ctl.once("scrapefail "+s.name+err.Error(), "gen: reading %s/metrics: %v (its metrics are unknown while this lasts)", s.name, err)
 			}
 		default:
 			smp.Scraped = true
 			r.fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.flavor
 			if r.flavor == store.FlavorOther {
-				m.r.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
+				m.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
 		}
 	}
@@ -170,8 +170,8 @@ func (sc *scraper) checkRestart(t int64, cur *reading) {
 	}
 	restarted := func(detail string) {
 		sc.m.event(t, sc.s.name, EventRestarted, detail)
-		if sc.m.r != nil {
-			sc.m.r.restartSeen(sc.s, detail) // identity.go
+		if sc.m.restarted != nil {
+			sc.m.restarted(sc.s, detail) // run.restartSeen, identity.go
 		}
 	}
 	if prev.flavor != cur.flavor {
@@ -249,13 +249,28 @@ type pending struct {
 	run    *store.Run // the run's row (runstate.go)
 }
 
-// monitor scrapes the servers and records the run's events.
+// monitor is the run's state as the index and the log keep it: it scrapes
+// the servers' /metrics, records the run's events (events.go), keeps the
+// run's row (runstate.go) and finds stalls (stall.go). It reads the
+// datasets' counts and the pool's servers and never changes them: it
+// sends no request but its probes (/metrics, a stalled server's /health),
+// writes no answer, and stores only samples, events and the run's row.
+// Run builds it once the datasets are known (begin, end); connect gives
+// it the pool (watch, track); the asker tells it of servers that change
+// (serverChanged) and of bursts (bursts).
 type monitor struct {
-	r      *run
-	run    int64 // the run's start, Unix ms
-	every  time.Duration
-	hc     *http.Client
-	apiKey string
+	ctl  *control
+	cfg  *Config // read only
+	db   *store.DB
+	sets []*dsRun
+	pool *pool // connect's (track); nil before
+	// restarted is told of a server seen restarted, for its identity to
+	// be read again (run.restartSeen); nil: nobody is.
+	restarted func(s *server, why string)
+	run       int64 // the run's start, Unix ms
+	every     time.Duration
+	hc        *http.Client
+	apiKey    string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -277,12 +292,14 @@ type monitor struct {
 // stuck): older ones are dropped; events never are.
 const maxQueued = 10000
 
-func newMonitor(r *run) *monitor {
-	every := r.cfg.ScrapeEvery
+// newMonitor makes the monitor of a run of cfg over sets, its recorder
+// started; restarted is told of a server restarted (nil: nobody).
+func newMonitor(ctl *control, cfg *Config, db *store.DB, sets []*dsRun, restarted func(*server, string)) *monitor {
+	every := cfg.ScrapeEvery
 	if every == 0 {
 		every = DefaultScrapeEvery
 	}
-	m := &monitor{r: r, run: r.ctl.started.UnixMilli(), every: every, apiKey: r.cfg.APIKey,
+	m := &monitor{ctl: ctl, cfg: cfg, db: db, sets: sets, restarted: restarted, run: ctl.started.UnixMilli(), every: every, apiKey: cfg.APIKey,
 		wake: make(chan struct{}, 1), recorder: make(chan struct{}), closing: make(chan struct{})}
 	m.bursts.m = m
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -301,7 +318,7 @@ func newMonitor(r *run) *monitor {
 func (m *monitor) watch(servers []*server) {
 	scs := map[*server]*scraper{}
 	var last map[string]store.ServerSample
-	m.r.db.View(func(v *store.View) error {
+	m.db.View(func(v *store.View) error {
 		last = map[string]store.ServerSample{}
 		for _, s := range servers {
 			if smp, ok, _ := v.LastServerSample(s.name); ok {
@@ -372,7 +389,7 @@ func (m *monitor) flush() {
 	if len(q) == 0 {
 		return
 	}
-	err := m.r.db.Update(func(tx *store.Tx) error {
+	err := m.db.Update(func(tx *store.Tx) error {
 		for _, p := range q {
 			var err error
 			switch {
@@ -390,7 +407,7 @@ func (m *monitor) flush() {
 		return nil
 	})
 	if err != nil && m.failed.CompareAndSwap(false, true) {
-		m.r.ctl.logf("gen: storing the servers' metrics and events: %v (they are left out; the answers are not affected)", err)
+		m.ctl.logf("gen: storing the servers' metrics and events: %v (they are left out; the answers are not affected)", err)
 	}
 }
 
@@ -422,13 +439,13 @@ func (m *monitor) close(final bool, stop *store.Event) {
 // reads their /metrics: up or down, the server's running and queued
 // requests, its KV use and the tokens/s its own counter gives over the
 // last progressWindow, each when known.
-func (r *run) serverLines(now time.Time) []string {
-	if r.mon == nil || r.mon.every < 0 || r.pool == nil {
+func (m *monitor) serverLines(now time.Time) []string {
+	if m == nil || m.every < 0 || m.pool == nil {
 		return nil
 	}
 	var lines []string
-	for _, s := range r.pool.servers {
-		sc := r.mon.scraper(s)
+	for _, s := range m.pool.servers {
+		sc := m.scraper(s)
 		if sc == nil {
 			continue
 		}

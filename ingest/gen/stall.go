@@ -155,11 +155,11 @@ func (f *flights) stalledSince(now time.Time, after time.Duration) int64 {
 // checkStalls opens a stall on each server that has stalled, and closes
 // those that reply again. It returns the run's stall sentence ("" for
 // none): the earliest open stall's.
-func (r *run) checkStalls(p *pool, now time.Time) string {
+func (m *monitor) checkStalls(p *pool, now time.Time) string {
 	for _, s := range p.servers {
 		f := &s.flights
-		if since := f.stalledSince(now, r.cfg.StallAfter); since != 0 && s.up.Load() {
-			r.openStall(p, s, since, now)
+		if since := f.stalledSince(now, m.cfg.StallAfter); since != 0 && s.up.Load() {
+			m.openStall(p, s, since, now)
 		}
 		f.mu.Lock()
 		st, replied := f.stalled, f.lastReply
@@ -169,8 +169,8 @@ func (r *run) checkStalls(p *pool, now time.Time) string {
 		f.mu.Unlock()
 		if st != nil && replied > st.since {
 			d := roundDuration(time.UnixMilli(replied).Sub(time.UnixMilli(st.since)))
-			r.mon.event(replied, s.name, EventRecovered, fmt.Sprintf("replies again after %s without a reply; %d requests were held", d, st.held))
-			r.ctl.logf("gen: %s replies again after %s stalled", s.name, d)
+			m.event(replied, s.name, EventRecovered, fmt.Sprintf("replies again after %s without a reply; %d requests were held", d, st.held))
+			m.ctl.logf("gen: %s replies again after %s stalled", s.name, d)
 			p.wake()
 		}
 	}
@@ -199,11 +199,11 @@ func stallSentence(name string, st *stall, held int) string {
 
 // openStall records s's stall, which began at since: its flight record as
 // a stalled event, and a message.
-func (r *run) openStall(p *pool, s *server, since int64, now time.Time) {
+func (m *monitor) openStall(p *pool, s *server, since int64, now time.Time) {
 	held := s.flights.held()
-	health := r.probeHealth(s)
+	health := m.probeHealth(s)
 	var v liveView
-	if sc := r.mon.scraper(s); sc != nil {
+	if sc := m.scraper(s); sc != nil {
 		v = sc.view()
 	}
 	st := &stall{since: since, held: len(held), health: health,
@@ -214,8 +214,8 @@ func (r *run) openStall(p *pool, s *server, since int64, now time.Time) {
 	lastAnswer := s.flights.lastAnswer
 	s.flights.mu.Unlock()
 	detail := stallRecord(held, now, lastAnswer, errs, v, health)
-	r.mon.event(now.UnixMilli(), s.name, EventStalled, detail)
-	r.ctl.logf("gen: %s: %s; gen waits and keeps them (none is sent again, so none is answered twice), and sends it nothing new until it replies: %s",
+	m.event(now.UnixMilli(), s.name, EventStalled, detail)
+	m.ctl.logf("gen: %s: %s; gen waits and keeps them (none is sent again, so none is answered twice), and sends it nothing new until it replies: %s",
 		s.name, stallSentence(s.name, st, len(held)), detail)
 }
 
@@ -281,7 +281,7 @@ func clock(ms int64) string { return time.UnixMilli(ms).UTC().Format("15:04:05")
 
 // probeHealth asks s's /health on a connection of its own (the answers'
 // connections are held by the stall): "answers", or why not.
-func (r *run) probeHealth(s *server) string {
+func (m *monitor) probeHealth(s *server) string {
 	base := s.client().BaseURL
 	ctx, cancel := context.WithTimeout(context.Background(), stallProbeTimeout)
 	defer cancel()
@@ -289,8 +289,8 @@ func (r *run) probeHealth(s *server) string {
 	if err != nil {
 		return "not asked: " + err.Error()
 	}
-	if r.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	if m.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.apiKey)
 	}
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}}
 	resp, err := hc.Do(req)

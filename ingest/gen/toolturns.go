@@ -350,7 +350,7 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		closes: tc.counted, redo: j.redo}
 	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo {
-		r.decideExport(&out, j.p)
+		decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
 	}
 	return out
 }

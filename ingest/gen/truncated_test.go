@@ -391,7 +391,7 @@ func TestTruncatedSummary(t *testing.T) {
 		{client.SamplingParams{MaxNewTokens: &n}, nil, Summary{Responses: 200, Truncated: 30, TruncatedOwnLimit: 12},
 			"gen: 30 of 200 answers were cut at the token limit, 18 at 128 tokens and 12 at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N (and this run's other flags), after raising max_new_tokens in the prompt lines that set their own (it wins over --max-new-tokens); export keeps cut answers only with --include-truncated"},
 	} {
-		r := &run{cfg: Config{Sampling: tc.sampling, Export: tc.export}}
+		r := &progress{cfg: &Config{Sampling: tc.sampling, Export: tc.export}}
 		if got := r.truncatedSummary(&tc.sum); got != tc.want {
 			t.Errorf("%+v:\n got %q\nwant %q", tc.sum, got, tc.want)
 		}

@@ -4,12 +4,12 @@ import "fmt"
 
 // truncatedSummary says how many of the run's answers were cut at the
 // token limit, and what to do; "" when none was.
-func (r *run) truncatedSummary(sum *Summary) string {
+func (pr *progress) truncatedSummary(sum *Summary) string {
 	if sum.Truncated == 0 {
 		return ""
 	}
 	limit := "the server's default max_new_tokens"
-	if n := r.cfg.Sampling.MaxNewTokens; n != nil {
+	if n := pr.cfg.Sampling.MaxNewTokens; n != nil {
 		limit = fmt.Sprintf("%d tokens", *n)
 	}
 	const own = "their prompts' own max_new_tokens"
@@ -27,7 +27,7 @@ func (r *run) truncatedSummary(sum *Summary) string {
 	case n > 0:
 		again += ", after raising max_new_tokens in the prompt lines that set their own (it wins over --max-new-tokens)"
 	}
-	switch x := r.cfg.Export; {
+	switch x := pr.cfg.Export; {
 	case x == nil:
 		return head + ": " + again + "; export keeps cut answers only with --include-truncated"
 	case x.IncludeTruncated:

@@ -195,7 +195,7 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, 
 		redo: j.redo}
 	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo { // a redo's record comes in the final export pass (redo.go)
-		r.decideExport(&out, j.p)
+		decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
 	}
 	return out
 }

@@ -63,7 +63,7 @@ func (r *run) answer(j job) {
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
 			out.truncated, out.ownLimit = j.cut(res.FinishReason)
 			if !j.redo { // a redo's record comes in the final export pass (redo.go)
-				r.decideExport(&out, j.p)
+				decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
 			}
 			r.results <- out
 			return

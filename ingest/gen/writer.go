@@ -8,17 +8,40 @@ import (
 	"time"
 
 	"gendex/ingest"
+	"gendex/store"
 )
 
-// write appends answers to their files: every FlushEvery (or 4 MiB), one
-// write and an fsync per file, each file then indexed, in this order:
+// writer owns a run's output files (raw_responses, errors, turns, and
+// under --export tokenized and excluded) and their records in the index.
+// At the start it brings the index level with each dataset's files
+// (settlePlaces, reconcile, countAnswerMakers), makes the records of
+// earlier answers (catchUp; again in a redo's final pass); connect asks it
+// whether a server's answers may join those written (checkServerKind,
+// checkProvenance); then it appends every result to its file, fsyncs and
+// indexes it (write), and counts it in its dataset. It sends no request
+// but catchUp's tokenizing and never chooses what is asked: it writes the
+// results it is given. Run builds it (newRun) and calls it.
+type writer struct {
+	ctl  *control
+	cfg  *Config // read only
+	db   *store.DB
+	ix   *ingest.Indexer
+	sets []*dsRun // the datasets reconcile opened (Run sets them once opened)
+	// halfDone counts a dataset's conversations half done
+	// (run.countHalfDone, turns.go).
+	halfDone func(v *store.View, name string) (int64, error)
+}
+
+// write appends results to their files until results is closed: every
+// FlushEvery (or 4 MiB), one write and an fsync per file, each file then
+// indexed, in this order:
 // turns.jsonl, raw_responses.jsonl, errors.jsonl, and under --export
 // tokenized.jsonl and excluded.jsonl. A conversation's turn lines
 // therefore reach the disk (and the index) no later than its raw line or
 // its error: a worker sends them in turn order, and a flush writes the
 // turns first; an answer's record comes with its raw line, and is written
 // after it.
-func (r *run) write() error {
+func (w *writer) write(results <-chan result) error {
 	type bufs struct {
 		raw, errs, turns                    []byte
 		ok, failed, nTurns, tokens, unknown int64
@@ -27,7 +50,7 @@ func (r *run) write() error {
 	}
 	pending := map[*dsRun]*bufs{}
 	size := 0
-	tick := time.NewTicker(r.cfg.FlushEvery)
+	tick := time.NewTicker(w.cfg.FlushEvery)
 	defer tick.Stop()
 	var failed error
 	flush := func() {
@@ -36,19 +59,19 @@ func (r *run) write() error {
 				ds.turnsFile, failed = ingest.OpenOutput(ds.Turns)
 			}
 			if failed == nil {
-				failed = r.flushFile(ds.turnsFile, ds.turns, b.turns)
+				failed = w.flushFile(ds.turnsFile, ds.turns, b.turns)
 			}
 			if failed == nil {
-				failed = r.flushFile(ds.rawFile, ds.raw, b.raw)
+				failed = w.flushFile(ds.rawFile, ds.raw, b.raw)
 			}
 			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
 				ds.errFile, failed = ingest.OpenOutput(ds.Errors)
 			}
 			if failed == nil {
-				failed = r.flushFile(ds.errFile, ds.errs, b.errs)
+				failed = w.flushFile(ds.errFile, ds.errs, b.errs)
 			}
 			if failed == nil {
-				failed = r.flushExport(ds, &b.exp)
+				failed = w.flushExport(ds, &b.exp)
 			}
 			if failed == nil {
 				now := time.Now()
@@ -64,12 +87,12 @@ func (r *run) write() error {
 		}
 		size = 0
 		if failed != nil {
-			r.ctl.abort(failed)
+			w.ctl.abort(failed)
 		}
 	}
 	for {
 		select {
-		case res, ok := <-r.results:
+		case res, ok := <-results:
 			if !ok {
 				flush()
 				return failed
@@ -89,7 +112,7 @@ func (r *run) write() error {
 				b.tokens += res.tokens
 			default:
 				b.raw = append(b.raw, res.line...) // every line ends with \n
-				b.exp.take(r, &res)
+				b.exp.take(w.ctl, &res)
 				b.ok++
 				b.tokens += res.tokens
 				if res.unknown {
@@ -121,7 +144,7 @@ var afterSync func(path string) error
 // flushFile writes data in one write, fsyncs, and indexes it from memory
 // (gen is the file's only writer: ingest.Indexer.IndexWritten reads it
 // back only when the index has not read the file up to this write).
-func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
+func (w *writer) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
@@ -140,6 +163,6 @@ func (r *run) flushFile(f *os.File, src ingest.Source, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.ix.IndexWritten(context.Background(), src, data, end-int64(len(data)), nil)
+	_, err = w.ix.IndexWritten(context.Background(), src, data, end-int64(len(data)), nil)
 	return err
 }
