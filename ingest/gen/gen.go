@@ -211,12 +211,8 @@ type run struct {
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
 	tl     toolRun // the run's tool prompts (tools.go)
-	// first is closed when the feeder has given out its first prompt
-	// (firstFed): a sweeper waits for it (feed.go).
-	first             chan struct{}
-	firstOnce, fedOne sync.Once
-	early             earlyFeed // the feeder, when it starts before a server is up (earlyfeed.go)
-	sent              sentAny   // a prompt was sent (refused.go)
+	feed   *feeder // prompt lines into jobs (feed.go)
+	sent   sentAny // a prompt was sent (refused.go)
 }
 
 type dsRun struct {
@@ -341,14 +337,14 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		err = r.refused(err)
 		r.stopMonitor(sum, err)
 	}()
-	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
+	r.feed.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
 		return r.notConnected(err)
 	}
 	r.sayIDsPrompts()
 	go r.boundDown()
 	werr := r.generate(ctx)
-	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
+	if werr == nil && r.feed.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
 		return r.notConnected(errNothingFed)
 	}
 
@@ -368,7 +364,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if cause := context.Cause(r.ctl.stop); cause != nil {
 		return sum, cause
 	}
-	return sum, r.leftUnsent(sum)
+	return sum, r.feed.leftUnsent(sum)
 }
 
 // newRun makes a run of cfg (its defaults set) over db, its log and
@@ -384,6 +380,9 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
+	r.jobs = make(chan job, cfg.Concurrency)
+	r.results = make(chan result, cfg.Concurrency)
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r, convs: r, jobs: r.jobs, results: r.results}
 	return r
 }
 
@@ -393,7 +392,7 @@ func newRun(db *store.DB, cfg Config) *run {
 // exported under --export, and says it; it returns the prompts to ask.
 func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
 	cfg := &r.cfg
-	scans, err := r.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
+	scans, err := r.feed.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
 	if err != nil {
 		return 0, err
 	}
@@ -409,7 +408,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := claimShards(datasets, cfg.Shard); err != nil {
 		return 0, err
 	}
-	if err := r.checkIDRule(datasets); err != nil { // before the prompts are indexed under it
+	if err := r.feed.checkIDRule(datasets); err != nil { // before the prompts are indexed under it
 		return 0, err
 	}
 	for _, d := range datasets {
@@ -427,11 +426,12 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
+	r.feed.sets = r.sets
 	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
 	if err := r.countAnswerMakers(); err != nil {
 		return 0, err
 	}
-	if err := r.choosePromptRules(); err != nil {
+	if err := r.feed.choosePromptRules(); err != nil {
 		return 0, err
 	}
 	if err := r.chooseRedo(); err != nil {
@@ -464,7 +464,23 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if todo > 0 || r.choosing() {
 		r.saySkipped()
 	}
-	return todo, r.sayShapes(todo)
+	return todo, r.feed.sayShapes(todo)
+}
+
+// notConnected ends a run whose connect returned err: with nothing to do
+// when the early feeder found nothing (errNothingFed); otherwise the
+// feeder, if started, is stopped and waited for.
+func (r *run) notConnected(err error) (*Summary, error) {
+	if errors.Is(err, errNothingFed) {
+		r.ctl.cancelReqs() // the waits for the servers end
+		sum, err := r.nothingToDo()
+		if sum != nil {
+			sum.Elapsed = time.Since(r.ctl.started)
+		}
+		return sum, err
+	}
+	r.feed.abortEarly(err)
+	return &Summary{Elapsed: time.Since(r.ctl.started)}, err
 }
 
 // nothingToDo ends a run with no prompt to ask, saying why.
@@ -497,7 +513,7 @@ func (r *run) nothingToDo() (*Summary, error) {
 // returns the writer's error (or that of the records of redone answers).
 func (r *run) generate(ctx context.Context) error {
 	cfg := &r.cfg
-	r.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
+	r.feed.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
 	r.suspect = make(chan struct{}, 1)
 	r.slots = make(chan struct{}, cfg.Concurrency)
 	for range cfg.Concurrency {
