@@ -193,7 +193,7 @@ func (r *run) startMonitor(todo int64) {
 	r.mon = newMonitor(r)
 	r.mon.beginRow()
 	r.mon.event(r.ctl.started.UnixMilli(), "", EventStart, fmt.Sprintf("%s, %s, servers %s; %s",
-		counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), strings.Join(r.serverNames(), ", "), r.settings()))
+		counted(len(r.sets), "dataset", "datasets"), r.redo.todoText(todo), strings.Join(r.serverNames(), ", "), r.settings()))
 }
 
 // serverNames returns the servers as gen prints them.

@@ -210,9 +210,10 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
-	tl     toolRun // the run's tool prompts (tools.go)
-	feed   *feeder // prompt lines into jobs (feed.go)
-	sent   sentAny // a prompt was sent (refused.go)
+	tl     toolRun      // the run's tool prompts (tools.go)
+	feed   *feeder      // prompt lines into jobs (feed.go)
+	redo   *redoChooser // --redo's choice (redo.go)
+	sent   sentAny      // a prompt was sent (refused.go)
 }
 
 type dsRun struct {
@@ -328,7 +329,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err != nil {
 		return nil, r.refused(err)
 	}
-	if todo == 0 && !r.choosing() {
+	if todo == 0 && !r.redo.choosing() {
 		sum, err := r.nothingToDo()
 		return sum, r.refused(err)
 	}
@@ -382,7 +383,8 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
-	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r, convs: r, jobs: r.jobs, results: r.results}
+	r.redo = &redoChooser{ctl: r.ctl, cfg: &r.cfg, db: db}
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r, jobs: r.jobs, results: r.results}
 	return r
 }
 
@@ -426,7 +428,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.feed.sets = r.sets
+	r.feed.sets, r.redo.sets = r.sets, r.sets
 	r.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
 	if err := r.countAnswerMakers(); err != nil {
 		return 0, err
@@ -434,7 +436,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := r.feed.choosePromptRules(); err != nil {
 		return 0, err
 	}
-	if err := r.chooseRedo(); err != nil {
+	if err := r.redo.chooseRedo(); err != nil {
 		return 0, err
 	}
 	r.shapes = readShapes(r.sets, scans)
@@ -447,7 +449,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.sayRedo()
+	r.redo.sayRedo()
 	var todo, half int64
 	for _, ds := range r.sets {
 		if ds.redo != nil {
@@ -460,8 +462,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
-	if todo > 0 || r.choosing() {
+	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.redo.todoText(todo), halfText, r.settings())
+	if todo > 0 || r.redo.choosing() {
 		r.saySkipped()
 	}
 	return todo, r.feed.sayShapes(todo)
@@ -532,7 +534,7 @@ func (r *run) generate(ctx context.Context) error {
 	close(progressStop)
 	<-progressDone
 	if werr == nil && !r.ctl.stopping() && cfg.Export != nil {
-		werr = r.redoRecords()
+		werr = r.redo.redoRecords(r)
 	}
 	r.ctl.cancelReqs()
 	return werr

@@ -565,7 +565,7 @@ func (r *run) final(sum *Summary) {
 					s.Stage(store.Tokenized).Records, s.Excluded(), s.MissingTokenized(), ds.Tokenized)
 			}
 		}
-		r.sayOwed(v) // what a redo leaves owed (redo.go)
+		r.redo.sayOwed(v) // what a redo leaves owed (redo.go)
 		return nil
 	})
 	if n := r.rep.Skipped(); n > 0 {

@@ -58,7 +58,7 @@ func (r *run) answer(j job) {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
 			if j.redo {
-				line = r.redoLine(&j, line)
+				line = r.redo.redoLine(&j, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
 			out.truncated, out.ownLimit = j.cut(res.FinishReason)
