@@ -145,30 +145,6 @@ func (rc *redoChooser) choosing() bool {
 	return false
 }
 
-// sayAsGoes says, at the start, how an asGoes redo finds what it asks
-// again in ds.
-func (rc *redoChooser) sayAsGoes(ds *dsRun) {
-	var answers, cut uint64
-	rc.db.View(func(v *store.View) error {
-		if s, err := v.Summary(ds.Name); err == nil {
-			answers, cut = s.Stage(store.Raw).Records, s.Truncated()
-		}
-		return nil
-	})
-	rc.ctl.logf("gen: --redo: %s: %d answers, %d of them cut at the token limit (finish_reason length): too many to read before the first request, so each is decided as its prompt is read and asked again if it is to be, each new answer replacing the old one everywhere; how many are asked again, and so what is to go, is said once every prompt is read",
-		ds.Name, answers, cut)
-}
-
-// todoText says what the run has to answer at its start: "12 prompts to
-// answer", and the answers an asGoes redo finds, not known yet.
-func (rc *redoChooser) todoText(todo int64) string {
-	s := counted(todo, "prompt", "prompts") + " to answer"
-	if rc.choosing() {
-		s += ", and the cut answers the redo finds as it reads the prompts (how many is not known yet)"
-	}
-	return s
-}
-
 // toGoPart is the live line's "to go": while a redo is still finding the
 // answers it asks again (not known), the count so far, said as such.
 func toGoPart(left uint64, known bool) part {
