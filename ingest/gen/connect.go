@@ -115,7 +115,7 @@ func (r *run) connect() error {
 			return nil
 		case <-notReady:
 			failed++
-		case <-r.nothingFed(): // a redo's feeder read every prompt: none to ask (earlyfeed.go)
+		case <-r.feed.nothingFed(): // a redo's feeder read every prompt: none to ask (earlyfeed.go)
 			return errNothingFed
 		case <-r.ctl.stop.Done():
 			return context.Cause(r.ctl.stop)

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // errNothingFed is connect's answer when the feeder, started before a
@@ -37,18 +36,15 @@ type earlyFeed struct {
 	fed  atomic.Bool // the feeder chose a prompt to ask
 }
 
-// startFeed makes the jobs and results channels and starts the feeder,
-// once: from feedEarly, or from generate.
-func (r *run) startFeed() {
-	r.early.once.Do(func() {
-		r.jobs = make(chan job, r.cfg.Concurrency)
-		r.results = make(chan result, r.cfg.Concurrency)
-		r.early.done = make(chan struct{})
-		idle := r.early.idle
+// startFeed starts the feeder, once: from feedEarly, or from generate.
+func (fe *feeder) startFeed() {
+	fe.early.once.Do(func() {
+		fe.early.done = make(chan struct{})
+		idle := fe.early.idle
 		go func() {
-			defer close(r.early.done)
-			r.feed()
-			if idle != nil && !r.early.fed.Load() && !r.ctl.stopping() && !r.choosing() {
+			defer close(fe.early.done)
+			fe.feed()
+			if idle != nil && !fe.early.fed.Load() && !fe.ctl.stopping() && !fe.redo.choosing() {
 				close(idle)
 			}
 		}()
@@ -59,22 +55,22 @@ func (r *run) startFeed() {
 // has no prompt to ask at its start (todo) but a redo still to decide as
 // the feeder reads (choosing), and its "nothing to do" would need no
 // server (checkKindIdle): so a redo with nothing left ends without one.
-func (r *run) feedEarly(todo int64) {
-	if todo != 0 || !r.choosing() || r.idleAsksServer() {
+func (fe *feeder) feedEarly(todo int64) {
+	if todo != 0 || !fe.redo.choosing() || fe.idleAsksServer() {
 		return
 	}
-	r.early.idle = make(chan struct{})
-	r.startFeed()
+	fe.early.idle = make(chan struct{})
+	fe.startFeed()
 }
 
 // idleAsksServer reports whether a run with nothing to do asks a server
 // first (checkKindIdle): a dataset holds the simulator's answers and the
 // servers are not the built-in simulator.
-func (r *run) idleAsksServer() bool {
-	if r.cfg.Simulator {
+func (fe *feeder) idleAsksServer() bool {
+	if fe.cfg.Simulator {
 		return false
 	}
-	for _, ds := range r.sets {
+	for _, ds := range fe.sets {
 		if ds.makers.simulated > 0 {
 			return true
 		}
@@ -82,34 +78,24 @@ func (r *run) idleAsksServer() bool {
 	return false
 }
 
-// notConnected ends a run whose connect returned err: with nothing to do
-// when the early feeder found nothing (errNothingFed); otherwise the
-// feeder, if started, is stopped and waited for.
-func (r *run) notConnected(err error) (*Summary, error) {
-	if errors.Is(err, errNothingFed) {
-		r.ctl.cancelReqs() // the waits for the servers end
-		sum, err := r.nothingToDo()
-		if sum != nil {
-			sum.Elapsed = time.Since(r.ctl.started)
-		}
-		return sum, err
+// abortEarly ends the run with err, the servers not connected, and waits
+// for the feeder if it started early (feedEarly).
+func (fe *feeder) abortEarly(err error) {
+	if fe.early.done != nil {
+		fe.ctl.abort(err)
+		<-fe.early.done
 	}
-	if r.early.done != nil {
-		r.ctl.abort(err)
-		<-r.early.done
-	}
-	return &Summary{Elapsed: time.Since(r.ctl.started)}, err
 }
 
 // fedNothing reports whether the early feeder read every prompt and
 // found none to ask, once it has ended (it has, once the workers have).
-func (r *run) fedNothing() bool {
-	if r.early.idle == nil {
+func (fe *feeder) fedNothing() bool {
+	if fe.early.idle == nil {
 		return false
 	}
-	<-r.early.done
+	<-fe.early.done
 	select {
-	case <-r.early.idle:
+	case <-fe.early.idle:
 		return true
 	default:
 		return false
@@ -118,6 +104,6 @@ func (r *run) fedNothing() bool {
 
 // nothingFed is closed when the early feeder found nothing to ask
 // (nil, never, without one): connect's wait ends then.
-func (r *run) nothingFed() <-chan struct{} {
-	return r.early.idle
+func (fe *feeder) nothingFed() <-chan struct{} {
+	return fe.early.idle
 }

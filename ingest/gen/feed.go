@@ -14,6 +14,59 @@ import (
 
 var errStop = errors.New("stop")
 
+// feeder turns prompt lines into jobs. It owns the reading of every
+// dataset's prompts files: before the run, their lines' shapes, id and
+// prompt rules (scanPrompts, checkIDRule, choosePromptRules, sayShapes);
+// during it, the walk that skips the prompts answered or failed for good
+// and sends the others, parsed by the run's prompt rule, to the workers
+// (a conversation with its recorded turns), starting early when a redo
+// may have nothing to ask (earlyfeed.go); at its end, what it could not
+// send (leftUnsent). It never writes an answer nor the index: it sends
+// jobs, and to the writer the final errors of prompts it cannot read;
+// --redo's choice, and the marks of the answers asked again, are the
+// redo chooser's (redo). The run builds it (newRun), hands it the
+// datasets once reconciled (prepare) and starts it (generate).
+type feeder struct {
+	ctl  *control
+	cfg  *Config // read only
+	db   *store.DB
+	sets []*dsRun // the run's datasets, in feeding order (prepare)
+
+	redo  redoChoice // which answers are asked again (redo.go)
+	convs convReader // a conversation's recorded turns (turns.go, toolsteps.go)
+
+	jobs    chan<- job    // to the workers; closed once every prompt is read
+	results chan<- result // the final errors of prompts the feeder cannot send
+
+	// first is closed when the feeder has given out its first prompt
+	// (firstFed): a sweeper waits for it.
+	first             chan struct{}
+	firstOnce, fedOne sync.Once
+	early             earlyFeed // when it starts before a server is up (earlyfeed.go)
+}
+
+// redoChoice is what the feeder asks of --redo's choice as it reads the
+// prompts (redofeed.go).
+type redoChoice interface {
+	// askAgain tells whether rec, ds's answer to a prompt read, is asked
+	// again (files nil: a look that decides nothing).
+	askAgain(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles) (bool, error)
+	// markFound marks in the index the answers just decided to ask again,
+	// before they are sent.
+	markFound(ds *dsRun, ids []string) error
+	// chose ends the choice in ds once every prompt of it is read.
+	chose(ds *dsRun)
+	// choosing reports whether a dataset still finds what it asks again.
+	choosing() bool
+}
+
+// convReader gives the feeder the state of a conversation asked turn by
+// turn (or step by step, with tools): its turns the index holds.
+type convReader interface {
+	recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv, error)
+	recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*toolConv, error)
+}
+
 // feed sends every dataset's unanswered prompts, in file order, dataset
 // after dataset without a pause between them; a conversation asked turn by
 // turn goes with the turns the index holds (recorded).
@@ -24,40 +77,40 @@ var errStop = errors.New("stop")
 // every line is still looked at once, by one of them. Two lines with one
 // id are never both sent: only the first line of an id is (toSend), and
 // it is in one of the two ranges.
-func (r *run) feed() {
+func (fe *feeder) feed() {
 	var sweeps sync.WaitGroup
 	defer func() {
 		sweeps.Wait()
-		for _, ds := range r.sets {
-			ds.fed.Store(!r.ctl.stopping())
+		for _, ds := range fe.sets {
+			ds.fed.Store(!fe.ctl.stopping())
 		}
-		close(r.jobs)
+		close(fe.jobs)
 	}()
 	files := turnFiles{}
 	defer files.close()
-	for _, ds := range r.sets {
+	for _, ds := range fe.sets {
 		var own sync.WaitGroup // the dataset's sweepers
 		for _, path := range ds.Prompts {
-			if err := r.feedFile(ds, path, files, &own); err != nil {
-				r.feedFailed(path, err)
+			if err := fe.feedFile(ds, path, files, &own); err != nil {
+				fe.feedFailed(path, err)
 				sweeps.Go(own.Wait)
 				return
 			}
 		}
-		sweeps.Go(func() { own.Wait(); r.chose(ds) }) // every prompt of it read: a redo's choice is whole (redofeed.go)
+		sweeps.Go(func() { own.Wait(); fe.redo.chose(ds) }) // every prompt of it read: a redo's choice is whole (redofeed.go)
 	}
 }
 
 // firstFed is closed once the feeder has given the workers a prompt.
-func (r *run) firstFed() chan struct{} {
-	r.firstOnce.Do(func() { r.first = make(chan struct{}) })
-	return r.first
+func (fe *feeder) firstFed() chan struct{} {
+	fe.firstOnce.Do(func() { fe.first = make(chan struct{}) })
+	return fe.first
 }
 
 // feedFailed ends the run on a prompts file the feeder could not read.
-func (r *run) feedFailed(path string, err error) {
-	if !r.ctl.stopping() {
-		r.ctl.abort(fmt.Errorf("reading %s: %w", path, err))
+func (fe *feeder) feedFailed(path string, err error) {
+	if !fe.ctl.stopping() {
+		fe.ctl.abort(fmt.Errorf("reading %s: %w", path, err))
 	}
 }
 
@@ -76,9 +129,9 @@ type feedLine struct {
 	send, redo bool
 }
 
-func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.WaitGroup) error {
+func (fe *feeder) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.WaitGroup) error {
 	var state store.FileState
-	if err := r.db.View(func(v *store.View) (err error) {
+	if err := fe.db.View(func(v *store.View) (err error) {
 		state, _, err = v.File(path)
 		return err
 	}); err != nil {
@@ -94,7 +147,7 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.Wai
 	if err != nil {
 		return err
 	}
-	from, line, err := r.skipTo(ds, f, state, idPath)
+	from, line, err := fe.skipTo(ds, f, state, idPath)
 	if err != nil {
 		f.Close()
 		return err
@@ -109,28 +162,28 @@ func (r *run) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.Wai
 			defer sweeps.Done()
 			defer func() { <-mainDone; f.Close() }()
 			select { // once the first prompt is out: the sweep is no hurry
-			case <-r.firstFed():
+			case <-fe.firstFed():
 			case <-mainDone:
-			case <-r.ctl.stop.Done():
+			case <-fe.ctl.stop.Done():
 			}
 			own := turnFiles{}
 			defer own.close()
-			if err := r.feedRange(ds, path, f, 0, from, 1, state, idPath, own); err != nil {
-				r.feedFailed(path, err)
+			if err := fe.feedRange(ds, path, f, 0, from, 1, state, idPath, own); err != nil {
+				fe.feedFailed(path, err)
 			}
 		}()
 	}
-	return r.feedRange(ds, path, f, from, state.Offset, line, state, idPath, files)
+	return fe.feedRange(ds, path, f, from, state.Offset, line, state, idPath, files)
 }
 
 // feedRange sends the unanswered prompts among the lines of f (path,
 // as the index knows it by state) in [from, to), the first of them
 // line number first.
-func (r *run) feedRange(ds *dsRun, path string, f *os.File, from, to, first int64, state store.FileState, idPath ingest.IDPath, files turnFiles) error {
+func (fe *feeder) feedRange(ds *dsRun, path string, f *os.File, from, to, first int64, state store.FileState, idPath ingest.IDPath, files turnFiles) error {
 	batch := make([]feedLine, 0, feedBatch)
 	var arena []byte
 	_, err := ingest.ReadLines(io.NewSectionReader(f, from, to-from), func(line []byte, n int64) error {
-		if r.ctl.stopping() {
+		if fe.ctl.stopping() {
 			return errStop
 		}
 		n += first - 1
@@ -139,12 +192,12 @@ func (r *run) feedRange(ds *dsRun, path string, f *os.File, from, to, first int6
 		if len(batch) < feedBatch {
 			return nil
 		}
-		err := r.feedLines(ds, path, state, idPath, files, batch, arena)
+		err := fe.feedLines(ds, path, state, idPath, files, batch, arena)
 		batch, arena = batch[:0], arena[:0]
 		return err
 	})
 	if err == nil {
-		err = r.feedLines(ds, path, state, idPath, files, batch, arena)
+		err = fe.feedLines(ds, path, state, idPath, files, batch, arena)
 	}
 	if errors.Is(err, errStop) {
 		return nil
@@ -155,7 +208,7 @@ func (r *run) feedRange(ds *dsRun, path string, f *os.File, from, to, first int6
 // feedLines sends the unanswered prompts among lines (of the file path,
 // as the index knows it by state, its ids at idPath), looked up in one
 // read transaction.
-func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath ingest.IDPath, files turnFiles, lines []feedLine, arena []byte) error {
+func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPath ingest.IDPath, files turnFiles, lines []feedLine, arena []byte) error {
 	for i := range lines {
 		l := &lines[i]
 		var rec store.Record
@@ -170,11 +223,11 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 		l.id = rec.ID
 	}
 	var found []string // answers an asGoes redo asks again (redofeed.go)
-	if err := r.db.View(func(v *store.View) error {
+	if err := fe.db.View(func(v *store.View) error {
 		for i := range lines {
 			if l := &lines[i]; l.id != "" {
 				var err error
-				if l.send, l.redo, err = r.toSend(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
+				if l.send, l.redo, err = fe.toSend(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
 					return err
 				}
 				if l.redo && ds.redo.asGoes {
@@ -186,17 +239,17 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 	}); err != nil {
 		return err
 	}
-	if err := r.markFound(ds, found); err != nil {
+	if err := fe.redo.markFound(ds, found); err != nil {
 		return err
 	}
 	for _, l := range lines {
-		if r.ctl.stopping() {
+		if fe.ctl.stopping() {
 			return errStop
 		}
 		if !l.send {
 			continue
 		}
-		if err := r.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.redo); err != nil {
+		if err := fe.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.redo); err != nil {
 			return err
 		}
 	}
@@ -207,16 +260,16 @@ func (r *run) feedLines(ds *dsRun, path string, state store.FileState, idPath in
 // prompt line line, is to be asked: it is the first line with its id, and
 // has no answer (or one to redo: askAgain, which reads lines through
 // files; nil: decides none) and no final error (or --retry-errors).
-func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (send, redo bool, err error) {
+func (fe *feeder) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (send, redo bool, err error) {
 	p, ok, err := v.Get(ds.Name, store.Prompts, id)
 	if err != nil || !ok || p.File != state.ID || p.Line != n {
 		return false, false, err // not the first line with this id
 	}
 	if raw, done, _ := v.Get(ds.Name, store.Raw, id); done {
-		send, err = r.askAgain(v, ds, &raw, line, files)
+		send, err = fe.redo.askAgain(v, ds, &raw, line, files)
 		return send, send, err
 	}
-	if _, failed, _ := v.Get(ds.Name, store.Errors, id); failed && !r.cfg.RetryErrors {
+	if _, failed, _ := v.Get(ds.Name, store.Errors, id); failed && !fe.cfg.RetryErrors {
 		return false, false, nil
 	}
 	return true, false, nil
@@ -224,49 +277,49 @@ func (r *run) toSend(v *store.View, ds *dsRun, state store.FileState, id string,
 
 // feedPrompt sends the prompt line (id, at line n of path) to the
 // workers, with its recorded turns when it is asked turn by turn.
-func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
-	if !r.early.fed.Load() {
-		r.early.fed.Store(true) // the run has work (earlyfeed.go)
+func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
+	if !fe.early.fed.Load() {
+		fe.early.fed.Store(true) // the run has work (earlyfeed.go)
 	}
-	p, err := r.parsePrompt(line, id, n)
+	p, err := fe.parsePrompt(line, id, n)
 	if (errors.Is(err, errNoPrompt) || errors.Is(err, errManyPrompts)) && ds.scan != nil {
 		ds.scan.unsent.Add(1) // failed for its shape, said before the first request: no errors.jsonl line
 		return nil
 	}
 	if err != nil {
-		return r.feedResult(r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
+		return fe.feedResult(errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
 	}
 	p.Path = path // a refusal names it (promptfit.go)
-	if r.cfg.Export != nil {
+	if fe.cfg.Export != nil {
 		p.Raw = bytes.Clone(line)
 	}
 	j := job{ds: ds, p: p, redo: redo}
-	if r.cfg.Turns == TurnsAll && p.Tools != nil {
-		tc, err := r.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
+	if fe.cfg.Turns == TurnsAll && p.Tools != nil {
+		tc, err := fe.convs.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
 		if err != nil {
-			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = tc.counted
-			r.results <- res
+			fe.results <- res
 			return nil
 		}
 		j.tc = tc
-	} else if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
-		c, err := r.recorded(ds, p, files, redo)
+	} else if fe.cfg.Turns == TurnsAll && p.Turns >= 2 {
+		c, err := fe.convs.recorded(ds, p, files, redo)
 		if err != nil {
-			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = c.counted
-			return r.feedResult(res)
+			return fe.feedResult(res)
 		}
 		j.conv = c
 	}
 	select {
-	case r.jobs <- j:
-		r.fedOne.Do(func() { close(r.firstFed()) })
+	case fe.jobs <- j:
+		fe.fedOne.Do(func() { close(fe.firstFed()) })
 		if ds.scan != nil {
 			ds.scan.fed.Add(1)
 		}
 		return nil
-	case <-r.ctl.stop.Done():
+	case <-fe.ctl.stop.Done():
 		return errStop
 	}
 }
@@ -275,11 +328,11 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 // error), unless the run stops first: the writer may not run yet
 // (feedEarly), and the prompt, left without its line, is asked by the
 // next run.
-func (r *run) feedResult(res result) error {
+func (fe *feeder) feedResult(res result) error {
 	select {
-	case r.results <- res:
+	case fe.results <- res:
 		return nil
-	case <-r.ctl.stop.Done():
+	case <-fe.ctl.stop.Done():
 		return errStop
 	}
 }

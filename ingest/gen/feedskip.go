@@ -37,7 +37,7 @@ const (
 // skipTo returns where the feeder starts in f (the prompts file as the
 // index knows it by state, its ids at idPath): an offset and that line's
 // number, (0, 1) for the first line.
-func (r *run) skipTo(ds *dsRun, f *os.File, state store.FileState, idPath ingest.IDPath) (from, line int64, err error) {
+func (fe *feeder) skipTo(ds *dsRun, f *os.File, state store.FileState, idPath ingest.IDPath) (from, line int64, err error) {
 	from, line = 0, 1
 	if state.Offset < skipMin {
 		return from, line, nil
@@ -46,7 +46,7 @@ func (r *run) skipTo(ds *dsRun, f *os.File, state store.FileState, idPath ingest
 	lo, hi := int64(0), state.Offset
 	for hi-lo > skipSlack {
 		mid := lo + (hi-lo)/2
-		at, n, send, found, err := r.probe(ds, f, buf, mid, hi, state, idPath)
+		at, n, send, found, err := fe.probe(ds, f, buf, mid, hi, state, idPath)
 		switch {
 		case err != nil:
 			return 0, 1, err
@@ -62,7 +62,7 @@ func (r *run) skipTo(ds *dsRun, f *os.File, state store.FileState, idPath ingest
 // probe reads f from off for a line before end whose place the index
 // knows, and tells whether it is to be sent; found is false when none of
 // the lines read is such a line.
-func (r *run) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state store.FileState, idPath ingest.IDPath) (at, n int64, send, found bool, err error) {
+func (fe *feeder) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state store.FileState, idPath ingest.IDPath) (at, n int64, send, found bool, err error) {
 	size, err := f.ReadAt(buf[:min(int64(len(buf)), end-off+1)], off-1) // from the byte before: is off a line's start?
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, 0, false, false, err
@@ -88,7 +88,7 @@ func (r *run) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state sto
 		}
 		pos += int64(i) + 1
 	}
-	err = r.db.View(func(v *store.View) error {
+	err = fe.db.View(func(v *store.View) error {
 		for _, c := range cands {
 			p, ok, err := v.Get(ds.Name, store.Prompts, c.id)
 			if err != nil {
@@ -98,7 +98,7 @@ func (r *run) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state sto
 				continue // another shard's, or not the first line with its id
 			}
 			at, n, found = c.at, p.Line, true
-			send, _, err = r.toSend(v, ds, state, c.id, p.Line, nil, nil) // a look: it decides no redo
+			send, _, err = fe.toSend(v, ds, state, c.id, p.Line, nil, nil) // a look: it decides no redo
 			return err
 		}
 		return nil

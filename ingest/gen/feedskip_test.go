@@ -69,7 +69,7 @@ func TestSkipToAnswersEnd(t *testing.T) {
 		var state store.FileState
 		db.View(func(v *store.View) (err error) { state, _, err = v.File(path); return err })
 		f, _ := os.Open(path)
-		from, line, err := r.skipTo(ds, f, state, nil)
+		from, line, err := r.feed.skipTo(ds, f, state, nil)
 		f.Close()
 		for _, d := range opened {
 			d.close()

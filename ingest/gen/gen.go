@@ -211,13 +211,10 @@ type run struct {
 	// shapes are the prompt shapes the run sends, from every line of
 	// its prompts files (readShapes): preflight checks their routes.
 	shapes [numShapes]bool
-	tl     toolRun // the run's tool prompts (tools.go)
-	// first is closed when the feeder has given out its first prompt
-	// (firstFed): a sweeper waits for it (feed.go).
-	first             chan struct{}
-	firstOnce, fedOne sync.Once
-	early             earlyFeed // the feeder, when it starts before a server is up (earlyfeed.go)
-	sent              sentAny   // a prompt was sent (refused.go)
+	tl     toolRun      // the run's tool prompts (tools.go)
+	feed   *feeder      // prompt lines into jobs (feed.go)
+	redo   *redoChooser // --redo's choice (redo.go)
+	sent   sentAny      // a prompt was sent (refused.go)
 }
 
 type dsRun struct {
@@ -333,26 +330,26 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if err != nil {
 		return nil, r.refused(err)
 	}
-	if todo == 0 && !r.choosing() {
+	if todo == 0 && !r.redo.choosing() {
 		sum, err := r.nothingToDo()
 		return sum, r.refused(err)
 	}
 	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.restartSeen)
-	r.mon.begin(r.todoText(todo), r.settings())
+	r.mon.begin(r.redo.todoText(todo), r.settings())
 	defer func() {
 		err = r.refused(err)
 		r.mon.end(sum, err)
 	}()
-	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
+	r.feed.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
 	if err := r.connect(); err != nil {
 		return r.notConnected(err)
 	}
 	r.sayIDsPrompts()
 	r.prog = &progress{ctl: r.ctl, cfg: &r.cfg, db: r.db, sets: r.sets, live: r.live, pool: r.pool, mon: r.mon, iso: &r.iso,
-		rep: r.rep, toolStops: &r.tl.stops, owed: r.sayOwed}
+		rep: r.rep, toolStops: &r.tl.stops, owed: r.redo.sayOwed}
 	go r.boundDown()
 	werr := r.generate(ctx)
-	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
+	if werr == nil && r.feed.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
 		return r.notConnected(errNothingFed)
 	}
 
@@ -372,7 +369,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	if cause := context.Cause(r.ctl.stop); cause != nil {
 		return sum, cause
 	}
-	return sum, r.leftUnsent(sum)
+	return sum, r.feed.leftUnsent(sum)
 }
 
 // newRun makes a run of cfg (its defaults set) over db, its log and
@@ -388,6 +385,10 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.wr = &writer{ctl: r.ctl, cfg: &r.cfg, db: db, ix: &ingest.Indexer{DB: db, Report: r.rep.Report}, halfDone: r.countHalfDone}
+	r.jobs = make(chan job, cfg.Concurrency)
+	r.results = make(chan result, cfg.Concurrency)
+	r.redo = &redoChooser{ctl: r.ctl, cfg: &r.cfg, db: db}
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r, jobs: r.jobs, results: r.results}
 	return r
 }
 
@@ -397,7 +398,7 @@ func newRun(db *store.DB, cfg Config) *run {
 // exported under --export, and says it; it returns the prompts to ask.
 func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun) (int64, error) {
 	cfg := &r.cfg
-	scans, err := r.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
+	scans, err := r.feed.scanPrompts(datasets) // before the index changes: a path that reads nothing stops here
 	if err != nil {
 		return 0, err
 	}
@@ -413,7 +414,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := claimShards(datasets, cfg.Shard); err != nil {
 		return 0, err
 	}
-	if err := r.checkIDRule(datasets); err != nil { // before the prompts are indexed under it
+	if err := r.feed.checkIDRule(datasets); err != nil { // before the prompts are indexed under it
 		return 0, err
 	}
 	for _, d := range datasets {
@@ -432,14 +433,14 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 		}
 	}
 	r.wr.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
-	r.wr.sets = r.sets     // the datasets opened: the writer's from here
+	r.wr.sets, r.feed.sets, r.redo.sets = r.sets, r.sets, r.sets // the datasets opened: the parts' from here
 	if err := r.wr.countAnswerMakers(); err != nil {
 		return 0, err
 	}
-	if err := r.choosePromptRules(); err != nil {
+	if err := r.feed.choosePromptRules(); err != nil {
 		return 0, err
 	}
-	if err := r.chooseRedo(); err != nil {
+	if err := r.redo.chooseRedo(); err != nil {
 		return 0, err
 	}
 	r.shapes = readShapes(r.sets, scans)
@@ -452,7 +453,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.sayRedo()
+	r.redo.sayRedo()
 	var todo, half int64
 	for _, ds := range r.sets {
 		if ds.redo != nil {
@@ -465,11 +466,27 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if half > 0 {
 		halfText = fmt.Sprintf(" (%d of them conversations half done: only their missing turns are asked)", half)
 	}
-	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.todoText(todo), halfText, r.settings())
-	if todo > 0 || r.choosing() {
+	r.ctl.logf("gen: %s, %s%s; %s", counted(len(r.sets), "dataset", "datasets"), r.redo.todoText(todo), halfText, r.settings())
+	if todo > 0 || r.redo.choosing() {
 		r.wr.saySkipped()
 	}
-	return todo, r.sayShapes(todo)
+	return todo, r.feed.sayShapes(todo)
+}
+
+// notConnected ends a run whose connect returned err: with nothing to do
+// when the early feeder found nothing (errNothingFed); otherwise the
+// feeder, if started, is stopped and waited for.
+func (r *run) notConnected(err error) (*Summary, error) {
+	if errors.Is(err, errNothingFed) {
+		r.ctl.cancelReqs() // the waits for the servers end
+		sum, err := r.nothingToDo()
+		if sum != nil {
+			sum.Elapsed = time.Since(r.ctl.started)
+		}
+		return sum, err
+	}
+	r.feed.abortEarly(err)
+	return &Summary{Elapsed: time.Since(r.ctl.started)}, err
 }
 
 // nothingToDo ends a run with no prompt to ask, saying why.
@@ -502,7 +519,7 @@ func (r *run) nothingToDo() (*Summary, error) {
 // returns the writer's error (or that of the records of redone answers).
 func (r *run) generate(ctx context.Context) error {
 	cfg := &r.cfg
-	r.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
+	r.feed.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
 	r.suspect = make(chan struct{}, 1)
 	r.slots = make(chan struct{}, cfg.Concurrency)
 	for range cfg.Concurrency {
@@ -521,7 +538,7 @@ func (r *run) generate(ctx context.Context) error {
 	close(progressStop)
 	<-progressDone
 	if werr == nil && !r.ctl.stopping() && cfg.Export != nil {
-		werr = r.redoRecords()
+		werr = r.redo.redoRecords(r.wr)
 	}
 	r.ctl.cancelReqs()
 	return werr

@@ -18,19 +18,19 @@ import (
 // how many answers would lose their prompt (0 when the new rule gives the
 // prompts the same ids: their answers' provenance then holds another id
 // rule). Nothing is indexed or sent; --allow-mixed lets it through.
-func (r *run) checkIDRule(datasets []Dataset) error {
-	if r.cfg.Paths.ID == "" || r.cfg.AllowMixed {
+func (fe *feeder) checkIDRule(datasets []Dataset) error {
+	if fe.cfg.Paths.ID == "" || fe.cfg.AllowMixed {
 		return nil
 	}
-	rule, err := ingest.ParseIDPath(r.cfg.Paths.ID)
+	rule, err := ingest.ParseIDPath(fe.cfg.Paths.ID)
 	if err != nil {
 		return err
 	}
-	return r.db.View(func(v *store.View) error {
+	return fe.db.View(func(v *store.View) error {
 		for _, d := range datasets {
 			old, changed := "", false
 			for _, p := range d.Prompts {
-				if st, ok, _ := v.File(p); ok && st.IDPath != r.cfg.Paths.ID {
+				if st, ok, _ := v.File(p); ok && st.IDPath != fe.cfg.Paths.ID {
 					old, changed = st.IDPath, true
 				}
 			}
@@ -52,7 +52,7 @@ func (r *run) checkIDRule(datasets []Dataset) error {
 				what = fmt.Sprintf("its %d answers keep their prompts, but were made under the other rule", answers)
 			}
 			return &stopError{msg: fmt.Sprintf("%s: its prompts' ids would now be read from %s (were from %s): %s",
-				filepath.Dir(d.Raw), r.cfg.Paths.ID, old, what),
+				filepath.Dir(d.Raw), fe.cfg.Paths.ID, old, what),
 				hint: fmt.Sprintf("leave --id out to keep %s (the index remembers it for these prompts), or give --allow-mixed to index them under the new rule anyway ('gendex query progress' then counts the answers left without a prompt as no_prompt); nothing was sent or indexed", old)}
 		}
 		return nil

@@ -99,12 +99,12 @@ func earlierPromptRule(made []store.Maker) string {
 // answers were read by extended with it, when reading all its prompt
 // lines finds none the two read at other places; when some are,
 // dsRun.promptClash says how many and the first.
-func (r *run) choosePromptRules() error {
+func (fe *feeder) choosePromptRules() error {
 	now := builtinPromptRule
-	if p := r.cfg.Paths.Prompt; p != "" {
+	if p := fe.cfg.Paths.Prompt; p != "" {
 		now = p
 	}
-	for _, ds := range r.sets {
+	for _, ds := range fe.sets {
 		ds.promptRule = now
 		then := earlierPromptRule(ds.makers.made)
 		if then == "" || samePromptRule(then, now) {
@@ -122,7 +122,7 @@ func (r *run) choosePromptRules() error {
 			ds.promptRule = then + ruleElse + now
 		}
 		if ds.promptClash == "" {
-			r.ctl.logf("gen: %s: its answers' prompts were read by %q; no prompt line holds one for both it and %q at other keys: one way, this run's answers record %q",
+			fe.ctl.logf("gen: %s: its answers' prompts were read by %q; no prompt line holds one for both it and %q at other keys: one way, this run's answers record %q",
 				ds.Name, then, now, ds.promptRule)
 		}
 	}

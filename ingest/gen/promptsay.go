@@ -15,12 +15,12 @@ import (
 // a shape gen cannot send (their keys, and the flags that read them); when
 // no dataset with prompts to answer has a line gen can send, nothing is:
 // the run stops here.
-func (r *run) sayShapes(todo int64) error {
+func (fe *feeder) sayShapes(todo int64) error {
 	if todo == 0 {
 		return nil
 	}
 	sendable, unsendable := false, false
-	for _, ds := range r.sets {
+	for _, ds := range fe.sets {
 		sc := ds.scan
 		if sc == nil || ds.todo == 0 {
 			continue
@@ -42,14 +42,14 @@ func (r *run) sayShapes(todo int64) error {
 		}
 		switch n := sc.unsendable(); {
 		case n == 0 && mix != "":
-			r.ctl.logf("gen: %s: %s", ds.Name, strings.TrimSuffix(mix, ". "))
+			fe.ctl.logf("gen: %s: %s", ds.Name, strings.TrimSuffix(mix, ". "))
 		case n == sc.lines:
-			r.ctl.logf("gen: %s: none of its %d prompt lines holds a prompt gen can send: %s. %s",
-				ds.Name, sc.lines, r.unsendableText(ds), unsentNote)
+			fe.ctl.logf("gen: %s: none of its %d prompt lines holds a prompt gen can send: %s. %s",
+				ds.Name, sc.lines, fe.unsendableText(ds), unsentNote)
 		case n > 0:
-			r.ctl.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, r.unsendableText(ds), unsentNote)
+			fe.ctl.logf("gen: %s: %sThe %d that gen cannot send: %s. %s", ds.Name, mix, n, fe.unsendableText(ds), unsentNote)
 			if sc.partial {
-				r.ctl.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those not sent for their shape", ds.Name)
+				fe.ctl.logf("gen: %s: its other prompt lines are read as they are sent; the summary counts those not sent for their shape", ds.Name)
 			}
 		}
 	}
@@ -63,14 +63,14 @@ const unsentNote = "Those without an answer are not sent: they stay to go, neith
 
 // unsendableText says what the lines of ds that gen cannot send hold
 // and the flags that read them.
-func (r *run) unsendableText(ds *dsRun) string {
+func (fe *feeder) unsendableText(ds *dsRun) string {
 	sc := ds.scan
 	var b strings.Builder
 	fmt.Fprintf(&b, "their keys are %s (the first: %s)", strings.Join(sc.keys, ", "), sc.firstAt)
 	if n := sc.counts[lineMany]; n > 0 {
 		fmt.Fprintf(&b, "; %d hold more than one of input_ids, text, messages and conversations", n)
 	}
-	if p := r.cfg.Paths.Prompt; p != "" {
+	if p := fe.cfg.Paths.Prompt; p != "" {
 		fmt.Fprintf(&b, "; --prompt %s finds no prompt in them", p)
 		return b.String()
 	}
@@ -79,7 +79,7 @@ func (r *run) unsendableText(ds *dsRun) string {
 		eg = "; e.g. --prompt " + c
 	}
 	fmt.Fprintf(&b, "; --prompt PATH tells gen which key holds the prompt (text, chat messages or conversations%s)", eg)
-	if c := idCandidate(sc.example); c != "" && r.cfg.Paths.ID == "" && r.storedIDPath(ds) == "" {
+	if c := idCandidate(sc.example); c != "" && fe.cfg.Paths.ID == "" && fe.storedIDPath(ds) == "" {
 		fmt.Fprintf(&b, ", and --id PATH where the id is (e.g. --id %s)", c)
 	}
 	return b.String()
@@ -87,9 +87,9 @@ func (r *run) unsendableText(ds *dsRun) string {
 
 // storedIDPath is the id path the index keeps for ds's first prompts
 // file ("" for none).
-func (r *run) storedIDPath(ds *dsRun) string {
+func (fe *feeder) storedIDPath(ds *dsRun) string {
 	var p string
-	r.db.View(func(v *store.View) error {
+	fe.db.View(func(v *store.View) error {
 		st, _, err := v.File(ds.Prompts[0])
 		p = st.IDPath
 		return err
@@ -175,9 +175,9 @@ func (ds *dsRun) unsentText() string {
 // leftUnsent is the error a run ends in (after its summary) when it left
 // prompts unsent for their shape, or sent nothing at all while prompts
 // are missing: a script must not take either for done.
-func (r *run) leftUnsent(sum *Summary) error {
+func (fe *feeder) leftUnsent(sum *Summary) error {
 	var unsent, fed int64
-	for _, ds := range r.sets {
+	for _, ds := range fe.sets {
 		if ds.scan != nil {
 			unsent += ds.scan.unsent.Load()
 			fed += ds.scan.fed.Load()
@@ -187,12 +187,12 @@ func (r *run) leftUnsent(sum *Summary) error {
 		return fmt.Errorf("%s (still to go): their lines hold no prompt gen can send (see above); run gen again with --prompt PATH (and --id PATH where the id is elsewhere)",
 			counted(unsent, "prompt not sent for its shape", "prompts not sent for their shape"))
 	}
-	if fed > 0 || sum.Interrupted || sum.Responses+sum.Errors > 0 || r.cfg.Redo != nil {
+	if fed > 0 || sum.Interrupted || sum.Responses+sum.Errors > 0 || fe.cfg.Redo != nil {
 		return nil
 	}
 	var missing uint64
-	r.db.View(func(v *store.View) error {
-		for _, ds := range r.sets {
+	fe.db.View(func(v *store.View) error {
+		for _, ds := range fe.sets {
 			if s, err := v.Summary(ds.Name); err == nil {
 				missing += s.MissingRaw()
 			}

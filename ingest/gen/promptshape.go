@@ -206,11 +206,11 @@ func valueShape(v []byte) lineShape {
 }
 
 // parsePrompt is ParsePrompt with the run's --prompt path.
-func (r *run) parsePrompt(line []byte, id string, n int64) (*Prompt, error) {
-	if r.cfg.Paths.Prompt == "" {
+func (fe *feeder) parsePrompt(line []byte, id string, n int64) (*Prompt, error) {
+	if fe.cfg.Paths.Prompt == "" {
 		return ParsePrompt(line, id, n)
 	}
-	return parsePromptAt(line, strings.Split(r.cfg.Paths.Prompt, "."), id, n)
+	return parsePromptAt(line, strings.Split(fe.cfg.Paths.Prompt, "."), id, n)
 }
 
 // parsePromptAt reads a prompt line whose prompt is at path (gen
@@ -338,13 +338,13 @@ func objectKeys(v []byte) []string {
 // (scanDataset), with the run's --prompt path, and counts the lines with
 // an id at its --id path; a path that matches no line of a dataset is an
 // ErrPromptPath, said with the keys the dataset's first line has.
-func (r *run) scanPrompts(datasets []Dataset) (map[string]*promptScan, error) {
-	idPath, err := ingest.ParseIDPath(r.cfg.Paths.ID)
+func (fe *feeder) scanPrompts(datasets []Dataset) (map[string]*promptScan, error) {
+	idPath, err := ingest.ParseIDPath(fe.cfg.Paths.ID)
 	if err != nil {
 		return nil, &pathError{fmt.Sprintf("--id: %v", err)}
 	}
 	var promptPath []string
-	if p := r.cfg.Paths.Prompt; p != "" {
+	if p := fe.cfg.Paths.Prompt; p != "" {
 		if promptPath = strings.Split(p, "."); contains(promptPath, "") {
 			return nil, &pathError{fmt.Sprintf("--prompt %q has an empty key (want keys joined by dots, e.g. data.prompt)", p)}
 		}
@@ -357,11 +357,11 @@ func (r *run) scanPrompts(datasets []Dataset) (map[string]*promptScan, error) {
 		}
 		if sc.lines > 0 && idPath != nil && sc.idHits == 0 {
 			return nil, &pathError{fmt.Sprintf("--id %s matches no line of dataset %s: %s; nothing was sent or indexed",
-				r.cfg.Paths.ID, d.Name, describeAt(sc.first, sc.firstPath, strings.Split(r.cfg.Paths.ID, ".")))}
+				fe.cfg.Paths.ID, d.Name, describeAt(sc.first, sc.firstPath, strings.Split(fe.cfg.Paths.ID, ".")))}
 		}
 		if sc.lines > 0 && promptPath != nil && sc.sendable() == 0 {
 			return nil, &pathError{fmt.Sprintf("--prompt %s holds no prompt in any line of dataset %s (text, chat messages, conversations or token ids): %s; nothing was sent or indexed",
-				r.cfg.Paths.Prompt, d.Name, describeAt(sc.first, sc.firstPath, promptPath))}
+				fe.cfg.Paths.Prompt, d.Name, describeAt(sc.first, sc.firstPath, promptPath))}
 		}
 		scans[d.Name] = sc
 	}

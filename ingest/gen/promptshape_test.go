@@ -102,23 +102,23 @@ func TestLeftUnsent(t *testing.T) {
 	if _, err := ix.IndexFile(t.Context(), ingest.Source{Path: path, Dataset: "D", Stage: store.Prompts}); err != nil {
 		t.Fatal(err)
 	}
-	newRun := func() *run {
-		return &run{db: db, sets: []*dsRun{{Dataset: Dataset{Name: "D", Prompts: []string{path}}, scan: &promptScan{}}}}
+	newFeeder := func() *feeder {
+		return &feeder{cfg: &Config{}, db: db, sets: []*dsRun{{Dataset: Dataset{Name: "D", Prompts: []string{path}}, scan: &promptScan{}}}}
 	}
-	if err := newRun().leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "no prompt was sent, yet 3 are missing") {
+	if err := newFeeder().leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "no prompt was sent, yet 3 are missing") {
 		t.Errorf("nothing sent, 3 missing: %v", err)
 	}
-	r := newRun()
-	r.sets[0].scan.unsent.Add(2)
-	if err := r.leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "2 prompts not sent for their shape (still to go)") {
+	fe := newFeeder()
+	fe.sets[0].scan.unsent.Add(2)
+	if err := fe.leftUnsent(&Summary{}); err == nil || !strings.Contains(err.Error(), "2 prompts not sent for their shape (still to go)") {
 		t.Errorf("2 unsent: %v", err)
 	}
-	r = newRun()
-	r.sets[0].scan.fed.Add(1)
-	if err := r.leftUnsent(&Summary{}); err != nil {
+	fe = newFeeder()
+	fe.sets[0].scan.fed.Add(1)
+	if err := fe.leftUnsent(&Summary{}); err != nil {
 		t.Errorf("one sent: %v", err)
 	}
-	if err := newRun().leftUnsent(&Summary{Interrupted: true}); err != nil {
+	if err := newFeeder().leftUnsent(&Summary{Interrupted: true}); err != nil {
 		t.Errorf("interrupted: %v", err)
 	}
 }

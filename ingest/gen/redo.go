@@ -30,11 +30,11 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -152,26 +152,46 @@ func isConversation(v *store.View, dataset, id string) bool {
 	return err == nil && ok
 }
 
+// redoChooser is --redo's choice: it decides which answers of the run's
+// datasets are asked again (before the first request, or as the feeder
+// reads each prompt: redofeed.go; a list's: redolist.go; a conversation's:
+// redoturns.go), keeps each dataset's choice and counts in ds.redo, marks
+// them in the index as owed (and a redo of a list's mark), says its
+// counts (redosay.go), marks a redone answer's line, tells which of a
+// redone conversation's recorded turns are kept, and makes the redone
+// answers' records under --export (redoRecords). It sends nothing and
+// writes no answer; in the index it writes only those marks.
+// The run builds it (newRun) and hands it the datasets (prepare), which
+// calls chooseRedo and sayRedo; the feeder asks it as it reads (askAgain,
+// markFound, chose), the workers and conversations mark their lines
+// (redoLine, keepTurn), and the summary says what is owed (sayOwed).
+type redoChooser struct {
+	ctl  *control
+	cfg  *Config // read only
+	db   *store.DB
+	sets []*dsRun // the run's datasets (prepare)
+}
+
 // chooseRedo decides, before the first request, what each dataset asks
 // again (a large --redo truncated: how, redofeed.go), and fails
 // (ErrRedoUsage, nothing sent) when FILE lists ids no dataset of the run
 // has; the index then holds them as owed (markAsking).
-func (r *run) chooseRedo() error {
-	if err := r.pickRedo(); err != nil {
+func (rc *redoChooser) chooseRedo() error {
+	if err := rc.pickRedo(); err != nil {
 		return err
 	}
-	return r.markAsking()
+	return rc.markAsking()
 }
 
 // markAsking puts in the index the answers this run asks again (none
 // without --redo), in place of an earlier run's, so that every view counts
 // them as to go until each is answered again (store.Tx.SetAsking).
-func (r *run) markAsking() error {
+func (rc *redoChooser) markAsking() error {
 	choosing := map[string]bool{} // an interrupted redo was still finding its answers
-	if r.cfg.Redo == nil {
+	if rc.cfg.Redo == nil {
 		var earlier uint64
-		r.db.View(func(v *store.View) error {
-			for _, ds := range r.sets {
+		rc.db.View(func(v *store.View) error {
+			for _, ds := range rc.sets {
 				if s, err := v.Summary(ds.Name); err == nil {
 					earlier += s.Pending.Asking
 					if s.Pending.Choosing {
@@ -186,8 +206,8 @@ func (r *run) markAsking() error {
 		}
 	}
 	dropped := map[string]uint64{}
-	err := r.db.Update(func(tx *store.Tx) error {
-		for _, ds := range r.sets {
+	err := rc.db.Update(func(tx *store.Tx) error {
+		for _, ds := range rc.sets {
 			var ids []string
 			if ds.redo != nil {
 				for id := range ds.redo.ids {
@@ -205,22 +225,22 @@ func (r *run) markAsking() error {
 			if err != nil {
 				return err
 			}
-			if err := r.markList(tx, ds); err != nil {
+			if err := rc.markList(tx, ds); err != nil {
 				return err
 			}
-			if earlier > 0 && r.cfg.Redo == nil {
+			if earlier > 0 && rc.cfg.Redo == nil {
 				dropped[ds.Name] = earlier
 			}
 		}
 		return nil
 	})
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		if n := dropped[ds.Name]; n > 0 || choosing[ds.Name] {
 			more := ""
 			if choosing[ds.Name] {
 				more = " (and those it had not found yet: it stopped before it had read every prompt)"
 			}
-			r.ctl.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
+			rc.ctl.logf("gen: %s: %s an interrupted gen --redo was asking again%s are not asked by this run (no --redo), and no longer counted as to go; run that redo again to ask them",
 				ds.Name, counted(n, "answer", "answers"), more)
 		}
 	}
@@ -228,35 +248,35 @@ func (r *run) markAsking() error {
 }
 
 // pickRedo is chooseRedo's choice, in ds.redo.
-func (r *run) pickRedo() error {
-	red := r.cfg.Redo
+func (rc *redoChooser) pickRedo() error {
+	red := rc.cfg.Redo
 	if red == nil {
 		return nil
 	}
 	maxNew := int64(-1)
-	if r.cfg.Sampling.MaxNewTokens != nil {
-		maxNew = int64(*r.cfg.Sampling.MaxNewTokens)
+	if rc.cfg.Sampling.MaxNewTokens != nil {
+		maxNew = int64(*rc.cfg.Sampling.MaxNewTokens)
 	}
 	byName := map[string]*dsRun{}
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		byName[ds.Name] = ds
 		ds.redo = &redoSet{ids: map[string]bool{}}
 	}
-	return r.db.View(func(v *store.View) error {
+	return rc.db.View(func(v *store.View) error {
 		if !red.Truncated {
-			return r.pickList(v, red, byName)
+			return rc.pickList(v, red, byName)
 		}
-		if r.redoAsGoes(v) {
+		if rc.redoAsGoes(v) {
 			return nil
 		}
 		files := turnFiles{}
 		defer files.close()
-		for _, ds := range r.sets {
+		for _, ds := range rc.sets {
 			err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-				if !r.cfg.Shard.Has(rec.ID) {
+				if !rc.cfg.Shard.Has(rec.ID) {
 					return nil
 				}
-				ask, err := r.cutToAsk(v, ds, rec, nil, files, maxNew)
+				ask, err := rc.cutToAsk(v, ds, rec, nil, files, maxNew)
 				if ask {
 					ds.redo.ids[rec.ID] = true
 				}
@@ -308,65 +328,9 @@ func redoneAt(line []byte, maxNew int64) bool {
 	return *l.MaxNewTokens >= maxNew
 }
 
-// sayRedo says what each dataset asks again, and why not the others (a
-// dataset whose cut answers are found as the feeder goes: how it is done,
-// its counts once it has read every prompt, sayChosen).
-func (r *run) sayRedo() {
-	red := r.cfg.Redo
-	if red == nil {
-		return
-	}
-	for _, ds := range r.sets {
-		if ds.redo.asGoes {
-			r.sayAsGoes(ds)
-			continue
-		}
-		r.sayRedoSet(ds, "")
-	}
-}
-
-// sayRedoSet says what ds asks again, and why not the others; lead comes
-// before the count ("every prompt read: ").
-func (r *run) sayRedoSet(ds *dsRun, lead string) {
-	red, s := r.cfg.Redo, ds.redo
-	var why []string
-	if n := s.atLimit.Load(); n > 0 {
-		why = append(why, fmt.Sprintf("%d cut at this run's --max-new-tokens %d or more (raise it to ask them again)", n, r.maxNewTokens()))
-	}
-	if n := s.ownLimit.Load(); n > 0 {
-		why = append(why, fmt.Sprintf("%d cut at their prompt lines' own max_new_tokens or more (it wins over --max-new-tokens: raise it in those lines to ask them again)", n))
-	}
-	if n := s.done.Load(); n > 0 {
-		why = append(why, fmt.Sprintf("%d answered again already", n))
-	}
-	if n := s.notAnswered.Load(); n > 0 {
-		why = append(why, fmt.Sprintf("%d not answered yet (asked as any prompt without an answer)", n))
-	}
-	what := "the answers cut at the token limit"
-	if !red.Truncated {
-		what = "the ids " + red.Path + " lists"
-		if len(s.ids)+len(why) == 0 {
-			return // none of its ids is this dataset's
-		}
-	}
-	if s.count() == 0 {
-		r.ctl.logf("gen: --redo: %s: %snone of %s is asked again: %s", ds.Name, lead, what, strings.Join(append(why, "none left")[:max(1, len(why))], ", "))
-		return
-	}
-	tail := ""
-	if len(why) > 0 {
-		tail = "; not asked: " + strings.Join(why, ", ")
-	}
-	conv := ""
-	if n := s.conversations.Load(); n > 0 {
-		conv = fmt.Sprintf(" (%d of them conversations, from their first cut turn on)", n)
-	}
-	r.ctl.logf("gen: --redo: %s: %s%d of %s are asked again%s, each new answer replacing the old one everywhere%s", ds.Name, lead, s.count(), what, conv, tail)
-}
-
 // redoLine marks line, a raw answer line of ds ending in "}\n", as a
 // redo's (a redo of a list's: with its tag, see redolist.go).
-func (r *run) redoLine(j *job, line []byte) []byte {
+func (rc *redoChooser) redoLine(j *job, line []byte) []byte {
 	ds := j.ds
 	line = bytes.TrimSuffix(line, []byte("}\n"))
 	line = append(line, `,"redo":true`...)
@@ -374,195 +338,34 @@ func (r *run) redoLine(j *job, line []byte) []byte {
 		line = fmt.Appendf(line, `,"redo_tag":%q`, ds.redo.tag)
 	}
 	// The limit it was asked with: the prompt line's own, else the run's.
-	if mt := cmp.Or(j.p.Sampling.MaxNewTokens, r.cfg.Sampling.MaxNewTokens); mt != nil {
+	if mt := cmp.Or(j.p.Sampling.MaxNewTokens, rc.cfg.Sampling.MaxNewTokens); mt != nil {
 		line = fmt.Appendf(line, `,"max_new_tokens":%d`, *mt)
 	}
 	return append(line, "}\n"...)
 }
 
+// recordMaker makes the records of a dataset's answers that have none
+// yet (exportrun.go's catch-up), by the first server's tokenizer.
+type recordMaker interface {
+	catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) error
+	firstServer() export.Tokenizer
+}
+
 // redoRecords is --export's final pass after a redo: the records of the
-// redone answers, made by export's own path once the replaced answers'
-// records are out of the files (see export's dropStale).
-func (r *run) redoRecords() error {
+// redone answers, made by export's own path (rm) once the replaced
+// answers' records are out of the files (see export's dropStale).
+func (rc *redoChooser) redoRecords(rm recordMaker) error {
 	var tok export.Tokenizer
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		if ds.redo.count() == 0 {
 			continue
 		}
 		if tok == nil {
-			tok = r.wr.firstServer()
+			tok = rm.firstServer()
 		}
-		if err := r.wr.catchUp(r.ctl.stop, ds, tok); err != nil {
+		if err := rm.catchUp(rc.ctl.stop, ds, tok); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// chooseConversation tells whether ds's redo asks again the conversation rec, answered
-// turn by turn, when its first cut turn (an earlier turn's record, or the
-// last asked turn, in the conversation's line) is cut below maxNew, unless
-// its line is a redo's with a limit of this run's or more; or when a redo
-// stopped in the middle of it (a turn newer than the line). The index
-// decides first; the line is read only for a conversation that may be.
-func (r *run) chooseConversation(v *store.View, ds *dsRun, rec *store.Record, files turnFiles, maxNew int64, own bool) (bool, error) {
-	below := func(n int64) bool { return n < 0 || maxNew < 0 || n < maxNew }
-	cut, atLimit, halfDone := false, false, false
-	for i := 1; ; i++ {
-		t, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(rec.ID, i))
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			break
-		}
-		// A turn newer than the conversation's line: a redo of it was
-		// stopped between its turns; it goes on.
-		halfDone = halfDone || t.Time > rec.Time
-		if t.Finish == "length" && !cut && !atLimit {
-			cut, atLimit = below(t.CompletionTokens), !below(t.CompletionTokens)
-		}
-	}
-	if !cut && !atLimit && !halfDone && rec.Finish != "length" {
-		return false, nil
-	}
-	line := readLine(v, rec, files)
-	if !halfDone && redoneAt(line, maxNew) {
-		ds.redo.done.Add(1)
-		return false, nil
-	}
-	if !cut && !atLimit && rec.Finish == "length" {
-		n := lastTurnTokens(line)
-		cut, atLimit = below(n), !below(n)
-	}
-	switch {
-	case cut || halfDone:
-		ds.redo.conversations.Add(1)
-		return true, nil
-	case atLimit && own:
-		ds.redo.ownLimit.Add(1)
-	case atLimit:
-		ds.redo.atLimit.Add(1)
-	}
-	return false, nil
-}
-
-// lastTurnTokens returns the completion tokens of the last asked turn of a
-// conversation line (store.Unknown when the line does not say).
-func lastTurnTokens(line []byte) int64 {
-	var l struct {
-		Turns []struct {
-			Asked            *bool  `json:"asked"`
-			CompletionTokens *int64 `json:"completion_tokens"`
-		} `json:"turns"`
-	}
-	if json.Unmarshal(line, &l) != nil {
-		return store.Unknown
-	}
-	for i := len(l.Turns) - 1; i >= 0; i-- {
-		if t := l.Turns[i]; t.Asked == nil || *t.Asked {
-			if t.CompletionTokens == nil {
-				return store.Unknown
-			}
-			return *t.CompletionTokens
-		}
-	}
-	return store.Unknown
-}
-
-// keepTurn reports whether a redo of a conversation keeps its recorded
-// turn t (the turns before t kept; keptRedo: one of them was a redo's),
-// rather than ask the conversation again from t: a turn cut below this
-// run's limit is asked again (unless a redo of this limit wrote it), and
-// after a turn asked again, so is every turn a redo did not write (its
-// context changed). --redo FILE keeps only the turns this redo wrote (a
-// resumed one's: with its tag, see redolist.go).
-func (r *run) keepTurn(ds *dsRun, t turnAnswer, keptRedo bool) bool {
-	red := r.cfg.Redo
-	if red == nil {
-		return true
-	}
-	if !red.Truncated {
-		return t.redo && t.redoTag != "" && ds.redo != nil && t.redoTag == ds.redo.tag
-	}
-	if keptRedo && !t.redo {
-		return false
-	}
-	if t.end.FinishReason != "length" {
-		return true
-	}
-	maxNew := int64(-1)
-	if r.cfg.Sampling.MaxNewTokens != nil {
-		maxNew = int64(*r.cfg.Sampling.MaxNewTokens)
-	}
-	if t.redo && (maxNew < 0 || t.redoLimit >= maxNew) {
-		return true // this redo's own
-	}
-	n := t.counts[1]
-	return n >= 0 && maxNew >= 0 && n >= maxNew // cut at this limit: asked again, cut the same
-}
-
-// sayOwed says, at a run's end, the work its datasets still owe that the
-// lines above do not: the answers a redo has still to ask again (an
-// interrupted one's), and the records and exclusions built from answers a
-// redo replaced (a redo without --export, or one stopped before its final
-// pass), with the command that makes them again. It reads store.Owed, the
-// truth every view reads.
-func (r *run) sayOwed(v *store.View) {
-	var stale uint64
-	var each []string
-	dirs := map[bool][]string{} // by ids format
-	for _, ds := range r.sortedSets() {
-		s, err := v.Summary(ds.Name)
-		if err != nil {
-			continue
-		}
-		o := s.Owed()
-		if !o.RedoKnown {
-			r.ctl.logf("  %s: at least %s still to ask again: the redo stopped before it had read every prompt for cut answers; the same gen --redo finds the others",
-				ds.Name, counted(o.Redo, "answer", "answers"))
-		} else if o.Redo > 0 {
-			r.ctl.logf("  %s: %s still to ask again (the redo stopped before them): the same gen --redo asks them",
-				ds.Name, counted(o.Redo, "answer", "answers"))
-		}
-		if o.Stale > 0 {
-			stale += o.Stale
-			each = append(each, fmt.Sprintf("%s %d", ds.Name, o.Stale))
-			f, ok, _ := export.FileFormat(ds.Tokenized)
-			ids := ok && f == export.IDs
-			dirs[ids] = append(dirs[ids], ingest.ShellQuote(filepath.Dir(ds.Raw)))
-		}
-	}
-	if stale == 0 {
-		return
-	}
-	var cmds []string
-	for _, ids := range []bool{false, true} {
-		if len(dirs[ids]) > 0 {
-			cmds = append(cmds, r.exportCommand(ids, dirs[ids]))
-		}
-	}
-	were := "were"
-	if stale == 1 {
-		were = "was"
-	}
-	r.ctl.logf("gen: %s (%s) %s made from answers a redo replaced: stale, they count as missing records ('gendex query missing --stage tokenized' lists them) until export makes them again from the new answers: %s",
-		counted(stale, "record or exclusion", "records and exclusions"), strings.Join(each, ", "), were, strings.Join(cmds, " and "))
-}
-
-// exportCommand is the command that makes the records of the datasets in
-// dirs (gendex export, in the ids format or the default one).
-func (r *run) exportCommand(ids bool, dirs []string) string {
-	args := []string{"gendex", "export"}
-	if p := r.db.Path(); p != "" && p != "gendex.db" && p != "./gendex.db" {
-		args = []string{"gendex", "--db", ingest.ShellQuote(p), "export"}
-	}
-	if ids {
-		server := r.cfg.Servers[0]
-		if r.cfg.Simulator {
-			server = "sim" // gen --server sim's: export's own simulator
-		}
-		args = append(args, "--format", "ids", "--server", ingest.ShellQuote(server))
-	}
-	return strings.Join(append(args, dirs...), " ")
 }

@@ -35,25 +35,25 @@ import (
 // redoAsGoes tells whether the run's --redo truncated finds its answers as
 // the feeder goes (more than Config.RedoUpfront answers), and marks its datasets
 // so.
-func (r *run) redoAsGoes(v *store.View) bool {
+func (rc *redoChooser) redoAsGoes(v *store.View) bool {
 	var answers uint64
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		if s, err := v.Summary(ds.Name); err == nil {
 			answers += s.Stage(store.Raw).Records
 		}
 	}
-	if answers <= r.cfg.RedoUpfront {
+	if answers <= rc.cfg.RedoUpfront {
 		return false
 	}
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		ds.redo.asGoes = true
 	}
 	return true
 }
 
 // maxNewTokens is this run's --max-new-tokens, -1 without one.
-func (r *run) maxNewTokens() int64 {
-	if n := r.cfg.Sampling.MaxNewTokens; n != nil {
+func (rc *redoChooser) maxNewTokens() int64 {
+	if n := rc.cfg.Sampling.MaxNewTokens; n != nil {
 		return int64(*n)
 	}
 	return -1
@@ -63,15 +63,15 @@ func (r *run) maxNewTokens() int64 {
 // ds, and counts in ds.redo why not: cut at the limit, or answered again
 // by a redo already. Its line is read (from files, which keeps the files
 // open) only for a cut answer.
-func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles, maxNew int64) (bool, error) {
+func (rc *redoChooser) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles, maxNew int64) (bool, error) {
 	conv := isConversation(v, ds.Name, rec.ID)
 	if !conv && rec.Finish != "length" {
 		return false, nil
 	}
-	maxNew, own := r.limitFor(v, ds, rec.ID, prompt, files, maxNew)
+	maxNew, own := rc.limitFor(v, ds, rec.ID, prompt, files, maxNew)
 	switch {
 	case conv:
-		return r.chooseConversation(v, ds, rec, files, maxNew, own)
+		return rc.chooseConversation(v, ds, rec, files, maxNew, own)
 	case maxNew >= 0 && rec.CompletionTokens >= maxNew && own:
 		ds.redo.ownLimit.Add(1)
 	case maxNew >= 0 && rec.CompletionTokens >= maxNew:
@@ -89,7 +89,7 @@ func (r *run) cutToAsk(v *store.View, ds *dsRun, rec *store.Record, prompt []byt
 // or, asGoes, decided now (counted; the caller marks it, markFound).
 // files nil is a look that decides nothing (skipTo's probe): an answer of
 // an asGoes redo is then not to send.
-func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles) (bool, error) {
+func (rc *redoChooser) askAgain(v *store.View, ds *dsRun, rec *store.Record, prompt []byte, files turnFiles) (bool, error) {
 	switch s := ds.redo; {
 	case s == nil:
 		return false, nil
@@ -98,16 +98,16 @@ func (r *run) askAgain(v *store.View, ds *dsRun, rec *store.Record, prompt []byt
 	case files == nil:
 		return false, nil
 	}
-	return r.cutToAsk(v, ds, rec, prompt, files, r.maxNewTokens())
+	return rc.cutToAsk(v, ds, rec, prompt, files, rc.maxNewTokens())
 }
 
 // markFound marks in the index the answers of ds the feeder has just
 // decided to ask again (asGoes), before it sends them.
-func (r *run) markFound(ds *dsRun, ids []string) error {
+func (rc *redoChooser) markFound(ds *dsRun, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := r.db.Update(func(tx *store.Tx) error {
+	err := rc.db.Update(func(tx *store.Tx) error {
 		_, err := tx.AddAsking(ds.Name, ids)
 		return err
 	})
@@ -121,52 +121,28 @@ func (r *run) markFound(ds *dsRun, ids []string) error {
 // chose ends an asGoes redo's choice in ds once the feeder has read every
 // prompt of it (the run not stopped): the index holds its whole set, and
 // its counts are said.
-func (r *run) chose(ds *dsRun) {
+func (rc *redoChooser) chose(ds *dsRun) {
 	s := ds.redo
-	if s == nil || !s.asGoes || r.ctl.stopping() {
+	if s == nil || !s.asGoes || rc.ctl.stopping() {
 		return
 	}
-	if err := r.db.Update(func(tx *store.Tx) error { return tx.ChoseAsking(ds.Name) }); err != nil {
-		r.ctl.abort(fmt.Errorf("%s: ending the choice of the answers --redo asks again: %w", ds.Name, err))
+	if err := rc.db.Update(func(tx *store.Tx) error { return tx.ChoseAsking(ds.Name) }); err != nil {
+		rc.ctl.abort(fmt.Errorf("%s: ending the choice of the answers --redo asks again: %w", ds.Name, err))
 		return
 	}
 	s.chosen.Store(true)
-	r.sayRedoSet(ds, "every prompt read: ")
+	rc.sayRedoSet(ds, "every prompt read: ")
 }
 
 // choosing reports whether a dataset of the run is still finding the
 // answers its redo asks again.
-func (r *run) choosing() bool {
-	for _, ds := range r.sets {
+func (rc *redoChooser) choosing() bool {
+	for _, ds := range rc.sets {
 		if ds.redo != nil && ds.redo.asGoes && !ds.redo.chosen.Load() {
 			return true
 		}
 	}
 	return false
-}
-
-// sayAsGoes says, at the start, how an asGoes redo finds what it asks
-// again in ds.
-func (r *run) sayAsGoes(ds *dsRun) {
-	var answers, cut uint64
-	r.db.View(func(v *store.View) error {
-		if s, err := v.Summary(ds.Name); err == nil {
-			answers, cut = s.Stage(store.Raw).Records, s.Truncated()
-		}
-		return nil
-	})
-	r.ctl.logf("gen: --redo: %s: %d answers, %d of them cut at the token limit (finish_reason length): too many to read before the first request, so each is decided as its prompt is read and asked again if it is to be, each new answer replacing the old one everywhere; how many are asked again, and so what is to go, is said once every prompt is read",
-		ds.Name, answers, cut)
-}
-
-// todoText says what the run has to answer at its start: "12 prompts to
-// answer", and the answers an asGoes redo finds, not known yet.
-func (r *run) todoText(todo int64) string {
-	s := counted(todo, "prompt", "prompts") + " to answer"
-	if r.choosing() {
-		s += ", and the cut answers the redo finds as it reads the prompts (how many is not known yet)"
-	}
-	return s
 }
 
 // toGoPart is the live line's "to go": while a redo is still finding the
@@ -215,7 +191,7 @@ func doneParts(o store.Owed, total uint64, eta string) (liveLine, string) {
 // line's own max_new_tokens (own; prompt is the line when the feeder has
 // it, else it is read through the index, files keeping its file open),
 // else the run's, maxNew (-1: none).
-func (r *run) limitFor(v *store.View, ds *dsRun, id string, prompt []byte, files turnFiles, maxNew int64) (limit int64, own bool) {
+func (rc *redoChooser) limitFor(v *store.View, ds *dsRun, id string, prompt []byte, files turnFiles, maxNew int64) (limit int64, own bool) {
 	if prompt == nil {
 		p, ok, err := v.Get(ds.Name, store.Prompts, id)
 		if err != nil || !ok {

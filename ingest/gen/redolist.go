@@ -54,9 +54,9 @@ func newRedoTag() string {
 // pickList is pickRedo's choice for a list of ids: in each dataset, the
 // listed ids with an answer, but those whose newest line is this redo's
 // (the one the dataset holds for the same ids, see above).
-func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error {
+func (rc *redoChooser) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error {
 	tag := newRedoTag()
-	for _, ds := range r.sets {
+	for _, ds := range rc.sets {
 		m, ok, err := v.RedoMark(ds.Name)
 		if err != nil {
 			return err
@@ -83,7 +83,7 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 				sets = append(sets, ds)
 			}
 		} else {
-			sets = r.sets
+			sets = rc.sets
 		}
 		found := false
 		for _, ds := range sets {
@@ -117,8 +117,8 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 		}
 	}
 	if unknownN > 0 {
-		names := make([]string, len(r.sets))
-		for i, ds := range r.sets {
+		names := make([]string, len(rc.sets))
+		for i, ds := range rc.sets {
 			names[i] = ds.Name
 		}
 		sort.Strings(names)
@@ -130,11 +130,11 @@ func (r *run) pickList(v *store.View, red *Redo, byName map[string]*dsRun) error
 
 // markList holds, in tx, the redo of a list of each dataset that starts
 // one and asks something again (the others keep the one they hold).
-func (r *run) markList(tx *store.Tx, ds *dsRun) error {
-	if r.cfg.Redo == nil || ds.redo == nil || !ds.redo.newMark || len(ds.redo.ids) == 0 {
+func (rc *redoChooser) markList(tx *store.Tx, ds *dsRun) error {
+	if rc.cfg.Redo == nil || ds.redo == nil || !ds.redo.newMark || len(ds.redo.ids) == 0 {
 		return nil
 	}
-	return tx.SetRedoMark(ds.Name, store.RedoMark{List: r.cfg.Redo.digest, Tag: ds.redo.tag})
+	return tx.SetRedoMark(ds.Name, store.RedoMark{List: rc.cfg.Redo.digest, Tag: ds.redo.tag})
 }
 
 // redoTagOf returns the "redo_tag" of an answer line ("" for none, or a

@@ -76,7 +76,7 @@ func (r *run) recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*
 		if l.UserTurn == nil {
 			return tc, fmt.Errorf("%s holds turn %d of a conversation without tools, but the prompt has tools now (was the prompt changed? move turns.jsonl away to start the conversation over)", where, n)
 		}
-		if redo && !r.keepTurn(ds, t, keptRedo) {
+		if redo && !r.redo.keepTurn(ds, t, keptRedo) {
 			break // asked again from this step on (redo.go)
 		}
 		keptRedo = keptRedo || t.redo

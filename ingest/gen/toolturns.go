@@ -317,7 +317,7 @@ func (r *run) toolStepLine(j *job, tc *toolConv) result {
 	line = append(line, s.t.obj[1:]...)
 	line = append(line, '\n')
 	if j.redo {
-		line = r.redoLine(j, line)
+		line = r.redo.redoLine(j, line)
 	}
 	opens := !tc.counted
 	tc.counted = true
@@ -344,7 +344,7 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		r.tl.stops.add(st.reason)
 	}
 	if j.redo {
-		line = r.redoLine(j, line)
+		line = r.redo.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: max(turns[len(turns)-1].counts[1], 0), unknown: sum(turns, 1) == store.Unknown,
 		closes: tc.counted, redo: j.redo}

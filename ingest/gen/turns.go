@@ -155,7 +155,7 @@ func (r *run) turnAnswered(j *job, res *client.Result) bool {
 		t.obj = append(t.obj, '}')
 		line = append(line, "}\n"...)
 		if j.redo {
-			line = r.redoLine(j, line)
+			line = r.redo.redoLine(j, line)
 		}
 		opens := !c.counted
 		c.counted = true
@@ -189,7 +189,7 @@ func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, 
 	}
 	line := conversationLine(j.p.ID, turns, last)
 	if j.redo {
-		line = r.redoLine(j, line)
+		line = r.redo.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
 		redo: j.redo}
@@ -306,7 +306,7 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv,
 		if err != nil {
 			return c, err
 		}
-		if redo && !r.keepTurn(ds, t, keptRedo) {
+		if redo && !r.redo.keepTurn(ds, t, keptRedo) {
 			break // asked again from this turn on (redo.go)
 		}
 		keptRedo = keptRedo || t.redo

@@ -58,7 +58,7 @@ func (r *run) answer(j job) {
 			tokens, unknown := countOf(res.CompletionTokens)
 			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
 			if j.redo {
-				line = r.redoLine(&j, line)
+				line = r.redo.redoLine(&j, line)
 			}
 			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
 			out.truncated, out.ownLimit = j.cut(res.FinishReason)
@@ -406,13 +406,13 @@ func (r *run) jobError(j *job, status int, msg, server string) result {
 		msg = fmt.Sprintf("step %d (user turn %d of %d): %s", len(tc.steps)+1, tc.u+1, len(tc.segs), msg)
 	}
 	r.finalError(server, msg)
-	res := r.errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
+	res := errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
 	res.closes = j.conv != nil && j.conv.counted || j.tc != nil && j.tc.counted
 	return res
 }
 
 // errorLine builds an errors.jsonl line.
-func (r *run) errorLine(ds *dsRun, id string, status int, msg, server string, attempts int) result {
+func errorLine(ds *dsRun, id string, status int, msg, server string, attempts int) result {
 	rec := struct {
 		ID       string `json:"id"`
 		Status   int    `json:"status,omitempty"`
