@@ -26,7 +26,7 @@ func TestETAOfADatasetNotStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	r := &run{db: db, pool: newPool(nil), ctl: &control{started: t0}}
+	r := &run{db: db, asker: &asker{pool: newPool(nil)}, ctl: &control{started: t0}}
 	// A is answered 2 a second from t0 on (60 of 100); B waits its turn
 	// (50 prompts, none answered); C too.
 	for _, name := range []string{"A", "B", "C"} {

@@ -222,7 +222,7 @@ func (r *run) stopMonitor(sum *Summary, err error) {
 	}
 	if sum != nil {
 		retried := ""
-		if n := r.pool.retriesTotal(); n > 0 {
+		if n := r.asker.pool.retriesTotal(); n > 0 {
 			retried = ", " + attemptsText(n) + " retried"
 		}
 		detail += fmt.Sprintf(": %s, %s%s, %s in %s", counted(sum.Responses, "answer", "answers"), counted(sum.Errors, "error", "errors"),

@@ -234,7 +234,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		return nil
 	}
 	if err != nil {
-		return r.feedResult(r.errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
+		return r.feedResult(errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
 	}
 	p.Path = path // a refusal names it (promptfit.go)
 	if r.cfg.Export != nil {
@@ -244,7 +244,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	if r.cfg.Turns == TurnsAll && p.Tools != nil {
 		tc, err := r.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
 		if err != nil {
-			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = tc.counted
 			r.results <- res
 			return nil
@@ -253,7 +253,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	} else if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
 		c, err := r.recorded(ds, p, files, redo)
 		if err != nil {
-			res := r.errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = c.counted
 			return r.feedResult(res)
 		}

@@ -194,29 +194,21 @@ type run struct {
 	db      *store.DB
 	ix      *ingest.Indexer
 	rep     *ingest.Reporter
-	pool    *pool
 	sets    []*dsRun
 
 	jobs    chan job
 	results chan result
-	workers sync.WaitGroup
-	suspect chan struct{} // held by the one crash suspect in flight
-	iso     isolation     // the crash suspects isolated (isolate.go)
-	slots   chan struct{} // one per request in flight: Concurrency bounds them all
+	asker   *asker // a job in, a result out: the servers, retries, crash suspects (worker.go)
 
 	ctl  *control // the log and the stops, shared by every part (control.go)
 	live *liveLog // the log, on a terminal
 	mon  *monitor // the servers' metrics and the run's events (scrape.go)
-	// shapes are the prompt shapes the run sends, from every line of
-	// its prompts files (readShapes): preflight checks their routes.
-	shapes [numShapes]bool
-	tl     toolRun // the run's tool prompts (tools.go)
+	tl   toolRun  // the run's tool prompts (tools.go)
 	// first is closed when the feeder has given out its first prompt
 	// (firstFed): a sweeper waits for it (feed.go).
 	first             chan struct{}
 	firstOnce, fedOne sync.Once
 	early             earlyFeed // the feeder, when it starts before a server is up (earlyfeed.go)
-	sent              sentAny   // a prompt was sent (refused.go)
 }
 
 type dsRun struct {
@@ -330,23 +322,24 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}()
 	todo, err := r.prepare(ctx, datasets, &opened)
 	if err != nil {
-		return nil, r.refused(err)
+		return nil, r.asker.refused(err)
 	}
 	if todo == 0 && !r.choosing() {
 		sum, err := r.nothingToDo()
-		return sum, r.refused(err)
+		return sum, r.asker.refused(err)
 	}
 	r.startMonitor(todo)
+	r.asker.mon = r.mon
 	defer func() {
-		err = r.refused(err)
+		err = r.asker.refused(err)
 		r.stopMonitor(sum, err)
 	}()
 	r.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
-	if err := r.connect(); err != nil {
+	if err := r.asker.connect(); err != nil {
 		return r.notConnected(err)
 	}
-	r.sayIDsPrompts()
-	go r.boundDown()
+	r.asker.sayIDsPrompts(r.sets)
+	go r.asker.boundDown()
 	werr := r.generate(ctx)
 	if werr == nil && r.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
 		return r.notConnected(errNothingFed)
@@ -384,6 +377,9 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
+	r.asker = &asker{ctl: r.ctl, cfg: &r.cfg, talk: r,
+		redoLine: r.redoLine, decideExport: r.decideExport, askedOf: r.askedOf,
+		checkServerKind: r.checkServerKind, checkProvenance: r.checkProvenance, nothingFed: r.nothingFed}
 	return r
 }
 
@@ -437,8 +433,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := r.chooseRedo(); err != nil {
 		return 0, err
 	}
-	r.shapes = readShapes(r.sets, scans)
-	r.sampleTools()
+	r.asker.shapes = readShapes(r.sets, scans)
+	r.asker.tools = sampleTools(r.sets)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.firstServer()
 		for _, ds := range r.sets {
@@ -498,11 +494,7 @@ func (r *run) nothingToDo() (*Summary, error) {
 func (r *run) generate(ctx context.Context) error {
 	cfg := &r.cfg
 	r.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
-	r.suspect = make(chan struct{}, 1)
-	r.slots = make(chan struct{}, cfg.Concurrency)
-	for range cfg.Concurrency {
-		r.workers.Go(r.work)
-	}
+	r.asker.start(r.jobs, r.results)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.write() }()
 	progressDone := make(chan struct{})
@@ -510,7 +502,7 @@ func (r *run) generate(ctx context.Context) error {
 	go func() { r.progress(progressStop); close(progressDone) }()
 	go r.graceOnInterrupt(ctx)
 
-	r.workers.Wait()
+	r.asker.wait()
 	close(r.results)
 	werr := <-writerDone
 	close(progressStop)
@@ -531,24 +523,16 @@ func (r *run) graceOnInterrupt(ctx context.Context) {
 		return
 	}
 	if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
-		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), r.cfg.Grace))
+		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.asker.pool.inFlight(), r.cfg.Grace))
 	}
-	if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
+	if n := r.asker.pool.inFlight(); n > 0 && ctx.Err() != nil {
 		r.ctl.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", r.cfg.Grace, n)
 	}
 	select {
 	case <-time.After(r.cfg.Grace):
-		r.givenUp.Store(r.pool.inFlight())
+		r.givenUp.Store(r.asker.pool.inFlight())
 		r.ctl.cancelReqs()
 	case <-r.ctl.reqs.Done():
-	}
-}
-
-// finalError counts a prompt that failed for good on server, for the
-// run's events (one per burst).
-func (r *run) finalError(server, msg string) {
-	if r.mon != nil {
-		r.mon.bursts.finalError(server, msg)
 	}
 }
 

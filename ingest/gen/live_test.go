@@ -275,7 +275,7 @@ func TestRatesCountTheRunOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	r := &run{db: db, pool: newPool(nil), ctl: &control{started: t0}}
+	r := &run{db: db, asker: &asker{pool: newPool(nil)}, ctl: &control{started: t0}}
 	// P1: 500 prompts, 100 answered an hour ago (at 10 a second), 40 in
 	// this run; P2: 100 prompts, none answered yet.
 	write := func(name string, prompts int, finishes []time.Time) *dsRun {

@@ -295,7 +295,7 @@ func (r *run) checkKindIdle() error {
 	}
 	for _, ds := range r.sets {
 		if ds.makers.simulated > 0 {
-			if err := r.connect(); err != nil && !r.ctl.stopping() {
+			if err := r.asker.connect(); err != nil && !r.ctl.stopping() {
 				return fmt.Errorf("%s holds the simulator's answers, so gen asks the server whether it is the simulator too before it says there is nothing to do, and none answered: %w", ds.placeAnswers(), err)
 			}
 			return context.Cause(r.ctl.stop)

@@ -352,12 +352,12 @@ func (r *run) status(now time.Time) []liveLine {
 	}
 	all := store.TotalRate(now, progressWindow, rates)
 
-	up, n := r.pool.upCount(), len(r.pool.servers)
+	up, n := r.asker.pool.upCount(), len(r.asker.pool.servers)
 	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
 	if st := r.stallText(); st != "" { // stall.go
 		head = append(head, part{text: ", " + st})
 	}
-	for _, s := range r.pool.servers {
+	for _, s := range r.asker.pool.servers {
 		if !s.up.Load() {
 			down := now.Sub(time.UnixMilli(s.downAt.Load())).Round(time.Second)
 			bound := ""
@@ -367,16 +367,16 @@ func (r *run) status(now time.Time) []liveLine {
 			head = append(head, part{text: fmt.Sprintf(", %s down %s%s", s.name, down, bound), short: fmt.Sprintf(", %s down %s", s.name, down), drop: 5})
 		}
 	}
-	isoText, isoShort := r.iso.liveText(r.cfg.MaxCrashes)
+	isoText, isoShort := r.asker.iso.liveText(r.cfg.MaxCrashes)
 	head = append(head,
-		part{text: fmt.Sprintf(", %d in flight", r.pool.inFlight()), drop: 3},
+		part{text: fmt.Sprintf(", %d in flight", r.asker.pool.inFlight()), drop: 3},
 		part{text: isoText, short: isoShort, drop: 5},
-		part{text: r.pool.retriesLine(), drop: 6},
+		part{text: r.asker.pool.retriesLine(), drop: 6},
 		part{text: fmt.Sprintf(", %.1f answers/s", all.PerSecond()), short: fmt.Sprintf(", %.1f/s", all.PerSecond())},
 		part{text: ", " + rateTokens(all), short: ", " + shortTokens(all), drop: 2},
 		part{text: fmt.Sprintf(" (last %ds)", int64(all.Seconds())), drop: 4},
 		toGoPart(left, known),
-		part{text: ", " + etaKnown(max(left, uint64(r.pool.inFlight())), all, known)})
+		part{text: ", " + etaKnown(max(left, uint64(r.asker.pool.inFlight())), all, known)})
 	lines := []liveLine{head}
 	for _, l := range r.withRetries(r.serverLines(now), now) {
 		lines = append(lines, serverLine(l))
@@ -441,7 +441,7 @@ func serverLine(s string) liveLine {
 // retries are (retries.go): at the end of its line, or on a line of its
 // own when it has none.
 func (r *run) withRetries(lines []string, now time.Time) []string {
-	for _, s := range r.pool.servers {
+	for _, s := range r.asker.pool.servers {
 		text := serverRetries(s, now)
 		if text == "" {
 			continue
@@ -512,10 +512,10 @@ func (r *run) final(sum *Summary) {
 	r.ctl.logf("gen: %s (%s) and %s in %s: %.1f answers/s, %s",
 		counted(sum.Responses, "answer", "answers"), tokens, counted(sum.Errors, "error", "errors"), sum.Elapsed.Round(time.Millisecond), float64(sum.Responses)/secs,
 		tokenRate(sum.Responses, sum.Tokens, sum.UnknownTokens, secs))
-	for _, l := range r.pool.retrySummary() {
+	for _, l := range r.asker.pool.retrySummary() {
 		r.ctl.logf("%s", l)
 	}
-	if l := r.iso.summaryLine(r.cfg.MaxCrashes); l != "" {
+	if l := r.asker.iso.summaryLine(r.cfg.MaxCrashes); l != "" {
 		r.ctl.logf("%s", l)
 	}
 	switch {

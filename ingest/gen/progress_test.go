@@ -37,7 +37,7 @@ func TestProgressRatesMatchThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	r := &run{db: db, pool: newPool(nil), ctl: &control{started: t0}}
+	r := &run{db: db, asker: &asker{pool: newPool(nil)}, ctl: &control{started: t0}}
 	for _, name := range []string{"P1", "P2"} {
 		ds := &dsRun{Dataset: Dataset{Name: name}}
 		var p, raw strings.Builder

@@ -75,7 +75,7 @@ const (
 // server's own, from ident). The dataset's id rule is added per dataset
 // (dsRun.provenanceOf).
 func (r *run) askedOf(c *client.Client, ident map[string]any) map[string]any {
-	api := r.apiFor(c)
+	api := r.cfg.apiFor(c)
 	g := map[string]any{"api": string(api), "turns": r.cfg.Turns, "prompt": builtinPromptRule}
 	if p := r.cfg.Paths.Prompt; p != "" {
 		g["prompt"] = p

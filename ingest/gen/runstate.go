@@ -156,7 +156,7 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 	}
 	var pl *pool
 	if sum != nil {
-		pl = m.r.pool
+		pl = m.r.asker.pool
 	}
 	m.counts(&row, pl)
 	m.row.row = row

@@ -171,7 +171,7 @@ func (sc *scraper) checkRestart(t int64, cur *reading) {
 	restarted := func(detail string) {
 		sc.m.event(t, sc.s.name, EventRestarted, detail)
 		if sc.m.r != nil {
-			sc.m.r.restartSeen(sc.s, detail) // identity.go
+			sc.m.r.asker.restartSeen(sc.s, detail) // identity.go
 		}
 	}
 	if prev.flavor != cur.flavor {
@@ -423,11 +423,11 @@ func (m *monitor) close(final bool, stop *store.Event) {
 // requests, its KV use and the tokens/s its own counter gives over the
 // last progressWindow, each when known.
 func (r *run) serverLines(now time.Time) []string {
-	if r.mon == nil || r.mon.every < 0 || r.pool == nil {
+	if r.mon == nil || r.mon.every < 0 || r.asker.pool == nil {
 		return nil
 	}
 	var lines []string
-	for _, s := range r.pool.servers {
+	for _, s := range r.asker.pool.servers {
 		sc := r.mon.scraper(s)
 		if sc == nil {
 			continue

@@ -264,11 +264,11 @@ func callNames(calls []client.ToolCall) string {
 func (r *run) answerTools(j *job) {
 	tc := j.tc
 	if len(tc.segs) == 0 {
-		r.results <- r.jobError(j, 0, "the conversation has no user turn to answer", "")
+		r.results <- r.asker.jobError(j, 0, "the conversation has no user turn to answer", "")
 		return
 	}
 	for {
-		res := r.ask(j, tc.prompt(j.p))
+		res := r.asker.ask(j, tc.prompt(j.p))
 		if res == nil {
 			return
 		}

@@ -134,7 +134,7 @@ func (r *run) turnAnswered(j *job, res *client.Result) bool {
 	i := len(c.done) + 1
 	cut := i < c.k && res.FinishReason == "length" && r.stopsAtCut()
 	if i < c.k && res.Text == nil && !cut {
-		r.results <- r.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
+		r.results <- r.asker.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
 		return false
 	}
 	t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
