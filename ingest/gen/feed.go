@@ -242,7 +242,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 	}
 	j := job{ds: ds, p: p, redo: redo}
 	if r.cfg.Turns == TurnsAll && p.Tools != nil {
-		tc, err := r.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
+		tc, err := r.talk.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
 		if err != nil {
 			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = tc.counted
@@ -251,7 +251,7 @@ func (r *run) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, i
 		}
 		j.tc = tc
 	} else if r.cfg.Turns == TurnsAll && p.Turns >= 2 {
-		c, err := r.recorded(ds, p, files, redo)
+		c, err := r.talk.recorded(ds, p, files, redo)
 		if err != nil {
 			res := errorLine(ds, id, 0, err.Error(), "", 0)
 			res.closes = c.counted

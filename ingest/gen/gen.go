@@ -198,12 +198,12 @@ type run struct {
 
 	jobs    chan job
 	results chan result
-	asker   *asker // a job in, a result out: the servers, retries, crash suspects (worker.go)
+	asker   *asker         // a job in, a result out: the servers, retries, crash suspects (worker.go)
+	talk    *conversations // turn by turn chats and tool steps (turns.go, toolturns.go)
 
 	ctl  *control // the log and the stops, shared by every part (control.go)
 	live *liveLog // the log, on a terminal
 	mon  *monitor // the servers' metrics and the run's events (scrape.go)
-	tl   toolRun  // the run's tool prompts (tools.go)
 	// first is closed when the feeder has given out its first prompt
 	// (firstFed): a sweeper waits for it (feed.go).
 	first             chan struct{}
@@ -377,9 +377,12 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
 	r.ix = &ingest.Indexer{DB: db, Report: r.rep.Report}
-	r.asker = &asker{ctl: r.ctl, cfg: &r.cfg, talk: r,
+	r.asker = &asker{ctl: r.ctl, cfg: &r.cfg,
 		redoLine: r.redoLine, decideExport: r.decideExport, askedOf: r.askedOf,
 		checkServerKind: r.checkServerKind, checkProvenance: r.checkProvenance, nothingFed: r.nothingFed}
+	r.talk = &conversations{ctl: r.ctl, cfg: &r.cfg, db: db, ask: r.asker,
+		redoLine: r.redoLine, keepTurn: r.keepTurn, decideExport: r.decideExport}
+	r.asker.talk = r.talk
 	return r
 }
 

@@ -538,7 +538,7 @@ func (r *run) final(sum *Summary) {
 		}
 		r.ctl.logf("gen: conversations: an answer is a whole conversation, written with its last turn; %d earlier turns were answered into turns.jsonl (their tokens are in the count above)%s", sum.Turns, more)
 	}
-	if t := r.tl.stops.text(); t != "" {
+	if t := r.talk.stops.text(); t != "" {
 		r.ctl.logf("%s", t)
 	}
 	r.db.View(func(v *store.View) error {

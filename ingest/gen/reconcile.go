@@ -104,7 +104,7 @@ func (r *run) reconcile(d Dataset) (*dsRun, error) {
 			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent
 		}
 		if r.cfg.Turns == TurnsAll && s.Stage(store.Turns).Records > 0 {
-			n, err := r.countHalfDone(v, d.Name)
+			n, err := r.talk.countHalfDone(v, d.Name)
 			ds.halfDone.Store(n)
 			return err
 		}

@@ -228,9 +228,3 @@ func (t *lazyServer) TokenizeChat(ctx context.Context, msgs []client.Message, to
 	}
 	return t.c.TokenizeChat(ctx, msgs, tools)
 }
-
-// toolRun is what a run keeps of its tool prompts.
-type toolRun struct {
-	// stops counts the tool conversations stopped (toolturns.go).
-	stops stopCounts
-}
