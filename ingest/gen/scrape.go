@@ -160,7 +160,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 // process start time (process_start_time_seconds, or llama.cpp's
 // Process-Start-Time-Unix header) or other names (another server behind
 // the URL) is a restart, and the server's identity is read again
-// (run.restartSeen). Readings taken while gen had the server down are
+// (asker.restartSeen). Readings taken while gen had the server down are
 // not compared, so a restart is said after the server's up.
 func (sc *scraper) checkRestart(t int64, cur *reading) {
 	prev := sc.prev

@@ -59,10 +59,9 @@ func (p *Prompt) setTools(raw json.RawMessage) error {
 	return nil
 }
 
-// sampleTools reads the first prompt of each prompts file, as
-// sampleShapes does: whether each dataset (ds.tools), and so the run
-// (has), has tool prompts (preflight then checks each server can take
-// them).
+// sampleTools reads the first prompt of each prompts file: whether each
+// dataset (ds.tools), and so the run (has), has tool prompts (preflight
+// then checks each server can take them).
 func sampleTools(sets []*dsRun) (has bool) {
 	for _, ds := range sets {
 		for _, path := range ds.Prompts {

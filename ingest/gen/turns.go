@@ -150,6 +150,36 @@ func (c *conv) turnPrompt(p *Prompt) *Prompt {
 	return &tp
 }
 
+// answer takes j's conversation to its end, from its first turn (or
+// step) not recorded: until its last is answered or one fails for good,
+// or the run stops (the rest is left for the next run). A job the asker
+// hands to a suspect's goroutine (worker.go) comes back here with the
+// conversation's state, and goes on from the same turn.
+func (cv *conversations) answer(j *job) {
+	switch {
+	case j.conv != nil && j.conv.cut:
+		cv.endAtCut(j) // nothing to ask
+	case j.tc != nil:
+		cv.answerTools(j) // toolturns.go
+	default:
+		cv.answerTurns(j)
+	}
+}
+
+// answerTurns asks j's conversation turn after turn (see answer).
+func (cv *conversations) answerTurns(j *job) {
+	for {
+		res := cv.ask.ask(j, j.conv.turnPrompt(j.p))
+		if res == nil {
+			return
+		}
+		if !cv.turnAnswered(j, res) || cv.ctl.stopping() {
+			return // the conversation is complete or failed; or left for the next run
+		}
+		j.tries = tries{suspect: j.suspect}
+	}
+}
+
 // turnAnswered takes the answer to j's next turn: a turn line for an earlier
 // turn (and true: the conversation goes on), the conversation's raw line
 // for its last turn, or for an earlier one cut at the token limit when the

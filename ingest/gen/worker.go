@@ -63,13 +63,11 @@ type asker struct {
 	nothingFed      func() <-chan struct{}
 }
 
-// talker takes a conversation's turns and steps: the asker hands it the
-// jobs of conversations (job.conv, job.tc), and it asks each request
-// through the asker.
+// talker takes a conversation's job (job.conv, job.tc) to its end: the
+// asker hands it those jobs, and it asks each turn or step through the
+// asker (ask) and sends their lines to results.
 type talker interface {
-	endAtCut(j *job)                              // a conversation that ends at a recorded cut turn
-	answerTools(j *job)                           // a tool conversation, step by step
-	turnAnswered(j *job, res *client.Result) bool // takes a turn's answer; true: ask the next
+	answer(j *job)
 }
 
 // start starts the workers: Concurrency of them take jobs, and send each
@@ -97,53 +95,36 @@ func (a *asker) work() {
 	}
 }
 
-// answer asks j's prompt until it has an answer or a final error; a
-// conversation (j.conv), turn after turn from the first one not recorded,
-// until its last turn is answered or one fails for good. One prompt is
-// never in flight twice: retries, and a conversation's turns, happen here,
-// one after another, each under a fresh rid. A prompt that was in flight
-// when its server went away is handed, with the conversation's state, to a
+// answer asks j's prompt until it has an answer or a final error, and
+// sends its line; a conversation's job (j.conv, j.tc) goes to the
+// conversations, which ask its turns through ask. One prompt is never in
+// flight twice: retries, and a conversation's turns, happen here, one
+// after another, each under a fresh rid. A prompt that was in flight when
+// its server went away is handed, with the conversation's state, to a
 // goroutine of its own that retries it alone among such suspects (the
 // rest of that conversation too), and the worker takes the next prompt,
 // once it was in flight at a second down (isolate.go); after one down it
 // is sent again like any prompt.
 func (a *asker) answer(j job) {
-	if j.conv != nil && j.conv.cut {
-		a.talk.endAtCut(&j) // nothing to ask (turns.go)
+	if j.conv != nil || j.tc != nil {
+		a.talk.answer(&j) // turns.go, toolturns.go
 		return
 	}
-	if j.tc != nil {
-		a.talk.answerTools(&j) // toolturns.go
+	res := a.ask(&j, j.p)
+	if res == nil {
 		return
 	}
-	for {
-		p := j.p
-		if j.conv != nil {
-			p = j.conv.turnPrompt(j.p)
-		}
-		res := a.ask(&j, p)
-		if res == nil {
-			return
-		}
-		if j.conv == nil {
-			tokens, unknown := countOf(res.CompletionTokens)
-			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
-			if j.redo {
-				line = a.redoLine(&j, line)
-			}
-			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
-			out.truncated, out.ownLimit = j.cut(res.FinishReason)
-			if !j.redo { // a redo's record comes in the final export pass (redo.go)
-				a.decideExport(&out, j.p)
-			}
-			a.results <- out
-			return
-		}
-		if !a.talk.turnAnswered(&j, res) || a.ctl.stopping() {
-			return // the conversation is complete or failed; or left for the next run
-		}
-		j.tries = tries{suspect: j.suspect}
+	tokens, unknown := countOf(res.CompletionTokens)
+	line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
+	if j.redo {
+		line = a.redoLine(&j, line)
 	}
+	out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
+	out.truncated, out.ownLimit = j.cut(res.FinishReason)
+	if !j.redo { // a redo's record comes in the final export pass (redo.go)
+		a.decideExport(&out, j.p)
+	}
+	a.results <- out
 }
 
 // countOf returns a count as a result carries it: the count, or 0 and
