@@ -193,28 +193,20 @@ type run struct {
 	cfg     Config
 	db      *store.DB
 	rep     *ingest.Reporter
-	pool    *pool
 	sets    []*dsRun
 
 	jobs    chan job
 	results chan result
-	workers sync.WaitGroup
-	suspect chan struct{} // held by the one crash suspect in flight
-	iso     isolation     // the crash suspects isolated (isolate.go)
-	slots   chan struct{} // one per request in flight: Concurrency bounds them all
+	asker   *asker         // a job in, a result out: the servers, retries, crash suspects (worker.go)
+	talk    *conversations // turn by turn chats and tool steps (turns.go, toolturns.go)
 
-	ctl  *control  // the log and the stops, shared by every part (control.go)
-	live *liveLog  // the log, on a terminal (newRun); the progress lines draw on it
-	mon  *monitor  // the run's state in the index: metrics, events, its row, stalls (scrape.go)
-	prog *progress // the progress lines and the summary (progress.go)
-	wr   *writer   // the answer files, the index, the records, the provenance (writer.go)
-	// shapes are the prompt shapes the run sends, from every line of
-	// its prompts files (readShapes): preflight checks their routes.
-	shapes [numShapes]bool
-	tl     toolRun      // the run's tool prompts (tools.go)
-	feed   *feeder      // prompt lines into jobs (feed.go)
-	redo   *redoChooser // --redo's choice (redo.go)
-	sent   sentAny      // a prompt was sent (refused.go)
+	ctl  *control     // the log and the stops, shared by every part (control.go)
+	live *liveLog     // the log, on a terminal (newRun); the progress lines draw on it
+	feed *feeder      // prompt lines into jobs (feed.go)
+	redo *redoChooser // --redo's choice (redo.go)
+	mon  *monitor     // the run's state in the index: metrics, events, its row, stalls (scrape.go)
+	prog *progress    // the progress lines and the summary (progress.go)
+	wr   *writer      // the answer files, the index, the records, the provenance (writer.go)
 }
 
 type dsRun struct {
@@ -328,26 +320,27 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	}()
 	todo, err := r.prepare(ctx, datasets, &opened)
 	if err != nil {
-		return nil, r.refused(err)
+		return nil, r.asker.refused(err)
 	}
 	if todo == 0 && !r.redo.choosing() {
 		sum, err := r.nothingToDo()
-		return sum, r.refused(err)
+		return sum, r.asker.refused(err)
 	}
-	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.restartSeen)
+	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.asker.restartSeen)
 	r.mon.begin(r.redo.todoText(todo), r.settings())
+	r.asker.mon = r.mon
 	defer func() {
-		err = r.refused(err)
+		err = r.asker.refused(err)
 		r.mon.end(sum, err)
 	}()
 	r.feed.feedEarly(todo) // a large redo with nothing left ends without a server (earlyfeed.go)
-	if err := r.connect(); err != nil {
+	if err := r.asker.connect(); err != nil {
 		return r.notConnected(err)
 	}
-	r.sayIDsPrompts()
-	r.prog = &progress{ctl: r.ctl, cfg: &r.cfg, db: r.db, sets: r.sets, live: r.live, pool: r.pool, mon: r.mon, iso: &r.iso,
-		rep: r.rep, toolStops: &r.tl.stops, owed: r.redo.sayOwed}
-	go r.boundDown()
+	r.asker.sayIDsPrompts(r.sets)
+	r.prog = &progress{ctl: r.ctl, cfg: &r.cfg, db: r.db, sets: r.sets, live: r.live, pool: r.asker.pool, mon: r.mon, iso: &r.asker.iso,
+		rep: r.rep, toolStops: &r.talk.stops, owed: r.redo.sayOwed}
+	go r.asker.boundDown()
 	werr := r.generate(ctx)
 	if werr == nil && r.feed.fedNothing() { // a server was up first: said the same way (earlyfeed.go)
 		return r.notConnected(errNothingFed)
@@ -384,11 +377,17 @@ func newRun(db *store.DB, cfg Config) *run {
 	}
 	r.ctl.log = r.cfg.Log
 	r.rep = &ingest.Reporter{W: r.cfg.Log}
-	r.wr = &writer{ctl: r.ctl, cfg: &r.cfg, db: db, ix: &ingest.Indexer{DB: db, Report: r.rep.Report}, halfDone: r.countHalfDone}
+	r.wr = &writer{ctl: r.ctl, cfg: &r.cfg, db: db, ix: &ingest.Indexer{DB: db, Report: r.rep.Report}}
 	r.jobs = make(chan job, cfg.Concurrency)
 	r.results = make(chan result, cfg.Concurrency)
 	r.redo = &redoChooser{ctl: r.ctl, cfg: &r.cfg, db: db}
-	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r, jobs: r.jobs, results: r.results}
+	r.asker = &asker{ctl: r.ctl, cfg: &r.cfg, redoLine: r.redo.redoLine, askedOf: r.wr.askedOf,
+		checkServerKind: r.wr.checkServerKind, checkProvenance: r.wr.checkProvenance}
+	r.talk = &conversations{ctl: r.ctl, cfg: &r.cfg, db: db, ask: r.asker, redoLine: r.redo.redoLine, keepTurn: r.redo.keepTurn}
+	r.asker.talk = r.talk
+	r.wr.halfDone = r.talk.countHalfDone
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r.talk, jobs: r.jobs, results: r.results}
+	r.asker.nothingFed = r.feed.nothingFed
 	return r
 }
 
@@ -432,7 +431,7 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 			}
 		}
 	}
-	r.wr.ix.SayForgotten() // the files read: how many prompts a gone file leaves unanswered
+	r.wr.ix.SayForgotten()                                       // the files read: how many prompts a gone file leaves unanswered
 	r.wr.sets, r.feed.sets, r.redo.sets = r.sets, r.sets, r.sets // the datasets opened: the parts' from here
 	if err := r.wr.countAnswerMakers(); err != nil {
 		return 0, err
@@ -443,8 +442,8 @@ func (r *run) prepare(ctx context.Context, datasets []Dataset, opened *[]*dsRun)
 	if err := r.redo.chooseRedo(); err != nil {
 		return 0, err
 	}
-	r.shapes = readShapes(r.sets, scans)
-	r.sampleTools()
+	r.asker.shapes = readShapes(r.sets, scans)
+	r.asker.tools = sampleTools(r.sets)
 	if cfg.Export != nil { // the records of earlier answers first (exportrun.go)
 		tok := r.wr.firstServer()
 		for _, ds := range r.sets {
@@ -491,7 +490,7 @@ func (r *run) notConnected(err error) (*Summary, error) {
 
 // nothingToDo ends a run with no prompt to ask, saying why.
 func (r *run) nothingToDo() (*Summary, error) {
-	if err := r.wr.checkKindIdle(r.connect); err != nil {
+	if err := r.wr.checkKindIdle(r.asker.connect); err != nil {
 		return nil, err
 	}
 	var failed uint64
@@ -519,12 +518,8 @@ func (r *run) nothingToDo() (*Summary, error) {
 // returns the writer's error (or that of the records of redone answers).
 func (r *run) generate(ctx context.Context) error {
 	cfg := &r.cfg
-	r.feed.startFeed() // unless feedEarly did: the jobs and results channels, the feeder
-	r.suspect = make(chan struct{}, 1)
-	r.slots = make(chan struct{}, cfg.Concurrency)
-	for range cfg.Concurrency {
-		r.workers.Go(r.work)
-	}
+	r.feed.startFeed() // unless feedEarly did: the feeder
+	r.asker.start(r.jobs, r.results)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.wr.write(r.results) }()
 	progressDone := make(chan struct{})
@@ -532,7 +527,7 @@ func (r *run) generate(ctx context.Context) error {
 	go func() { r.prog.report(progressStop); close(progressDone) }()
 	go r.graceOnInterrupt(ctx)
 
-	r.workers.Wait()
+	r.asker.wait()
 	close(r.results)
 	werr := <-writerDone
 	close(progressStop)
@@ -553,24 +548,16 @@ func (r *run) graceOnInterrupt(ctx context.Context) {
 		return
 	}
 	if ctx.Err() != nil { // an interrupt (NotifyContext's cause names the signal, not context.Canceled)
-		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.pool.inFlight(), r.cfg.Grace))
+		r.mon.event(time.Now().UnixMilli(), "", EventInterrupt, fmt.Sprintf("%d requests in flight, given up to %s", r.asker.pool.inFlight(), r.cfg.Grace))
 	}
-	if n := r.pool.inFlight(); n > 0 && ctx.Err() != nil {
+	if n := r.asker.pool.inFlight(); n > 0 && ctx.Err() != nil {
 		r.ctl.logf("gen: stopping: waiting up to %s for %d answers in flight; Ctrl-C again quits now, the next run catches up", r.cfg.Grace, n)
 	}
 	select {
 	case <-time.After(r.cfg.Grace):
-		r.givenUp.Store(r.pool.inFlight())
+		r.givenUp.Store(r.asker.pool.inFlight())
 		r.ctl.cancelReqs()
 	case <-r.ctl.reqs.Done():
-	}
-}
-
-// finalError counts a prompt that failed for good on server, for the
-// run's events (one per burst).
-func (r *run) finalError(server, msg string) {
-	if r.mon != nil {
-		r.mon.bursts.finalError(server, msg)
 	}
 }
 
@@ -586,9 +573,6 @@ func (r *run) settings() string {
 	}
 	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
 }
-
-// sortedSets returns the datasets by name (for stable output).
-func (r *run) sortedSets() []*dsRun { return sortedByName(r.sets) }
 
 // sortedByName returns sets by name, a copy.
 func sortedByName(sets []*dsRun) []*dsRun {

@@ -46,7 +46,7 @@ func identityChange(first, now []byte) string {
 // EventIdentity, said in the log, and, unless --allow-mixed, s is retired:
 // it is sent nothing more (errRetired), its requests go to the other
 // servers, and when no server is left the run stops, naming --allow-mixed.
-func (r *run) checkIdentity(s *server, prov []byte) error {
+func (a *asker) checkIdentity(s *server, prov []byte) error {
 	first := s.identity.Load()
 	if first == nil {
 		s.identity.Store(&prov)
@@ -56,15 +56,15 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 	if diff == "" {
 		return nil
 	}
-	if r.cfg.AllowMixed {
+	if a.cfg.AllowMixed {
 		s.identity.Store(&prov) // the next change is said against this one
-		r.ctl.logf("gen: %s came back as another server (%s); --allow-mixed: gen goes on sending to it ('gendex check' reports the datasets as mixed)", s.name, diff)
-		r.identityEvent(s, diff+"; --allow-mixed: gen goes on sending to it")
+		a.ctl.logf("gen: %s came back as another server (%s); --allow-mixed: gen goes on sending to it ('gendex check' reports the datasets as mixed)", s.name, diff)
+		a.identityEvent(s, diff+"; --allow-mixed: gen goes on sending to it")
 		return nil
 	}
 	s.retired.Store(true)
 	left := 0
-	for _, o := range r.pool.servers {
+	for _, o := range a.pool.servers {
 		if !o.retired.Load() {
 			left++
 		}
@@ -76,10 +76,10 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 	case 1:
 		then = "its prompts go to the other server left"
 	}
-	r.ctl.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
-	r.identityEvent(s, diff+"; gen sends it nothing more in this run")
+	a.ctl.logf("gen: %s came back as another server (%s): gen sends it nothing more in this run; %s", s.name, diff, then)
+	a.identityEvent(s, diff+"; gen sends it nothing more in this run")
 	if left == 0 {
-		r.ctl.abort(&stopError{msg: fmt.Sprintf("%s came back as another server (what differs: %s), and no other server is left", s.name, diff),
+		a.ctl.abort(&stopError{msg: fmt.Sprintf("%s came back as another server (what differs: %s), and no other server is left", s.name, diff),
 			hint: "a run keeps one server identity: restart it as it was and run the same command again (nothing is lost), or run again with --allow-mixed to answer the rest with the new one ('gendex check' then reports the datasets as mixed)"})
 	}
 	return errRetired
@@ -91,20 +91,20 @@ func (r *run) checkIdentity(s *server, prov []byte) error {
 // when it comes back from a down, in the background (learn, then
 // checkIdentity), so that a server restarted as another model between
 // two requests is not sent the rest as if it were the same one.
-func (r *run) restartSeen(s *server, why string) {
-	if s.retired.Load() || r.ctl.reqs == nil || r.ctl.reqs.Err() != nil {
+func (a *asker) restartSeen(s *server, why string) {
+	if s.retired.Load() || a.ctl.reqs == nil || a.ctl.reqs.Err() != nil {
 		return
 	}
-	r.ctl.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
+	a.ctl.logf("gen: %s was restarted (%s): reading what it serves again", s.name, why)
 	go func() {
-		if err := r.learn(r.ctl.reqs, s); err != nil && !errors.Is(err, errRetired) && !r.ctl.stopping() {
-			r.ctl.logf("gen: %s: reading it again after its restart: %v", s.name, err)
+		if err := a.learn(a.ctl.reqs, s); err != nil && !errors.Is(err, errRetired) && !a.ctl.stopping() {
+			a.ctl.logf("gen: %s: reading it again after its restart: %v", s.name, err)
 		}
 	}()
 }
 
-func (r *run) identityEvent(s *server, detail string) {
-	if r.mon != nil {
-		r.mon.event(time.Now().UnixMilli(), s.name, EventIdentity, detail)
+func (a *asker) identityEvent(s *server, detail string) {
+	if a.mon != nil {
+		a.mon.event(time.Now().UnixMilli(), s.name, EventIdentity, detail)
 	}
 }

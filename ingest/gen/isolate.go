@@ -61,16 +61,16 @@ const maxIsolatedIDs = 20
 
 // isolate counts j as isolated after its down on s, says so in the log
 // (the first maxIsolatedLogged of the run) and in s's isolated events.
-func (r *run) isolate(j *job, s *server) {
-	r.iso.now.Add(1)
-	r.iso.total.Add(1)
-	if n := r.iso.logged.Add(1); n <= maxIsolatedLogged {
-		r.ctl.logf("gen: prompt %s (%s) was in flight at %s, the last of %s: isolated, it is sent again alone among such prompts, "+
+func (a *asker) isolate(j *job, s *server) {
+	a.iso.now.Add(1)
+	a.iso.total.Add(1)
+	if n := a.iso.logged.Add(1); n <= maxIsolatedLogged {
+		a.ctl.logf("gen: prompt %s (%s) was in flight at %s, the last of %s: isolated, it is sent again alone among such prompts, "+
 			"as it may be what brings the server down (after --max-crashes %d downs it is recorded as an error)%s",
-			j.p.ID, j.ds.Name, downsText(j.crashes), s.name, r.cfg.MaxCrashes, moreIsolated(n))
+			j.p.ID, j.ds.Name, downsText(j.crashes), s.name, a.cfg.MaxCrashes, moreIsolated(n))
 	}
-	if r.mon != nil {
-		r.mon.bursts.count(burstKey{s.name, EventIsolated}, j.p.ID)
+	if a.mon != nil {
+		a.mon.bursts.count(burstKey{s.name, EventIsolated}, j.p.ID)
 	}
 }
 
@@ -85,7 +85,7 @@ func moreIsolated(n int64) string {
 
 // isolatedDone counts an isolated prompt as done: answered, failed, or
 // left for the next run.
-func (r *run) isolatedDone() { r.iso.now.Add(-1) }
+func (a *asker) isolatedDone() { a.iso.now.Add(-1) }
 
 // liveText is the live line's part about isolated prompts: ", 3 isolated
 // (in flight at 2 downs: sent one at a time)"; "" when none is.

@@ -21,9 +21,9 @@ func TestWriteMetrics(t *testing.T) {
 	servers[0].up.Store(true)
 	servers[0].inFlight.Store(4)
 	servers[0].done.Store(17)
-	r := &run{pool: newPool(servers)}
+	a := &asker{pool: newPool(servers)}
 	var b bytes.Buffer
-	r.writeMetrics(prom.NewWriter(&b))
+	a.writeMetrics(prom.NewWriter(&b))
 	want := `# HELP gendex_in_flight Requests in flight, by server.
 # TYPE gendex_in_flight gauge
 gendex_in_flight{server="http://REDACTED@gpu-1:30000"} 4

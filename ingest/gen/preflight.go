@@ -59,9 +59,9 @@ func routeFor(api client.API, sh shape, tok int32) string {
 
 // apiFor is the API gen speaks to the server behind c with: --api when
 // given, else the one its flavor offers (SGLang's /generate, else chat).
-func (r *run) apiFor(c *client.Client) client.API {
-	if r.cfg.API != client.APIAuto {
-		return r.cfg.API
+func (cfg *Config) apiFor(c *client.Client) client.API {
+	if cfg.API != client.APIAuto {
+		return cfg.API
 	}
 	return c.Flavor.API()
 }
@@ -71,12 +71,12 @@ var shapeNames = [numShapes]string{shapeIDs: "token-id prompts", shapeText: "tex
 
 // routesText says where this run's prompts go on s, for its ready line:
 // "prompts to /generate", or per shape when they differ.
-func (r *run) routesText(s *server, c *client.Client) string {
-	api, tok := r.apiFor(c), s.tokenize.Load()
+func (a *asker) routesText(s *server, c *client.Client) string {
+	api, tok := a.cfg.apiFor(c), s.tokenize.Load()
 	var parts []string
 	same := ""
 	for sh := range numShapes {
-		if !r.shapes[sh] {
+		if !a.shapes[sh] {
 			continue
 		}
 		route := routeFor(api, sh, tok)
@@ -88,7 +88,7 @@ func (r *run) routesText(s *server, c *client.Client) string {
 		parts = append(parts, shapeNames[sh]+" to "+route)
 	}
 	how := "--api " + string(api)
-	if r.cfg.API == client.APIAuto {
+	if a.cfg.API == client.APIAuto {
 		how = "chosen for " + c.Flavor.String() + "; --api forces one"
 	}
 	switch {
@@ -135,40 +135,40 @@ func (rt *routes) reset() {
 
 // preflight runs the checks above for s, whose /v1/models said info; c is
 // the client the run will use for it.
-func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info client.ModelInfo) error {
-	if m := r.cfg.Model; m != "" && !slices.Contains(info.Models, m) && info.Flavor == client.FlavorLlamaCpp {
-		r.ctl.once("model "+s.name, "gen: %s (llama.cpp) serves %s and does not read --model %s", s.name, strings.Join(info.Models, ", "), m)
+func (a *asker) preflight(ctx context.Context, s *server, c *client.Client, info client.ModelInfo) error {
+	if m := a.cfg.Model; m != "" && !slices.Contains(info.Models, m) && info.Flavor == client.FlavorLlamaCpp {
+		a.ctl.once("model "+s.name, "gen: %s (llama.cpp) serves %s and does not read --model %s", s.name, strings.Join(info.Models, ", "), m)
 	} else if m != "" && !slices.Contains(info.Models, m) {
 		return &stopError{msg: fmt.Sprintf("%s (%s) serves %s, not --model %s", s.name, info.Flavor, strings.Join(info.Models, ", "), m),
 			hint: "check --model: leave it out to use the model the server serves, or name one GET /v1/models lists; no prompt was sent"}
 	}
 	s.routes.reset()
-	api := r.apiFor(c)
+	api := a.cfg.apiFor(c)
 	for sh := range numShapes {
-		if !r.shapes[sh] {
+		if !a.shapes[sh] {
 			continue
 		}
-		if err := r.needRoute(ctx, s, c, routeFor(api, sh, s.tokenize.Load())); err != nil {
+		if err := a.needRoute(ctx, s, c, routeFor(api, sh, s.tokenize.Load())); err != nil {
 			return err
 		}
 	}
-	if x := r.cfg.Export; x != nil && x.Format == export.IDs {
+	if x := a.cfg.Export; x != nil && x.Format == export.IDs {
 		for sh := range numShapes {
 			route := routeFor(api, sh, s.tokenize.Load())
-			if r.shapes[sh] && (route == "/v1/chat/completions" || route == "/v1/completions") && !info.Flavor.ReturnsOutputIDs(client.APICompletions) {
+			if a.shapes[sh] && (route == "/v1/chat/completions" || route == "/v1/completions") && !info.Flavor.ReturnsOutputIDs(client.APICompletions) {
 				return &stopError{msg: fmt.Sprintf("%s (%s) answers %s without the output token ids, so --export ids cannot make their records", s.name, info.Flavor, route),
 					hint: "use --export conversations, or a server that returns ids (SGLang's /generate with --api generate, vLLM); no prompt was sent"}
 			}
 		}
 	}
-	if err := r.preflightTools(ctx, s, c); err != nil {
+	if err := a.preflightTools(ctx, s, c); err != nil {
 		return err
 	}
-	if api != client.APIGenerate || r.shapes[shapeChat] && s.tokenize.Load() < 0 {
-		if _, ignored := r.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
-			r.ctl.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
+	if api != client.APIGenerate || a.shapes[shapeChat] && s.tokenize.Load() < 0 {
+		if _, ignored := a.cfg.Sampling.FieldsFor(info.Flavor); len(ignored) > 0 {
+			a.ctl.once("ignored "+s.name, "gen: %s (%s) does not read %s: not sent, its own behaviour applies", s.name, info.Flavor, strings.Join(ignored, ", "))
 			for _, k := range ignored {
-				r.ctl.said("ignored " + s.name + " " + k) // a prompt that sets it too is not said again (sayUnread)
+				a.ctl.said("ignored " + s.name + " " + k) // a prompt that sets it too is not said again (sayUnread)
 			}
 		}
 	}
@@ -177,15 +177,15 @@ func (r *run) preflight(ctx context.Context, s *server, c *client.Client, info c
 
 // needRoute stops the run when s lacks path, which the run's prompts need:
 // the error names the server, the route, its answer and what to check.
-func (r *run) needRoute(ctx context.Context, s *server, c *client.Client, path string) error {
+func (a *asker) needRoute(ctx context.Context, s *server, c *client.Client, path string) error {
 	missing, err := s.routes.check(ctx, c, path)
 	switch {
 	case err != nil && client.KindOf(err) == client.Auth:
-		return r.setupError(err)
+		return a.setupError(err)
 	case err != nil:
 		return nil // not known now: the request itself finds out, as any request does
 	case missing != nil:
-		return r.setupError(missing)
+		return a.setupError(missing)
 	}
 	return nil
 }
@@ -216,37 +216,37 @@ func readShapes(sets []*dsRun, scans map[string]*promptScan) (shapes [numShapes]
 // conversation needs text), and the command that makes their ids records
 // afterwards, or, on a server whose answers carry no output ids
 // (llama.cpp), that none can be made from them.
-func (r *run) sayIDsPrompts() {
-	if x := r.cfg.Export; x == nil || x.Format != export.Conversations {
+func (a *asker) sayIDsPrompts(sets []*dsRun) {
+	if x := a.cfg.Export; x == nil || x.Format != export.Conversations {
 		return
 	}
 	var c *client.Client
-	for _, s := range r.pool.servers {
+	for _, s := range a.pool.servers {
 		if s.up.Load() {
 			c = s.client()
 			break
 		}
 	}
-	for _, ds := range r.sets {
+	for _, ds := range sets {
 		if !ds.shapes[shapeIDs] {
 			continue
 		}
 		const head = "gen: %s: its prompts are token ids, so --export conversations makes no records of them (each answer is excluded as ids_prompt)"
-		if c != nil && !c.Flavor.ReturnsOutputIDs(r.apiFor(c)) {
-			r.ctl.logf(head+"; %s's answers carry no output ids, so no ids records can be made of them either (SGLang and vLLM return them)", ds.Name, c.Flavor)
+		if c != nil && !c.Flavor.ReturnsOutputIDs(a.cfg.apiFor(c)) {
+			a.ctl.logf(head+"; %s's answers carry no output ids, so no ids records can be made of them either (SGLang and vLLM return them)", ds.Name, c.Flavor)
 			continue
 		}
-		r.ctl.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
+		a.ctl.logf(head+"; once answered, their ids records:\n    %s", ds.Name, export.IDsCommand(filepath.Dir(ds.Prompts[0]), filepath.Dir(ds.Raw)))
 	}
 }
 
 // routeChecked returns the route p takes on s, once s is known to have
 // it; a route s lacks stops the run before the request (needRoute), and
 // the caller sends nothing.
-func (r *run) routeChecked(ctx context.Context, s *server, c *client.Client, p *Prompt) (string, error) {
-	route := routeFor(r.apiFor(c), shapeOf(p), s.tokenize.Load())
-	if err := r.needRoute(ctx, s, c, route); err != nil {
-		r.ctl.abort(err)
+func (a *asker) routeChecked(ctx context.Context, s *server, c *client.Client, p *Prompt) (string, error) {
+	route := routeFor(a.cfg.apiFor(c), shapeOf(p), s.tokenize.Load())
+	if err := a.needRoute(ctx, s, c, route); err != nil {
+		a.ctl.abort(err)
 		return "", err
 	}
 	return route, nil

@@ -40,7 +40,7 @@ const (
 // names p's file and line, what it has and what fits. textTokens is a text
 // prompt's tokens when it counted them by the server's tokenizer (0: not
 // counted), for clipping max_new_tokens.
-func (r *run) promptFits(ctx context.Context, s *server, c *client.Client, p *Prompt, ids []int) (textTokens int, err error) {
+func (a *asker) promptFits(ctx context.Context, s *server, c *client.Client, p *Prompt, ids []int) (textTokens int, err error) {
 	ctxLen := int(s.ctxLen.Load())
 	room := ctxLen - clipMargin
 	if ctxLen <= 0 {
@@ -55,7 +55,7 @@ func (r *run) promptFits(ctx context.Context, s *server, c *client.Client, p *Pr
 		if size = len(p.Text); size+textSlack <= room {
 			return 0, nil
 		}
-		t, err := r.countWith(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+		t, err := a.countWith(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
 			"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length, and one too long for it is found from its bytes alone (at least a token per %d bytes)", s.name, maxTokenBytes)
 		if err != nil {
 			return 0, err
@@ -65,14 +65,14 @@ func (r *run) promptFits(ctx context.Context, s *server, c *client.Client, p *Pr
 		if size = chatBytes(p); size+chatSlack*len(p.Messages)+chatTemplateSlack <= room {
 			return 0, nil
 		}
-		t, err := r.countWith(&s.countChat, "count chat "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
+		t, err := a.countWith(&s.countChat, "count chat "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
 			"gen: %s has no /v1/tokenize with messages: a chat prompt too long for its context is found by counting its messages' text alone (its template's tokens aside)", s.name)
 		if err != nil {
 			return 0, err
 		}
 		n, counted = len(t), t != nil
 		if t == nil { // its messages' text alone (llama.cpp tokenizes text): fewer than with the template
-			if t, err = r.countWith(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, chatText(p)) },
+			if t, err = a.countWith(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, chatText(p)) },
 				"gen: %s has no /v1/tokenize: a prompt too long for its context is found from its bytes alone (at least a token per %d bytes)", s.name, maxTokenBytes); err != nil {
 				return 0, err
 			}
@@ -119,11 +119,11 @@ func chatText(p *Prompt) string {
 
 // countWith counts by call, a request to an endpoint the server may lack,
 // unless state says it lacks it (see optional): nil ids then.
-func (r *run) countWith(state *atomic.Int32, key string, call func() ([]int, error), format string, a ...any) ([]int, error) {
+func (a *asker) countWith(state *atomic.Int32, key string, call func() ([]int, error), format string, args ...any) ([]int, error) {
 	if state.Load() < 0 {
 		return nil, nil
 	}
-	return r.optional(state, key, call, format, a...)
+	return a.optional(state, key, call, format, args...)
 }
 
 // chatBytes is the size of a chat prompt's own text: its messages'

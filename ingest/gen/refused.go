@@ -40,9 +40,9 @@ type sentAny struct{ atomic.Bool }
 
 // refused is err as the run ends with it: a refusal when it is a check's
 // and no prompt was sent.
-func (r *run) refused(err error) error {
+func (a *asker) refused(err error) error {
 	var rf refusal
-	if err == nil || r.sent.Load() || !errors.As(err, &rf) || errors.Is(err, ErrRefused) {
+	if err == nil || a.sent.Load() || !errors.As(err, &rf) || errors.Is(err, ErrRefused) {
 		return err
 	}
 	return &refusedError{err}

@@ -167,22 +167,22 @@ func (t *retries) state() retryState {
 // retried counts an attempt on s that failed with err and is sent again
 // (timedOut: it ran out of --request-timeout): on s, and in the run's
 // retry events.
-func (r *run) retried(s *server, err error, timedOut bool) {
+func (a *asker) retried(s *server, err error, timedOut bool) {
 	cause := retryCause(err, timedOut)
 	s.retries.add(cause, briefError(cause, err), time.Now())
-	if r.mon != nil {
-		r.mon.bursts.retried(s.name, cause)
+	if a.mon != nil {
+		a.mon.bursts.retried(s.name, cause)
 	}
 }
 
 // retry counts the failed attempt on s as retried and waits d, the
 // backoff, counted as in backoff on s. It returns false, counting
 // nothing, when the run stops first.
-func (r *run) retry(s *server, err error, timedOut bool, d time.Duration) bool {
-	if r.ctl.stopping() {
+func (a *asker) retry(s *server, err error, timedOut bool, d time.Duration) bool {
+	if a.ctl.stopping() {
 		return false
 	}
-	r.retried(s, err, timedOut)
+	a.retried(s, err, timedOut)
 	s.retries.inBackoff.Add(1)
 	defer s.retries.inBackoff.Add(-1)
 	t := time.NewTimer(d)
@@ -190,7 +190,7 @@ func (r *run) retry(s *server, err error, timedOut bool, d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-r.ctl.stop.Done():
+	case <-a.ctl.stop.Done():
 		return false
 	}
 }

@@ -261,19 +261,19 @@ func (p *pool) allDownFor(now time.Time) time.Duration {
 // boundDown ends the run once every server has been down for longer than
 // Config.DownLimit (the first wait is bounded by WaitReady instead). It
 // returns when the requests end.
-func (r *run) boundDown() {
-	if r.cfg.DownLimit < 0 {
+func (a *asker) boundDown() {
+	if a.cfg.DownLimit < 0 {
 		return
 	}
-	t := time.NewTicker(max(min(time.Second, r.cfg.DownLimit/4), 10*time.Millisecond))
+	t := time.NewTicker(max(min(time.Second, a.cfg.DownLimit/4), 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-r.ctl.reqs.Done():
+		case <-a.ctl.reqs.Done():
 			return
 		case now := <-t.C:
-			if d := r.pool.allDownFor(now); d > r.cfg.DownLimit {
-				r.ctl.abort(downTooLong{d, r.cfg.DownLimit})
+			if d := a.pool.allDownFor(now); d > a.cfg.DownLimit {
+				a.ctl.abort(downTooLong{d, a.cfg.DownLimit})
 				return
 			}
 		}

@@ -59,11 +59,11 @@ func (p *Prompt) setTools(raw json.RawMessage) error {
 	return nil
 }
 
-// sampleTools reads the first prompt of each prompts file, as
-// sampleShapes does: whether the run, and each dataset, has tool prompts
-// (preflight then checks each server can take them).
-func (r *run) sampleTools() {
-	for _, ds := range r.sets {
+// sampleTools reads the first prompt of each prompts file: whether each
+// dataset (ds.tools), and so the run (has), has tool prompts (preflight
+// then checks each server can take them).
+func sampleTools(sets []*dsRun) (has bool) {
+	for _, ds := range sets {
 		for _, path := range ds.Prompts {
 			f, err := os.Open(path)
 			if err != nil {
@@ -71,13 +71,14 @@ func (r *run) sampleTools() {
 			}
 			ingest.ReadLines(io.LimitReader(f, 1<<20), func(line []byte, n int64) error {
 				if p, err := ParsePrompt(line, "x", n); err == nil && p.Tools != nil {
-					r.tl.has, ds.tools = true, true
+					has, ds.tools = true, true
 				}
 				return errStop
 			})
 			f.Close()
 		}
 	}
+	return has
 }
 
 // toolsCheck is what was found of one server's tool support, per route.
@@ -100,14 +101,14 @@ func (tc *toolsCheck) reset() {
 // toolsReady checks once per route that s can carry tool prompts there
 // (see the top of this file) and returns the parser /generate's output is
 // parsed with, or the stop.
-func (r *run) toolsReady(ctx context.Context, s *server, c *client.Client, route string) (string, error) {
+func (a *asker) toolsReady(ctx context.Context, s *server, c *client.Client, route string) (string, error) {
 	tc := &s.tools
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if f, ok := tc.checked[route]; ok {
 		return f.parser, f.err
 	}
-	f, err := r.checkTools(ctx, s, c, route)
+	f, err := a.checkTools(ctx, s, c, route)
 	if err != nil {
 		return "", err // not known: asked again next time
 	}
@@ -118,14 +119,14 @@ func (r *run) toolsReady(ctx context.Context, s *server, c *client.Client, route
 	return f.parser, f.err
 }
 
-func (r *run) checkTools(ctx context.Context, s *server, c *client.Client, route string) (toolsFound, error) {
+func (a *asker) checkTools(ctx context.Context, s *server, c *client.Client, route string) (toolsFound, error) {
 	stop := func(format string, a ...any) toolsFound {
 		return toolsFound{err: &stopError{msg: fmt.Sprintf(format, a...),
 			hint: "gen never regenerates a tool conversation as text; no prompt was sent"}}
 	}
 	switch {
 	case route == "/generate":
-		parser := r.cfg.ToolCallParser
+		parser := a.cfg.ToolCallParser
 		if parser == "" {
 			p, _, err := c.ToolParser(ctx)
 			if err != nil {
@@ -168,14 +169,14 @@ func (r *run) checkTools(ctx context.Context, s *server, c *client.Client, route
 
 // preflightTools runs toolsReady for the route chat prompts take on s,
 // when the run has tool prompts.
-func (r *run) preflightTools(ctx context.Context, s *server, c *client.Client) error {
-	if !r.tl.has {
+func (a *asker) preflightTools(ctx context.Context, s *server, c *client.Client) error {
+	if !a.tools {
 		return nil
 	}
 	s.tools.reset()
-	_, err := r.toolsReady(ctx, s, c, routeFor(r.apiFor(c), shapeChat, s.tokenize.Load()))
+	_, err := a.toolsReady(ctx, s, c, routeFor(a.cfg.apiFor(c), shapeChat, s.tokenize.Load()))
 	if client.KindOf(err) == client.Auth {
-		return r.setupError(err)
+		return a.setupError(err)
 	}
 	var stop *stopError
 	if errors.As(err, &stop) {
@@ -206,14 +207,14 @@ func readCalls(ctx context.Context, c *client.Client, p *Prompt, parser string, 
 // (toolsReady) and returns the parser for /generate's output. A stop
 // stops the run (nothing is sent: context.Canceled); an error asking
 // /server_info is the request's.
-func (r *run) toolsFor(ctx context.Context, s *server, c *client.Client, p *Prompt, route string) (string, error) {
+func (a *asker) toolsFor(ctx context.Context, s *server, c *client.Client, p *Prompt, route string) (string, error) {
 	if p.Tools == nil {
 		return "", nil
 	}
-	parser, err := r.toolsReady(ctx, s, c, route)
+	parser, err := a.toolsReady(ctx, s, c, route)
 	var stop *stopError
 	if errors.As(err, &stop) || client.KindOf(err) == client.Auth {
-		r.ctl.abort(r.setupError(err))
+		a.ctl.abort(a.setupError(err))
 		return "", context.Canceled
 	}
 	return parser, err
@@ -225,12 +226,4 @@ func (t *lazyServer) TokenizeChat(ctx context.Context, msgs []client.Message, to
 		return nil, err
 	}
 	return t.c.TokenizeChat(ctx, msgs, tools)
-}
-
-// toolRun is what a run keeps of its tool prompts.
-type toolRun struct {
-	// has: a first prompt has tools (sampleTools).
-	has bool
-	// stops counts the tool conversations stopped (toolturns.go).
-	stops stopCounts
 }

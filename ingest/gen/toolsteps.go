@@ -33,7 +33,7 @@ import (
 // index holds, read from their lines and taken again. An error says which
 // line is wrong and what to do; the conversation cannot go on from it (the
 // state returned then only says whether it is counted as half done).
-func (r *run) recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*toolConv, error) {
+func (cv *conversations) recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*toolConv, error) {
 	tc := newToolConv(p)
 	if len(tc.segs) == 0 {
 		return tc, nil // an error line, from the worker
@@ -43,7 +43,7 @@ func (r *run) recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*
 		path string
 	}
 	var found []at
-	if err := r.db.View(func(v *store.View) error {
+	if err := cv.db.View(func(v *store.View) error {
 		for i := 1; ; i++ {
 			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.ID, i))
 			if err != nil || !ok {
@@ -76,7 +76,7 @@ func (r *run) recordedTools(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*
 		if l.UserTurn == nil {
 			return tc, fmt.Errorf("%s holds turn %d of a conversation without tools, but the prompt has tools now (was the prompt changed? move turns.jsonl away to start the conversation over)", where, n)
 		}
-		if redo && !r.redo.keepTurn(ds, t, keptRedo) {
+		if redo && !cv.keepTurn(ds, t, keptRedo) {
 			break // asked again from this step on (redo.go)
 		}
 		keptRedo = keptRedo || t.redo

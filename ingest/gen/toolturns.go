@@ -261,23 +261,23 @@ func callNames(calls []client.ToolCall) string {
 // when the conversation is over, failed for good, or left for the next
 // run. A job handed to a suspect's goroutine (worker.go) keeps j.tc, so
 // that goroutine goes on from the same step.
-func (r *run) answerTools(j *job) {
+func (cv *conversations) answerTools(j *job) {
 	tc := j.tc
 	if len(tc.segs) == 0 {
-		r.results <- r.jobError(j, 0, "the conversation has no user turn to answer", "")
+		cv.ask.results <- cv.ask.jobError(j, 0, "the conversation has no user turn to answer", "")
 		return
 	}
 	for {
-		res := r.ask(j, tc.prompt(j.p))
+		res := cv.ask.ask(j, tc.prompt(j.p))
 		if res == nil {
 			return
 		}
 		if tc.take(res) {
-			r.results <- r.toolResult(j, tc)
+			cv.ask.results <- cv.toolResult(j, tc)
 			return
 		}
-		r.results <- r.toolStepLine(j, tc)
-		if r.ctl.stopping() {
+		cv.ask.results <- cv.toolStepLine(j, tc)
+		if cv.ctl.stopping() {
 			return
 		}
 		j.tries = tries{suspect: j.suspect}
@@ -304,7 +304,7 @@ func stepAnswer(res *client.Result, user int, results []int) turnAnswer {
 // not end the conversation: {"id":ID,"turn":n, the step's answer object's
 // members}, keyed ID#n in the turns stage, without "prompt_ids" (the last
 // step's alone).
-func (r *run) toolStepLine(j *job, tc *toolConv) result {
+func (cv *conversations) toolStepLine(j *job, tc *toolConv) result {
 	n := len(tc.steps)
 	s := &tc.steps[n-1]
 	s.res.PromptIDs = nil
@@ -317,7 +317,7 @@ func (r *run) toolStepLine(j *job, tc *toolConv) result {
 	line = append(line, s.t.obj[1:]...)
 	line = append(line, '\n')
 	if j.redo {
-		line = r.redo.redoLine(j, line)
+		line = cv.redoLine(j, line)
 	}
 	opens := !tc.counted
 	tc.counted = true
@@ -327,7 +327,7 @@ func (r *run) toolStepLine(j *job, tc *toolConv) result {
 // toolResult is the raw line of j's finished tool conversation, and under
 // --export its record or exclusion. Its earlier steps' tokens were counted
 // with their turn lines (by this run or the one that wrote them).
-func (r *run) toolResult(j *job, tc *toolConv) result {
+func (cv *conversations) toolResult(j *job, tc *toolConv) result {
 	turns := make([]turnAnswer, len(tc.steps))
 	for i, s := range tc.steps[:len(tc.steps)-1] {
 		turns[i] = s.t
@@ -341,16 +341,16 @@ func (r *run) toolResult(j *job, tc *toolConv) result {
 		line = fmt.Appendf(line, `,"tool_stop":{"reason":"%s","step":%d,"detail":`, st.reason, st.step)
 		line = client.AppendJSONString(line, st.detail)
 		line = append(line, "}}\n"...)
-		r.tl.stops.add(st.reason)
+		cv.stops.add(st.reason)
 	}
 	if j.redo {
-		line = r.redo.redoLine(j, line)
+		line = cv.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: max(turns[len(turns)-1].counts[1], 0), unknown: sum(turns, 1) == store.Unknown,
 		closes: tc.counted, redo: j.redo}
 	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo {
-		decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
+		decideExport(cv.ctl.reqs, cv.cfg.Export, &out, j.p)
 	}
 	return out
 }

@@ -98,7 +98,7 @@ func TestToolStepsRetake(t *testing.T) {
 	if live.take(res) {
 		t.Fatal("the call ended the conversation")
 	}
-	out := (&run{}).toolStepLine(&job{p: p}, live)
+	out := (&conversations{}).toolStepLine(&job{p: p}, live)
 	if out.kind != turnLine || !out.opens || !strings.HasPrefix(string(out.line), `{"id":"c","turn":1,`) {
 		t.Fatalf("turn line %s (kind %d, opens %v)", out.line, out.kind, out.opens)
 	}

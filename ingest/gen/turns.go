@@ -71,6 +71,31 @@ const (
 	TurnsLast = "last"
 )
 
+// conversations takes the conversations a run asks turn by turn (conv)
+// and tool conversations asked step by step (toolConv, toolturns.go):
+// the next request of each (its earlier turns, the model's calls paired
+// with the data's results), the lines of its earlier turns and steps and
+// its raw line; and, for the feeder, the turns and steps the index holds
+// (recorded, recordedTools). Every request goes through the asker (ask),
+// which hands it the jobs of conversations (talker); it never picks a
+// server nor retries, and never writes a file: its lines go to the
+// writer through the asker's results.
+type conversations struct {
+	ctl *control
+	cfg *Config   // read only
+	db  *store.DB // read only: the turns recorded
+	ask *asker
+	// stops counts the tool conversations stopped, by reason, for the
+	// summary (progress.go).
+	stops stopCounts
+
+	// What it asks of the other parts, set by the run (newRun): a redone
+	// answer's line marked, and whether a redo keeps a recorded turn
+	// (redo.go).
+	redoLine func(j *job, line []byte) []byte
+	keepTurn func(ds *dsRun, t turnAnswer, keptRedo bool) bool
+}
+
 // conv is a conversation being asked turn by turn; only the worker that
 // holds its job touches it.
 type conv struct {
@@ -108,8 +133,8 @@ var notAsked = turnAnswer{obj: []byte(`{"asked":false}`)}
 // token limit: under --export without --include-truncated, where it could
 // only be excluded as length, so its later turns would be asked for
 // nothing.
-func (r *run) stopsAtCut() bool {
-	return r.cfg.Export != nil && !r.cfg.Export.IncludeTruncated
+func (cv *conversations) stopsAtCut() bool {
+	return cv.cfg.Export != nil && !cv.cfg.Export.IncludeTruncated
 }
 
 // turnPrompt returns the prompt of the conversation's next turn.
@@ -123,18 +148,48 @@ func (c *conv) turnPrompt(p *Prompt) *Prompt {
 	return &tp
 }
 
+// answer takes j's conversation to its end, from its first turn (or
+// step) not recorded: until its last is answered or one fails for good,
+// or the run stops (the rest is left for the next run). A job the asker
+// hands to a suspect's goroutine (worker.go) comes back here with the
+// conversation's state, and goes on from the same turn.
+func (cv *conversations) answer(j *job) {
+	switch {
+	case j.conv != nil && j.conv.cut:
+		cv.endAtCut(j) // nothing to ask
+	case j.tc != nil:
+		cv.answerTools(j) // toolturns.go
+	default:
+		cv.answerTurns(j)
+	}
+}
+
+// answerTurns asks j's conversation turn after turn (see answer).
+func (cv *conversations) answerTurns(j *job) {
+	for {
+		res := cv.ask.ask(j, j.conv.turnPrompt(j.p))
+		if res == nil {
+			return
+		}
+		if !cv.turnAnswered(j, res) || cv.ctl.stopping() {
+			return // the conversation is complete or failed; or left for the next run
+		}
+		j.tries = tries{suspect: j.suspect}
+	}
+}
+
 // turnAnswered takes the answer to j's next turn: a turn line for an earlier
 // turn (and true: the conversation goes on), the conversation's raw line
 // for its last turn, or for an earlier one cut at the token limit when the
 // conversation stops there (stopsAtCut). An earlier turn's answer without
 // text cannot be carried into the next turn: the conversation gets an
 // error line instead.
-func (r *run) turnAnswered(j *job, res *client.Result) bool {
+func (cv *conversations) turnAnswered(j *job, res *client.Result) bool {
 	c := j.conv
 	i := len(c.done) + 1
-	cut := i < c.k && res.FinishReason == "length" && r.stopsAtCut()
+	cut := i < c.k && res.FinishReason == "length" && cv.stopsAtCut()
 	if i < c.k && res.Text == nil && !cut {
-		r.results <- r.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
+		cv.ask.results <- cv.ask.jobError(j, 0, fmt.Sprintf("the answer has no text to carry into turn %d (a /generate server run with --skip-tokenizer-init, or a chat answer whose content is null); use a server that returns text", i+1), res.Server)
 		return false
 	}
 	t := turnAnswer{counts: [4]int64{count(res.PromptTokens), count(res.CompletionTokens), count(res.CachedTokens), count(res.ReasoningTokens)}}
@@ -155,47 +210,47 @@ func (r *run) turnAnswered(j *job, res *client.Result) bool {
 		t.obj = append(t.obj, '}')
 		line = append(line, "}\n"...)
 		if j.redo {
-			line = r.redo.redoLine(j, line)
+			line = cv.redoLine(j, line)
 		}
 		opens := !c.counted
 		c.counted = true
 		c.done = append(c.done, t)
-		r.results <- result{ds: j.ds, line: line, kind: turnLine, tokens: tokens, opens: opens}
+		cv.ask.results <- result{ds: j.ds, line: line, kind: turnLine, tokens: tokens, opens: opens}
 		return true
 	}
 	t.obj = append([]byte{'{'}, res.AppendFields(nil)...)
 	t.obj = append(t.obj, '}')
 	all := append(c.done, t)
-	r.results <- r.conversationResult(j, all, res, tokens)
+	cv.ask.results <- cv.conversationResult(j, all, res, tokens)
 	return false
 }
 
 // endAtCut sends the raw line of j's conversation, which ends at its last
 // recorded turn, cut (conv.cut): no request is made, and no token counted
 // (the run that wrote the turn counted them).
-func (r *run) endAtCut(j *job) {
+func (cv *conversations) endAtCut(j *job) {
 	c := j.conv
-	r.results <- r.conversationResult(j, c.done, &c.done[len(c.done)-1].end, 0)
+	cv.ask.results <- cv.conversationResult(j, c.done, &c.done[len(c.done)-1].end, 0)
 }
 
 // conversationResult is the raw line of j's conversation, whose answered
 // turns are all (the others, after a cut, not asked), with last's
 // finish_reason, finished_at, server and maker, and under --export its
 // record or exclusion.
-func (r *run) conversationResult(j *job, all []turnAnswer, last *client.Result, tokens int64) result {
+func (cv *conversations) conversationResult(j *job, all []turnAnswer, last *client.Result, tokens int64) result {
 	turns := all
 	if n := j.conv.k - len(all); n > 0 {
 		turns = append(slices.Clip(all), slices.Repeat([]turnAnswer{notAsked}, n)...)
 	}
 	line := conversationLine(j.p.ID, turns, last)
 	if j.redo {
-		line = r.redo.redoLine(j, line)
+		line = cv.redoLine(j, line)
 	}
 	out := result{ds: j.ds, line: line, tokens: tokens, unknown: sum(all, 1) == store.Unknown, closes: j.conv.counted,
 		redo: j.redo}
 	out.truncated, out.ownLimit = j.cut(last.FinishReason)
 	if !j.redo { // a redo's record comes in the final export pass (redo.go)
-		decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
+		decideExport(cv.ctl.reqs, cv.cfg.Export, &out, j.p)
 	}
 	return out
 }
@@ -274,14 +329,14 @@ func (tf turnFiles) close() {
 // lines. An error says which line is wrong and what to do; the conversation
 // cannot go on from it (the state returned then only says whether it is
 // counted as half done).
-func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv, error) {
+func (cv *conversations) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv, error) {
 	c := &conv{k: p.Turns}
 	type at struct {
 		rec  store.Record
 		path string
 	}
 	var found []at
-	if err := r.db.View(func(v *store.View) error {
+	if err := cv.db.View(func(v *store.View) error {
 		for i := 1; i < c.k; i++ {
 			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.ID, i))
 			if err != nil || !ok {
@@ -306,12 +361,12 @@ func (r *run) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bool) (*conv,
 		if err != nil {
 			return c, err
 		}
-		if redo && !r.redo.keepTurn(ds, t, keptRedo) {
+		if redo && !cv.keepTurn(ds, t, keptRedo) {
 			break // asked again from this turn on (redo.go)
 		}
 		keptRedo = keptRedo || t.redo
 		c.done = append(c.done, t)
-		if t.end.FinishReason == "length" && r.stopsAtCut() {
+		if t.end.FinishReason == "length" && cv.stopsAtCut() {
 			c.cut = true // the conversation ends here (see above)
 			break
 		}
@@ -445,7 +500,7 @@ func objectWithout(line []byte, drop ...string) ([]byte, error) {
 
 // countHalfDone counts a dataset's conversations with a first turn in the
 // index but neither a raw record nor (unless RetryErrors) an error.
-func (r *run) countHalfDone(v *store.View, name string) (int64, error) {
+func (cv *conversations) countHalfDone(v *store.View, name string) (int64, error) {
 	var n int64
 	err := v.Each(name, store.Turns, func(rec *store.Record) error {
 		id, ok := strings.CutSuffix(rec.ID, "#1")
@@ -455,7 +510,7 @@ func (r *run) countHalfDone(v *store.View, name string) (int64, error) {
 		if _, done, _ := v.Get(name, store.Raw, id); done {
 			return nil
 		}
-		if _, failed, _ := v.Get(name, store.Errors, id); failed && !r.cfg.RetryErrors {
+		if _, failed, _ := v.Get(name, store.Errors, id); failed && !cv.cfg.RetryErrors {
 			return nil
 		}
 		n++

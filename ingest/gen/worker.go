@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,63 +17,112 @@ import (
 	"gendex/ingest/gen/client"
 )
 
-// work answers jobs until there are none, or the run stops.
-func (r *run) work() {
-	for j := range r.jobs {
-		if r.ctl.stopping() {
-			continue // not started: answered by the next run
-		}
-		r.answer(j)
+// asker turns a job into a result: it asks the job's prompt of the
+// servers until it has an answer or a final error, and sends the line to
+// the writer. It owns the servers and their pool (connect.go, servers.go),
+// what each is found to be and to have (learn, preflight.go, identity.go),
+// the --concurrency slots, retries (retries.go) and crash suspects
+// (isolate.go). It never writes a file nor the index, and reads no prompt
+// file: its jobs come from the feeder, a conversation's turns and steps
+// are taken by the conversations (talk), its results go to the writer.
+// The run builds it (newRun), connects it (connect), starts its workers
+// (start) and waits for them (wait).
+type asker struct {
+	ctl *control
+	cfg *Config // read only
+	// mon, once the run's state has started, is told of servers up and
+	// down, retries, isolated prompts and identity changes (nil before).
+	mon *monitor
+	// shapes are the prompt shapes the run sends (readShapes) and tools
+	// says it has tool prompts (sampleTools): preflight checks their
+	// routes and tool support on each server.
+	shapes [numShapes]bool
+	tools  bool
+
+	pool    *pool // the servers, once connect made them
+	jobs    <-chan job
+	results chan<- result
+	talk    talker // a conversation's turns and steps (turns.go, toolturns.go)
+	workers sync.WaitGroup
+	suspect chan struct{} // held by the one crash suspect in flight
+	iso     isolation     // the crash suspects isolated (isolate.go)
+	slots   chan struct{} // one per request in flight: Concurrency bounds them all
+	sent    sentAny       // a prompt was sent (refused.go)
+
+	// What the asker asks of the other parts, set by the run (newRun):
+	// a redone answer's line marked (redo.go); the "gen" part of a
+	// server's provenance, how the run asks it, and the checks of what a
+	// server is against the answers held (provenance.go, place.go); the
+	// early feeder's word that it found nothing to ask (earlyfeed.go).
+	redoLine        func(j *job, line []byte) []byte
+	askedOf         func(api client.API, ident map[string]any) map[string]any
+	checkServerKind func(server string, simulated bool) error
+	checkProvenance func(server, model string, prov []byte) error
+	nothingFed      func() <-chan struct{}
+}
+
+// talker takes a conversation's job (job.conv, job.tc) to its end: the
+// asker hands it those jobs, and it asks each turn or step through the
+// asker (ask) and sends their lines to results.
+type talker interface {
+	answer(j *job)
+}
+
+// start starts the workers: Concurrency of them take jobs, and send each
+// job's lines to results, until jobs is closed or the run stops.
+func (a *asker) start(jobs <-chan job, results chan<- result) {
+	a.jobs, a.results = jobs, results
+	a.suspect = make(chan struct{}, 1)
+	a.slots = make(chan struct{}, a.cfg.Concurrency)
+	for range a.cfg.Concurrency {
+		a.workers.Go(a.work)
 	}
 }
 
-// answer asks j's prompt until it has an answer or a final error; a
-// conversation (j.conv), turn after turn from the first one not recorded,
-// until its last turn is answered or one fails for good. One prompt is
-// never in flight twice: retries, and a conversation's turns, happen here,
-// one after another, each under a fresh rid. A prompt that was in flight
-// when its server went away is handed, with the conversation's state, to a
+// wait returns once every worker (and suspect's goroutine) is done: no
+// result is sent after it.
+func (a *asker) wait() { a.workers.Wait() }
+
+// work answers jobs until there are none, or the run stops.
+func (a *asker) work() {
+	for j := range a.jobs {
+		if a.ctl.stopping() {
+			continue // not started: answered by the next run
+		}
+		a.answer(j)
+	}
+}
+
+// answer asks j's prompt until it has an answer or a final error, and
+// sends its line; a conversation's job (j.conv, j.tc) goes to the
+// conversations, which ask its turns through ask. One prompt is never in
+// flight twice: retries, and a conversation's turns, happen here, one
+// after another, each under a fresh rid. A prompt that was in flight when
+// its server went away is handed, with the conversation's state, to a
 // goroutine of its own that retries it alone among such suspects (the
 // rest of that conversation too), and the worker takes the next prompt,
 // once it was in flight at a second down (isolate.go); after one down it
 // is sent again like any prompt.
-func (r *run) answer(j job) {
-	if j.conv != nil && j.conv.cut {
-		r.endAtCut(&j) // nothing to ask (turns.go)
+func (a *asker) answer(j job) {
+	if j.conv != nil || j.tc != nil {
+		a.talk.answer(&j) // turns.go, toolturns.go
 		return
 	}
-	if j.tc != nil {
-		r.answerTools(&j) // toolturns.go
+	res := a.ask(&j, j.p)
+	if res == nil {
 		return
 	}
-	for {
-		p := j.p
-		if j.conv != nil {
-			p = j.conv.turnPrompt(j.p)
-		}
-		res := r.ask(&j, p)
-		if res == nil {
-			return
-		}
-		if j.conv == nil {
-			tokens, unknown := countOf(res.CompletionTokens)
-			line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
-			if j.redo {
-				line = r.redo.redoLine(&j, line)
-			}
-			out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
-			out.truncated, out.ownLimit = j.cut(res.FinishReason)
-			if !j.redo { // a redo's record comes in the final export pass (redo.go)
-				decideExport(r.ctl.reqs, r.cfg.Export, &out, j.p)
-			}
-			r.results <- out
-			return
-		}
-		if !r.turnAnswered(&j, res) || r.ctl.stopping() {
-			return // the conversation is complete or failed; or left for the next run
-		}
-		j.tries = tries{suspect: j.suspect}
+	tokens, unknown := countOf(res.CompletionTokens)
+	line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
+	if j.redo {
+		line = a.redoLine(&j, line)
 	}
+	out := result{ds: j.ds, line: line, tokens: tokens, unknown: unknown, redo: j.redo}
+	out.truncated, out.ownLimit = j.cut(res.FinishReason)
+	if !j.redo { // a redo's record comes in the final export pass (redo.go)
+		decideExport(a.ctl.reqs, a.cfg.Export, &out, j.p)
+	}
+	a.results <- out
 }
 
 // countOf returns a count as a result carries it: the count, or 0 and
@@ -87,49 +137,49 @@ func countOf(n *int) (int64, bool) {
 // ask sends p, the request j is at, until it has an answer, which it
 // returns. It returns nil when it recorded a final error, or when the job
 // was abandoned (the run stops) or handed to a suspect's goroutine.
-func (r *run) ask(j *job, p *Prompt) *client.Result {
+func (a *asker) ask(j *job, p *Prompt) *client.Result {
 	for {
 		if j.suspect {
 			select {
-			case r.suspect <- struct{}{}:
-			case <-r.ctl.stop.Done():
+			case a.suspect <- struct{}{}:
+			case <-a.ctl.stop.Done():
 				return nil
 			}
 		}
 		select { // one of --concurrency slots, whoever asks: a hard bound
-		case r.slots <- struct{}{}:
-		case <-r.ctl.stop.Done():
-			r.unsuspect(j)
+		case a.slots <- struct{}{}:
+		case <-a.ctl.stop.Done():
+			a.unsuspect(j)
 			return nil
 		}
-		s, err := r.pool.pick(r.ctl.reqs)
+		s, err := a.pool.pick(a.ctl.reqs)
 		if err != nil {
-			<-r.slots
-			r.unsuspect(j)
+			<-a.slots
+			a.unsuspect(j)
 			return nil // abandoned; answered by the next run
 		}
-		ctx, cancel := r.ctl.reqs, context.CancelFunc(func() {})
-		if r.cfg.RequestTimeout > 0 {
-			ctx, cancel = context.WithTimeout(r.ctl.reqs, r.cfg.RequestTimeout)
+		ctx, cancel := a.ctl.reqs, context.CancelFunc(func() {})
+		if a.cfg.RequestTimeout > 0 {
+			ctx, cancel = context.WithTimeout(a.ctl.reqs, a.cfg.RequestTimeout)
 		}
 		fl := s.flights.begin(j.ds.Name, p.ID)
-		res, err := r.send(ctx, s, p)
+		res, err := a.send(ctx, s, p)
 		s.flights.end(fl, err)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
-		r.pool.ended(s, err)
-		<-r.slots
+		a.pool.ended(s, err)
+		<-a.slots
 		if !errors.Is(err, errTooLong) { // refused before it was sent
 			j.attempts++
 		}
 		if err == nil && s.retired.Load() {
 			// s was found to be another server while this was in flight
 			// (identity.go): the answer may be the new one's; ask again.
-			r.unsuspect(j)
+			a.unsuspect(j)
 			continue
 		}
 		if err == nil {
-			r.unsuspect(j)
+			a.unsuspect(j)
 			s.answered(res)
 			res.Provenance = j.ds.provenanceOf(res.Provenance)
 			return res
@@ -138,7 +188,7 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		errors.As(err, &e)
 		if timedOut { // the server is there but slow: an error, not an outage
 			e = &client.Error{Kind: client.Transient, Server: s.name,
-				Message: fmt.Sprintf("no answer within --request-timeout %s", r.cfg.RequestTimeout)}
+				Message: fmt.Sprintf("no answer within --request-timeout %s", a.cfg.RequestTimeout)}
 			err = e
 		}
 		msg, status := err.Error(), 0
@@ -147,15 +197,15 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		}
 		switch client.KindOf(err) {
 		case client.Canceled:
-			r.unsuspect(j)
+			a.unsuspect(j)
 			return nil
 		case client.Auth, client.Setup:
-			r.unsuspect(j)
-			r.ctl.abort(r.setupError(err))
+			a.unsuspect(j)
+			a.ctl.abort(a.setupError(err))
 			return nil
 		case client.Permanent:
-			r.unsuspect(j)
-			r.results <- r.jobError(j, status, msg, s.name)
+			a.unsuspect(j)
+			a.results <- a.jobError(j, status, msg, s.name)
 			return nil
 		}
 		// No answer at all: a refused connection never reached the server
@@ -163,26 +213,26 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		// if not, it went down with this prompt in flight (crashed).
 		noAnswer := e != nil && e.Status == 0 && !timedOut
 		notSent := noAnswer && !reachedServer(e)
-		crashed := noAnswer && !notSent && r.wentDown(s)
+		crashed := noAnswer && !notSent && a.wentDown(s)
 		if notSent || crashed {
-			r.pool.markDown(r.ctl.reqs, s) // wait for the server
+			a.pool.markDown(a.ctl.reqs, s) // wait for the server
 		}
 		// The next suspect goes once the server is known down: sent before,
 		// it could be in flight at this down.
-		r.unsuspect(j)
+		a.unsuspect(j)
 		switch {
 		case crashed:
 			j.crashes++
-			if j.crashes >= r.cfg.MaxCrashes {
-				r.results <- r.jobError(j, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name)
+			if j.crashes >= a.cfg.MaxCrashes {
+				a.results <- a.jobError(j, 0, fmt.Sprintf("the server went down %d times while this prompt was in flight (it may crash the server, e.g. out of memory; --max-crashes): last: %s", j.crashes, msg), s.name)
 				return nil
 			}
-			if !j.suspect && j.crashes >= isolateAt(r.cfg.MaxCrashes) { // isolate.go
-				r.retried(s, err, false) // by the suspect's goroutine
+			if !j.suspect && j.crashes >= isolateAt(a.cfg.MaxCrashes) { // isolate.go
+				a.retried(s, err, false) // by the suspect's goroutine
 				j.suspect = true
-				r.isolate(j, s)
+				a.isolate(j, s)
 				alone := *j
-				r.workers.Go(func() { r.answer(alone); r.isolatedDone() })
+				a.workers.Go(func() { a.answer(alone); a.isolatedDone() })
 				return nil
 			}
 			// Not isolated (yet): sent again with the others once a
@@ -190,31 +240,31 @@ func (r *run) ask(j *job, p *Prompt) *client.Result {
 		case notSent:
 			// wait for the server, without limit
 		default:
-			if j.serverErrors++; j.serverErrors >= r.cfg.MaxAttempts {
-				r.results <- r.jobError(j, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name)
+			if j.serverErrors++; j.serverErrors >= a.cfg.MaxAttempts {
+				a.results <- a.jobError(j, status, fmt.Sprintf("gave up after %d attempts: %s", j.serverErrors, msg), s.name)
 				return nil
 			}
 		}
-		if !r.retry(s, err, timedOut, r.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))) {
+		if !a.retry(s, err, timedOut, a.cfg.Backoff.DelayFor(err, min(j.attempts-1, 6))) {
 			return nil // the run stops
 		}
 	}
 }
 
 // unsuspect lets the next crash suspect go, when j held the turn.
-func (r *run) unsuspect(j *job) {
+func (a *asker) unsuspect(j *job) {
 	if j.suspect {
-		<-r.suspect
+		<-a.suspect
 	}
 }
 
 // wentDown reports whether s no longer answers /health, asked right after a
 // request to it got no answer.
-func (r *run) wentDown(s *server) bool {
+func (a *asker) wentDown(s *server) bool {
 	if !s.up.Load() {
 		return true // already found down by another request
 	}
-	return s.client().Health(r.ctl.reqs) != nil && r.ctl.reqs.Err() == nil
+	return s.client().Health(a.ctl.reqs) != nil && a.ctl.reqs.Err() == nil
 }
 
 // reachedServer reports whether a request that got no answer may have
@@ -250,8 +300,8 @@ func clipped(want *int, ctxLen, promptLen int) *int {
 // send makes one request for p on s, by the server's API and the prompt's
 // shape. Chat messages it turned into token ids itself (/v1/tokenize, for
 // /generate) are the result's PromptIDs.
-func (r *run) send(ctx context.Context, s *server, p *Prompt) (*client.Result, error) {
-	res, sent, err := r.sendOnce(ctx, s, p)
+func (a *asker) send(ctx context.Context, s *server, p *Prompt) (*client.Result, error) {
+	res, sent, err := a.sendOnce(ctx, s, p)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +309,7 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*client.Result, e
 		res.PromptIDs = nil // the prompt line has them (vLLM returns them too)
 	}
 	if err := unread(s.name, p, sent, res); err != nil {
-		r.ctl.abort(r.setupError(err))
+		a.ctl.abort(a.setupError(err))
 		return nil, context.Canceled
 	}
 	return res, nil
@@ -267,29 +317,29 @@ func (r *run) send(ctx context.Context, s *server, p *Prompt) (*client.Result, e
 
 // sendOnce is send's request; sent is how many token ids it sent as the
 // prompt (0 for text or messages).
-func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.Result, sent int, err error) {
-	sp := r.cfg.Sampling.Merge(p.Sampling)
+func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.Result, sent int, err error) {
+	sp := a.cfg.Sampling.Merge(p.Sampling)
 	c := s.client()
-	api := r.apiFor(c)
+	api := a.cfg.apiFor(c)
 	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
 	if api == client.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		ids, err = r.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
+		ids, err = a.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
 			return nil, 0, err
 		}
 	}
-	if x := r.cfg.Export; x != nil && x.Format == export.IDs && api == client.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
+	if x := a.cfg.Export; x != nil && x.Format == export.IDs && api == client.APIGenerate && ids == nil && p.Messages == nil && s.countTokens.Load() >= 0 {
 		// An ids record needs the exact prompt ids: tokenize the text as
 		// /generate would, and send the ids (kept in the answer line).
-		ids, err = r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+		ids, err = a.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
 			"gen: %s has no /v1/tokenize: --export ids cannot know a text prompt's ids, so those answers get no record now (gendex export --server URL, with a server that has it, makes them)", s.name)
 		if err != nil {
 			return nil, 0, err
 		}
 	}
-	counted, err := r.promptFits(ctx, s, c, p, ids) // promptfit.go
+	counted, err := a.promptFits(ctx, s, c, p, ids) // promptfit.go
 	if err != nil {
 		return nil, 0, err
 	}
@@ -302,7 +352,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		// The text may not fit with max_new_tokens: count its tokens (a
 		// token is at least one byte, so shorter texts always fit).
 		if counted == 0 {
-			t, err := r.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
+			t, err := a.optional(&s.countTokens, "count "+s.name, func() ([]int, error) { return c.TokenizeText(ctx, p.Text) },
 				"gen: %s has no /v1/tokenize: text prompts are not clipped to its context length (one too long for max_new_tokens is recorded with the server's 400)", s.name)
 			if err != nil {
 				return nil, 0, err
@@ -313,18 +363,18 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 			sp.MaxNewTokens = clipped(sp.MaxNewTokens, ctxLen, counted)
 		}
 	}
-	route, err := r.routeChecked(ctx, s, c, p)
+	route, err := a.routeChecked(ctx, s, c, p)
 	if err != nil {
 		return nil, 0, context.Canceled // the run stops: nothing sent
 	}
 	if route != "/generate" && c.Flavor.DropsFields() {
-		r.sayUnread(s, c, p)
+		a.sayUnread(s, c, p)
 	}
-	parser, err := r.toolsFor(ctx, s, c, p, route)
+	parser, err := a.toolsFor(ctx, s, c, p, route)
 	if err != nil {
 		return nil, 0, err
 	}
-	r.sent.Store(true)
+	a.sent.Store(true)
 	switch route {
 	case "/generate":
 		if p.Tools != nil && sp.SkipSpecialTokens == nil {
@@ -354,7 +404,7 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}
 	if api == client.APICompletions {
-		r.ctl.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
+		a.ctl.once("completions chat", "gen: chat prompts (messages) go to /v1/chat/completions: /v1/completions has no chat template")
 	}
 	res, err = c.Chat(ctx, req)
 	return res, 0, err
@@ -363,28 +413,28 @@ func (r *run) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.R
 // sayUnread says, once per key and server, the keys of p's own sampling
 // that the server does not read (as preflight says of the flags): they are
 // not sent, and its own behaviour applies.
-func (r *run) sayUnread(s *server, c *client.Client, p *Prompt) {
+func (a *asker) sayUnread(s *server, c *client.Client, p *Prompt) {
 	_, ignored := p.Sampling.FieldsFor(c.Flavor)
 	for _, k := range ignored {
 		key := k
 		if k == "min_tokens" {
 			key = "min_tokens (min_new_tokens)" // the prompt line's name for it
 		}
-		r.ctl.once("ignored "+s.name+" "+k, "gen: %s (%s) does not read %s, set by prompt %s's sampling_params: not sent, its own behaviour applies (said once, for every prompt that sets it)",
+		a.ctl.once("ignored "+s.name+" "+k, "gen: %s (%s) does not read %s, set by prompt %s's sampling_params: not sent, its own behaviour applies (said once, for every prompt that sets it)",
 			s.name, c.Flavor, key, p.ID)
 	}
 }
 
 // optional makes call, a request to an endpoint a server may lack
 // (/v1/tokenize), and keeps in state whether it has it (1) or not (-1).
-// When it does not, it says so once (the message format with a) and
+// When it does not, it says so once (the message format with args) and
 // returns no ids and no error.
-func (r *run) optional(state *atomic.Int32, key string, call func() ([]int, error), format string, a ...any) ([]int, error) {
+func (a *asker) optional(state *atomic.Int32, key string, call func() ([]int, error), format string, args ...any) ([]int, error) {
 	ids, err := call()
 	switch {
 	case errors.Is(err, client.ErrTokenizeUnsupported):
 		state.Store(-1)
-		r.ctl.once(key, format, a...)
+		a.ctl.once(key, format, args...)
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -399,13 +449,15 @@ const textSlack = 8
 
 // jobError builds the errors.jsonl line of j's final error; a
 // conversation's message says which turn failed ("turn 2 of 3: ...").
-func (r *run) jobError(j *job, status int, msg, server string) result {
+func (a *asker) jobError(j *job, status int, msg, server string) result {
 	if c := j.conv; c != nil {
 		msg = fmt.Sprintf("turn %d of %d: %s", len(c.done)+1, c.k, msg)
 	} else if tc := j.tc; tc != nil {
 		msg = fmt.Sprintf("step %d (user turn %d of %d): %s", len(tc.steps)+1, tc.u+1, len(tc.segs), msg)
 	}
-	r.finalError(server, msg)
+	if a.mon != nil { // for the run's events (one per burst)
+		a.mon.bursts.finalError(server, msg)
+	}
 	res := errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
 	res.closes = j.conv != nil && j.conv.counted || j.tc != nil && j.tc.counted
 	return res
