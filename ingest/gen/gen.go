@@ -1,30 +1,3 @@
-// Package gen runs generation: it streams every dataset's prompts to one or
-// more SGLang (or OpenAI-compatible) servers, appends each response to
-// <dataset>/raw_responses.jsonl the moment it arrives, and indexes it
-// through the same path as `gendex ingest`, so that every prompt is
-// answered exactly once through crashes and restarts. A multi-turn chat
-// prompt is regenerated turn by turn, each turn exactly once, its earlier
-// turns written to turns.jsonl (turns.go).
-// Under Config.Export each answer's training record or exclusion is written
-// after it, in the same flush (exportrun.go).
-//
-// The protocol (README.md, gen, "Exactly once"): responses are buffered for
-// at most FlushEvery, written to the dataset's file in one write and
-// fsynced, then indexed from the file's stored offset in one transaction.
-// On start, every stage file of each dataset (prompts*, raw_responses*,
-// tokenized*, errors*, turns*, as ingest.Discover finds them) is indexed up
-// to its end first (a crash between write and index, or shards from other
-// runs),
-// a torn last line of gen's own files is cut off (gen is their only
-// writer), and the prompts already answered, per the index, are skipped.
-// One prompt is never in flight twice.
-//
-// Failures, by scope: a prompt-level error (HTTP 400 for one prompt) is
-// recorded in errors.jsonl; a server-level one (refused, reset, 5xx) is
-// retried, the server waited for and its /v1/models read again when it
-// comes back, with a budget per prompt (Config.MaxAttempts,
-// Config.MaxCrashes); a run-level one (401/403, 404/405 on the route, an
-// unknown model) stops the run at once and records nothing.
 package gen
 
 import (
@@ -209,40 +182,53 @@ type run struct {
 	wr   *writer      // the answer files, the index, the records, the provenance (writer.go)
 }
 
+// dsRun is one dataset's state in a run, shared by the parts: each group
+// of fields is written by the part it names (the others only read it).
 type dsRun struct {
 	Dataset
+
+	// The writer's (writer.go, reconcile.go, place.go, provenance.go):
+	// the output files and their sources, the counts of what this run
+	// wrote, the index's files once reconciled (held: all in its place,
+	// settlePlaces) and who made the answers (makers).
 	raw, errs, turns ingest.Source
 	rawFile          *os.File
 	errFile          *os.File
 	turnsFile        *os.File
-	exp              exportOut       // gen --export's outputs and counts
-	redo             *redoSet        // what --redo asks again (nil without it)
-	shapes           [numShapes]bool // of the prompts files' lines
-	scan             *promptScan     // their lines' shapes (promptshape.go)
-	todo             int64           // prompts to send at the start
+	exp              exportOut // gen --export's outputs and counts
 	ok, failed       atomic.Int64
 	tokens           atomic.Int64
 	unknown          atomic.Int64 // answers without a token count
 	rate             rateWindow
-	fed              atomic.Bool
-	// held are the index's files of the dataset once reconciled (all in
-	// its place: settlePlaces), and makers who made their answers.
-	held   []store.FileState
-	makers makerCounts
+	held             []store.FileState
+	makers           makerCounts
+	// todo is the prompts to send at the start (reconcile; prepare adds
+	// the redo chooser's).
+	todo int64
 	// idRule is where its prompts keep their id (--id, else the path the
 	// index remembers, else builtinIDRule), in its answers' provenance;
 	// provs its server provenances with it (provenanceOf).
 	idRule string
 	provMu sync.Mutex
 	provs  map[string][]byte
-	tools  bool // its first prompt has tools (sampleTools)
-	// promptRule is the prompt rule this run's answers record, promptClash
-	// why it is not the earlier one's extended (choosePromptRules).
-	promptRule, promptClash string
 	// turnsDone counts the turn lines this run wrote; halfDone the
 	// conversations with turns recorded but neither their last turn nor a
 	// final error (counted from the index at the start, then kept).
 	turnsDone, halfDone atomic.Int64
+
+	// The feeder's (feed.go, promptshape.go, promptrule.go): the prompts
+	// files' lines and shapes as read, whether its feeding ended (fed),
+	// whether its first prompt has tools (sampleTools), and the prompt
+	// rule this run's answers record (promptClash: why it is not the
+	// earlier one's extended).
+	shapes                  [numShapes]bool
+	scan                    *promptScan
+	fed                     atomic.Bool
+	tools                   bool
+	promptRule, promptClash string
+
+	// The redo chooser's (redo.go): what --redo asks again (nil without).
+	redo *redoSet
 }
 
 type job struct {
