@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,7 +10,6 @@ import (
 	"net/http/httputil"
 	neturl "net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -26,17 +23,7 @@ import (
 // stdout and stderr.
 func (p *placeRun) check(args ...string) (code int, stdout, stderr string) {
 	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, append([]string{"check"}, args...)...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		p.t.Fatalf("gendex check %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	return runGendex(p.t, p.bin, p.dir, append([]string{"check"}, args...)...)
 }
 
 // checkJSON runs `gendex check --format json` with args and returns its
@@ -274,18 +261,15 @@ func TestListSortAccept(t *testing.T) {
 		}
 		return all[i].id < all[j].id
 	})
-	cmd := exec.CommandContext(t.Context(), p.bin, "query", "list", "B2_text", "--sort", "accept", "--limit", "5", "--format", "json")
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("query list --sort accept: %v", err)
+	code, out, errOut := runGendex(t, p.bin, p.dir, "query", "list", "B2_text", "--sort", "accept", "--limit", "5", "--format", "json")
+	if code != 0 {
+		t.Fatalf("query list --sort accept: exit %d\n%s", code, errOut)
 	}
 	var rows []struct {
 		ID     string  `json:"id"`
 		Accept float64 `json:"accept_length"`
 	}
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 5 {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 5 {
 		t.Fatalf("query list --sort accept --limit 5: %v, %d rows\n%s", err, len(rows), out)
 	}
 	for i, r := range rows {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,7 +35,7 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "login.db")
 	w := startWriter(t, db, nil, "ingest", "--follow", root)
 	raw := func() (n float64) {
-		for _, r := range progressRows(t, bin, db) {
+		for _, r := range mustQueryJSON[map[string]any](t, bin, db, "progress") {
 			n += r["raw"].(float64)
 		}
 		return n
@@ -68,18 +67,4 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	if raw() != want {
 		t.Errorf("answers %v after the move, want %v", raw(), want)
 	}
-}
-
-// progressRows is query progress of the index db, as JSON rows.
-func progressRows(t *testing.T, bin, db string) []map[string]any {
-	t.Helper()
-	out, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatal(err)
-	}
-	return rows
 }

@@ -50,7 +50,7 @@ func writeExportFixture(t *testing.T, dir string, n int) {
 		fmt.Fprintf(&r, `{"id":%q,%s"text":"answer %d","prompt_tokens":%d,"completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00.000Z"}`+"\n",
 			id, outputIDs, i, len(ids), len(out), finish)
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(p.String()), 0o644)
+	writePrompts(t, dir, p.String())
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(r.String()), 0o644)
 }
 

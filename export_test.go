@@ -345,7 +345,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 		line, _ := json.Marshal(map[string]any{"id": p.id, "turns": turns, "prompt_tokens": sumP, "completion_tokens": sumC, "finish_reason": "stop"})
 		rawLines.Write(append(line, '\n'))
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(promptLines.String()), 0o644)
+	writePrompts(t, dir, promptLines.String())
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(rawLines.String()), 0o644)
 
 	tmp := t.TempDir()

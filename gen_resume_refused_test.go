@@ -70,9 +70,7 @@ func lastRunState(t *testing.T, db string) string {
 		State string `json:"state"`
 	}
 	r := mustGendex(t, testEnv(nil), "--db", db, "query", "runs", "--format", "json")
-	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
-		t.Fatalf("query runs: %v\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &runs)
 	if len(runs) == 0 {
 		return ""
 	}

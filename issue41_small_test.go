@@ -16,7 +16,7 @@ func writeAnswered(t *testing.T, dir string) string {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(d, "prompts.jsonl"), []byte(`{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n"), 0o644)
+	writePrompts(t, d, `{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n")
 	raw := filepath.Join(d, "raw_responses.jsonl")
 	os.WriteFile(raw, []byte(`{"id":"p1","text":"x","completion_tokens":3}`+"\n"+`{"id":"p2","text":"y","completion_tokens":4}`+"\n"+`{"id":"p3","text":"z","completion_tokens":5}`+"\n"), 0o644)
 	return raw

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -17,102 +15,6 @@ import (
 
 	"gendex/store"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/cli")
-
-// The datasets of testdata/query/root are described in query/query_test.go.
-var (
-	root      = filepath.Join("testdata", "query", "root")
-	brokenRaw = filepath.Join("testdata", "cli", "broken", "bad", "raw_responses.jsonl")
-)
-
-// clockNow is a moment the clock dataset was written around: its 30 s
-// window (the completed seconds before it) holds five responses, 53 known
-// tokens and one without a count.
-var clockNow = time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
-
-// testEnv is an Env with buffers, no TTY, an empty environment (the
-// developer's own $GENDEX_DB must not leak in) and a fixed clock.
-func testEnv(vars map[string]string) *Env {
-	return &Env{
-		Stdin:  strings.NewReader(""),
-		Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
-		Getenv: func(k string) string { return vars[k] },
-		Now:    func() time.Time { return clockNow },
-	}
-}
-
-type result struct {
-	code           int
-	err            error
-	stdout, stderr string
-}
-
-// gendex runs the command line args as main does, with fresh buffers.
-func gendex(t *testing.T, env *Env, args ...string) result {
-	t.Helper()
-	var out, errb bytes.Buffer
-	e := *env
-	e.Stdout, e.Stderr = &out, &errb
-	err := run(context.Background(), &e, args)
-	code := exitCode(&errb, err)
-	return result{code, err, out.String(), errb.String()}
-}
-
-func (r result) String() string {
-	return "exit " + strconv.Itoa(r.code) + "\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr
-}
-
-func mustGendex(t *testing.T, env *Env, args ...string) result {
-	t.Helper()
-	r := gendex(t, env, args...)
-	if r.code != 0 {
-		t.Fatalf("gendex %q: %s", args, r)
-	}
-	return r
-}
-
-// ingested returns a fresh index of the fixture root.
-func ingested(t *testing.T) string {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "g.db")
-	mustGendex(t, testEnv(nil), "--db", db, "ingest", root)
-	return db
-}
-
-// golden compares got with testdata/cli/name (-update rewrites it).
-func golden(t *testing.T, name string, got string) {
-	t.Helper()
-	goldenIn(t, filepath.Join("testdata", "cli", name), got)
-}
-
-// goldenIn compares got with the golden file at path (-update rewrites
-// it).
-func goldenIn(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run 'go test . -update' to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s--- want\n%s", path, got, want)
-	}
-}
-
-func lines(t *testing.T, path string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Count(data, []byte("\n"))
-}
 
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
@@ -454,9 +356,7 @@ func TestQueryJSON(t *testing.T) {
 	db := ingested(t)
 	r := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--format", "json")
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatalf("--format json does not parse: %v\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &rows)
 	if len(rows) != 3 {
 		t.Fatalf("%d objects, want one per dataset (no TOTAL):\n%s", len(rows), r.stdout)
 	}
@@ -475,9 +375,7 @@ func TestQueryJSON(t *testing.T) {
 	// errors: the message is neither HTML-escaped nor cut at the tab.
 	r = mustGendex(t, testEnv(nil), "--db", db, "query", "errors", "alpha", "--format", "json")
 	var errs []map[string]string
-	if err := json.Unmarshal([]byte(r.stdout), &errs); err != nil {
-		t.Fatalf("errors --format json: %v\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &errs)
 	if len(errs) != 2 || errs[0]["message"] != "prompt is <too> long & \"bad\"\tsee docs" || strings.Contains(r.stdout, `\u003c`) {
 		t.Errorf("errors json:\n%s", r.stdout)
 	}
@@ -715,24 +613,12 @@ func TestBinary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")
-	runBin := func(args ...string) (int, string, string) {
-		cmd := exec.CommandContext(t.Context(), bin, args...)
-		cmd.Env = append(os.Environ(), "GENDEX_DB=") // the developer's own index must not be used
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%s %q: %v", bin, args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errb.String()
-	}
 
-	code, out, errOut := runBin("--db", db, "ingest", root)
+	code, out, errOut := runGendex(t, bin, "", "--db", db, "ingest", root)
 	if code != 0 || out != "" || !strings.Contains(errOut, "indexed ") {
 		t.Fatalf("gendex ingest: exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
-	code, out, errOut = runBin("--db", db, "query", "progress", "--format", "json")
+	code, out, errOut = runGendex(t, bin, "", "--db", db, "query", "progress", "--format", "json")
 	if code != 0 {
 		t.Fatalf("gendex query progress: exit %d\n%s", code, errOut)
 	}
@@ -746,26 +632,24 @@ func TestBinary(t *testing.T) {
 		TokMiss  int      `json:"missing_tokenized"`
 		TokCount int      `json:"tokenized"`
 	}
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("query output is not JSON: %v\n%s", err, out)
-	}
+	decodeJSON(t, out, &rows)
 	if len(rows) != 3 || rows[0].Dataset != "alpha" || rows[0].Prompts == nil || *rows[0].Prompts != 12 ||
 		rows[0].Raw != 7 || rows[0].DonePct == nil || *rows[0].DonePct != 75 || rows[1].Prompts != nil || rows[2].Raw != 9 {
 		t.Errorf("progress json:\n%s", out)
 	}
 	// Piped stdout (not a terminal): TSV with a header.
-	code, out, _ = runBin("--db", db, "query", "datasets")
+	code, out, _ = runGendex(t, bin, "", "--db", db, "query", "datasets")
 	if code != 0 || !strings.HasPrefix(out, "dataset\tfiles\tprompts\traw\ttokenized\terrors\tturns\texcluded\n") {
 		t.Errorf("piped query is not TSV with a header: exit %d\n%s", code, out)
 	}
 	// Exit statuses of the real process.
-	if code, _, errOut = runBin("frobnicate"); code != 2 {
+	if code, _, errOut = runGendex(t, bin, "", "frobnicate"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2\n%s", code, errOut)
 	}
-	if code, _, errOut = runBin("--db", filepath.Join(dir, "none.db"), "query", "progress"); code != 4 {
+	if code, _, errOut = runGendex(t, bin, "", "--db", filepath.Join(dir, "none.db"), "query", "progress"); code != 4 {
 		t.Errorf("query without an index: exit %d, want 4\n%s", code, errOut)
 	}
-	if code, _, errOut = runBin("--db", db, "ingest", brokenRaw); code != 1 || !strings.Contains(errOut, "raw_responses.jsonl:3:") {
+	if code, _, errOut = runGendex(t, bin, "", "--db", db, "ingest", brokenRaw); code != 1 || !strings.Contains(errOut, "raw_responses.jsonl:3:") {
 		t.Errorf("ingest of invalid lines: exit %d, want 1 with file:line\n%s", code, errOut)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,16 +19,6 @@ func noIDData(t *testing.T) string {
 		`{"model":"llama3.2","created_at":"2025-03-01T10:00:00Z","response":"Blue.","done":true,"done_reason":"stop","prompt_eval_count":26,"eval_count":12}`+"\n"+
 			`{"model":"llama3.2","created_at":"2025-03-01T10:00:01Z","response":"Red.","done":true,"done_reason":"length","prompt_eval_count":20,"eval_count":8}`+"\n")
 	return data
-}
-
-func writeTestFile(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // checkNote checks that stderr says once, as a note, why the answers of ds

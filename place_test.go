@@ -48,17 +48,8 @@ func newPlaceRun(t *testing.T) *placeRun {
 // run runs the binary in p.dir (the default ./gendex.db is there).
 func (p *placeRun) run(args ...string) (code int, stderr string) {
 	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, args...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		p.t.Fatalf("gendex %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), errb.String()
+	code, _, stderr = runGendex(p.t, p.bin, p.dir, args...)
+	return code, stderr
 }
 
 func (p *placeRun) mustRun(args ...string) string {
@@ -73,16 +64,12 @@ func (p *placeRun) mustRun(args ...string) string {
 // progress returns query progress as JSON rows, by dataset.
 func (p *placeRun) progress(db string) map[string]map[string]any {
 	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, "--db", db, "query", "progress", "--format", "json")
-	cmd.Dir = p.dir
-	out, err := cmd.Output()
-	if err != nil {
-		p.t.Fatalf("query progress: %v", err)
+	code, out, errOut := runGendex(p.t, p.bin, p.dir, "--db", db, "query", "progress", "--format", "json")
+	if code != 0 {
+		p.t.Fatalf("query progress: exit %d\n%s", code, errOut)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		p.t.Fatalf("query progress: %v\n%s", err, out)
-	}
+	decodeJSON(p.t, out, &rows)
 	by := map[string]map[string]any{}
 	for _, r := range rows {
 		by[r["dataset"].(string)] = r
@@ -612,9 +599,7 @@ func TestDryRunRecordsNeverReachTheRealFolder(t *testing.T) {
 	for i := range 60 {
 		fmt.Fprintf(&b, `{"id":"c%03d","messages":[{"role":"user","content":"tell me about %d"}]}`+"\n", i, i)
 	}
-	if err := os.WriteFile(filepath.Join(data, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, data, b.String())
 	p.mustRun("gen", "--server", "sim", "--out", "dry", "--export", "conversations", "--max-new-tokens", "16", "data")
 	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "40")
 	gen := exec.CommandContext(t.Context(), p.bin, "gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "--concurrency", "4", "data")

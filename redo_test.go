@@ -246,9 +246,7 @@ func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 		b.Write(j)
 		b.WriteByte('\n')
 	})
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 	db := filepath.Join(t.TempDir(), "g.db")
 	url := startSimProcess(t, bin, "--unmarked", "--seed", "4")
 	gen := func(args ...string) *exec.Cmd {
@@ -433,7 +431,7 @@ func TestRedoConversations(t *testing.T) {
 				t.Fatalf("fresh ingest: %v\n%s", err, out)
 			}
 		}
-		r := progressRows(t, bin, db)
+		r := mustQueryJSON[map[string]any](t, bin, db, "progress")
 		if len(r) != 1 || r[0]["raw"] != 30.0 {
 			t.Errorf("%s: progress %v, want 30 conversations answered once", filepath.Base(db), r)
 		}

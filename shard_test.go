@@ -67,9 +67,7 @@ func writeShardPrompts(t *testing.T, root string, n int) map[string]map[string]b
 			b.Write(j)
 			b.WriteByte('\n')
 		}
-		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writePrompts(t, dir, b.String())
 	}
 	return all
 }
@@ -285,7 +283,7 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 		if !strings.Contains(out, "nothing to do") {
 			t.Errorf("shard %d/2 over a folder whose every prompt is answered:\n%s", i, out)
 		}
-		for _, r := range progressRows(t, bin, db) {
+		for _, r := range mustQueryJSON[map[string]any](t, bin, db, "progress") {
 			own := 0
 			for id := range all[r["dataset"].(string)] {
 				if store.ShardOf(id, 2) == i {
@@ -366,9 +364,7 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 			}
 			for line := range strings.Lines(string(b)) {
 				var a struct{ ID string }
-				if err := json.Unmarshal([]byte(line), &a); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
+				decodeJSON(t, line, &a)
 				seen[a.ID]++
 			}
 		}

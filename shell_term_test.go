@@ -210,7 +210,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"say something"}`+"\n", i)
 	}
-	os.WriteFile(filepath.Join(root, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, root, b.String())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gen := exec.CommandContext(ctx, bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "100", "--concurrency", "16",

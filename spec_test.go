@@ -27,9 +27,7 @@ func TestSpecAgainstSim(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	}
 	var ids, conv []string
 	for i := range 40 {
@@ -131,9 +129,7 @@ func TestSpecAgainstSim(t *testing.T) {
 		t.Fatalf("query spec: exit %d\n%s", r.code, r.stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatalf("%v:\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &rows)
 	for _, row := range rows {
 		ds := row["dataset"].(string)
 		w := fromLines(ds)
