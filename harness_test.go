@@ -424,3 +424,17 @@ func writePrompts(t *testing.T, dir, text string) {
 	t.Helper()
 	writeTestFile(t, filepath.Join(dir, "prompts.jsonl"), text)
 }
+
+// writeAnswered writes dir/D with prompts p1..p3 and their answers in
+// raw_responses.jsonl, and returns that file's path.
+func writeAnswered(t *testing.T, dir string) string {
+	t.Helper()
+	d := filepath.Join(dir, "D")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writePrompts(t, d, `{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n")
+	raw := filepath.Join(d, "raw_responses.jsonl")
+	os.WriteFile(raw, []byte(`{"id":"p1","text":"x","completion_tokens":3}`+"\n"+`{"id":"p2","text":"y","completion_tokens":4}`+"\n"+`{"id":"p3","text":"z","completion_tokens":5}`+"\n"), 0o644)
+	return raw
+}

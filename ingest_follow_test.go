@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,5 +68,69 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	}
 	if raw() != want {
 		t.Errorf("answers %v after the move, want %v", raw(), want)
+	}
+}
+
+// ingest --follow picks up appended lines, completed lines and new
+// datasets until it is interrupted.
+func TestIngestFollow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the follow loop; skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "g.db")
+	data := filepath.Join(dir, "data")
+	one := filepath.Join(data, "one", "raw_responses.jsonl")
+	two := filepath.Join(data, "two", "raw_responses.jsonl")
+	os.MkdirAll(filepath.Dir(one), 0o755)
+	os.WriteFile(one, []byte(`{"id":"x1","completion_tokens":1}`+"\n"), 0o644)
+	appendTo := func(path, s string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.WriteString(s)
+		f.Close()
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr bytes.Buffer
+	env := testEnv(nil)
+	env.Stderr = &stderr
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, env, []string{"--db", db, "ingest", "--follow", data}) }()
+
+	// Each step waits until the running ingest, asked through its socket,
+	// has indexed what the step before wrote.
+	tokens := func() string {
+		r := gendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "csv", "--no-header")
+		return r.stdout
+	}
+	waitFor(t, 10*time.Second, "x1 indexed", func() bool { return strings.HasPrefix(tokens(), "one,1,") })
+	appendTo(one, `{"id":"x2","completion_tokens":2}`+"\n"+`{"id":"x3","compl`) // x3 is still being written
+	os.MkdirAll(filepath.Dir(two), 0o755)
+	appendTo(two, `{"id":"y1","completion_tokens":7}`+"\n")
+	waitFor(t, 10*time.Second, "x2 and the new dataset indexed", func() bool {
+		got := tokens()
+		return strings.HasPrefix(got, "one,2,,3,") && strings.Contains(got, "\ntwo,1,,7,")
+	})
+	appendTo(one, `etion_tokens":3}`+"\n")
+	waitFor(t, 10*time.Second, "x3 indexed once completed", func() bool { return strings.HasPrefix(tokens(), "one,3,,6,") })
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ingest --follow did not stop after the interrupt")
+	}
+	if code := exitCode(&stderr, err); code != 0 {
+		t.Fatalf("ingest --follow ended with exit %d: %v\n%s", code, err, stderr.String())
+	}
+	got := mustGendex(t, testEnv(nil), "--db", db, "query", "tokens", "--format", "csv", "--no-header").stdout
+	if !strings.HasPrefix(got, "one,3,,6,,2.0,") || !strings.Contains(got, "\ntwo,1,,7,,7.0,") { // reasoning unknown
+		t.Errorf("after --follow, tokens:\n%s\nstderr:\n%s", got, stderr.String())
 	}
 }

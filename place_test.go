@@ -668,3 +668,21 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestDryRunOverDryRunNamesTheRule: a dry run whose dataset's answers
+// the index holds from another dry run's folder says the rule that drops
+// them (one answer folder counts for a dataset: this run's, named), not
+// that "a dry run never stands in for this run", which is one.
+func TestDryRunOverDryRunNamesTheRule(t *testing.T) {
+	dir := genPrompts(t, 2)
+	db := filepath.Join(t.TempDir(), "g.db")
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", a, dir)
+	r := mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", b, dir)
+	name := filepath.Base(dir)
+	want := "the index counts one answer folder for a dataset, this run's (" + filepath.Join(b, name) + "): it forgets the simulator's 2 answers in " + filepath.Join(a, name)
+	if strings.Contains(r.stderr, "never stands in") || !strings.Contains(r.stderr, want) {
+		t.Errorf("the second dry run's log does not name the rule:\n%s\nwant %q", r.stderr, want)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +90,33 @@ func TestQueryMissingNoteFromWriter(t *testing.T) {
 		return r.code == 0 && r.stdout == "p1\np2\np3\n" && r.stderr != ""
 	})
 	checkNote(t, r.stderr)
+}
+
+func TestQueryMissingIDs(t *testing.T) {
+	t.Parallel()
+	db := ingested(t)
+	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "alpha", "--format", "tsv", "--no-header")
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		f := strings.Split(l, "\t")
+		ids = append(ids, f[len(f)-1])
+	}
+	if want := []string{"B5_text-0000001", "B6_chat-0000001", "B7_sharegpt-0000001"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("missing alpha ids %q, want %q\n%s", ids, want, r)
+	}
+	// show prints the stored line as it is, whatever the format.
+	r = mustGendex(t, testEnv(nil), "--db", db, "query", "show", "alpha", "B5_text-0000001", "--format", "json")
+	if r.stdout != `{"id":"B5_text-0000001","text":"Write a haiku about queues.","sampling_params":{"temperature":0.6,"top_p":0.95}}`+"\n" {
+		t.Errorf("show = %q", r.stdout)
+	}
+}
+
+// The story: 10,000 prompts, 9,998 tokenized records, and nobody could say
+// which two. `gendex query missing DS --no-header` must be pipeable as ids.
+func TestQueryMissingPrintsBareIDs(t *testing.T) {
+	db := ingested(t)
+	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "alpha", "--format", "tsv", "--no-header")
+	if want := "B5_text-0000001\nB6_chat-0000001\nB7_sharegpt-0000001\n"; r.stdout != want {
+		t.Errorf("missing --no-header:\n got %q\nwant %q", r.stdout, want)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -169,5 +170,28 @@ func TestSpecAgainstSim(t *testing.T) {
 
 	if r := gendex(t, testEnv(nil), "sim", "--spec-draft-tokens", "1"); r.code != 2 || !strings.Contains(r.stderr, "spec-draft-tokens") {
 		t.Errorf("sim --spec-draft-tokens 1: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestSpecNoteNamesRealCommands: every gendex command query spec's note
+// names runs (an unknown command is a usage error, exit 2). Before, it
+// named "gendex series --servers", which does not exist.
+func TestSpecNoteNamesRealCommands(t *testing.T) {
+	dir := t.TempDir()
+	writeAnswered(t, dir)
+	db := filepath.Join(t.TempDir(), "g.db")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "ingest", dir)
+	r := mustGendex(t, env, "--db", db, "query", "spec")
+	note := r.stdout + r.stderr
+	cmds := regexp.MustCompile(`gendex [a-z]+(?: [a-z]+)*(?: --[a-z]+(?: [0-9a-z]+)?)*`).FindAllString(note, -1)
+	if len(cmds) < 3 {
+		t.Fatalf("the note names %d commands, want those it gives (query server, query series, plot accept):\n%s", len(cmds), note)
+	}
+	for _, c := range cmds {
+		args := append([]string{"--db", db}, strings.Fields(c)[1:]...)
+		if got := gendex(t, env, args...); got.code == 2 {
+			t.Errorf("the note names %q, which is no command: %s", c, got)
+		}
 	}
 }

@@ -448,3 +448,29 @@ func TestRedoConversations(t *testing.T) {
 		}
 	}
 }
+
+// TestRedoConversationIsItsOwnTurns: a redo of the answers cut at the
+// limit takes "a" for a conversation only when its own turns (a#1, ...)
+// are in the index, not those of a conversation whose id begins "a#":
+// "a", cut at this run's limit, is not asked again. Before, a#x's turns
+// made "a" a conversation, asked again for no reason.
+func TestRedoConversationIsItsOwnTurns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "D")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a","text":"Say hello."}`+"\n"+
+		`{"id":"a#x","conversations":[{"from":"human","value":"Hi."},{"from":"human","value":"And again?"}]}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(`{"id":"a","text":"Hello there","completion_tokens":4,"prompt_tokens":3,"finish_reason":"length","model":"sim-model","simulated":true}`+"\n"), 0o644)
+	db := filepath.Join(t.TempDir(), "g.db")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--max-new-tokens", "8", dir) // a#x, turn by turn
+	if _, err := os.Stat(filepath.Join(dir, "turns.jsonl")); err != nil {
+		t.Fatalf("a#x was not answered turn by turn: %v", err)
+	}
+	r := mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--max-new-tokens", "4", "--redo", "truncated", dir)
+	if strings.Contains(r.stderr, "conversations") && strings.Contains(r.stderr, "asked again (") || !strings.Contains(r.stderr, "none of the answers cut at the token limit is asked again") {
+		t.Errorf("a redo at a's own limit:\n%s", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "raw_responses.jsonl")); strings.Contains(string(b), `"redo":true`) {
+		t.Errorf("a was asked again:\n%s", b)
+	}
+}
