@@ -291,9 +291,7 @@ func TestExportInterrupted(t *testing.T) {
 	if got := len(jsonLines(t, tok)); got >= n-n/7 {
 		t.Errorf("%d records before the interrupt: it was not interrupted mid-run", got)
 	}
-	if o, err := exec.Command(bin, "--db", db, "export", "--format", "ids", root).CombinedOutput(); err != nil {
-		t.Fatalf("second run: %v\n%s", err, o)
-	}
+	mustRunGendex(t, bin, "--db", db, "export", "--format", "ids", root)
 	seen := map[string]int{}
 	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
 		for _, l := range jsonLines(t, filepath.Join(dir, name)) {

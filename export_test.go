@@ -379,9 +379,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 		{"--db", filepath.Join(tmp, "a.db"), "export", "--format", "ids", "--out", idsOut, root},
 		{"--db", filepath.Join(tmp, "b.db"), "export", "--out", convOut, root},
 	} {
-		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("gendex %v: %v\n%s", args, err, o)
-		}
+		mustRunGendex(t, bin, args...)
 	}
 	ints := func(v any) []int {
 		b, _ := json.Marshal(v)
@@ -463,9 +461,7 @@ func TestGenTurnsThenExport(t *testing.T) {
 	writeConversationPrompts(t, filepath.Join(dir, "in", "mt"), "mt", n, k)
 	run := func(args ...string) {
 		t.Helper()
-		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("gendex %v: %v\n%s", args, err, o)
-		}
+		mustRunGendex(t, bin, args...)
 	}
 	db := filepath.Join(dir, "g.db")
 	out := filepath.Join(dir, "out")

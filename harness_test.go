@@ -247,6 +247,18 @@ func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, stri
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
+// mustRunGendex runs the binary bin with args, as runGendex does in the
+// test's working directory, and fails the test with what it wrote unless
+// it exits 0; it returns its stdout and then its stderr.
+func mustRunGendex(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runGendex(t, bin, "", args...)
+	if code != 0 {
+		t.Fatalf("gendex %q: exit %d\n%s%s", args, code, stdout, stderr)
+	}
+	return stdout + stderr
+}
+
 // writer is a running `gendex ingest --follow` or `gendex gen`: the
 // process that serves the socket.
 type writer struct {

@@ -427,9 +427,7 @@ func TestRedoConversations(t *testing.T) {
 	}
 	for _, db := range []string{db, filepath.Join(t.TempDir(), "fresh.db")} {
 		if !strings.HasSuffix(db, "g.db") {
-			if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
-				t.Fatalf("fresh ingest: %v\n%s", err, out)
-			}
+			mustRunGendex(t, bin, "--db", db, "ingest", root)
 		}
 		r := mustQueryJSON[map[string]any](t, bin, db, "progress")
 		if len(r) != 1 || r[0]["raw"] != 30.0 {

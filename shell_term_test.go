@@ -100,9 +100,7 @@ var watchClock = regexp.MustCompile(`(?s).*(\d\d:\d\d:\d\d) +\(Ctrl-C to stop\)`
 
 func indexShapes(t *testing.T, bin, db string) {
 	t.Helper()
-	if out, err := exec.Command(bin, "--db", db, "ingest", filepath.Join("testdata", "shapes", "demo")).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	mustRunGendex(t, bin, "--db", db, "ingest", filepath.Join("testdata", "shapes", "demo"))
 }
 
 func TestShellInATerminal(t *testing.T) {
