@@ -2,9 +2,10 @@
 // built once (gendexBinary), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
 // (runGendex), a simulator process (startSimProcess, startSimAt), a
-// running writer (startWriter), a question's JSON (queryJSON), prompt and
-// fixture files (writePrompts, writeTestFile, promptsRoot, ingested) and
-// golden files (golden). A test file holds its command's or its
+// running writer (startWriter), a work folder with the demo prompts and
+// its default index (placeRun), a question's JSON (queryJSON,
+// mustQueryJSON, decodeJSON), prompt and fixture files (writePrompts,
+// writeTestFile, promptsRoot, ingested) and golden files (golden). A test file holds its command's or its
 // guarantee's tests and only the helpers no other file needs.
 package main
 
@@ -351,6 +352,110 @@ func (w *writer) metrics() (string, error) {
 		return "", fmt.Errorf("/metrics: %s", resp.Status)
 	}
 	return string(b), err
+}
+
+// A work folder: placeRun.
+
+// placeRun is a folder with a copy of the demo prompts, an index, and the
+// binary, for whole-binary runs.
+type placeRun struct {
+	t   *testing.T
+	bin string
+	dir string
+}
+
+// newPlaceRun makes a placeRun in a fresh folder (its path as gendex
+// stores it) with a copy of testdata/demo's prompts under demo/; it skips
+// the test under -short.
+func newPlaceRun(t *testing.T) *placeRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir()) // the spelling gendex stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &placeRun{t: t, bin: gendexBinary(t), dir: dir}
+	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
+	return p
+}
+
+// run runs the binary in p.dir (the default ./gendex.db is there).
+func (p *placeRun) run(args ...string) (code int, stderr string) {
+	p.t.Helper()
+	code, _, stderr = runGendex(p.t, p.bin, p.dir, args...)
+	return code, stderr
+}
+
+// mustRun is run that fails the test unless the command exits 0; it
+// returns the stderr.
+func (p *placeRun) mustRun(args ...string) string {
+	p.t.Helper()
+	code, errOut := p.run(args...)
+	if code != 0 {
+		p.t.Fatalf("gendex %q: exit %d\n%s", args, code, errOut)
+	}
+	return errOut
+}
+
+// progress returns query progress as JSON rows, by dataset.
+func (p *placeRun) progress(db string) map[string]map[string]any {
+	p.t.Helper()
+	code, out, errOut := runGendex(p.t, p.bin, p.dir, "--db", db, "query", "progress", "--format", "json")
+	if code != 0 {
+		p.t.Fatalf("query progress: exit %d\n%s", code, errOut)
+	}
+	var rows []map[string]any
+	decodeJSON(p.t, out, &rows)
+	by := map[string]map[string]any{}
+	for _, r := range rows {
+		by[r["dataset"].(string)] = r
+	}
+	return by
+}
+
+// copyPrompts copies the prompts*.jsonl files under from to to (a clone
+// where README's real run wrote answers beside the demo's prompts holds
+// more).
+func copyPrompts(t *testing.T, from, to string) {
+	t.Helper()
+	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
+}
+
+// copyTree copies the regular files under from to to.
+// copyTree copies every file under from to to.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	copyFiles(t, from, to, func(string) bool { return true })
+}
+
+// copyFiles copies the files under from whose names keep says, and every
+// folder, to to.
+// copyFiles copies the files under from whose names keep takes to the
+// same places under to.
+func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !keep(d.Name()) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Questions and files.

@@ -23,60 +23,6 @@ import (
 // answers as the simulator does but says nothing of being one, as SGLang
 // says nothing.
 
-// placeRun is a folder with a copy of the demo prompts, an index, and the
-// binary, for whole-binary runs.
-type placeRun struct {
-	t   *testing.T
-	bin string
-	dir string
-}
-
-func newPlaceRun(t *testing.T) *placeRun {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	dir, err := filepath.EvalSymlinks(t.TempDir()) // the spelling gendex stores
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &placeRun{t: t, bin: gendexBinary(t), dir: dir}
-	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
-	return p
-}
-
-// run runs the binary in p.dir (the default ./gendex.db is there).
-func (p *placeRun) run(args ...string) (code int, stderr string) {
-	p.t.Helper()
-	code, _, stderr = runGendex(p.t, p.bin, p.dir, args...)
-	return code, stderr
-}
-
-func (p *placeRun) mustRun(args ...string) string {
-	p.t.Helper()
-	code, errOut := p.run(args...)
-	if code != 0 {
-		p.t.Fatalf("gendex %q: exit %d\n%s", args, code, errOut)
-	}
-	return errOut
-}
-
-// progress returns query progress as JSON rows, by dataset.
-func (p *placeRun) progress(db string) map[string]map[string]any {
-	p.t.Helper()
-	code, out, errOut := runGendex(p.t, p.bin, p.dir, "--db", db, "query", "progress", "--format", "json")
-	if code != 0 {
-		p.t.Fatalf("query progress: exit %d\n%s", code, errOut)
-	}
-	var rows []map[string]any
-	decodeJSON(p.t, out, &rows)
-	by := map[string]map[string]any{}
-	for _, r := range rows {
-		by[r["dataset"].(string)] = r
-	}
-	return by
-}
-
 // answers reads the answer lines under dir/<dataset>/raw_responses.jsonl of
 // the four demo datasets: how many, and how many the simulator marked.
 func (p *placeRun) answers(dir string) (n, simulated int) {
@@ -402,14 +348,6 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// copyPrompts copies the prompts*.jsonl files under from to to (a clone
-// where README's real run wrote answers beside the demo's prompts holds
-// more).
-func copyPrompts(t *testing.T, from, to string) {
-	t.Helper()
-	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
-}
-
 // TestIngestSameNamedFoldersNeverMerge: ingest of a second folder named
 // like a dataset the index holds (or two such folders at once) is refused,
 // naming both folders; --dataset, the way out it gives, indexes it apart.
@@ -505,38 +443,6 @@ func annotatedAfter(data []byte, n int) []byte {
 		out = append(out, l...)
 	}
 	return out
-}
-
-// copyTree copies the regular files under from to to.
-func copyTree(t *testing.T, from, to string) {
-	t.Helper()
-	copyFiles(t, from, to, func(string) bool { return true })
-}
-
-// copyFiles copies the files under from whose names keep says, and every
-// folder, to to.
-func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		if !keep(d.Name()) {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestOneFolderThreeSpellings: a run started through a symlink and resumed
