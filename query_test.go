@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"gendex/store"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,5 +171,56 @@ func TestQueryWhileLocked(t *testing.T) {
 	r = gendex(t, testEnv(nil), "--db", db, "ingest", root)
 	if !errors.Is(r.err, store.ErrLocked) || r.code != 1 || !strings.Contains(r.stderr, "in use") {
 		t.Errorf("ingest on a locked index: exit %d, %v; want exit 1 with store.ErrLocked\n%s", r.code, r.err, r)
+	}
+}
+
+// TestListSortAccept: query list --sort accept lists the answers with the
+// lowest accept length first (completion tokens per verify step, as each
+// answer line's spec_verify_ct says), the --limit worst; another --sort
+// is a usage error.
+func TestListSortAccept(t *testing.T) {
+	p := newPlaceRun(t)
+	ds := filepath.Join("demo", "B2_text")
+	p.mustRun("gen", "--server", "sim", "--sim-spec-draft-tokens", "4", "--max-new-tokens", "32", ds)
+	type answer struct {
+		id     string
+		accept float64
+	}
+	var all []answer
+	eachJSONLine(t, filepath.Join(p.dir, ds, "raw_responses.jsonl"), func(l []byte) {
+		var a struct {
+			ID               string  `json:"id"`
+			CompletionTokens float64 `json:"completion_tokens"`
+			Verify           float64 `json:"spec_verify_ct"`
+		}
+		if err := json.Unmarshal(l, &a); err != nil || a.Verify == 0 {
+			t.Fatalf("an answer without spec_verify_ct: %s", l)
+		}
+		all = append(all, answer{a.ID, math.Round(100*a.CompletionTokens/a.Verify) / 100})
+	})
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].accept != all[j].accept {
+			return all[i].accept < all[j].accept
+		}
+		return all[i].id < all[j].id
+	})
+	code, out, errOut := runGendex(t, p.bin, p.dir, "query", "list", "B2_text", "--sort", "accept", "--limit", "5", "--format", "json")
+	if code != 0 {
+		t.Fatalf("query list --sort accept: exit %d\n%s", code, errOut)
+	}
+	var rows []struct {
+		ID     string  `json:"id"`
+		Accept float64 `json:"accept_length"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 5 {
+		t.Fatalf("query list --sort accept --limit 5: %v, %d rows\n%s", err, len(rows), out)
+	}
+	for i, r := range rows {
+		if r.ID != all[i].id || math.Abs(r.Accept-all[i].accept) > 0.011 {
+			t.Errorf("row %d: %s at %.2f, want %s at %.2f (the answers by accept length: %v)", i, r.ID, r.Accept, all[i].id, all[i].accept, all[:5])
+		}
+	}
+	if code, errOut := p.run("query", "list", "B2_text", "--sort", "best"); code != 2 || !strings.Contains(errOut, "--sort") {
+		t.Errorf("query list --sort best: exit %d, want 2\n%s", code, errOut)
 	}
 }
