@@ -33,6 +33,7 @@ import (
 
 // Building the binary.
 
+// The binary gendexBinary built, once, or why it could not.
 var (
 	binOnce sync.Once
 	binPath string
@@ -73,6 +74,8 @@ func TestMain(m *testing.M) {
 
 // Running a command in this process.
 
+// update makes golden and goldenIn rewrite the golden files instead of
+// comparing (go test . -update).
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/cli")
 
 // The datasets of testdata/query/root are described in query/query_test.go.
