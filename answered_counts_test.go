@@ -180,9 +180,7 @@ func progressJSON(t *testing.T, db string) map[string]map[string]any {
 	t.Helper()
 	r := mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "--format", "json")
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatalf("query progress: %v\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &rows)
 	out := map[string]map[string]any{}
 	for _, row := range rows {
 		out[row["dataset"].(string)] = row
@@ -309,9 +307,7 @@ func TestUnsentShapeFix(t *testing.T) {
 func checkFix(t *testing.T, out, reason string) string {
 	t.Helper()
 	var v any
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("check --format json: %v\n%s", err, out)
-	}
+	decodeJSON(t, out, &v)
 	var find func(any) string
 	find = func(x any) string {
 		switch x := x.(type) {

@@ -41,7 +41,7 @@ func TestCheckContentCounts(t *testing.T) {
 		}
 		writeTestFile(t, filepath.Join(dir, "data", ds.name, "prompts.jsonl"), strings.Join(lines, "\n")+"\n")
 		url := tamperingServer(t, vllm, ds.edit)
-		if code, _, errOut := runSplit(t, bin, dir, "gen", "--server", url, "--max-new-tokens", "8192", "--export", "conversations", "data/"+ds.name); code != 0 {
+		if code, _, errOut := runGendex(t, bin, dir, "gen", "--server", url, "--max-new-tokens", "8192", "--export", "conversations", "data/"+ds.name); code != 0 {
 			t.Fatalf("%s: gen: exit %d\n%s", ds.name, code, errOut)
 		}
 	}
@@ -65,7 +65,7 @@ func TestCheckContentCounts(t *testing.T) {
 	if over == 0 || over == n {
 		t.Fatalf("the answers' lengths %v do not straddle %d", lengths, limit)
 	}
-	code, out, errOut := runSplit(t, bin, dir, "check", "--max-length", fmt.Sprint(limit), "--format", "json", "data")
+	code, out, errOut := runGendex(t, bin, dir, "check", "--max-length", fmt.Sprint(limit), "--format", "json", "data")
 	var v struct{ Datasets []verdict }
 	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 1 {
 		t.Fatalf("check: exit %d, %v\n%s%s", code, err, out, errOut)

@@ -71,9 +71,7 @@ func seedShapes(t *testing.T, root string) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	}
 }
 

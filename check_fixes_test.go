@@ -50,7 +50,7 @@ type fixRun struct {
 // run runs gendex in the row's folder; a failure stops the row.
 func (h *fixRun) must(args ...string) string {
 	h.t.Helper()
-	code, out, errOut := runSplit(h.t, h.bin, h.dir, args...)
+	code, out, errOut := runGendex(h.t, h.bin, h.dir, args...)
 	if code != 0 {
 		h.t.Fatalf("making the state: gendex %q: exit %d\n%s%s", args, code, out, errOut)
 	}
@@ -131,7 +131,7 @@ var fixCases = []fixCase{
 		return "data/sharegpt"
 	}},
 	{reason: "unanswered", make: func(h *fixRun) string {
-		runSplit(h.t, h.bin, h.dir, "ingest", "data/sharegpt") // exit 1: the torn last line is left out
+		runGendex(h.t, h.bin, h.dir, "ingest", "data/sharegpt") // exit 1: the torn last line is left out
 		return "data/sharegpt"
 	}},
 	{reason: "redo_pending", make: func(h *fixRun) string {
@@ -140,7 +140,7 @@ var fixCases = []fixCase{
 		dying := startSimProcess(h.t, h.bin, "--unmarked", "--crash-after", "1")
 		file := h.ids("sharegpt", 6)
 		h.fill["FILE"], h.fill["..."] = file, file
-		runSplit(h.t, h.bin, h.dir, append(genArgs(dying, "--redo", file, "--down-limit", "2s"), "data/sharegpt")...)
+		runGendex(h.t, h.bin, h.dir, append(genArgs(dying, "--redo", file, "--down-limit", "2s"), "data/sharegpt")...)
 		return "data/sharegpt"
 	}},
 	{reason: "no_record", make: func(h *fixRun) string {
@@ -347,7 +347,7 @@ func pickReason(got map[string]checkReason, reason string) (checkReason, bool) {
 func (h *fixRun) check(args []string, target, ds string) map[string]checkReason {
 	h.t.Helper()
 	words := append(append([]string{"check"}, args...), "--format", "json", target)
-	code, out, errOut := runSplit(h.t, h.bin, h.dir, words...)
+	code, out, errOut := runGendex(h.t, h.bin, h.dir, words...)
 	var v struct {
 		Datasets []verdict
 	}
@@ -394,7 +394,7 @@ func (h *fixRun) runFix(fix, target string) (db, again string) {
 				words[i] = v
 			}
 		}
-		code, out, errOut := runSplit(h.t, h.bin, h.dir, words...)
+		code, out, errOut := runGendex(h.t, h.bin, h.dir, words...)
 		if listing {
 			// "gendex check --ids REASON DIR > FILE": its output is the
 			// file the next command of the fix reads as FILE.
@@ -422,7 +422,7 @@ func (h *fixRun) runFix(fix, target string) (db, again string) {
 			continue
 		}
 		for _, r := range rec[:1] {
-			if c, o, e := runSplit(h.t, h.bin, h.dir, r...); c != 0 {
+			if c, o, e := runGendex(h.t, h.bin, h.dir, r...); c != 0 {
 				h.t.Errorf("the fix %q: gendex %s recommends gendex %s: exit %d\n%s%s", fix, strings.Join(words, " "), strings.Join(r, " "), c, o, e)
 			}
 			for i := 0; i+1 < len(r); i++ {

@@ -1,22 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	neturl "net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"gendex/query"
@@ -26,17 +16,7 @@ import (
 // stdout and stderr.
 func (p *placeRun) check(args ...string) (code int, stdout, stderr string) {
 	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, append([]string{"check"}, args...)...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		p.t.Fatalf("gendex check %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	return runGendex(p.t, p.bin, p.dir, append([]string{"check"}, args...)...)
 }
 
 // checkJSON runs `gendex check --format json` with args and returns its
@@ -175,125 +155,5 @@ func TestCheckInWebView(t *testing.T) {
 		if !strings.Contains(section, want) {
 			t.Errorf("the run page's check section lacks %q:\n%s", want, section)
 		}
-	}
-}
-
-// countingProxy forwards to target and counts the requests other than GET
-// (the prompts sent: /generate, chat, completions, tokenize).
-func countingProxy(t *testing.T, target string) (url string, posts *atomic.Int64) {
-	t.Helper()
-	u, err := neturl.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	posts = &atomic.Int64{}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			posts.Add(1)
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, posts
-}
-
-// TestResumeKeepsTheRunOneRun: 50 prompts answered at --temperature 0.7
-// by model-one, 10 more prompts added; a resume at --temperature 0, and
-// one against a server of model-two, are each refused before any request,
-// naming both sides; with --allow-mixed the rest is answered, and check
-// names both models.
-func TestResumeKeepsTheRunOneRun(t *testing.T) {
-	p := newPlaceRun(t)
-	one, onePosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-one"))
-	two, twoPosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-two"))
-	ds := filepath.Join("demo", "B2_text")
-	p.mustRun("gen", "--server", one, "--temperature", "0.7", "--max-new-tokens", "16", ds)
-	f, err := os.OpenFile(filepath.Join(p.dir, ds, "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 51; i <= 60; i++ {
-		fmt.Fprintf(f, `{"id": "B2_text-%05d", "text": "Write about added prompt number %d."}`+"\n", i, i)
-	}
-	f.Close()
-	onePosts.Store(0)
-	code, errOut := p.run("gen", "--server", one, "--temperature", "0", "--max-new-tokens", "16", ds)
-	if code == 0 || onePosts.Load() != 0 || !strings.Contains(errOut, "sampling.temperature: 0.7 before, 0 now") || !strings.Contains(errOut, "--allow-mixed") {
-		t.Errorf("a resume at another temperature: exit %d, %d requests sent; want refused before any request, naming 0.7 and 0\n%s", code, onePosts.Load(), errOut)
-	}
-	code, errOut = p.run("gen", "--server", two, "--temperature", "0.7", "--max-new-tokens", "16", ds)
-	if code == 0 || twoPosts.Load() != 0 || !strings.Contains(errOut, `server.model: "model-one" before, "model-two" now`) {
-		t.Errorf("a resume against another model: exit %d, %d requests sent; want refused before any request, naming both models\n%s", code, twoPosts.Load(), errOut)
-	}
-	if n, _ := p.answers("demo"); n != 50 {
-		t.Errorf("the refused resumes wrote answers: %d, want 50", n)
-	}
-	p.mustRun("gen", "--server", two, "--temperature", "0.7", "--max-new-tokens", "16", "--allow-mixed", ds)
-	if n, _ := p.answers("demo"); n != 60 {
-		t.Errorf("with --allow-mixed: %d answers, want 60", n)
-	}
-	p.mustRun("export", ds)
-	code, out, _ := p.check(ds)
-	if code != 1 || !strings.Contains(out, "mixed_provenance 60") || !strings.Contains(out, "model-one") || !strings.Contains(out, "model-two") ||
-		!strings.Contains(out, ": 50 answers") || !strings.Contains(out, ": 10 answers") {
-		t.Errorf("check of the mixed dataset: exit %d, want 1 naming both models and their answers\n%s", code, out)
-	}
-	if code, out, _ := p.check("--allow-mixed", "--allow-simulated", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {
-		t.Errorf("check --allow-mixed: exit %d, want 0 with the mix as a note\n%s", code, out)
-	}
-}
-
-// TestListSortAccept: query list --sort accept lists the answers with the
-// lowest accept length first (completion tokens per verify step, as each
-// answer line's spec_verify_ct says), the --limit worst; another --sort
-// is a usage error.
-func TestListSortAccept(t *testing.T) {
-	p := newPlaceRun(t)
-	ds := filepath.Join("demo", "B2_text")
-	p.mustRun("gen", "--server", "sim", "--sim-spec-draft-tokens", "4", "--max-new-tokens", "32", ds)
-	type answer struct {
-		id     string
-		accept float64
-	}
-	var all []answer
-	eachJSONLine(t, filepath.Join(p.dir, ds, "raw_responses.jsonl"), func(l []byte) {
-		var a struct {
-			ID               string  `json:"id"`
-			CompletionTokens float64 `json:"completion_tokens"`
-			Verify           float64 `json:"spec_verify_ct"`
-		}
-		if err := json.Unmarshal(l, &a); err != nil || a.Verify == 0 {
-			t.Fatalf("an answer without spec_verify_ct: %s", l)
-		}
-		all = append(all, answer{a.ID, math.Round(100*a.CompletionTokens/a.Verify) / 100})
-	})
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].accept != all[j].accept {
-			return all[i].accept < all[j].accept
-		}
-		return all[i].id < all[j].id
-	})
-	cmd := exec.CommandContext(t.Context(), p.bin, "query", "list", "B2_text", "--sort", "accept", "--limit", "5", "--format", "json")
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("query list --sort accept: %v", err)
-	}
-	var rows []struct {
-		ID     string  `json:"id"`
-		Accept float64 `json:"accept_length"`
-	}
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 5 {
-		t.Fatalf("query list --sort accept --limit 5: %v, %d rows\n%s", err, len(rows), out)
-	}
-	for i, r := range rows {
-		if r.ID != all[i].id || math.Abs(r.Accept-all[i].accept) > 0.011 {
-			t.Errorf("row %d: %s at %.2f, want %s at %.2f (the answers by accept length: %v)", i, r.ID, r.Accept, all[i].id, all[i].accept, all[:5])
-		}
-	}
-	if code, errOut := p.run("query", "list", "B2_text", "--sort", "best"); code != 2 || !strings.Contains(errOut, "--sort") {
-		t.Errorf("query list --sort best: exit %d, want 2\n%s", code, errOut)
 	}
 }

@@ -240,7 +240,7 @@ func TestIDsRecordWithoutTurnLossIsExcluded(t *testing.T) {
 	}
 	// The last prompt renders turn 1 as 20 21 22, then its end 4.
 	const last = `"prompt_ids":[1,3,10,11,4,3,12,13,4,3,20,21,22,4,3,12,14,4,3],"finish_reason":"stop"}],"finish_reason":"stop"}`
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(prompt("ok")+"\n"+prompt("stop")+"\n"+prompt("lost")+"\n"), 0o644)
+	writePrompts(t, dir, prompt("ok")+"\n"+prompt("stop")+"\n"+prompt("lost")+"\n")
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(
 		`{"id":"ok","turns":[{"output_ids":[20,21,22,4],"text":"x","finish_reason":"stop"},{"output_ids":[30,2],"text":"y",`+last+"\n"+
 			`{"id":"stop","turns":[{"output_ids":[20,21,22,2],"text":"x","finish_reason":"stop"},{"output_ids":[30,2],"text":"y",`+last+"\n"+

@@ -50,7 +50,7 @@ func writeExportFixture(t *testing.T, dir string, n int) {
 		fmt.Fprintf(&r, `{"id":%q,%s"text":"answer %d","prompt_tokens":%d,"completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00.000Z"}`+"\n",
 			id, outputIDs, i, len(ids), len(out), finish)
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(p.String()), 0o644)
+	writePrompts(t, dir, p.String())
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(r.String()), 0o644)
 }
 
@@ -85,68 +85,8 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
 		raws[idOfLine(t, l)] = l
 	}
-	// check checks the outputs of a run that finished (when says which):
-	// every answer has exactly one record or one exclusion, each record
-	// the prompt's ids + the answer's output_ids, and the index counts
-	// what a fresh ingest of the same files counts.
-	check := func(when string) {
-		seen := map[string]int{}
-		for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
-			id := idOfLine(t, l)
-			seen[id]++
-			var input, output []int
-			json.Unmarshal(l["input_ids"], &input)
-			json.Unmarshal(raws[id]["output_ids"], &output)
-			if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
-				t.Errorf("%s: %s: input_ids %v; want %v", when, id, input, want)
-			}
-		}
-		reasons := map[string]int{}
-		for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
-			seen[idOfLine(t, l)]++
-			var reason string
-			json.Unmarshal(l["reason"], &reason)
-			reasons[reason]++
-		}
-		for id := range raws {
-			if seen[id] != 1 {
-				t.Errorf("%s: %s: %d records and exclusions; want exactly 1", when, id, seen[id])
-			}
-		}
-		if len(seen) != n {
-			t.Errorf("%s: %d ids written for %d answers", when, len(seen), n)
-		}
-		var abort, length, noIDs int
-		for i := range n {
-			switch {
-			case i%13 == 0:
-				abort++
-			case i%7 == 0:
-				length++
-			case i%17 == 0:
-				noIDs++
-			}
-		}
-		if want := map[string]int{"abort": abort, "length": length, "no_output_ids": noIDs}; !reflect.DeepEqual(reasons, want) {
-			t.Errorf("%s: exclusions by reason %v; want %v", when, reasons, want)
-		}
-
-		// The index counts what a fresh ingest of the same files counts.
-		fresh := filepath.Join(t.TempDir(), "fresh.db")
-		mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
-		files := func(db string) string {
-			return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
-		}
-		if got, want := files(db), files(fresh); got != want {
-			t.Errorf("%s: the index's files:\n%s\na fresh index's:\n%s", when, got, want)
-		}
-		progress := func(db string) string {
-			return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
-		}
-		if got, want := progress(db), progress(fresh); got != want {
-			t.Errorf("%s: the index's progress:\n%s\na fresh index's:\n%s", when, got, want)
-		}
-	}
+	// check checks the outputs of a run that finished (when says which).
+	check := func(when string) { checkExportSurvived(t, root, db, n, prompts, raws, when) }
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	// pending returns the bytes of the outputs written and not yet
 	// indexed, as the killed run left them.
@@ -245,6 +185,72 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	check("the final run")
 }
 
+// checkExportSurvived checks the outputs of a run of TestExportSurvivesSIGKILL
+// that finished (when says which): every answer of root/X has exactly one
+// record or one exclusion, each record the prompt's ids + the answer's
+// output_ids, the exclusions by reason are the fixture's, and the index db
+// counts what a fresh ingest of the same files counts.
+func checkExportSurvived(t *testing.T, root, db string, n int, prompts map[string][]int, raws map[string]map[string]json.RawMessage, when string) {
+	t.Helper()
+	dir := filepath.Join(root, "X")
+	seen := map[string]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
+		id := idOfLine(t, l)
+		seen[id]++
+		var input, output []int
+		json.Unmarshal(l["input_ids"], &input)
+		json.Unmarshal(raws[id]["output_ids"], &output)
+		if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
+			t.Errorf("%s: %s: input_ids %v; want %v", when, id, input, want)
+		}
+	}
+	reasons := map[string]int{}
+	for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
+		seen[idOfLine(t, l)]++
+		var reason string
+		json.Unmarshal(l["reason"], &reason)
+		reasons[reason]++
+	}
+	for id := range raws {
+		if seen[id] != 1 {
+			t.Errorf("%s: %s: %d records and exclusions; want exactly 1", when, id, seen[id])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%s: %d ids written for %d answers", when, len(seen), n)
+	}
+	var abort, length, noIDs int
+	for i := range n {
+		switch {
+		case i%13 == 0:
+			abort++
+		case i%7 == 0:
+			length++
+		case i%17 == 0:
+			noIDs++
+		}
+	}
+	if want := map[string]int{"abort": abort, "length": length, "no_output_ids": noIDs}; !reflect.DeepEqual(reasons, want) {
+		t.Errorf("%s: exclusions by reason %v; want %v", when, reasons, want)
+	}
+
+	// The index counts what a fresh ingest of the same files counts.
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
+	files := func(db string) string {
+		return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
+	}
+	if got, want := files(db), files(fresh); got != want {
+		t.Errorf("%s: the index's files:\n%s\na fresh index's:\n%s", when, got, want)
+	}
+	progress := func(db string) string {
+		return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
+	}
+	if got, want := progress(db), progress(fresh); got != want {
+		t.Errorf("%s: the index's progress:\n%s\na fresh index's:\n%s", when, got, want)
+	}
+}
+
 // TestExportInterrupted: SIGINT stops export cleanly: exit 130, both
 // outputs end with a whole line (what was decided is written), and the
 // next run exports the rest, each answer once.
@@ -285,9 +291,7 @@ func TestExportInterrupted(t *testing.T) {
 	if got := len(jsonLines(t, tok)); got >= n-n/7 {
 		t.Errorf("%d records before the interrupt: it was not interrupted mid-run", got)
 	}
-	if o, err := exec.Command(bin, "--db", db, "export", "--format", "ids", root).CombinedOutput(); err != nil {
-		t.Fatalf("second run: %v\n%s", err, o)
-	}
+	mustRunGendex(t, bin, "--db", db, "export", "--format", "ids", root)
 	seen := map[string]int{}
 	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
 		for _, l := range jsonLines(t, filepath.Join(dir, name)) {

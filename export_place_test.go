@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -20,23 +19,12 @@ import (
 // and the default index (./gendex.db), and run every command a refusal
 // recommends exactly as it is written.
 
-// runIn runs the gendex binary in dir and returns its exit code and its
-// stderr.
+// runIn runs the gendex binary in dir (runGendex) and returns its exit
+// code and what it wrote, stdout then stderr.
 func runIn(t *testing.T, bin, dir string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=") // the default index, ./gendex.db
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	err := cmd.Run()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), stderr.String()
-		}
-		t.Fatalf("gendex %q: %v", args, err)
-	}
-	return 0, stderr.String()
+	code, stdout, stderr := runGendex(t, bin, dir, args...)
+	return code, stdout + stderr
 }
 
 // recommended returns the commands a refusal recommends (its lines
@@ -92,16 +80,13 @@ func shellWords(t *testing.T, line string) []string {
 // writeChatPrompts writes n chat-message prompts to dir/prompts.jsonl.
 func writeChatPrompts(t *testing.T, dir, name string, n int) {
 	t.Helper()
-	os.MkdirAll(dir, 0o755)
 	var b bytes.Buffer
 	for i := range n {
 		line, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("%s-%05d", name, i), "messages": []map[string]string{
 			{"role": "system", "content": "Be brief."}, {"role": "user", "content": fmt.Sprintf("question %d about %s", i, name)}}})
 		b.Write(append(line, '\n'))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 }
 
 // placeData writes, under work/data, datasets whose ids records need no
@@ -432,7 +417,7 @@ func TestExportServerSim(t *testing.T) {
 		texts[id] = text
 		fmt.Fprintf(&b, `{"id":%q,"text":%q}`+"\n", id, text)
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, dir, b.String())
 	db := filepath.Join(t.TempDir(), "g.db")
 	mustGendex(t, testEnv(nil), "--db", db, "gen", "--server", url, root)
 	if r := gendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", "--out", out, root); r.code != 1 || !strings.Contains(r.stderr, "need their prompts tokenized") {

@@ -100,115 +100,11 @@ func TestExportAgainstSim(t *testing.T) {
 			rawByID[idOfLine(t, r)] = r
 		}
 		for _, o := range []string{idsOut, convOut} {
-			seen := map[string]int{}
-			for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
-				for _, l := range jsonLines(t, filepath.Join(o, ds, name)) {
-					id := idOfLine(t, l)
-					seen[id]++
-					if name == "excluded.jsonl" {
-						var reason string
-						json.Unmarshal(l["reason"], &reason)
-						var finish string
-						json.Unmarshal(rawByID[id]["finish_reason"], &finish)
-						want := "length"
-						if finish != "length" && o == convOut && promptByID[id]["input_ids"] != nil {
-							want = "ids_prompt"
-						}
-						if reason != want {
-							t.Errorf("%s %s excluded for %s; its finish_reason is %s: want %s", ds, id, reason, finish, want)
-						}
-					}
-				}
-			}
-			for id := range rawByID {
-				if seen[id] != 1 {
-					t.Errorf("%s: answer %s has %d records and exclusions in %s; want exactly 1", ds, id, seen[id], o)
-				}
-			}
-			if len(seen) != len(rawByID) {
-				t.Errorf("%s: %d ids in %s for %d answers", ds, len(seen), o, len(rawByID))
-			}
+			checkEveryAnswerOnce(t, ds, o, o == convOut, promptByID, rawByID)
 		}
 
-		records := 0
-		for _, l := range jsonLines(t, filepath.Join(idsOut, ds, "tokenized.jsonl")) {
-			records++
-			id := idOfLine(t, l)
-			var input, mask, output []int
-			json.Unmarshal(l["input_ids"], &input)
-			json.Unmarshal(l["loss_mask"], &mask)
-			json.Unmarshal(rawByID[id]["output_ids"], &output)
-			p := promptByID[id]
-			var want []int
-			switch {
-			case p["input_ids"] != nil:
-				json.Unmarshal(p["input_ids"], &want)
-			case p["text"] != nil:
-				var text string
-				json.Unmarshal(p["text"], &text)
-				want = sim.Encode(text, true)
-			default:
-				var turns []map[string]string
-				json.Unmarshal(p["messages"], &turns)
-				if turns == nil {
-					json.Unmarshal(p["conversations"], &turns)
-				}
-				var msgs []client.Message
-				for _, m := range turns {
-					role, content := m["role"], m["content"]
-					if m["from"] != "" {
-						role, content = map[string]string{"human": "user", "gpt": "assistant", "system": "system"}[m["from"]], m["value"]
-					}
-					msgs = append(msgs, client.Message{Role: role, Content: content})
-				}
-				for len(msgs) > 0 && msgs[len(msgs)-1].Role == "assistant" {
-					msgs = msgs[:len(msgs)-1]
-				}
-				var err error
-				if want, err = c.TokenizeMessages(t.Context(), msgs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var promptTokens int
-			json.Unmarshal(rawByID[id]["prompt_tokens"], &promptTokens)
-			if len(want) != promptTokens {
-				t.Fatalf("%s %s: the check's own prompt ids (%d) are not the %d the server saw", ds, id, len(want), promptTokens)
-			}
-			want = append(want, output...)
-			if !reflect.DeepEqual(input, want) {
-				t.Errorf("%s %s: input_ids %v; want prompt ids + output_ids %v", ds, id, input, want)
-			}
-			wantMask := make([]int, len(want))
-			for i := promptTokens; i < len(want); i++ {
-				wantMask[i] = 1
-			}
-			if !reflect.DeepEqual(mask, wantMask) {
-				t.Errorf("%s %s: loss_mask %v; want %v", ds, id, mask, wantMask)
-			}
-		}
-		if records == 0 {
-			t.Errorf("%s: no ids records", ds)
-		}
-
-		for _, l := range jsonLines(t, filepath.Join(convOut, ds, "tokenized.jsonl")) {
-			id := idOfLine(t, l)
-			var conv []client.Message
-			json.Unmarshal(l["conversations"], &conv)
-			users, assistants := 0, 0
-			for _, m := range conv {
-				switch m.Role {
-				case "user":
-					users++
-				case "assistant":
-					assistants++
-				}
-			}
-			var text string
-			json.Unmarshal(rawByID[id]["text"], &text)
-			if users == 0 || users != assistants || conv[len(conv)-1].Content != text {
-				t.Errorf("%s %s: %d user and %d assistant turns, last %q; want as many of each, ending with the answer %q", ds, id, users, assistants, conv[len(conv)-1], text)
-			}
-		}
+		checkIDsRecordsAsSent(t, c, ds, idsOut, promptByID, rawByID)
+		checkConversationsEndWithTheAnswer(t, ds, convOut, rawByID)
 	}
 	if _, err := os.Stat(filepath.Join(convOut, "B1_ids", "tokenized.jsonl")); err != nil {
 		t.Error(err)
@@ -238,6 +134,135 @@ func TestExportAgainstSim(t *testing.T) {
 		}
 		if after := size(run.out); after != before {
 			t.Errorf("second run wrote %d bytes", after-before)
+		}
+	}
+}
+
+// checkEveryAnswerOnce checks that export's folder o holds, for dataset ds,
+// exactly one record or exclusion per answer of rawByID, and that an
+// exclusion's reason is length for a cut answer, else (in a conversations
+// export, of a token-id prompt) ids_prompt.
+func checkEveryAnswerOnce(t *testing.T, ds, o string, conversations bool, promptByID, rawByID map[string]map[string]json.RawMessage) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
+		for _, l := range jsonLines(t, filepath.Join(o, ds, name)) {
+			id := idOfLine(t, l)
+			seen[id]++
+			if name == "excluded.jsonl" {
+				var reason string
+				json.Unmarshal(l["reason"], &reason)
+				var finish string
+				json.Unmarshal(rawByID[id]["finish_reason"], &finish)
+				want := "length"
+				if finish != "length" && conversations && promptByID[id]["input_ids"] != nil {
+					want = "ids_prompt"
+				}
+				if reason != want {
+					t.Errorf("%s %s excluded for %s; its finish_reason is %s: want %s", ds, id, reason, finish, want)
+				}
+			}
+		}
+	}
+	for id := range rawByID {
+		if seen[id] != 1 {
+			t.Errorf("%s: answer %s has %d records and exclusions in %s; want exactly 1", ds, id, seen[id], o)
+		}
+	}
+	if len(seen) != len(rawByID) {
+		t.Errorf("%s: %d ids in %s for %d answers", ds, len(seen), o, len(rawByID))
+	}
+}
+
+// checkIDsRecordsAsSent checks that every ids record of ds in idsOut is
+// the prompt's ids as the server c tokenizes them (as many as the answer's
+// prompt_tokens) followed by the answer's output_ids, with the loss on the
+// output only, and that ds has ids records.
+func checkIDsRecordsAsSent(t *testing.T, c *client.Client, ds, idsOut string, promptByID, rawByID map[string]map[string]json.RawMessage) {
+	t.Helper()
+	records := 0
+	for _, l := range jsonLines(t, filepath.Join(idsOut, ds, "tokenized.jsonl")) {
+		records++
+		id := idOfLine(t, l)
+		var input, mask, output []int
+		json.Unmarshal(l["input_ids"], &input)
+		json.Unmarshal(l["loss_mask"], &mask)
+		json.Unmarshal(rawByID[id]["output_ids"], &output)
+		p := promptByID[id]
+		var want []int
+		switch {
+		case p["input_ids"] != nil:
+			json.Unmarshal(p["input_ids"], &want)
+		case p["text"] != nil:
+			var text string
+			json.Unmarshal(p["text"], &text)
+			want = sim.Encode(text, true)
+		default:
+			var turns []map[string]string
+			json.Unmarshal(p["messages"], &turns)
+			if turns == nil {
+				json.Unmarshal(p["conversations"], &turns)
+			}
+			var msgs []client.Message
+			for _, m := range turns {
+				role, content := m["role"], m["content"]
+				if m["from"] != "" {
+					role, content = map[string]string{"human": "user", "gpt": "assistant", "system": "system"}[m["from"]], m["value"]
+				}
+				msgs = append(msgs, client.Message{Role: role, Content: content})
+			}
+			for len(msgs) > 0 && msgs[len(msgs)-1].Role == "assistant" {
+				msgs = msgs[:len(msgs)-1]
+			}
+			var err error
+			if want, err = c.TokenizeMessages(t.Context(), msgs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var promptTokens int
+		json.Unmarshal(rawByID[id]["prompt_tokens"], &promptTokens)
+		if len(want) != promptTokens {
+			t.Fatalf("%s %s: the check's own prompt ids (%d) are not the %d the server saw", ds, id, len(want), promptTokens)
+		}
+		want = append(want, output...)
+		if !reflect.DeepEqual(input, want) {
+			t.Errorf("%s %s: input_ids %v; want prompt ids + output_ids %v", ds, id, input, want)
+		}
+		wantMask := make([]int, len(want))
+		for i := promptTokens; i < len(want); i++ {
+			wantMask[i] = 1
+		}
+		if !reflect.DeepEqual(mask, wantMask) {
+			t.Errorf("%s %s: loss_mask %v; want %v", ds, id, mask, wantMask)
+		}
+	}
+	if records == 0 {
+		t.Errorf("%s: no ids records", ds)
+	}
+}
+
+// checkConversationsEndWithTheAnswer checks that every conversations record
+// of ds in convOut has as many user as assistant turns, at least one, and
+// ends with the answer's text.
+func checkConversationsEndWithTheAnswer(t *testing.T, ds, convOut string, rawByID map[string]map[string]json.RawMessage) {
+	t.Helper()
+	for _, l := range jsonLines(t, filepath.Join(convOut, ds, "tokenized.jsonl")) {
+		id := idOfLine(t, l)
+		var conv []client.Message
+		json.Unmarshal(l["conversations"], &conv)
+		users, assistants := 0, 0
+		for _, m := range conv {
+			switch m.Role {
+			case "user":
+				users++
+			case "assistant":
+				assistants++
+			}
+		}
+		var text string
+		json.Unmarshal(rawByID[id]["text"], &text)
+		if users == 0 || users != assistants || conv[len(conv)-1].Content != text {
+			t.Errorf("%s %s: %d user and %d assistant turns, last %q; want as many of each, ending with the answer %q", ds, id, users, assistants, conv[len(conv)-1], text)
 		}
 	}
 }
@@ -345,7 +370,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 		line, _ := json.Marshal(map[string]any{"id": p.id, "turns": turns, "prompt_tokens": sumP, "completion_tokens": sumC, "finish_reason": "stop"})
 		rawLines.Write(append(line, '\n'))
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(promptLines.String()), 0o644)
+	writePrompts(t, dir, promptLines.String())
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(rawLines.String()), 0o644)
 
 	tmp := t.TempDir()
@@ -354,9 +379,7 @@ func TestExportMultiTurnFromSim(t *testing.T) {
 		{"--db", filepath.Join(tmp, "a.db"), "export", "--format", "ids", "--out", idsOut, root},
 		{"--db", filepath.Join(tmp, "b.db"), "export", "--out", convOut, root},
 	} {
-		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("gendex %v: %v\n%s", args, err, o)
-		}
+		mustRunGendex(t, bin, args...)
 	}
 	ints := func(v any) []int {
 		b, _ := json.Marshal(v)
@@ -438,9 +461,7 @@ func TestGenTurnsThenExport(t *testing.T) {
 	writeConversationPrompts(t, filepath.Join(dir, "in", "mt"), "mt", n, k)
 	run := func(args ...string) {
 		t.Helper()
-		if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("gendex %v: %v\n%s", args, err, o)
-		}
+		mustRunGendex(t, bin, args...)
 	}
 	db := filepath.Join(dir, "g.db")
 	out := filepath.Join(dir, "out")

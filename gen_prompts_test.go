@@ -70,10 +70,7 @@ func recordingSim(t *testing.T) (*promptRecorder, string) {
 func writeDataset(t *testing.T, name string, lines []string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	os.MkdirAll(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	return dir
 }
 

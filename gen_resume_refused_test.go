@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"gendex/ingest/gen/sim"
@@ -70,9 +74,7 @@ func lastRunState(t *testing.T, db string) string {
 		State string `json:"state"`
 	}
 	r := mustGendex(t, testEnv(nil), "--db", db, "query", "runs", "--format", "json")
-	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
-		t.Fatalf("query runs: %v\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &runs)
 	if len(runs) == 0 {
 		return ""
 	}
@@ -278,4 +280,70 @@ func TestGenResumeSettingsThatChangeNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumeKeepsTheRunOneRun: 50 prompts answered at --temperature 0.7
+// by model-one, 10 more prompts added; a resume at --temperature 0, and
+// one against a server of model-two, are each refused before any request,
+// naming both sides; with --allow-mixed the rest is answered, and check
+// names both models.
+func TestResumeKeepsTheRunOneRun(t *testing.T) {
+	p := newPlaceRun(t)
+	one, onePosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-one"))
+	two, twoPosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-two"))
+	ds := filepath.Join("demo", "B2_text")
+	p.mustRun("gen", "--server", one, "--temperature", "0.7", "--max-new-tokens", "16", ds)
+	f, err := os.OpenFile(filepath.Join(p.dir, ds, "prompts.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 51; i <= 60; i++ {
+		fmt.Fprintf(f, `{"id": "B2_text-%05d", "text": "Write about added prompt number %d."}`+"\n", i, i)
+	}
+	f.Close()
+	onePosts.Store(0)
+	code, errOut := p.run("gen", "--server", one, "--temperature", "0", "--max-new-tokens", "16", ds)
+	if code == 0 || onePosts.Load() != 0 || !strings.Contains(errOut, "sampling.temperature: 0.7 before, 0 now") || !strings.Contains(errOut, "--allow-mixed") {
+		t.Errorf("a resume at another temperature: exit %d, %d requests sent; want refused before any request, naming 0.7 and 0\n%s", code, onePosts.Load(), errOut)
+	}
+	code, errOut = p.run("gen", "--server", two, "--temperature", "0.7", "--max-new-tokens", "16", ds)
+	if code == 0 || twoPosts.Load() != 0 || !strings.Contains(errOut, `server.model: "model-one" before, "model-two" now`) {
+		t.Errorf("a resume against another model: exit %d, %d requests sent; want refused before any request, naming both models\n%s", code, twoPosts.Load(), errOut)
+	}
+	if n, _ := p.answers("demo"); n != 50 {
+		t.Errorf("the refused resumes wrote answers: %d, want 50", n)
+	}
+	p.mustRun("gen", "--server", two, "--temperature", "0.7", "--max-new-tokens", "16", "--allow-mixed", ds)
+	if n, _ := p.answers("demo"); n != 60 {
+		t.Errorf("with --allow-mixed: %d answers, want 60", n)
+	}
+	p.mustRun("export", ds)
+	code, out, _ := p.check(ds)
+	if code != 1 || !strings.Contains(out, "mixed_provenance 60") || !strings.Contains(out, "model-one") || !strings.Contains(out, "model-two") ||
+		!strings.Contains(out, ": 50 answers") || !strings.Contains(out, ": 10 answers") {
+		t.Errorf("check of the mixed dataset: exit %d, want 1 naming both models and their answers\n%s", code, out)
+	}
+	if code, out, _ := p.check("--allow-mixed", "--allow-simulated", ds); code != 0 || !strings.Contains(out, "note: mixed_provenance") {
+		t.Errorf("check --allow-mixed: exit %d, want 0 with the mix as a note\n%s", code, out)
+	}
+}
+
+// countingProxy forwards to target and counts the requests other than GET
+// (the prompts sent: /generate, chat, completions, tokenize).
+func countingProxy(t *testing.T, target string) (url string, posts *atomic.Int64) {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	posts = &atomic.Int64{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			posts.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, posts
 }

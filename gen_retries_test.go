@@ -59,7 +59,7 @@ func TestGenSaysRetries(t *testing.T) {
 	for i := range 8 {
 		fmt.Fprintf(&b, `{"id":"r%d","text":"question %d"}`+"\n", i, i)
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, dir, b.String())
 	db := filepath.Join(t.TempDir(), "g.db")
 	env := testEnv(nil)
 	env.Now = time.Now
@@ -72,9 +72,7 @@ func TestGenSaysRetries(t *testing.T) {
 	}
 	ev := gendex(t, env, "--db", db, "query", "events", "--format", "json")
 	var events []eventRow
-	if err := json.Unmarshal([]byte(ev.stdout), &events); err != nil {
-		t.Fatalf("%v\n%s", err, ev)
-	}
+	decodeJSON(t, ev.stdout, &events)
 	var retries []string
 	for _, e := range events {
 		if e.Event == "retries" && e.Detail != nil {

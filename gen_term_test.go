@@ -43,7 +43,7 @@ func TestGenRedrawsInPlace(t *testing.T) {
 		for i := range 400 {
 			fmt.Fprintf(&b, `{"id":"%s-%d","text":"say something"}`+"\n", name, i)
 		}
-		os.WriteFile(filepath.Join(d, "prompts.jsonl"), []byte(b.String()), 0o644)
+		writePrompts(t, d, b.String())
 	}
 	tm := newTerm(t, dir)
 	resize := func(cols int) {

@@ -16,14 +16,11 @@ import (
 func genPrompts(t *testing.T, n int) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ds")
-	os.MkdirAll(dir, 0o755)
 	var b strings.Builder
 	for i := range n {
 		b.WriteString(`{"id":"p` + string(rune('a'+i)) + `","text":"hello"}` + "\n")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 	return dir
 }
 

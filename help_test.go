@@ -61,3 +61,51 @@ func TestHelpGroupsFlags(t *testing.T) {
 		t.Errorf("a duration default written as Go prints it:\n%s", out)
 	}
 }
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := mustGendex(t, testEnv(nil), "help")
+	for _, s := range []string{"ingest", "query", "progress", "throughput", "missing DATASET", "show DATASET ID", "--db", "GENDEX_DB"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("help does not mention %q:\n%s", s, r.stdout)
+		}
+	}
+	// Without a command the usage goes to stderr, not into piped data.
+	if r := gendex(t, testEnv(nil)); r.stdout != "" || !strings.Contains(r.stderr, "Usage:") {
+		t.Errorf("no command: usage should go to stderr\n%s", r)
+	}
+}
+
+// TestCommandHelp: for every command in the table, 'gendex help NAME',
+// 'gendex NAME --help' and 'gendex NAME -h' print the same help to stdout
+// (its usage lines and summary from the table; 'gendex help NAME' then
+// README's section, when NAME is a help topic too) and exit 0; a usage
+// error of that command points at 'gendex help NAME'.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range commands {
+		t.Run(cmd.Name, func(t *testing.T) {
+			r := mustGendex(t, testEnv(nil), "help", cmd.Name)
+			// Help wraps its lines within 80 columns (TestHelpFitsEighty).
+			words := strings.Join(strings.Fields(r.stdout), " ")
+			if want := "usage: gendex " + cmd.Usage[0] + " "; !strings.HasPrefix(words, want) || !strings.Contains(words, " "+cmd.Summary+" ") || r.stderr != "" {
+				t.Errorf("help %s: want stdout starting with %q and holding the summary\n%s", cmd.Name, want, r)
+			}
+			for _, h := range []string{"--help", "-h"} {
+				if r2 := mustGendex(t, testEnv(nil), cmd.Name, h); r2.stdout != commandHelp(t, cmd.Name, r.stdout) {
+					t.Errorf("%s %s differs from help %s\n%s", cmd.Name, h, cmd.Name, r2)
+				}
+			}
+			if cmd.Name == "help" {
+				return
+			}
+			u := gendex(t, testEnv(nil), cmd.Name, "--bogus")
+			if u.code != 2 || !strings.Contains(u.stderr, "Run 'gendex help "+cmd.Name+"' for usage.") {
+				t.Errorf("%s --bogus: want exit 2 pointing at 'gendex help %s'\n%s", cmd.Name, cmd.Name, u)
+			}
+		})
+	}
+	if r := gendex(t, testEnv(nil), "help", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "Run 'gendex help' for usage.") {
+		t.Errorf("help of an unknown command: want exit 2 pointing at 'gendex help'\n%s", r)
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,9 +24,7 @@ func TestIngestReread(t *testing.T) {
 		t.Helper()
 		r := mustGendex(t, testEnv(nil), "--db", db, "query", "files", "--format", "json")
 		var rows []map[string]any
-		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-			t.Fatal(err)
-		}
+		decodeJSON(t, r.stdout, &rows)
 		out := map[string][2]float64{}
 		for _, row := range rows {
 			out[row["path"].(string)] = [2]float64{row["lines"].(float64), row["records"].(float64)}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +32,7 @@ func TestIngestReadsAnswersByRule(t *testing.T) {
 		t.Errorf("ingest skipped a line:\n%s", r)
 	}
 	var tok []map[string]any
-	json.Unmarshal([]byte(mustGendex(t, env, "--db", db, "query", "tokens", "--format", "json").stdout), &tok)
+	decodeJSON(t, mustGendex(t, env, "--db", db, "query", "tokens", "--format", "json").stdout, &tok)
 	if len(tok) != 1 || tok[0]["records"] != 2.0 || tok[0]["completion_tokens"] != 5.0 || tok[0]["prompt_tokens"] != 28.0 || tok[0]["unknown_tokens"] != 0.0 {
 		t.Errorf("tokens %v; want 2 answers of 2+3 tokens (9+19 prompt), none unknown", tok)
 	}
@@ -42,7 +41,7 @@ func TestIngestReadsAnswersByRule(t *testing.T) {
 		t.Errorf("the id-less answer is not raw_responses.jsonl:1: %s", show)
 	}
 	var prog []map[string]any
-	json.Unmarshal([]byte(mustGendex(t, env, "--db", db, "query", "progress", "--format", "json").stdout), &prog)
+	decodeJSON(t, mustGendex(t, env, "--db", db, "query", "progress", "--format", "json").stdout, &prog)
 	if len(prog) != 1 || prog[0]["errors"] != 1.0 || prog[0]["raw"] != 2.0 {
 		t.Errorf("progress %v; want 2 answers and 1 error", prog)
 	}

@@ -66,16 +66,26 @@ func TestImportGraph(t *testing.T) {
 // Sizes of the house (README's How it works): no production file over
 // maxFileLines lines and no production function over maxFuncLines, unless
 // the function's doc comment says why it must be one piece (the words
-// "must be one piece" and a reason). Tests and testdata are not counted.
+// "must be one piece" and a reason). Testdata is not counted.
 const (
 	maxFileLines = 600
 	maxFuncLines = 120
 )
 
+// Sizes of the tests (every _test.go file of every package): no test file
+// over maxTestFileLines lines and no function in one over maxTestFuncLines,
+// so a test reads as one idea, split by what it checks (subtests or helpers
+// whose names say what they assert), and a file holds one command's or one
+// guarantee's tests.
+const (
+	maxTestFileLines = 800
+	maxTestFuncLines = 150
+)
+
 // TestHouseSizes holds those sizes over every package of the module.
 func TestHouseSizes(t *testing.T) {
 	fset := token.NewFileSet()
-	files := 0
+	files, testFiles := 0, 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -86,12 +96,17 @@ func TestHouseSizes(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
 		if err != nil {
 			return err
+		}
+		if strings.HasSuffix(path, "_test.go") {
+			testFiles++
+			checkTestSizes(t, fset, path, f)
+			return nil
 		}
 		files++
 		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
@@ -113,8 +128,27 @@ func TestHouseSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 50 {
-		t.Fatalf("found %d production files; the walk went wrong", files)
+	if files < 50 || testFiles < 50 {
+		t.Fatalf("found %d production files and %d test files; the walk went wrong", files, testFiles)
+	}
+}
+
+// checkTestSizes holds the test file at path within maxTestFileLines and
+// each of its functions within maxTestFuncLines.
+func checkTestSizes(t *testing.T, fset *token.FileSet, path string, f *ast.File) {
+	t.Helper()
+	if n := fset.File(f.Pos()).LineCount(); n > maxTestFileLines {
+		t.Errorf("%s is %d lines (at most %d for a test file): split it by command or guarantee", path, n, maxTestFileLines)
+	}
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok {
+			continue
+		}
+		if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > maxTestFuncLines {
+			t.Errorf("%s: %s is %d lines (at most %d for a test function): split it by what it checks",
+				path, funcName(fd), n, maxTestFuncLines)
+		}
 	}
 }
 

@@ -23,73 +23,6 @@ import (
 // answers as the simulator does but says nothing of being one, as SGLang
 // says nothing.
 
-// placeRun is a folder with a copy of the demo prompts, an index, and the
-// binary, for whole-binary runs.
-type placeRun struct {
-	t   *testing.T
-	bin string
-	dir string
-}
-
-func newPlaceRun(t *testing.T) *placeRun {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	dir, err := filepath.EvalSymlinks(t.TempDir()) // the spelling gendex stores
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &placeRun{t: t, bin: gendexBinary(t), dir: dir}
-	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
-	return p
-}
-
-// run runs the binary in p.dir (the default ./gendex.db is there).
-func (p *placeRun) run(args ...string) (code int, stderr string) {
-	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, args...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		p.t.Fatalf("gendex %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), errb.String()
-}
-
-func (p *placeRun) mustRun(args ...string) string {
-	p.t.Helper()
-	code, errOut := p.run(args...)
-	if code != 0 {
-		p.t.Fatalf("gendex %q: exit %d\n%s", args, code, errOut)
-	}
-	return errOut
-}
-
-// progress returns query progress as JSON rows, by dataset.
-func (p *placeRun) progress(db string) map[string]map[string]any {
-	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, "--db", db, "query", "progress", "--format", "json")
-	cmd.Dir = p.dir
-	out, err := cmd.Output()
-	if err != nil {
-		p.t.Fatalf("query progress: %v", err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		p.t.Fatalf("query progress: %v\n%s", err, out)
-	}
-	by := map[string]map[string]any{}
-	for _, r := range rows {
-		by[r["dataset"].(string)] = r
-	}
-	return by
-}
-
 // answers reads the answer lines under dir/<dataset>/raw_responses.jsonl of
 // the four demo datasets: how many, and how many the simulator marked.
 func (p *placeRun) answers(dir string) (n, simulated int) {
@@ -415,14 +348,6 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// copyPrompts copies the prompts*.jsonl files under from to to (a clone
-// where README's real run wrote answers beside the demo's prompts holds
-// more).
-func copyPrompts(t *testing.T, from, to string) {
-	t.Helper()
-	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
-}
-
 // TestIngestSameNamedFoldersNeverMerge: ingest of a second folder named
 // like a dataset the index holds (or two such folders at once) is refused,
 // naming both folders; --dataset, the way out it gives, indexes it apart.
@@ -520,38 +445,6 @@ func annotatedAfter(data []byte, n int) []byte {
 	return out
 }
 
-// copyTree copies the regular files under from to to.
-func copyTree(t *testing.T, from, to string) {
-	t.Helper()
-	copyFiles(t, from, to, func(string) bool { return true })
-}
-
-// copyFiles copies the files under from whose names keep says, and every
-// folder, to to.
-func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		if !keep(d.Name()) {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestOneFolderThreeSpellings: a run started through a symlink and resumed
 // through the real path, a folder moved (mv) after its run, and one folder
 // given twice (its root and its own path) are each one place: nothing is
@@ -612,9 +505,7 @@ func TestDryRunRecordsNeverReachTheRealFolder(t *testing.T) {
 	for i := range 60 {
 		fmt.Fprintf(&b, `{"id":"c%03d","messages":[{"role":"user","content":"tell me about %d"}]}`+"\n", i, i)
 	}
-	if err := os.WriteFile(filepath.Join(data, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, data, b.String())
 	p.mustRun("gen", "--server", "sim", "--out", "dry", "--export", "conversations", "--max-new-tokens", "16", "data")
 	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "40")
 	gen := exec.CommandContext(t.Context(), p.bin, "gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "--concurrency", "4", "data")
@@ -682,4 +573,22 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDryRunOverDryRunNamesTheRule: a dry run whose dataset's answers
+// the index holds from another dry run's folder says the rule that drops
+// them (one answer folder counts for a dataset: this run's, named), not
+// that "a dry run never stands in for this run", which is one.
+func TestDryRunOverDryRunNamesTheRule(t *testing.T) {
+	dir := genPrompts(t, 2)
+	db := filepath.Join(t.TempDir(), "g.db")
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", a, dir)
+	r := mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--out", b, dir)
+	name := filepath.Base(dir)
+	want := "the index counts one answer folder for a dataset, this run's (" + filepath.Join(b, name) + "): it forgets the simulator's 2 answers in " + filepath.Join(a, name)
+	if strings.Contains(r.stderr, "never stands in") || !strings.Contains(r.stderr, want) {
+		t.Errorf("the second dry run's log does not name the rule:\n%s\nwant %q", r.stderr, want)
+	}
 }

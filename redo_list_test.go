@@ -153,7 +153,7 @@ func TestRedoListResumesAfterSIGKILL(t *testing.T) {
 			t.Errorf("%s: %d answers, want %d", id, count[id], want)
 		}
 	}
-	if r := progressRows(t, bin, db); len(r) != 1 || r[0]["raw"] != float64(n) {
+	if r := mustQueryJSON[map[string]any](t, bin, db, "progress"); len(r) != 1 || r[0]["raw"] != float64(n) {
 		t.Errorf("progress %v, want %d answers", r, n)
 	}
 	if out, _ := redo().CombinedOutput(); !strings.Contains(string(out), "nothing to do") {

@@ -246,9 +246,7 @@ func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 		b.Write(j)
 		b.WriteByte('\n')
 	})
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 	db := filepath.Join(t.TempDir(), "g.db")
 	url := startSimProcess(t, bin, "--unmarked", "--seed", "4")
 	gen := func(args ...string) *exec.Cmd {
@@ -429,11 +427,9 @@ func TestRedoConversations(t *testing.T) {
 	}
 	for _, db := range []string{db, filepath.Join(t.TempDir(), "fresh.db")} {
 		if !strings.HasSuffix(db, "g.db") {
-			if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
-				t.Fatalf("fresh ingest: %v\n%s", err, out)
-			}
+			mustRunGendex(t, bin, "--db", db, "ingest", root)
 		}
-		r := progressRows(t, bin, db)
+		r := mustQueryJSON[map[string]any](t, bin, db, "progress")
 		if len(r) != 1 || r[0]["raw"] != 30.0 {
 			t.Errorf("%s: progress %v, want 30 conversations answered once", filepath.Base(db), r)
 		}
@@ -448,5 +444,31 @@ func TestRedoConversations(t *testing.T) {
 		if len(tok) != 1 || tok[0]["completion_tokens"] != float64(sum) {
 			t.Errorf("%s: tokens %v, want the newest conversations' %d", filepath.Base(db), tok, sum)
 		}
+	}
+}
+
+// TestRedoConversationIsItsOwnTurns: a redo of the answers cut at the
+// limit takes "a" for a conversation only when its own turns (a#1, ...)
+// are in the index, not those of a conversation whose id begins "a#":
+// "a", cut at this run's limit, is not asked again. Before, a#x's turns
+// made "a" a conversation, asked again for no reason.
+func TestRedoConversationIsItsOwnTurns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "D")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a","text":"Say hello."}`+"\n"+
+		`{"id":"a#x","conversations":[{"from":"human","value":"Hi."},{"from":"human","value":"And again?"}]}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), []byte(`{"id":"a","text":"Hello there","completion_tokens":4,"prompt_tokens":3,"finish_reason":"length","model":"sim-model","simulated":true}`+"\n"), 0o644)
+	db := filepath.Join(t.TempDir(), "g.db")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--max-new-tokens", "8", dir) // a#x, turn by turn
+	if _, err := os.Stat(filepath.Join(dir, "turns.jsonl")); err != nil {
+		t.Fatalf("a#x was not answered turn by turn: %v", err)
+	}
+	r := mustGendex(t, env, "--db", db, "gen", "--server", "sim", "--max-new-tokens", "4", "--redo", "truncated", dir)
+	if strings.Contains(r.stderr, "conversations") && strings.Contains(r.stderr, "asked again (") || !strings.Contains(r.stderr, "none of the answers cut at the token limit is asked again") {
+		t.Errorf("a redo at a's own limit:\n%s", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "raw_responses.jsonl")); strings.Contains(string(b), `"redo":true`) {
+		t.Errorf("a was asked again:\n%s", b)
 	}
 }

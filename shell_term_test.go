@@ -100,9 +100,7 @@ var watchClock = regexp.MustCompile(`(?s).*(\d\d:\d\d:\d\d) +\(Ctrl-C to stop\)`
 
 func indexShapes(t *testing.T, bin, db string) {
 	t.Helper()
-	if out, err := exec.Command(bin, "--db", db, "ingest", filepath.Join("testdata", "shapes", "demo")).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	mustRunGendex(t, bin, "--db", db, "ingest", filepath.Join("testdata", "shapes", "demo"))
 }
 
 func TestShellInATerminal(t *testing.T) {
@@ -210,7 +208,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"say something"}`+"\n", i)
 	}
-	os.WriteFile(filepath.Join(root, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, root, b.String())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gen := exec.CommandContext(ctx, bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "100", "--concurrency", "16",

@@ -35,9 +35,7 @@ func toolDataset(t *testing.T, lines ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tools")
 	os.MkdirAll(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	return dir
 }
 
@@ -276,9 +274,7 @@ func readRecords(t *testing.T, path string) []map[string]json.RawMessage {
 	var out []map[string]json.RawMessage
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("%s: %v: %s", path, err, l)
-		}
+		decodeJSON(t, l, &m)
 		out = append(out, m)
 	}
 	return out

@@ -33,9 +33,7 @@ func simToolDataset(t *testing.T, n int) string {
 			`"conversations":[{"from":"human","value":"Area of %d by 3?"},{"from":"function_call","value":"{\"name\": \"calculate_area\", \"arguments\": {\"w\": %d, \"h\": 3}}"},`+
 			`{"from":"observation","value":"{\"area\": %d}"},{"from":"gpt","value":"%d square units."}]}`+"\n", i, i, i, 3*i, 3*i)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 	return dir
 }
 

@@ -21,9 +21,7 @@ func TestWatchFollowsAResize(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")
-	if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	mustRunGendex(t, bin, "--db", db, "ingest", root)
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")

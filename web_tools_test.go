@@ -126,9 +126,7 @@ func TestWebShowsToolConversations(t *testing.T) {
 				}
 				ToolStop *struct{ Reason, Detail string } `json:"tool_stop"`
 			}
-			if err := json.Unmarshal([]byte(l), &a); err != nil {
-				t.Fatal(err)
-			}
+			decodeJSON(t, l, &a)
 			body := webGet(t, base+"answer?d="+ds+"&id="+a.ID, "t0k")
 			calls, steps := pageSides(body)
 			var model []pageCall

@@ -1,5 +1,5 @@
 // Command seedgen writes prompt datasets in every shape the seeds' datasets
-// have, for the seed-shaped end-to-end test (seed_shapes_test.go):
+// have, for the seed-shaped end-to-end test (specforge_seed_shapes_test.go):
 //
 //	ROOT/sharegpt/prompts.jsonl  ShareGPT, one to three human turns, some
 //	                             with a system turn, some ending at a human turn

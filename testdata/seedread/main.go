@@ -1,6 +1,6 @@
 // Command seedread reads a root of dataset folders as a person with jq
 // would, without gendex's code, and prints what the files say as JSON: the
-// independent reading the seed-shaped end-to-end test (seed_shapes_test.go)
+// independent reading the seed-shaped end-to-end test (specforge_seed_shapes_test.go)
 // compares every count and verdict of gendex with.
 //
 //	go run ./testdata/seedread -root DIR [-ids DIR] [-max-length N]

@@ -147,7 +147,7 @@ func TestFlavorLlamaCpp(t *testing.T) {
 	for i := range 3 {
 		fmt.Fprintf(&lines, `{"id": "s%d", "text": "hello", "sampling_params": {"min_new_tokens": 2, "stop_token_ids": [7], "skip_special_tokens": false}}`+"\n", i)
 	}
-	os.WriteFile(filepath.Join(own, "prompts.jsonl"), []byte(lines.String()), 0o644)
+	writePrompts(t, own, lines.String())
 	errOut = p.mustRun("--db", "own.db", "gen", "--server", url, "--min-new-tokens", "1", filepath.Join("own", "S"))
 	for _, key := range []string{"stop_token_ids", "skip_special_tokens"} {
 		if n := strings.Count(errOut, "does not read "+key+", set by prompt"); n != 1 {

@@ -161,14 +161,9 @@ func simRunning(url string) (int64, bool) {
 // dir/prompts.jsonl.
 func writeTopicPrompts(t *testing.T, dir, prefix string, n int) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, `{"id":"%s-%02d","messages":[{"role":"user","content":"Tell me about topic number %d."}]}`+"\n", prefix, i, i)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 }

@@ -262,9 +262,7 @@ func TestGenExportCutConversationsSurviveSIGKILL(t *testing.T) {
 	for i := 0; i < len(lines); i += 2 {
 		lines[i] = strings.TrimSuffix(lines[i], "}") + `,"sampling_params":{"ignore_eos":true}}`
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", "--max-new-tokens", "24", "--export", "conversations", root}
 	size := func() (s int64) {

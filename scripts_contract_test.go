@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -248,13 +246,8 @@ func TestExitStatusesOfTheBinary(t *testing.T) {
 		{[]string{"--db", db, "query", "progress", "gama"}, 3},
 		{[]string{"--db", filepath.Join(t.TempDir(), "none.db"), "query", "progress"}, 4},
 	} {
-		cmd := exec.CommandContext(t.Context(), bin, tc.args...)
-		cmd.Env = append(os.Environ(), "GENDEX_DB=")
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		cmd.Run()
-		if got := cmd.ProcessState.ExitCode(); got != tc.code {
-			t.Errorf("gendex %q: exit %d, want %d\n%s", tc.args, got, tc.code, errb.String())
+		if got, _, errOut := runGendex(t, bin, "", tc.args...); got != tc.code {
+			t.Errorf("gendex %q: exit %d, want %d\n%s", tc.args, got, tc.code, errOut)
 		}
 	}
 }

@@ -58,9 +58,7 @@ func TestQueryShardsStates(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past --quiet 1s
 
 	login := filepath.Join(t.TempDir(), "login.db")
-	if out, err := exec.Command(bin, "--db", login, "ingest", root).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	mustRunGendex(t, bin, "--db", login, "ingest", root)
 	out, err := exec.Command(bin, "--db", login, "query", "shards", "--quiet", "1s", "--format", "json").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +20,6 @@ func noIDData(t *testing.T) string {
 		`{"model":"llama3.2","created_at":"2025-03-01T10:00:00Z","response":"Blue.","done":true,"done_reason":"stop","prompt_eval_count":26,"eval_count":12}`+"\n"+
 			`{"model":"llama3.2","created_at":"2025-03-01T10:00:01Z","response":"Red.","done":true,"done_reason":"length","prompt_eval_count":20,"eval_count":8}`+"\n")
 	return data
-}
-
-func writeTestFile(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // checkNote checks that stderr says once, as a note, why the answers of ds
@@ -100,4 +90,33 @@ func TestQueryMissingNoteFromWriter(t *testing.T) {
 		return r.code == 0 && r.stdout == "p1\np2\np3\n" && r.stderr != ""
 	})
 	checkNote(t, r.stderr)
+}
+
+func TestQueryMissingIDs(t *testing.T) {
+	t.Parallel()
+	db := ingested(t)
+	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "alpha", "--format", "tsv", "--no-header")
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		f := strings.Split(l, "\t")
+		ids = append(ids, f[len(f)-1])
+	}
+	if want := []string{"B5_text-0000001", "B6_chat-0000001", "B7_sharegpt-0000001"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("missing alpha ids %q, want %q\n%s", ids, want, r)
+	}
+	// show prints the stored line as it is, whatever the format.
+	r = mustGendex(t, testEnv(nil), "--db", db, "query", "show", "alpha", "B5_text-0000001", "--format", "json")
+	if r.stdout != `{"id":"B5_text-0000001","text":"Write a haiku about queues.","sampling_params":{"temperature":0.6,"top_p":0.95}}`+"\n" {
+		t.Errorf("show = %q", r.stdout)
+	}
+}
+
+// The story: 10,000 prompts, 9,998 tokenized records, and nobody could say
+// which two. `gendex query missing DS --no-header` must be pipeable as ids.
+func TestQueryMissingPrintsBareIDs(t *testing.T) {
+	db := ingested(t)
+	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "alpha", "--format", "tsv", "--no-header")
+	if want := "B5_text-0000001\nB6_chat-0000001\nB7_sharegpt-0000001\n"; r.stdout != want {
+		t.Errorf("missing --no-header:\n got %q\nwant %q", r.stdout, want)
+	}
 }

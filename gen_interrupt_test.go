@@ -46,7 +46,7 @@ func TestGenSaysWhatCtrlCDoes(t *testing.T) {
 	for i := range 200 {
 		fmt.Fprintf(&b, `{"id":"p%03d","text":"say something long"}`+"\n", i)
 	}
-	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, prompts, b.String())
 	var stderr syncBuffer
 	listen := freeAddr(t)
 	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "2",

@@ -198,7 +198,7 @@ func TestConcurrencyIsAHardBoundBinary(t *testing.T) {
 		}
 		fmt.Fprintf(&b, `{"id":"p-%d","text":"write about %d"}`+"\n", i, i)
 	}
-	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, dir, b.String())
 
 	const limit = 6
 	db, listen := filepath.Join(t.TempDir(), "g.db"), freeAddr(t)

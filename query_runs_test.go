@@ -31,19 +31,10 @@ type runRow struct {
 	Command    string  `json:"command"`
 }
 
-// runsOf asks `query runs --format json` of db, failing the test on an
-// error.
+// runsOf is `query runs` of db.
 func runsOf(t *testing.T, bin, db string) []runRow {
 	t.Helper()
-	rows, err := queryJSON[runRow](t, bin, db, "runs")
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("query runs: %v\n%s", err, stderr)
-	}
-	return rows
+	return mustQueryJSON[runRow](t, bin, db, "runs")
 }
 
 // lastRun is the newest run, or a zero row when there is none.

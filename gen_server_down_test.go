@@ -83,8 +83,6 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 		t.Errorf("query progress after the stop: %s (%v); want D with 300 prompts and the %d answers written", out, qerr, written)
 	}
 	startSim()
-	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("the same command once the server is back: %v\n%s", err, outp)
-	}
+	mustRunGendex(t, bin, args...)
 	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", client.New(simURL(t, sim.Config{Seed: 5}), client.Options{}))
 }

@@ -67,9 +67,7 @@ func writeShardPrompts(t *testing.T, root string, n int) map[string]map[string]b
 			b.Write(j)
 			b.WriteByte('\n')
 		}
-		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writePrompts(t, dir, b.String())
 	}
 	return all
 }
@@ -185,7 +183,41 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	}
 	t.Logf("kills per shard: %v; totals seen: %v; watch's TOTAL: %v", kills, seen, watched)
 
-	// Exactly once across the shards' files, each in its own shard.
+	checkShardFilesOnce(t, root, shards, all)
+	// A fifth process sees the whole run.
+	db := filepath.Join(t.TempDir(), "all.db")
+	if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	json.Unmarshal(out, &rows)
+	if len(rows) != 3 {
+		t.Fatalf("progress: %s", out)
+	}
+	for _, r := range rows {
+		if r["prompts"] != float64(n) || r["raw"] != float64(n) || r["missing_raw"] != 0.0 || r["skipped"] != 0.0 {
+			t.Errorf("progress of the whole run: %v", r)
+		}
+	}
+	out, err = exec.Command(bin, "--db", db, "query", "shards", "--format", "json").Output()
+	var byShard []map[string]any
+	if err != nil || json.Unmarshal(out, &byShard) != nil || len(byShard) != 3*shards {
+		t.Errorf("query shards: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "--db", db, "query", "files", "--format", "json").Output(); err != nil || strings.Contains(string(out), `"duplicates": 1`) {
+		t.Errorf("duplicates in the whole run's files: %v\n%s", err, out)
+	}
+}
+
+// checkShardFilesOnce checks the answer files of a sharded run under root:
+// each dataset has one file per shard, each file answers only its shard's
+// ids, and every prompt of all is answered exactly once across them.
+func checkShardFilesOnce(t *testing.T, root string, shards int, all map[string]map[string]bool) {
+	t.Helper()
 	for ds, ids := range all {
 		got := map[string]int{}
 		files, _ := filepath.Glob(filepath.Join(root, ds, "raw_responses*.jsonl"))
@@ -227,33 +259,6 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 			t.Errorf("%s: %d ids answered, %d prompts", ds, len(got), len(ids))
 		}
 	}
-	// A fifth process sees the whole run.
-	db := filepath.Join(t.TempDir(), "all.db")
-	if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	json.Unmarshal(out, &rows)
-	if len(rows) != 3 {
-		t.Fatalf("progress: %s", out)
-	}
-	for _, r := range rows {
-		if r["prompts"] != float64(n) || r["raw"] != float64(n) || r["missing_raw"] != 0.0 || r["skipped"] != 0.0 {
-			t.Errorf("progress of the whole run: %v", r)
-		}
-	}
-	out, err = exec.Command(bin, "--db", db, "query", "shards", "--format", "json").Output()
-	var byShard []map[string]any
-	if err != nil || json.Unmarshal(out, &byShard) != nil || len(byShard) != 3*shards {
-		t.Errorf("query shards: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(bin, "--db", db, "query", "files", "--format", "json").Output(); err != nil || strings.Contains(string(out), `"duplicates": 1`) {
-		t.Errorf("duplicates in the whole run's files: %v\n%s", err, out)
-	}
 }
 
 // TestShardBesideUnshardedAnswers: a sharded run over a folder that holds
@@ -285,7 +290,7 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 		if !strings.Contains(out, "nothing to do") {
 			t.Errorf("shard %d/2 over a folder whose every prompt is answered:\n%s", i, out)
 		}
-		for _, r := range progressRows(t, bin, db) {
+		for _, r := range mustQueryJSON[map[string]any](t, bin, db, "progress") {
 			own := 0
 			for id := range all[r["dataset"].(string)] {
 				if store.ShardOf(id, 2) == i {
@@ -366,9 +371,7 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 			}
 			for line := range strings.Lines(string(b)) {
 				var a struct{ ID string }
-				if err := json.Unmarshal([]byte(line), &a); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
+				decodeJSON(t, line, &a)
 				seen[a.ID]++
 			}
 		}

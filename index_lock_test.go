@@ -140,7 +140,7 @@ func TestPipedReaderHoldsNoLock(t *testing.T) {
 	// The pipe is full and unread: the reader is blocked in a write.
 	more := filepath.Join(root, "more")
 	os.MkdirAll(more, 0o755)
-	os.WriteFile(filepath.Join(more, "prompts.jsonl"), []byte(`{"id":"m1","text":"x"}`+"\n"), 0o644)
+	writePrompts(t, more, `{"id":"m1","text":"x"}`+"\n")
 	code, _, stderr := runBin(t, time.Minute, "--db", db, "ingest", root)
 	if code != 0 {
 		t.Fatalf("a writer could not start while a reader's pipe was stalled: exit %d\n%s", code, stderr)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -27,9 +28,7 @@ func TestSpecAgainstSim(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writePrompts(t, dir, strings.Join(lines, "\n")+"\n")
 	}
 	var ids, conv []string
 	for i := range 40 {
@@ -59,84 +58,15 @@ func TestSpecAgainstSim(t *testing.T) {
 		t.Fatalf("gen: exit %d (%v)\n%s", r.code, r.err, r.stderr)
 	}
 
-	type want struct{ records, tokens, verify, accepted, proposed, unknown, unknownTokens int64 }
-	fromLines := func(ds string) want {
-		f, err := os.Open(filepath.Join(out, ds, "raw_responses.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var w want
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<24)
-		for sc.Scan() {
-			var line struct {
-				Completion *int64   `json:"completion_tokens"`
-				Verify     *int64   `json:"spec_verify_ct"`
-				Accepted   *int64   `json:"spec_accepted_drafts"`
-				Proposed   *int64   `json:"spec_proposed_drafts"`
-				Length     *float64 `json:"spec_accept_length"`
-				Turns      []struct {
-					Completion *int64   `json:"completion_tokens"`
-					Verify     *int64   `json:"spec_verify_ct"`
-					Accepted   *int64   `json:"spec_accepted_drafts"`
-					Proposed   *int64   `json:"spec_proposed_drafts"`
-					Length     *float64 `json:"spec_accept_length"`
-				} `json:"turns"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-				t.Fatal(err)
-			}
-			w.records++
-			verify, acc, prop := line.Verify, line.Accepted, line.Proposed
-			if verify != nil && *line.Length != float64(*line.Completion)/float64(*verify) {
-				t.Errorf("%s: spec_accept_length %v, want completion/verify", ds, *line.Length)
-			}
-			if verify == nil && len(line.Turns) > 0 {
-				var v, a, p int64
-				all := true
-				for _, turn := range line.Turns {
-					if turn.Verify == nil {
-						all = false
-						break
-					}
-					if got, want := *turn.Length, float64(*turn.Completion)/float64(*turn.Verify); got != want {
-						t.Errorf("%s: a turn's spec_accept_length %v, want completion/verify %v", ds, got, want)
-					}
-					v, a, p = v+*turn.Verify, a+*turn.Accepted, p+*turn.Proposed
-				}
-				if all {
-					verify, acc, prop = &v, &a, &p
-				}
-			}
-			if verify == nil {
-				w.unknown++
-				if line.Completion != nil {
-					w.unknownTokens += *line.Completion
-				}
-				continue
-			}
-			w.tokens += *line.Completion
-			w.verify += *verify
-			w.accepted += *acc
-			w.proposed += *prop
-		}
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
 	r := gendex(t, testEnv(nil), "--db", db, "query", "spec", "--format", "json")
 	if r.code != 0 {
 		t.Fatalf("query spec: exit %d\n%s", r.code, r.stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatalf("%v:\n%s", err, r.stdout)
-	}
+	decodeJSON(t, r.stdout, &rows)
 	for _, row := range rows {
 		ds := row["dataset"].(string)
-		w := fromLines(ds)
+		w := specFromLines(t, out, ds)
 		if w.verify == 0 || w.tokens == 0 {
 			t.Fatalf("%s: no spec fields in the answer lines", ds)
 		}
@@ -173,5 +103,104 @@ func TestSpecAgainstSim(t *testing.T) {
 
 	if r := gendex(t, testEnv(nil), "sim", "--spec-draft-tokens", "1"); r.code != 2 || !strings.Contains(r.stderr, "spec-draft-tokens") {
 		t.Errorf("sim --spec-draft-tokens 1: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// specSums are an answer file's speculative-decoding figures, summed over
+// the answers (a conversation's over its turns, when every turn has them):
+// records, completion tokens, verify steps, accepted and proposed drafts,
+// and the answers without the figures and their tokens.
+type specSums struct{ records, tokens, verify, accepted, proposed, unknown, unknownTokens int64 }
+
+// specFromLines sums out/ds/raw_responses.jsonl's figures, checking each
+// spec_accept_length is completion over verify.
+func specFromLines(t *testing.T, out, ds string) specSums {
+	t.Helper()
+	f, err := os.Open(filepath.Join(out, ds, "raw_responses.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var w specSums
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var line struct {
+			Completion *int64   `json:"completion_tokens"`
+			Verify     *int64   `json:"spec_verify_ct"`
+			Accepted   *int64   `json:"spec_accepted_drafts"`
+			Proposed   *int64   `json:"spec_proposed_drafts"`
+			Length     *float64 `json:"spec_accept_length"`
+			Turns      []struct {
+				Completion *int64   `json:"completion_tokens"`
+				Verify     *int64   `json:"spec_verify_ct"`
+				Accepted   *int64   `json:"spec_accepted_drafts"`
+				Proposed   *int64   `json:"spec_proposed_drafts"`
+				Length     *float64 `json:"spec_accept_length"`
+			} `json:"turns"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		w.records++
+		verify, acc, prop := line.Verify, line.Accepted, line.Proposed
+		if verify != nil && *line.Length != float64(*line.Completion)/float64(*verify) {
+			t.Errorf("%s: spec_accept_length %v, want completion/verify", ds, *line.Length)
+		}
+		if verify == nil && len(line.Turns) > 0 {
+			var v, a, p int64
+			all := true
+			for _, turn := range line.Turns {
+				if turn.Verify == nil {
+					all = false
+					break
+				}
+				if got, want := *turn.Length, float64(*turn.Completion)/float64(*turn.Verify); got != want {
+					t.Errorf("%s: a turn's spec_accept_length %v, want completion/verify %v", ds, got, want)
+				}
+				v, a, p = v+*turn.Verify, a+*turn.Accepted, p+*turn.Proposed
+			}
+			if all {
+				verify, acc, prop = &v, &a, &p
+			}
+		}
+		if verify == nil {
+			w.unknown++
+			if line.Completion != nil {
+				w.unknownTokens += *line.Completion
+			}
+			continue
+		}
+		w.tokens += *line.Completion
+		w.verify += *verify
+		w.accepted += *acc
+		w.proposed += *prop
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestSpecNoteNamesRealCommands: every gendex command query spec's note
+// names runs (an unknown command is a usage error, exit 2). Before, it
+// named "gendex series --servers", which does not exist.
+func TestSpecNoteNamesRealCommands(t *testing.T) {
+	dir := t.TempDir()
+	writeAnswered(t, dir)
+	db := filepath.Join(t.TempDir(), "g.db")
+	env := testEnv(nil)
+	mustGendex(t, env, "--db", db, "ingest", dir)
+	r := mustGendex(t, env, "--db", db, "query", "spec")
+	note := r.stdout + r.stderr
+	cmds := regexp.MustCompile(`gendex [a-z]+(?: [a-z]+)*(?: --[a-z]+(?: [0-9a-z]+)?)*`).FindAllString(note, -1)
+	if len(cmds) < 3 {
+		t.Fatalf("the note names %d commands, want those it gives (query server, query series, plot accept):\n%s", len(cmds), note)
+	}
+	for _, c := range cmds {
+		args := append([]string{"--db", db}, strings.Fields(c)[1:]...)
+		if got := gendex(t, env, args...); got.code == 2 {
+			t.Errorf("the note names %q, which is no command: %s", c, got)
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,43 +21,6 @@ import (
 
 	"gendex/query/live"
 )
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// gendexBinary builds the gendex binary once per test run. The sequential
-// TestQueriesWhileGenRuns builds it before the parallel tests resume:
-// building it while parallel tests were starting processes made the exec
-// of the new file fail now and then with EACCES.
-func gendexBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gendex-test-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gendex")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
 
 // TestQueriesWhileGenRuns runs gen against the simulator and, meanwhile,
 // asks `gendex query progress` and `gendex query throughput --window 30s`
@@ -77,7 +39,7 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	for i := range n {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"prompt %d"}`+"\n", i, i)
 	}
-	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, prompts, b.String())
 	db, out := filepath.Join(dir, "g.db"), filepath.Join(dir, "out")
 	gen := exec.Command(bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "400", "--concurrency", "32",
 		"--max-new-tokens", "64", "--out", out, filepath.Join(dir, "prompts"))
@@ -175,7 +137,7 @@ func TestGenListen(t *testing.T) {
 	for i := range 400 {
 		fmt.Fprintf(&b, `{"id":"p%04d","text":"prompt"}`+"\n", i)
 	}
-	os.WriteFile(filepath.Join(prompts, "prompts.jsonl"), []byte(b.String()), 0o644)
+	writePrompts(t, prompts, b.String())
 	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "50",
 		"--concurrency", "8", "--listen", "127.0.0.1:0", "--listen-queries", "--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
 	gen.Env = append(os.Environ(), "GENDEX_TOKEN=")
@@ -231,109 +193,7 @@ func TestGenListen(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 20 ms until it holds, or fails the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-	}
-}
-
 var stall = flag.Duration("stall", 3*time.Second, "TestStalledReaderDoesNotHoldGen: from 30s, gen's rates are measured over this long with and without a stalled reader, and the 5% bound checked (the full check is -stall 60s)")
-
-// writer is a running `gendex ingest --follow` or `gendex gen`: the
-// process that serves the socket.
-type writer struct {
-	cmd    *exec.Cmd
-	db     string
-	env    []string
-	stderr *lockedBuffer
-	done   chan struct{} // closed when the writer has exited
-	err    error         // its exit, once done is closed
-	exited time.Time
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startWriter starts gendex --db db ARGS with env added to the test's,
-// and waits until it answers on its socket. The writer is interrupted at
-// the end of the test if it still runs.
-func startWriter(t *testing.T, db string, env []string, args ...string) *writer {
-	t.Helper()
-	w := &writer{db: db, env: append(os.Environ(), env...), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(gendexBinary(t), append([]string{"--db", db}, args...)...)
-	w.cmd.Env = w.env
-	w.cmd.Stderr = w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.err = w.cmd.Wait(); w.exited = time.Now(); close(w.done) }()
-	t.Cleanup(func() {
-		w.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-w.done:
-		case <-time.After(20 * time.Second):
-			w.cmd.Process.Kill()
-		}
-	})
-	waitFor(t, 60*time.Second, "the writer never answered on its socket", func() bool {
-		select {
-		case <-w.done:
-			t.Fatalf("the writer exited: %v\n%s", w.err, w.stderr.String())
-		default:
-		}
-		_, err := w.metrics()
-		return err == nil
-	})
-	return w
-}
-
-// socketClient is an HTTP client of the writer's socket.
-func (w *writer) socketClient() *http.Client {
-	sock := w.socket()
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-}
-
-// socket is where the writer serves. (A test that gives the writer
-// another XDG_RUNTIME_DIR sets it with t.Setenv too, so that this agrees.)
-func (w *writer) socket() string { return live.SocketPath(w.db) }
-
-// metrics reads the writer's /metrics over its socket, on a connection of
-// its own that it closes.
-func (w *writer) metrics() (string, error) {
-	hc := w.socketClient()
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://gendex/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	return string(b), err
-}
 
 // gauge is a sample's value in Prometheus text.
 func gauge(t *testing.T, metrics, name string) int {
@@ -359,19 +219,6 @@ func (w *writer) fds(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(e)
-}
-
-// promptsRoot writes ROOT/<dataset>/prompts.jsonl with n prompts.
-func promptsRoot(t *testing.T, dataset string, n int) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "prompts")
-	os.MkdirAll(filepath.Join(root, dataset), 0o755)
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, `{"id":"p%07d","text":"prompt %d"}`+"\n", i, i)
-	}
-	os.WriteFile(filepath.Join(root, dataset, "prompts.jsonl"), []byte(b.String()), 0o644)
-	return root
 }
 
 // TestShellHoldsNothingInWriter: 10,000 questions from one piped shell
@@ -656,46 +503,4 @@ func TestListenMetricsOnly(t *testing.T) {
 			t.Errorf("GET %s with token %q: %d, want %d", c.path, c.token, got, c.want)
 		}
 	}
-}
-
-// freeAddr returns a loopback address no one listens on now, for a
-// server the test starts (or restarts) there later.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startSimProcess runs `gendex sim` with args on a free loopback port until
-// the test ends, and returns its URL once it answers /health.
-func startSimProcess(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	addr := freeAddr(t)
-	startSimAt(t, bin, addr, args...)
-	return "http://" + addr
-}
-
-// startSimAt starts `gendex sim` on addr, waits for it to answer /health
-// and returns its process (killed when the test ends), for a test that
-// kills it or starts another on the same address.
-func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
-		resp, err := http.Get("http://" + addr + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd
 }

@@ -189,9 +189,6 @@ func simURL(t *testing.T, cfg sim.Config) string {
 // dir/prompts.jsonl.
 func writeIDPrompts(t *testing.T, dir, name string, n int) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
 		line, _ := json.Marshal(map[string]any{
@@ -201,9 +198,7 @@ func writeIDPrompts(t *testing.T, dir, name string, n int) {
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePrompts(t, dir, b.String())
 }
 
 // checkAnsweredOnce checks that every prompt has exactly one answer line in
@@ -276,9 +271,7 @@ func checkAnsweredOnce(t *testing.T, db, prompts, raw, name string, c *client.Cl
 		Duplicates int    `json:"duplicates"`
 	}
 	f := mustGendex(t, testEnv(nil), "--db", db, "query", "files", name, "--format", "json").stdout
-	if err := json.Unmarshal([]byte(f), &files); err != nil {
-		t.Fatalf("%s: files: %v\n%s", name, err, f)
-	}
+	decodeJSON(t, f, &files)
 	for _, fl := range files {
 		if fl.Duplicates != 0 {
 			t.Errorf("%s: the index counted duplicates: %s", name, f)

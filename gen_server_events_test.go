@@ -37,19 +37,6 @@ type eventRow struct {
 	Detail *string `json:"detail"`
 }
 
-func queryJSON[T any](t *testing.T, bin, db string, args ...string) ([]T, error) {
-	t.Helper()
-	out, err := exec.Command(bin, append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...).Output()
-	if err != nil {
-		return nil, err
-	}
-	var rows []T
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	return rows, nil
-}
-
 // TestServerRestartEvents: a separate `gendex sim --metrics` process is
 // SIGKILLed mid-run, once gen has read its counters twice, and started
 // again on the same address 2 s later. The index's events for that server

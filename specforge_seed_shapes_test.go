@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -122,23 +120,6 @@ func testdataTool(t *testing.T, name string) string {
 	return b.path
 }
 
-// runSplit runs bin with args in dir (the default index ./gendex.db) and
-// returns its exit code, stdout and stderr.
-func runSplit(t *testing.T, bin, dir string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("%s %q: %v", filepath.Base(bin), args, err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
-}
-
 // specForgeRecipe is README's SpecForge section's commands, as written:
 // its gen line for the server (the one whose URL is url), export, and the
 // gate (check) the text after them gives.
@@ -200,7 +181,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 						words[k] = url
 					}
 				}
-				code, out, errOut := runSplit(t, bin, dir, words[1:]...)
+				code, out, errOut := runGendex(t, bin, dir, words[1:]...)
 				stderr[i] = errOut
 				if i == 2 {
 					gate = out
@@ -211,7 +192,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 			}
 			// The ids records of the same answers, the way README gives
 			// for a second format: an index and a folder of their own.
-			if code, _, errOut := runSplit(t, bin, dir, "--db", "ids.db", "export", "--format", "ids", "--out", "records-ids", "data"); code != 0 {
+			if code, _, errOut := runGendex(t, bin, dir, "--db", "ids.db", "export", "--format", "ids", "--out", "records-ids", "data"); code != 0 {
 				t.Fatalf("export --format ids: exit %d\n%s", code, errOut)
 			}
 			out, err := exec.Command(read, "-root", filepath.Join(dir, "data"), "-ids", filepath.Join(dir, "records-ids"), "-max-length", "4096", "-context", "32768").Output()
@@ -391,7 +372,7 @@ func (s *seedRun) exportLines(stderr string) {
 // queryJSON runs gendex query ARGS --format json in the run's folder.
 func (s *seedRun) queryJSON(args ...string) map[string]map[string]any {
 	s.t.Helper()
-	code, out, errOut := runSplit(s.t, s.bin, s.dir, append(append([]string{"query"}, args...), "--format", "json")...)
+	code, out, errOut := runGendex(s.t, s.bin, s.dir, append(append([]string{"query"}, args...), "--format", "json")...)
 	var rows []map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
 		s.t.Fatalf("query %v: exit %d\n%s%s", args, code, out, errOut)
@@ -547,7 +528,7 @@ func (c seedCounts) wantBlocking() map[string]int {
 func (s *seedRun) checkVerdicts(args []string, target string, want func(seedCounts) map[string]int) {
 	s.t.Helper()
 	words := append(append([]string{"check"}, args...), "--format", "json", target)
-	code, out, errOut := runSplit(s.t, s.bin, s.dir, words...)
+	code, out, errOut := runGendex(s.t, s.bin, s.dir, words...)
 	var v struct {
 		Ready    bool
 		Datasets []struct {

@@ -1,0 +1,560 @@
+// The harness every whole-binary test of package main uses: the binary
+// built once (gendexBinary), a command run in this process with an Env of
+// buffers (gendex, mustGendex), the binary run as a user runs it
+// (runGendex), a simulator process (startSimProcess, startSimAt), a
+// running writer (startWriter), a work folder with the demo prompts and
+// its default index (placeRun), a question's JSON (queryJSON,
+// mustQueryJSON, decodeJSON), prompt and fixture files (writePrompts,
+// writeTestFile, promptsRoot, ingested) and golden files (golden). A test file holds its command's or its
+// guarantee's tests and only the helpers no other file needs.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gendex/query/live"
+)
+
+// Building the binary.
+
+// The binary gendexBinary built, once, or why it could not.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// gendexBinary builds the gendex binary once per test run. The sequential
+// TestQueriesWhileGenRuns builds it before the parallel tests resume:
+// building it while parallel tests were starting processes made the exec
+// of the new file fail now and then with EACCES.
+func gendexBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gendex-test-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gendex")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// TestMain runs the tests and removes the binary gendexBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// Running a command in this process.
+
+// update makes golden and goldenIn rewrite the golden files instead of
+// comparing (go test . -update).
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/cli")
+
+// The datasets of testdata/query/root are described in query/query_test.go.
+var (
+	root      = filepath.Join("testdata", "query", "root")
+	brokenRaw = filepath.Join("testdata", "cli", "broken", "bad", "raw_responses.jsonl")
+)
+
+// clockNow is a moment the clock dataset was written around: its 30 s
+// window (the completed seconds before it) holds five responses, 53 known
+// tokens and one without a count.
+var clockNow = time.Date(2026, 11, 28, 10, 0, 0, 500e6, time.UTC)
+
+// testEnv is an Env with buffers, no TTY, an empty environment (the
+// developer's own $GENDEX_DB must not leak in) and a fixed clock.
+func testEnv(vars map[string]string) *Env {
+	return &Env{
+		Stdin:  strings.NewReader(""),
+		Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
+		Getenv: func(k string) string { return vars[k] },
+		Now:    func() time.Time { return clockNow },
+	}
+}
+
+// result is how one command ended: its exit code, the error run returned
+// and what it wrote.
+type result struct {
+	code           int
+	err            error
+	stdout, stderr string
+}
+
+// gendex runs the command line args as main does, with fresh buffers.
+func gendex(t *testing.T, env *Env, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := *env
+	e.Stdout, e.Stderr = &out, &errb
+	err := run(context.Background(), &e, args)
+	code := exitCode(&errb, err)
+	return result{code, err, out.String(), errb.String()}
+}
+
+// String is the result as a failing test shows it.
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.code) + "\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr
+}
+
+// mustGendex runs args as gendex does and fails the test unless it exits 0.
+func mustGendex(t *testing.T, env *Env, args ...string) result {
+	t.Helper()
+	r := gendex(t, env, args...)
+	if r.code != 0 {
+		t.Fatalf("gendex %q: %s", args, r)
+	}
+	return r
+}
+
+// ingested returns a fresh index of the fixture root.
+func ingested(t *testing.T) string {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustGendex(t, testEnv(nil), "--db", db, "ingest", root)
+	return db
+}
+
+// golden compares got with testdata/cli/name (-update rewrites it).
+func golden(t *testing.T, name string, got string) {
+	t.Helper()
+	goldenIn(t, filepath.Join("testdata", "cli", name), got)
+}
+
+// goldenIn compares got with the golden file at path (-update rewrites
+// it).
+func goldenIn(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run 'go test . -update' to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update after checking):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// lines counts the lines of the file at path.
+func lines(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(data, []byte("\n"))
+}
+
+// Processes: simulators, writers, waiting.
+
+// freeAddr returns a loopback address no one listens on now, for a
+// server the test starts (or restarts) there later.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startSimProcess runs `gendex sim` with args on a free loopback port until
+// the test ends, and returns its URL once it answers /health.
+func startSimProcess(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	startSimAt(t, bin, addr, args...)
+	return "http://" + addr
+}
+
+// startSimAt starts `gendex sim` on addr, waits for it to answer /health
+// and returns its process (killed when the test ends), for a test that
+// kills it or starts another on the same address.
+func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
+}
+
+// waitFor polls cond every 20 ms until it holds, or fails the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+	}
+}
+
+// runGendex runs the binary bin with args in dir (the test's working
+// directory when dir is "") and $GENDEX_DB unset, so that the developer's
+// own index is never used and the default index is dir's ./gendex.db; it
+// returns the exit code, stdout and stderr, and fails the test only when
+// the process could not run.
+func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GENDEX_DB=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s %q: %v", filepath.Base(bin), args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// mustRunGendex runs the binary bin with args, as runGendex does in the
+// test's working directory, and fails the test with what it wrote unless
+// it exits 0; it returns its stdout and then its stderr.
+func mustRunGendex(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runGendex(t, bin, "", args...)
+	if code != 0 {
+		t.Fatalf("gendex %q: exit %d\n%s%s", args, code, stdout, stderr)
+	}
+	return stdout + stderr
+}
+
+// writer is a running `gendex ingest --follow` or `gendex gen`: the
+// process that serves the socket.
+type writer struct {
+	cmd    *exec.Cmd
+	db     string
+	env    []string
+	stderr *lockedBuffer
+	done   chan struct{} // closed when the writer has exited
+	err    error         // its exit, once done is closed
+	exited time.Time
+}
+
+// lockedBuffer is a strings.Builder a process writes to while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startWriter starts gendex --db db ARGS with env added to the test's,
+// and waits until it answers on its socket. The writer is interrupted at
+// the end of the test if it still runs.
+func startWriter(t *testing.T, db string, env []string, args ...string) *writer {
+	t.Helper()
+	w := &writer{db: db, env: append(os.Environ(), env...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	w.cmd = exec.Command(gendexBinary(t), append([]string{"--db", db}, args...)...)
+	w.cmd.Env = w.env
+	w.cmd.Stderr = w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.err = w.cmd.Wait(); w.exited = time.Now(); close(w.done) }()
+	t.Cleanup(func() {
+		w.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-w.done:
+		case <-time.After(20 * time.Second):
+			w.cmd.Process.Kill()
+		}
+	})
+	waitFor(t, 60*time.Second, "the writer never answered on its socket", func() bool {
+		select {
+		case <-w.done:
+			t.Fatalf("the writer exited: %v\n%s", w.err, w.stderr.String())
+		default:
+		}
+		_, err := w.metrics()
+		return err == nil
+	})
+	return w
+}
+
+// socketClient is an HTTP client of the writer's socket.
+func (w *writer) socketClient() *http.Client {
+	sock := w.socket()
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+}
+
+// socket is where the writer serves. (A test that gives the writer
+// another XDG_RUNTIME_DIR sets it with t.Setenv too, so that this agrees.)
+func (w *writer) socket() string { return live.SocketPath(w.db) }
+
+// metrics reads the writer's /metrics over its socket, on a connection of
+// its own that it closes.
+func (w *writer) metrics() (string, error) {
+	hc := w.socketClient()
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://gendex/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return string(b), err
+}
+
+// A work folder: placeRun.
+
+// placeRun is a folder with a copy of the demo prompts, an index, and the
+// binary, for whole-binary runs.
+type placeRun struct {
+	t   *testing.T
+	bin string
+	dir string
+}
+
+// newPlaceRun makes a placeRun in a fresh folder (its path as gendex
+// stores it) with a copy of testdata/demo's prompts under demo/; it skips
+// the test under -short.
+func newPlaceRun(t *testing.T) *placeRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir()) // the spelling gendex stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &placeRun{t: t, bin: gendexBinary(t), dir: dir}
+	copyPrompts(t, filepath.Join("testdata", "demo"), filepath.Join(p.dir, "demo"))
+	return p
+}
+
+// run runs the binary in p.dir (the default ./gendex.db is there).
+func (p *placeRun) run(args ...string) (code int, stderr string) {
+	p.t.Helper()
+	code, _, stderr = runGendex(p.t, p.bin, p.dir, args...)
+	return code, stderr
+}
+
+// mustRun is run that fails the test unless the command exits 0; it
+// returns the stderr.
+func (p *placeRun) mustRun(args ...string) string {
+	p.t.Helper()
+	code, errOut := p.run(args...)
+	if code != 0 {
+		p.t.Fatalf("gendex %q: exit %d\n%s", args, code, errOut)
+	}
+	return errOut
+}
+
+// progress returns query progress as JSON rows, by dataset.
+func (p *placeRun) progress(db string) map[string]map[string]any {
+	p.t.Helper()
+	code, out, errOut := runGendex(p.t, p.bin, p.dir, "--db", db, "query", "progress", "--format", "json")
+	if code != 0 {
+		p.t.Fatalf("query progress: exit %d\n%s", code, errOut)
+	}
+	var rows []map[string]any
+	decodeJSON(p.t, out, &rows)
+	by := map[string]map[string]any{}
+	for _, r := range rows {
+		by[r["dataset"].(string)] = r
+	}
+	return by
+}
+
+// copyPrompts copies the prompts*.jsonl files under from to to (a clone
+// where README's real run wrote answers beside the demo's prompts holds
+// more).
+func copyPrompts(t *testing.T, from, to string) {
+	t.Helper()
+	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
+}
+
+// copyTree copies the regular files under from to to.
+// copyTree copies every file under from to to.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	copyFiles(t, from, to, func(string) bool { return true })
+}
+
+// copyFiles copies the files under from whose names keep says, and every
+// folder, to to.
+// copyFiles copies the files under from whose names keep takes to the
+// same places under to.
+func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !keep(d.Name()) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Questions and files.
+
+// queryJSON runs the binary bin's `gendex --db DB query ARGS --format json`
+// and decodes its rows; the error is the process's (an *exec.ExitError
+// holds its stderr).
+func queryJSON[T any](t *testing.T, bin, db string, args ...string) ([]T, error) {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...).Output()
+	if err != nil {
+		return nil, err
+	}
+	var rows []T
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return rows, nil
+}
+
+// promptsRoot writes ROOT/<dataset>/prompts.jsonl with n prompts.
+func promptsRoot(t *testing.T, dataset string, n int) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "prompts")
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":"p%07d","text":"prompt %d"}`+"\n", i, i)
+	}
+	writePrompts(t, filepath.Join(root, dataset), b.String())
+	return root
+}
+
+// writeTestFile writes s to path, making its folder.
+func writeTestFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shScript writes a shell script at path and returns the command line that
+// runs it: "sh PATH". Tests run the scripts they write through sh, which
+// reads them, and never exec them: a child that a parallel test forks
+// while the script is open for writing keeps it open so until its own
+// exec, and the kernel refuses to exec a file open for writing (ETXTBSY,
+// golang/go#22315); and the script's mode, which the umask decides, does
+// not matter (issue 46: a pager.sh written 0755 once came out 0600).
+func shScript(t *testing.T, path, script string) string {
+	t.Helper()
+	writeTestFile(t, path, script)
+	return "sh " + filepath.Clean(path)
+}
+
+// mustQueryJSON is queryJSON that fails the test, with the command's
+// stderr, when the question fails.
+func mustQueryJSON[T any](t *testing.T, bin, db string, args ...string) []T {
+	t.Helper()
+	rows, err := queryJSON[T](t, bin, db, args...)
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return rows
+}
+
+// decodeJSON decodes a command's JSON output into v, failing the test with
+// the output when it is not JSON.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// writePrompts writes text (prompt lines) as dir/prompts.jsonl, making dir.
+func writePrompts(t *testing.T, dir, text string) {
+	t.Helper()
+	writeTestFile(t, filepath.Join(dir, "prompts.jsonl"), text)
+}
+
+// writeAnswered writes dir/D with prompts p1..p3 and their answers in
+// raw_responses.jsonl, and returns that file's path.
+func writeAnswered(t *testing.T, dir string) string {
+	t.Helper()
+	d := filepath.Join(dir, "D")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writePrompts(t, d, `{"id":"p1","text":"a"}`+"\n"+`{"id":"p2","text":"b"}`+"\n"+`{"id":"p3","text":"c"}`+"\n")
+	raw := filepath.Join(d, "raw_responses.jsonl")
+	os.WriteFile(raw, []byte(`{"id":"p1","text":"x","completion_tokens":3}`+"\n"+`{"id":"p2","text":"y","completion_tokens":4}`+"\n"+`{"id":"p3","text":"z","completion_tokens":5}`+"\n"), 0o644)
+	return raw
+}
