@@ -8,7 +8,7 @@ import (
 
 // The server question's columns are named the same for every flavor of
 // server (gen maps SGLang's, vLLM's and llama.cpp's /metrics onto one
-// sample: ingest/gen/metricsread.go); what follows says why a column is
+// sample: ingest/gen/servermetrics/read.go); what follows says why a column is
 // unknown when a flavor does not expose it. accept_length is never
 // explained: every flavor has it only with speculative decoding.
 

@@ -24,7 +24,7 @@ var bucketSeries = []byte("series")
 type Metric uint8
 
 // The metrics a sample holds, summed or averaged over the server's ranks by
-// gen (see ingest/gen/metricsread.go, which names each one's source for
+// gen (see ingest/gen/servermetrics/read.go, which names each one's source for
 // SGLang, vLLM and llama.cpp; SGLang's is given here).
 const (
 	MetricRunning       Metric = iota // sglang:num_running_reqs

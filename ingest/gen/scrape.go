@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gendex/ingest/gen/servermetrics"
 	"gendex/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // with --metrics) every Config.ScrapeEvery and stores one sample per server
 // in the index (store.ServerSample): the server's own running and queued
 // requests, KV use, cache hit rate, decode throughput, token counters and
-// accept length, the same for every flavor (metricsread.go), beside gen's
+// accept length, the same for every flavor (package servermetrics), beside gen's
 // own count of the answers and tokens that server gave. `gendex query
 // server` reads them back; `query events` the downs, ups and restarts
 // (events.go).
@@ -67,7 +68,7 @@ type scraper struct {
 	// last is the last reading, for the ratios of counters over the
 	// interval since; prev the last one while the server was up, for
 	// telling a restart (a counter that went back, another start time).
-	last, prev *reading
+	last, prev *servermetrics.Reading
 
 	mu      sync.Mutex
 	live    liveView
@@ -105,23 +106,23 @@ func (sc *scraper) wake() {
 func (sc *scraper) scrape(ctx context.Context) {
 	s, m := sc.s, sc.m
 	smp := &store.ServerSample{Run: m.run}
-	var cur *reading
+	var cur *servermetrics.Reading
 	if !sc.noMetrics.Load() {
 		cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-		r, err := fetchMetrics(cctx, m.hc, sc.url, m.apiKey)
+		r, err := servermetrics.Fetch(cctx, m.hc, sc.url, m.apiKey)
 		cancel()
-		var nm *noMetricsError
+		var nm *servermetrics.NoMetricsError
 		switch {
 		case ctx.Err() != nil:
 			return // the run ends: the last sample is the stop's
 		case errors.As(err, &nm):
 			sc.noMetrics.Store(true)
-			sc.flavor = nm.flavor
-			what := fmt.Sprint(nm.status)
-			if nm.flavor == store.FlavorLlamaCpp {
+			sc.flavor = nm.Flavor
+			what := fmt.Sprint(nm.Status)
+			if nm.Flavor == store.FlavorLlamaCpp {
 				what += " not_supported_error: llama-server"
 			}
-			m.ctl.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.hint())
+			m.ctl.once("nometrics "+s.name, "gen: %s has no /metrics (%s): its own view (running and queued requests, KV use, tokens/s) is unknown; %s to have it in 'gendex query server'", s.name, what, nm.Hint())
 		case err != nil:
 			var ne net.Error
 			if !errors.As(err, &ne) && !strings.Contains(err.Error(), "connection refused") {
@@ -129,9 +130,9 @@ func (sc *scraper) scrape(ctx context.Context) {
 			}
 		default:
 			smp.Scraped = true
-			r.fill(sc.last, smp)
-			cur, sc.last, sc.flavor = r, r, r.flavor
-			if r.flavor == store.FlavorOther {
+			r.Fill(sc.last, smp)
+			cur, sc.last, sc.flavor = r, r, r.Flavor()
+			if r.Flavor() == store.FlavorOther {
 				m.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
 		}
@@ -156,45 +157,18 @@ func (sc *scraper) scrape(ctx context.Context) {
 }
 
 // checkRestart compares a reading taken at t (Unix ms) while the server
-// is up with the last such reading: a counter lower than before, another
-// process start time (process_start_time_seconds, or llama.cpp's
-// Process-Start-Time-Unix header) or other names (another server behind
-// the URL) is a restart, and the server's identity is read again
+// is up with the last such reading (servermetrics' RestartedSince): a
+// restart is an event, and the server's identity is read again
 // (run.restartSeen). Readings taken while gen had the server down are
 // not compared, so a restart is said after the server's up.
-func (sc *scraper) checkRestart(t int64, cur *reading) {
+func (sc *scraper) checkRestart(t int64, cur *servermetrics.Reading) {
 	prev := sc.prev
 	sc.prev = cur
-	if prev == nil {
-		return
-	}
-	restarted := func(detail string) {
-		sc.m.event(t, sc.s.name, EventRestarted, detail)
+	if why := cur.RestartedSince(prev); why != "" {
+		sc.m.event(t, sc.s.name, EventRestarted, why)
 		if sc.m.restarted != nil {
-			sc.m.restarted(sc.s, detail) // run.restartSeen, identity.go
+			sc.m.restarted(sc.s, why) // run.restartSeen, identity.go
 		}
-	}
-	if prev.flavor != cur.flavor {
-		restarted(fmt.Sprintf("its /metrics now has %s's names (it had %s's)", cur.flavor, prev.flavor))
-		return
-	}
-	for _, src := range flavorSources[cur.flavor] {
-		was, ok1 := prev.get(src.key)
-		now, ok2 := cur.get(src.key)
-		if src.counter && ok1 && ok2 && now < was && prev.names[src.key] == cur.names[src.key] {
-			restarted(fmt.Sprintf("%s went back from %.0f to %.0f", cur.names[src.key], was, now))
-			return
-		}
-	}
-	was, ok1 := prev.get(keyStart)
-	now, ok2 := cur.get(keyStart)
-	if ok1 && ok2 && now != was {
-		restarted(fmt.Sprintf("its process start time changed from %s to %s",
-			time.Unix(int64(was), 0).UTC().Format(time.RFC3339), time.Unix(int64(now), 0).UTC().Format(time.RFC3339)))
-		return
-	}
-	if prev.startHeader != "" && cur.startHeader != "" && prev.startHeader != cur.startHeader {
-		restarted(fmt.Sprintf("its %s header changed from %s to %s (llama-server gives its start there)", startTimeHeader, prev.startHeader, cur.startHeader))
 	}
 }
 
@@ -328,7 +302,7 @@ func (m *monitor) watch(servers []*server) {
 		return nil
 	})
 	for _, s := range servers {
-		u, err := metricsURL(s.client().BaseURL)
+		u, err := servermetrics.URL(s.client().BaseURL)
 		if err != nil {
 			continue
 		}

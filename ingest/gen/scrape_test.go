@@ -1,8 +1,6 @@
 package gen
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -15,196 +13,12 @@ import (
 	"time"
 
 	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/servermetrics"
+	"gendex/ingest/gen/servermetrics/metricstest"
 	"gendex/ingest/gen/sim"
 	"gendex/query"
 	"gendex/store"
 )
-
-// sglangExposition is /metrics as SGLang writes it (Python
-// prometheus_client, multiprocess mode) for a server run with --dp-size 2
-// --tp-size 2 and --enable-metrics-for-all-schedulers, so every scheduler
-// metric comes once per tp rank of each dp rank, with the same value:
-// summing over tp ranks would double it. The model name carries every
-// escape of the format. Counters are tokenizer-side (no ranks) with their
-// _created samples; a histogram's samples are there to be ignored.
-const sglangExposition = `# HELP sglang:num_running_reqs The number of running requests.
-# TYPE sglang:num_running_reqs gauge
-sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 60.0
-sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 60.0
-sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 61.0
-sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 61.0
-# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
-# TYPE sglang:num_queue_reqs gauge
-sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 2.0
-sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 2.0
-sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.0
-sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 1.0
-# HELP sglang:token_usage The token usage.
-# TYPE sglang:token_usage gauge
-sglang:token_usage{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.8
-sglang:token_usage{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.8
-sglang:token_usage{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.6
-sglang:token_usage{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.6
-# HELP sglang:cache_hit_rate The prefix cache hit rate.
-# TYPE sglang:cache_hit_rate gauge
-sglang:cache_hit_rate{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.5
-sglang:cache_hit_rate{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} NaN
-sglang:cache_hit_rate{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 0.25
-# HELP sglang:gen_throughput The generation throughput (token/s).
-# TYPE sglang:gen_throughput gauge
-sglang:gen_throughput{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 650.5
-sglang:gen_throughput{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 650.5
-sglang:gen_throughput{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 666.5
-sglang:gen_throughput{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 666.5
-# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
-# TYPE sglang:spec_accept_length gauge
-sglang:spec_accept_length{dp_rank="0",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 3.2
-sglang:spec_accept_length{dp_rank="1",engine_type="unified",model_name="org/\"Kimi\"\\K2.5\nbeta",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 3.4
-# HELP sglang:prompt_tokens_total Number of prefill tokens processed.
-# TYPE sglang:prompt_tokens_total counter
-sglang:prompt_tokens_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 2.5e+06
-sglang:prompt_tokens_created{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.7845920001234e+09
-# HELP sglang:generation_tokens_total Number of generation tokens processed.
-# TYPE sglang:generation_tokens_total counter
-sglang:generation_tokens_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.234567e+06
-sglang:generation_tokens_created{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1.7845920001234e+09
-# HELP sglang:num_requests_total Number of requests processed.
-# TYPE sglang:num_requests_total counter
-sglang:num_requests_total{model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
-# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
-# TYPE sglang:time_to_first_token_seconds histogram
-sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="org/\"Kimi\"\\K2.5\nbeta"} 3.0
-sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
-sglang:time_to_first_token_seconds_count{model_name="org/\"Kimi\"\\K2.5\nbeta"} 9500.0
-sglang:time_to_first_token_seconds_sum{model_name="org/\"Kimi\"\\K2.5\nbeta"} 1234.5
-`
-
-// TestParseProm: names with colons, labels in any order, escapes, NaN,
-// exponents, histograms and comments, as SGLang writes them.
-func TestParseProm(t *testing.T) {
-	samples, bad := parseProm([]byte(sglangExposition), nil)
-	if bad != 0 {
-		t.Errorf("%d lines did not parse", bad)
-	}
-	if got, want := len(samples), strings.Count(sglangExposition, "\nsglang:")+0; got != want {
-		t.Errorf("%d samples, want %d", got, want)
-	}
-	first := samples[0]
-	if first.name != "sglang:num_running_reqs" || first.value != 60 {
-		t.Errorf("first sample %+v", first)
-	}
-	if m, _ := first.label("model_name"); m != "org/\"Kimi\"\\K2.5\nbeta" {
-		t.Errorf("model_name unescaped to %q", m)
-	}
-	if r, _ := first.label("tp_rank"); r != "0" {
-		t.Errorf("tp_rank %q", r)
-	}
-	for _, tc := range []struct {
-		line  string
-		ok    bool
-		name  string
-		value float64
-	}{
-		{`up 1`, true, "up", 1},
-		{`a:b_c{} -Inf`, true, "a:b_c", math.Inf(-1)},
-		{`x{l="v",} 2 1700000000000`, true, "x", 2}, // trailing comma, timestamp
-		{`x { l = "a b" , m="}" } 3.5e2`, true, "x", 350},
-		{`x{l="unclosed} 1`, false, "", 0},
-		{`x{l=v} 1`, false, "", 0},
-		{`x 1 2 3`, false, "", 0},
-		{`x one`, false, "", 0},
-		{`9x 1`, false, "", 0},
-		{`x`, false, "", 0},
-	} {
-		s, ok := parsePromLine(tc.line)
-		if ok != tc.ok || ok && (s.name != tc.name || s.value != tc.value) {
-			t.Errorf("%q: %+v %v, want %q %v %v", tc.line, s, ok, tc.name, tc.value, tc.ok)
-		}
-	}
-	if s, _ := parsePromLine(`x { l = "a b" , m="}" } 1`); len(s.labels) != 2 || s.labels[1].value != "}" {
-		t.Errorf("labels %+v", s.labels)
-	}
-	if _, bad := parseProm([]byte("ok 1\nnot a sample\n# comment\n\n\r\nok 2"), nil); bad != 1 {
-		t.Errorf("bad = %d, want 1", bad)
-	}
-}
-
-// TestReadMetrics: per-server values from several ranks. tp ranks repeat
-// one scheduler's values (never summed); dp ranks are summed for counts
-// and throughput, averaged for ratios; NaN is no value; a metric the
-// server lacks stays unknown.
-func TestReadMetrics(t *testing.T) {
-	samples, _ := parseProm([]byte(sglangExposition), nil)
-	var s store.ServerSample
-	readMetrics(samples, &s)
-	for _, tc := range []struct {
-		m    store.Metric
-		want float64
-	}{
-		{store.MetricRunning, 121}, {store.MetricQueued, 3}, {store.MetricTokenUsage, 0.7},
-		{store.MetricCacheHitRate, 0.5}, // dp 1's tp 0 is NaN, and its tp 1 is not taken in its place
-		{store.MetricGenThroughput, 1317}, {store.MetricAcceptLength, 3.3},
-		{store.MetricGenTokens, 1234567}, {store.MetricPromptTokens, 2.5e6}, {store.MetricRequests, 9500},
-	} {
-		got, ok := s.Get(tc.m)
-		if !ok || math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("metric %d = %v %v, want %v", tc.m, got, ok, tc.want)
-		}
-	}
-	if _, ok := s.Get(store.MetricStartTime); ok {
-		t.Error("a start time from nowhere")
-	}
-	// Without ranks at all (the simulator's labels minus dp_rank): taken as is.
-	samples, _ = parseProm([]byte(`sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 7`+"\n"+
-		`process_start_time_seconds 1.7e9`+"\n"), nil)
-	s = store.ServerSample{}
-	readMetrics(samples, &s)
-	if v, _ := s.Get(store.MetricRunning); v != 7 {
-		t.Errorf("running %v", v)
-	}
-	if v, _ := s.Get(store.MetricStartTime); v != 1.7e9 {
-		t.Errorf("start time %v", v)
-	}
-	if _, ok := s.Get(store.MetricTokenUsage); ok {
-		t.Error("token usage known though not reported")
-	}
-}
-
-// TestFetchMetrics reads /metrics over HTTP: SGLang's text, a 404 (no
-// --enable-metrics), another status; and never puts the URL, with its
-// credentials, in an error.
-func TestFetchMetrics(t *testing.T) {
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/ok/metrics" && r.URL.Query().Get("key") == "s3cret":
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			fmt.Fprint(w, sglangExposition)
-		case r.URL.Path == "/broken/metrics":
-			http.Error(w, "boom", http.StatusInternalServerError)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer hs.Close()
-	u, err := metricsURL(hs.URL + "/ok/?key=s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := fetchMetrics(context.Background(), hs.Client(), u, "")
-	if err != nil || r.flavor != store.FlavorSGLang || len(r.values) != 9 { // the metrics read, not the histogram nor _created
-		t.Fatalf("%+v, %v", r, err)
-	}
-	if _, err := fetchMetrics(context.Background(), hs.Client(), hs.URL+"/none/metrics", ""); !errors.Is(err, errNoMetrics) {
-		t.Errorf("404: %v", err)
-	}
-	if _, err := fetchMetrics(context.Background(), hs.Client(), hs.URL+"/broken/metrics", ""); err == nil || !strings.Contains(err.Error(), "500") {
-		t.Errorf("500: %v", err)
-	}
-	_, err = fetchMetrics(context.Background(), hs.Client(), "http://user:pw@127.0.0.1:1/metrics?key=s3cret", "")
-	if err == nil || strings.Contains(err.Error(), "pw") || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("refused: %v", err)
-	}
-}
 
 // TestServerTokensAgree: on a steady run against the simulator, the
 // server's tokens/s (its generation_tokens_total) and gendex's own over
@@ -283,7 +97,7 @@ var benchScrapeEvery = flag.Duration("scrape-every", 100*time.Millisecond, "Benc
 // ranks (some 400 KB).
 func bigExposition() string {
 	var b strings.Builder
-	b.WriteString(sglangExposition)
+	b.WriteString(metricstest.SGLang)
 	for _, h := range []string{"time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds", "queue_time_seconds"} {
 		fmt.Fprintf(&b, "# HELP sglang:%s A histogram.\n# TYPE sglang:%s histogram\n", h, h)
 		for rank := range 16 {
@@ -342,12 +156,12 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 	const n = 50
 	start := time.Now()
 	for k := range n {
-		r, err := fetchMetrics(b.Context(), hs.Client(), hs.URL+"/metrics", "")
+		r, err := servermetrics.Fetch(b.Context(), hs.Client(), hs.URL+"/metrics", "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		s := &store.ServerSample{Time: start.UnixMilli() + int64(k)*1000, Scraped: true, Up: true}
-		r.fill(nil, s)
+		r.Fill(nil, s)
 		if err := db.Update(func(tx *store.Tx) error { return tx.PutServerSample("http://bench", s) }); err != nil {
 			b.Fatal(err)
 		}
@@ -359,28 +173,36 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 }
 
 // TestCheckRestart: a counter that went back, or another process start
-// time, is a restart event; counters that only grew are not.
+// time, is a restart event (and the server's identity is read again);
+// counters that only grew are not. (What is a restart:
+// servermetrics.TestRestartedSince.)
 func TestCheckRestart(t *testing.T) {
 	m := &monitor{wake: make(chan struct{}, 1)} // no recorder: the events stay queued
+	var told []string
+	m.restarted = func(s *server, why string) { told = append(told, s.name+": "+why) }
 	sc := &scraper{m: m, s: &server{name: "http://s"}}
-	read := func(tokens, start float64) *reading {
-		r := &reading{flavor: store.FlavorSGLang, values: map[string]float64{keyGen: tokens}, names: map[string]string{keyGen: "sglang:generation_tokens_total"}}
+	read := func(tokens, start float64) *servermetrics.Reading {
+		text := fmt.Sprintf("sglang:generation_tokens_total{model_name=\"m\"} %g\n", tokens)
 		if start > 0 {
-			r.values[keyStart] = start
+			text += fmt.Sprintf("process_start_time_seconds %g\n", start)
 		}
-		return r
+		return servermetrics.Read([]byte(text))
 	}
-	for _, r := range []*reading{read(100, 0), read(200, 0), read(50, 0), read(60, 1.7e9), read(70, 1.7e9), read(80, 1.8e9)} {
+	for _, r := range []*servermetrics.Reading{read(100, 0), read(200, 0), read(50, 0), read(60, 1.7e9), read(70, 1.7e9), read(80, 1.8e9)} {
 		sc.checkRestart(time.Now().UnixMilli(), r)
 	}
 	m.mu.Lock()
 	var got []string
 	for _, p := range m.queue {
-		got = append(got, p.event.Detail)
+		got = append(got, p.event.Server+" "+p.event.Name+": "+p.event.Detail)
 	}
 	m.mu.Unlock()
-	want := []string{"sglang:generation_tokens_total went back from 200 to 50",
-		"its process start time changed from 2023-11-14T22:13:20Z to 2027-01-15T08:00:00Z"}
+	want := []string{"http://s restarted: sglang:generation_tokens_total went back from 200 to 50",
+		"http://s restarted: its process start time changed from 2023-11-14T22:13:20Z to 2027-01-15T08:00:00Z"}
+	if !slices.Equal(told, []string{"http://s: sglang:generation_tokens_total went back from 200 to 50",
+		"http://s: its process start time changed from 2023-11-14T22:13:20Z to 2027-01-15T08:00:00Z"}) {
+		t.Errorf("identity read again for %q", told)
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("restarts %q\nwant %q", got, want)
 	}
@@ -421,7 +243,7 @@ func TestQueryServerFromSGLangMetrics(t *testing.T) {
 	h := s.Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
-			fmt.Fprint(w, sglangExposition)
+			fmt.Fprint(w, metricstest.SGLang)
 			return
 		}
 		h.ServeHTTP(w, r)

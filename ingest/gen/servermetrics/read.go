@@ -1,11 +1,10 @@
-package gen
+package servermetrics
 
-// Reading a server's /metrics once parsed (metricsparse.go; fetched by
-// metricsfetch.go): the server told by its names (SGLang's sglang:*,
-// vLLM's vllm:*, llama.cpp's llamacpp:*), and its per-rank samples
-// combined into one store.ServerSample whose metrics mean the same for
-// every flavor (flavorSources says where each comes from, combine how it
-// is combined).
+// Reading a server's /metrics once parsed (parse.go; fetched by fetch.go):
+// the server told by its names (SGLang's sglang:*, vLLM's vllm:*,
+// llama.cpp's llamacpp:*), and its per-rank samples combined into one
+// store.ServerSample whose metrics mean the same for every flavor
+// (flavorSources says where each comes from, combine how it is combined).
 
 import (
 	"math"
@@ -42,9 +41,9 @@ const (
 	combineMax
 )
 
-// What a reading holds, by key: each a value of one server combined over
+// What a Reading holds, by key: each a value of one server combined over
 // its ranks. The sample's metrics are these, or ratios of two counters'
-// increases (see reading.fill).
+// increases (see Reading.Fill).
 const (
 	keyRunning    = "running"
 	keyQueued     = "queued"
@@ -64,7 +63,7 @@ const (
 	keyStart      = "start"      // process start time, Unix seconds
 )
 
-// source is where a reading's value comes from on one flavor.
+// source is where a Reading's value comes from on one flavor.
 type source struct {
 	key     string
 	names   []string // its exposition names, the current one first: the first present is read
@@ -81,7 +80,7 @@ type source struct {
 // mode).
 var processStart = source{key: keyStart, names: []string{"process_start_time_seconds"}, how: combineMax}
 
-// flavorSources: what gen reads of each flavor's /metrics, checked against
+// flavorSources: what is read of each flavor's /metrics, checked against
 // each project's source (../shared/sglang-api.md sections 7 and 14, and
 // vllm-api.md section 6, name the files):
 //   - SGLang: python/sglang/srt/observability/metrics_collector.py (the
@@ -148,7 +147,7 @@ var flavorPrefixes = []struct {
 	flavor store.Flavor
 }{{"sglang:", store.FlavorSGLang}, {"vllm:", store.FlavorVLLM}, {"llamacpp:", store.FlavorLlamaCpp}}
 
-// directMetrics: the reading's values a sample holds as they are.
+// directMetrics: the Reading's values a sample holds as they are.
 var directMetrics = []struct {
 	key string
 	m   store.Metric
@@ -176,9 +175,10 @@ var readNames = func() map[string]bool {
 // rankLabels are the labels of the GPUs that one scheduler spans.
 var rankLabels = []string{"tp_rank", "pp_rank", "moe_ep_rank"}
 
-// reading is one /metrics answer read: its flavor, and each source's value
-// combined over the server's ranks, with the name it was read from.
-type reading struct {
+// Reading is one /metrics answer read: its flavor, and each source's value
+// combined over the server's ranks, with the name it was read from. It is
+// not changed once made.
+type Reading struct {
 	flavor store.Flavor
 	values map[string]float64
 	names  map[string]string
@@ -188,13 +188,25 @@ type reading struct {
 	startHeader string
 }
 
-func (r *reading) get(key string) (float64, bool) {
+// Flavor is the server's, as its names tell (store.FlavorOther: none of
+// the three flavors').
+func (r *Reading) Flavor() store.Flavor { return r.flavor }
+
+func (r *Reading) get(key string) (float64, bool) {
 	v, ok := r.values[key]
 	return v, ok
 }
 
+// Read reads one /metrics answer's body (the Prometheus text format):
+// the samples of the names some flavor reads, combined into a Reading; a
+// line that does not parse is skipped.
+func Read(body []byte) *Reading {
+	samples, _ := parseProm(body, func(name string) bool { return readNames[name] })
+	return readExposition(samples)
+}
+
 // flavorOf tells the server by the names of its samples (read: only the
-// names gen reads are there).
+// names some flavor reads are there).
 func flavorOf(samples []promSample) store.Flavor {
 	for _, fp := range flavorPrefixes {
 		for i := range samples {
@@ -207,10 +219,10 @@ func flavorOf(samples []promSample) store.Flavor {
 }
 
 // readExposition combines samples over the server's ranks (see combine)
-// into a reading of its flavor's sources. A source the server does not
+// into a Reading of its flavor's sources. A source the server does not
 // report, or reports only as NaN, is absent from it.
-func readExposition(samples []promSample) *reading {
-	r := &reading{flavor: flavorOf(samples), values: map[string]float64{}, names: map[string]string{}}
+func readExposition(samples []promSample) *Reading {
+	r := &Reading{flavor: flavorOf(samples), values: map[string]float64{}, names: map[string]string{}}
 	srcs := flavorSources[r.flavor]
 	if srcs == nil {
 		srcs = []source{processStart}
@@ -295,9 +307,9 @@ func combineSamples(ps []*promSample, src source) (float64, bool) {
 	return v, true
 }
 
-// fill sets s's metrics from r: its values as they are, and the ones a
-// flavor gives as two counters, as the ratio of their increases since prev
-// (the reading before, nil: none) or, when prev has no increase of the
+// Fill sets s's metrics and flavor from r: its values as they are, and the
+// ones a flavor gives as two counters, as the ratio of their increases
+// since prev (the Reading before, nil: none) or, when prev has no increase of the
 // denominator (no prompt, no draft since), since the server started:
 //   - cache hit rate: vLLM's prefix_cache_hits / prefix_cache_queries;
 //     llama.cpp's prompt_tokens_cached / (that + prompt_tokens), its
@@ -305,8 +317,9 @@ func combineSamples(ps []*promSample, src source) (float64, bool) {
 //     prompt_tokens when it has no cache_hit_rate gauge;
 //   - accept length: 1 + accepted draft tokens / drafts (vLLM, llama.cpp).
 //
-// A metric whose sources the server does not expose stays unknown.
-func (r *reading) fill(prev *reading, s *store.ServerSample) {
+// A metric whose sources the server does not expose stays unknown. Fill
+// sets nothing else of s.
+func (r *Reading) Fill(prev *Reading, s *store.ServerSample) {
 	s.Flavor = r.flavor
 	for _, d := range directMetrics {
 		if v, ok := r.get(d.key); ok {
@@ -317,14 +330,14 @@ func (r *reading) fill(prev *reading, s *store.ServerSample) {
 		prev = nil
 	}
 	if _, ok := s.Get(store.MetricCacheHitRate); !ok {
-		var num, den func(*reading) (float64, bool)
+		var num, den func(*Reading) (float64, bool)
 		switch r.flavor {
 		case store.FlavorVLLM:
 			num, den = getter(keyHits), getter(keyQueries)
 		case store.FlavorSGLang:
 			num, den = getter(keyCached), getter(keyPrompt)
 		case store.FlavorLlamaCpp:
-			num, den = getter(keyCached), func(x *reading) (float64, bool) {
+			num, den = getter(keyCached), func(x *Reading) (float64, bool) {
 				c, ok1 := x.get(keyCached)
 				p, ok2 := x.get(keyPrompt)
 				return c + p, ok1 && ok2
@@ -343,14 +356,14 @@ func (r *reading) fill(prev *reading, s *store.ServerSample) {
 	}
 }
 
-func getter(key string) func(*reading) (float64, bool) {
-	return func(r *reading) (float64, bool) { return r.get(key) }
+func getter(key string) func(*Reading) (float64, bool) {
+	return func(r *Reading) (float64, bool) { return r.get(key) }
 }
 
 // counterRatio is num's increase over den's from prev to cur, or, when
 // there is no prev, den did not grow, or a counter went back (a restart),
 // num/den since the server started; not ok when den is 0 or absent.
-func counterRatio(cur, prev *reading, num, den func(*reading) (float64, bool)) (float64, bool) {
+func counterRatio(cur, prev *Reading, num, den func(*Reading) (float64, bool)) (float64, bool) {
 	n, ok1 := num(cur)
 	d, ok2 := den(cur)
 	if !ok1 || !ok2 {
@@ -367,10 +380,4 @@ func counterRatio(cur, prev *reading, num, den func(*reading) (float64, bool)) (
 		return n / d, true
 	}
 	return 0, false
-}
-
-// readMetrics fills s from one /metrics answer's samples alone (no reading
-// before it: ratios of counters are since the server started).
-func readMetrics(samples []promSample, s *store.ServerSample) {
-	readExposition(samples).fill(nil, s)
 }
