@@ -13,6 +13,7 @@ import (
 
 	"gendex/ingest"
 	"gendex/ingest/export"
+	"gendex/ingest/gen"
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
@@ -31,16 +32,23 @@ func checkAnswers(line []byte, rec *store.Record, mapping string) (query.Checked
 	return a, err
 }
 
-// newAsker is live.NewAsker for the index at path, reading answers for
-// check by export's rules.
-func newAsker(path string) *live.Asker {
-	a := live.NewAsker(path)
-	a.Answers = checkAnswers
-	return a
+// checkReaders are what check reads the files with, by the rules of the
+// parts that write them: answers as export reads them, the disk by the
+// writers' own decision of a changed file (ingest.Changed), and the
+// prompts to go by gen's rule of what it sends (gen.Unsendable: those it
+// does not send for their shape get a fix with --prompt). Every check
+// gendex runs gets them, in this process and in a writer's that answers
+// the question on its socket.
+func checkReaders() query.CheckReaders {
+	return query.CheckReaders{Answers: checkAnswers, FileChanged: ingest.Changed, PromptUnsendable: gen.Unsendable}
 }
 
-func init() {
-	query.FileChanged = ingest.Changed // the disk check: the writers' own decision
+// newAsker is live.NewAsker for the index at path, checking with
+// checkReaders.
+func newAsker(path string) *live.Asker {
+	a := live.NewAsker(path)
+	a.Readers = checkReaders()
+	return a
 }
 
 // errNotReady: some dataset is not fit to train on (exit 1); the verdicts

@@ -28,5 +28,5 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 // options returns live.Serve's options for the flags given, the token
 // taken from $GENDEX_TOKEN and the log going to stderr.
 func (l listenFlags) options(env *Env, extra func(*prom.Writer)) live.Options {
-	return live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), Log: env.Stderr, Extra: extra, Answers: checkAnswers}
+	return live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), Log: env.Stderr, Extra: extra, Readers: checkReaders()}
 }

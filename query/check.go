@@ -34,13 +34,36 @@ type CheckOptions struct {
 	// check counts for this reason (one of IDReasons): rows of
 	// idColumns, in id order per dataset.
 	IDs string
-	// Answers reads an answer line for the content checks and a
-	// conversation's length (nil: they are not made, and the check says
-	// so). It is not a word of the question: whoever runs it gives it.
-	Answers AnswerReader
+	// CheckReaders read the dataset's files: not words of the question,
+	// whoever runs it gives them.
+	CheckReaders
 	// AllowNoPrompt accepts answers whose id matches no prompt (no record
 	// is made of them).
 	AllowNoPrompt bool
+}
+
+// CheckReaders are what check reads a dataset's files with, by the rules
+// of the parts that write them (query imports neither ingest nor gen:
+// gendex's main gives them, to the checks it runs and to a writer's
+// socket). Each one left nil has the meaning its comment gives; none
+// lets a check pass unsaid.
+type CheckReaders struct {
+	// Answers reads an answer line for the content checks and a
+	// conversation's length (nil: they are not made, and the check says
+	// so).
+	Answers AnswerReader
+	// FileChanged says why the file the index read at f.Path is no longer
+	// what it read, "" when it is (appended to counts as not changed), by
+	// ingest's rules (ingest.Changed, the writers' own decision); an error
+	// is a file that could not be looked at. Nil: the disk is not looked
+	// at, and a disk_unchecked note says so (check_disk.go).
+	FileChanged func(f store.FileState) (why string, err error)
+	// PromptUnsendable reports whether a prompt line holds no prompt gen
+	// sends by its own keys, and a path in it that holds one, for gen
+	// --prompt ("" for none): gen's rule (gen.Unsendable). Nil: the
+	// prompts to go are not read for their shape, and unanswered's fix is
+	// gen without --prompt (checkunsent.go).
+	PromptUnsendable func(line []byte) (unsendable bool, promptPath string)
 }
 
 // The reasons a check gives, in the order it gives them.
@@ -146,7 +169,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	}
 	dir := folderOf(v, name)
 	owed := s.Owed()
-	fs, err := checkDisk(v, name) // the disk first: a stale index is never ready
+	fs, err := checkDisk(v, name, o.FileChanged) // the disk first: a stale index is never ready
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +183,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 			detail: "no prompts file is indexed, so nothing says every prompt has its answer",
 			fix:    "gendex ingest " + filepath.Join(dir, "prompts.jsonl")})
 	} else if owed.Prompts > 0 {
-		fs = append(fs, unansweredFinding(v, name, dir, owed.Prompts, files)) // checkunsent.go
+		fs = append(fs, unansweredFinding(v, name, dir, owed.Prompts, files, o.PromptUnsendable)) // checkunsent.go
 	}
 	if !owed.RedoKnown { // a redo stopped before it had read every prompt: it owes these and may owe more
 		fs = append(fs, finding{reason: ReasonRedo, blocks: true, detail: fmt.Sprintf("answers a redo is asking again: how many is not known, it stopped before it had read every prompt for them (%d found)", owed.Redo),

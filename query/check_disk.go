@@ -18,17 +18,10 @@ import (
 // (gone, cut, replaced, rewritten, an answer line edited in place) or one
 // with lines it has not read (appended to, forgotten and not read again)
 // makes the dataset not ready: a stale index is never "ready". Whether a
-// file changed is ingest's own decision (FileChanged), the one every
-// writer takes when it opens the index; an answer file written since it
-// was read also has each answer line it holds compared with the CRC the
-// index keeps of it.
-
-// FileChanged says why the file the index read at f.Path is no longer
-// what it read, "" when it is (appended to counts as not changed), by
-// ingest's rules (ingest.Changed; main sets it: query does not import
-// ingest). An error is a file that could not be looked at. Nil: the disk
-// is not looked at, and check says so.
-var FileChanged func(f store.FileState) (why string, err error)
+// file changed is ingest's own decision (CheckReaders.FileChanged), the
+// one every writer takes when it opens the index; an answer file written
+// since it was read also has each answer line it holds compared with the
+// CRC the index keeps of it.
 
 // The disk check's reasons.
 const (
@@ -50,9 +43,10 @@ type diskFindings struct {
 }
 
 // checkDisk compares every file the index counts for dataset name with
-// the disk (see the top of this file).
-func checkDisk(v *store.View, name string) ([]finding, error) {
-	if FileChanged == nil {
+// the disk (see the top of this file), each file by changed
+// (CheckReaders.FileChanged; nil: a note says the disk was not compared).
+func checkDisk(v *store.View, name string, changed func(store.FileState) (string, error)) ([]finding, error) {
+	if changed == nil {
 		return []finding{{reason: ReasonDiskUnchecked, detail: "the files were not compared with the disk: this reader of the index cannot"}}, nil
 	}
 	var d diskFindings
@@ -61,7 +55,7 @@ func checkDisk(v *store.View, name string) ([]finding, error) {
 		if f.Dataset != name {
 			return nil
 		}
-		if lc := d.lookAt(v, f); lc != nil {
+		if lc := d.lookAt(v, f, changed); lc != nil {
 			written[f.ID] = lc
 		}
 		return nil
@@ -83,7 +77,7 @@ func checkDisk(v *store.View, name string) ([]finding, error) {
 // lookAt sorts one file of the dataset into d; it returns the file's
 // line check when the file is an answer file written since it was read
 // (its lines are then compared with their CRCs), nil otherwise.
-func (d *diskFindings) lookAt(v *store.View, f store.FileState) *lineCheck {
+func (d *diskFindings) lookAt(v *store.View, f store.FileState, changed func(store.FileState) (string, error)) *lineCheck {
 	if f.Phase == store.PhaseForgetting || f.ID == 0 && v.IsUnread(f.Path) {
 		d.behind = append(d.behind, diskNote{path: f.Path, why: "forgotten and not read again since: the index lacks its lines", fix: rereadCommand(f.Path)})
 		return nil
@@ -94,7 +88,7 @@ func (d *diskFindings) lookAt(v *store.View, f store.FileState) *lineCheck {
 		}
 		return nil
 	}
-	why, err := FileChanged(f)
+	why, err := changed(f)
 	var fi os.FileInfo
 	if err == nil && why == "" {
 		fi, err = os.Stat(f.Path)

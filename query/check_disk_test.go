@@ -19,8 +19,8 @@ import (
 // or cutting it at the indexed offset; a file forgotten and not read again
 // (a writer stopped while it forgot it) is index_behind, its fix the
 // re-read; answered by the process that holds the index for writing, the
-// fix waits for that process instead. Without FileChanged the disk is not
-// looked at, and a note says so.
+// fix waits for that process instead. Without CheckReaders.FileChanged
+// the disk is not looked at, and a note says so.
 func TestCheckDiskStates(t *testing.T) {
 	root := copyTree(t, fixtureRoot)
 	path := filepath.Join(t.TempDir(), "index.db")
@@ -29,9 +29,19 @@ func TestCheckDiskStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	ingesttest.IndexInto(t, db, root)
+	// The check's FileChanged: none at first, then ingest's.
+	var changed func(store.FileState) (string, error)
 	reasons := func(src query.Source, name string) map[string][2]string { // reason -> detail, fix
 		t.Helper()
-		chk := answer(t, src, time.Now(), "check", name)
+		q, err := query.Parse([]string{"check", name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Check.FileChanged = changed
+		chk, err := query.Answer(src, q, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := map[string][2]string{}
 		for _, r := range chk.Rows {
 			reason, _ := chk.Get(r, "reason").(string)
@@ -44,8 +54,7 @@ func TestCheckDiskStates(t *testing.T) {
 	if r, ok := reasons(db, "alpha")[query.ReasonDiskUnchecked]; !ok {
 		t.Errorf("check without FileChanged: no %s note (%v)", query.ReasonDiskUnchecked, r)
 	}
-	query.FileChanged = ingest.Changed
-	t.Cleanup(func() { query.FileChanged = nil })
+	changed = ingest.Changed
 
 	prompts := filepath.Join(root, "alpha", "prompts.jsonl")
 	fi, err := os.Stat(prompts)

@@ -7,12 +7,6 @@ import (
 	"gendex/store"
 )
 
-// PromptUnsendable reports whether a prompt line holds no prompt gen
-// sends by its own keys, and a path in it that holds one, for gen
-// --prompt ("" for none): gen's rule (main sets it: query does not import
-// ingest). Nil: the prompts to go are not read for their shape.
-var PromptUnsendable func(line []byte) (unsendable bool, promptPath string)
-
 // unsentReadLimit bounds the prompts to go that check reads for their
 // shape: past it, the count of those gen cannot send is a lower bound.
 const unsentReadLimit = 20_000
@@ -21,10 +15,12 @@ const unsentReadLimit = 20_000
 // (folder dir) neither answered nor failed. Gen does not send a prompt
 // that holds no prompt at its keys (it stays to go): when every one of
 // them is such, the fix is gen with the --prompt that reads them; when
-// some are, the fix says both runs.
-func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint32]*os.File) finding {
+// some are, the fix says both runs. unsendable is gen's rule
+// (CheckReaders.PromptUnsendable); nil: the prompts are not read, and the
+// fix is gen's run alone.
+func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint32]*os.File, unsendable func([]byte) (bool, string)) finding {
 	f := finding{reason: ReasonUnanswered, blocks: true, count: n, detail: "prompts neither answered nor failed", fix: "gendex gen --server URL " + dir}
-	if PromptUnsendable == nil {
+	if unsendable == nil {
 		return f
 	}
 	var read, unsent uint64
@@ -42,7 +38,7 @@ func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint
 		if err != nil {
 			return nil // a file changed since: not this reason's to say
 		}
-		if bad, p := PromptUnsendable(line); bad {
+		if bad, p := unsendable(line); bad {
 			unsent++
 			if path == "" {
 				path = p

@@ -60,3 +60,42 @@ func TestStaleByTheAnswerItNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleWhenEitherNamesAnother: an id with both a record and an
+// exclusion, each naming its answer, is stale when either names another
+// than its answer, in either order of their adding after the answer (the
+// one added second is judged with the first, which it does not read back).
+func TestStaleWhenEitherNamesAnother(t *testing.T) {
+	const answer, other = 0x1111, 0x2222
+	for _, froms := range [][2]uint32{{answer, answer}, {other, answer}, {answer, other}} { // the record's, the exclusion's
+		for _, excludedFirst := range []bool{false, true} {
+			name := fmt.Sprintf("record from %x, exclusion from %x, exclusion first %v", froms[0], froms[1], excludedFirst)
+			t.Run(name, func(t *testing.T) {
+				db := newDB(t)
+				add := func(stage Stage, r *Record) {
+					t.Helper()
+					if err := db.Update(func(tx *Tx) error { _, err := tx.Add("ds", stage, r); return err }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				add(Raw, &Record{ID: "a", File: 1, PromptTokens: 1, CompletionTokens: 2, CachedTokens: Unknown, ReasoningTokens: Unknown, Time: 1000, OwnTime: true, Finish: "length", Sum: answer})
+				record := &Record{ID: "a", File: 2, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, From: froms[0], HasFrom: true}
+				exclusion := &Record{ID: "a", File: 3, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown, Finish: "length", From: froms[1], HasFrom: true}
+				if excludedFirst {
+					add(Excluded, exclusion)
+					add(Tokenized, record)
+				} else {
+					add(Tokenized, record)
+					add(Excluded, exclusion)
+				}
+				want := uint64(1)
+				if froms[0] == answer && froms[1] == answer {
+					want = 0
+				}
+				if p := checkPending(t, db, name); p.Stale != want {
+					t.Errorf("stale %d, want %d", p.Stale, want)
+				}
+			})
+		}
+	}
+}

@@ -148,12 +148,19 @@ func (d *dsTx) staleByFrom(id []byte, answer uint32) (stale, known bool, err err
 		if err != nil {
 			return false, false, err
 		}
-		if rec != nil && rec.HasFrom {
-			known = true
-			stale = stale || rec.From != answer
-		}
+		stale, known = fromStale(rec, answer, stale, known)
 	}
 	return stale, known, nil
+}
+
+// fromStale folds rec, id's record or exclusion (nil: none), into stale
+// and known: known once one names its answer, stale once one names
+// another than the line whose sum is answer.
+func fromStale(rec *Record, answer uint32, stale, known bool) (bool, bool) {
+	if rec != nil && rec.HasFrom {
+		return stale || rec.From != answer, true
+	}
+	return stale, known
 }
 
 // judgeFrom marks id stale, or not, by the answer its record or exclusion
@@ -163,17 +170,28 @@ func (d *dsTx) judgeFrom(id []byte, answer uint32) (known bool, err error) {
 	if err != nil || !known {
 		return known, err
 	}
+	return true, d.setStale(id, stale)
+}
+
+// setStale marks id stale or not. An id already marked so costs one
+// lookup: its membership is read only to move the Stale counter.
+func (d *dsTx) setStale(id []byte, stale bool) error {
+	if marked := d.staleB != nil && d.staleB.Get(id) != nil; marked == stale {
+		return nil
+	}
 	m := d.membership(id, Raw) | d.membership(id, Tokenized) // Raw, Tokenized, Excluded
 	if stale {
-		return true, d.markStale(id, m)
+		return d.markStale(id, m)
 	}
-	return true, d.unmarkStale(id, m)
+	return d.unmarkStale(id, m)
 }
 
 // judgeAdded judges id's staleness by From once r was added to stage
 // (before is id's membership before): an answer against its record's
 // From, a record that names its answer against the answer. An id without
-// both costs no read.
+// both costs no read; a record added reads the answer, and the other of
+// record and exclusion only when before says the id has one (r is the
+// one just added: it is not read back).
 func (d *dsTx) judgeAdded(stage Stage, r *Record, before membership) error {
 	id := []byte(r.ID)
 	switch {
@@ -185,8 +203,19 @@ func (d *dsTx) judgeAdded(stage Stage, r *Record, before membership) error {
 		if raw == nil || err != nil {
 			return err
 		}
-		_, err = d.judgeFrom(id, raw.Sum)
-		return err
+		stale, _ := fromStale(r, raw.Sum, false, false)
+		other := Excluded
+		if stage == Excluded {
+			other = Tokenized
+		}
+		if before.has(other) {
+			rec, err := d.stored(other, r.ID)
+			if err != nil {
+				return err
+			}
+			stale, _ = fromStale(rec, raw.Sum, stale, true)
+		}
+		return d.setStale(id, stale)
 	}
 	return nil
 }

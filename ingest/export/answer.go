@@ -105,12 +105,9 @@ func parseAnswer(line []byte, rec *store.Record, m ingest.IDPath, pre *ingest.An
 	a := answer{turns: []turn{{text: r.Text, textRaw: r.TextRaw, reasoning: r.Reasoning, outputIDs: r.OutputIDs,
 		promptIDs: r.PromptIDs, shape: r.Shape, noText: r.NoText}}}
 	t := &a.turns[0]
-	if pre != nil {
-		t.toolCalls, err = toolCallsIn(pre.ToolCalls)
-	} else {
-		t.toolCalls, err = toolCallsOf(line)
-	}
-	if err != nil {
+	// The calls are the ones ReadAnswer found in its one scan of the line:
+	// reading them again was a second scan of every answer.
+	if t.toolCalls, err = toolCallsOf(r.ToolCalls); err != nil {
 		return answer{}, err
 	}
 	t.finish = rec.Finish

@@ -59,19 +59,10 @@ func (c *Config) tokenizeChat(ctx context.Context, msgs []client.Message, tools 
 	return tt.TokenizeChat(ctx, msgs, tools)
 }
 
-// toolCallsOf returns a flat answer line's "tool_calls" (raw; nil when
-// absent or null), checked to be a list of calls.
-func toolCallsOf(line []byte) ([]byte, error) {
-	var o [1][]byte
-	if err := getFields(line, []string{"tool_calls"}, o[:]); err != nil {
-		return nil, err
-	}
-	return toolCallsIn(o[0])
-}
-
-// toolCallsIn is toolCallsOf of a line whose "tool_calls" value is v (nil
-// when absent).
-func toolCallsIn(v []byte) ([]byte, error) {
+// toolCallsOf checks a flat answer's "tool_calls" (v: its raw value,
+// ingest.Answer.ToolCalls; nil when absent) to be a list of calls and
+// returns it (nil when absent or null).
+func toolCallsOf(v []byte) ([]byte, error) {
 	if isNull(v) {
 		return nil, nil
 	}

@@ -22,9 +22,9 @@ import (
 // the first byte reaches a reader's pipe, so `gendex query ... | less`
 // left open holds nothing. Close it when done.
 type Asker struct {
-	// Answers reads answer lines for check when the Asker answers from the
-	// file itself (query.CheckOptions.Answers); a writer uses its own.
-	Answers query.AnswerReader
+	// Readers are what check reads the files with when the Asker answers
+	// from the file itself (query.CheckReaders); a writer uses its own.
+	Readers query.CheckReaders
 
 	path   string
 	remote *Remote
@@ -75,7 +75,7 @@ func (a *Asker) local(ctx context.Context, q query.Query, now time.Time) (*spool
 	if err != nil {
 		return nil, err
 	}
-	q.Check.Answers = a.Answers
+	q.Check.CheckReaders = a.Readers
 	sp, err := spoolAnswer(ctx, db, q, now)
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = cerr

@@ -38,8 +38,8 @@ type Options struct {
 	Log io.Writer
 	// Extra, when not nil, writes more metrics after the index's own.
 	Extra func(*prom.Writer)
-	// Answers reads answer lines for check (Server.Answers).
-	Answers query.AnswerReader
+	// Readers are what check reads the files with (Server.Readers).
+	Readers query.CheckReaders
 }
 
 // Serve serves questions about db on its socket and, when o.Addr is given,
@@ -49,7 +49,7 @@ type Options struct {
 // nothing is served. stop stops serving and returns when every connection
 // is done.
 func Serve(db *store.DB, o Options) (stop func(), err error) {
-	srv := &Server{Src: db, Extra: o.Extra, Answers: o.Answers}
+	srv := &Server{Src: db, Extra: o.Extra, Readers: o.Readers}
 	var tl net.Listener
 	if o.Addr != "" {
 		host, port, err := net.SplitHostPort(o.Addr)

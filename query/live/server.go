@@ -69,9 +69,9 @@ type Server struct {
 	// that does not read before the connection is closed; 0 means
 	// DefaultStallTimeout. A slow reader that keeps reading is not cut off.
 	StallTimeout time.Duration
-	// Answers reads answer lines for check (query.CheckOptions.Answers);
-	// nil: check says its content checks were not made.
-	Answers query.AnswerReader
+	// Readers are what check reads the files with (query.CheckReaders:
+	// each one left nil has its stated meaning in the check's answer).
+	Readers query.CheckReaders
 
 	answering atomic.Int64 // read transactions open for answers
 }
@@ -201,7 +201,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 	q, err := query.Parse(r.URL.Query()["arg"])
 	if err == nil {
 		q.Bare = r.URL.Query().Get("bare") == "1"
-		q.Check.Answers = s.Answers
+		q.Check.CheckReaders = s.Readers
 		stop := heartbeat(w, heartbeatEvery)
 		// The whole answer goes to the spool inside the read transaction;
 		// nothing of it goes to the network before the transaction is over.
