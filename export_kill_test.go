@@ -56,7 +56,9 @@ func writeExportFixture(t *testing.T, dir string, n int) {
 
 // TestExportSurvivesSIGKILL kills a running `gendex export --format ids`
 // at random moments (during its first indexing, its writes, fsyncs and
-// commits) until it has been killed at least 6 times, at least 3 of them
+// commits: at a random time, or a random delay after its outputs grew by a
+// random step, whichever comes first, so that no run gets far) until it
+// has been killed at least 6 times, at least 3 of them
 // with records written and not yet indexed, resuming each time, and once
 // leaves a torn last line in both outputs, as a crash inside a write
 // does; then lets it finish. Every answer must have exactly one record or one
@@ -69,24 +71,22 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	}
 	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
 	t.Parallel()
-	const n = 60_000
+	const n = 10_000
 	root := t.TempDir()
 	dir := filepath.Join(root, "X")
 	writeExportFixture(t, dir, n)
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "export", "--format", "ids", root}
 	prompts := map[string][]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "prompts.jsonl")) {
-		var ids []int
-		json.Unmarshal(l["input_ids"], &ids)
-		prompts[idOfLine(t, l)] = ids
+	for _, l := range idsLines(t, filepath.Join(dir, "prompts.jsonl")) {
+		prompts[l.ID] = l.InputIDs
 	}
-	raws := map[string]map[string]json.RawMessage{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
-		raws[idOfLine(t, l)] = l
+	raws := map[string]idsLine{}
+	for _, l := range idsLines(t, filepath.Join(dir, "raw_responses.jsonl")) {
+		raws[l.ID] = l
 	}
 	// check checks the outputs of a run that finished (when says which).
-	check := func(when string) { checkExportSurvived(t, root, db, n, prompts, raws, when) }
+	check := func(when string) { checkExportSurvived(t, bin, root, db, n, prompts, raws, when) }
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	// pending returns the bytes of the outputs written and not yet
 	// indexed, as the killed run left them.
@@ -117,12 +117,17 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	// outputs.
 	// Kills land within a whole run's time, measured once here, so that
 	// they hit work in progress however fast export is on this machine
-	// (a fixed span of a few seconds once missed most runs).
+	// (a fixed span of a few seconds once missed most runs), or soon after
+	// the outputs grew by a random step of at most a tenth of what a whole
+	// run writes (inside a write's fsync and the commits that follow it),
+	// whichever comes first: a run that got far would leave the next ones
+	// little work to be killed in.
+	outputs := []string{filepath.Join(dir, "tokenized.jsonl"), filepath.Join(dir, "excluded.jsonl")}
 	start := time.Now()
 	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("the timing run: %v\n%s", err, o)
 	}
-	whole := time.Since(start)
+	whole, wholeBytes := time.Since(start), outputBytes(outputs)
 	os.Remove(filepath.Join(dir, "tokenized.jsonl"))
 	os.Remove(filepath.Join(dir, "excluded.jsonl"))
 	os.Remove(db)
@@ -140,8 +145,11 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		// The random moment of the kill is what is under test.
+		stop := make(chan struct{})
+		step := 1 + rng.Int64N(wholeBytes/10+1)
 		select {
-		case <-time.After(killAfter()):
+		case <-killMoment(outputs, step, time.Duration(rng.IntN(10_000))*time.Microsecond, killAfter(), stop):
+			close(stop)
 			cmd.Process.Signal(syscall.SIGKILL)
 			if err := <-done; err != nil {
 				kills++
@@ -159,6 +167,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 				continue
 			}
 		case err := <-done:
+			close(stop)
 			if err != nil {
 				t.Fatalf("run %d ended on its own with %v", run, err)
 			}
@@ -190,26 +199,21 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 // record or one exclusion, each record the prompt's ids + the answer's
 // output_ids, the exclusions by reason are the fixture's, and the index db
 // counts what a fresh ingest of the same files counts.
-func checkExportSurvived(t *testing.T, root, db string, n int, prompts map[string][]int, raws map[string]map[string]json.RawMessage, when string) {
+func checkExportSurvived(t *testing.T, bin, root, db string, n int, prompts map[string][]int, raws map[string]idsLine, when string) {
 	t.Helper()
 	dir := filepath.Join(root, "X")
 	seen := map[string]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "tokenized.jsonl")) {
-		id := idOfLine(t, l)
+	for _, l := range idsLines(t, filepath.Join(dir, "tokenized.jsonl")) {
+		id := l.ID
 		seen[id]++
-		var input, output []int
-		json.Unmarshal(l["input_ids"], &input)
-		json.Unmarshal(raws[id]["output_ids"], &output)
-		if want := append(append([]int(nil), prompts[id]...), output...); !reflect.DeepEqual(input, want) {
-			t.Errorf("%s: %s: input_ids %v; want %v", when, id, input, want)
+		if want := append(append([]int(nil), prompts[id]...), raws[id].OutputIDs...); !reflect.DeepEqual(l.InputIDs, want) {
+			t.Errorf("%s: %s: input_ids %v; want %v", when, id, l.InputIDs, want)
 		}
 	}
 	reasons := map[string]int{}
-	for _, l := range jsonLines(t, filepath.Join(dir, "excluded.jsonl")) {
-		seen[idOfLine(t, l)]++
-		var reason string
-		json.Unmarshal(l["reason"], &reason)
-		reasons[reason]++
+	for _, l := range idsLines(t, filepath.Join(dir, "excluded.jsonl")) {
+		seen[l.ID]++
+		reasons[l.Reason]++
 	}
 	for id := range raws {
 		if seen[id] != 1 {
@@ -234,21 +238,100 @@ func checkExportSurvived(t *testing.T, root, db string, n int, prompts map[strin
 		t.Errorf("%s: exclusions by reason %v; want %v", when, reasons, want)
 	}
 
-	// The index counts what a fresh ingest of the same files counts.
+	// The index counts what a fresh ingest of the same files counts (by
+	// the binary: the race detector makes the test's own ingest of every
+	// answer slow).
 	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root)
+	mustBin := func(args ...string) string {
+		t.Helper()
+		code, stdout, stderr := runGendex(t, bin, "", args...)
+		if code != 0 {
+			t.Fatalf("gendex %q: exit %d\n%s", args, code, stderr)
+		}
+		return stdout
+	}
+	mustBin("--db", fresh, "ingest", root)
 	files := func(db string) string {
-		return mustGendex(t, testEnv(nil), "--db", db, "query", "files", "X", "--format", "tsv").stdout
+		return mustBin("--db", db, "query", "files", "X", "--format", "tsv")
 	}
 	if got, want := files(db), files(fresh); got != want {
 		t.Errorf("%s: the index's files:\n%s\na fresh index's:\n%s", when, got, want)
 	}
 	progress := func(db string) string {
-		return mustGendex(t, testEnv(nil), "--db", db, "query", "progress", "X", "--format", "tsv").stdout
+		return mustBin("--db", db, "query", "progress", "X", "--format", "tsv")
 	}
 	if got, want := progress(db), progress(fresh); got != want {
 		t.Errorf("%s: the index's progress:\n%s\na fresh index's:\n%s", when, got, want)
 	}
+}
+
+// idsLine is a line of prompts, answers, records or exclusions, as far as
+// TestExportSurvivesSIGKILL reads them.
+type idsLine struct {
+	ID        string `json:"id"`
+	InputIDs  []int  `json:"input_ids"`
+	OutputIDs []int  `json:"output_ids"`
+	Reason    string `json:"reason"`
+}
+
+// idsLines reads every line of path; a line that is not JSON, or has no
+// string id, fails the test.
+func idsLines(t *testing.T, path string) []idsLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []idsLine
+	for l := range strings.Lines(string(b)) {
+		var x idsLine
+		if err := json.Unmarshal([]byte(l), &x); err != nil || x.ID == "" {
+			t.Fatalf("%s: %v in %q (a line without a string id?)", path, err, l)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// outputBytes is the size of the files at paths together (a missing one
+// counts as empty).
+func outputBytes(paths []string) int64 {
+	var n int64
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// killMoment is closed at the first of: limit after the call, or delay
+// after the files at paths together have grown by step bytes past their
+// size at the call; unless stop is closed first.
+func killMoment(paths []string, step int64, delay, limit time.Duration, stop <-chan struct{}) <-chan struct{} {
+	target := outputBytes(paths) + step
+	deadline := time.After(limit)
+	ch := make(chan struct{})
+	go func() {
+		for outputBytes(paths) < target {
+			select {
+			case <-time.After(100 * time.Microsecond):
+			case <-deadline:
+				close(ch)
+				return
+			case <-stop:
+				return
+			}
+		}
+		select {
+		case <-time.After(delay):
+		case <-deadline:
+		case <-stop:
+			return
+		}
+		close(ch)
+	}()
+	return ch
 }
 
 // TestExportInterrupted: SIGINT stops export cleanly: exit 130, both

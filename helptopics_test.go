@@ -142,7 +142,7 @@ func TestReadmeFrontPage(t *testing.T) {
 	at := 0
 	for _, want := range []string{
 		"\n## Build or install\n", "    go build -o gendex .", "    go install gendex ",
-		"\n## Quickstart", "    go test -race ./...", "bash .ci/run",
+		"\n## Quickstart", "    go test -race -timeout 8m ./...", "bash .ci/run",
 		"\n## SpecForge: from a ShareGPT file to training data\n", "--max-new-tokens 8192",
 	} {
 		i := strings.Index(front[at:], want)

@@ -197,7 +197,7 @@ func TestStallRecorded(t *testing.T) {
 	addr := freeAddr(t)
 	server := startSimAt(t, bin, addr, "--metrics", "--seed", "9", "--decode-tps", "300", "--slots", "4")
 	root, out := t.TempDir(), t.TempDir()
-	writeIDPrompts(t, filepath.Join(root, "S"), "S", 150)
+	writeIDPrompts(t, filepath.Join(root, "S"), "S", 40)
 	raw := filepath.Join(out, "S", "raw_responses.jsonl")
 	db := filepath.Join(t.TempDir(), "g.db")
 	var log lockedBuffer

@@ -241,9 +241,11 @@ func redoLines(path string) int {
 // never say done, nor a negative count), query progress has them as redo
 // and its ETA is not done, watch's done is below the prompts, and the web
 // view's ETA is not done. Before, every view said 0 to go, done, while
-// the redo ran.
+// the redo ran. Once every view was seen, the redo is interrupted: what is
+// under test is what the views say while it runs.
 func TestRedoIsToGo(t *testing.T) {
 	p := newPlaceRun(t)
+	t.Parallel()
 	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "60")
 	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", filepath.Join("demo", "B2_text"))
 	raw := filepath.Join(p.dir, "demo", "B2_text", "raw_responses.jsonl")
@@ -291,10 +293,18 @@ func TestRedoIsToGo(t *testing.T) {
 		t.Errorf("the web view does not show the answers asked again: %q", r)
 	}
 	waitFor(t, 30*time.Second, "watch's first dashboard", func() bool { return strings.Contains(watched.String(), "B2_text\t") })
-	if err := <-done; err != nil {
-		t.Fatalf("the redo: %v\n%s", err, stderr.String())
-	}
+	waitFor(t, 30*time.Second, "a line of the redo's with answers to go", func() bool {
+		return toGoRe.MatchString(stderr.String())
+	})
 	sh.Process.Signal(syscall.SIGINT)
+	sh.Wait()
+	if n := redoLines(raw); n >= cut {
+		t.Fatalf("the redo ended (%d of %d) before every view was seen: the test needs a slower server", n, cut)
+	}
+	gen.Process.Signal(syscall.SIGINT)
+	if err := <-done; gen.ProcessState.ExitCode() != 130 {
+		t.Fatalf("the redo, interrupted: %v, want exit 130\n%s", err, stderr.String())
+	}
 	watchedDone, watchedOwed := false, false
 	sc := bufio.NewScanner(strings.NewReader(watched.String()))
 	var cols []string

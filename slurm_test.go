@@ -40,7 +40,7 @@ func TestSlurmRecipe(t *testing.T) {
 	env := startSlurm(t, dir)
 
 	shared := filepath.Join(dir, "shared")
-	const prompts = 400
+	const prompts = 200
 	writeIDPrompts(t, filepath.Join(shared, "D"), "D", prompts)
 	base := 20000 + os.Getpid()%5000 // a port per task, below the ephemeral range
 	script = recipeHere(t, script, bin, shared, dir, base)
