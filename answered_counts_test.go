@@ -126,6 +126,7 @@ func genFailing(t *testing.T, n int, server ...string) (db, root, stderr string)
 // share done is answered or failed out of prompts. A dataset whose one
 // prompt failed is 0 answered.
 func TestAnsweredCountsAnswers(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	db, root, stderr := genFailing(t, n)
 	for _, want := range []string{
@@ -192,6 +193,7 @@ func progressJSON(t *testing.T, db string) map[string]map[string]any {
 // and progress show the file's answers as answered and the failed prompt
 // apart, every line within the terminal.
 func TestWatchCountsFailedApart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the shell in tmux")
 	}
@@ -257,6 +259,7 @@ func TestWatchCountsFailedApart(t *testing.T) {
 // answers as answered, the failed prompt apart, and done % as answered or
 // failed out of prompts.
 func TestWebCountsFailedApart(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	db, _, _ := genFailing(t, 12)
 	url, _ := startWeb(t, p, []string{"GENDEX_TOKEN=tok-49", "GENDEX_DB=" + db})
@@ -280,6 +283,7 @@ func TestWebCountsFailedApart(t *testing.T) {
 // shape unanswered, with a fix that sends it (gen --prompt, the key that
 // holds it); run as printed, with the server's URL, it clears the reason.
 func TestUnsentShapeFix(t *testing.T) {
+	t.Parallel()
 	url := startSimProcess(t, gendexBinary(t), "--context", "2048")
 	db, root, _ := genFailing(t, 4, "--server", url)
 	dir := filepath.Join(root, "sharegpt")

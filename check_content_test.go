@@ -19,6 +19,7 @@ import (
 // turns are TestSeedShapesSpecForgeRecipe's and
 // TestCheckFixesClearTheirReasons'.)
 func TestCheckContentCounts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs servers; skipped with -short")
 	}

@@ -251,6 +251,7 @@ func turnsOf(a map[string]any) []map[string]any {
 // without its token counts (its length unknown, never 0): each is counted
 // exactly. Before, a conversation line's turns were not read at all.
 func TestCheckContentFaultsInEveryTurn(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	seedShapes(t, filepath.Join(p.dir, "seeds"))
 	p.mustRun(append(simToolArgs, "seeds")...)

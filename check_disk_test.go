@@ -111,6 +111,7 @@ func (p *placeRun) blockedThenFixed(ds, reason string, details ...string) map[st
 // Before, check was ready-or-not on the index alone: none of these
 // reasons existed.
 func TestCheckLooksAtTheDisk(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	ds := filepath.Join(p.dir, "data", "sg")
 	writeMultiTurnShareGPT(t, ds, 0, 47)
@@ -232,6 +233,7 @@ func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 // writes a copy and renames it over) makes check not ready,
 // files_changed naming the new inode; the re-read it prints clears it.
 func TestCheckSeesToolAnswersReplaced(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	ds := filepath.Join(p.dir, "agentic")
 	if err := os.Rename(simToolDataset(t, 8), ds); err != nil {

@@ -58,6 +58,7 @@ func progressNoPrompt(t *testing.T, db string) any {
 // prompts taken out of the prompts file. Each fix check prints clears it:
 // the prompts given back and indexed, or check --allow-no-prompt.
 func TestAnswersWithoutPromptCounted(t *testing.T) {
+	t.Parallel()
 	t.Run("another id rule", func(t *testing.T) {
 		dir := writeDataset(t, "sg", sharegptLines(1, 4))
 		db := filepath.Join(t.TempDir(), "g.db")

@@ -15,6 +15,7 @@ import (
 // every id again the dataset is made one way: ready, and a resume
 // against model-two is not refused for the answers model-one made.
 func TestCheckCountsAnswersNotLines(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	one := startSimProcess(t, p.bin, "--model", "model-one")
 	two := startSimProcess(t, p.bin, "--model", "model-two")

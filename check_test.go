@@ -66,6 +66,7 @@ func (p *placeRun) checkJSON(args ...string) (code int, reasons map[string]map[s
 // prompts of B1_ids make ids records (as conversations every answer is
 // excluded: not ready, all_excluded, with the way to ids records).
 func TestCheckCleanExportedRun(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", "--export", "conversations", "demo/B2_text", "demo/B3_chat", "demo/B4_sharegpt")
 	p.mustRun("--db", "conv.db", "gen", "--server", "sim", "--max-new-tokens", "64", "--export", "conversations", "--out", "conv", "demo/B1_ids")
@@ -97,6 +98,7 @@ func TestCheckCleanExportedRun(t *testing.T) {
 // "not there" (3), a --max-length that is not a positive integer a usage
 // error (2).
 func TestCheckNamesWhatIsOwed(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	ds := filepath.Join("demo", "B2_text")
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", ds)
@@ -138,6 +140,7 @@ func TestCheckNamesWhatIsOwed(t *testing.T) {
 // TestCheckInWebView: the run page shows check's verdicts: a dataset not
 // exported is not ready, with the reason and its fix.
 func TestCheckInWebView(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "64", filepath.Join("demo", "B2_text"))
 	base, _ := startWeb(t, p, []string{"GENDEX_TOKEN=t0ken"})

@@ -18,6 +18,7 @@ import (
 // every conversation record was empty_content: check read no text in a
 // line whose text is in its turns.)
 func TestCheckReadsConversations(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	for i := range 6 {
 		lines = append(lines, fmt.Sprintf(`{"id":"c%d","conversations":[{"from":"system","value":"Be brief."},{"from":"human","value":"Hi %d"},{"from":"gpt","value":"Hello."},`+

@@ -175,7 +175,7 @@ func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")

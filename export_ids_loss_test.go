@@ -233,6 +233,7 @@ func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 // stop token); check blocks on it with a fix; query counts it (progress)
 // and lists it (list --stage excluded --finish no_turn_loss).
 func TestIDsRecordWithoutTurnLossIsExcluded(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "convs")
 	os.MkdirAll(dir, 0o755)
 	prompt := func(id string) string {

@@ -69,7 +69,7 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a real process")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	const n = 10_000
 	root := t.TempDir()
@@ -341,7 +341,7 @@ func TestExportInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and interrupts a real process")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	const n = 30_000
 	root := t.TempDir()

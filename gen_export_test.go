@@ -249,6 +249,7 @@ func TestGenExportMatchesExport(t *testing.T) {
 // with nothing written, instead of a run of exclusions; an unknown format is a usage
 // error.
 func TestGenExportRefusesIDsWithoutOutputIDs(t *testing.T) {
+	t.Parallel()
 	// Mixed prompts under --api chat go to both endpoints; token-id
 	// prompts alone under --api completions go to /v1/completions alone.
 	for _, tc := range []struct {
@@ -313,7 +314,7 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	url := startSimProcess(t, bin, "--seed", "9", "--slots", "32", "--decode-tps", "150")
 	root, out := t.TempDir(), t.TempDir()

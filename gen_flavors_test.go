@@ -71,6 +71,7 @@ func noAnswers(t *testing.T, p *placeRun, out string) {
 }
 
 func TestFlavorVLLM(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "vllm", "--unmarked", "--context", "8192")
 
@@ -118,6 +119,7 @@ func TestFlavorVLLM(t *testing.T) {
 }
 
 func TestFlavorLlamaCpp(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "llamacpp", "--unmarked", "--context", "2048")
 

@@ -152,6 +152,7 @@ func identityEvent(t *testing.T, bin, db string) string {
 // sends it nothing more; the other answers the rest: gen exits 0, every
 // prompt answered once, every answer model-one's.
 func TestGenRetiresOneServerOfTwo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and kills a real simulator process")
 	}

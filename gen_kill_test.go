@@ -28,7 +28,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a real process")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	url := simURL(t, sim.Config{Seed: 11, Slots: 32, DecodeTokensPerSec: 400})
 	root, out := t.TempDir(), t.TempDir()

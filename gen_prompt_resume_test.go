@@ -23,6 +23,7 @@ import (
 // prompt at both conversations and data.prompt makes the same --prompt
 // resume refused, naming both rules and the line, with nothing sent.
 func TestPromptResumeReadsUnreadLines(t *testing.T) {
+	t.Parallel()
 	url := startSimProcess(t, gendexBinary(t), "--context", "2048")
 	db, root, _ := genFailing(t, 4, "--server", url)
 	dir := filepath.Join(root, "sharegpt")
@@ -70,6 +71,7 @@ func TestPromptResumeReadsUnreadLines(t *testing.T) {
 // rules and that line: the --prompt would read the answered line
 // otherwise.
 func TestPromptResumeOverAnsweredLineRefused(t *testing.T) {
+	t.Parallel()
 	dir := writeDataset(t, "ds", append(sharegptLines(1, 3),
 		`{"id":"c9","conversations":[{"from":"system","value":"Be brief."},{"from":"human","value":"why?"}],"data":{"prompt":"why not?"}}`,
 		`{"id":"odd","data":{"prompt":"what is two and two?"}}`))
@@ -92,6 +94,7 @@ func TestPromptResumeOverAnsweredLineRefused(t *testing.T) {
 // keys" (the first run's answers, of text prompts, say no --turns: no
 // difference).
 func TestPromptResumeTheOtherWay(t *testing.T) {
+	t.Parallel()
 	dir := writeDataset(t, "ds", append(sharegptLines(1, 3),
 		`{"id":"q1","data":{"prompt":"what is two and two?"}}`, `{"id":"q2","data":{"prompt":"name a colour."}}`))
 	db := filepath.Join(t.TempDir(), "g.db")

@@ -116,6 +116,7 @@ func uids(n int) []string {
 // nothing written to errors.jsonl, every prompt still missing (never
 // "answered").
 func TestGenUnreadableSetRefused(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	dir := writeDataset(t, "nested", nestedLines(40, "prompt"))
 	db := filepath.Join(t.TempDir(), "g.db")
@@ -147,6 +148,7 @@ func TestGenUnreadableSetRefused(t *testing.T) {
 // its id and prompt under other keys: every prompt answered under its id,
 // the prompt sent as it is (text, chat messages, ShareGPT conversations).
 func TestGenIDAndPromptPaths(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	db := filepath.Join(t.TempDir(), "g.db")
 
@@ -190,6 +192,7 @@ func TestGenIDAndPromptPaths(t *testing.T) {
 // for ids), gen's feeder reads the ids under the stored path and sends
 // every prompt, answered under its id.
 func TestGenAfterIngestID(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	db := filepath.Join(t.TempDir(), "g.db")
 	dir := writeDataset(t, "nested", nestedLines(40, "text"))
@@ -207,6 +210,7 @@ func TestGenAfterIngestID(t *testing.T) {
 // applies the path to the prompts, never to gen's own answers and errors,
 // which keep their "id": nothing skipped, nothing unanswered.
 func TestIngestIDLeavesGenFiles(t *testing.T) {
+	t.Parallel()
 	_, url := recordingSim(t)
 	db := filepath.Join(t.TempDir(), "g.db")
 	var lines []string
@@ -236,6 +240,7 @@ func TestIngestIDLeavesGenFiles(t *testing.T) {
 // lines that keep their id at "id": the path given for the old file is
 // forgotten, and said, and gen sends the new prompts under their ids.
 func TestReplacedFileForgetsIDPath(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	db := filepath.Join(t.TempDir(), "g.db")
 	dir := writeDataset(t, "nested", nestedLines(5, "text"))
@@ -258,6 +263,7 @@ func TestReplacedFileForgetsIDPath(t *testing.T) {
 // a dataset names the path and the keys the lines have, exits 2, and
 // sends and indexes nothing.
 func TestGenBadPromptPaths(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	dir := writeDataset(t, "nested", nestedLines(5, "prompt"))
 	db := filepath.Join(t.TempDir(), "g.db")
@@ -296,6 +302,7 @@ func TestGenBadPromptPaths(t *testing.T) {
 // lines gen can send are answered, the others not sent (no errors.jsonl
 // line) and still missing, and the run exits 1 saying so.
 func TestGenMixedShapes(t *testing.T) {
+	t.Parallel()
 	pr, url := recordingSim(t)
 	var lines []string
 	for i := 1; i <= 10; i++ {

@@ -175,6 +175,7 @@ func TestGenResumeAskedOtherwiseIsRefused(t *testing.T) {
 // says so, and check counts the dataset made one way, the older answers'
 // way shown with gen=unknown. A sampling difference is still refused.
 func TestGenResumeOverOlderProvenance(t *testing.T) {
+	t.Parallel()
 	pr := &promptRecorder{h: sim.New(sim.Config{Seed: 4}).Handler()}
 	hs := httptest.NewServer(pr)
 	defer hs.Close()
@@ -219,6 +220,7 @@ func TestGenResumeOverOlderProvenance(t *testing.T) {
 // again, and this command is refused again), says so, and exits 5.
 // (Before: "recorded as failed, 2 prompts to go", exit 1.)
 func TestGenRefusedRunIsNotFailed(t *testing.T) {
+	t.Parallel()
 	dir := writeDataset(t, "tools", append(toolPromptLines(1, 2), strings.Replace(toolShareGPTLine, `"id":"g1"`, `"id":"g2"`, 1)))
 	db := filepath.Join(t.TempDir(), "g.db")
 	for range 2 { // and the same command again: refused again
@@ -245,6 +247,7 @@ func TestGenRefusedRunIsNotFailed(t *testing.T) {
 // and check counts each dataset made one way; the same resumes over chat
 // and tool prompts are refused (TestGenResumeAskedOtherwiseIsRefused).
 func TestGenResumeSettingsThatChangeNothing(t *testing.T) {
+	t.Parallel()
 	textLines := func(from, n int) []string {
 		var out []string
 		for i := from; i < from+n; i++ {
@@ -288,6 +291,7 @@ func TestGenResumeSettingsThatChangeNothing(t *testing.T) {
 // naming both sides; with --allow-mixed the rest is answered, and check
 // names both models.
 func TestResumeKeepsTheRunOneRun(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	one, onePosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-one"))
 	two, twoPosts := countingProxy(t, startSimProcess(t, p.bin, "--model", "model-two"))

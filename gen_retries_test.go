@@ -22,6 +22,7 @@ import (
 // prompt, and its summary, `query events` and `query server` say how many
 // attempts it retried and why (as many as the server failed).
 func TestGenSaysRetries(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{Seed: 50}).Handler()
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -24,6 +24,7 @@ import (
 // exactly once. Without the bound gen would wait on until the job's time
 // limit.
 func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills real processes")
 	}

@@ -139,6 +139,7 @@ func TestServerRestartEvents(t *testing.T) {
 // turn them on, answers every prompt, and `query server` shows the
 // server's own columns unknown, never 0, with the same hint.
 func TestServerWithoutMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeIDPrompts(t, filepath.Join(dir, "N"), "N", 40)
 	env := testEnv(nil)

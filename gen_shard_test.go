@@ -21,6 +21,7 @@ import (
 // (a shard resumed by another version must answer the same prompts), so a
 // change of hash must fail here.
 func TestShardOfIsStable(t *testing.T) {
+	t.Parallel()
 	// The values are FNV-1a 64 of the id's UTF-8 bytes mod 4, 16, 3 and
 	// 10, computed by an independent implementation (Python). A power of
 	// two sees only the hash's low bits; 3 and 10 see all 64 of them.
@@ -83,7 +84,7 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	const shards, n = 4, 400
 	root := t.TempDir()

@@ -33,7 +33,7 @@ func TestGenRedrawsInPlace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gen in tmux")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{"alpha_a_dataset_with_a_long_name", "beta"} {

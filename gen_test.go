@@ -28,6 +28,7 @@ func genPrompts(t *testing.T, n int) string {
 // trimmed); an unreadable or empty file is an error naming it; the help
 // says --api-key shows in ps.
 func TestGenAPIKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := genPrompts(t, 3)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	os.WriteFile(keyFile, []byte("sekret\n"), 0o600)
@@ -65,6 +66,7 @@ func TestGenAPIKeyFile(t *testing.T) {
 // at once, refused (5: nothing was sent), says what to check, and records
 // no prompt as failed.
 func TestGenRunLevelErrorExits(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{}).Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/generate" {

@@ -40,7 +40,7 @@ func TestGenToolStepsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	sim := startSimProcess(t, bin, "--tool-calls", "--tool-call-parser", "qwen25", "--slots", "32", "--decode-tps", "300")
 	for _, api := range []string{"generate", "chat"} {

@@ -30,7 +30,7 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	const seed = 13
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
@@ -279,6 +279,7 @@ func checkConversationsOnce(t *testing.T, dir, name string, n, k int, api string
 // TestGenTurnsFlag: --turns takes all or last; anything else is a usage
 // error that says so, before anything is read or sent.
 func TestGenTurnsFlag(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := gendex(t, testEnv(nil), "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--turns", "first", dir)
 	if r.code != 2 || !strings.Contains(r.stderr, `--turns "first": want all or last`) {

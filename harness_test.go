@@ -40,12 +40,20 @@ var (
 	binErr  error
 )
 
-// gendexBinary builds the gendex binary once per test run. The sequential
-// TestQueriesWhileGenRuns builds it before the parallel tests resume:
-// building it while parallel tests were starting processes made the exec
-// of the new file fail now and then with EACCES.
+// gendexBinary returns the gendex binary, built once per test run. TestMain
+// builds it before any test starts: building it while tests were starting
+// processes made the exec of the new file fail now and then with EACCES (a
+// child forked meanwhile holds the file open for writing).
 func gendexBinary(t *testing.T) string {
 	t.Helper()
+	if err := buildBinary(); err != nil {
+		t.Fatal(err)
+	}
+	return binPath
+}
+
+// buildBinary builds the binary into a folder of its own, once.
+func buildBinary() error {
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "gendex-test-bin")
 		if err != nil {
@@ -57,14 +65,30 @@ func gendexBinary(t *testing.T) string {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return binErr
 }
 
-// TestMain runs the tests and removes the binary gendexBinary built.
+// testParallel is how many whole-binary tests run at once unless -parallel
+// says otherwise: they mostly wait for the processes they start (the
+// simulator, gen, a shell in tmux), so far more of them than the 2 cores
+// of CI (go test's default, GOMAXPROCS) keep the cores busy; every test
+// but the three that set the process's environment or folder
+// (t.Setenv, t.Chdir) runs in parallel.
+const testParallel = 8
+
+// TestMain builds the binary before any test starts, runs the tests
+// testParallel at a time (unless -parallel is given), and removes the
+// binary.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(testParallel))
+	}
+	if err := buildBinary(); err != nil {
+		fmt.Fprintln(os.Stderr, err) // every test that runs the binary fails with it too
+	}
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

@@ -20,7 +20,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary in tmux")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	pager := shScript(t, filepath.Join(dir, "pager.sh"), "echo paged >> "+filepath.Join(dir, "used")+"\ncat\necho END-OF-PAGER\n")

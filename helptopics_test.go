@@ -229,6 +229,7 @@ func commandHelp(t *testing.T, name, out string) string {
 // prints most (progress, tokens, throughput, server) is explained in
 // `gendex help query`.
 func TestShortHeadersExplained(t *testing.T) {
+	t.Parallel()
 	lines, ok := readmeSection("## query")
 	if !ok {
 		t.Fatal(`README.md has no "## query" section`)

@@ -14,6 +14,7 @@ import (
 // are unanswered again. Before, both said "unanswered again", and query
 // files listed the gone file with 0 lines.
 func TestGoneFileSaysWhatIsUnanswered(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	raw := writeAnswered(t, dir)
 	link := filepath.Join(dir, "D", "raw_responses.link.jsonl")

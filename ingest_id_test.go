@@ -12,6 +12,7 @@ import (
 // dataset; a later ingest without --id reads the appended lines with the
 // remembered path; a malformed path is a usage error.
 func TestIngestIDFlag(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "mt")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"question_id":81,"category":"writing","turns":["q1"]}`+"\n"+

@@ -16,6 +16,7 @@ import (
 // where known, and a line whose counts add up to no total it states is
 // unknown, said once, naming its line.
 func TestProvidersByRule(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	for _, ds := range []string{"responses", "cohere", "reasoning_total", "gemini", "llamacpp_old"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "shapes", ds, "raw_responses.jsonl"))

@@ -15,6 +15,7 @@ import (
 // file is only forgotten. A path the index holds no file at is "not
 // there" (3), a folder or --dataset with it a usage error (2).
 func TestIngestReread(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	ds := filepath.Join(p.dir, "data", "sg")
 	writeMultiTurnShareGPT(t, ds, 0, 12)

@@ -21,6 +21,7 @@ import (
 // of ours but store; only store imports bbolt and only shell imports
 // liner.
 func TestImportGraph(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -88,6 +89,7 @@ const (
 
 // TestHouseSizes holds those sizes over every package of the module.
 func TestHouseSizes(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	files, testFiles := 0, 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

@@ -59,6 +59,7 @@ var printedToken = regexp.MustCompile(`\?token=([0-9a-f]{32})$`)
 // into a browser, opens the page, and the cookie it leaves serves the
 // links and the charts.
 func TestWebAnswersOnlyItsOwner(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	writeIDPrompts(t, filepath.Join(p.dir, "data", "secretset"), "secretset", 6)
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "8", "data")
@@ -150,6 +151,7 @@ func writerAddr(t *testing.T, w *writer) (addr, token string) {
 // and /metrics alike. A port of /metrics alone stays open to a local
 // Prometheus without a token, for its own Host only.
 func TestWriterAnswersOnlyItsOwner(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
@@ -202,6 +204,7 @@ func TestWriterAnswersOnlyItsOwner(t *testing.T) {
 // caller (the web view, the CLI, the writer's socket and TCP port): a
 // finer step is widened, and the answer says so.
 func TestRunawayRequestsBounded(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	writeIDPrompts(t, filepath.Join(p.dir, "data", "calm"), "calm", 6)
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "8", "data")

@@ -27,6 +27,7 @@ import (
 // from other processes 50 times each: every answer arrives, without an
 // error, the counts never go down, and the last answer equals the final file.
 func TestQueriesWhileGenRuns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -126,6 +127,7 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 // TestGenListen: gen --listen serves the same answers over TCP, and
 // Prometheus metrics with gen's own gauges.
 func TestGenListen(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
@@ -224,6 +226,7 @@ func (w *writer) fds(t *testing.T) int {
 // TestShellHoldsNothingInWriter: 10,000 questions from one piped shell
 // leave the writer's open files and goroutines where they were.
 func TestShellHoldsNothingInWriter(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
@@ -306,6 +309,7 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 // store.Open), so the remap is not exercised directly; Close, which the
 // exit waits for, takes the same mmap lock the remap does.
 func TestStalledReaderDoesNotHoldGen(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
@@ -438,6 +442,7 @@ func TestLongDatabasePath(t *testing.T) {
 // unless --listen-queries; beyond loopback it wants $GENDEX_TOKEN, and
 // then every request must carry it.
 func TestListenMetricsOnly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}

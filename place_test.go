@@ -71,6 +71,7 @@ func (p *placeRun) wantRaw(db string, want float64) {
 // beside the prompts, one index: each makes its own 200 answers, and the
 // index then counts the real ones.
 func TestDryRunThenRealRun(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("gen", "--server", "sim", "--out", "dry", "demo")
 	if n, sim := p.answers("dry"); n != 200 || sim != 200 {
@@ -95,6 +96,7 @@ func TestDryRunThenRealRun(t *testing.T) {
 // beside the prompts never count for a real server's run: gen stops
 // before any request and says to use --out; with --out it makes its own.
 func TestSimulatorBesidePromptsThenRealServer(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("gen", "--server", "sim", "demo")
 	real := startSimProcess(t, p.bin, "--unmarked")
@@ -116,6 +118,7 @@ func TestSimulatorBesidePromptsThenRealServer(t *testing.T) {
 // the index counts elsewhere is refused, naming both folders; both ways
 // out it gives work as written.
 func TestAnotherOutIsRefused(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, "--out", "o1", "demo")
@@ -153,6 +156,7 @@ func TestAnotherOutIsRefused(t *testing.T) {
 // ids): the second is refused, naming both folders, and nothing of it is
 // indexed.
 func TestSameNamedRootsNeverMerge(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
 	real := startSimProcess(t, p.bin, "--unmarked")
@@ -186,6 +190,7 @@ func TestSameNamedRootsNeverMerge(t *testing.T) {
 // from another folder is refused (the old lines do not say who made them),
 // and a run over the same folders has nothing to do.
 func TestUpgradeKeepsCounts(t *testing.T) {
+	t.Parallel()
 	for _, fx := range []struct {
 		name, root string
 		unmarked   bool // the answers do not say the simulator made them
@@ -352,6 +357,7 @@ func jsonEqual(a, b any) bool {
 // like a dataset the index holds (or two such folders at once) is refused,
 // naming both folders; --dataset, the way out it gives, indexes it apart.
 func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "a", "B1_ids"))
 	copyPrompts(t, filepath.Join("testdata", "demo", "B1_ids"), filepath.Join(p.dir, "b", "B1_ids"))
@@ -377,6 +383,7 @@ func TestIngestSameNamedFoldersNeverMerge(t *testing.T) {
 // nothing.
 // After it, a run over the new folder asks nothing again.
 func TestRelocateChecksEveryFile(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, "--out", "a", "demo")
@@ -452,6 +459,7 @@ func annotatedAfter(data []byte, n int) []byte {
 // were refused as "another folder" (the second naming the folder that was
 // gone) and the third as "two datasets are named B1_ids".
 func TestOneFolderThreeSpellings(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	if err := os.Symlink(p.dir, filepath.Join(p.dir, "link")); err != nil {
@@ -496,6 +504,7 @@ func TestOneFolderThreeSpellings(t *testing.T) {
 // tokenized.jsonl and made progress say 60 answered where the folder held
 // 38.
 func TestDryRunRecordsNeverReachTheRealFolder(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	data := filepath.Join(p.dir, "data", "chat_s")
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -580,6 +589,7 @@ func mustRead(t *testing.T, path string) []byte {
 // them (one answer folder counts for a dataset: this run's, named), not
 // that "a dry run never stands in for this run", which is one.
 func TestDryRunOverDryRunNamesTheRule(t *testing.T) {
+	t.Parallel()
 	dir := genPrompts(t, 2)
 	db := filepath.Join(t.TempDir(), "g.db")
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")

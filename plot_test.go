@@ -110,6 +110,7 @@ func plotGolden(t *testing.T, name, got string) {
 // the queue and KV use per server. Every line fits the width, and the
 // chart the height.
 func TestPlotGolden(t *testing.T) {
+	t.Parallel()
 	db := plotDB(t)
 	env := testEnv(map[string]string{"TZ": "UTC"})
 	for _, c := range []struct {
@@ -152,6 +153,7 @@ func TestPlotGolden(t *testing.T) {
 // TestPlotUsage: a bad flag or duration is a usage error; -h prints plot's
 // help with its flags.
 func TestPlotUsage(t *testing.T) {
+	t.Parallel()
 	db := plotDB(t)
 	env := testEnv(nil)
 	for _, args := range [][]string{{"--since", "soon"}, {"--step", "10ms"}, {"--width", "-3"}, {"--nope"}} {
@@ -187,6 +189,7 @@ func TestPlotUsage(t *testing.T) {
 // (Debian: apt-get install chromium; .ci/run installs it).
 // $GENDEX_PLOT_SCREENSHOT keeps the PNG at that path.
 func TestPlotSVGInBrowser(t *testing.T) {
+	t.Parallel()
 	db := plotDB(t)
 	dir := t.TempDir()
 	svg := filepath.Join(dir, "plot.svg")
@@ -266,6 +269,7 @@ func near(r, g, b uint32, R, G, B int) bool {
 // TestPlotInShell: the shell's plot draws the same chart as gendex plot
 // (its times in the system's zone), and its help lists it.
 func TestPlotInShell(t *testing.T) {
+	t.Parallel()
 	db := plotDB(t)
 	env := testEnv(nil)
 	env.Stdin = strings.NewReader("plot --width 80 --height 24\nhelp\n")
@@ -293,6 +297,7 @@ func rangeIn(loc *time.Location) string {
 // indented as a code block (80 columns), so a change to the chart that
 // updates the golden shows in README too.
 func TestReadmeChartIsTheGolden(t *testing.T) {
+	t.Parallel()
 	golden, err := os.ReadFile(filepath.Join("testdata", "plot", "tokens-76x24.golden"))
 	if err != nil {
 		t.Fatal(err)

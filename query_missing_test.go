@@ -114,6 +114,7 @@ func TestQueryMissingIDs(t *testing.T) {
 // The story: 10,000 prompts, 9,998 tokenized records, and nobody could say
 // which two. `gendex query missing DS --no-header` must be pipeable as ids.
 func TestQueryMissingPrintsBareIDs(t *testing.T) {
+	t.Parallel()
 	db := ingested(t)
 	r := mustGendex(t, testEnv(nil), "--db", db, "query", "missing", "alpha", "--format", "tsv", "--no-header")
 	if want := "B5_text-0000001\nB6_chat-0000001\nB7_sharegpt-0000001\n"; r.stdout != want {

@@ -13,6 +13,7 @@ import (
 // tokens counts. Before, every span ended at the current second,
 // exclusive: the answers of that second were in no row (1,199 of 1,200).
 func TestSeriesRightAfterGenSumsToTheFiles(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, "demo")

@@ -22,6 +22,7 @@ import (
 // two apart). Without the setting every figure is unknown. gendex sim
 // refuses --spec-draft-tokens 1.
 func TestSpecAgainstSim(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write := func(ds string, lines []string) {
 		dir := filepath.Join(root, ds)
@@ -186,6 +187,7 @@ func specFromLines(t *testing.T, out, ds string) specSums {
 // names runs (an unknown command is a usage error, exit 2). Before, it
 // named "gendex series --servers", which does not exist.
 func TestSpecNoteNamesRealCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeAnswered(t, dir)
 	db := filepath.Join(t.TempDir(), "g.db")

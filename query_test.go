@@ -62,6 +62,7 @@ func TestQueryFormatFollowsTTY(t *testing.T) {
 // `query --db FILE progress` works; the question's own flags should be
 // accepted in the same place.
 func TestQueryFlagsBeforeTheQuestion(t *testing.T) {
+	t.Parallel()
 	db := ingested(t)
 	for _, args := range [][]string{
 		{"--db", db, "query", "--format", "json", "progress"},
@@ -179,6 +180,7 @@ func TestQueryWhileLocked(t *testing.T) {
 // answer line's spec_verify_ct says), the --limit worst; another --sort
 // is a usage error.
 func TestListSortAccept(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	ds := filepath.Join("demo", "B2_text")
 	p.mustRun("gen", "--server", "sim", "--sim-spec-draft-tokens", "4", "--max-new-tokens", "32", ds)

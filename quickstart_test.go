@@ -40,6 +40,7 @@ func quickstartCommands(t *testing.T) [][]string {
 // run makes the simulator's 200 answers, running it again has nothing to
 // do and says where they are, and the real run makes its own 200.
 func TestQuickstartAsWritten(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	cmds := quickstartCommands(t)
 	if len(cmds) != 3 {

@@ -22,6 +22,7 @@ import (
 // same list again, touched, asks nothing; another list asks its own ids
 // again, whoever redid them before.
 func TestRedoListOlderThanAnswers(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "demo")

@@ -106,6 +106,7 @@ func webCell(page, dataset, col string) string {
 // fresh index of the folder says the same (an exclusion made again after
 // the redo is not stale). Before, all said 0 and gen said nothing.
 func TestRedoWithoutExportOwesRecords(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	sets := []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"}
@@ -349,6 +350,7 @@ func TestRedoIsToGo(t *testing.T) {
 // says so, and query progress (no writer now) counts them as redo. Before,
 // its lines said "0/1 up ... 0 to go, done" and "the other servers go on".
 func TestOnlyServerDownMidRedo(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	addr := freeAddr(t)
 	server := startSimAt(t, p.bin, addr, "--unmarked", "--decode-tps", "60")

@@ -129,6 +129,7 @@ func checkRedone(t *testing.T, bin, db, dir, ds string) {
 // nothing to do and sends nothing. Before, gen's advice ("raise
 // --max-new-tokens") gave "nothing to do".
 func TestRedoTruncated(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	ids := filepath.Join(p.dir, "demo", "B1_ids")
@@ -177,6 +178,7 @@ func TestRedoTruncated(t *testing.T) {
 // prints them, or DATASET<TAB>ID); one that no dataset of the run has is a
 // usage error naming it, with nothing sent.
 func TestRedoFile(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	real := startSimProcess(t, p.bin, "--unmarked")
 	p.mustRun("gen", "--server", real, "--max-new-tokens", "16", "demo")
@@ -453,6 +455,7 @@ func TestRedoConversations(t *testing.T) {
 // "a", cut at this run's limit, is not asked again. Before, a#x's turns
 // made "a" a conversation, asked again for no reason.
 func TestRedoConversationIsItsOwnTurns(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "D")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a","text":"Say hello."}`+"\n"+

@@ -234,7 +234,7 @@ func TestExitStatusesOfTheBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	db := ingested(t)
 	for _, tc := range []struct {

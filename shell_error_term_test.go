@@ -17,7 +17,7 @@ func TestShellErrorWrapsInATerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary in tmux")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")

@@ -107,7 +107,7 @@ func TestShellInATerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary in tmux")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")
@@ -198,7 +198,7 @@ func TestShellWhileGenWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gen and the binary in tmux")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "g.db")

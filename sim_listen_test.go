@@ -10,6 +10,7 @@ import (
 // says so and exits 1, and never prints the banner a script waits for
 // (a cluster task would then talk to whatever holds the port).
 func TestSimBindsBeforeItSaysSo(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

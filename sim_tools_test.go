@@ -14,6 +14,7 @@ import (
 // and its /server_info names the parser. Tool flags without --tool-calls,
 // or a parser the flavor does not take, are usage errors.
 func TestSimToolCalls(t *testing.T) {
+	t.Parallel()
 	bin := gendexBinary(t)
 	url := startSimProcess(t, bin, "--tool-calls", "--tool-call-parser", "qwen25")
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`

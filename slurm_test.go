@@ -25,6 +25,7 @@ import (
 // cancelled gen had its interrupt (exec), and a login node's index sees the
 // whole run done, shard by shard.
 func TestSlurmRecipe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a Slurm cluster")
 	}

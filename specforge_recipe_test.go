@@ -22,6 +22,7 @@ import (
 // last sample's; query spec says why it has no per-dataset figures, and
 // plot accept draws the server-wide one.
 func TestSpecForgeRecipeOnVLLM(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "vllm", "--unmarked", "--spec-draft-tokens", "4", "--metrics", "--decode-tps", "300")
 	errOut := p.mustRun("gen", "--server", url, "--max-new-tokens", "256", "--export", "conversations", "demo")
@@ -178,6 +179,7 @@ func queryCell(t *testing.T, p *placeRun, col string, args ...string) string {
 // carry no output ids), and the accept length over the window its
 // counters'.
 func TestSpecForgeRecipeOnLlamaCpp(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	url := startSimProcess(t, p.bin, "--flavor", "llamacpp", "--unmarked", "--spec-draft-tokens", "4", "--metrics", "--decode-tps", "300")
 	errOut := p.mustRun("gen", "--server", url, "--max-new-tokens", "256", "--export", "conversations", "demo")

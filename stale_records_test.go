@@ -49,6 +49,7 @@ func (p *placeRun) staleRecords(db string, args ...string) (map[string]float64, 
 // read the records before the answers said stale the records export made
 // again.
 func TestFreshIndexFindsStaleRecords(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	sets := []string{"B1_ids", "B2_text", "B3_chat", "B4_sharegpt"}
 	demo := filepath.Join(p.dir, "demo")

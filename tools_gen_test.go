@@ -47,6 +47,7 @@ func toolDataset(t *testing.T, lines ...string) string {
 // refused before anything was sent exits 5 (refused). (Before,
 // the calls were dropped and gen reported success.)
 func TestGenToolDatasetNeedsToolServer(t *testing.T) {
+	t.Parallel()
 	for _, line := range []string{toolMessagesLine, toolShareGPTLine} {
 		dir := toolDataset(t, line)
 		db := filepath.Join(t.TempDir(), "g.db")
@@ -143,6 +144,7 @@ func (ts *toolServer) got(path string) []map[string]any {
 // endpoint the tools go with tool_choice auto and the answer's tool_calls
 // are kept.
 func TestGenSendsTools(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"generate", "chat"} {
 		var ts toolServer
 		url := ts.start(t)
@@ -210,6 +212,7 @@ func TestGenSendsTools(t *testing.T) {
 // level; --export ids records the prompt ids that /v1/tokenize gave for
 // the messages with the tools, then the output ids.
 func TestGenToolRecords(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"generate", "chat"} {
 		var ts toolServer
 		url := ts.start(t)
@@ -353,6 +356,7 @@ func toolLine(id, ask string) string {
 // tool turn of any record answers anything but a call of the assistant
 // turn before it, and the data's assistant turns are never sent.
 func TestGenRegeneratesToolCalls(t *testing.T) {
+	t.Parallel()
 	url := scriptedChat(t)
 	for _, exclude := range []bool{false, true} {
 		dir := toolDataset(t, toolLine("w", "weather?"), toolLine("t", "text please"), toolLine("x", "twice"), toolLine("o", "other"))
@@ -441,6 +445,7 @@ func TestGenRegeneratesToolCalls(t *testing.T) {
 // (more_calls); the ids record is the last step's prompt ids (the only
 // ones in the line) and its output ids.
 func TestGenToolStepsOnGenerate(t *testing.T) {
+	t.Parallel()
 	var ts toolServer
 	url := ts.start(t)
 	dir := toolDataset(t, toolMessagesLine)

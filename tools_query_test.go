@@ -20,6 +20,7 @@ import (
 // the same files (the raw lines are the truth); the web view's dataset
 // page shows the count and lists them.
 func TestToolStopsQueried(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	dir := filepath.Join(p.dir, "agentic")
 	if err := os.Rename(simToolDataset(t, 16), dir); err != nil {

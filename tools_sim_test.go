@@ -47,6 +47,7 @@ func simToolDataset(t *testing.T, n int) string {
 // the tools; regenerated turns call tools; the raw lines' stops match the
 // summary's count by reason.
 func TestGenToolsAgainstSim(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	for _, flavor := range [][]string{
 		{"--sim-tool-calls", "--sim-tool-call-parser", "qwen25"},
@@ -158,6 +159,7 @@ func TestGenToolsAgainstSim(t *testing.T) {
 // gen's tool conversations as gen --export does, and excludes the stopped
 // ones as tool_stop with --exclude-tool-stops.
 func TestExportToolConversations(t *testing.T) {
+	t.Parallel()
 	dir := simToolDataset(t, 8)
 	db := filepath.Join(t.TempDir(), "g.db")
 	sim := []string{"--server", "sim", "--sim-tool-calls", "--sim-tool-call-parser", "qwen25", "--max-new-tokens", "400", "--include-truncated"}
@@ -199,7 +201,7 @@ func TestGenToolConversationsSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bin := gendexBinary(t) // before t.Parallel: see gendexBinary
+	bin := gendexBinary(t)
 	t.Parallel()
 	url := startSimProcess(t, bin, "--tool-calls", "--tool-call-parser", "qwen25", "--slots", "32", "--decode-tps", "400")
 	dir := simToolDataset(t, 40)

@@ -11,6 +11,7 @@ import (
 // The mistakes a new user makes are answered with what was meant.
 
 func TestServerWithoutScheme(t *testing.T) {
+	t.Parallel()
 	r := gendex(t, testEnv(nil), "gen", "--server", "127.0.0.1:8000", t.TempDir())
 	if r.code != 2 || !strings.Contains(r.stderr, "did you mean --server http://127.0.0.1:8000?") {
 		t.Errorf("gen --server 127.0.0.1:8000: exit %d\n%s\nwant exit 2 at once, naming http://127.0.0.1:8000", r.code, r.stderr)
@@ -22,6 +23,7 @@ func TestServerWithoutScheme(t *testing.T) {
 }
 
 func TestMistypedFlag(t *testing.T) {
+	t.Parallel()
 	r := gendex(t, testEnv(nil), "gen", "--max-new-token", "5", "--server", "sim", t.TempDir())
 	if r.code != 2 || !strings.Contains(r.stderr, "(did you mean --max-new-tokens?)") {
 		t.Errorf("gen --max-new-token 5: exit %d\n%s\nwant exit 2 naming --max-new-tokens", r.code, r.stderr)
@@ -36,6 +38,7 @@ func TestMistypedFlag(t *testing.T) {
 // absolute path it looked for and how to ask another, instead of inviting
 // a second index in the wrong place.
 func TestNoIndexHere(t *testing.T) {
+	t.Parallel()
 	bin := gendexBinary(t)
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -57,6 +60,7 @@ func TestNoIndexHere(t *testing.T) {
 // TestFolderMistakes: a folder that does not exist names the one nearest
 // it, and the parent of the datasets' root names the root.
 func TestFolderMistakes(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	root := filepath.Join(parent, "data")
 	writeIDPrompts(t, filepath.Join(root, "D"), "D", 3)

@@ -73,6 +73,7 @@ const pageTable = `((id) => {
 // grow without a reload. It keeps screenshots at 1280x800 and a phone's
 // width in $GENDEX_WEB_SCREENSHOTS when set (README's).
 func TestWebInBrowser(t *testing.T) {
+	t.Parallel()
 	chromium(t)
 	p := newPlaceRun(t)
 	writeIDPrompts(t, filepath.Join(p.dir, "data", "calm"), "calm", 40)
@@ -259,6 +260,7 @@ func checkScreenshot(t *testing.T, path string, width, height int) {
 // to start without $GENDEX_TOKEN (a usage error, exit 2, nothing served);
 // with it, a request without the token gets 401 and one with it the page.
 func TestWebListenNeedsToken(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("gen", "--server", "sim", "demo")
 	port := freePort(t)

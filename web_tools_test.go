@@ -92,6 +92,7 @@ func pageSides(body string) (calls map[string][]pageCall, steps map[string]int) 
 // no call at all, and the model's steps after the data's whole
 // trajectory.)
 func TestWebShowsToolConversations(t *testing.T) {
+	t.Parallel()
 	p := newPlaceRun(t)
 	url := scriptedChat(t) // "twice": two calls at every step
 	all := []string{webToolLines["par"], webToolLines["gl"], webToolLines["end"], webToolLines["two"]}
