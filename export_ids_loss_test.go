@@ -180,6 +180,7 @@ func withShareGPT(t *testing.T, dir string, n int) {
 // nor the earlier turns whose thinking the template dropped.)
 func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 	t.Parallel()
+	bin := gendexBinary(t)
 	for _, flavor := range [][]string{
 		{"--sim-flavor", "vllm", "--sim-tool-call-parser", "hermes", "--sim-enable-auto-tool-choice"},
 		{"--sim-flavor", "vllm", "--sim-tool-call-parser", "kimi_k2", "--sim-enable-auto-tool-choice"},
@@ -191,37 +192,47 @@ func TestIDsRecordsGiveEveryTurnItsLoss(t *testing.T) {
 		if slices.Contains(flavor, "--sim-reasoning") {
 			name += " reasoning"
 		}
-		dir := simToolDataset(t, 24)
-		withShareGPT(t, dir, 12)
-		db := filepath.Join(t.TempDir(), "g.db")
-		args := append([]string{"--db", db, "gen", "--server", "sim", "--sim-tool-calls", "--max-new-tokens", "1200", "--export", "ids"}, flavor...)
-		if r := gendex(t, testEnv(nil), append(args, dir)...); r.code != 0 {
-			t.Fatalf("%s: %s", name, r)
-		}
-		if n := checkTurnLoss(t, name+" gen --export ids", dir); n == 0 && flavor[1] == "vllm" {
-			t.Errorf("%s: no earlier turn had text and a call: the case is not tried", name)
-		}
-		if b, _ := os.ReadFile(filepath.Join(dir, "excluded.jsonl")); len(b) > 0 {
-			for _, l := range readRecords(t, filepath.Join(dir, "excluded.jsonl")) {
-				if string(l["reason"]) != `"length"` { // a conversation cut at the limit ends there, excluded
-					t.Errorf("%s: excluded: %s %s %s", name, l["id"], l["reason"], l["detail"])
-				}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			checkEveryTurnsLoss(t, bin, name, flavor)
+		})
+	}
+}
+
+// checkEveryTurnsLoss is TestIDsRecordsGiveEveryTurnItsLoss against the
+// simulator started with the flags flavor (named name): gen --export ids
+// (the binary: the answers of 1,200 tokens are many for the race
+// detector), export --format ids and check.
+func checkEveryTurnsLoss(t *testing.T, bin, name string, flavor []string) {
+	dir := simToolDataset(t, 24)
+	withShareGPT(t, dir, 12)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := append([]string{"--db", db, "gen", "--server", "sim", "--sim-tool-calls", "--max-new-tokens", "1200", "--export", "ids"}, flavor...)
+	if code, stdout, stderr := runGendex(t, bin, "", append(args, dir)...); code != 0 {
+		t.Fatalf("%s: gen: exit %d\n%s%s", name, code, stdout, stderr)
+	}
+	if n := checkTurnLoss(t, name+" gen --export ids", dir); n == 0 && flavor[1] == "vllm" {
+		t.Errorf("%s: no earlier turn had text and a call: the case is not tried", name)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "excluded.jsonl")); len(b) > 0 {
+		for _, l := range readRecords(t, filepath.Join(dir, "excluded.jsonl")) {
+			if string(l["reason"]) != `"length"` { // a conversation cut at the limit ends there, excluded
+				t.Errorf("%s: excluded: %s %s %s", name, l["id"], l["reason"], l["detail"])
 			}
 		}
-		out := t.TempDir()
-		r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--format", "ids", "--out", out, dir)
-		if r.code != 0 || strings.Contains(r.stderr, "no loss") {
-			t.Errorf("%s: export: %s", name, r)
-			continue
-		}
-		want, _ := os.ReadFile(filepath.Join(dir, "tokenized.jsonl"))
-		got, _ := os.ReadFile(filepath.Join(out, "agentic", "tokenized.jsonl"))
-		if string(got) != string(want) {
-			t.Errorf("%s: export's ids records differ from gen's", name)
-		}
-		if r := gendex(t, testEnv(nil), "--db", db, "check", dir); strings.Contains(r.stdout, "no_turn_loss") {
-			t.Errorf("%s: check: %s", name, r)
-		}
+	}
+	out := t.TempDir()
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(out, "e.db"), "export", "--format", "ids", "--out", out, dir)
+	if r.code != 0 || strings.Contains(r.stderr, "no loss") {
+		t.Fatalf("%s: export: %s", name, r)
+	}
+	want, _ := os.ReadFile(filepath.Join(dir, "tokenized.jsonl"))
+	got, _ := os.ReadFile(filepath.Join(out, "agentic", "tokenized.jsonl"))
+	if string(got) != string(want) {
+		t.Errorf("%s: export's ids records differ from gen's", name)
+	}
+	if r := gendex(t, testEnv(nil), "--db", db, "check", dir); strings.Contains(r.stdout, "no_turn_loss") {
+		t.Errorf("%s: check: %s", name, r)
 	}
 }
 

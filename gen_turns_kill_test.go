@@ -42,7 +42,10 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 		{"generate", map[string][2]int{"C3": {120, 3}, "C2": {80, 2}}},
 		{"chat", map[string][2]int{"H3": {100, 3}}},
 	} {
-		t.Run(tc.api, func(t *testing.T) { killConversations(t, bin, url, tc.api, tc.sets, clean) })
+		t.Run(tc.api, func(t *testing.T) {
+			t.Parallel()
+			killConversations(t, bin, url, tc.api, tc.sets, clean)
+		})
 	}
 }
 
@@ -99,12 +102,17 @@ func killConversations(t *testing.T, bin, url, api string, sets map[string][2]in
 	for name, nk := range sets {
 		checkConversationsOnce(t, filepath.Join(out, name), name, nk[0], nk[1], api, clean)
 	}
-	// The index equals a fresh index of the same files.
+	// The index equals a fresh index of the same files (by the binary: the
+	// race detector makes the test's own ingest of every line slow).
 	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	mustGendex(t, testEnv(nil), "--db", fresh, "ingest", root, out)
+	mustRunGendex(t, bin, "--db", fresh, "ingest", root, out)
 	for _, q := range [][]string{{"progress"}, {"tokens"}, {"files"}, {"finish"}} {
 		ask := func(db string) string {
-			return mustGendex(t, testEnv(nil), append([]string{"--db", db, "query"}, append(q, "--format", "json")...)...).stdout
+			code, stdout, stderr := runGendex(t, bin, "", append([]string{"--db", db, "query"}, append(q, "--format", "json")...)...)
+			if code != 0 {
+				t.Fatalf("query %s: exit %d\n%s", q[0], code, stderr)
+			}
+			return stdout
 		}
 		if got, want := ask(db), ask(fresh); got != want {
 			t.Errorf("query %s: the index says\n%s\na fresh index of the files says\n%s", q[0], got, want)
