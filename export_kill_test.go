@@ -343,7 +343,7 @@ func TestExportInterrupted(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	const n = 30_000
+	const n = 10_000
 	root := t.TempDir()
 	dir := filepath.Join(root, "X")
 	writeExportFixture(t, dir, n)
