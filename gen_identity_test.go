@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -30,7 +28,7 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			t.Parallel()
 			addr := freeAddr(t)
 			url := "http://" + addr
-			sim := func(model string) *exec.Cmd {
+			sim := func(model string) *gendexProc {
 				return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
 			}
 			server := sim("model-one")
@@ -51,8 +49,7 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 				data, _ := os.ReadFile(raw)
 				return strings.Count(string(data), "\n") >= 4
 			})
-			server.Process.Signal(syscall.SIGKILL)
-			server.Wait()
+			server.Kill()
 			time.Sleep(300 * time.Millisecond)
 			sim("model-two")
 
@@ -157,7 +154,7 @@ func TestGenRetiresOneServerOfTwo(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	addr := freeAddr(t)
-	sim := func(model string) *exec.Cmd {
+	sim := func(model string) *gendexProc {
 		return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
 	}
 	changing := sim("model-one")
@@ -176,8 +173,7 @@ func TestGenRetiresOneServerOfTwo(t *testing.T) {
 		data, _ := os.ReadFile(raw)
 		return strings.Count(string(data), "\n") >= 4
 	})
-	changing.Process.Signal(syscall.SIGKILL)
-	changing.Wait()
+	changing.Kill()
 	time.Sleep(300 * time.Millisecond)
 	sim("model-two")
 	err := waitExit(t, done, &stderr)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	addr := freeAddr(t)
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--seed", "5", "--decode-tps", "2000", "--slots", "4")
 	}
 	server := startSim()
@@ -50,8 +49,7 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 		b, _ := os.ReadFile(raw)
 		return bytes.Count(b, []byte("\n")) >= 5
 	})
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	killed := time.Now()
 	var err error
 	select {

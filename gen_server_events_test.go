@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func TestServerRestartEvents(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	url := "http://" + addr
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
 	}
 	first := startSim()
@@ -76,8 +75,7 @@ func TestServerRestartEvents(t *testing.T) {
 		rows, err := queryJSON[serverRow](t, bin, db, "server", "--window", "1m")
 		return err == nil && len(rows) == 1 && rows[0].ServerTokensPerS != nil && *rows[0].ServerTokensPerS > 0
 	})
-	first.Process.Signal(syscall.SIGKILL)
-	first.Wait()
+	first.Kill()
 	time.Sleep(2 * time.Second)
 	startSim()
 

@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -32,7 +30,7 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	url := "http://" + addr
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--unmarked", "--metrics", "--seed", "39", "--decode-tps", "20", "--slots", "64")
 	}
 	server := startSim()
@@ -50,8 +48,7 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 		running, ok := simRunning(url)
 		return ok && running == n
 	})
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	time.Sleep(500 * time.Millisecond)
 	startSim()
 

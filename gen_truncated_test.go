@@ -276,24 +276,18 @@ func TestGenExportCutConversationsSurviveSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	kills := 0
 	for i := 0; kills < 8 && i < 30; i++ {
-		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		before := size()
-		killed, exit := killWhileWriting(t, cmd, func() bool { return size() != before }, time.Duration(rng.IntN(250))*time.Millisecond)
+		killed, gen := killWhileWriting(t, bin, args, func() bool { return size() != before }, time.Duration(rng.IntN(250))*time.Millisecond)
 		if killed {
 			kills++
 			continue
 		}
-		if exit != nil {
-			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
+		if gen.Wait() != 0 {
+			t.Fatalf("run %d ended on its own with exit %d\n%s", i, gen.Wait(), gen.Stderr())
 		}
 		break
 	}
-	final, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, final)
-	}
+	final := mustRunGendex(t, bin, args...)
 	t.Logf("%d kills; the final run:\n%s", kills, final)
 	if kills < 8 {
 		t.Errorf("%d runs were killed mid-run; the test wants at least 8", kills)

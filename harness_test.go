@@ -1,7 +1,8 @@
 // The harness every whole-binary test of package main uses: the binary
 // built once (gendexBinary), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
-// (runGendex), a simulator process (startSimProcess, startSimAt), a
+// (runGendex, runGendexWithin), in the background (startGendex,
+// startGendexWith: a gendexProc to read, signal, wait for), a simulator process (startSimProcess, startSimAt), a
 // running writer (startWriter), a work folder with the demo prompts and
 // its default index (placeRun), a question's JSON (queryJSON,
 // mustQueryJSON, decodeJSON), prompt and fixture files (writePrompts,
@@ -13,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,13 +204,9 @@ func startSimProcess(t *testing.T, bin string, args ...string) string {
 // startSimAt starts `gendex sim` on addr, waits for it to answer /health
 // and returns its process (killed when the test ends), for a test that
 // kills it or starts another on the same address.
-func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+func startSimAt(t *testing.T, bin, addr string, args ...string) *gendexProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sim := startGendex(t, bin, "", append([]string{"sim", "--listen", addr}, args...)...)
 	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
 		resp, err := http.Get("http://" + addr + "/health")
 		if err != nil {
@@ -218,7 +215,7 @@ func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cmd
+	return sim
 }
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after d.
@@ -235,21 +232,139 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // directory when dir is "") and $GENDEX_DB unset, so that the developer's
 // own index is never used and the default index is dir's ./gendex.db; it
 // returns the exit code, stdout and stderr, and fails the test only when
-// the process could not run.
+// the process could not run. It is startGendex waited for.
 func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+	p := startGendex(t, bin, dir, args...)
+	code := p.Wait()
+	return code, p.Stdout(), p.Stderr()
+}
+
+// runGendexWithin is runGendex for a command that must end within d: one
+// still running then is killed and fails the test with what it wrote.
+func runGendexWithin(t *testing.T, d time.Duration, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	p := startGendex(t, bin, dir, args...)
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		p.Kill()
+		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), d, p.Stdout(), p.Stderr())
+	}
+	return p.Wait(), p.Stdout(), p.Stderr()
+}
+
+// gendexOpts say how startGendexWith runs the binary beyond its
+// arguments; the zero value is startGendex's.
+type gendexOpts struct {
+	dir      string   // the working directory ("" is the test's)
+	env      []string // KEY=VALUE added to the test's environment (after GENDEX_DB=, which they may set)
+	stdin    string   // what the process reads on its standard input ("": nothing, /dev/null)
+	combined bool     // stdout and stderr into one buffer, in the order written: Stdout and Stderr both return it
+}
+
+// gendexProc is the binary running in the background, started by
+// startGendex: the test reads what it wrote while it runs, signals it and
+// waits for it; it is killed when the test ends if it still runs. Its
+// methods are safe to call from any goroutine.
+type gendexProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan struct{} // closed once the process has exited
+}
+
+// startGendex starts the binary bin with args in dir, as runGendex runs
+// it, and returns at once.
+func startGendex(t *testing.T, bin, dir string, args ...string) *gendexProc {
+	t.Helper()
+	return startGendexWith(t, gendexOpts{dir: dir}, bin, args...)
+}
+
+// startGendexWith is startGendex with an environment, a standard input or
+// one output buffer (gendexOpts).
+func startGendexWith(t *testing.T, o gendexOpts, bin string, args ...string) *gendexProc {
+	t.Helper()
+	p := &gendexProc{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	if o.combined {
+		p.stderr = p.stdout
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = o.dir
+	p.cmd.Env = append(append(os.Environ(), "GENDEX_DB="), o.env...)
+	if o.stdin != "" {
+		p.cmd.Stdin = strings.NewReader(o.stdin)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.WaitDelay = 10 * time.Second // a child left holding its output does not hang Wait
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s %q: %v", filepath.Base(bin), args, err)
 	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.Kill)
+	return p
 }
+
+// Kill sends SIGKILL (unless the process has exited) and waits for the
+// process to end.
+func (p *gendexProc) Kill() {
+	p.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Interrupt sends SIGINT, as ^C does, and returns at once.
+func (p *gendexProc) Interrupt() { p.Signal(os.Interrupt) }
+
+// Signal sends sig unless the process has exited.
+func (p *gendexProc) Signal(sig os.Signal) {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(sig)
+	}
+}
+
+// Wait waits for the process to end and returns its exit code: -1 when a
+// signal ended it.
+func (p *gendexProc) Wait() int {
+	<-p.done
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Done is closed once the process has exited.
+func (p *gendexProc) Done() <-chan struct{} { return p.done }
+
+// Pid is the process's id.
+func (p *gendexProc) Pid() int { return p.cmd.Process.Pid }
+
+// killWhileWriting starts the binary bin with args and, once writing
+// reports that it writes, SIGKILLs it after delay (the random moment under
+// test). It reports whether the kill landed, and the process: one that
+// ended on its own first (or never wrote within 20 s and then ended) holds
+// its exit code and what it wrote.
+func killWhileWriting(t *testing.T, bin string, args []string, writing func() bool, delay time.Duration) (killed bool, p *gendexProc) {
+	t.Helper()
+	p = startGendex(t, bin, "", args...)
+	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
+		select {
+		case <-p.Done():
+			return false, p
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-time.After(delay):
+		p.Kill()
+		return p.Wait() != 0, p
+	case <-p.Done():
+		return false, p
+	}
+}
+
+// Stdout is what the process wrote on its standard output so far.
+func (p *gendexProc) Stdout() string { return p.stdout.String() }
+
+// Stderr is what the process wrote on its standard error so far.
+func (p *gendexProc) Stderr() string { return p.stderr.String() }
 
 // mustRunGendex runs the binary bin with args, as runGendex does in the
 // test's working directory, and fails the test with what it wrote unless

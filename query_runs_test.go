@@ -206,11 +206,11 @@ func TestStallRecorded(t *testing.T) {
 		b, _ := os.ReadFile(raw)
 		return bytes.Count(b, []byte("\n")) >= 5
 	})
-	server.Process.Signal(syscall.SIGSTOP)
+	server.Signal(syscall.SIGSTOP)
 	stopped := true
 	defer func() {
 		if stopped {
-			server.Process.Signal(syscall.SIGCONT)
+			server.Signal(syscall.SIGCONT)
 		}
 	}()
 	var r runRow
@@ -252,7 +252,7 @@ func TestStallRecorded(t *testing.T) {
 		!strings.Contains(*d, "/health does not answer") || !strings.Contains(*d, "last answer ") {
 		t.Errorf("the stalled event: %+v; want the server, the requests in flight by id with their ages, its last answer, /health", stall)
 	}
-	server.Process.Signal(syscall.SIGCONT)
+	server.Signal(syscall.SIGCONT)
 	stopped = false
 	if err := waitExit(t, done, &log); err != nil {
 		t.Fatalf("gen: %v\n%s", err, log.String())

@@ -73,8 +73,7 @@ func TestRedoAsGoesNothingLeftNoServer(t *testing.T) {
 	if cut64 == 0 || lines == 60 {
 		t.Fatalf("after the redo: %d answer lines, %d cut at 64; the test wants some redone and some cut at 64", lines, cut64)
 	}
-	sim.Process.Kill()
-	sim.Wait()
+	sim.Kill()
 
 	out := toEnd("the same redo again, the server gone", "--max-new-tokens", "64", "--redo", "truncated")
 	if !strings.Contains(out, "every prompt read: none of the answers cut at the token limit is asked again") || !strings.Contains(out, "nothing to do") {

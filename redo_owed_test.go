@@ -370,8 +370,7 @@ func TestOnlyServerDownMidRedo(t *testing.T) {
 	go func() { done <- gen.Wait() }()
 	t.Cleanup(func() { gen.Process.Kill() })
 	waitFor(t, 30*time.Second, "the redo's first answer", func() bool { return redoLines(raw) >= 1 })
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
