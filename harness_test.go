@@ -240,11 +240,12 @@ func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, stri
 	return code, p.Stdout(), p.Stderr()
 }
 
-// runGendexWithin is runGendex for a command that must end within d: one
-// still running then is killed and fails the test with what it wrote.
-func runGendexWithin(t *testing.T, d time.Duration, bin, dir string, args ...string) (int, string, string) {
+// runGendexWithin is runGendex, with startGendexWith's options, for a
+// command that must end within d: one still running then is killed and
+// fails the test with what it wrote.
+func runGendexWithin(t *testing.T, d time.Duration, o gendexOpts, bin string, args ...string) (int, string, string) {
 	t.Helper()
-	p := startGendex(t, bin, dir, args...)
+	p := startGendexWith(t, o, bin, args...)
 	select {
 	case <-p.Done():
 	case <-time.After(d):
@@ -357,6 +358,29 @@ func killWhileWriting(t *testing.T, bin string, args []string, writing func() bo
 		return p.Wait() != 0, p
 	case <-p.Done():
 		return false, p
+	}
+}
+
+// StderrLine waits for the first whole line of stderr that holds s and
+// returns it (without its newline); false when the process ended without
+// writing one.
+func (p *gendexProc) StderrLine(s string) (string, bool) {
+	for {
+		exited := false
+		select {
+		case <-p.done:
+			exited = true // and all it wrote is in the buffer
+		default:
+		}
+		for _, l := range strings.SplitAfter(p.Stderr(), "\n") {
+			if strings.HasSuffix(l, "\n") && strings.Contains(l, s) {
+				return strings.TrimSuffix(l, "\n"), true
+			}
+		}
+		if exited {
+			return "", false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
