@@ -240,6 +240,15 @@ func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, stri
 	return code, p.Stdout(), p.Stderr()
 }
 
+// runGendexCombined is runGendex in the test's working directory with
+// stdout and stderr in one string, in the order written (as exec's
+// CombinedOutput gives them).
+func runGendexCombined(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	p := startGendexWith(t, gendexOpts{combined: true}, bin, args...)
+	return p.Wait(), p.Stdout()
+}
+
 // runGendexWithin is runGendex, with startGendexWith's options, for a
 // command that must end within d: one still running then is killed and
 // fails the test with what it wrote.
