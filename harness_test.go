@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -271,6 +272,8 @@ type gendexOpts struct {
 	env      []string // KEY=VALUE added to the test's environment (after GENDEX_DB=, which they may set)
 	stdin    string   // what the process reads on its standard input ("": nothing, /dev/null)
 	combined bool     // stdout and stderr into one buffer, in the order written: Stdout and Stderr both return it
+	stdout   *os.File // where the standard output goes instead of a buffer (Stdout is then "")
+	converse bool     // the test writes to Stdin as it goes and reads StdoutLines (Stdout is then "")
 }
 
 // gendexProc is the binary running in the background, started by
@@ -281,6 +284,8 @@ type gendexProc struct {
 	cmd            *exec.Cmd
 	stdout, stderr *lockedBuffer
 	done           chan struct{} // closed once the process has exited
+	stdin          io.WriteCloser
+	lines          chan string
 }
 
 // startGendex starts the binary bin with args in dir, as runGendex runs
@@ -305,9 +310,34 @@ func startGendexWith(t *testing.T, o gendexOpts, bin string, args ...string) *ge
 		p.cmd.Stdin = strings.NewReader(o.stdin)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if o.stdout != nil {
+		p.cmd.Stdout = o.stdout
+	}
+	var out *os.File // the read end of a conversation's stdout
+	if o.converse {
+		var err error
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if out, p.cmd.Stdout, err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p.cmd.WaitDelay = 10 * time.Second // a child left holding its output does not hang Wait
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s %q: %v", filepath.Base(bin), args, err)
+	}
+	if o.converse {
+		p.cmd.Stdout.(*os.File).Close() // the child's now: its exit ends the lines
+		p.lines = make(chan string, 64)
+		go func() {
+			defer close(p.lines)
+			defer out.Close()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+		}()
 	}
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.Kill)
@@ -392,6 +422,15 @@ func (p *gendexProc) StderrLine(s string) (string, bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Stdin is the process's standard input, for a conversation
+// (gendexOpts.converse); closing it is the end of the input.
+func (p *gendexProc) Stdin() io.WriteCloser { return p.stdin }
+
+// StdoutLines gives a conversation's (gendexOpts.converse) standard
+// output line by line as it comes, and is closed when the process has
+// exited and every line was taken.
+func (p *gendexProc) StdoutLines() <-chan string { return p.lines }
 
 // Stdout is what the process wrote on its standard output so far.
 func (p *gendexProc) Stdout() string { return p.stdout.String() }

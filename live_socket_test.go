@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -210,14 +209,8 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 	m, _ := w.metrics()
 	gor0 := gauge(t, m, "gendex_goroutines")
 
-	sh := exec.Command(gendexBinary(t), "--db", w.db, "shell")
-	in, _ := sh.StdinPipe()
-	out, _ := sh.StdoutPipe()
-	var shErr lockedBuffer
-	sh.Stderr = &shErr
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sh := startGendexWith(t, gendexOpts{converse: true}, gendexBinary(t), "--db", w.db, "shell")
+	in := sh.Stdin()
 	const n = 10_000
 	go func() {
 		bw := bufio.NewWriter(in)
@@ -226,14 +219,7 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		}
 		bw.Flush() // stdin stays open: the shell lives on while we count
 	}()
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := sh.StdoutLines()
 	// Every question gets its answer line; a question that fails instead
 	// (its error on stderr) would leave the count short forever, so an
 	// error, or the shell's end, stops the test at once.
@@ -244,14 +230,14 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatalf("the shell ended after %d answers of %d: %s", answers, n, shErr.String())
+				t.Fatalf("the shell ended after %d answers of %d: %s", answers, n, sh.Stderr())
 			}
 			if !strings.HasPrefix(line, "d\t") {
-				t.Fatalf("answer %d: %q\n%s", answers, line, shErr.String())
+				t.Fatalf("answer %d: %q\n%s", answers, line, sh.Stderr())
 			}
 			answers++
 		case <-tick.C:
-			if e := shErr.String(); e != "" {
+			if e := sh.Stderr(); e != "" {
 				t.Fatalf("after %d answers of %d the shell said:\n%s", answers, n, e)
 			}
 		}
@@ -268,8 +254,8 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		t.Errorf("after %d questions from one shell the writer has %d open files (was %d) and %d goroutines (was %d)", n, fds1, fds0, gor1, gor0)
 	}
 	in.Close()
-	if err := sh.Wait(); err != nil {
-		t.Fatalf("shell: %v\n%s", err, shErr.String())
+	if code := sh.Wait(); code != 0 {
+		t.Fatalf("shell: exit %d\n%s", code, sh.Stderr())
 	}
 	waitFor(t, 10*time.Second, "the shell's connection outlived the shell", func() bool { return w.fds(t) <= fds0 })
 }
