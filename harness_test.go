@@ -256,13 +256,8 @@ func runGendexCombined(t *testing.T, bin string, args ...string) (int, string) {
 func runGendexWithin(t *testing.T, d time.Duration, o gendexOpts, bin string, args ...string) (int, string, string) {
 	t.Helper()
 	p := startGendexWith(t, o, bin, args...)
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		p.Kill()
-		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), d, p.Stdout(), p.Stderr())
-	}
-	return p.Wait(), p.Stdout(), p.Stderr()
+	code := p.WaitWithin(t, d)
+	return code, p.Stdout(), p.Stderr()
 }
 
 // gendexOpts say how startGendexWith runs the binary beyond its
@@ -368,6 +363,19 @@ func (p *gendexProc) Signal(sig os.Signal) {
 func (p *gendexProc) Wait() int {
 	<-p.done
 	return p.cmd.ProcessState.ExitCode()
+}
+
+// WaitWithin is Wait for a process that must end within d: one still
+// running then is killed and fails the test with what it wrote.
+func (p *gendexProc) WaitWithin(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.Kill()
+		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(p.cmd.Args[1:], " "), d, p.Stdout(), p.Stderr())
+	}
+	return p.Wait()
 }
 
 // Done is closed once the process has exited.
