@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,15 +58,7 @@ func TestServerRestartEvents(t *testing.T) {
 	root, out := t.TempDir(), t.TempDir()
 	writeIDPrompts(t, filepath.Join(root, "R"), "R", 600)
 	db := filepath.Join(t.TempDir(), "g.db")
-	gen := exec.Command(bin, "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root)
-	var genLog strings.Builder
-	gen.Stderr = &genLog
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
-	t.Cleanup(func() { gen.Process.Kill() })
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root)
 
 	// Kill once the server's tokens/s is known: two readings with its
 	// counter, the second one past 0.
@@ -80,12 +71,12 @@ func TestServerRestartEvents(t *testing.T) {
 	startSim()
 
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("gen: %v\n%s", err, genLog.String())
+	case <-gen.Done():
+		if code := gen.Wait(); code != 0 {
+			t.Fatalf("gen: exit %d\n%s", code, gen.Stderr())
 		}
 	case <-time.After(120 * time.Second):
-		t.Fatalf("gen did not finish\n%s", genLog.String())
+		t.Fatalf("gen did not finish\n%s", gen.Stderr())
 	}
 	events, err := queryJSON[eventRow](t, bin, db, "events")
 	if err != nil {

@@ -411,7 +411,13 @@ func killWhileWriting(t *testing.T, bin string, args []string, writing func() bo
 // StderrLine waits for the first whole line of stderr that holds s and
 // returns it (without its newline); false when the process ended without
 // writing one.
-func (p *gendexProc) StderrLine(s string) (string, bool) {
+func (p *gendexProc) StderrLine(s string) (string, bool) { return p.line(p.stderr, s) }
+
+// StdoutLine is StderrLine for stdout.
+func (p *gendexProc) StdoutLine(s string) (string, bool) { return p.line(p.stdout, s) }
+
+// line waits for the first whole line of out that holds s.
+func (p *gendexProc) line(out *lockedBuffer, s string) (string, bool) {
 	for {
 		exited := false
 		select {
@@ -419,7 +425,7 @@ func (p *gendexProc) StderrLine(s string) (string, bool) {
 			exited = true // and all it wrote is in the buffer
 		default:
 		}
-		for _, l := range strings.SplitAfter(p.Stderr(), "\n") {
+		for _, l := range strings.SplitAfter(out.String(), "\n") {
 			if strings.HasSuffix(l, "\n") && strings.Contains(l, s) {
 				return strings.TrimSuffix(l, "\n"), true
 			}
