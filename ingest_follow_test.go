@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,10 +27,10 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	writeShardPrompts(t, root, 40)
 	url := startSimProcess(t, bin, "--unmarked")
 	for i := range 2 {
-		out, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", url, "--max-new-tokens", "16",
-			"--shard", fmt.Sprintf("%d/2", i), root).CombinedOutput()
-		if err != nil {
-			t.Fatalf("shard %d/2: %v\n%s", i, err, out)
+		code, out := runGendexCombined(t, bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", url, "--max-new-tokens", "16",
+			"--shard", fmt.Sprintf("%d/2", i), root)
+		if code != 0 {
+			t.Fatalf("shard %d/2: exit %d\n%s", i, code, out)
 		}
 	}
 	db := filepath.Join(t.TempDir(), "login.db")

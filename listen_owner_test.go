@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"html"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -207,15 +204,11 @@ func TestRunawayRequestsBounded(t *testing.T) {
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "8", "data")
 
 	// The CLI: `query series --step 1s --since 8760h` would be 31 M rows.
-	cmd := exec.CommandContext(p.t.Context(), p.bin, "query", "series", "--step", "1s", "--since", "8760h", "--format", "tsv")
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	rows := countLines(t, cmd, query.SeriesMaxRows+2)
-	if rows > query.SeriesMaxRows+2 || !strings.Contains(stderr.String(), "widened to 10m") || cmd.ProcessState.ExitCode() != 0 {
+	cli := startGendexWith(t, gendexOpts{dir: p.dir, converse: true}, p.bin, "query", "series", "--step", "1s", "--since", "8760h", "--format", "tsv")
+	rows := countLines(cli, query.SeriesMaxRows+2)
+	if rows > query.SeriesMaxRows+2 || !strings.Contains(cli.Stderr(), "widened to 10m") || cli.Wait() != 0 {
 		t.Errorf("query series --step 1s --since 8760h: %d lines (at most %d), exit %d, stderr %q; want the step widened, said",
-			rows, query.SeriesMaxRows+2, cmd.ProcessState.ExitCode(), stderr.String())
+			rows, query.SeriesMaxRows+2, cli.Wait(), cli.Stderr())
 	}
 
 	// The web view.
@@ -287,29 +280,25 @@ func TestRunawayRequestsBounded(t *testing.T) {
 	}
 }
 
-// countLines runs cmd and counts the lines of its output, stopping it
-// once they pass most (a runaway answer is not read to its end).
-func countLines(t *testing.T, cmd *exec.Cmd, most int) int {
-	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+// countLines counts the lines a conversation (gendexOpts.converse) writes
+// on its stdout, stopping it once they pass most (a runaway answer is not
+// read to its end), and waits for it to end.
+func countLines(p *gendexProc, most int) int {
 	// A guard, not a measure: an answer that never starts fails the test.
-	timer := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
+	timer := time.AfterFunc(90*time.Second, p.Kill)
 	defer timer.Stop()
 	n := 0
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
+	lines := p.StdoutLines()
+	for range lines {
 		if n++; n > most {
-			cmd.Process.Kill()
+			p.Kill()
 			break
 		}
 	}
-	go io.Copy(io.Discard, out)
-	cmd.Wait()
+	go func() {
+		for range lines {
+		}
+	}()
+	p.Wait()
 	return n
 }
