@@ -1,12 +1,15 @@
 // The harness every whole-binary test of package main uses: the binary
 // built once (gendexBinary), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
-// (runGendex, runGendexWithin), in the background (startGendex,
-// startGendexWith: a gendexProc to read, signal, wait for), a simulator process (startSimProcess, startSimAt), a
-// running writer (startWriter), a work folder with the demo prompts and
-// its default index (placeRun), a question's JSON (queryJSON,
-// mustQueryJSON, decodeJSON), prompt and fixture files (writePrompts,
-// writeTestFile, promptsRoot, ingested) and golden files (golden). A test file holds its command's or its
+// (runGendex, mustRunGendex, runGendexCombined, runGendexWithin) or in the
+// background (startGendex, startGendexWith: a gendexProc the test reads
+// while it runs, signals, kills and waits for; killWhileWriting), a
+// simulator process (startSimProcess, startSimAt), a running writer
+// (startWriter), a work folder with the demo prompts and its default index
+// (placeRun), a question's JSON (queryJSON, mustQueryJSON, decodeJSON),
+// prompt and fixture files (writePrompts, writeTestFile, promptsRoot,
+// ingested) and golden files (golden). Every gendex process a test starts
+// goes through startGendexWith. A test file holds its command's or its
 // guarantee's tests and only the helpers no other file needs.
 package main
 
@@ -384,30 +387,6 @@ func (p *gendexProc) Done() <-chan struct{} { return p.done }
 // Pid is the process's id.
 func (p *gendexProc) Pid() int { return p.cmd.Process.Pid }
 
-// killWhileWriting starts the binary bin with args and, once writing
-// reports that it writes, SIGKILLs it after delay (the random moment under
-// test). It reports whether the kill landed, and the process: one that
-// ended on its own first (or never wrote within 20 s and then ended) holds
-// its exit code and what it wrote.
-func killWhileWriting(t *testing.T, bin string, args []string, writing func() bool, delay time.Duration) (killed bool, p *gendexProc) {
-	t.Helper()
-	p = startGendex(t, bin, "", args...)
-	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
-		select {
-		case <-p.Done():
-			return false, p
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	select {
-	case <-time.After(delay):
-		p.Kill()
-		return p.Wait() != 0, p
-	case <-p.Done():
-		return false, p
-	}
-}
-
 // StderrLine waits for the first whole line of stderr that holds s and
 // returns it (without its newline); false when the process ended without
 // writing one.
@@ -452,6 +431,30 @@ func (p *gendexProc) Stdout() string { return p.stdout.String() }
 // Stderr is what the process wrote on its standard error so far.
 func (p *gendexProc) Stderr() string { return p.stderr.String() }
 
+// killWhileWriting starts the binary bin with args and, once writing
+// reports that it writes, SIGKILLs it after delay (the random moment under
+// test). It reports whether the kill landed, and the process: one that
+// ended on its own first (or never wrote within 20 s and then ended) holds
+// its exit code and what it wrote.
+func killWhileWriting(t *testing.T, bin string, args []string, writing func() bool, delay time.Duration) (killed bool, p *gendexProc) {
+	t.Helper()
+	p = startGendex(t, bin, "", args...)
+	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
+		select {
+		case <-p.Done():
+			return false, p
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-time.After(delay):
+		p.Kill()
+		return p.Wait() != 0, p
+	case <-p.Done():
+		return false, p
+	}
+}
+
 // mustRunGendex runs the binary bin with args, as runGendex does in the
 // test's working directory, and fails the test with what it wrote unless
 // it exits 0; it returns its stdout and then its stderr.
@@ -465,15 +468,10 @@ func mustRunGendex(t *testing.T, bin string, args ...string) string {
 }
 
 // writer is a running `gendex ingest --follow` or `gendex gen`: the
-// process that serves the socket.
+// process (a gendexProc) that serves the socket of the index db.
 type writer struct {
-	cmd    *exec.Cmd
-	db     string
-	env    []string
-	stderr *lockedBuffer
-	done   chan struct{} // closed when the writer has exited
-	err    error         // its exit, once done is closed
-	exited time.Time
+	*gendexProc
+	db string
 }
 
 // lockedBuffer is a strings.Builder a process writes to while the test
@@ -500,26 +498,18 @@ func (l *lockedBuffer) String() string {
 // the end of the test if it still runs.
 func startWriter(t *testing.T, db string, env []string, args ...string) *writer {
 	t.Helper()
-	w := &writer{db: db, env: append(os.Environ(), env...), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(gendexBinary(t), append([]string{"--db", db}, args...)...)
-	w.cmd.Env = w.env
-	w.cmd.Stderr = w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.err = w.cmd.Wait(); w.exited = time.Now(); close(w.done) }()
-	t.Cleanup(func() {
-		w.cmd.Process.Signal(os.Interrupt)
+	w := &writer{startGendexWith(t, gendexOpts{env: env}, gendexBinary(t), append([]string{"--db", db}, args...)...), db}
+	t.Cleanup(func() { // before startGendex's kill
+		w.Interrupt()
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-time.After(20 * time.Second):
-			w.cmd.Process.Kill()
 		}
 	})
 	waitFor(t, 60*time.Second, "the writer never answered on its socket", func() bool {
 		select {
-		case <-w.done:
-			t.Fatalf("the writer exited: %v\n%s", w.err, w.stderr.String())
+		case <-w.Done():
+			t.Fatalf("the writer exited: exit %d\n%s", w.Wait(), w.Stderr())
 		default:
 		}
 		_, err := w.metrics()
@@ -665,16 +655,16 @@ func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
 // Questions and files.
 
 // queryJSON runs the binary bin's `gendex --db DB query ARGS --format json`
-// and decodes its rows; the error is the process's (an *exec.ExitError
-// holds its stderr).
+// (runGendex) and decodes its rows; a question that fails returns an
+// error with its exit code and stderr.
 func queryJSON[T any](t *testing.T, bin, db string, args ...string) ([]T, error) {
 	t.Helper()
-	out, err := exec.Command(bin, append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...).Output()
-	if err != nil {
-		return nil, err
+	code, out, stderr := runGendex(t, bin, "", append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...)
+	if code != 0 {
+		return nil, fmt.Errorf("exit %d\n%s", code, stderr)
 	}
 	var rows []T
-	if err := json.Unmarshal(out, &rows); err != nil {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	return rows, nil
@@ -722,11 +712,7 @@ func mustQueryJSON[T any](t *testing.T, bin, db string, args ...string) []T {
 	t.Helper()
 	rows, err := queryJSON[T](t, bin, db, args...)
 	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		t.Fatalf("query %s: %v", strings.Join(args, " "), err)
 	}
 	return rows
 }

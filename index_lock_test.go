@@ -175,7 +175,7 @@ func TestFrozenWriter(t *testing.T) {
 	t.Parallel()
 	root := promptsRoot(t, "d", 100)
 	w := startWriter(t, filepath.Join(t.TempDir(), "g.db"), nil, "ingest", "--follow", root)
-	pid := w.cmd.Process.Pid
+	pid := w.Pid()
 	// The cleanup that interrupts the writer needs it running.
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	if code, _, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", w.db, "query", "progress"); code != 0 {

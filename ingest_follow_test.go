@@ -62,8 +62,8 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	waitFor(t, 30*time.Second, "the follow to forget the moved files", func() bool { return raw() == want })
 	time.Sleep(1500 * time.Millisecond) // a discovery or two later: still said once
 	rawFile := filepath.Join(root, "T", "raw_responses.shard-0001-of-0002.jsonl")
-	if n := strings.Count(w.stderr.String(), rawFile+": the file is gone"); n != 1 {
-		t.Errorf("the follow said %d times that %s is gone, want once:\n%s", n, rawFile, w.stderr.String())
+	if n := strings.Count(w.Stderr(), rawFile+": the file is gone"); n != 1 {
+		t.Errorf("the follow said %d times that %s is gone, want once:\n%s", n, rawFile, w.Stderr())
 	}
 	if raw() != want {
 		t.Errorf("answers %v after the move, want %v", raw(), want)

@@ -130,7 +130,7 @@ func tokenOf(t *testing.T, base, printed string) string {
 func writerAddr(t *testing.T, w *writer) (addr, token string) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "the writer never said where it listens", func() bool {
-		_, rest, ok := strings.Cut(w.stderr.String(), "Prometheus metrics on http://")
+		_, rest, ok := strings.Cut(w.Stderr(), "Prometheus metrics on http://")
 		addr, _, _ = strings.Cut(rest, "/metrics")
 		if _, rest, ok := strings.Cut(rest, "Bearer "); ok {
 			token, _, _ = strings.Cut(rest, ";")
@@ -155,7 +155,7 @@ func TestWriterAnswersOnlyItsOwner(t *testing.T) {
 		"ingest", "--follow", "--listen", "127.0.0.1:0", "--listen-queries", root)
 	addr, token := writerAddr(t, w)
 	if len(token) != 32 {
-		t.Errorf("the writer said no token of its own for its answers:\n%s", w.stderr.String())
+		t.Errorf("the writer said no token of its own for its answers:\n%s", w.Stderr())
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	q := "http://" + addr + "/v1/query?arg=show&arg=secretset&arg=p0000001&arg=--stage&arg=prompts"

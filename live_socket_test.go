@@ -190,7 +190,7 @@ func gauge(t *testing.T, metrics, name string) int {
 // fds counts the writer's open files.
 func (w *writer) fds(t *testing.T) int {
 	t.Helper()
-	e, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.cmd.Process.Pid))
+	e, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,12 +364,12 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	// exit that waited for it. gen's own wait is --grace (2 s) and a
 	// second for the answers being sent.
 	start := time.Now()
-	w.cmd.Process.Signal(os.Interrupt)
+	w.Interrupt()
 	select {
-	case <-w.done:
-		t.Logf("gen exited %v after SIGINT with the reader stalled", w.exited.Sub(start).Round(time.Millisecond))
+	case <-w.Done():
+		t.Logf("gen exited %v after SIGINT with the reader stalled", time.Since(start).Round(time.Millisecond))
 	case <-time.After(live.DefaultStallTimeout - 5*time.Second):
-		t.Fatalf("gen did not exit after SIGINT while a reader was stalled: it waits for the reader\n%s", w.stderr.String())
+		t.Fatalf("gen did not exit after SIGINT while a reader was stalled: it waits for the reader\n%s", w.Stderr())
 	}
 }
 
@@ -407,7 +407,7 @@ func TestListenMetricsOnly(t *testing.T) {
 	addrOf := func(w *writer) string {
 		var addr string
 		waitFor(t, 10*time.Second, "the writer never said where it listens", func() bool {
-			_, rest, ok := strings.Cut(w.stderr.String(), "Prometheus metrics on http://")
+			_, rest, ok := strings.Cut(w.Stderr(), "Prometheus metrics on http://")
 			addr, _, _ = strings.Cut(rest, "/metrics")
 			return ok && addr != ""
 		})

@@ -279,11 +279,11 @@ func TestFollowRun(t *testing.T) {
 		r = lastRun(runsOf(t, bin, db))
 		return r.State == "running" && r.Answers != nil && *r.Answers == 3
 	})
-	if r.Kind != "follow" || r.Pid != w.cmd.Process.Pid || r.ToGo != nil || r.Errors != nil {
+	if r.Kind != "follow" || r.Pid != w.Pid() || r.ToGo != nil || r.Errors != nil {
 		t.Errorf("the follow: %+v; want kind follow, its pid, to_go and errors unknown", r)
 	}
-	w.cmd.Process.Signal(os.Interrupt)
-	<-w.done
+	w.Interrupt()
+	w.Wait()
 	if r := lastRun(runsOf(t, bin, db)); r.State != "interrupted" || r.End == nil {
 		t.Errorf("the follow once stopped: %+v; want interrupted", r)
 	}
