@@ -278,8 +278,8 @@ func TestCheckWhileGenWrites(t *testing.T) {
 	_, reasons, out := p.checkVerdict(done)
 	r := reasons[query.ReasonBehind]
 	select {
-	case <-w.done:
-		t.Fatalf("gen ended before the test could check while it ran: %v\n%s", w.err, w.stderr.String())
+	case <-w.Done():
+		t.Fatalf("gen ended before the test could check while it ran: exit %d\n%s", w.Wait(), w.Stderr())
 	default:
 	}
 	if !r.Blocks || !strings.HasPrefix(r.Fix, "wait for the ") || !strings.Contains(r.Fix, "writes the index") || strings.Contains(r.Fix, "gendex ingest") {
@@ -288,7 +288,7 @@ func TestCheckWhileGenWrites(t *testing.T) {
 	live, behind := 0, 0
 	for running := true; running; {
 		select {
-		case <-w.done:
+		case <-w.Done():
 			running = false
 		default:
 		}
@@ -310,8 +310,8 @@ func TestCheckWhileGenWrites(t *testing.T) {
 		}
 	}
 	t.Logf("%d checks while gen wrote, %d of them saw lines it had not committed yet", live, behind)
-	if w.err != nil || live < 3 {
-		t.Fatalf("gen: %v after %d checks while it ran (want 3 at least)\n%s", w.err, live, w.stderr.String())
+	if w.Wait() != 0 || live < 3 {
+		t.Fatalf("gen: exit %d after %d checks while it ran (want 3 at least)\n%s", w.Wait(), live, w.Stderr())
 	}
 	_, reasons, out = p.checkVerdict(going)
 	for _, bad := range []string{query.ReasonBehind, query.ReasonChanged} {

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -91,15 +89,15 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	// pending returns the bytes of the outputs written and not yet
 	// indexed, as the killed run left them.
 	pending := func() int64 {
-		o, err := exec.Command(bin, "--db", db, "query", "files", "X", "--format", "json").Output()
-		if err != nil {
+		code, o, _ := runGendex(t, bin, "", "--db", db, "query", "files", "X", "--format", "json")
+		if code != 0 {
 			return 0 // nothing indexed yet
 		}
 		var files []struct {
 			Stage   string `json:"stage"`
 			Pending int64  `json:"pending_bytes"`
 		}
-		if err := json.Unmarshal(o, &files); err != nil {
+		if err := json.Unmarshal([]byte(o), &files); err != nil {
 			t.Fatalf("query files: %v\n%s", err, o)
 		}
 		var n int64
@@ -124,8 +122,8 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	// little work to be killed in.
 	outputs := []string{filepath.Join(dir, "tokenized.jsonl"), filepath.Join(dir, "excluded.jsonl")}
 	start := time.Now()
-	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("the timing run: %v\n%s", err, o)
+	if code, stdout, stderr := runGendex(t, bin, "", args...); code != 0 {
+		t.Fatalf("the timing run: exit %d\n%s%s", code, stdout, stderr)
 	}
 	whole, wholeBytes := time.Since(start), outputBytes(outputs)
 	os.Remove(filepath.Join(dir, "tokenized.jsonl"))
@@ -137,21 +135,15 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	kills, unindexed, torn := 0, 0, 0
 	var tornIn [2]bool
 	for run := 0; (kills < 6 || unindexed < 3 || torn < 2) && run < 60; run++ {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=65536")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		export := startGendexWith(t, gendexOpts{env: []string{"GENDEX_EXPORT_FLUSH_BYTES=65536"}}, bin, args...)
 		// The random moment of the kill is what is under test.
 		stop := make(chan struct{})
 		step := 1 + rng.Int64N(wholeBytes/10+1)
 		select {
 		case <-killMoment(outputs, step, time.Duration(rng.IntN(10_000))*time.Microsecond, killAfter(), stop):
 			close(stop)
-			cmd.Process.Signal(syscall.SIGKILL)
-			if err := <-done; err != nil {
+			export.Kill()
+			if export.Wait() != 0 {
 				kills++
 				if pending() > 0 {
 					unindexed++
@@ -166,10 +158,10 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 				}
 				continue
 			}
-		case err := <-done:
+		case <-export.Done():
 			close(stop)
-			if err != nil {
-				t.Fatalf("run %d ended on its own with %v", run, err)
+			if code := export.Wait(); code != 0 {
+				t.Fatalf("run %d ended on its own with exit %d", run, code)
 			}
 		}
 		// The run finished before the kill: what it left is checked (the
@@ -184,12 +176,10 @@ func TestExportSurvivesSIGKILL(t *testing.T) {
 	if kills < 6 || unindexed < 3 || torn < 2 {
 		t.Fatalf("%d runs were killed mid-run, %d of them with records written and not indexed, and %d torn lines left; the test wants 6, 3 and 2", kills, unindexed, torn)
 	}
-	if o, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, o)
-	}
-	o, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil || !strings.Contains(string(o), "export: nothing to do: every answer of X has a record or an exclusion") {
-		t.Errorf("the run after the last says %v:\n%s", err, o)
+	mustRunGendex(t, bin, args...)
+	code, stdout, stderr := runGendex(t, bin, "", args...)
+	if o := stdout + stderr; code != 0 || !strings.Contains(o, "export: nothing to do: every answer of X has a record or an exclusion") {
+		t.Errorf("the run after the last says exit %d:\n%s", code, o)
 	}
 	check("the final run")
 }
@@ -348,22 +338,15 @@ func TestExportInterrupted(t *testing.T) {
 	dir := filepath.Join(root, "X")
 	writeExportFixture(t, dir, n)
 	db := filepath.Join(t.TempDir(), "g.db")
-	cmd := exec.Command(bin, "--db", db, "export", "--format", "ids", root)
-	cmd.Env = append(os.Environ(), "GENDEX_EXPORT_FLUSH_BYTES=16384")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	export := startGendexWith(t, gendexOpts{env: []string{"GENDEX_EXPORT_FLUSH_BYTES=16384"}}, bin, "--db", db, "export", "--format", "ids", root)
 	tok := filepath.Join(dir, "tokenized.jsonl")
 	waitFor(t, 30*time.Second, "export never wrote a record", func() bool {
 		fi, err := os.Stat(tok)
 		return err == nil && fi.Size() > 0
 	})
-	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
-		t.Fatalf("exit %d (%v); want 130 and \"interrupted\":\n%s", code, err, stderr.String())
+	export.Interrupt()
+	if code := export.Wait(); code != 130 || !strings.Contains(export.Stderr(), "interrupted") {
+		t.Fatalf("exit %d; want 130 and \"interrupted\":\n%s", code, export.Stderr())
 	}
 	for _, name := range []string{"tokenized.jsonl", "excluded.jsonl"} {
 		data, err := os.ReadFile(filepath.Join(dir, name))

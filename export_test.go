@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -71,11 +70,11 @@ func TestExportAgainstSim(t *testing.T) {
 	db := filepath.Join(dir, "g.db")
 	gendexOK := func(args ...string) string {
 		t.Helper()
-		o, err := exec.Command(bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gendex %v: %v\n%s", args, err, o)
+		code, o := runGendexCombined(t, bin, args...)
+		if code != 0 {
+			t.Fatalf("gendex %v: exit %d\n%s", args, code, o)
 		}
-		return string(o)
+		return o
 	}
 	gendexOK("--db", db, "gen", "--server", url, "--max-new-tokens", "40", "--out", out, prompts)
 	// A copy of the index before export, for the conversations run.

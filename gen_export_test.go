@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -274,33 +273,6 @@ func TestGenExportRefusesIDsWithoutOutputIDs(t *testing.T) {
 	}
 }
 
-// killWhileWriting starts cmd and, once writing reports that it writes,
-// SIGKILLs it after delay (the random moment under test). It reports
-// whether the kill landed; a run that ended on its own first (or never
-// wrote within 20 s and then ended) returns its exit error.
-func killWhileWriting(t *testing.T, cmd *exec.Cmd, writing func() bool, delay time.Duration) (killed bool, exit error) {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
-		select {
-		case err := <-done:
-			return false, err
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	select {
-	case <-time.After(delay):
-		cmd.Process.Signal(syscall.SIGKILL)
-		return <-done != nil, nil
-	case err := <-done:
-		return false, err
-	}
-}
-
 // TestGenExportSurvivesSIGKILL kills a running `gendex gen --export ids`
 // with SIGKILL at random moments (against a `gendex sim` process slow
 // enough that every kill lands mid-run) at least 10 times, resuming each
@@ -342,11 +314,8 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 	kills, plain := 0, 0
 	for i := 0; kills < 10 && i < 40; i++ {
 		export := i%3 != 2
-		cmd := exec.Command(bin, args(export)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		before := rawSize()
-		killed, exit := killWhileWriting(t, cmd, func() bool { return rawSize() != before }, time.Duration(rng.IntN(400))*time.Millisecond)
+		killed, gen := killWhileWriting(t, bin, args(export), func() bool { return rawSize() != before }, time.Duration(rng.IntN(400))*time.Millisecond)
 		if killed {
 			kills++
 			if !export {
@@ -354,15 +323,12 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 			}
 			continue
 		}
-		if exit != nil {
-			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
+		if code := gen.Wait(); code != 0 {
+			t.Fatalf("run %d ended on its own with exit %d\n%s", i, code, gen.Stderr())
 		}
 		break // every prompt answered: the rest is the last run's
 	}
-	final, err := exec.Command(bin, args(true)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, final)
-	}
+	final := mustRunGendex(t, bin, args(true)...)
 	t.Logf("%d kills (%d of runs without --export); the final run:\n%s", kills, plain, final)
 	if kills < 10 {
 		t.Errorf("%d runs were killed mid-run; the test wants at least 10", kills)
@@ -375,9 +341,7 @@ func TestGenExportSurvivesSIGKILL(t *testing.T) {
 		t.Fatal("no records")
 	}
 	again := copyAnswers(t, out, "M", "S")
-	if o, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", "--server", url, root, again).CombinedOutput(); err != nil {
-		t.Fatalf("export of the same answers: %v\n%s", err, o)
-	}
+	mustRunGendex(t, bin, "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", "--server", url, root, again)
 	for _, ds := range []string{"M", "S"} {
 		sameExports(t, filepath.Join(out, ds), filepath.Join(again, ds))
 	}
@@ -473,26 +437,16 @@ func TestGenExportHoldsItsOutputs(t *testing.T) {
 	addr := freeAddr(t)
 	root := t.TempDir()
 	writeMixedPrompts(t, filepath.Join(root, "h"), "h", 60)
-	cmd := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://"+addr, "--wait-ready", "60s",
+	gen := startGendex(t, bin, "", "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", "http://"+addr, "--wait-ready", "60s",
 		"--max-new-tokens", "24", "--export", "ids", root)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	waitFor(t, 20*time.Second, "gen to wait for its server", func() bool { return strings.Contains(gen.Stderr(), "waiting for") })
+	code, stdout, stderr := runGendex(t, bin, "", "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", root)
+	if code == 0 || !strings.Contains(stdout+stderr, "is being written by another gendex gen or export") {
+		t.Errorf("export while gen --export runs: exit %d\n%s%s", code, stdout, stderr)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	waitFor(t, 20*time.Second, "gen to wait for its server", func() bool { return strings.Contains(stderr.String(), "waiting for") })
-	o, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "x.db"), "export", "--format", "ids", root).CombinedOutput()
-	if err == nil || !strings.Contains(string(o), "is being written by another gendex gen or export") {
-		t.Errorf("export while gen --export runs: %v\n%s", err, o)
-	}
-	sim := exec.Command(bin, "sim", "--listen", addr, "--seed", "6")
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Process.Kill(); sim.Wait() })
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("gen: %v\n%s", err, stderr.String())
+	startGendex(t, bin, "", "sim", "--listen", addr, "--seed", "6")
+	if code := gen.Wait(); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, gen.Stderr())
 	}
 	if n := exportedOnce(t, filepath.Join(root, "h")); n == 0 {
 		t.Error("no records")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,14 +180,12 @@ func TestFlavorLlamaCpp(t *testing.T) {
 // flavor exposes (up, running, queued) known, from its own metric names.
 func serverViewKnown(t *testing.T, p *placeRun, db, url string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), p.bin, "--db", db, "query", "server", "--window", "1h", "--format", "json")
-	cmd.Dir = p.dir
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("query server: %v", err)
+	code, out, stderr := runGendex(t, p.bin, p.dir, "--db", db, "query", "server", "--window", "1h", "--format", "json")
+	if code != 0 {
+		t.Fatalf("query server: exit %d\n%s", code, stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 || rows[0]["server"] != url {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0]["server"] != url {
 		t.Fatalf("query server: %v\n%s", err, out)
 	}
 	for _, k := range []string{"up", "running", "queued"} {

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -30,7 +28,7 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			t.Parallel()
 			addr := freeAddr(t)
 			url := "http://" + addr
-			sim := func(model string) *exec.Cmd {
+			sim := func(model string) *gendexProc {
 				return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
 			}
 			server := sim("model-one")
@@ -44,26 +42,23 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			if mixed {
 				args = append(args, "--allow-mixed")
 			}
-			var stderr lockedBuffer
-			gen, done := startGen(t, bin, db, &stderr, append(args, root)...)
+			gen := startGendex(t, bin, "", append(append([]string{"--db", db, "gen"}, args...), root)...)
 			// 20 tokens at 40 tokens/s: half a second each, 4 at a time.
 			waitFor(t, 30*time.Second, "the first answers written", func() bool {
 				data, _ := os.ReadFile(raw)
 				return strings.Count(string(data), "\n") >= 4
 			})
-			server.Process.Signal(syscall.SIGKILL)
-			server.Wait()
+			server.Kill()
 			time.Sleep(300 * time.Millisecond)
 			sim("model-two")
 
-			var err error
 			select {
-			case err = <-done:
+			case <-gen.Done():
 			case <-time.After(2 * time.Minute):
-				gen.Process.Kill()
-				t.Fatalf("gen still runs 2 minutes after the restart:\n%s", stderr.String())
+				gen.Kill()
+				t.Fatalf("gen still runs 2 minutes after the restart:\n%s", gen.Stderr())
 			}
-			log := stderr.String()
+			log := gen.Stderr()
 
 			answers, byModel := answersByModel(t, raw)
 			for id, k := range answers {
@@ -80,15 +75,15 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 			}
 
 			if mixed {
-				if err != nil {
-					t.Fatalf("gen --allow-mixed: %v\n%s", err, log)
+				if code := gen.Wait(); code != 0 {
+					t.Fatalf("gen --allow-mixed: exit %d\n%s", code, log)
 				}
 				if len(answers) != n || byModel["model-two"] == 0 {
 					t.Errorf("--allow-mixed: %d prompts answered, by model %v; want all %d, some by model-two\n%s", len(answers), byModel, n, log)
 				}
 				return
 			}
-			if code := gen.ProcessState.ExitCode(); code != 1 {
+			if code := gen.Wait(); code != 1 {
 				t.Fatalf("gen exited %d after its only server came back with another model; want 1\n%s", code, log)
 			}
 			if byModel["model-two"] != 0 || len(answers) == n {
@@ -158,7 +153,7 @@ func TestGenRetiresOneServerOfTwo(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	addr := freeAddr(t)
-	sim := func(model string) *exec.Cmd {
+	sim := func(model string) *gendexProc {
 		return startSimAt(t, bin, addr, "--unmarked", "--seed", "43", "--decode-tps", "40", "--model", model)
 	}
 	changing := sim("model-one")
@@ -169,22 +164,20 @@ func TestGenRetiresOneServerOfTwo(t *testing.T) {
 	writeTopicPrompts(t, dir, "I", n)
 	raw := filepath.Join(dir, "raw_responses.jsonl")
 	db := filepath.Join(t.TempDir(), "g.db")
-	var stderr lockedBuffer
-	gen, done := startGen(t, bin, db, &stderr, "--server", "http://"+addr, "--server", steady,
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "http://"+addr, "--server", steady,
 		"--concurrency", "4", "--max-new-tokens", "20", "--ignore-eos", "--down-limit", "1m", root)
 	// 20 tokens at 40 tokens/s: half a second each, 4 at a time.
 	waitFor(t, 30*time.Second, "the first answers written", func() bool {
 		data, _ := os.ReadFile(raw)
 		return strings.Count(string(data), "\n") >= 4
 	})
-	changing.Process.Signal(syscall.SIGKILL)
-	changing.Wait()
+	changing.Kill()
 	time.Sleep(300 * time.Millisecond)
 	sim("model-two")
-	err := waitExit(t, done, &stderr)
-	log := stderr.String()
-	if err != nil || gen.ProcessState.ExitCode() != 0 {
-		t.Fatalf("gen: %v; want exit 0, the other server answering the rest\n%s", err, log)
+	code := gen.WaitWithin(t, 2*time.Minute)
+	log := gen.Stderr()
+	if code != 0 {
+		t.Fatalf("gen: exit %d; want exit 0, the other server answering the rest\n%s", code, log)
 	}
 	answers, byModel := answersByModel(t, raw)
 	if len(answers) != n || byModel["model-one"] != n {

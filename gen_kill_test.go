@@ -7,11 +7,9 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,12 +43,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	}
 	kills := 0
 	for i := range 25 {
-		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		gen := startGendex(t, bin, "", args...)
 		// The random moment of the kill is what is under test. Every other
 		// kill comes soon after gen's file grows, somewhere in the write's
 		// fsync and the index commits that follow it: the moments where
@@ -64,8 +57,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 		}
 		select {
 		case <-moment:
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
+			gen.Kill()
 			kills++
 			// gen writes a flush in one write, so SIGKILL seldom leaves a
 			// torn line; a power loss or a full disk can. Every fifth kill
@@ -75,16 +67,14 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 					tearLastLine(t, filepath.Join(out, name, "raw_responses.jsonl"))
 				}
 			}
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d ended on its own with %v", i, err)
+		case <-gen.Done():
+			if code := gen.Wait(); code != 0 {
+				t.Fatalf("run %d ended on its own with exit %d", i, code)
 			}
 		}
 		close(stop)
 	}
-	if outp, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, outp)
-	}
+	mustRunGendex(t, bin, args...)
 	if kills < 20 {
 		t.Errorf("only %d of the runs were killed; the test wants at least 20", kills)
 	}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +27,7 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	addr := freeAddr(t)
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--seed", "5", "--decode-tps", "2000", "--slots", "4")
 	}
 	server := startSim()
@@ -39,36 +36,26 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	raw := filepath.Join(root, "D", "raw_responses.jsonl")
 	args := []string{"--db", db, "gen", "--server", "http://" + addr, "--concurrency", "4", "--down-limit", "2s", root}
-	gen := exec.Command(bin, args...)
-	var stderr bytes.Buffer
-	gen.Stderr = &stderr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
+	gen := startGendex(t, bin, "", args...)
 	waitFor(t, 30*time.Second, "the first answers", func() bool {
 		b, _ := os.ReadFile(raw)
 		return bytes.Count(b, []byte("\n")) >= 5
 	})
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	killed := time.Now()
-	var err error
 	select {
-	case err = <-done:
+	case <-gen.Done():
 	case <-time.After(2 * time.Minute):
-		gen.Process.Kill()
-		t.Fatalf("gen still waits 2 minutes after its only server died, with --down-limit 2s:\n%s", stderr.String())
+		gen.Kill()
+		t.Fatalf("gen still waits 2 minutes after its only server died, with --down-limit 2s:\n%s", gen.Stderr())
 	}
 	t.Logf("gen stopped %s after the kill", time.Since(killed).Round(time.Millisecond))
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("gen after its server died: %v; want exit 1\n%s", err, stderr.String())
+	if code := gen.Wait(); code != 1 {
+		t.Fatalf("gen after its server died: exit %d; want exit 1\n%s", code, gen.Stderr())
 	}
 	for _, want := range []string{"every server has been down for", "--down-limit 2s", "nothing is lost", "requeue the task"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("gen's message does not say %q:\n%s", want, stderr.String())
+		if !strings.Contains(gen.Stderr(), want) {
+			t.Errorf("gen's message does not say %q:\n%s", want, gen.Stderr())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "D", "errors.jsonl")); !os.IsNotExist(err) {
@@ -79,9 +66,9 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	if written >= 300 {
 		t.Fatalf("every prompt was answered before the server died (%d): the test needs a slower server", written)
 	}
-	out, qerr := exec.Command(bin, "--db", db, "query", "progress", "--format", "csv", "--no-header").Output()
-	if qerr != nil || !strings.HasPrefix(string(out), "D,300,"+strconv.Itoa(written)+",") {
-		t.Errorf("query progress after the stop: %s (%v); want D with 300 prompts and the %d answers written", out, qerr, written)
+	code, out, stderr := runGendex(t, bin, "", "--db", db, "query", "progress", "--format", "csv", "--no-header")
+	if code != 0 || !strings.HasPrefix(out, "D,300,"+strconv.Itoa(written)+",") {
+		t.Errorf("query progress after the stop: %s (exit %d: %s); want D with 300 prompts and the %d answers written", out, code, stderr, written)
 	}
 	startSim()
 	mustRunGendex(t, bin, args...)

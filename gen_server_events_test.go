@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +50,7 @@ func TestServerRestartEvents(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	url := "http://" + addr
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--metrics", "--seed", "21", "--slots", "16", "--decode-tps", "400", "--spec-draft-tokens", "4")
 	}
 	first := startSim()
@@ -60,15 +58,7 @@ func TestServerRestartEvents(t *testing.T) {
 	root, out := t.TempDir(), t.TempDir()
 	writeIDPrompts(t, filepath.Join(root, "R"), "R", 600)
 	db := filepath.Join(t.TempDir(), "g.db")
-	gen := exec.Command(bin, "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root)
-	var genLog strings.Builder
-	gen.Stderr = &genLog
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
-	t.Cleanup(func() { gen.Process.Kill() })
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root)
 
 	// Kill once the server's tokens/s is known: two readings with its
 	// counter, the second one past 0.
@@ -76,18 +66,17 @@ func TestServerRestartEvents(t *testing.T) {
 		rows, err := queryJSON[serverRow](t, bin, db, "server", "--window", "1m")
 		return err == nil && len(rows) == 1 && rows[0].ServerTokensPerS != nil && *rows[0].ServerTokensPerS > 0
 	})
-	first.Process.Signal(syscall.SIGKILL)
-	first.Wait()
+	first.Kill()
 	time.Sleep(2 * time.Second)
 	startSim()
 
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("gen: %v\n%s", err, genLog.String())
+	case <-gen.Done():
+		if code := gen.Wait(); code != 0 {
+			t.Fatalf("gen: exit %d\n%s", code, gen.Stderr())
 		}
 	case <-time.After(120 * time.Second):
-		t.Fatalf("gen did not finish\n%s", genLog.String())
+		t.Fatalf("gen did not finish\n%s", gen.Stderr())
 	}
 	events, err := queryJSON[eventRow](t, bin, db, "events")
 	if err != nil {

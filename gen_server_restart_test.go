@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -32,7 +30,7 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	url := "http://" + addr
-	startSim := func() *exec.Cmd {
+	startSim := func() *gendexProc {
 		return startSimAt(t, bin, addr, "--unmarked", "--metrics", "--seed", "39", "--decode-tps", "20", "--slots", "64")
 	}
 	server := startSim()
@@ -44,14 +42,12 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	// 40 tokens at 20 tokens/s: each answer takes 2 s, so all are in
 	// flight together at the kill, and one at a time would take 40 s.
-	var stderr lockedBuffer
-	gen, done := startGen(t, bin, db, &stderr, "--server", url, "--concurrency", "64", "--max-new-tokens", "40", "--ignore-eos", root)
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", url, "--concurrency", "64", "--max-new-tokens", "40", "--ignore-eos", root)
 	waitFor(t, 30*time.Second, fmt.Sprintf("all %d prompts running at the server", n), func() bool {
 		running, ok := simRunning(url)
 		return ok && running == n
 	})
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	time.Sleep(500 * time.Millisecond)
 	startSim()
 
@@ -71,22 +67,21 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 			}
 		}
 	}()
-	var err error
 	select {
-	case err = <-done:
+	case <-gen.Done():
 	case <-time.After(2 * time.Minute):
-		gen.Process.Kill()
-		t.Fatalf("gen still runs 2 minutes after the restart:\n%s", stderr.String())
+		gen.Kill()
+		t.Fatalf("gen still runs 2 minutes after the restart:\n%s", gen.Stderr())
 	}
 	close(stopWatch)
 	<-watched
-	if err != nil {
-		t.Fatalf("gen: %v\n%s", err, stderr.String())
+	if code := gen.Wait(); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, gen.Stderr())
 	}
 	t.Logf("the restarted server ran at most %d of the %d prompts at once", peak.Load(), n)
 	if p := peak.Load(); p < n/2 {
 		t.Errorf("the restarted server ran at most %d requests at once; want the %d prompts in flight at the kill sent again together (at least %d)\n%s",
-			p, n, n/2, stderr.String())
+			p, n, n/2, gen.Stderr())
 	}
 
 	answers := map[string]int{}
@@ -130,8 +125,8 @@ func TestGenRestartGoesOnAtFullSpeed(t *testing.T) {
 	if got := strings.Join(names, ","); !strings.Contains(got, "down") || !strings.Contains(got, ",up") {
 		t.Errorf("events %s; want the down and the up", got)
 	}
-	if strings.Contains(stderr.String(), "isolated") {
-		t.Errorf("gen says a prompt is isolated after one down:\n%s", stderr.String())
+	if strings.Contains(gen.Stderr(), "isolated") {
+		t.Errorf("gen says a prompt is isolated after one down:\n%s", gen.Stderr())
 	}
 }
 

@@ -90,11 +90,7 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	root := t.TempDir()
 	all := writeShardPrompts(t, root, n)
 	watchDB := filepath.Join(t.TempDir(), "watch.db")
-	follow := exec.Command(bin, "--db", watchDB, "ingest", "--follow", root)
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { follow.Process.Kill(); follow.Wait() })
+	startGendex(t, bin, "", "--db", watchDB, "ingest", "--follow", root)
 
 	// watch, in a real terminal, on the follower's index (asked through
 	// its socket while it writes).
@@ -113,33 +109,24 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			for attempt := 0; ; attempt++ {
-				cmd := exec.Command(bin, "--db", db, "gen", "--server", url, "--shard", fmt.Sprintf("%d/%d", i, shards), "--concurrency", "16", "--max-new-tokens", "24", root)
-				cmd.Env = append(os.Environ(), "GENDEX_DB=")
-				var errb strings.Builder
-				cmd.Stderr = &errb
+				args := []string{"--db", db, "gen", "--server", url, "--shard", fmt.Sprintf("%d/%d", i, shards), "--concurrency", "16", "--max-new-tokens", "24", root}
 				if attempt < 3 { // killed at a random moment
-					if err := cmd.Start(); err != nil {
-						t.Error(err)
-						return
-					}
-					done := make(chan error, 1)
-					go func() { done <- cmd.Wait() }()
+					gen := startGendex(t, bin, "", args...)
 					select {
 					case <-time.After(time.Duration(200+rng.IntN(600)) * time.Millisecond):
-						cmd.Process.Kill()
-						<-done
+						gen.Kill()
 						kills[i]++
 						continue
-					case err := <-done:
-						if err != nil {
-							t.Errorf("shard %d: %v\n%s", i, err, errb.String())
+					case <-gen.Done():
+						if code := gen.Wait(); code != 0 {
+							t.Errorf("shard %d: exit %d\n%s", i, code, gen.Stderr())
 							return
 						}
 						return // done before the kill
 					}
 				}
-				if err := cmd.Run(); err != nil {
-					t.Errorf("shard %d, last run: %v\n%s", i, err, errb.String())
+				if code, _, stderr := runGendex(t, bin, "", args...); code != 0 {
+					t.Errorf("shard %d, last run: exit %d\n%s", i, code, stderr)
 				}
 				return
 			}
@@ -148,12 +135,12 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	// The whole run, live, from the follower's index: the total grows.
 	var seen []float64
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		out, err := exec.Command(bin, "--db", watchDB, "query", "progress", "--format", "json").Output()
-		if err != nil {
+		code, out, _ := runGendex(t, bin, "", "--db", watchDB, "query", "progress", "--format", "json")
+		if code != 0 {
 			continue
 		}
 		var rows []map[string]any
-		if json.Unmarshal(out, &rows) != nil {
+		if json.Unmarshal([]byte(out), &rows) != nil {
 			continue
 		}
 		total := 0.0
@@ -187,15 +174,10 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 	checkShardFilesOnce(t, root, shards, all)
 	// A fifth process sees the whole run.
 	db := filepath.Join(t.TempDir(), "all.db")
-	if out, err := exec.Command(bin, "--db", db, "ingest", root).CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--db", db, "query", "progress", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustRunGendex(t, bin, "--db", db, "ingest", root)
+	out := mustRunGendex(t, bin, "--db", db, "query", "progress", "--format", "json")
 	var rows []map[string]any
-	json.Unmarshal(out, &rows)
+	json.Unmarshal([]byte(out), &rows)
 	if len(rows) != 3 {
 		t.Fatalf("progress: %s", out)
 	}
@@ -204,13 +186,13 @@ func TestShardsSurviveSIGKILL(t *testing.T) {
 			t.Errorf("progress of the whole run: %v", r)
 		}
 	}
-	out, err = exec.Command(bin, "--db", db, "query", "shards", "--format", "json").Output()
+	code, out, stderr := runGendex(t, bin, "", "--db", db, "query", "shards", "--format", "json")
 	var byShard []map[string]any
-	if err != nil || json.Unmarshal(out, &byShard) != nil || len(byShard) != 3*shards {
-		t.Errorf("query shards: %v\n%s", err, out)
+	if code != 0 || json.Unmarshal([]byte(out), &byShard) != nil || len(byShard) != 3*shards {
+		t.Errorf("query shards: exit %d\n%s%s", code, out, stderr)
 	}
-	if out, err := exec.Command(bin, "--db", db, "query", "files", "--format", "json").Output(); err != nil || strings.Contains(string(out), `"duplicates": 1`) {
-		t.Errorf("duplicates in the whole run's files: %v\n%s", err, out)
+	if code, out, stderr := runGendex(t, bin, "", "--db", db, "query", "files", "--format", "json"); code != 0 || strings.Contains(out, `"duplicates": 1`) {
+		t.Errorf("duplicates in the whole run's files: exit %d\n%s%s", code, out, stderr)
 	}
 }
 
@@ -277,12 +259,11 @@ func TestShardBesideUnshardedAnswers(t *testing.T) {
 	url := startSimProcess(t, bin, "--unmarked")
 	run := func(db string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, append([]string{"--db", db, "gen", "--server", url, "--max-new-tokens", "16"}, append(args, root)...)...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		code, stdout, stderr := runGendex(t, bin, "", append([]string{"--db", db, "gen", "--server", url, "--max-new-tokens", "16"}, append(args, root)...)...)
+		if code != 0 {
+			t.Fatalf("gen %v: exit %d\n%s%s", args, code, stdout, stderr)
 		}
-		return string(out)
+		return stdout + stderr
 	}
 	run(filepath.Join(t.TempDir(), "all.db"))
 	for i := range 2 {
@@ -324,25 +305,24 @@ func TestReshardAfterMovingFilesAway(t *testing.T) {
 	dbs := t.TempDir()
 	task := func(i, n int) string {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, fmt.Sprintf("gendex-%d.db", i)), "gen", "--server", url,
+		code, stdout, stderr := runGendex(t, bin, "", "--db", filepath.Join(dbs, fmt.Sprintf("gendex-%d.db", i)), "gen", "--server", url,
 			"--max-new-tokens", "16", "--shard", fmt.Sprintf("%d/%d", i, n), root)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("task %d/%d: %v\n%s", i, n, err, out)
+		if code != 0 {
+			t.Fatalf("task %d/%d: exit %d\n%s%s", i, n, code, stdout, stderr)
 		}
-		return string(out)
+		return stdout + stderr
 	}
 	for i := range 4 {
 		task(i, 4)
 	}
-	cmd := exec.CommandContext(t.Context(), bin, "--db", filepath.Join(dbs, "gendex-0.db"), "gen", "--server", url, "--shard", "0/8", root)
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "move its files out of the folders") {
-		t.Fatalf("an 8-way run over a 4-way run's files: %v\n%s", err, out)
+	code, stdout, stderr := runGendex(t, bin, "", "--db", filepath.Join(dbs, "gendex-0.db"), "gen", "--server", url, "--shard", "0/8", root)
+	out := stdout + stderr
+	if code == 0 || !strings.Contains(out, "move its files out of the folders") {
+		t.Fatalf("an 8-way run over a 4-way run's files: exit %d\n%s", code, out)
 	}
 	// The commands it gives, as written, one per folder.
 	moves := 0
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if l = strings.TrimSpace(l); strings.HasPrefix(l, "mkdir -p ") {
 			if o, err := exec.Command("sh", "-c", l).CombinedOutput(); err != nil {
 				t.Fatalf("%s: %v\n%s", l, err, o)
@@ -400,51 +380,35 @@ func TestTwoShardCountsAtOnce(t *testing.T) {
 		root := t.TempDir()
 		writeShardPrompts(t, root, 20)
 		down := "http://" + freeAddr(t) // nothing listens: the servers are still loading
-		type start struct {
-			cmd  *exec.Cmd
-			err  *lockedBuffer
-			done chan error
-		}
-		starts := make([]*start, 2)
-		for i, n := range []int{4, 8} {
-			s := &start{err: &lockedBuffer{}, done: make(chan error, 1)}
-			s.cmd = exec.Command(bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", down, "--wait-ready", "10m",
+		start := func(n int) *gendexProc {
+			return startGendex(t, bin, "", "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", down, "--wait-ready", "10m",
 				"--shard", fmt.Sprintf("0/%d", n), root)
-			s.cmd.Stderr = s.err
-			starts[i] = s
 		}
+		starts := make([]*gendexProc, 2)
 		if round%2 == 1 { // one after the other: the first is waiting for its server
-			starts[0].cmd.Start()
-			waitFor(t, 30*time.Second, "the first run to wait for its server", func() bool { return strings.Contains(starts[0].err.String(), "waiting for") })
-			starts[1].cmd.Start()
+			starts[0] = start(4)
+			waitFor(t, 30*time.Second, "the first run to wait for its server", func() bool { return strings.Contains(starts[0].Stderr(), "waiting for") })
+			starts[1] = start(8)
 		} else { // at the same instant
-			for _, s := range starts {
-				if err := s.cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		for _, s := range starts {
-			go func() { s.done <- s.cmd.Wait() }()
-			defer s.cmd.Process.Kill()
+			starts[0], starts[1] = start(4), start(8)
 		}
 		var first int // the first to end: refused
 		select {
-		case <-starts[0].done:
+		case <-starts[0].Done():
 			first = 0
-		case <-starts[1].done:
+		case <-starts[1].Done():
 			first = 1
 		case <-time.After(60 * time.Second):
-			t.Fatalf("round %d: a 4-way and an 8-way run on one folder both accepted:\n%s\n%s", round, starts[0].err.String(), starts[1].err.String())
+			t.Fatalf("round %d: a 4-way and an 8-way run on one folder both accepted:\n%s\n%s", round, starts[0].Stderr(), starts[1].Stderr())
 		}
-		if s := starts[first]; s.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(s.err.String(), "mkdir -p") {
-			t.Errorf("round %d: a refused run: exit %d\n%s", round, s.cmd.ProcessState.ExitCode(), s.err.String())
+		if s := starts[first]; s.Wait() != 1 || !strings.Contains(s.Stderr(), "mkdir -p") {
+			t.Errorf("round %d: a refused run: exit %d\n%s", round, s.Wait(), s.Stderr())
 		}
 		if round%2 == 1 && first != 1 {
 			t.Errorf("round %d: the second run, started while the first waited, was accepted and the first refused", round)
 		}
 		for _, s := range starts {
-			s.cmd.Process.Kill()
+			s.Kill()
 		}
 	}
 }

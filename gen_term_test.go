@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,9 +46,7 @@ func TestGenRedrawsInPlace(t *testing.T) {
 	}
 	tm := newTerm(t, dir)
 	resize := func(cols int) {
-		if out, err := exec.Command("tmux", "-S", tm.sock, "resize-window", "-t", "t", "-x", fmt.Sprint(cols), "-y", "30").CombinedOutput(); err != nil {
-			t.Fatalf("tmux resize-window: %v\n%s", err, out)
-		}
+		tm.tmux("resize-window", "-t", "t", "-x", fmt.Sprint(cols), "-y", "30")
 	}
 	resize(80)
 	tm.typeLine(bin + " --db g.db gen --server sim --sim-decode-tps 50 --sim-metrics --concurrency 8 --max-new-tokens 32 --out out prompts")

@@ -12,7 +12,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -191,20 +190,17 @@ func killToolSteps(t *testing.T, bin, sim, api string) {
 	for ; run < 20 && halfKills < 5; run++ {
 		sp.run.Store(int64(run))
 		want := halfDone()
-		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		before := size()
-		killed, exit := killWhileWriting(t, cmd, func() bool { return size() != before }, time.Duration(rng.IntN(700))*time.Millisecond)
-		if !killed && exit != nil {
-			t.Fatalf("run %d ended on its own with %v\n%s", run, exit, stderr.String())
+		killed, gen := killWhileWriting(t, bin, args, func() bool { return size() != before }, time.Duration(rng.IntN(700))*time.Millisecond)
+		if !killed && gen.Wait() != 0 {
+			t.Fatalf("run %d ended on its own with exit %d\n%s", run, gen.Wait(), gen.Stderr())
 		}
 		got := 0
-		if m := halfDoneRe.FindStringSubmatch(stderr.String()); m != nil {
+		if m := halfDoneRe.FindStringSubmatch(gen.Stderr()); m != nil {
 			got, _ = strconv.Atoi(m[1])
 		}
 		if got != want {
-			t.Errorf("run %d started with %d conversations half done; the files hold %d:\n%s", run, got, want, stderr.String())
+			t.Errorf("run %d started with %d conversations half done; the files hold %d:\n%s", run, got, want, gen.Stderr())
 		}
 		for _, l := range toolLines(t, turnsPath) {
 			if _, ok := written[stepKey(l)]; !ok {
@@ -221,17 +217,14 @@ func killToolSteps(t *testing.T, bin, sim, api string) {
 	}
 	sp.run.Store(int64(run + 1))
 	turnsBefore := len(toolLines(t, turnsPath))
-	final, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, final)
-	}
+	final := mustRunGendex(t, bin, args...)
 	t.Logf("%d kills, %d with conversations half done, %d steps written before the final run", kills, halfKills, len(written))
 	if kills < 3 || halfKills < 3 {
 		t.Errorf("%d runs were killed, %d of them with tool conversations half done (steps in turns.jsonl); the test wants at least 3 of each", kills, halfKills)
 	}
-	checkNoneHalfDone(t, string(final))
-	if m := regexp.MustCompile(`(\d+) earlier turns were answered`).FindSubmatch(final); m == nil && len(toolLines(t, turnsPath)) > turnsBefore ||
-		m != nil && string(m[1]) != strconv.Itoa(len(toolLines(t, turnsPath))-turnsBefore) {
+	checkNoneHalfDone(t, final)
+	if m := regexp.MustCompile(`(\d+) earlier turns were answered`).FindStringSubmatch(final); m == nil && len(toolLines(t, turnsPath)) > turnsBefore ||
+		m != nil && m[1] != strconv.Itoa(len(toolLines(t, turnsPath))-turnsBefore) {
 		t.Errorf("the final run wrote %d turn lines; its summary says otherwise:\n%s", len(toolLines(t, turnsPath))-turnsBefore, final)
 	}
 	// No step asked again once its line was on disk.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -112,9 +111,9 @@ func TestGenTruncatedEqualsHandCount(t *testing.T) {
 	t.Parallel()
 	out, db := t.TempDir(), filepath.Join(t.TempDir(), "g.db")
 	demo, _ := filepath.Abs("testdata/demo")
-	o, err := exec.Command(bin, "--db", db, "gen", "--server", "sim", "--out", out, demo).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gen: %v\n%s", err, o)
+	code, o := runGendexCombined(t, bin, "--db", db, "gen", "--server", "sim", "--out", out, demo)
+	if code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, o)
 	}
 	hand := map[string]float64{}
 	// own: the ids whose prompt line sets its own max_new_tokens (B3_chat's).
@@ -141,19 +140,19 @@ func TestGenTruncatedEqualsHandCount(t *testing.T) {
 	if all == cutOwn || cutOwn == 0 {
 		t.Fatalf("%d answers of the demo cut, %d at their prompts' own limit: the test does not test\n%s", all, cutOwn, o)
 	}
-	if want := fmt.Sprintf("gen: %d of %d answers were cut at the token limit, %d at 128 tokens and %d at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N", all, answers, all-cutOwn, cutOwn); !strings.Contains(string(o), want) {
+	if want := fmt.Sprintf("gen: %d of %d answers were cut at the token limit, %d at 128 tokens and %d at their prompts' own max_new_tokens (finish_reason length): ask them again with a higher limit: gen --redo truncated --max-new-tokens N", all, answers, all-cutOwn, cutOwn); !strings.Contains(o, want) {
 		t.Errorf("gen's summary does not say %q:\n%s", want, o)
 	}
-	if strings.Contains(string(o), "--max-new-tokens is the default") {
+	if strings.Contains(o, "--max-new-tokens is the default") {
 		t.Errorf("without --export gen warns of the default --max-new-tokens:\n%s", o)
 	}
 	for _, q := range []string{"progress", "tokens"} {
-		js, err := exec.Command(bin, "--db", db, "query", q, "--format", "json").Output()
-		if err != nil {
-			t.Fatal(err)
+		code, js, stderr := runGendex(t, bin, "", "--db", db, "query", q, "--format", "json")
+		if code != 0 {
+			t.Fatalf("query %s: exit %d\n%s", q, code, stderr)
 		}
 		var rows []map[string]any
-		if err := json.Unmarshal(js, &rows); err != nil || len(rows) != len(sets) {
+		if err := json.Unmarshal([]byte(js), &rows); err != nil || len(rows) != len(sets) {
 			t.Fatalf("query %s: %v\n%s", q, err, js)
 		}
 		for _, r := range rows {
@@ -193,15 +192,15 @@ func TestGenExportCutConversationCostsOneRequest(t *testing.T) {
 			counter, url := countingSim(t, sim.Config{Seed: 4})
 			out, db := t.TempDir(), filepath.Join(t.TempDir(), "g.db")
 			args := append([]string{"--db", db, "gen", "--server", url, "--out", out, "--ignore-eos"}, tc.args...)
-			o, err := exec.Command(bin, append(args, root)...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("gen: %v\n%s", err, o)
+			code, o := runGendexCombined(t, bin, append(args, root)...)
+			if code != 0 {
+				t.Fatalf("gen: exit %d\n%s", code, o)
 			}
 			if got := counter.total(); got != tc.requests {
 				t.Errorf("%d generation requests; want %d\n%s", got, tc.requests, o)
 			}
 			warning := "gen: --max-new-tokens is the default 128; answers cut there are excluded as length (raise it for training data, or --include-truncated)\n"
-			if got := strings.Count(string(o), warning); got != map[bool]int{true: 1, false: 0}[tc.warn] {
+			if got := strings.Count(o, warning); got != map[bool]int{true: 1, false: 0}[tc.warn] {
 				t.Errorf("the default --max-new-tokens warning appears %d times:\n%s", got, o)
 			}
 			raw := jsonLines(t, filepath.Join(out, "C", "raw_responses.jsonl"))
@@ -276,24 +275,18 @@ func TestGenExportCutConversationsSurviveSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	kills := 0
 	for i := 0; kills < 8 && i < 30; i++ {
-		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		before := size()
-		killed, exit := killWhileWriting(t, cmd, func() bool { return size() != before }, time.Duration(rng.IntN(250))*time.Millisecond)
+		killed, gen := killWhileWriting(t, bin, args, func() bool { return size() != before }, time.Duration(rng.IntN(250))*time.Millisecond)
 		if killed {
 			kills++
 			continue
 		}
-		if exit != nil {
-			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
+		if gen.Wait() != 0 {
+			t.Fatalf("run %d ended on its own with exit %d\n%s", i, gen.Wait(), gen.Stderr())
 		}
 		break
 	}
-	final, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, final)
-	}
+	final := mustRunGendex(t, bin, args...)
 	t.Logf("%d kills; the final run:\n%s", kills, final)
 	if kills < 8 {
 		t.Errorf("%d runs were killed mid-run; the test wants at least 8", kills)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -71,18 +70,15 @@ func killConversations(t *testing.T, bin, url, api string, sets map[string][2]in
 	}
 	kills, halfDone := 0, 0
 	for i := 0; i < 30 && halfDone < 12; i++ {
-		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		before := turnsSize()
 		// Once this run has written turn lines (so conversations are under
 		// way), kill it at a random moment: the moment is what is under
 		// test.
-		killed, exit := killWhileWriting(t, cmd, func() bool { return turnsSize() != before }, time.Duration(rng.IntN(300))*time.Millisecond)
+		killed, gen := killWhileWriting(t, bin, args, func() bool { return turnsSize() != before }, time.Duration(rng.IntN(300))*time.Millisecond)
 		if killed {
 			kills++
-		} else if exit != nil {
-			t.Fatalf("run %d ended on its own with %v\n%s", i, exit, stderr.String())
+		} else if gen.Wait() != 0 {
+			t.Fatalf("run %d ended on its own with exit %d\n%s", i, gen.Wait(), gen.Stderr())
 		}
 		for name := range sets {
 			if h := halfDoneInFiles(t, filepath.Join(out, name)); h > 0 {
@@ -91,10 +87,7 @@ func killConversations(t *testing.T, bin, url, api string, sets map[string][2]in
 			}
 		}
 	}
-	final, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, final)
-	}
+	final := mustRunGendex(t, bin, args...)
 	t.Logf("%d kills, %d with conversations half done; the final run:\n%s", kills, halfDone, final)
 	if kills < 10 || halfDone < 10 {
 		t.Errorf("%d runs were killed, %d of them with conversations half done; the test wants at least 10 of each", kills, halfDone)

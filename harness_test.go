@@ -1,19 +1,23 @@
 // The harness every whole-binary test of package main uses: the binary
 // built once (gendexBinary), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
-// (runGendex), a simulator process (startSimProcess, startSimAt), a
-// running writer (startWriter), a work folder with the demo prompts and
-// its default index (placeRun), a question's JSON (queryJSON,
-// mustQueryJSON, decodeJSON), prompt and fixture files (writePrompts,
-// writeTestFile, promptsRoot, ingested) and golden files (golden). A test file holds its command's or its
+// (runGendex, mustRunGendex, runGendexCombined, runGendexWithin) or in the
+// background (startGendex, startGendexWith: a gendexProc the test reads
+// while it runs, signals, kills and waits for; killWhileWriting), a
+// simulator process (startSimProcess, startSimAt), a running writer
+// (startWriter), a work folder with the demo prompts and its default index
+// (placeRun), a question's JSON (queryJSON, mustQueryJSON, decodeJSON),
+// prompt and fixture files (writePrompts, writeTestFile, promptsRoot,
+// ingested) and golden files (golden). Every gendex process a test starts
+// goes through startGendexWith. A test file holds its command's or its
 // guarantee's tests and only the helpers no other file needs.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,13 +232,9 @@ func startSimProcess(t *testing.T, bin string, args ...string) string {
 // startSimAt starts `gendex sim` on addr, waits for it to answer /health
 // and returns its process (killed when the test ends), for a test that
 // kills it or starts another on the same address.
-func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+func startSimAt(t *testing.T, bin, addr string, args ...string) *gendexProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"sim", "--listen", addr}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sim := startGendex(t, bin, "", append([]string{"sim", "--listen", addr}, args...)...)
 	waitFor(t, 30*time.Second, "gendex sim to answer /health", func() bool {
 		resp, err := http.Get("http://" + addr + "/health")
 		if err != nil {
@@ -242,7 +243,7 @@ func startSimAt(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cmd
+	return sim
 }
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after d.
@@ -259,20 +260,223 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // directory when dir is "") and $GENDEX_DB unset, so that the developer's
 // own index is never used and the default index is dir's ./gendex.db; it
 // returns the exit code, stdout and stderr, and fails the test only when
-// the process could not run.
+// the process could not run. It is startGendex waited for.
 func runGendex(t *testing.T, bin, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+	p := startGendex(t, bin, dir, args...)
+	code := p.Wait()
+	return code, p.Stdout(), p.Stderr()
+}
+
+// runGendexCombined is runGendex in the test's working directory with
+// stdout and stderr in one string, in the order written (as exec's
+// CombinedOutput gives them).
+func runGendexCombined(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	p := startGendexWith(t, gendexOpts{combined: true}, bin, args...)
+	return p.Wait(), p.Stdout()
+}
+
+// runGendexWithin is runGendex, with startGendexWith's options, for a
+// command that must end within d: one still running then is killed and
+// fails the test with what it wrote.
+func runGendexWithin(t *testing.T, d time.Duration, o gendexOpts, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	p := startGendexWith(t, o, bin, args...)
+	code := p.WaitWithin(t, d)
+	return code, p.Stdout(), p.Stderr()
+}
+
+// gendexOpts say how startGendexWith runs the binary beyond its
+// arguments; the zero value is startGendex's.
+type gendexOpts struct {
+	dir      string   // the working directory ("" is the test's)
+	env      []string // KEY=VALUE added to the test's environment (after GENDEX_DB=, which they may set)
+	stdin    string   // what the process reads on its standard input ("": nothing, /dev/null)
+	combined bool     // stdout and stderr into one buffer, in the order written: Stdout and Stderr both return it
+	stdout   *os.File // where the standard output goes instead of a buffer (Stdout is then "")
+	converse bool     // the test writes to Stdin as it goes and reads StdoutLines (Stdout is then "")
+}
+
+// gendexProc is the binary running in the background, started by
+// startGendex: the test reads what it wrote while it runs, signals it and
+// waits for it; it is killed when the test ends if it still runs. Its
+// methods are safe to call from any goroutine.
+type gendexProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan struct{} // closed once the process has exited
+	stdin          io.WriteCloser
+	lines          chan string
+}
+
+// startGendex starts the binary bin with args in dir, as runGendex runs
+// it, and returns at once.
+func startGendex(t *testing.T, bin, dir string, args ...string) *gendexProc {
+	t.Helper()
+	return startGendexWith(t, gendexOpts{dir: dir}, bin, args...)
+}
+
+// startGendexWith is startGendex with an environment, a standard input or
+// one output buffer (gendexOpts).
+func startGendexWith(t *testing.T, o gendexOpts, bin string, args ...string) *gendexProc {
+	t.Helper()
+	p := &gendexProc{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	if o.combined {
+		p.stderr = p.stdout
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = o.dir
+	p.cmd.Env = append(append(os.Environ(), "GENDEX_DB="), o.env...)
+	if o.stdin != "" {
+		p.cmd.Stdin = strings.NewReader(o.stdin)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if o.stdout != nil {
+		p.cmd.Stdout = o.stdout
+	}
+	var out *os.File // the read end of a conversation's stdout
+	if o.converse {
+		var err error
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if out, p.cmd.Stdout, err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.cmd.WaitDelay = 10 * time.Second // a child left holding its output does not hang Wait
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s %q: %v", filepath.Base(bin), args, err)
 	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	if o.converse {
+		p.cmd.Stdout.(*os.File).Close() // the child's now: its exit ends the lines
+		p.lines = make(chan string, 64)
+		go func() {
+			defer close(p.lines)
+			defer out.Close()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+		}()
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// Kill sends SIGKILL (unless the process has exited) and waits for the
+// process to end.
+func (p *gendexProc) Kill() {
+	p.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Interrupt sends SIGINT, as ^C does, and returns at once.
+func (p *gendexProc) Interrupt() { p.Signal(os.Interrupt) }
+
+// Signal sends sig unless the process has exited.
+func (p *gendexProc) Signal(sig os.Signal) {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(sig)
+	}
+}
+
+// Wait waits for the process to end and returns its exit code: -1 when a
+// signal ended it.
+func (p *gendexProc) Wait() int {
+	<-p.done
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// WaitWithin is Wait for a process that must end within d: one still
+// running then is killed and fails the test with what it wrote.
+func (p *gendexProc) WaitWithin(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.Kill()
+		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(p.cmd.Args[1:], " "), d, p.Stdout(), p.Stderr())
+	}
+	return p.Wait()
+}
+
+// Done is closed once the process has exited.
+func (p *gendexProc) Done() <-chan struct{} { return p.done }
+
+// Pid is the process's id.
+func (p *gendexProc) Pid() int { return p.cmd.Process.Pid }
+
+// StderrLine waits for the first whole line of stderr that holds s and
+// returns it (without its newline); false when the process ended without
+// writing one.
+func (p *gendexProc) StderrLine(s string) (string, bool) { return p.line(p.stderr, s) }
+
+// StdoutLine is StderrLine for stdout.
+func (p *gendexProc) StdoutLine(s string) (string, bool) { return p.line(p.stdout, s) }
+
+// line waits for the first whole line of out that holds s.
+func (p *gendexProc) line(out *lockedBuffer, s string) (string, bool) {
+	for {
+		exited := false
+		select {
+		case <-p.done:
+			exited = true // and all it wrote is in the buffer
+		default:
+		}
+		for _, l := range strings.SplitAfter(out.String(), "\n") {
+			if strings.HasSuffix(l, "\n") && strings.Contains(l, s) {
+				return strings.TrimSuffix(l, "\n"), true
+			}
+		}
+		if exited {
+			return "", false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stdin is the process's standard input, for a conversation
+// (gendexOpts.converse); closing it is the end of the input.
+func (p *gendexProc) Stdin() io.WriteCloser { return p.stdin }
+
+// StdoutLines gives a conversation's (gendexOpts.converse) standard
+// output line by line as it comes, and is closed when the process has
+// exited and every line was taken.
+func (p *gendexProc) StdoutLines() <-chan string { return p.lines }
+
+// Stdout is what the process wrote on its standard output so far.
+func (p *gendexProc) Stdout() string { return p.stdout.String() }
+
+// Stderr is what the process wrote on its standard error so far.
+func (p *gendexProc) Stderr() string { return p.stderr.String() }
+
+// killWhileWriting starts the binary bin with args and, once writing
+// reports that it writes, SIGKILLs it after delay (the random moment under
+// test). It reports whether the kill landed, and the process: one that
+// ended on its own first (or never wrote within 20 s and then ended) holds
+// its exit code and what it wrote.
+func killWhileWriting(t *testing.T, bin string, args []string, writing func() bool, delay time.Duration) (killed bool, p *gendexProc) {
+	t.Helper()
+	p = startGendex(t, bin, "", args...)
+	for deadline := time.Now().Add(20 * time.Second); !writing() && time.Now().Before(deadline); {
+		select {
+		case <-p.Done():
+			return false, p
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-time.After(delay):
+		p.Kill()
+		return p.Wait() != 0, p
+	case <-p.Done():
+		return false, p
+	}
 }
 
 // mustRunGendex runs the binary bin with args, as runGendex does in the
@@ -288,15 +492,10 @@ func mustRunGendex(t *testing.T, bin string, args ...string) string {
 }
 
 // writer is a running `gendex ingest --follow` or `gendex gen`: the
-// process that serves the socket.
+// process (a gendexProc) that serves the socket of the index db.
 type writer struct {
-	cmd    *exec.Cmd
-	db     string
-	env    []string
-	stderr *lockedBuffer
-	done   chan struct{} // closed when the writer has exited
-	err    error         // its exit, once done is closed
-	exited time.Time
+	*gendexProc
+	db string
 }
 
 // lockedBuffer is a strings.Builder a process writes to while the test
@@ -323,26 +522,18 @@ func (l *lockedBuffer) String() string {
 // the end of the test if it still runs.
 func startWriter(t *testing.T, db string, env []string, args ...string) *writer {
 	t.Helper()
-	w := &writer{db: db, env: append(os.Environ(), env...), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(gendexBinary(t), append([]string{"--db", db}, args...)...)
-	w.cmd.Env = w.env
-	w.cmd.Stderr = w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.err = w.cmd.Wait(); w.exited = time.Now(); close(w.done) }()
-	t.Cleanup(func() {
-		w.cmd.Process.Signal(os.Interrupt)
+	w := &writer{startGendexWith(t, gendexOpts{env: env}, gendexBinary(t), append([]string{"--db", db}, args...)...), db}
+	t.Cleanup(func() { // before startGendex's kill
+		w.Interrupt()
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-time.After(20 * time.Second):
-			w.cmd.Process.Kill()
 		}
 	})
 	waitFor(t, 60*time.Second, "the writer never answered on its socket", func() bool {
 		select {
-		case <-w.done:
-			t.Fatalf("the writer exited: %v\n%s", w.err, w.stderr.String())
+		case <-w.Done():
+			t.Fatalf("the writer exited: exit %d\n%s", w.Wait(), w.Stderr())
 		default:
 		}
 		_, err := w.metrics()
@@ -488,16 +679,16 @@ func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {
 // Questions and files.
 
 // queryJSON runs the binary bin's `gendex --db DB query ARGS --format json`
-// and decodes its rows; the error is the process's (an *exec.ExitError
-// holds its stderr).
+// (runGendex) and decodes its rows; a question that fails returns an
+// error with its exit code and stderr.
 func queryJSON[T any](t *testing.T, bin, db string, args ...string) ([]T, error) {
 	t.Helper()
-	out, err := exec.Command(bin, append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...).Output()
-	if err != nil {
-		return nil, err
+	code, out, stderr := runGendex(t, bin, "", append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...)
+	if code != 0 {
+		return nil, fmt.Errorf("exit %d\n%s", code, stderr)
 	}
 	var rows []T
-	if err := json.Unmarshal(out, &rows); err != nil {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	return rows, nil
@@ -545,11 +736,7 @@ func mustQueryJSON[T any](t *testing.T, bin, db string, args ...string) []T {
 	t.Helper()
 	rows, err := queryJSON[T](t, bin, db, args...)
 	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		t.Fatalf("query %s: %v", strings.Join(args, " "), err)
 	}
 	return rows
 }

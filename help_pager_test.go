@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,9 +28,7 @@ func TestHelpPagesOnATerminal(t *testing.T) {
 		return strings.Count(string(b), "paged")
 	}
 	tm := newTerm(t, dir)
-	if out, err := exec.Command("tmux", "-S", tm.sock, "resize-window", "-t", "t", "-x", "70", "-y", "40").CombinedOutput(); err != nil {
-		t.Fatalf("tmux resize-window: %v\n%s", err, out)
-	}
+	tm.tmux("resize-window", "-t", "t", "-x", "70", "-y", "40")
 	visible := func() string { return tm.tmux("capture-pane", "-t", "t", "-p", "-J", "-S", "-3000") }
 
 	// Long: through the pager, at the terminal's width.

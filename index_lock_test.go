@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,28 +72,6 @@ func holdLock(t *testing.T, mode, path string) int {
 	return cmd.Process.Pid
 }
 
-// runBin runs the gendex binary with args and returns its exit code, stdout
-// and stderr. A run that does not end within d fails the test.
-func runBin(t *testing.T, d time.Duration, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gendexBinary(t), args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("gendex %s did not end within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), d, stdout.String(), stderr.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
-}
-
 // pipeQueued is how many bytes wait unread in the pipe r.
 func pipeQueued(r *os.File) int {
 	var v int32
@@ -118,7 +95,7 @@ func TestPipedReaderHoldsNoLock(t *testing.T) {
 	const n = 100_000 // ~900 KB of ids: far more than a pipe holds
 	root := promptsRoot(t, "big", n)
 	db := filepath.Join(t.TempDir(), "g.db")
-	if code, _, stderr := runBin(t, 2*time.Minute, "--db", db, "ingest", root); code != 0 {
+	if code, _, stderr := runGendexWithin(t, 2*time.Minute, gendexOpts{}, gendexBinary(t), "--db", db, "ingest", root); code != 0 {
 		t.Fatalf("ingest: exit %d\n%s", code, stderr)
 	}
 	r, w, err := os.Pipe()
@@ -126,22 +103,16 @@ func TestPipedReaderHoldsNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	reader := exec.Command(bin, "--db", db, "query", "missing", "big", "--format", "tsv", "--no-header")
-	reader.Stdout = w
-	var readerErr strings.Builder
-	reader.Stderr = &readerErr
-	if err := reader.Start(); err != nil {
-		t.Fatal(err)
-	}
+	reader := startGendexWith(t, gendexOpts{stdout: w}, bin, "--db", db, "query", "missing", "big", "--format", "tsv", "--no-header")
 	w.Close()
-	defer reader.Process.Kill()
+	defer reader.Kill()
 	waitFor(t, 60*time.Second, "the reader never wrote to its pipe", func() bool { return pipeQueued(r) > 0 })
 
 	// The pipe is full and unread: the reader is blocked in a write.
 	more := filepath.Join(root, "more")
 	os.MkdirAll(more, 0o755)
 	writePrompts(t, more, `{"id":"m1","text":"x"}`+"\n")
-	code, _, stderr := runBin(t, time.Minute, "--db", db, "ingest", root)
+	code, _, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", db, "ingest", root)
 	if code != 0 {
 		t.Fatalf("a writer could not start while a reader's pipe was stalled: exit %d\n%s", code, stderr)
 	}
@@ -150,8 +121,8 @@ func TestPipedReaderHoldsNoLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reader.Wait(); err != nil {
-		t.Fatalf("the reader: %v\n%s", err, readerErr.String())
+	if code := reader.Wait(); code != 0 {
+		t.Fatalf("the reader: exit %d\n%s", code, reader.Stderr())
 	}
 	if got := strings.Count(string(out), "\n"); got != n {
 		t.Errorf("the reader wrote %d lines, want %d ids", got, n)
@@ -178,11 +149,11 @@ func TestLockErrorNamesTheHolder(t *testing.T) {
 		{"write", "a writer", []string{"ingest", root}},
 	} {
 		db := filepath.Join(t.TempDir(), "g.db")
-		if code, _, stderr := runBin(t, time.Minute, "--db", db, "ingest", root); code != 0 {
+		if code, _, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", db, "ingest", root); code != 0 {
 			t.Fatalf("ingest: exit %d\n%s", code, stderr)
 		}
 		pid := holdLock(t, c.mode, db)
-		code, _, stderr := runBin(t, time.Minute, append([]string{"--db", db}, c.args...)...)
+		code, _, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), append([]string{"--db", db}, c.args...)...)
 		want := fmt.Sprintf("%s (pid %d: %s -test.run=^$ holds-the-index)", c.kind, pid, os.Args[0])
 		if code != 1 || !strings.Contains(stderr, "in use") || !strings.Contains(stderr, want) || !strings.Contains(stderr, "wait for it to finish, or stop it") {
 			t.Errorf("gendex %s with the index held by %s: exit %d, want 1 and a message naming %q and what to do:\n%s",
@@ -204,16 +175,16 @@ func TestFrozenWriter(t *testing.T) {
 	t.Parallel()
 	root := promptsRoot(t, "d", 100)
 	w := startWriter(t, filepath.Join(t.TempDir(), "g.db"), nil, "ingest", "--follow", root)
-	pid := w.cmd.Process.Pid
+	pid := w.Pid()
 	// The cleanup that interrupts the writer needs it running.
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	if code, _, stderr := runBin(t, time.Minute, "--db", w.db, "query", "progress"); code != 0 {
+	if code, _, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", w.db, "query", "progress"); code != 0 {
 		t.Fatalf("query before the stop: exit %d\n%s", code, stderr)
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runBin(t, time.Minute, "--db", w.db, "query", "progress")
+	code, stdout, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", w.db, "query", "progress")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "not answering") || !strings.Contains(stderr, fmt.Sprintf("kill -CONT %d", pid)) ||
 		!strings.Contains(stderr, "ingest --follow") {
 		t.Errorf("query with the writer stopped: exit %d, want 1 and a message that the writer (its pid and command) is not answering and how to resume it\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -237,24 +208,11 @@ func TestFrozenWriter(t *testing.T) {
 // dataset d comes.
 func watchFrozen(t *testing.T, db, line string, resume func()) {
 	t.Helper()
-	sh := exec.Command(gendexBinary(t), "--db", db, "shell")
-	in, _ := sh.StdinPipe()
-	out, _ := sh.StdoutPipe()
-	var shErr lockedBuffer
-	sh.Stderr = &shErr
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Process.Kill()
+	sh := startGendexWith(t, gendexOpts{converse: true}, gendexBinary(t), "--db", db, "shell")
+	defer sh.Kill()
+	in := sh.Stdin()
 	io.WriteString(in, line+"\n")
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := sh.StdoutLines()
 	next := func(what string, ok func(string) bool) {
 		t.Helper()
 		timeout := time.After(2 * time.Minute)
@@ -262,13 +220,13 @@ func watchFrozen(t *testing.T, db, line string, resume func()) {
 			select {
 			case l, open := <-lines:
 				if !open {
-					t.Fatalf("%s: the shell ended while waiting for %s\n%s", line, what, shErr.String())
+					t.Fatalf("%s: the shell ended while waiting for %s\n%s", line, what, sh.Stderr())
 				}
 				if ok(l) {
 					return
 				}
 			case <-timeout:
-				t.Fatalf("%s: no %s\n%s", line, what, shErr.String())
+				t.Fatalf("%s: no %s\n%s", line, what, sh.Stderr())
 			}
 		}
 	}
@@ -277,10 +235,10 @@ func watchFrozen(t *testing.T, db, line string, resume func()) {
 	}
 	resume()
 	next("row of d after the writer resumed", func(l string) bool { return strings.HasPrefix(l, "d ") || strings.HasPrefix(l, "d\t") })
-	sh.Process.Signal(os.Interrupt)
+	sh.Interrupt()
 	in.Close()
-	if err := sh.Wait(); err != nil {
-		t.Errorf("%s: shell: %v\n%s", line, err, shErr.String())
+	if code := sh.Wait(); code != 0 {
+		t.Errorf("%s: shell: exit %d\n%s", line, code, sh.Stderr())
 	}
 }
 
@@ -310,11 +268,9 @@ func TestSocketNotInGroupWritableFolder(t *testing.T) {
 		t.Errorf("sockets in the runtime folder: %v, want [%s]", socks, w.socket())
 	}
 	// The writer holds the file: an answer can only come from it.
-	cmd := exec.Command(gendexBinary(t), "--db", db, "query", "progress", "--format", "tsv", "--no-header")
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "d\t") {
-		t.Errorf("query while the writer runs: %v\n%s", err, out)
+	q := startGendexWith(t, gendexOpts{env: []string{"XDG_RUNTIME_DIR=" + rt}, combined: true}, gendexBinary(t), "--db", db, "query", "progress", "--format", "tsv", "--no-header")
+	if code := q.Wait(); code != 0 || !strings.HasPrefix(q.Stdout(), "d\t") {
+		t.Errorf("query while the writer runs: exit %d\n%s", code, q.Stdout())
 	}
 }
 
@@ -346,7 +302,7 @@ func TestServerURLWithPathAndQuery(t *testing.T) {
 	defer front.Close()
 	root := promptsRoot(t, "d", 20)
 	out := filepath.Join(t.TempDir(), "out")
-	code, _, stderr := runBin(t, 2*time.Minute, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", front.URL+"/sglang/?key=k1",
+	code, _, stderr := runGendexWithin(t, 2*time.Minute, gendexOpts{}, gendexBinary(t), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", front.URL+"/sglang/?key=k1",
 		"--scrape-every", "0", "--max-new-tokens", "8", "--out", out, root)
 	if code != 0 || bad.Load() != 0 {
 		t.Fatalf("gen through a prefix and a query string: exit %d, %d requests elsewhere (the last %v)\n%s", code, bad.Load(), badReq.Load(), stderr)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,10 +27,10 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	writeShardPrompts(t, root, 40)
 	url := startSimProcess(t, bin, "--unmarked")
 	for i := range 2 {
-		out, err := exec.Command(bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", url, "--max-new-tokens", "16",
-			"--shard", fmt.Sprintf("%d/2", i), root).CombinedOutput()
-		if err != nil {
-			t.Fatalf("shard %d/2: %v\n%s", i, err, out)
+		code, out := runGendexCombined(t, bin, "--db", filepath.Join(t.TempDir(), "task.db"), "gen", "--server", url, "--max-new-tokens", "16",
+			"--shard", fmt.Sprintf("%d/2", i), root)
+		if code != 0 {
+			t.Fatalf("shard %d/2: exit %d\n%s", i, code, out)
 		}
 	}
 	db := filepath.Join(t.TempDir(), "login.db")
@@ -63,8 +62,8 @@ func TestFollowForgetsVanishedFiles(t *testing.T) {
 	waitFor(t, 30*time.Second, "the follow to forget the moved files", func() bool { return raw() == want })
 	time.Sleep(1500 * time.Millisecond) // a discovery or two later: still said once
 	rawFile := filepath.Join(root, "T", "raw_responses.shard-0001-of-0002.jsonl")
-	if n := strings.Count(w.stderr.String(), rawFile+": the file is gone"); n != 1 {
-		t.Errorf("the follow said %d times that %s is gone, want once:\n%s", n, rawFile, w.stderr.String())
+	if n := strings.Count(w.Stderr(), rawFile+": the file is gone"); n != 1 {
+		t.Errorf("the follow said %d times that %s is gone, want once:\n%s", n, rawFile, w.Stderr())
 	}
 	if raw() != want {
 		t.Errorf("answers %v after the move, want %v", raw(), want)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"html"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -134,7 +131,7 @@ func tokenOf(t *testing.T, base, printed string) string {
 func writerAddr(t *testing.T, w *writer) (addr, token string) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "the writer never said where it listens", func() bool {
-		_, rest, ok := strings.Cut(w.stderr.String(), "Prometheus metrics on http://")
+		_, rest, ok := strings.Cut(w.Stderr(), "Prometheus metrics on http://")
 		addr, _, _ = strings.Cut(rest, "/metrics")
 		if _, rest, ok := strings.Cut(rest, "Bearer "); ok {
 			token, _, _ = strings.Cut(rest, ";")
@@ -160,7 +157,7 @@ func TestWriterAnswersOnlyItsOwner(t *testing.T) {
 		"ingest", "--follow", "--listen", "127.0.0.1:0", "--listen-queries", root)
 	addr, token := writerAddr(t, w)
 	if len(token) != 32 {
-		t.Errorf("the writer said no token of its own for its answers:\n%s", w.stderr.String())
+		t.Errorf("the writer said no token of its own for its answers:\n%s", w.Stderr())
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	q := "http://" + addr + "/v1/query?arg=show&arg=secretset&arg=p0000001&arg=--stage&arg=prompts"
@@ -210,15 +207,11 @@ func TestRunawayRequestsBounded(t *testing.T) {
 	p.mustRun("gen", "--server", "sim", "--max-new-tokens", "8", "data")
 
 	// The CLI: `query series --step 1s --since 8760h` would be 31 M rows.
-	cmd := exec.CommandContext(p.t.Context(), p.bin, "query", "series", "--step", "1s", "--since", "8760h", "--format", "tsv")
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GENDEX_DB=")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	rows := countLines(t, cmd, query.SeriesMaxRows+2)
-	if rows > query.SeriesMaxRows+2 || !strings.Contains(stderr.String(), "widened to 10m") || cmd.ProcessState.ExitCode() != 0 {
+	cli := startGendexWith(t, gendexOpts{dir: p.dir, converse: true}, p.bin, "query", "series", "--step", "1s", "--since", "8760h", "--format", "tsv")
+	rows := countLines(cli, query.SeriesMaxRows+2)
+	if rows > query.SeriesMaxRows+2 || !strings.Contains(cli.Stderr(), "widened to 10m") || cli.Wait() != 0 {
 		t.Errorf("query series --step 1s --since 8760h: %d lines (at most %d), exit %d, stderr %q; want the step widened, said",
-			rows, query.SeriesMaxRows+2, cmd.ProcessState.ExitCode(), stderr.String())
+			rows, query.SeriesMaxRows+2, cli.Wait(), cli.Stderr())
 	}
 
 	// The web view.
@@ -290,29 +283,25 @@ func TestRunawayRequestsBounded(t *testing.T) {
 	}
 }
 
-// countLines runs cmd and counts the lines of its output, stopping it
-// once they pass most (a runaway answer is not read to its end).
-func countLines(t *testing.T, cmd *exec.Cmd, most int) int {
-	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+// countLines counts the lines a conversation (gendexOpts.converse) writes
+// on its stdout, stopping it once they pass most (a runaway answer is not
+// read to its end), and waits for it to end.
+func countLines(p *gendexProc, most int) int {
 	// A guard, not a measure: an answer that never starts fails the test.
-	timer := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
+	timer := time.AfterFunc(90*time.Second, p.Kill)
 	defer timer.Stop()
 	n := 0
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
+	lines := p.StdoutLines()
+	for range lines {
 		if n++; n > most {
-			cmd.Process.Kill()
+			p.Kill()
 			break
 		}
 	}
-	go io.Copy(io.Discard, out)
-	cmd.Wait()
+	go func() {
+		for range lines {
+		}
+	}()
+	p.Wait()
 	return n
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,25 +40,15 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	}
 	writePrompts(t, prompts, b.String())
 	db, out := filepath.Join(dir, "g.db"), filepath.Join(dir, "out")
-	gen := exec.Command(bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "400", "--concurrency", "32",
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "400", "--concurrency", "32",
 		"--max-new-tokens", "64", "--out", out, filepath.Join(dir, "prompts"))
-	var genLog strings.Builder
-	gen.Stderr = &genLog
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	genDone := make(chan error, 1)
-	go func() { genDone <- gen.Wait() }()
 	ask := func(args ...string) ([]map[string]any, error) {
-		cmd := exec.Command(bin, append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		o, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("query %v: %v: %s", args, err, stderr.String())
+		code, o, stderr := runGendex(t, bin, "", append([]string{"--db", db, "query"}, append(args, "--format", "json")...)...)
+		if code != 0 {
+			return nil, fmt.Errorf("query %v: exit %d: %s", args, code, stderr)
 		}
 		var rows []map[string]any
-		if err := json.Unmarshal(o, &rows); err != nil {
+		if err := json.Unmarshal([]byte(o), &rows); err != nil {
 			return nil, fmt.Errorf("query %v: %v in %q", args, err, o)
 		}
 		return rows, nil
@@ -73,8 +61,8 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	last, answered := -1.0, 0
 	for i := 0; i < 50; i++ {
 		select {
-		case err := <-genDone:
-			t.Fatalf("gen stopped while it had prompts left: %v\n%s", err, genLog.String())
+		case <-gen.Done():
+			t.Fatalf("gen stopped while it had prompts left: exit %d\n%s", gen.Wait(), gen.Stderr())
 		default:
 		}
 		rows, err := ask("progress")
@@ -95,9 +83,9 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	}
 	// gen is stopped by the test, not by running out of prompts, so every
 	// question above was asked while it ran, however slow the machine.
-	gen.Process.Signal(os.Interrupt)
-	if err := <-genDone; gen.ProcessState.ExitCode() != 130 {
-		t.Fatalf("gen after an interrupt: %v, want exit status 130\n%s", err, genLog.String())
+	gen.Interrupt()
+	if code := gen.Wait(); code != 130 {
+		t.Fatalf("gen after an interrupt: exit %d, want exit status 130\n%s", code, gen.Stderr())
 	}
 	rows, err := ask("progress")
 	if err != nil {
@@ -140,32 +128,20 @@ func TestGenListen(t *testing.T) {
 		fmt.Fprintf(&b, `{"id":"p%04d","text":"prompt"}`+"\n", i)
 	}
 	writePrompts(t, prompts, b.String())
-	gen := exec.Command(bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "50",
+	gen := startGendexWith(t, gendexOpts{env: []string{"GENDEX_TOKEN="}}, bin, "--db", filepath.Join(dir, "g.db"), "gen", "--server", "sim", "--sim-decode-tps", "50",
 		"--concurrency", "8", "--listen", "127.0.0.1:0", "--listen-queries", "--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
-	gen.Env = append(os.Environ(), "GENDEX_TOKEN=")
-	stderr, err := gen.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { gen.Process.Signal(os.Interrupt); gen.Wait() }()
-	sc := bufio.NewScanner(stderr)
+	defer func() { gen.Interrupt(); gen.Wait() }()
 	addr, token := "", ""
-	for sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), "Prometheus metrics on http://"); ok {
-			addr, _, _ = strings.Cut(rest, "/metrics")
-			// The answers need a token: gen made one ($GENDEX_TOKEN unset).
-			_, rest, _ = strings.Cut(rest, "Bearer ")
-			token, _, _ = strings.Cut(rest, ";")
-			break
-		}
+	if l, ok := gen.StderrLine("Prometheus metrics on http://"); ok {
+		_, rest, _ := strings.Cut(l, "Prometheus metrics on http://")
+		addr, _, _ = strings.Cut(rest, "/metrics")
+		// The answers need a token: gen made one ($GENDEX_TOKEN unset).
+		_, rest, _ = strings.Cut(rest, "Bearer ")
+		token, _, _ = strings.Cut(rest, ";")
 	}
 	if addr == "" || token == "" {
 		t.Fatalf("gen never said where it listens, with which token (%q, %q)", addr, token)
 	}
-	go io.Copy(io.Discard, stderr)
 	get := func(path string) string {
 		var body string
 		var err error
@@ -216,7 +192,7 @@ func gauge(t *testing.T, metrics, name string) int {
 // fds counts the writer's open files.
 func (w *writer) fds(t *testing.T) int {
 	t.Helper()
-	e, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.cmd.Process.Pid))
+	e, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,14 +212,8 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 	m, _ := w.metrics()
 	gor0 := gauge(t, m, "gendex_goroutines")
 
-	sh := exec.Command(gendexBinary(t), "--db", w.db, "shell")
-	in, _ := sh.StdinPipe()
-	out, _ := sh.StdoutPipe()
-	var shErr lockedBuffer
-	sh.Stderr = &shErr
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sh := startGendexWith(t, gendexOpts{converse: true}, gendexBinary(t), "--db", w.db, "shell")
+	in := sh.Stdin()
 	const n = 10_000
 	go func() {
 		bw := bufio.NewWriter(in)
@@ -252,14 +222,7 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		}
 		bw.Flush() // stdin stays open: the shell lives on while we count
 	}()
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := sh.StdoutLines()
 	// Every question gets its answer line; a question that fails instead
 	// (its error on stderr) would leave the count short forever, so an
 	// error, or the shell's end, stops the test at once.
@@ -270,14 +233,14 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatalf("the shell ended after %d answers of %d: %s", answers, n, shErr.String())
+				t.Fatalf("the shell ended after %d answers of %d: %s", answers, n, sh.Stderr())
 			}
 			if !strings.HasPrefix(line, "d\t") {
-				t.Fatalf("answer %d: %q\n%s", answers, line, shErr.String())
+				t.Fatalf("answer %d: %q\n%s", answers, line, sh.Stderr())
 			}
 			answers++
 		case <-tick.C:
-			if e := shErr.String(); e != "" {
+			if e := sh.Stderr(); e != "" {
 				t.Fatalf("after %d answers of %d the shell said:\n%s", answers, n, e)
 			}
 		}
@@ -294,8 +257,8 @@ func TestShellHoldsNothingInWriter(t *testing.T) {
 		t.Errorf("after %d questions from one shell the writer has %d open files (was %d) and %d goroutines (was %d)", n, fds1, fds0, gor1, gor0)
 	}
 	in.Close()
-	if err := sh.Wait(); err != nil {
-		t.Fatalf("shell: %v\n%s", err, shErr.String())
+	if code := sh.Wait(); code != 0 {
+		t.Fatalf("shell: exit %d\n%s", code, sh.Stderr())
 	}
 	waitFor(t, 10*time.Second, "the shell's connection outlived the shell", func() bool { return w.fds(t) <= fds0 })
 }
@@ -405,12 +368,12 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	// exit that waited for it. gen's own wait is --grace (2 s) and a
 	// second for the answers being sent.
 	start := time.Now()
-	w.cmd.Process.Signal(os.Interrupt)
+	w.Interrupt()
 	select {
-	case <-w.done:
-		t.Logf("gen exited %v after SIGINT with the reader stalled", w.exited.Sub(start).Round(time.Millisecond))
+	case <-w.Done():
+		t.Logf("gen exited %v after SIGINT with the reader stalled", time.Since(start).Round(time.Millisecond))
 	case <-time.After(live.DefaultStallTimeout - 5*time.Second):
-		t.Fatalf("gen did not exit after SIGINT while a reader was stalled: it waits for the reader\n%s", w.stderr.String())
+		t.Fatalf("gen did not exit after SIGINT while a reader was stalled: it waits for the reader\n%s", w.Stderr())
 	}
 }
 
@@ -431,10 +394,9 @@ func TestLongDatabasePath(t *testing.T) {
 	if !strings.HasPrefix(w.socket(), os.Getenv("XDG_RUNTIME_DIR")) {
 		t.Errorf("socket %s is not in the runtime dir", w.socket())
 	}
-	cmd := exec.Command(gendexBinary(t), "--db", db, "query", "progress", "--format", "json")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"prompts": 10`) {
-		t.Fatalf("query on a long path: %v\n%s", err, out)
+	code, stdout, stderr := runGendex(t, gendexBinary(t), "", "--db", db, "query", "progress", "--format", "json")
+	if out := stdout + stderr; code != 0 || !strings.Contains(out, `"prompts": 10`) {
+		t.Fatalf("query on a long path: exit %d\n%s", code, out)
 	}
 }
 
@@ -450,7 +412,7 @@ func TestListenMetricsOnly(t *testing.T) {
 	addrOf := func(w *writer) string {
 		var addr string
 		waitFor(t, 10*time.Second, "the writer never said where it listens", func() bool {
-			_, rest, ok := strings.Cut(w.stderr.String(), "Prometheus metrics on http://")
+			_, rest, ok := strings.Cut(w.Stderr(), "Prometheus metrics on http://")
 			addr, _, _ = strings.Cut(rest, "/metrics")
 			return ok && addr != ""
 		})
@@ -481,13 +443,11 @@ func TestListenMetricsOnly(t *testing.T) {
 	}
 
 	// Beyond loopback, no token: refused at start.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a writer that starts runs until stopped
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gendexBinary(t), "--db", filepath.Join(t.TempDir(), "h.db"), "ingest", "--follow", "--listen", "0.0.0.0:0", root)
-	cmd.Env = append(os.Environ(), "GENDEX_TOKEN=")
-	out, err := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "GENDEX_TOKEN") {
-		t.Errorf("--listen 0.0.0.0:0 without a token: exit %d, %v\n%s", code, err, out)
+	// (a writer that starts runs until stopped)
+	code, out, _ := runGendexWithin(t, 30*time.Second, gendexOpts{env: []string{"GENDEX_TOKEN="}, combined: true}, gendexBinary(t),
+		"--db", filepath.Join(t.TempDir(), "h.db"), "ingest", "--follow", "--listen", "0.0.0.0:0", root)
+	if code != 2 || !strings.Contains(out, "GENDEX_TOKEN") {
+		t.Errorf("--listen 0.0.0.0:0 without a token: exit %d\n%s", code, out)
 	}
 
 	// With a token: 401 without it, answers with it (and --listen-queries).

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -232,14 +231,12 @@ func testUpgrade(t *testing.T, name, oldRoot string, unmarked bool) {
 		t.Helper()
 		for _, q := range []string{"progress", "tokens", "finish", "files"} {
 			want := readJSONRows(t, fixture("."+q+".json"))
-			cmd := exec.CommandContext(t.Context(), p.bin, "--db", "old.db", "query", q, "--format", "json")
-			cmd.Dir = p.dir
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%s: query %s: %v", when, q, err)
+			code, out, stderr := runGendex(t, p.bin, p.dir, "--db", "old.db", "query", q, "--format", "json")
+			if code != 0 {
+				t.Fatalf("%s: query %s: exit %d\n%s", when, q, code, stderr)
 			}
 			var got []map[string]any
-			if err := json.Unmarshal(out, &got); err != nil {
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != len(want) {
@@ -517,24 +514,17 @@ func TestDryRunRecordsNeverReachTheRealFolder(t *testing.T) {
 	writePrompts(t, data, b.String())
 	p.mustRun("gen", "--server", "sim", "--out", "dry", "--export", "conversations", "--max-new-tokens", "16", "data")
 	real := startSimProcess(t, p.bin, "--unmarked", "--decode-tps", "40")
-	gen := exec.CommandContext(t.Context(), p.bin, "gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "--concurrency", "4", "data")
-	gen.Dir = p.dir
-	gen.Env = append(os.Environ(), "GENDEX_DB=")
-	var genErr lockedBuffer
-	gen.Stderr = &genErr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
+	gen := startGendex(t, p.bin, p.dir, "gen", "--server", real, "--export", "conversations", "--max-new-tokens", "16", "--concurrency", "4", "data")
 	lines := func(name string) int {
 		b, _ := os.ReadFile(filepath.Join(data, name))
 		return strings.Count(string(b), "\n")
 	}
 	waitFor(t, 60*time.Second, "38 real answers", func() bool { return lines("raw_responses.jsonl") >= 38 })
-	gen.Process.Signal(os.Interrupt)
+	gen.Interrupt()
 	gen.Wait()
 	answered := lines("raw_responses.jsonl")
 	if answered >= 60 {
-		t.Fatalf("the real run was not interrupted: %d answers\n%s", answered, genErr.String())
+		t.Fatalf("the real run was not interrupted: %d answers\n%s", answered, gen.Stderr())
 	}
 	records := lines("tokenized.jsonl") + lines("excluded.jsonl")
 	tokBefore, _ := os.ReadFile(filepath.Join(data, "tokenized.jsonl"))

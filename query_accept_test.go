@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,10 +26,10 @@ func TestShortRunAcceptLength(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(root, "tiny", "T"), "T", 1)
 	for _, run := range []string{"short", "tiny"} {
 		start := time.Now()
-		out, err := exec.Command(bin, "--db", db, "gen", "--server", url, "--max-new-tokens", "40", "--out", filepath.Join(root, "out-"+run),
-			filepath.Join(root, run)).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gen %s: %v\n%s", run, err, out)
+		code, out := runGendexCombined(t, bin, "--db", db, "gen", "--server", url, "--max-new-tokens", "40", "--out", filepath.Join(root, "out-"+run),
+			filepath.Join(root, run))
+		if code != 0 {
+			t.Fatalf("gen %s: exit %d\n%s", run, code, out)
 		}
 		if d := time.Since(start); d >= 5*time.Second {
 			t.Logf("the %s run took %s, not shorter than the scrape interval (5 s): this run does not test the fault", run, d)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -45,31 +44,6 @@ func lastRun(rows []runRow) runRow {
 	return rows[len(rows)-1]
 }
 
-// startGen starts gen over root with args added, its stderr collected.
-func startGen(t *testing.T, bin, db string, stderr *lockedBuffer, args ...string) (*exec.Cmd, chan error) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--db", db, "gen"}, args...)...)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, done
-}
-
-func waitExit(t *testing.T, done chan error, log *lockedBuffer) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("gen did not end\n%s", log.String())
-	}
-	return nil
-}
-
 // TestQueryRuns: `query runs` says, for each run of gen on the index,
 // newest last: running while it goes (its pid, what it still owes);
 // lost after it was SIGKILLed (it never said it ended and its lock is
@@ -91,46 +65,42 @@ func TestQueryRuns(t *testing.T) {
 	answered := func() int { b, _ := os.ReadFile(raw); return bytes.Count(b, []byte("\n")) }
 
 	// Running, then SIGKILLed.
-	var log1 lockedBuffer
-	gen1, done1 := startGen(t, bin, db, &log1, args...)
+	gen1 := startGendex(t, bin, "", append([]string{"--db", db, "gen"}, args...)...)
 	waitFor(t, 60*time.Second, "gen's first answers", func() bool { return answered() >= 5 })
 	var r runRow
 	waitFor(t, 10*time.Second, "gen's run to be running in query runs", func() bool {
 		r = lastRun(runsOf(t, bin, db))
 		return r.State == "running"
 	})
-	if r.Pid != gen1.Process.Pid || r.End != nil || r.Kind != "gen" || r.ToGo == nil || *r.ToGo <= 0 || *r.ToGo > 200 ||
+	if r.Pid != gen1.Pid() || r.End != nil || r.Kind != "gen" || r.ToGo == nil || *r.ToGo <= 0 || *r.ToGo > 200 ||
 		!strings.Contains(r.Command, "gen --server http://"+addr) {
-		t.Errorf("the run while gen goes: %+v; want running, pid %d, no end, to_go in 1..200, its command", r, gen1.Process.Pid)
+		t.Errorf("the run while gen goes: %+v; want running, pid %d, no end, to_go in 1..200, its command", r, gen1.Pid())
 	}
-	gen1.Process.Signal(syscall.SIGKILL)
-	<-done1
+	gen1.Kill()
 	rows := runsOf(t, bin, db)
 	if len(rows) != 1 || rows[0].State != "lost" || rows[0].End != nil || rows[0].Note == nil {
 		t.Errorf("after SIGKILL: %+v; want one run, lost, without an end, with a note", rows)
 	}
 
 	// Running again, then SIGTERM: interrupted.
-	var log2 lockedBuffer
-	gen2, done2 := startGen(t, bin, db, &log2, args...)
+	gen2 := startGendex(t, bin, "", append([]string{"--db", db, "gen"}, args...)...)
 	before := answered()
 	waitFor(t, 60*time.Second, "the second gen's answers", func() bool { return answered() >= before+5 })
 	waitFor(t, 10*time.Second, "the second run to be running", func() bool { return lastRun(runsOf(t, bin, db)).State == "running" })
-	if rows := runsOf(t, bin, db); len(rows) != 2 || rows[0].State != "lost" || rows[1].Pid != gen2.Process.Pid {
+	if rows := runsOf(t, bin, db); len(rows) != 2 || rows[0].State != "lost" || rows[1].Pid != gen2.Pid() {
 		t.Errorf("during the second run: %+v; want the lost one first, then this one", rows)
 	}
-	gen2.Process.Signal(syscall.SIGTERM)
-	waitExit(t, done2, &log2)
+	gen2.Signal(syscall.SIGTERM)
+	gen2.WaitWithin(t, 2*time.Minute)
 	r = lastRun(runsOf(t, bin, db))
 	if r.State != "interrupted" || r.End == nil || r.ToGo == nil || *r.ToGo <= 0 {
-		t.Errorf("after SIGTERM: %+v; want interrupted, ended, something to go\n%s", r, log2.String())
+		t.Errorf("after SIGTERM: %+v; want interrupted, ended, something to go\n%s", r, gen2.Stderr())
 	}
 
 	// To the end: finished.
-	var log3 lockedBuffer
-	_, done3 := startGen(t, bin, db, &log3, args...)
-	if err := waitExit(t, done3, &log3); err != nil {
-		t.Fatalf("gen: %v\n%s", err, log3.String())
+	gen3 := startGendex(t, bin, "", append([]string{"--db", db, "gen"}, args...)...)
+	if code := gen3.WaitWithin(t, 2*time.Minute); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, gen3.Stderr())
 	}
 	rows = runsOf(t, bin, db)
 	states := []string{}
@@ -144,8 +114,8 @@ func TestQueryRuns(t *testing.T) {
 	if r.End == nil || r.ToGo == nil || *r.ToGo != 0 || r.Answers == nil || *r.Answers <= 0 || r.LastAnswer == nil {
 		t.Errorf("the finished run: %+v; want an end, 0 to go, its answers and last answer", r)
 	}
-	if !strings.Contains(log3.String(), "recorded as finished, 0 prompts to go") {
-		t.Errorf("gen's summary does not say how the run is recorded:\n%s", log3.String())
+	if !strings.Contains(gen3.Stderr(), "recorded as finished, 0 prompts to go") {
+		t.Errorf("gen's summary does not say how the run is recorded:\n%s", gen3.Stderr())
 	}
 }
 
@@ -161,8 +131,7 @@ func TestRunWaiting(t *testing.T) {
 	root := t.TempDir()
 	writeIDPrompts(t, filepath.Join(root, "W"), "W", 10)
 	db := filepath.Join(t.TempDir(), "g.db")
-	var log lockedBuffer
-	gen, done := startGen(t, bin, db, &log, "--server", "http://"+freeAddr(t), root)
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "http://"+freeAddr(t), root)
 	waitFor(t, 30*time.Second, "the run to be waiting", func() bool {
 		rows, err := queryJSON[runRow](t, bin, db, "runs")
 		return err == nil && lastRun(rows).State == "waiting"
@@ -170,8 +139,8 @@ func TestRunWaiting(t *testing.T) {
 	if r := lastRun(runsOf(t, bin, db)); r.ToGo == nil || *r.ToGo != 10 {
 		t.Errorf("the waiting run: %+v; want 10 to go", r)
 	}
-	gen.Process.Signal(os.Interrupt)
-	waitExit(t, done, &log)
+	gen.Interrupt()
+	gen.WaitWithin(t, 2*time.Minute)
 	if r := lastRun(runsOf(t, bin, db)); r.State != "interrupted" || r.End == nil {
 		t.Errorf("after Ctrl-C: %+v; want interrupted", r)
 	}
@@ -200,17 +169,16 @@ func TestStallRecorded(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(root, "S"), "S", 40)
 	raw := filepath.Join(out, "S", "raw_responses.jsonl")
 	db := filepath.Join(t.TempDir(), "g.db")
-	var log lockedBuffer
-	_, done := startGen(t, bin, db, &log, "--server", "http://"+addr, "--out", out, "--concurrency", "4", "--stall-after", "2s", root)
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "http://"+addr, "--out", out, "--concurrency", "4", "--stall-after", "2s", root)
 	waitFor(t, 60*time.Second, "gen's first answers", func() bool {
 		b, _ := os.ReadFile(raw)
 		return bytes.Count(b, []byte("\n")) >= 5
 	})
-	server.Process.Signal(syscall.SIGSTOP)
+	server.Signal(syscall.SIGSTOP)
 	stopped := true
 	defer func() {
 		if stopped {
-			server.Process.Signal(syscall.SIGCONT)
+			server.Signal(syscall.SIGCONT)
 		}
 	}()
 	var r runRow
@@ -222,19 +190,12 @@ func TestStallRecorded(t *testing.T) {
 		t.Errorf("the stalled run's note: %+v; want the requests held by the server, which answers no probe", r)
 	}
 	// watch refreshes until it is stopped: its first screen is enough.
-	watch := exec.Command(bin, "--db", db, "shell")
-	watch.Stdin = strings.NewReader("watch\n")
-	var screen lockedBuffer
-	watch.Stdout, watch.Stderr = &screen, &screen
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(screen.String(), "dataset") && time.Now().Before(deadline); {
+	watch := startGendexWith(t, gendexOpts{stdin: "watch\n", combined: true}, bin, "--db", db, "shell")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(watch.Stdout(), "dataset") && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	watch.Process.Kill()
-	watch.Wait()
-	if out := screen.String(); !strings.Contains(out, "run: stalled since ") || !strings.Contains(out, "held by http://"+addr) {
+	watch.Kill()
+	if out := watch.Stdout(); !strings.Contains(out, "run: stalled since ") || !strings.Contains(out, "held by http://"+addr) {
 		t.Errorf("watch during the stall:\n%s\nwant the run's stall line", out)
 	}
 	var stall eventRow
@@ -252,10 +213,10 @@ func TestStallRecorded(t *testing.T) {
 		!strings.Contains(*d, "/health does not answer") || !strings.Contains(*d, "last answer ") {
 		t.Errorf("the stalled event: %+v; want the server, the requests in flight by id with their ages, its last answer, /health", stall)
 	}
-	server.Process.Signal(syscall.SIGCONT)
+	server.Signal(syscall.SIGCONT)
 	stopped = false
-	if err := waitExit(t, done, &log); err != nil {
-		t.Fatalf("gen: %v\n%s", err, log.String())
+	if code := gen.WaitWithin(t, 2*time.Minute); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, gen.Stderr())
 	}
 	events, err := queryJSON[eventRow](t, bin, db, "events")
 	if err != nil {
@@ -266,8 +227,8 @@ func TestStallRecorded(t *testing.T) {
 		names = append(names, e.Event)
 	}
 	for _, want := range []string{"stalled since ", "gen waits and keeps them", "replies again after"} {
-		if !strings.Contains(log.String(), want) {
-			t.Errorf("gen's log does not say %q:\n%s", want, log.String())
+		if !strings.Contains(gen.Stderr(), want) {
+			t.Errorf("gen's log does not say %q:\n%s", want, gen.Stderr())
 		}
 	}
 	if !strings.Contains(strings.Join(names, " "), "stalled recovered") {
@@ -318,11 +279,11 @@ func TestFollowRun(t *testing.T) {
 		r = lastRun(runsOf(t, bin, db))
 		return r.State == "running" && r.Answers != nil && *r.Answers == 3
 	})
-	if r.Kind != "follow" || r.Pid != w.cmd.Process.Pid || r.ToGo != nil || r.Errors != nil {
+	if r.Kind != "follow" || r.Pid != w.Pid() || r.ToGo != nil || r.Errors != nil {
 		t.Errorf("the follow: %+v; want kind follow, its pid, to_go and errors unknown", r)
 	}
-	w.cmd.Process.Signal(os.Interrupt)
-	<-w.done
+	w.Interrupt()
+	w.Wait()
 	if r := lastRun(runsOf(t, bin, db)); r.State != "interrupted" || r.End == nil {
 		t.Errorf("the follow once stopped: %+v; want interrupted", r)
 	}
@@ -342,21 +303,19 @@ func TestRunQuitTwice(t *testing.T) {
 	root := t.TempDir()
 	writeIDPrompts(t, filepath.Join(root, "Q"), "Q", 20)
 	db := filepath.Join(t.TempDir(), "g.db")
-	var log lockedBuffer
-	gen, done := startGen(t, bin, db, &log, "--server", "http://"+addr, "--concurrency", "4", "--grace", "5m", root)
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "http://"+addr, "--concurrency", "4", "--grace", "5m", root)
 	waitFor(t, 30*time.Second, "the run to be running", func() bool {
 		rows, err := queryJSON[runRow](t, bin, db, "runs")
 		return err == nil && lastRun(rows).State == "running"
 	})
-	gen.Process.Signal(os.Interrupt)
-	waitFor(t, 30*time.Second, "gen to say it waits for the answers in flight", func() bool { return strings.Contains(log.String(), "Ctrl-C again quits now") })
-	gen.Process.Signal(os.Interrupt)
-	err := waitExit(t, done, &log)
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Fatalf("gen after a second Ctrl-C: %v; want exit 130\n%s", err, log.String())
+	gen.Interrupt()
+	waitFor(t, 30*time.Second, "gen to say it waits for the answers in flight", func() bool { return strings.Contains(gen.Stderr(), "Ctrl-C again quits now") })
+	gen.Interrupt()
+	if code := gen.WaitWithin(t, 2*time.Minute); code != 130 {
+		t.Fatalf("gen after a second Ctrl-C: exit %d; want exit 130\n%s", code, gen.Stderr())
 	}
 	r := lastRun(runsOf(t, bin, db))
 	if r.State != "interrupted" || r.End == nil || r.Note == nil || !strings.Contains(*r.Note, "second interrupt") {
-		t.Errorf("after a second Ctrl-C: %+v; want interrupted, ended, with a note that says why\n%s", r, log.String())
+		t.Errorf("after a second Ctrl-C: %+v; want interrupted, ended, with a note that says why\n%s", r, gen.Stderr())
 	}
 }

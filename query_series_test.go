@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -23,14 +22,12 @@ func TestSeriesRightAfterGenSumsToTheFiles(t *testing.T) {
 	}
 	ask := func(args ...string) []map[string]any {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), p.bin, append(append([]string{"query"}, args...), "--format", "json")...)
-		cmd.Dir = p.dir
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("query %s: %v", strings.Join(args, " "), err)
+		code, out, stderr := runGendex(t, p.bin, p.dir, append(append([]string{"query"}, args...), "--format", "json")...)
+		if code != 0 {
+			t.Fatalf("query %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
 		}
 		var rows []map[string]any
-		if err := json.Unmarshal(out, &rows); err != nil {
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			t.Fatal(err)
 		}
 		return rows

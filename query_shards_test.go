@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -28,29 +26,22 @@ func TestQueryShardsStates(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(root, "D"), "D", n)
 	fast := startSimProcess(t, bin, "--unmarked")
 	slow := startSimProcess(t, bin, "--unmarked", "--decode-tps", "50", "--slots", "2")
-	gen := func(shard, server string) *exec.Cmd {
-		return exec.Command(bin, "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", server, "--shard", shard,
-			"--concurrency", "2", "--max-new-tokens", "16", root)
+	gen := func(shard, server string) []string {
+		return []string{"--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", server, "--shard", shard,
+			"--concurrency", "2", "--max-new-tokens", "16", root}
 	}
-	if out, err := gen("0/4", fast).CombinedOutput(); err != nil {
-		t.Fatalf("shard 0: %v\n%s", err, out)
+	if code, out := runGendexCombined(t, bin, gen("0/4", fast)...); code != 0 {
+		t.Fatalf("shard 0: exit %d\n%s", code, out)
 	}
-	waiting := gen("1/4", "http://"+freeAddr(t)) // no server there: it waits, holding its files
-	if err := waiting.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { waiting.Process.Kill(); waiting.Wait() }()
-	killed := gen("2/4", slow)
-	if err := killed.Start(); err != nil {
-		t.Fatal(err)
-	}
+	waiting := startGendex(t, bin, "", gen("1/4", "http://"+freeAddr(t))...) // no server there: it waits, holding its files
+	defer waiting.Kill()
+	killed := startGendex(t, bin, "", gen("2/4", slow)...)
 	raw2 := filepath.Join(root, "D", "raw_responses.shard-0002-of-0004.jsonl")
 	waitFor(t, 30*time.Second, "shard 2's first answers", func() bool {
 		b, _ := os.ReadFile(raw2)
 		return bytes.Count(b, []byte("\n")) >= 2
 	})
-	killed.Process.Signal(syscall.SIGKILL)
-	killed.Wait()
+	killed.Kill()
 	waitFor(t, 30*time.Second, "shard 1 to claim its file", func() bool {
 		_, err := os.Stat(filepath.Join(root, "D", "raw_responses.shard-0001-of-0004.jsonl"))
 		return err == nil
@@ -59,15 +50,12 @@ func TestQueryShardsStates(t *testing.T) {
 
 	login := filepath.Join(t.TempDir(), "login.db")
 	mustRunGendex(t, bin, "--db", login, "ingest", root)
-	out, err := exec.Command(bin, "--db", login, "query", "shards", "--quiet", "1s", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustRunGendex(t, bin, "--db", login, "query", "shards", "--quiet", "1s", "--format", "json")
 	var rows []struct {
 		Shard, State              string
 		Prompts, Answers, Missing *int
 	}
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 4 {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
 		t.Fatalf("query shards: %v\n%s", err, out)
 	}
 	want := []string{"done", "quiet", "stopped short", "not started"}

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,26 +32,16 @@ func TestRedoAsGoesNothingLeftNoServer(t *testing.T) {
 	addr := freeAddr(t)
 	url := "http://" + addr
 	sim := startSimAt(t, bin, addr, "--unmarked", "--seed", "4")
-	gen := func(args ...string) (*exec.Cmd, *lockedBuffer, chan error) {
-		var log lockedBuffer
-		cmd := exec.Command(bin, append([]string{"--db", db, "gen", "--server", url}, append(args, root)...)...)
-		cmd.Env = append(os.Environ(), "GENDEX_REDO_UPFRONT=1")
-		cmd.Stderr = &log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		t.Cleanup(func() { cmd.Process.Kill() })
-		return cmd, &log, done
+	gen := func(args ...string) *gendexProc {
+		return startGendexWith(t, gendexOpts{env: []string{"GENDEX_REDO_UPFRONT=1"}}, bin, append([]string{"--db", db, "gen", "--server", url}, append(args, root)...)...)
 	}
 	toEnd := func(what string, args ...string) string {
 		t.Helper()
-		_, log, done := gen(args...)
-		if err := waitExit(t, done, log); err != nil {
-			t.Fatalf("%s: %v\n%s", what, err, log.String())
+		g := gen(args...)
+		if code := g.WaitWithin(t, 2*time.Minute); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", what, code, g.Stderr())
 		}
-		return log.String()
+		return g.Stderr()
 	}
 	toEnd("the first run", "--max-new-tokens", "4")
 	toEnd("the redo", "--max-new-tokens", "64", "--redo", "truncated")
@@ -73,8 +61,7 @@ func TestRedoAsGoesNothingLeftNoServer(t *testing.T) {
 	if cut64 == 0 || lines == 60 {
 		t.Fatalf("after the redo: %d answer lines, %d cut at 64; the test wants some redone and some cut at 64", lines, cut64)
 	}
-	sim.Process.Kill()
-	sim.Wait()
+	sim.Kill()
 
 	out := toEnd("the same redo again, the server gone", "--max-new-tokens", "64", "--redo", "truncated")
 	if !strings.Contains(out, "every prompt read: none of the answers cut at the token limit is asked again") || !strings.Contains(out, "nothing to do") {
@@ -91,23 +78,23 @@ func TestRedoAsGoesNothingLeftNoServer(t *testing.T) {
 	}
 
 	// Work left, no server: waiting, then the server is back.
-	_, log, done := gen("--max-new-tokens", "128", "--redo", "truncated")
+	redo := gen("--max-new-tokens", "128", "--redo", "truncated")
 	want := fmt.Sprintf("every prompt read: %d of the answers cut at the token limit are asked again", cut64)
 	waitFor(t, time.Minute, "the redo to find its answers and wait for a server", func() bool {
 		rows, err := queryJSON[runRow](t, bin, db, "runs")
-		return err == nil && lastRun(rows).State == "waiting" && strings.Contains(log.String(), want)
+		return err == nil && lastRun(rows).State == "waiting" && strings.Contains(redo.Stderr(), want)
 	})
 	select {
-	case err := <-done:
-		t.Fatalf("the redo with work ended without a server: %v\n%s", err, log.String())
+	case <-redo.Done():
+		t.Fatalf("the redo with work ended without a server: exit %d\n%s", redo.Wait(), redo.Stderr())
 	default:
 	}
 	startSimAt(t, bin, addr, "--unmarked", "--seed", "4")
-	if err := waitExit(t, done, log); err != nil {
-		t.Fatalf("the redo once the server is back: %v\n%s", err, log.String())
+	if code := redo.WaitWithin(t, 2*time.Minute); code != 0 {
+		t.Fatalf("the redo once the server is back: exit %d\n%s", code, redo.Stderr())
 	}
 	if _, n := newestAnswers(t, dir); n != lines+cut64 {
-		t.Errorf("%d answer lines; want the %d before and the %d cut at 64 asked once each\n%s", n, lines, cut64, log.String())
+		t.Errorf("%d answer lines; want the %d before and the %d cut at 64 asked once each\n%s", n, lines, cut64, redo.Stderr())
 	}
 	perID := map[string]int{}
 	eachJSONLine(t, filepath.Join(dir, "raw_responses.jsonl"), func(b []byte) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,8 +81,8 @@ func TestRedoListResumesAfterSIGKILL(t *testing.T) {
 	writeIDPrompts(t, dir, "r", n)
 	db := filepath.Join(t.TempDir(), "g.db")
 	fast := startSimProcess(t, bin, "--unmarked", "--seed", "6")
-	if out, err := exec.Command(bin, "--db", db, "gen", "--server", fast, "--max-new-tokens", "64", root).CombinedOutput(); err != nil {
-		t.Fatalf("the first run: %v\n%s", err, out)
+	if code, out := runGendexCombined(t, bin, "--db", db, "gen", "--server", fast, "--max-new-tokens", "64", root); code != 0 {
+		t.Fatalf("the first run: exit %d\n%s", code, out)
 	}
 	var b strings.Builder
 	for i := 1; i <= listed; i++ {
@@ -101,28 +100,18 @@ func TestRedoListResumesAfterSIGKILL(t *testing.T) {
 	}
 	// 64 tokens at 1280 tokens/s: 50 ms an answer, 4 at a time.
 	slow := startSimProcess(t, bin, "--unmarked", "--seed", "6", "--decode-tps", "1280")
-	redo := func() *exec.Cmd {
-		return exec.Command(bin, "--db", db, "gen", "--server", slow, "--max-new-tokens", "64", "--concurrency", "4", "--redo", list, root)
-	}
-	cmd := redo()
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	redo := []string{"--db", db, "gen", "--server", slow, "--max-new-tokens", "64", "--concurrency", "4", "--redo", list, root}
+	gen := startGendex(t, bin, "", redo...)
 	grow := 1 + rand.IntN(listed/2)
 	waitFor(t, 2*time.Minute, "the redo's answers to come in", func() bool {
 		select {
-		case <-exited:
-			t.Fatalf("the redo ended before %d of its answers came in (%d answer lines):\n%s", grow, lines()-n, stderr.String())
+		case <-gen.Done():
+			t.Fatalf("the redo ended before %d of its answers came in (%d answer lines):\n%s", grow, lines()-n, gen.Stderr())
 		default:
 		}
 		return lines() >= n+grow
 	})
-	cmd.Process.Kill()
-	<-exited
+	gen.Kill()
 	killed := lines() - n
 	t.Logf("killed after %d redone answers", killed)
 	if killed >= listed {
@@ -131,11 +120,11 @@ func TestRedoListResumesAfterSIGKILL(t *testing.T) {
 
 	future := time.Now().Add(time.Hour)
 	os.Chtimes(list, future, future)
-	out, err := redo().CombinedOutput()
-	if err != nil {
-		t.Fatalf("the redo started again: %v\n%s", err, out)
+	code, out := runGendexCombined(t, bin, redo...)
+	if code != 0 {
+		t.Fatalf("the redo started again: exit %d\n%s", code, out)
 	}
-	if done := fmt.Sprintf("%d answered again already", killed); !strings.Contains(string(out), done) {
+	if done := fmt.Sprintf("%d answered again already", killed); !strings.Contains(out, done) {
 		t.Errorf("the resumed redo does not say %q:\n%s", done, out)
 	}
 	count := map[string]int{}
@@ -157,7 +146,7 @@ func TestRedoListResumesAfterSIGKILL(t *testing.T) {
 	if r := mustQueryJSON[map[string]any](t, bin, db, "progress"); len(r) != 1 || r[0]["raw"] != float64(n) {
 		t.Errorf("progress %v, want %d answers", r, n)
 	}
-	if out, _ := redo().CombinedOutput(); !strings.Contains(string(out), "nothing to do") {
+	if _, out := runGendexCombined(t, bin, redo...); !strings.Contains(out, "nothing to do") {
 		t.Errorf("the same redo after its end has something to do:\n%s", out)
 	}
 }
@@ -182,11 +171,11 @@ func TestRedoListConversations(t *testing.T) {
 	url := startSimProcess(t, bin, "--unmarked", "--seed", "7")
 	gen := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(bin, append([]string{"--db", db, "gen", "--server", url, "--max-new-tokens", "8"}, append(args, root)...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		code, out := runGendexCombined(t, bin, append([]string{"--db", db, "gen", "--server", url, "--max-new-tokens", "8"}, append(args, root)...)...)
+		if code != 0 {
+			t.Fatalf("gen %v: exit %d\n%s", args, code, out)
 		}
-		return string(out)
+		return out
 	}
 	gen()
 	list := filepath.Join(t.TempDir(), "redo.txt")

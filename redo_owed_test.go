@@ -8,13 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -144,16 +142,14 @@ func TestRedoWithoutExportOwesRecords(t *testing.T) {
 	}
 	owes("gendex.db", "after the redo", redone)
 	for _, ds := range []string{"B1_ids", "B2_text"} {
-		cmd := exec.Command(p.bin, "query", "missing", "--stage", "tokenized", ds)
-		cmd.Dir, cmd.Env = p.dir, append(os.Environ(), "GENDEX_DB=")
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("query missing: %v", err)
+		code, out, _ := runGendex(t, p.bin, p.dir, "query", "missing", "--stage", "tokenized", ds)
+		if code != 0 {
+			t.Fatalf("query missing: exit %d", code)
 		}
 		// B1_ids's other answers are excluded (ids prompts): listed with
 		// their own reason.
 		var ids []string
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
 			f := strings.Split(l, "\t")
 			if len(f) != 4 {
 				t.Fatalf("query missing --stage tokenized %s: %q", ds, l)
@@ -254,28 +250,11 @@ func TestRedoIsToGo(t *testing.T) {
 	if cut < 3 {
 		t.Fatalf("%d answers cut at 16 tokens: the test needs more", cut)
 	}
-	env := append(os.Environ(), "GENDEX_DB=", "GENDEX_LOG_EVERY=200ms", "GENDEX_TOKEN=tok-39")
-	gen := exec.Command(p.bin, "gen", "--server", real, "--max-new-tokens", "128", "--concurrency", "2", "--redo", "truncated", filepath.Join("demo", "B2_text"))
-	gen.Dir, gen.Env = p.dir, env
-	var stderr lockedBuffer
-	gen.Stderr = &stderr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
-	t.Cleanup(func() { gen.Process.Kill() })
-	// watch, in a shell of its own, as TSV.
-	sh := exec.Command(p.bin, "shell")
-	sh.Dir, sh.Env = p.dir, env
-	sh.Stdin = strings.NewReader("format tsv\nwatch 0.2\n")
-	var watched lockedBuffer
-	sh.Stdout, sh.Stderr = &watched, io.Discard
+	env := []string{"GENDEX_LOG_EVERY=200ms", "GENDEX_TOKEN=tok-39"}
+	gen := startGendexWith(t, gendexOpts{dir: p.dir, env: env}, p.bin, "gen", "--server", real, "--max-new-tokens", "128", "--concurrency", "2", "--redo", "truncated", filepath.Join("demo", "B2_text"))
 	waitFor(t, 30*time.Second, "the redo's first answer", func() bool { return redoLines(raw) >= 1 })
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	// watch, in a shell of its own, as TSV.
+	sh := startGendexWith(t, gendexOpts{dir: p.dir, env: env, stdin: "format tsv\nwatch 0.2\n"}, p.bin, "shell")
 	url, _ := startWeb(t, p, []string{"GENDEX_TOKEN=tok-39"})
 
 	// While the redo runs (some of its answers in, not all): every view.
@@ -293,21 +272,21 @@ func TestRedoIsToGo(t *testing.T) {
 	if r := webCell(page, "B2_text", "redo"); r == "" || r == "0" {
 		t.Errorf("the web view does not show the answers asked again: %q", r)
 	}
-	waitFor(t, 30*time.Second, "watch's first dashboard", func() bool { return strings.Contains(watched.String(), "B2_text\t") })
+	waitFor(t, 30*time.Second, "watch's first dashboard", func() bool { return strings.Contains(sh.Stdout(), "B2_text\t") })
 	waitFor(t, 30*time.Second, "a line of the redo's with answers to go", func() bool {
-		return toGoRe.MatchString(stderr.String())
+		return toGoRe.MatchString(gen.Stderr())
 	})
-	sh.Process.Signal(syscall.SIGINT)
+	sh.Interrupt()
 	sh.Wait()
 	if n := redoLines(raw); n >= cut {
 		t.Fatalf("the redo ended (%d of %d) before every view was seen: the test needs a slower server", n, cut)
 	}
-	gen.Process.Signal(syscall.SIGINT)
-	if err := <-done; gen.ProcessState.ExitCode() != 130 {
-		t.Fatalf("the redo, interrupted: %v, want exit 130\n%s", err, stderr.String())
+	gen.Interrupt()
+	if code := gen.Wait(); code != 130 {
+		t.Fatalf("the redo, interrupted: exit %d, want exit 130\n%s", code, gen.Stderr())
 	}
 	watchedDone, watchedOwed := false, false
-	sc := bufio.NewScanner(strings.NewReader(watched.String()))
+	sc := bufio.NewScanner(strings.NewReader(sh.Stdout()))
 	var cols []string
 	for sc.Scan() {
 		f := strings.Split(sc.Text(), "\t")
@@ -335,9 +314,9 @@ func TestRedoIsToGo(t *testing.T) {
 		}
 	}
 	if !watchedOwed {
-		t.Errorf("watch never showed the redo's answers to go:\n%s", watched.String())
+		t.Errorf("watch never showed the redo's answers to go:\n%s", sh.Stdout())
 	}
-	out := stderr.String()
+	out := gen.Stderr()
 	if got := checkOwedLines(t, out); got < 1 {
 		t.Errorf("no line of the redo's says it has anything to go:\n%s", out)
 	}
@@ -360,26 +339,16 @@ func TestOnlyServerDownMidRedo(t *testing.T) {
 	if cut := len(cutIDs(t, filepath.Dir(raw))); cut < 3 {
 		t.Fatalf("%d answers cut at 16 tokens: the test needs more", cut)
 	}
-	gen := exec.Command(p.bin, "gen", "--server", url, "--max-new-tokens", "128", "--concurrency", "1", "--down-limit", "2s",
+	gen := startGendexWith(t, gendexOpts{dir: p.dir, env: []string{"GENDEX_LOG_EVERY=200ms"}}, p.bin, "gen", "--server", url, "--max-new-tokens", "128", "--concurrency", "1", "--down-limit", "2s",
 		"--redo", "truncated", filepath.Join("demo", "B2_text"))
-	gen.Dir, gen.Env = p.dir, append(os.Environ(), "GENDEX_DB=", "GENDEX_LOG_EVERY=200ms")
-	var stderr lockedBuffer
-	gen.Stderr = &stderr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gen.Wait() }()
-	t.Cleanup(func() { gen.Process.Kill() })
 	waitFor(t, 30*time.Second, "the redo's first answer", func() bool { return redoLines(raw) >= 1 })
-	server.Process.Signal(syscall.SIGKILL)
-	server.Wait()
+	server.Kill()
 	select {
-	case <-done:
+	case <-gen.Done():
 	case <-time.After(time.Minute):
-		t.Fatalf("gen still runs a minute after its only server died, with --down-limit 2s:\n%s", stderr.String())
+		t.Fatalf("gen still runs a minute after its only server died, with --down-limit 2s:\n%s", gen.Stderr())
 	}
-	out := stderr.String()
+	out := gen.Stderr()
 	if strings.Contains(out, "other servers go on") || !strings.Contains(out, "it is the only server: the run waits") {
 		t.Errorf("with its only server down, gen does not say the run waits for it:\n%s", out)
 	}
@@ -405,10 +374,8 @@ func TestOnlyServerDownMidRedo(t *testing.T) {
 		t.Errorf("after the stop: query progress redo %v, and gen's summary does not say %q:\n%s", prog["redo"], still, out)
 	}
 	var rows []map[string]any
-	cmd := exec.Command(p.bin, "query", "progress", "--format", "json")
-	cmd.Dir, cmd.Env = p.dir, append(os.Environ(), "GENDEX_DB=")
-	b, _ := cmd.Output()
-	json.Unmarshal(b, &rows)
+	_, b, _ := runGendex(t, p.bin, p.dir, "query", "progress", "--format", "json")
+	json.Unmarshal([]byte(b), &rows)
 	for _, r := range rows {
 		for k, v := range r {
 			if f, ok := v.(float64); ok && f < 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,12 +78,12 @@ func checkRedone(t *testing.T, bin, db, dir, ds string) {
 			cut++
 		}
 	}
-	out, err := exec.Command(bin, "--db", db, "query", "tokens", "--format", "json", ds).Output()
-	if err != nil {
-		t.Fatal(err)
+	code, out, stderr := runGendex(t, bin, "", "--db", db, "query", "tokens", "--format", "json", ds)
+	if code != 0 {
+		t.Fatalf("query tokens %s: exit %d\n%s", ds, code, stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
 		t.Fatalf("query tokens %s: %v %s", ds, err, out)
 	}
 	if r := rows[0]; r["records"] != float64(len(newest)) || r["completion_tokens"] != float64(tokens) || r["truncated"] != float64(cut) {
@@ -251,11 +250,8 @@ func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 	writePrompts(t, dir, b.String())
 	db := filepath.Join(t.TempDir(), "g.db")
 	url := startSimProcess(t, bin, "--unmarked", "--seed", "4")
-	gen := func(args ...string) *exec.Cmd {
-		return exec.Command(bin, append([]string{"--db", db, "gen", "--server", url, "--export", "ids"}, append(args, root)...)...)
-	}
-	if out, err := gen("--max-new-tokens", "1").CombinedOutput(); err != nil {
-		t.Fatalf("the first run: %v\n%s", err, out)
+	if code, out := runGendexCombined(t, bin, append([]string{"--db", db, "gen", "--server", url, "--export", "ids"}, "--max-new-tokens", "1", root)...); code != 0 {
+		t.Fatalf("the first run: exit %d\n%s", code, out)
 	}
 	first, _ := newestAnswers(t, dir)
 	cut, cutOwn := 0, 0 // cut answers the redo asks again; those it leaves
@@ -277,23 +273,16 @@ func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 		b, _ := os.ReadFile(filepath.Join(dir, "raw_responses.jsonl"))
 		return strings.Count(string(b), "\n")
 	}
-	redo := func() *exec.Cmd {
-		// A limit of 64 (50 ms an answer): about half of the redone
-		// answers are cut again, and must not be asked a third time when
-		// the redo resumes.
-		cmd := exec.Command(bin, "--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "64", "--concurrency", "32", "--redo", "truncated", root)
-		if asGoes {
-			cmd.Env = append(os.Environ(), "GENDEX_REDO_UPFRONT=1")
-		}
-		return cmd
+	// A limit of 64 (50 ms an answer): about half of the redone answers
+	// are cut again, and must not be asked a third time when the redo
+	// resumes.
+	redo := []string{"--db", db, "gen", "--server", slow, "--export", "ids", "--max-new-tokens", "64", "--concurrency", "32", "--redo", "truncated", root}
+	var opts gendexOpts
+	if asGoes {
+		opts.env = []string{"GENDEX_REDO_UPFRONT=1"}
 	}
 	for kill := range 3 {
-		cmd := redo()
-		var stderr lockedBuffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		gen := startGendexWith(t, opts, bin, redo...)
 		start := lines()
 		grow := 1 + rng.IntN(max(1, (n+cut-start)/4))
 		switch kill {
@@ -301,23 +290,25 @@ func testRedoSurvivesSIGKILL(t *testing.T, asGoes bool) {
 			waitFor(t, 5*time.Minute, "the answer file to grow", func() bool { return lines() >= start+grow })
 		case 1: // while the start takes the replaced answers' records out
 			waitFor(t, 5*time.Minute, "the records of replaced answers taken out", func() bool {
-				return strings.Contains(stderr.String(), "took ") || strings.Contains(stderr.String(), "is ready") // (past it)
+				return strings.Contains(gen.Stderr(), "took ") || strings.Contains(gen.Stderr(), "is ready") // (past it)
 			})
 		case 2: // once every answer is in: around the final pass
 			waitFor(t, 5*time.Minute, "every redone answer", func() bool { return lines() >= n+cut })
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
+		gen.Kill()
 		t.Logf("kill %d: %d answer lines", kill+1, lines())
 	}
-	if out, err := redo().CombinedOutput(); err != nil {
-		t.Fatalf("the redo run to its end: %v\n%s", err, out)
+	opts.combined = true
+	if gen := startGendexWith(t, opts, bin, redo...); gen.Wait() != 0 {
+		t.Fatalf("the redo run to its end: exit %d\n%s", gen.Wait(), gen.Stdout())
 	}
-	out, _ := redo().CombinedOutput()
+	last := startGendexWith(t, opts, bin, redo...)
+	last.Wait()
+	out := last.Stdout()
 	switch {
-	case !asGoes && !strings.Contains(string(out), "nothing to do"):
+	case !asGoes && !strings.Contains(out, "nothing to do"):
 		t.Errorf("a redo after the end has something to do:\n%s", out)
-	case asGoes && (!strings.Contains(string(out), "every prompt read: none of the answers cut at the token limit is asked again") || !strings.Contains(string(out), "nothing to do")):
+	case asGoes && (!strings.Contains(out, "every prompt read: none of the answers cut at the token limit is asked again") || !strings.Contains(out, "nothing to do")):
 		t.Errorf("a redo after the end, deciding as it goes, asked again:\n%s", out)
 	}
 	after, total := newestAnswers(t, dir)
@@ -365,11 +356,11 @@ func TestRedoConversations(t *testing.T) {
 	url := startSimProcess(t, bin, "--unmarked", "--seed", "5")
 	gen := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(bin, append([]string{"--db", db, "gen", "--server", url}, append(args, root)...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		code, out := runGendexCombined(t, bin, append([]string{"--db", db, "gen", "--server", url}, append(args, root)...)...)
+		if code != 0 {
+			t.Fatalf("gen %v: exit %d\n%s", args, code, out)
 		}
-		return string(out)
+		return out
 	}
 	type turnLine struct {
 		ID     string `json:"id"`
@@ -435,9 +426,9 @@ func TestRedoConversations(t *testing.T) {
 		if len(r) != 1 || r[0]["raw"] != 30.0 {
 			t.Errorf("%s: progress %v, want 30 conversations answered once", filepath.Base(db), r)
 		}
-		out, _ := exec.Command(bin, "--db", db, "query", "tokens", "--format", "json").Output()
+		_, out, _ := runGendex(t, bin, "", "--db", db, "query", "tokens", "--format", "json")
 		var tok []map[string]any
-		json.Unmarshal(out, &tok)
+		json.Unmarshal([]byte(out), &tok)
 		newest, _ := newestAnswers(t, dir)
 		var sum int64
 		for _, a := range newest {

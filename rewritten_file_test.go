@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,17 +42,7 @@ func newRewriteRun(t *testing.T) *rewriteRun {
 
 func (r *rewriteRun) run(args ...string) (int, string, string) {
 	r.t.Helper()
-	cmd := exec.Command(r.bin, append([]string{"--db", r.db}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		r.t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
+	return runGendex(r.t, r.bin, "", append([]string{"--db", r.db}, args...)...)
 }
 
 // rewriteInPlace rewrites the answer file through its own inode (as a

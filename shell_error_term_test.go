@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,9 +22,7 @@ func TestShellErrorWrapsInATerminal(t *testing.T) {
 	db := filepath.Join(dir, "g.db")
 	indexShapes(t, bin, db)
 	tm := newTerm(t, dir)
-	if out, err := exec.Command("tmux", "-S", tm.sock, "resize-window", "-t", "t", "-x", "50", "-y", "40").CombinedOutput(); err != nil {
-		t.Fatalf("tmux resize-window: %v\n%s", err, out)
-	}
+	tm.tmux("resize-window", "-t", "t", "-x", "50", "-y", "40")
 	tm.typeLine(bin + " --db " + db + " shell")
 	tm.waitFor("gendex>")
 	tm.typeLine("progres")

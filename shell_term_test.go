@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -209,15 +207,9 @@ func TestShellWhileGenWrites(t *testing.T) {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"say something"}`+"\n", i)
 	}
 	writePrompts(t, root, b.String())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	gen := exec.CommandContext(ctx, bin, "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "100", "--concurrency", "16",
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", "sim", "--sim-decode-tps", "100", "--concurrency", "16",
 		"--out", filepath.Join(dir, "out"), filepath.Join(dir, "prompts"))
-	gen.Cancel = func() error { return gen.Process.Signal(syscall.SIGINT) }
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer gen.Wait()
+	defer func() { gen.Interrupt(); gen.Wait() }()
 	waitFor(t, 60*time.Second, "gen's socket", func() bool { _, err := os.Stat(live.SocketPath(db)); return err == nil })
 	tm := newTerm(t, dir)
 	tm.typeLine(bin + " --db " + db + " shell")
@@ -230,5 +222,4 @@ func TestShellWhileGenWrites(t *testing.T) {
 		t.Errorf("the shell reported an error while gen runs:\n%s", s)
 	}
 	tm.send("C-d")
-	cancel()
 }

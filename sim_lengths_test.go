@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,11 +69,11 @@ func TestSimLimitCutsFewer(t *testing.T) {
 	gen := func(db, out string, args ...string) string {
 		t.Helper()
 		args = append([]string{"--db", db, "gen", "--server", "sim", "--sim-reasoning", "--sim-seed", "5", "--out", out}, args...)
-		o, err := exec.Command(bin, append(args, root)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gendex %q: %v\n%s", args, err, o)
+		code, o := runGendexCombined(t, bin, append(args, root)...)
+		if code != 0 {
+			t.Fatalf("gendex %q: exit %d\n%s", args, code, o)
 		}
-		return string(o)
+		return o
 	}
 	sumLow := gen(dbLow, outLow, "--max-new-tokens", "128")
 	sumHigh := gen(dbHigh, outHigh, "--max-new-tokens", "1024")

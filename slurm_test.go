@@ -138,16 +138,14 @@ func TestSlurmRecipe(t *testing.T) {
 		t.Errorf("%d ids answered; want %d", len(seen), prompts)
 	}
 	login := filepath.Join(dir, "login.db")
-	if out, err := exec.Command(bin, "--db", login, "ingest", shared).CombinedOutput(); err != nil {
-		t.Fatalf("the login node's ingest: %v\n%s", err, out)
+	mustRunGendex(t, bin, "--db", login, "ingest", shared)
+	code, progress, stderr := runGendex(t, bin, "", "--db", login, "query", "progress", "--format", "csv", "--no-header")
+	if code != 0 || !strings.HasPrefix(progress, fmt.Sprintf("D,%d,%d,", prompts, prompts)) {
+		t.Errorf("the login node's progress: %s (exit %d: %s); want %d prompts, %d answers", progress, code, stderr, prompts, prompts)
 	}
-	progress, err := exec.Command(bin, "--db", login, "query", "progress", "--format", "csv", "--no-header").Output()
-	if err != nil || !strings.HasPrefix(string(progress), fmt.Sprintf("D,%d,%d,", prompts, prompts)) {
-		t.Errorf("the login node's progress: %s (%v); want %d prompts, %d answers", progress, err, prompts, prompts)
-	}
-	states, err := exec.Command(bin, "--db", login, "query", "shards", "--format", "csv", "--no-header").Output()
-	if err != nil || strings.Count(string(states), ",done,") != 4 {
-		t.Errorf("the login node's shards: %s (%v); want 4 shards done", states, err)
+	code, states, stderr := runGendex(t, bin, "", "--db", login, "query", "shards", "--format", "csv", "--no-header")
+	if code != 0 || strings.Count(states, ",done,") != 4 {
+		t.Errorf("the login node's shards: %s (exit %d: %s); want 4 shards done", states, code, stderr)
 	}
 }
 

@@ -99,16 +99,12 @@ func TestSpecForgeRecipeOnVLLM(t *testing.T) {
 	})
 	db.Close()
 
-	spec := exec.Command(p.bin, "query", "spec")
-	spec.Dir = p.dir
-	out, _ := spec.CombinedOutput()
-	if !strings.Contains(string(out), "no per-request speculative counts") || !strings.Contains(string(out), "query server --window") {
+	_, stdout, stderr := runGendex(t, p.bin, p.dir, "query", "spec")
+	if out := stdout + stderr; !strings.Contains(out, "no per-request speculative counts") || !strings.Contains(out, "query server --window") {
 		t.Errorf("query spec does not say why it has no figures, nor where the server's is:\n%s", out)
 	}
-	plot := exec.Command(p.bin, "plot", "accept", "--width", "80", "--height", "20")
-	plot.Dir = p.dir
-	if out, err := plot.CombinedOutput(); err != nil || !strings.Contains(string(out), "server-wide") {
-		t.Errorf("plot accept: %v\n%s", err, out)
+	if code, stdout, stderr := runGendex(t, p.bin, p.dir, "plot", "accept", "--width", "80", "--height", "20"); code != 0 || !strings.Contains(stdout+stderr, "server-wide") {
+		t.Errorf("plot accept: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 
@@ -152,13 +148,11 @@ func simCounters(t *testing.T, url, accName, draftsName string) (accepted, draft
 // only row.
 func queryCell(t *testing.T, p *placeRun, col string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(p.bin, append([]string{"query"}, args...)...)
-	cmd.Dir = p.dir
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("query %v: %v", args, err)
+	code, out, _ := runGendex(t, p.bin, p.dir, append([]string{"query"}, args...)...)
+	if code != 0 {
+		t.Fatalf("query %v: exit %d", args, code)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("query %v: want one row:\n%s", args, out)
 	}

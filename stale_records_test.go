@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -12,9 +11,7 @@ import (
 // args, against the index at db (a missing reason counts 0).
 func (p *placeRun) staleRecords(db string, args ...string) (map[string]float64, string) {
 	p.t.Helper()
-	cmd := exec.CommandContext(p.t.Context(), p.bin, append([]string{"--db", db, "check", "--format", "json"}, args...)...)
-	cmd.Dir = p.dir
-	out, _ := cmd.Output() // exit 1 when not ready
+	_, out, _ := runGendex(p.t, p.bin, p.dir, append([]string{"--db", db, "check", "--format", "json"}, args...)...) // exit 1 when not ready
 	var v struct {
 		Datasets []struct {
 			Dataset string
@@ -24,7 +21,7 @@ func (p *placeRun) staleRecords(db string, args ...string) (map[string]float64, 
 			}
 		}
 	}
-	if err := json.Unmarshal(out, &v); err != nil {
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		p.t.Fatalf("gendex --db %s check --format json: %v\n%s", db, err, out)
 	}
 	n := map[string]float64{}
@@ -35,7 +32,7 @@ func (p *placeRun) staleRecords(db string, args ...string) (map[string]float64, 
 			}
 		}
 	}
-	return n, string(out)
+	return n, out
 }
 
 // TestFreshIndexFindsStaleRecords: gen, export, then gen --redo truncated

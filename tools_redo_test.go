@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,12 +33,12 @@ func TestRedoToolConversations(t *testing.T) {
 		t.Helper()
 		run++
 		sp.run.Store(int64(run))
-		out, err := exec.Command(bin, append([]string{"--db", db, "gen", "--server", url}, append(args, dir)...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gen %v: %v\n%s", args, err, out)
+		code, out := runGendexCombined(t, bin, append([]string{"--db", db, "gen", "--server", url}, append(args, dir)...)...)
+		if code != 0 {
+			t.Fatalf("gen %v: exit %d\n%s", args, code, out)
 		}
-		checkNoneHalfDone(t, string(out))
-		return string(out)
+		checkNoneHalfDone(t, out)
+		return out
 	}
 	// asks is each conversation's steps asked by the last run, in order.
 	asks := func() map[string][]int {

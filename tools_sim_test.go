@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -217,16 +216,14 @@ func TestGenToolConversationsSurviveSIGKILL(t *testing.T) {
 	kills := 0
 	for i := 0; i < 12 && kills < 5; i++ {
 		before := size()
-		killed, _ := killWhileWriting(t, exec.Command(bin, args...), func() bool { return size() != before }, time.Duration(20+37*i%150)*time.Millisecond)
+		killed, _ := killWhileWriting(t, bin, args, func() bool { return size() != before }, time.Duration(20+37*i%150)*time.Millisecond)
 		if killed {
 			kills++
 		} else {
 			break
 		}
 	}
-	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("last run: %v\n%s", err, out)
-	}
+	mustRunGendex(t, bin, args...)
 	if kills == 0 {
 		t.Fatal("no run was killed mid-way")
 	}

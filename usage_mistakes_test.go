@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,12 +43,11 @@ func TestNoIndexHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "query", "progress")
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GENDEX_DB=")
-	out, err := cmd.CombinedOutput()
+	code, stdout, stderr := runGendex(t, bin, dir, "query", "progress")
+	out := stdout + stderr
 	for _, want := range []string{"no index at " + filepath.Join(dir, "gendex.db"), "--db PATH", "$GENDEX_DB"} {
-		if err == nil || !strings.Contains(string(out), want) {
-			t.Errorf("query progress with no index here (%v) does not say %q:\n%s", err, want, out)
+		if code == 0 || !strings.Contains(out, want) {
+			t.Errorf("query progress with no index here (exit %d) does not say %q:\n%s", code, want, out)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "gendex.db")); !os.IsNotExist(err) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,9 +26,7 @@ func TestWatchFollowsAResize(t *testing.T) {
 	tm.waitFor("gendex>")
 	tm.typeLine("watch 30")
 	tm.waitFor("answers/s 5m") // 160 columns: every column, whole
-	if out, err := exec.Command("tmux", "-S", tm.sock, "resize-window", "-t", "t", "-x", "60", "-y", "48").CombinedOutput(); err != nil {
-		t.Fatalf("tmux resize-window: %v\n%s", err, out)
-	}
+	tm.tmux("resize-window", "-t", "t", "-x", "60", "-y", "48")
 	// The visible screen only, wrapped lines joined: a line wider than
 	// the pane would show as one long line.
 	visible := func() string { return tm.tmux("capture-pane", "-t", "t", "-p", "-J") }

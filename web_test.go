@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image/png"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,23 +24,10 @@ const hostileText = `<img src=x onerror="window.__pwned=1;document.title='pwned'
 // Without GENDEX_TOKEN in env, web makes a token of its own.
 func startWeb(t *testing.T, p *placeRun, env []string, args ...string) (base, printed string) {
 	t.Helper()
-	cmd := exec.Command(p.bin, append([]string{"web", "--listen", freeAddr(t)}, args...)...)
-	cmd.Dir = p.dir
-	cmd.Env = append(append(os.Environ(), "GENDEX_DB=", "GENDEX_TOKEN="), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		cmd.Wait()
-		t.Fatalf("gendex web said nothing: %v\n%s", err, stderr.String())
+	web := startGendexWith(t, gendexOpts{dir: p.dir, env: append([]string{"GENDEX_TOKEN="}, env...)}, p.bin, append([]string{"web", "--listen", freeAddr(t)}, args...)...)
+	line, ok := web.StdoutLine("")
+	if !ok {
+		t.Fatalf("gendex web said nothing: exit %d\n%s", web.Wait(), web.Stderr())
 	}
 	_, rest, ok := strings.Cut(line, " on http://")
 	printed, _, _ = strings.Cut(rest, ";")
@@ -49,7 +35,6 @@ func startWeb(t *testing.T, p *placeRun, env []string, args ...string) (base, pr
 	if !ok || !strings.HasSuffix(url, "/") {
 		t.Fatalf("gendex web's first line names no URL: %q", line)
 	}
-	go io.Copy(io.Discard, out)
 	return "http://" + url, "http://" + printed
 }
 
@@ -139,14 +124,8 @@ func TestWebInBrowser(t *testing.T) {
 	writeIDPrompts(t, filepath.Join(p.dir, "live", "slow"), "slow", 24)
 	tb.load(base)
 	tb.eval(`window.__marker = 42`, nil)
-	gen := exec.CommandContext(browserContext(t), p.bin, "gen", "--server", slow, "--max-new-tokens", "12", "live")
-	gen.Dir = p.dir
-	gen.Env = append(os.Environ(), "GENDEX_DB=")
-	var genErr bytes.Buffer
-	gen.Stderr = &genErr
-	if err := gen.Start(); err != nil {
-		t.Fatal(err)
-	}
+	gen := startGendex(t, p.bin, p.dir, "gen", "--server", slow, "--max-new-tokens", "12", "live")
+	context.AfterFunc(browserContext(t), gen.Kill) // as the browser's deadline
 	seen := map[string]bool{}
 	var grew []string
 	waitFor(t, 90*time.Second, "the page's TOTAL answers to grow while gen writes", func() bool {
@@ -166,9 +145,9 @@ func TestWebInBrowser(t *testing.T) {
 		return len(grew) >= 3
 	})
 	// The page grew while gen wrote: the rest of the run is not needed.
-	gen.Process.Signal(os.Interrupt)
-	if err := gen.Wait(); err != nil && gen.ProcessState.ExitCode() != 130 {
-		t.Fatalf("gen: %v, want exit 0 or 130 (interrupted)\n%s", err, genErr.String())
+	gen.Interrupt()
+	if code := gen.Wait(); code != 0 && code != 130 {
+		t.Fatalf("gen: exit %d, want exit 0 or 130 (interrupted)\n%s", code, gen.Stderr())
 	}
 	for i := 1; i < len(grew); i++ {
 		a, _ := strconv.Atoi(grew[i-1])
