@@ -222,7 +222,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
 		return nil, err
 	}
-	return nil, d.judgeAdded(stage, r, before, answer)
+	return nil, d.judgeAdded(stage, id, r, before, answer)
 }
 
 // Merge folds r into the record the stage already holds for r.ID when that
