@@ -186,22 +186,22 @@ func (d *dsTx) setStale(id []byte, stale bool) error {
 	return d.unmarkStale(id, m)
 }
 
-// judgeAdded judges id's staleness by From once r was added to stage
-// (before is id's membership before): an answer against its record's
-// From, a record that names its answer against the answer. An id without
-// both costs no read; a record added reads the answer, and the other of
-// record and exclusion only when before says the id has one (r is the
-// one just added: it is not read back).
-func (d *dsTx) judgeAdded(stage Stage, r *Record, before membership) error {
-	id := []byte(r.ID)
+// judgeAdded judges the staleness of id (r.ID) by From once r was added to
+// stage (before is id's membership before, answer its answer as Raw
+// stores it when before has Raw: Tx.Add's lookup found both): an answer
+// against its record's From, a record that names its answer against the
+// answer. An id without both costs no read; a record added reads only the
+// other of record and exclusion, and only when before says the id has one
+// (r is the one just added: it is not read back).
+func (d *dsTx) judgeAdded(stage Stage, id []byte, r *Record, before membership, answer []byte) error {
 	switch {
 	case stage == Raw && (before.has(Tokenized) || before.has(Excluded)):
 		_, err := d.judgeFrom(id, r.Sum)
 		return err
-	case (stage == Tokenized || stage == Excluded) && r.HasFrom && before.has(Raw):
-		raw, err := d.stored(Raw, r.ID)
-		if raw == nil || err != nil {
-			return err
+	case (stage == Tokenized || stage == Excluded) && r.HasFrom && answer != nil:
+		raw := Record{ID: r.ID}
+		if err := decodeRecord(answer, &raw); err != nil {
+			return fmt.Errorf("dataset %q %s id %q: %w", d.sum.Dataset, Raw, r.ID, err)
 		}
 		stale, _ := fromStale(r, raw.Sum, false, false)
 		other := Excluded

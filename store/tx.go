@@ -136,13 +136,27 @@ var overlapStages = [numStages]membership{
 // membership reports which of the stages that matter when id enters or
 // leaves stage (overlapStages) hold id, skipping stages that are empty.
 func (d *dsTx) membership(id []byte, stage Stage) membership {
-	var m membership
+	m, _ := d.lookup(id, stage)
+	return m
+}
+
+// lookup is membership that also returns id's answer as Raw stores it
+// when Raw is one of the stages it looks in and holds id (nil
+// otherwise), so that a caller needing the answer does not search for it
+// again. The answer is valid until Raw changes.
+func (d *dsTx) lookup(id []byte, stage Stage) (m membership, answer []byte) {
 	for s := Stage(0); s < numStages; s++ {
-		if overlapStages[stage].has(s) && d.sum.Stages[s].Records > 0 && d.get(s, id) != nil {
+		if !overlapStages[stage].has(s) || d.sum.Stages[s].Records == 0 {
+			continue
+		}
+		if v := d.get(s, id); v != nil {
 			m |= 1 << s
+			if s == Raw {
+				answer = v
+			}
 		}
 	}
-	return m
+	return m, answer
 }
 
 // get returns stage s's value for id, or nil, through the transaction's
@@ -192,7 +206,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 		r.Time = tx.now
 		r.OwnTime = false
 	}
-	before := d.membership(id, stage)
+	before, answer := d.lookup(id, stage)
 	if err := d.stages[stage].Put(id, tx.alloc(r)); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", dataset, err)
 	}
@@ -208,7 +222,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
 		return nil, err
 	}
-	return nil, d.judgeAdded(stage, r, before)
+	return nil, d.judgeAdded(stage, id, r, before, answer)
 }
 
 // Merge folds r into the record the stage already holds for r.ID when that
