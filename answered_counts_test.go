@@ -98,12 +98,15 @@ func fileCounts(t *testing.T, dir string) (answered, failed int) {
 
 // genFailing runs gen on failingShareGPT(n) with its lines every 20 ms,
 // against server (flags: by default the simulator, with a context of 2048
-// tokens, decoding slowly enough for several lines); it returns the
+// tokens, decoding slowly enough for several lines after the failures); it returns the
 // index, the root and gen's stderr.
 func genFailing(t *testing.T, n int, server ...string) (db, root, stderr string) {
 	t.Helper()
 	if len(server) == 0 {
-		server = []string{"--server", "sim", "--sim-context", "2048", "--sim-decode-tps", "100", "--max-new-tokens", "24"}
+		// 40 tokens/s: the conversations go on for seconds after the
+		// failed prompts fail (their long prompt is tokenized first, which
+		// takes the longer the busier the machine).
+		server = []string{"--server", "sim", "--sim-context", "2048", "--sim-decode-tps", "40", "--max-new-tokens", "24"}
 	}
 	root = failingShareGPT(t, n)
 	db = filepath.Join(t.TempDir(), "g.db")
