@@ -77,6 +77,11 @@ const (
 	maxFuncLines = 120
 )
 
+// maxMethods is the most methods one type of production code carries: a
+// type that does more is several parts (gen's run was 140 methods before it
+// became the feeder, the asker, the writer... each with one job).
+const maxMethods = 40
+
 // Sizes of the tests (every _test.go file of every package): no test file
 // over maxTestFileLines lines and no function in one over maxTestFuncLines,
 // so a test reads as one idea, split by what it checks (subtests or helpers
@@ -87,11 +92,13 @@ const (
 	maxTestFuncLines = 150
 )
 
-// TestHouseSizes holds those sizes over every package of the module.
+// TestHouseSizes holds those sizes, and maxMethods, over every package of
+// the module.
 func TestHouseSizes(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
 	files, testFiles := 0, 0
+	methods := map[string]int{} // "dir.Type" -> its methods
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -123,6 +130,9 @@ func TestHouseSizes(t *testing.T) {
 			if !ok {
 				continue
 			}
+			if fd.Recv != nil {
+				methods[filepath.Dir(path)+": "+strings.Split(funcName(fd), ".")[0]]++
+			}
 			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
 			if n > maxFuncLines && !strings.Contains(fd.Doc.Text(), "must be one piece") {
 				t.Errorf("%s: %s is %d lines (at most %d, unless its doc comment says why it must be one piece)",
@@ -133,6 +143,11 @@ func TestHouseSizes(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for typ, n := range methods {
+		if n > maxMethods {
+			t.Errorf("%s has %d methods (at most %d): split it into parts with one job each", typ, n, maxMethods)
+		}
 	}
 	if files < 50 || testFiles < 50 {
 		t.Fatalf("found %d production files and %d test files; the walk went wrong", files, testFiles)
