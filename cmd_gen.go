@@ -18,7 +18,6 @@ import (
 	"gendex/ingest/gen"
 	"gendex/ingest/gen/client"
 	"gendex/ingest/gen/sim"
-	"gendex/query/live"
 	"gendex/store"
 	"gendex/store/prom"
 )
@@ -198,11 +197,11 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 	cfg.OnMetrics = func(f func(*prom.Writer)) { metrics.Store(&f) }
 	var quitNow atomic.Pointer[func()]
 	cfg.OnQuit = func(f func()) { quitNow.Store(&f) }
-	stopLive, err := live.Serve(db, listen.options(c.env, func(p *prom.Writer) {
+	stopLive, err := listen.serve(c.env, db, func(p *prom.Writer) {
 		if f := metrics.Load(); f != nil {
 			(*f)(p)
 		}
-	}))
+	})
 	if err != nil {
 		return err
 	}

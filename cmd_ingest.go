@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gendex/ingest"
-	"gendex/query/live"
 	"gendex/store"
 )
 
@@ -58,7 +57,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if (*listen.addr != "" || *listen.queries) && !*follow {
 		return usagef("ingest: --listen goes with --follow")
 	}
-	stopLive, err := live.Serve(db, listen.options(c.env, nil))
+	stopLive, err := listen.serve(c.env, db, nil)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // the file read-only, so it never holds the writer.
 func runWeb(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
-	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty), with a token: $GENDEX_TOKEN, else a random one in the URL printed; beyond loopback $GENDEX_TOKEN must be set")
+	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty), with a token: $GENDEX_TOKEN, else a random one, in the URL printed on a terminal, else in a file only you can read, <index>.web-PORT.token, named in the line printed (and removed at the end); beyond loopback $GENDEX_TOKEN must be set")
 	every := fs.Duration("every", 5*time.Second, "how often an open page updates its numbers")
 	rest, err := c.parse(fs, args)
 	if err != nil {
@@ -33,7 +33,7 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 		return usagef("web --every %s: want at least 500ms", *every)
 	}
 	// A token always: loopback is no user boundary (anyone on the node can
-	// connect). $GENDEX_TOKEN, else a random one, printed in the URL.
+	// connect). $GENDEX_TOKEN, else a random one, said by tokenSay.
 	token, chosen := c.env.Getenv("GENDEX_TOKEN"), true
 	if token == "" {
 		token, chosen = guard.NewToken(), false
@@ -53,9 +53,20 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Chat: readChat, Now: c.env.Now, Token: token, Hosts: guard.ForListen(*listen),
 		Index: absPath(c.db), Every: *every})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
-	if chosen {
-		url = fmt.Sprintf("http://%s/?token=$GENDEX_TOKEN (once: a cookie keeps it)", ln.Addr())
+	url := fmt.Sprintf("http://%s/?token=$GENDEX_TOKEN (once: a cookie keeps it)", ln.Addr())
+	if !chosen {
+		// The token made here: in the URL on a terminal, else in a file
+		// only the user reads, beside the index (tokenSay).
+		say := newTokenSay(c.env.StdoutTTY, c.db, fmt.Sprintf("web-%d", ln.Addr().(*net.TCPAddr).Port))
+		said, err := say.say(token)
+		if err != nil {
+			return fmt.Errorf("web: %w", err)
+		}
+		defer say.remove()
+		url = fmt.Sprintf("http://%s/?token=%s", ln.Addr(), said)
+		if said != token {
+			url += " (once: a cookie keeps it)"
+		}
 	}
 	fmt.Fprintf(c.env.Stdout, "gendex web: the run in %s on %s; Ctrl-C to stop\n", c.db, url)
 	done := make(chan error, 1)

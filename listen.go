@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"gendex/query/live"
+	"gendex/store"
 	"gendex/store/prom"
 )
 
@@ -21,12 +22,21 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 		addr: fs.String("listen", "", prefix+"also serve Prometheus /metrics over HTTP on HOST:PORT (loopback when HOST is empty); "+
 			"beyond loopback it needs $GENDEX_TOKEN, sent by clients as 'Authorization: Bearer TOKEN'"),
 		queries: fs.Bool("listen-queries", false, "with --listen: serve the answers there too (/v1/query: prompts, responses, file paths, missing ids), "+
-			"every request with 'Authorization: Bearer TOKEN': $GENDEX_TOKEN, else a random token printed at the start"),
+			"every request with 'Authorization: Bearer TOKEN': $GENDEX_TOKEN, else a random token, printed at the start on a terminal, "+
+			"else kept in a file only you can read, <index>.listen.token, named at the start (and removed at the end)"),
 	}
 }
 
-// options returns live.Serve's options for the flags given, the token
-// taken from $GENDEX_TOKEN and the log going to stderr.
-func (l listenFlags) options(env *Env, extra func(*prom.Writer)) live.Options {
-	return live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), Log: env.Stderr, Extra: extra, Readers: checkReaders()}
+// serve serves db's socket and, with --listen, its TCP port
+// (live.Serve), the token taken from $GENDEX_TOKEN and the log going to
+// stderr. A token it makes is said by tokenSay (off a terminal, in a file
+// beside the index: <index>.listen.token), removed again by stop.
+func (l listenFlags) serve(env *Env, db *store.DB, extra func(*prom.Writer)) (stop func(), err error) {
+	say := newTokenSay(env.StderrTTY, db.Path(), "listen")
+	stopServe, err := live.Serve(db, live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), SayToken: say.say,
+		Log: env.Stderr, Extra: extra, Readers: checkReaders()})
+	if err != nil {
+		return nil, err
+	}
+	return func() { stopServe(); say.remove() }, nil
 }

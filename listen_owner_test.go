@@ -49,7 +49,8 @@ func ask(t *testing.T, url, host, auth string, limit int64) (int, string) {
 var printedToken = regexp.MustCompile(`\?token=([0-9a-f]{32})$`)
 
 // TestWebAnswersOnlyItsOwner: gendex web without $GENDEX_TOKEN makes a
-// token and prints the URL with it; a request without the token is 401,
+// token and prints the URL with it (off a terminal, with the file that
+// holds it: startWeb reads it); a request without the token is 401,
 // one for another Host (a page that rebound its name to 127.0.0.1) is 421
 // even with the token, and neither shows anything of the run. A tunnel
 // under another port (localhost:9000) is the owner. The printed URL, pasted
@@ -127,7 +128,8 @@ func tokenOf(t *testing.T, base, printed string) string {
 	return m[1]
 }
 
-// writerAddr returns the loopback address a writer said it serves on.
+// writerAddr returns the loopback address a writer said it serves on,
+// and the token it made, read from the file it names (off a terminal).
 func writerAddr(t *testing.T, w *writer) (addr, token string) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "the writer never said where it listens", func() bool {
@@ -138,12 +140,16 @@ func writerAddr(t *testing.T, w *writer) (addr, token string) {
 		}
 		return ok && addr != ""
 	})
+	if saidFile.MatchString(token) {
+		token, _ = tokenInFile(t, token)
+	}
 	return addr, token
 }
 
 // TestWriterAnswersOnlyItsOwner: the answers on a writer's TCP port
 // (ingest --follow --listen-queries) need a token even on loopback: the
-// writer makes one when $GENDEX_TOKEN is unset and says it once; a
+// writer makes one when $GENDEX_TOKEN is unset and says it once (off a
+// terminal, the file that holds it: writerAddr reads it); a
 // request for another Host is 421 with nothing of the run, on /v1/query
 // and /metrics alike. A port of /metrics alone stays open to a local
 // Prometheus without a token, for its own Host only.

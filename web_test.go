@@ -21,7 +21,9 @@ const hostileText = `<img src=x onerror="window.__pwned=1;document.title='pwned'
 
 // startWeb starts 'gendex web' in p's folder and returns the URL it says
 // it serves, without its query, and the URL it prints, with its ?token=.
-// Without GENDEX_TOKEN in env, web makes a token of its own.
+// Without GENDEX_TOKEN in env, web makes a token of its own and, off a
+// terminal, keeps it in a file it names: printed is then the URL with the
+// file's token, as a user would open it.
 func startWeb(t *testing.T, p *placeRun, env []string, args ...string) (base, printed string) {
 	t.Helper()
 	web := startGendexWith(t, gendexOpts{dir: p.dir, env: append([]string{"GENDEX_TOKEN="}, env...)}, p.bin, append([]string{"web", "--listen", freeAddr(t)}, args...)...)
@@ -34,6 +36,10 @@ func startWeb(t *testing.T, p *placeRun, env []string, args ...string) (base, pr
 	url, _, _ := strings.Cut(printed, "?")
 	if !ok || !strings.HasSuffix(url, "/") {
 		t.Fatalf("gendex web's first line names no URL: %q", line)
+	}
+	if saidFile.MatchString(printed) {
+		token, _ := tokenInFile(t, printed)
+		printed = url + "?token=" + token
 	}
 	return "http://" + url, "http://" + printed
 }

@@ -31,9 +31,14 @@ type Options struct {
 	Queries bool
 	// Token, when not "", must come with every TCP request as
 	// 'Authorization: Bearer TOKEN'; Addr beyond loopback needs it. With
-	// Queries and no Token, Serve makes a random one and logs it: the
-	// answers are never served without one (loopback is no user boundary).
+	// Queries and no Token, Serve makes a random one and logs it as
+	// SayToken says: the answers are never served without one (loopback is
+	// no user boundary).
 	Token string
+	// SayToken, when not nil, is given the token Serve makes and returns
+	// how the log line names it (such as "$(cat FILE)", after keeping it
+	// there); an error stops Serve. nil: the line holds the token itself.
+	SayToken func(token string) (string, error)
 	// Log is told, in one line, what is served on Addr.
 	Log io.Writer
 	// Extra, when not nil, writes more metrics after the index's own.
@@ -91,7 +96,16 @@ func Serve(db *store.DB, o Options) (stop func(), err error) {
 		case opts.Queries:
 			// The answers need a token: a random one, said once here.
 			opts.Token = guard.NewToken()
-			what += " (with Authorization: Bearer " + opts.Token + "; set $GENDEX_TOKEN to choose it)"
+			said := opts.Token
+			if o.SayToken != nil {
+				if said, err = o.SayToken(opts.Token); err != nil {
+					tl.Close()
+					cancel()
+					wg.Wait()
+					return nil, err
+				}
+			}
+			what += " (with Authorization: Bearer " + said + "; set $GENDEX_TOKEN to choose it)"
 		}
 		fmt.Fprintf(o.Log, "serving %s\n", what)
 		wg.Go(func() { srv.ServePublic(sctx, tl, opts) })

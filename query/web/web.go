@@ -127,11 +127,9 @@ func (s *server) guard(next http.Handler) http.Handler {
 		if s.Token != "" {
 			if t := r.URL.Query().Get("token"); t != "" && s.tokenIs(t) {
 				http.SetCookie(w, &http.Cookie{Name: cookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-				u := *r.URL
-				q := u.Query()
+				q := r.URL.Query()
 				q.Del("token")
-				u.RawQuery = q.Encode()
-				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+				http.Redirect(w, r, onHost(r.URL.Path, q), http.StatusSeeOther)
 				return
 			}
 			if !s.authorized(r, cookie) {
@@ -143,6 +141,15 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// onHost is the Location of path with query q, always a path on this
+// host: begun by one slash, whatever the request's path began with. A
+// Location of //evil.example/x (or /\evil.example, read alike by browsers)
+// would send the browser to another host.
+func onHost(path string, q url.Values) string {
+	u := url.URL{Path: "/" + strings.TrimLeft(path, `/\`), RawQuery: q.Encode()}
+	return u.RequestURI()
 }
 
 func (s *server) tokenIs(t string) bool { return guard.Same(t, s.Token) }
