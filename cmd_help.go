@@ -175,7 +175,8 @@ func printUsage(w io.Writer) {
 		"Output is a table on a terminal (fitted to its width) and TSV with a header when piped; --format table|tsv|csv|json.",
 		"gen and ingest --follow take --listen HOST:PORT to serve Prometheus /metrics (--listen-queries: the answers too); " +
 			"beyond loopback they need $GENDEX_TOKEN, which clients send as Authorization: Bearer; the answers always need a token " +
-			"($GENDEX_TOKEN, else a random one printed), and a request for another Host than the listener's own gets 421.",
+			"($GENDEX_TOKEN, else a random one: printed on a terminal, else kept in <index>.listen.token, a file only you can read, " +
+			"its path printed), and a request for another Host than the listener's own gets 421.",
 		exitStatuses,
 	} {
 		wrapTo(w, p, "", "")

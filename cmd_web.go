@@ -20,7 +20,7 @@ import (
 // the file read-only, so it never holds the writer.
 func runWeb(ctx context.Context, c *call, args []string) error {
 	fs := c.flags()
-	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty), with a token: $GENDEX_TOKEN, else a random one, in the URL printed on a terminal, else in a file only you can read, <index>.web-PORT.token, named in the line printed (and removed at the end); beyond loopback $GENDEX_TOKEN must be set")
+	listen := fs.String("listen", "127.0.0.1:8765", "serve the page on HOST:PORT (loopback when HOST is empty), with a token: $GENDEX_TOKEN, else a random one, in the URL printed on a terminal, else kept in <index>.web-PORT.token, a file only you can read, its path in the URL printed (the file is removed at the end); beyond loopback $GENDEX_TOKEN must be set")
 	every := fs.Duration("every", 5*time.Second, "how often an open page updates its numbers")
 	rest, err := c.parse(fs, args)
 	if err != nil {

@@ -23,7 +23,7 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 			"beyond loopback it needs $GENDEX_TOKEN, sent by clients as 'Authorization: Bearer TOKEN'"),
 		queries: fs.Bool("listen-queries", false, "with --listen: serve the answers there too (/v1/query: prompts, responses, file paths, missing ids), "+
 			"every request with 'Authorization: Bearer TOKEN': $GENDEX_TOKEN, else a random token, printed at the start on a terminal, "+
-			"else kept in a file only you can read, <index>.listen.token, named at the start (and removed at the end)"),
+			"else kept in <index>.listen.token, a file only you can read, its path printed at the start (the file is removed at the end)"),
 	}
 }
 

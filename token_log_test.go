@@ -193,14 +193,25 @@ func TestTokenFileInTheWay(t *testing.T) {
 	}
 	os.Remove(path)
 
+	// refused starts a writer that must refuse; one that serves instead
+	// is interrupted at once (a refusal missed, not a hang).
+	refused := func() (code int, stderr string) {
+		w := startGendexWith(t, gendexOpts{env: []string{"GENDEX_TOKEN="}}, gendexBinary(t), append([]string{"--db", db}, args...)...)
+		w.StderrLine("serving ") // or its exit
+		w.Interrupt()
+		return w.WaitWithin(t, 30*time.Second), w.Stderr()
+	}
 	target := filepath.Join(dir, "target")
 	writeTestFile(t, target, "not a token\n")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runGendexWithin(t, 60*time.Second, gendexOpts{env: []string{"GENDEX_TOKEN="}}, gendexBinary(t), append([]string{"--db", db}, args...)...)
-	if b, _ := os.ReadFile(target); code == 0 || !strings.Contains(stderr, path) || !strings.Contains(stderr, "GENDEX_TOKEN") || string(b) != "not a token\n" {
-		t.Errorf("a link at %s: exit %d, target %q\n%s%s\nwant a refusal naming the file and $GENDEX_TOKEN, the target untouched", path, code, b, stdout, stderr)
+	code, stderr := refused()
+	if b, _ := os.ReadFile(target); code != 1 || !strings.Contains(stderr, path) || !strings.Contains(stderr, "GENDEX_TOKEN") || string(b) != "not a token\n" {
+		t.Errorf("a link at %s: exit %d, target %q\n%s\nwant exit 1 naming the file and $GENDEX_TOKEN, the target untouched", path, code, b, stderr)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSymlink {
+		t.Errorf("the link at %s was taken away", path)
 	}
 	os.Remove(path)
 
@@ -211,9 +222,9 @@ func TestTokenFileInTheWay(t *testing.T) {
 	if err := os.Chown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runGendexWithin(t, 60*time.Second, gendexOpts{env: []string{"GENDEX_TOKEN="}}, gendexBinary(t), append([]string{"--db", db}, args...)...)
-	if b, _ := os.ReadFile(path); code == 0 || !strings.Contains(stderr, "not yours") || string(b) != "theirs\n" {
-		t.Errorf("another user's file at %s: exit %d, it holds %q\n%s%s\nwant a refusal, the file untouched", path, code, b, stdout, stderr)
+	code, stderr = refused()
+	if b, _ := os.ReadFile(path); code != 1 || !strings.Contains(stderr, "not yours") || string(b) != "theirs\n" {
+		t.Errorf("another user's file at %s: exit %d, it holds %q\n%s\nwant exit 1, the file untouched", path, code, b, stderr)
 	}
 }
 
