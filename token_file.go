@@ -71,9 +71,9 @@ func writePrivate(path, data string) error {
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
 		case !fi.Mode().IsRegular():
-			return fmt.Errorf("%s is in the way and is not a plain file (%v): remove it", path, fi.Mode().Type())
+			return fmt.Errorf("%s is in the way (%s, not a file): remove it", path, kind(fi.Mode()))
 		case !ok || int(st.Uid) != os.Geteuid():
-			return fmt.Errorf("%s is in the way and is not yours: remove it", path)
+			return fmt.Errorf("%s is in the way (a file not yours): remove it", path)
 		}
 		if err := os.Remove(path); err != nil {
 			return err
@@ -89,4 +89,15 @@ func writePrivate(path, data string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// kind names what a file that is not a plain one is.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a link"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "a special file"
 }
