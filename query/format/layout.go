@@ -105,7 +105,8 @@ var Layouts = map[string]Layout{
 	"runs": {Cols: []Col{
 		{Name: "start"}, {Name: "state"}, {Name: "to_go"}, {Name: "note", Drop: 1, Text: 20}, {Name: "pid", Drop: 2},
 		{Name: "end", Drop: 2}, {Name: "answers", Drop: 3}, {Name: "errors", Drop: 3}, {Name: "last_answer", Drop: 4, Short: "last"},
-		{Name: "kind", Drop: 4}, {Name: "host", Drop: 5}, {Name: "since", Drop: 5}, {Name: "command", Drop: 6, Text: 16},
+		{Name: "kind", Drop: 4}, {Name: "host", Drop: 5}, {Name: "since", Drop: 5}, {Name: "counts", Drop: 5},
+		{Name: "command", Drop: 6, Text: 16},
 	}},
 	"events": {Cols: []Col{
 		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 20}, {Name: "server", Drop: 2, Text: 12, URL: true},
