@@ -104,7 +104,10 @@ func RunLine(runs *Result) string {
 	}
 	line := fmt.Sprintf("run: %s (%s, pid %v on %s%s)", head, str("kind"), runs.Get(row, "pid"), str("host"), started)
 	if n, ok := AsFloat(runs.Get(row, "answers")); ok && str("state") == store.RunLost {
-		line += fmt.Sprintf(", %.0f answers", n) // what it did, as the note says whence
+		line += fmt.Sprintf(", %.0f answer", n) // what it did, as the note says whence
+		if n != 1 {
+			line += "s"
+		}
 	}
 	if n, ok := AsFloat(runs.Get(row, "to_go")); ok {
 		line += fmt.Sprintf(", %.0f to go", n)
