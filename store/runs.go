@@ -135,7 +135,7 @@ func (v *View) Runs(fn func(r *Run) error) error {
 			if i+1 < len(runs) {
 				next = runs[i+1]
 			}
-			r.Indexed = v.lostCounts(r, next)
+			r.Indexed = lostCounts(v, r, next)
 		}
 		if err := fn(r); err != nil {
 			return err

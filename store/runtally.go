@@ -43,7 +43,7 @@ func (v *View) Tally(datasets []string) Tally {
 // process was gone by then), the index as that run found it, when that run
 // asks the same datasets and kept it. nil otherwise, and for a row stored
 // before the runs kept their datasets.
-func (v *View) lostCounts(r, next *Run) *Tally {
+func lostCounts(v *View, r, next *Run) *Tally {
 	if r.AtStart == nil || len(r.Datasets) == 0 {
 		return nil
 	}
