@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,7 +282,9 @@ func (a widest) Ask(ctx context.Context, q query.Query, now time.Time, out query
 // URL, failed on a long path, lost on a host of a long name, or waiting;
 // datasets of long names; servers on one long host (the table's legend
 // names it) and one down; every number huge, or unknown. A word longer
-// than a line (the path, the URL) is broken at the edge, not cut.
+// than a line (the path, the URL) is broken at the edge, not cut; a long
+// dataset name is cut to its end (a shard's number) before the answers/s
+// are hidden.
 func TestWatchFitsWhateverItShows(t *testing.T) {
 	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	host := "gpu-node-17.a-very-long-cluster-domain-name.example.internal.company.com"
@@ -333,6 +336,9 @@ func TestWatchFitsWhateverItShows(t *testing.T) {
 					if terminal.Width(l) > w {
 						t.Errorf("%s run, numbers unknown %v, at %d columns: a line of %d:\n%s\nin:\n%s", r.State, unknown, w, terminal.Width(l), l, b.String())
 					}
+				}
+				if w == 80 && !unknown && (!strings.Contains(b.String(), " ans/s ") || !regexp.MustCompile(` …\S+_part_0007_of_0012 `).MatchString(b.String())) {
+					t.Errorf("%s run, numbers unknown %v, at 80 columns: the answers/s hidden, or the long name not cut to its end:\n%s", r.State, unknown, b.String())
 				}
 				if got := strings.Join(strings.Fields(b.String()), ""); r.Detail != "" && !strings.Contains(got, strings.Join(strings.Fields(r.Detail), "")) {
 					t.Errorf("%s run at %d columns: the run's note is not whole on the screen:\n%s", r.State, w, b.String())
