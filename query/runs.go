@@ -102,7 +102,11 @@ func RunLine(runs *Result) string {
 	case store.RunLost:
 		head, started = store.RunLost, ", started "+clock("start")
 	}
-	line := fmt.Sprintf("run: %s (%s, pid %v on %s%s)", head, str("kind"), runs.Get(row, "pid"), str("host"), started)
+	pid := "unknown"
+	if n, ok := AsFloat(runs.Get(row, "pid")); ok {
+		pid = fmt.Sprintf("%.0f", n)
+	}
+	line := fmt.Sprintf("run: %s (%s, pid %s on %s%s)", head, str("kind"), pid, str("host"), started)
 	if n, ok := AsFloat(runs.Get(row, "answers")); ok && str("state") == store.RunLost {
 		line += fmt.Sprintf(", %.0f answer", n) // what it did, as the note says whence
 		if n != 1 {

@@ -340,6 +340,9 @@ func TestWatchFitsWhateverItShows(t *testing.T) {
 				if w == 80 && !unknown && (!strings.Contains(b.String(), " ans/s ") || !regexp.MustCompile(` …\S+_part_0007_of_0012 `).MatchString(b.String())) {
 					t.Errorf("%s run, numbers unknown %v, at 80 columns: the answers/s hidden, or the long name not cut to its end:\n%s", r.State, unknown, b.String())
 				}
+				if strings.Contains(b.String(), "<nil>") {
+					t.Errorf("%s run, numbers unknown %v: an unknown shown as <nil>:\n%s", r.State, unknown, b.String())
+				}
 				if got := strings.Join(strings.Fields(b.String()), ""); r.Detail != "" && !strings.Contains(got, strings.Join(strings.Fields(r.Detail), "")) {
 					t.Errorf("%s run at %d columns: the run's note is not whole on the screen:\n%s", r.State, w, b.String())
 				}
