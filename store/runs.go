@@ -114,7 +114,7 @@ func (v *View) Runs(fn func(r *Run) error) error {
 	if b == nil {
 		return nil
 	}
-	var runs []*Run // a few per index: one a run
+	var runs []*Run // one row a run: a few per index
 	c := b.Cursor()
 	for k, val := c.First(); k != nil; k, val = c.Next() {
 		r := new(Run)
