@@ -25,6 +25,7 @@ type runRow struct {
 	ToGo       *int64  `json:"to_go"`
 	Answers    *int64  `json:"answers"`
 	Errors     *int64  `json:"errors"`
+	Counts     string  `json:"counts"`
 	LastAnswer *string `json:"last_answer"`
 	Note       *string `json:"note"`
 	Command    string  `json:"command"`

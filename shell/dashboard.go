@@ -9,7 +9,6 @@ import (
 	"gendex/query"
 	"gendex/query/format"
 	"gendex/query/live"
-	"gendex/store/terminal"
 )
 
 // dashboard writes, per dataset: answered/prompts (the prompts with an
@@ -41,7 +40,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if runs, err := collect("runs"); err == nil {
 		if l := query.RunLine(runs); l != "" {
 			// Within the terminal: a failed run's detail is gen's whole error.
-			if _, err := io.WriteString(w, terminal.WrapLines(l+"\n", s.width())); err != nil {
+			if _, err := io.WriteString(w, runLines(l, s.width())); err != nil {
 				return err
 			}
 		}

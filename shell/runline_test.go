@@ -9,6 +9,7 @@ import (
 	"gendex/ingest/ingesttest"
 	"gendex/query"
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // TestDashboardRunLine: watch starts with the last run's state line: a
@@ -48,5 +49,44 @@ func TestDashboardRunLine(t *testing.T) {
 	}
 	if first, _, _ := strings.Cut(b.String(), "\n"); !strings.HasPrefix(first, "run: lost (gen, pid 4242 on node7, started 02:20:00), 4 to go: it ended without saying so") {
 		t.Errorf("watch's first line once nobody holds the run: %s", first)
+	}
+
+	// A run that kept its datasets and what the index held of them at its
+	// start: lost, its answers and to go are the index's, not its row's.
+	two := int64(2)
+	killed := &store.Run{Start: now.Add(-30 * time.Minute).UnixMilli(), Pid: 4343, Host: "node7", Kind: "gen", State: store.RunRunning,
+		ToGo: &toGo, Answers: &two, Datasets: []string{"A"}, AtStart: &store.Tally{Answered: 1}}
+	if err := db.Update(func(tx *store.Tx) error { return tx.PutRun(killed) }); err != nil {
+		t.Fatal(err)
+	}
+	sh.Width = func() int { return 300 }
+	b.Reset()
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ = strings.Cut(b.String(), "\n")
+	if !strings.HasPrefix(first, "run: lost (gen, pid 4343 on node7, started 02:50:00), 5 answers, 4 to go: it ended without saying so") ||
+		!strings.Contains(first, "its answers, errors and to_go are the index's") {
+		t.Errorf("watch's first line once a run that kept its datasets is lost: %s", first)
+	}
+}
+
+// TestRunLinesBreakLongWords: the run's line is wrapped at spaces within
+// the width; a word longer than a line (a path) is broken at the edge,
+// the rest indented as a continuation, and nothing of it is lost.
+func TestRunLinesBreakLongWords(t *testing.T) {
+	path := "/scratch/project/user/eagle3-drafter-data/part-0007/raw_responses.jsonl"
+	line := "run: failed since 10:00:00 (gen, pid 42 on node7): writing " + path + ": no space left on device"
+	got := runLines(line, 30)
+	for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+		if terminal.Width(l) > 30 {
+			t.Errorf("a line of %d columns at 30:\n%s", terminal.Width(l), got)
+		}
+	}
+	if !strings.Contains(strings.ReplaceAll(got, "\n  ", ""), path) || !strings.HasPrefix(got, "run: failed since 10:00:00\n") {
+		t.Errorf("the line at 30 columns:\n%s\nwant it wrapped at spaces, the path broken at the edge, whole", got)
+	}
+	if got := runLines(line, 0); got != line+"\n" {
+		t.Errorf("width unknown: %q; want the line as it is", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,5 +240,114 @@ func TestShellHelpFitsEighty(t *testing.T) {
 				t.Errorf("width %d: help line of %d columns: %s", w, terminal.Width(l), l)
 			}
 		}
+	}
+}
+
+// widest answers as Local, with every number of every answer made huge,
+// or, with unknown, unknown (nil): the widest cells a run can show.
+type widest struct {
+	query.Local
+	unknown bool
+}
+
+func (a widest) Ask(ctx context.Context, q query.Query, now time.Time, out query.Sink) error {
+	var c query.Collect
+	if err := a.Local.Ask(ctx, q, now, &c); err != nil {
+		return err
+	}
+	for _, row := range append(c.Result.Rows, c.Result.Total) {
+		for j, v := range row {
+			var big any
+			switch x := v.(type) {
+			case int64:
+				big = x + 987654321987
+			case uint64:
+				big = x + 987654321987
+			case query.Fixed:
+				big = query.Fixed{V: x.V + 98765432198.7, Prec: x.Prec}
+			default:
+				continue
+			}
+			if a.unknown {
+				big = nil
+			}
+			row[j] = big
+		}
+	}
+	return query.Replay(&c.Result, out)
+}
+
+// TestWatchFitsWhateverItShows: every line of watch fits 60 and 80
+// columns whatever its lines hold: a run stalled on a server of a long
+// URL, failed on a long path, lost on a host of a long name, or waiting;
+// datasets of long names; servers on one long host (the table's legend
+// names it) and one down; every number huge, or unknown. A word longer
+// than a line (the path, the URL) is broken at the edge, not cut; a long
+// dataset name is cut to its end (a shard's number) before the answers/s
+// are hidden.
+func TestWatchFitsWhateverItShows(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	host := "gpu-node-17.a-very-long-cluster-domain-name.example.internal.company.com"
+	path := "/scratch/project-with-a-long-name/user/eagle3-drafter-data/part-0007/raw_responses.jsonl"
+	db := watchIndex(t, now, func(root string) {
+		writeDataset(t, root, "C_sharegpt_multi_turn_conversations_in_english_part_0007_of_0012", 3, now.Add(-5*time.Second))
+	})
+	err := db.Update(func(tx *store.Tx) error {
+		for k, port := range []string{":30000", ":30001"} {
+			for i := range 3 {
+				at := now.Add(time.Duration(i-3) * 3 * time.Second).UnixMilli()
+				s := &store.ServerSample{Time: at, Up: k == 0, Scraped: k == 0, NoMetrics: k == 1, Run: now.Add(-10 * time.Second).UnixMilli(),
+					LastSeen: at, ClientTokens: int64(i) * 3000, Retries: int64(i), LastError: "HTTP 503 'server overloaded'", LastErrorAt: at}
+				s.Set(store.MetricRunning, 128)
+				if err := tx.PutServerSample("http://"+host+port, s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toGo := int64(123456789)
+	runs := []store.Run{
+		{State: store.RunStalled, Host: "node7", Detail: "stalled since 09:52:00: 61 requests held by http://" + host + ":30000, which answers no probe"},
+		{State: store.RunFailed, Host: "node7", End: now.UnixMilli(), Detail: "writing " + path + ": no space left on device: free some, then run 'gendex gen --server http://" + host + ":30000 /data/prompts' again"},
+		{State: store.RunRunning, Host: host}, // lost: no process holds it
+		{State: store.RunWaiting, Host: "node7", Detail: "no server is up: waiting for one"},
+	}
+	for i, r := range runs {
+		r.Start, r.Pid, r.Kind, r.Since, r.ToGo, r.LastAnswer = now.Add(time.Duration(i-10)*time.Minute).UnixMilli(), 4194304, "gen", now.UnixMilli(), &toGo, now.UnixMilli()
+		if err := db.Update(func(tx *store.Tx) error { return tx.PutRun(&r) }); err != nil {
+			t.Fatal(err)
+		}
+		if r.State != store.RunRunning {
+			db.HoldRun(&r)
+		}
+		for _, unknown := range []bool{false, true} {
+			for _, w := range []int{60, 80} {
+				sh := &Shell{Ask: widest{query.Local{Src: db}, unknown}, Now: func() time.Time { return now }, format: query.Table,
+					Width: func() int { return w }}
+				var b strings.Builder
+				if err := sh.dashboard(t.Context(), &b); err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range strings.Split(b.String(), "\n") {
+					if terminal.Width(l) > w {
+						t.Errorf("%s run, numbers unknown %v, at %d columns: a line of %d:\n%s\nin:\n%s", r.State, unknown, w, terminal.Width(l), l, b.String())
+					}
+				}
+				if w == 80 && !unknown && (!strings.Contains(b.String(), " ans/s ") || !regexp.MustCompile(` …\S+_part_0007_of_0012 `).MatchString(b.String())) {
+					t.Errorf("%s run, numbers unknown %v, at 80 columns: the answers/s hidden, or the long name not cut to its end:\n%s", r.State, unknown, b.String())
+				}
+				if strings.Contains(b.String(), "<nil>") {
+					t.Errorf("%s run, numbers unknown %v: an unknown shown as <nil>:\n%s", r.State, unknown, b.String())
+				}
+				if got := strings.Join(strings.Fields(b.String()), ""); r.Detail != "" && !strings.Contains(got, strings.Join(strings.Fields(r.Detail), "")) {
+					t.Errorf("%s run at %d columns: the run's note is not whole on the screen:\n%s", r.State, w, b.String())
+				}
+			}
+		}
+		db.ReleaseRun(&r)
 	}
 }

@@ -54,6 +54,17 @@ type Run struct {
 	LastAnswer int64 `json:"last_answer,omitempty"`
 	// Detail says more of the state: a stall's sentence, or why it ended.
 	Detail string `json:"detail,omitempty"`
+	// Datasets are the datasets a gen run asks, and AtStart what the
+	// index held of them when it started: what a lost run's counts are
+	// read from (see View.Runs). Both nil for a follow, or a row stored
+	// before they were kept.
+	Datasets []string `json:"datasets,omitempty"`
+	AtStart  *Tally   `json:"at_start,omitempty"`
+	// Indexed is, for a lost gen run, what the index says it did: the
+	// answers it made and the prompts it failed (Answered, Failed: its
+	// datasets' at its end less AtStart), and what they owed at its end
+	// (ToGo). nil when unknown (see View.Runs). Not stored.
+	Indexed *Tally `json:"-"`
 	// Held: this process holds the index for the run, which goes on. Not
 	// stored; set by View.Runs.
 	Held bool `json:"-"`
@@ -95,16 +106,19 @@ func (db *DB) ReleaseRun(r *Run) { db.held.Delete(string(r.key())) }
 
 // Runs calls fn with every run, oldest first: its state as it last said
 // it, or RunLost for one that never said it ended and is not held by this
-// process (see HoldRun).
+// process (see HoldRun). A lost run's last row is a snapshot that may be
+// seconds behind what it did: Indexed says what the index knows of it
+// (see lostCounts).
 func (v *View) Runs(fn func(r *Run) error) error {
 	b := v.btx.Bucket(bucketRuns)
 	if b == nil {
 		return nil
 	}
+	var runs []*Run // one row a run: a few per index
 	c := b.Cursor()
 	for k, val := c.First(); k != nil; k, val = c.Next() {
-		var r Run
-		if err := json.Unmarshal(val, &r); err != nil {
+		r := new(Run)
+		if err := json.Unmarshal(val, r); err != nil {
 			return fmt.Errorf("run at %d: %w", binary.BigEndian.Uint64(k), err)
 		}
 		if v.db != nil {
@@ -113,7 +127,17 @@ func (v *View) Runs(fn func(r *Run) error) error {
 		if !r.Ended() && !r.Held {
 			r.State, r.Since = RunLost, 0
 		}
-		if err := fn(&r); err != nil {
+		runs = append(runs, r)
+	}
+	for i, r := range runs {
+		if r.State == RunLost {
+			var next *Run
+			if i+1 < len(runs) {
+				next = runs[i+1]
+			}
+			r.Indexed = lostCounts(v, r, next)
+		}
+		if err := fn(r); err != nil {
 			return err
 		}
 	}

@@ -37,6 +37,7 @@ func (m *monitor) beginRow() {
 	m.row.row = store.Run{Start: m.run, Pid: os.Getpid(), Host: host, Kind: "gen", Command: m.cfg.Command,
 		State: store.RunWaiting, Since: m.run}
 	m.row.row.ToGo = toGoNow(m.db, m.sets)
+	m.row.row.Datasets, m.row.row.AtStart = atStart(m.db, m.sets)
 	m.db.HoldRun(&m.row.row)
 	row := m.row.row
 	m.add(pending{run: &row})
@@ -162,6 +163,17 @@ func (m *monitor) endRow(err error, sum *Summary) store.Run {
 	m.row.row = row
 	m.add(pending{run: &row})
 	return row
+}
+
+// atStart is the names of sets and what the index holds of them now, as
+// the run's row keeps them: a lost run's counts are read from the index
+// against them (store.View.Runs). nil when the index cannot be read.
+func atStart(db *store.DB, sets []*dsRun) (names []string, at *store.Tally) {
+	for _, ds := range sets {
+		names = append(names, ds.Name)
+	}
+	db.View(func(v *store.View) error { t := v.Tally(names); at = &t; return nil })
+	return names, at
 }
 
 // toGoNow is what a run of sets still owes, from db's index now (toGo);

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"gendex/query"
+	"gendex/store/terminal"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
@@ -353,6 +354,9 @@ func writeTable(w io.Writer, cols []string, rows [][]any, total []any, opts Opti
 		return err
 	}
 	for _, l := range legend {
+		if opts.Width > 0 { // a long host: its ":PORT" kept
+			l = terminal.CutMiddle(l, opts.Width, strings.LastIndex(l, ":"))
+		}
 		if _, err := io.WriteString(w, l+"\n"); err != nil {
 			return err
 		}

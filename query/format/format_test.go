@@ -14,6 +14,7 @@ import (
 
 	"gendex/query"
 	"gendex/query/format"
+	"gendex/store/terminal"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/query")
@@ -336,5 +337,29 @@ func TestTableHidesZeroCounts(t *testing.T) {
 	}
 	if tsv := string(render(t, r, format.Options{Format: query.TSV})); !strings.HasPrefix(tsv, "dataset\traw\texcluded\tturns\tskipped\n") {
 		t.Errorf("TSV dropped a column:\n%s", tsv)
+	}
+}
+
+// TestServersLegendFitsTheWidth: the legend under a table whose servers
+// share a host too long for the line ("servers: http://HOST:PORT") is cut
+// in the middle within the width, its :PORT kept.
+func TestServersLegendFitsTheWidth(t *testing.T) {
+	host := "gpu-node-17.a-very-long-cluster-domain-name.example.internal.company.com"
+	r := &query.Result{Columns: []string{"server", "up"}, Rows: [][]any{{"http://" + host + ":30000", true}, {"http://" + host + ":30001", false}}}
+	var b bytes.Buffer
+	if err := format.Write(&b, r, format.Options{Format: query.Table, Width: 80, Layout: "watch-servers"}); err != nil {
+		t.Fatal(err)
+	}
+	legend := ""
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if strings.HasPrefix(l, "servers: ") {
+			legend = l
+		}
+		if terminal.Width(l) > 80 {
+			t.Errorf("a line of %d columns at 80:\n%s", terminal.Width(l), b.String())
+		}
+	}
+	if !strings.HasPrefix(legend, "servers: http://gpu-node-17") || !strings.HasSuffix(legend, "…:PORT") {
+		t.Errorf("the servers' legend: %q; want it cut in the middle, its :PORT kept\n%s", legend, b.String())
 	}
 }

@@ -105,7 +105,8 @@ var Layouts = map[string]Layout{
 	"runs": {Cols: []Col{
 		{Name: "start"}, {Name: "state"}, {Name: "to_go"}, {Name: "note", Drop: 1, Text: 20}, {Name: "pid", Drop: 2},
 		{Name: "end", Drop: 2}, {Name: "answers", Drop: 3}, {Name: "errors", Drop: 3}, {Name: "last_answer", Drop: 4, Short: "last"},
-		{Name: "kind", Drop: 4}, {Name: "host", Drop: 5}, {Name: "since", Drop: 5}, {Name: "command", Drop: 6, Text: 16},
+		{Name: "kind", Drop: 4}, {Name: "host", Drop: 5}, {Name: "since", Drop: 5}, {Name: "counts", Drop: 5},
+		{Name: "command", Drop: 6, Text: 16},
 	}},
 	"events": {Cols: []Col{
 		{Name: "time"}, {Name: "event"}, {Name: "detail", Drop: 1, Text: 20}, {Name: "server", Drop: 2, Text: 12, URL: true},
@@ -126,7 +127,7 @@ var Layouts = map[string]Layout{
 		{Name: "last_answer", Drop: 3, Short: "last"}, {Name: "turns", Drop: 4},
 	}},
 	"watch": {Cols: []Col{
-		{Name: "dataset"}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "dataset", Text: 24, Left: true}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
 		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
 		{Name: "failed", Drop: 2, Short: "fail"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
 		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
@@ -136,7 +137,7 @@ var Layouts = map[string]Layout{
 	// watch of a run that makes training records (gen --export): the
 	// records and exclusions are its goal, kept before the cut answers.
 	"watch-export": {Cols: []Col{
-		{Name: "dataset"}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
+		{Name: "dataset", Text: 24, Left: true}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
 		{Name: "records", Drop: 2, Short: "recs"}, {Name: "excluded", Drop: 2, Short: "excl"},
 		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "tokens/s 30s", Drop: 4, Short: "tok/s"},
 		{Name: "failed", Drop: 3, Short: "fail"}, {Name: "truncated", Drop: 5, Short: "trunc"}, {Name: "turns", Drop: 5},
