@@ -58,7 +58,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if (*listen.addr != "" || *listen.queries) && !*follow {
 		return usagef("ingest: --listen goes with --follow")
 	}
-	stopLive, err := live.Serve(db, listen.options(c.env, nil))
+	stopLive, err := live.Serve(db, listen.options(c.env, nil, 0))
 	if err != nil {
 		return err
 	}

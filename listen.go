@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"gendex/query/guard"
 	"gendex/query/live"
 	"gendex/store/prom"
 )
@@ -26,7 +27,19 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 }
 
 // options returns live.Serve's options for the flags given, the token
-// taken from $GENDEX_TOKEN and the log going to stderr.
-func (l listenFlags) options(env *Env, extra func(*prom.Writer)) live.Options {
-	return live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), Log: env.Stderr, Extra: extra, Readers: checkReaders()}
+// taken from $GENDEX_TOKEN and the log going to stderr, keeping the file
+// descriptors of a writer with inFlight requests (0 for ingest) for it.
+func (l listenFlags) options(env *Env, extra func(*prom.Writer), inFlight int) live.Options {
+	return live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), Log: env.Stderr, Extra: extra, Readers: checkReaders(),
+		Reserve: writerReserve(inFlight)}
+}
+
+// writerReserve is how many file descriptors a writer keeps for its own
+// files, its listeners capped to leave them (guard.ConnCap): guard's
+// default for the index, answer, record and prompt files, and three per
+// request in flight (its connection to the server, one more the client
+// keeps idle, and the built-in simulator's end of the first). gen at
+// --concurrency 128 holds about 145 (measured: 128 connections, 16 files).
+func writerReserve(inFlight int) int {
+	return guard.DefaultReserve + 3*max(inFlight, 0)
 }
