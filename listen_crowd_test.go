@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -124,4 +128,63 @@ func holdConnections(t *testing.T, addr string, n int) []net.Conn {
 		t.Logf("a connection to %s failed: %v", addr, first)
 	}
 	return conns
+}
+
+// TestWebLetsGoOfIdleAndRefused: gendex web closes a connection that
+// sends nothing, and one idle after its answer (the test hook
+// $GENDEX_WEB_IDLE shortens both timeouts from 10 s and 60 s), and says
+// it closes one it answered 401 or 421; a page it serves keeps its
+// connection for the next request.
+func TestWebLetsGoOfIdleAndRefused(t *testing.T) {
+	t.Parallel()
+	p := newPlaceRun(t)
+	p.mustRun("ingest", "demo")
+	base, printed := startWeb(t, p, []string{"GENDEX_WEB_IDLE=500ms"})
+	token := tokenOf(t, base, printed)
+	addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	closed := func(c net.Conn, br *bufio.Reader, what string) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a guard, not a measure
+		if n, err := br.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: read %d bytes, %v; want the connection closed", what, n, err)
+		}
+	}
+	c, br := dial()
+	closed(c, br, "a connection that sends nothing")
+
+	for _, r := range []struct {
+		host, auth string
+		want       int
+	}{
+		{addr, "Bearer " + token, 200},
+		{addr, "", 401},
+		{rebound, "Bearer " + token, 421},
+	} {
+		c, br := dial()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		req := fmt.Sprintf("GET / HTTP/1.1\r\nHost: %s\r\n", r.host)
+		if r.auth != "" {
+			req += "Authorization: " + r.auth + "\r\n"
+		}
+		io.WriteString(c, req+"\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET / (Host %s, %q): %v", r.host, r.auth, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != r.want || resp.Close != (r.want != 200) {
+			t.Errorf("GET / (Host %s, %q): %s, closing the connection: %v; want %d, closing it: %v",
+				r.host, r.auth, resp.Status, resp.Close, r.want, r.want != 200)
+		}
+		closed(c, br, fmt.Sprintf("a connection after its %d", r.want))
+	}
 }

@@ -96,7 +96,7 @@ func connCap(limit uint64, listeners, reserve int) (n int, note string) {
 	free := int64(min(limit, 1<<30)) - int64(reserve)
 	n = int(min(max(free/int64(listeners), minConns), MaxConns))
 	if n < MaxConns {
-		note = fmt.Sprintf("open-file limit %d: each listener holds at most %d connections (raise ulimit -n)", limit, n)
+		note = fmt.Sprintf("open files limited to %d: each listener holds %d connections (ulimit -n)", limit, n)
 	}
 	return n, note
 }
@@ -122,13 +122,9 @@ func NewServer(h http.Handler, t Timeouts) *http.Server {
 	d := DefaultTimeouts
 	t.Header, t.Read, t.Idle = or(t.Header, d.Header), or(t.Read, d.Read), or(t.Idle, d.Idle)
 	return &http.Server{
+		// (net/http lifts Read's deadline once a request is read whole,
+		// so a long answer is not cut by it.)
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Body == http.NoBody {
-				// The request is read: net/http would cancel a long
-				// answer (a query, the page's live updates) once the
-				// connection's read deadline (Read) passes.
-				http.NewResponseController(w).SetReadDeadline(time.Time{})
-			}
 			h.ServeHTTP(&closeRefused{ResponseWriter: w}, r)
 		}),
 		ReadHeaderTimeout: t.Header,
