@@ -96,7 +96,7 @@ func connCap(limit uint64, listeners, reserve int) (n int, note string) {
 	free := int64(min(limit, 1<<30)) - int64(reserve)
 	n = int(min(max(free/int64(listeners), minConns), MaxConns))
 	if n < MaxConns {
-		note = fmt.Sprintf("open files limited to %d: each listener holds %d connections (ulimit -n)", limit, n)
+		note = fmt.Sprintf("open-file limit %d: %d connections per listener (ulimit -n)", limit, n)
 	}
 	return n, note
 }
