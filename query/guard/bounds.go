@@ -80,8 +80,10 @@ func (c *slotConn) Close() error {
 // (Limit's n) may hold so that, all of them full, reserve file
 // descriptors stay for the process's own files: the open-file limit
 // (RLIMIT_NOFILE; Go raises the soft limit to the hard one at start) less
-// reserve, shared by the listeners, at most MaxConns and at least
-// minConns. When that is below MaxConns, note says so in one line.
+// reserve, shared by the listeners at two descriptors a connection (its
+// socket, and the file an answer too large for memory is spooled to), at
+// most MaxConns and at least minConns. When that is below MaxConns, note
+// says so in one line.
 func ConnCap(listeners, reserve int) (n int, note string) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -94,7 +96,7 @@ func ConnCap(listeners, reserve int) (n int, note string) {
 func connCap(limit uint64, listeners, reserve int) (n int, note string) {
 	listeners = max(listeners, 1)
 	free := int64(min(limit, 1<<30)) - int64(reserve)
-	n = int(min(max(free/int64(listeners), minConns), MaxConns))
+	n = int(min(max(free/int64(2*listeners), minConns), MaxConns))
 	if n < MaxConns {
 		note = fmt.Sprintf("open-file limit %d: %d connections per listener (ulimit -n)", limit, n)
 	}

@@ -93,7 +93,8 @@ func TestLimitHoldsAtMostN(t *testing.T) {
 }
 
 // TestConnCap: the listeners share what the open-file limit leaves past
-// the reserve, at most MaxConns each and at least minConns; below
+// the reserve, two a connection, at most MaxConns each and at least
+// minConns; below
 // MaxConns a line (within 80 columns) says so.
 func TestConnCap(t *testing.T) {
 	for _, c := range []struct {
@@ -103,10 +104,10 @@ func TestConnCap(t *testing.T) {
 		note               bool
 	}{
 		{1 << 20, 2, 640, MaxConns, false},
-		{1024, 2, 256 + 3*128, MaxConns, false}, // gen at --concurrency 128 under 1,024 files: 192 each are free
+		{1024, 2, 256 + 3*128, MaxConns, false}, // gen at --concurrency 128 under 1,024 files: 96 each are free
 		{1024, 1, 256, MaxConns, false},
-		{400, 2, 256, MaxConns, false},
-		{300, 2, 256, 22, true},
+		{600, 2, 256, MaxConns, false},
+		{400, 2, 256, 36, true},
 		{256, 2, 256 + 3*128, minConns, true}, // a limit below the reserve: a few still
 		{1 << 62, 0, 0, MaxConns, false},
 	} {
