@@ -76,6 +76,16 @@ func (c *slotConn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes the connection, as net/http does before it
+// closes one whose answer says Connection: close (a 401, a 421), so the
+// answer is not lost to a reset.
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // ConnCap returns how many connections each of a process's listeners
 // (Limit's n) may hold so that, all of them full, reserve file
 // descriptors stay for the process's own files: the open-file limit
