@@ -201,7 +201,7 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 		if f := metrics.Load(); f != nil {
 			(*f)(p)
 		}
-	})
+	}, cfg.Concurrency)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if (*listen.addr != "" || *listen.queries) && !*follow {
 		return usagef("ingest: --listen goes with --follow")
 	}
-	stopLive, err := listen.serve(c.env, db, nil)
+	stopLive, err := listen.serve(c.env, db, nil, 0)
 	if err != nil {
 		return err
 	}

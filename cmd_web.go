@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"gendex/ingest"
@@ -52,7 +51,11 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	}
 	h := web.Handler(web.Options{Ask: asker, Read: readAnswer, Chat: readChat, Now: c.env.Now, Token: token, Hosts: guard.ForListen(*listen),
 		Index: absPath(c.db), Every: *every})
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := guard.NewServer(h, webTimeouts(c.env))
+	conns, note := guard.ConnCap(1, guard.DefaultReserve)
+	if note != "" {
+		fmt.Fprintf(c.env.Stderr, "gendex web: %s\n", note)
+	}
 	url := fmt.Sprintf("http://%s/?token=$GENDEX_TOKEN (once: a cookie keeps it)", ln.Addr())
 	if !chosen {
 		// The token made here: in the URL on a terminal, else in a file
@@ -70,7 +73,7 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 	}
 	fmt.Fprintf(c.env.Stdout, "gendex web: the run in %s on %s; Ctrl-C to stop\n", c.db, url)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.Serve(guard.Limit(ln, conns)) }()
 	select {
 	case err := <-done:
 		return err
@@ -80,6 +83,14 @@ func runWeb(ctx context.Context, c *call, args []string) error {
 		srv.Shutdown(sctx)
 		return nil
 	}
+}
+
+// webTimeouts are guard's defaults, but for a test hook: $GENDEX_WEB_IDLE
+// (a duration) is the header and idle timeouts, so that a whole-binary
+// test sees an idle connection closed in a second.
+func webTimeouts(env *Env) guard.Timeouts {
+	d, _ := time.ParseDuration(env.Getenv("GENDEX_WEB_IDLE"))
+	return guard.Timeouts{Header: d, Idle: d}
 }
 
 // webListen listens on addr (":PORT" is loopback), refusing an address

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"gendex/query/guard"
 	"gendex/query/live"
 	"gendex/store"
 	"gendex/store/prom"
@@ -29,14 +30,26 @@ func addListenFlags(fs *flag.FlagSet, prefix string) listenFlags {
 
 // serve serves db's socket and, with --listen, its TCP port
 // (live.Serve), the token taken from $GENDEX_TOKEN and the log going to
-// stderr. A token it makes is said by tokenSay (off a terminal, in a file
-// beside the index: <index>.listen.token), removed again by stop.
-func (l listenFlags) serve(env *Env, db *store.DB, extra func(*prom.Writer)) (stop func(), err error) {
+// stderr, keeping the file descriptors of a writer with inFlight requests
+// (0 for ingest) for it. A token it makes is said by tokenSay (off a
+// terminal, in a file beside the index: <index>.listen.token), removed
+// again by stop.
+func (l listenFlags) serve(env *Env, db *store.DB, extra func(*prom.Writer), inFlight int) (stop func(), err error) {
 	say := newTokenSay(env.StderrTTY, db.Path(), "listen")
 	stopServe, err := live.Serve(db, live.Options{Addr: *l.addr, Queries: *l.queries, Token: env.Getenv("GENDEX_TOKEN"), SayToken: say.say,
-		Log: env.Stderr, Extra: extra, Readers: checkReaders()})
+		Log: env.Stderr, Extra: extra, Readers: checkReaders(), Reserve: writerReserve(inFlight)})
 	if err != nil {
 		return nil, err
 	}
 	return func() { stopServe(); say.remove() }, nil
+}
+
+// writerReserve is how many file descriptors a writer keeps for its own
+// files, its listeners capped to leave them (guard.ConnCap): guard's
+// default for the index, answer, record and prompt files, and three per
+// request in flight (its connection to the server, one more the client
+// keeps idle, and the built-in simulator's end of the first). gen at
+// --concurrency 128 holds about 145 (measured: 128 connections, 16 files).
+func writerReserve(inFlight int) int {
+	return guard.DefaultReserve + 3*max(inFlight, 0)
 }

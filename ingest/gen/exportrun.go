@@ -75,7 +75,7 @@ func (w *writer) catchUp(ctx context.Context, ds *dsRun, tok export.Tokenizer) e
 			continue // the final pass (redo): held since the start
 		}
 		var err error
-		if *o.f, err = ingest.OpenOutput(o.src.Path); err != nil {
+		if *o.f, err = openOwn(w.ctl, o.src.Path, ingest.OpenOutput); err != nil {
 			return err
 		}
 	}

@@ -143,7 +143,7 @@ func (fe *feeder) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync
 	if err != nil {
 		return fmt.Errorf("the id path the index keeps for it: %w", err)
 	}
-	f, err := os.Open(path)
+	f, err := openOwn(fe.ctl, path, os.Open)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 		return ds, fmt.Errorf("output folder: %w", err)
 	}
 	var err error
-	if ds.rawFile, err = ingest.OpenOutput(d.Raw); err != nil {
+	if ds.rawFile, err = openOwn(w.ctl, d.Raw, ingest.OpenOutput); err != nil {
 		return ds, err
 	}
 	type output struct {
@@ -60,13 +60,13 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 	}
 	outputs := []output{{ds.raw, ds.rawFile}}
 	if _, err := os.Stat(d.Errors); err == nil { // else created with the first error
-		if ds.errFile, err = ingest.OpenOutput(d.Errors); err != nil {
+		if ds.errFile, err = openOwn(w.ctl, d.Errors, ingest.OpenOutput); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.errs, ds.errFile})
 	}
 	if _, err := os.Stat(d.Turns); err == nil { // else created with the first turn
-		if ds.turnsFile, err = ingest.OpenOutput(d.Turns); err != nil {
+		if ds.turnsFile, err = openOwn(w.ctl, d.Turns, ingest.OpenOutput); err != nil {
 			return ds, err
 		}
 		outputs = append(outputs, output{ds.turns, ds.turnsFile})

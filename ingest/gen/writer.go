@@ -56,7 +56,7 @@ func (w *writer) write(results <-chan result) error {
 	flush := func() {
 		for ds, b := range pending {
 			if failed == nil && len(b.turns) > 0 && ds.turnsFile == nil {
-				ds.turnsFile, failed = ingest.OpenOutput(ds.Turns)
+				ds.turnsFile, failed = openOwn(w.ctl, ds.Turns, ingest.OpenOutput)
 			}
 			if failed == nil {
 				failed = w.flushFile(ds.turnsFile, ds.turns, b.turns)
@@ -65,7 +65,7 @@ func (w *writer) write(results <-chan result) error {
 				failed = w.flushFile(ds.rawFile, ds.raw, b.raw)
 			}
 			if failed == nil && len(b.errs) > 0 && ds.errFile == nil {
-				ds.errFile, failed = ingest.OpenOutput(ds.Errors)
+				ds.errFile, failed = openOwn(w.ctl, ds.Errors, ingest.OpenOutput)
 			}
 			if failed == nil {
 				failed = w.flushFile(ds.errFile, ds.errs, b.errs)

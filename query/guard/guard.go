@@ -6,7 +6,9 @@
 // to 127.0.0.1, and a page in the owner's browser can rebind a name of its
 // own to 127.0.0.1 and read what a listener answers there. The Host check
 // stops the second (a rebound page sends its own name as Host); the token
-// stops both.
+// stops both. And no one may use up a listening process's files: each
+// listener holds a few connections at a time, each for a bounded time
+// (bounds.go).
 package guard
 
 import (

@@ -45,6 +45,10 @@ type Options struct {
 	Extra func(*prom.Writer)
 	// Readers are what check reads the files with (Server.Readers).
 	Readers query.CheckReaders
+	// Reserve is how many file descriptors the caller keeps for its own
+	// files: the listeners' connections are capped to leave them
+	// (guard.ConnCap); 0 means guard.DefaultReserve.
+	Reserve int
 }
 
 // Serve serves questions about db on its socket and, when o.Addr is given,
@@ -81,6 +85,7 @@ func Serve(db *store.DB, o Options) (stop func(), err error) {
 		}
 		return nil, err
 	}
+	srv.Conns = connCap(o, tl != nil)
 	sctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.Serve(sctx, ln) })
@@ -111,4 +116,22 @@ func Serve(db *store.DB, o Options) (stop func(), err error) {
 		wg.Go(func() { srv.ServePublic(sctx, tl, opts) })
 	}
 	return func() { cancel(); wg.Wait() }, nil
+}
+
+// connCap is how many connections each of Serve's listeners (the socket,
+// and the TCP port when tcp) holds, said in o.Log when the open-file
+// limit makes it small.
+func connCap(o Options, tcp bool) int {
+	listeners, reserve := 1, o.Reserve
+	if tcp {
+		listeners++
+	}
+	if reserve <= 0 {
+		reserve = guard.DefaultReserve
+	}
+	n, note := guard.ConnCap(listeners, reserve)
+	if note != "" && o.Log != nil {
+		fmt.Fprintln(o.Log, note)
+	}
+	return n
 }

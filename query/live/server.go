@@ -47,8 +47,6 @@ import (
 const (
 	// DefaultStallTimeout is Server.StallTimeout's default.
 	DefaultStallTimeout = 30 * time.Second
-	// idleTimeout closes a connection that asks nothing for this long.
-	idleTimeout = 2 * time.Minute
 	// shutdownGrace is how long Serve, on exit, lets answers being sent
 	// finish before it closes their connections.
 	shutdownGrace = time.Second
@@ -72,6 +70,12 @@ type Server struct {
 	// Readers are what check reads the files with (query.CheckReaders:
 	// each one left nil has its stated meaning in the check's answer).
 	Readers query.CheckReaders
+	// Conns is the most connections each listener holds at once (0:
+	// guard.MaxConns); the others wait in the kernel's queue.
+	Conns int
+	// Timeouts bound each connection's time (zero fields: guard's
+	// defaults).
+	Timeouts guard.Timeouts
 
 	answering atomic.Int64 // read transactions open for answers
 }
@@ -138,7 +142,8 @@ func (s *Server) ServePublic(ctx context.Context, ln net.Listener, o PublicOptio
 	return s.serve(ctx, ln, s.PublicHandler(o))
 }
 
-// serve serves h on ln until ctx is done. When it returns, every
+// serve serves h on ln until ctx is done, holding at most Conns
+// connections within Timeouts (package guard). When it returns, every
 // connection is closed: answers still being sent get shutdownGrace, then
 // their connections are closed, so a reader that stopped reading never
 // delays the exit by more than that.
@@ -147,17 +152,18 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) err
 	if stall <= 0 {
 		stall = DefaultStallTimeout
 	}
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// Every response starts with a fresh write deadline (the
-			// connection keeps the last one set); stallWriter moves it on
-			// as an answer is sent.
-			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(stall))
-			h.ServeHTTP(&stallWriter{ResponseWriter: w, stall: stall}, r)
-		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       idleTimeout,
+	conns := s.Conns
+	if conns <= 0 {
+		conns = guard.MaxConns
 	}
+	ln = guard.Limit(ln, conns)
+	hs := guard.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every response starts with a fresh write deadline (the
+		// connection keeps the last one set); stallWriter moves it on as
+		// an answer is sent.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(stall))
+		h.ServeHTTP(&stallWriter{ResponseWriter: w, stall: stall}, r)
+	}), s.Timeouts)
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
