@@ -379,12 +379,17 @@ func checkServerURL(s string) error {
 // environment: GENDEX_LOG_EVERY reads gen's lines off a terminal every
 // fraction of a second, not every 10 s; GENDEX_REDO_UPFRONT makes a small
 // --redo truncated decide as a large one does (each answer as the feeder
-// reads its prompt).
+// reads its prompt); GENDEX_PROBE_EVERY probes a silent server every
+// second or so, not every 15 s, so that a frozen one is stalled in
+// seconds (gen.Config.ProbeEvery; the rule is the same).
 func genTestHooks(env *Env, cfg *gen.Config) {
 	if d, err := time.ParseDuration(env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
 		cfg.LogEvery = d
 	}
 	if n, err := strconv.ParseUint(env.Getenv("GENDEX_REDO_UPFRONT"), 10, 64); err == nil && n > 0 {
 		cfg.RedoUpfront = n
+	}
+	if d, err := time.ParseDuration(env.Getenv("GENDEX_PROBE_EVERY")); err == nil && d > 0 {
+		cfg.ProbeEvery = d
 	}
 }
