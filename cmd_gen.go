@@ -45,7 +45,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	model := fs.String("model", "", "model name for the OpenAI-compatible endpoints")
 	grace := fs.Duration("grace", 15*time.Second, "after an interrupt, how long to wait for the answers in flight")
 	downLimit := fs.Duration("down-limit", 10*time.Minute, "stop (exit 1, nothing lost) when every server has been down this long mid-run; 0 waits for ever")
-	stallAfter := fs.Duration("stall-after", gen.DefaultStallAfter, "a server that holds requests and replies to none of them for this long is stalled: gen records the requests it holds, their ages and the server's last answer, errors, metrics and /health (a stalled event; query runs), waits for it without sending them again, and gives it nothing new while it holds them; the default is longer than one long answer takes (30,000 tokens at 50 tokens/s), since with many requests in flight one ends every few seconds")
+	stallAfter := fs.Duration("stall-after", gen.DefaultStallAfter, "a server that holds requests and replies to none of them for this long is stalled, though it answers /health or /metrics (one that answers neither is stalled within about a minute, whatever this says): gen records the requests it holds, their ages and the server's last answer, errors, metrics and /health (a stalled event; query runs), waits for it without sending them again, and gives it nothing new while it holds them; the default is longer than one long answer takes (30,000 tokens at 50 tokens/s), since with many requests in flight one ends every few seconds")
 	requestTimeout := fs.Duration("request-timeout", time.Hour, "give one attempt this long to answer (0: no limit); running out counts toward --max-attempts")
 	maxAttempts := fs.Int("max-attempts", 20, "failed attempts (429, 5xx, aborts, timeouts, lost connections) one prompt may get before it is recorded as an error")
 	maxCrashes := fs.Int("max-crashes", 3, "times a server may go down with one prompt in flight before that prompt is recorded as an error")
@@ -378,12 +378,17 @@ func checkServerURL(s string) error {
 // environment: GENDEX_LOG_EVERY reads gen's lines off a terminal every
 // fraction of a second, not every 10 s; GENDEX_REDO_UPFRONT makes a small
 // --redo truncated decide as a large one does (each answer as the feeder
-// reads its prompt).
+// reads its prompt); GENDEX_PROBE_EVERY probes a silent server every
+// second or so, not every 15 s, so that a frozen one is stalled in
+// seconds (gen.Config.ProbeEvery; the rule is the same).
 func genTestHooks(env *Env, cfg *gen.Config) {
 	if d, err := time.ParseDuration(env.Getenv("GENDEX_LOG_EVERY")); err == nil && d > 0 {
 		cfg.LogEvery = d
 	}
 	if n, err := strconv.ParseUint(env.Getenv("GENDEX_REDO_UPFRONT"), 10, 64); err == nil && n > 0 {
 		cfg.RedoUpfront = n
+	}
+	if d, err := time.ParseDuration(env.Getenv("GENDEX_PROBE_EVERY")); err == nil && d > 0 {
+		cfg.ProbeEvery = d
 	}
 }

@@ -31,9 +31,10 @@
 //	                 answer files, fsync, the index,
 //	                 records under --export (exportrun.go)
 //
-//	monitor (scrape.go, events.go, runstate.go, stall.go): the servers'
-//	/metrics, the run's events, its row, stalls; it reads the counts and
-//	the pool and never changes them.
+//	monitor (scrape.go, events.go, runstate.go, stall.go, probe.go,
+//	stallsay.go): the servers' /metrics, the run's events, its row,
+//	stalls and the probes that find them; it reads the counts and the
+//	pool and never changes them.
 //	progress (progress.go): the live lines and the summary; it only reads.
 //
 // The contracts between them are job (a prompt to ask, with its recorded

@@ -62,6 +62,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	StallAfter     time.Duration // a server with requests in flight and no reply this long is stalled (stall.go); default DefaultStallAfter
 	Command        string        // the command line, secrets left out, for the run's row (runstate.go, `gendex query runs`)
+	// ProbeEvery is how often a server with requests in flight and no
+	// reply for this long is probed, and stalled after probeFailures
+	// probes in a row it answers none of (probe.go); default
+	// DefaultProbeEvery.
+	ProbeEvery time.Duration
 	// Grace is how long an interrupt waits for the requests in flight.
 	Grace time.Duration
 	// DownLimit ends the run (ErrServersDown) when every server has been
@@ -136,6 +141,9 @@ func (c *Config) defaults() {
 	}
 	if c.StallAfter <= 0 {
 		c.StallAfter = DefaultStallAfter
+	}
+	if c.ProbeEvery <= 0 {
+		c.ProbeEvery = DefaultProbeEvery
 	}
 	if c.Grace <= 0 {
 		c.Grace = 15 * time.Second

@@ -225,7 +225,8 @@ func (pr *progress) status(now time.Time) []liveLine {
 	all := store.TotalRate(now, progressWindow, rates)
 
 	up, n := pr.pool.upCount(), len(pr.pool.servers)
-	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", up, n), short: fmt.Sprintf("gen: %d/%d up", up, n)}}
+	answering := up - pr.pool.stalledCount() // a stalled server is not up on the line (stall.go)
+	head := liveLine{{text: fmt.Sprintf("gen: %d/%d servers up", answering, n), short: fmt.Sprintf("gen: %d/%d up", answering, n)}}
 	if st := pr.mon.stallText(); st != "" { // stall.go
 		head = append(head, part{text: ", " + st})
 	}
@@ -388,6 +389,9 @@ func (pr *progress) final(sum *Summary) {
 		pr.ctl.logf("%s", l)
 	}
 	if l := pr.iso.summaryLine(pr.cfg.MaxCrashes); l != "" {
+		pr.ctl.logf("%s", l)
+	}
+	for _, l := range pr.mon.stallSummary(time.Now()) { // stallsay.go
 		pr.ctl.logf("%s", l)
 	}
 	switch {

@@ -69,7 +69,7 @@ func (m *monitor) quitNow() {
 func (m *monitor) track(p *pool) {
 	m.pool = p
 	m.loops.Go(func() {
-		t := time.NewTicker(min(trackEvery, max(m.cfg.StallAfter/4, 10*time.Millisecond)))
+		t := time.NewTicker(min(trackEvery, max(min(m.cfg.StallAfter, m.cfg.ProbeEvery)/4, 10*time.Millisecond)))
 		defer t.Stop()
 		for {
 			select {

@@ -227,7 +227,8 @@ type pending struct {
 // the servers' /metrics, records the run's events (events.go), keeps the
 // run's row (runstate.go) and finds stalls (stall.go). It reads the
 // datasets' counts and the pool's servers and never changes them: it
-// sends no request but its probes (/metrics, a stalled server's /health),
+// sends no request but its probes (/metrics; /health and /metrics of a
+// server that holds requests and gives no reply, probe.go),
 // writes no answer, and stores only samples, events and the run's row.
 // Run builds it once the datasets are known (begin, end); connect gives
 // it the pool (watch, track); the asker tells it of servers that change
@@ -259,7 +260,8 @@ type monitor struct {
 
 	scrapers atomic.Pointer[map[*server]*scraper]
 	bursts   bursts
-	row      runRow // the run's row in the index (runstate.go)
+	row      runRow   // the run's row in the index (runstate.go)
+	stalls   stallLog // the run's stalls, for its summary (stall.go)
 }
 
 // maxQueued bounds the samples waiting for the recorder (the index is
@@ -391,6 +393,9 @@ func (m *monitor) flush() {
 func (m *monitor) close(final bool, stop *store.Event) {
 	m.cancel()
 	m.loops.Wait()
+	if m.pool != nil {
+		m.recoverStalls(m.pool) // a reply since the tracker's last look
+	}
 	if p := m.scrapers.Load(); p != nil && final && m.every >= 0 {
 		var wg sync.WaitGroup
 		for _, sc := range *p {
@@ -423,7 +428,11 @@ func (m *monitor) serverLines(now time.Time) []string {
 		if sc == nil {
 			continue
 		}
-		lines = append(lines, "  server "+s.name+": "+serverState(s, sc.view(), now))
+		state := stallState(s, now) // stall.go
+		if state == "" || !s.up.Load() {
+			state = serverState(s, sc.view(), now)
+		}
+		lines = append(lines, "  server "+s.name+": "+state)
 	}
 	return lines
 }
