@@ -59,6 +59,16 @@ func TestGenStallFrozenServer(t *testing.T) {
 	waitFor(t, 10*time.Second, "gen's lines to say the server is stalled", func() bool {
 		return strings.Contains(gen.Stderr(), "  server "+url+": stalled ")
 	})
+	// query server (and so watch's server lines) says it too: not up, and why.
+	type serverRow struct {
+		Server string
+		Up     *bool
+		Note   string
+	}
+	waitFor(t, 10*time.Second, "query server to say the server is stalled", func() bool {
+		rows, err := queryJSON[serverRow](t, bin, db, "server")
+		return err == nil && len(rows) == 1 && rows[0].Up != nil && !*rows[0].Up && strings.HasPrefix(rows[0].Note, "stalled")
+	})
 	time.Sleep(time.Second) // a few more lines while it is stalled
 	server.Signal(syscall.SIGCONT)
 	stopped = false

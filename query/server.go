@@ -46,8 +46,9 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 //     briefly ("HTTP 500 'Failed to parse input'"), and when it was, as the
 //     last sample in the window has them ("" when none failed in that run).
 //
-// Nothing unknown is shown as 0. note says why a server's columns are
-// unknown: no /metrics (with how to turn them on), no sample in the
+// A server gen found stalled (store.ServerSample.Stalled) is not up and
+// its note says so. Nothing unknown is shown as 0. note says why a
+// server's columns are unknown: no /metrics (with how to turn them on), no sample in the
 // window, or what its flavor's /metrics does not expose (serverflavor.go).
 // The columns mean the same for SGLang, vLLM and llama.cpp (README's table
 // names each one's metric).
@@ -168,7 +169,8 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var up, lastSeen any
 	note := "" // not an unknown: nothing to say
 	if have {
-		up = last.Up
+		// A stalled server is not in rotation: gen sends it nothing new.
+		up = last.Up && !last.Stalled
 	}
 	if everOK && ever.LastSeen > 0 {
 		lastSeen = time.UnixMilli(ever.LastSeen).UTC().Format(timeFormat)
@@ -199,6 +201,8 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 		cliRate = Fixed{c, 1}
 	}
 	switch {
+	case have && last.Stalled:
+		note = "stalled: it replies to none of the requests gen holds on it (gendex query events)"
 	case everOK && ever.NoMetrics:
 		note = noMetricsNoteOf(ever.Flavor)
 	case !have:

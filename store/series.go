@@ -51,6 +51,9 @@ type ServerSample struct {
 	Up bool
 	// Scraped: its /metrics answered, so the metrics it has are in Values.
 	Scraped bool
+	// Stalled: gen held requests on it that it replied to none of, past
+	// gen's stall rule (gen's stalled event): up, but answering nothing.
+	Stalled bool
 	// NoMetrics: its /metrics answered 404 (the server runs without
 	// --enable-metrics) or 501 (llama-server without --metrics).
 	NoMetrics bool
@@ -138,7 +141,8 @@ const sampleVersion = 1
 
 // The flags byte: three flags, then the flavor in bits 3-5 (a sample
 // stored before flavors has 0 there: FlavorUnknown; a reader that predates
-// them ignores those bits, so the version stays 1).
+// them ignores those bits, so the version stays 1), then Stalled in bit 6
+// (likewise: 0 before it was kept).
 const (
 	sampleUp = 1 << iota
 	sampleScraped
@@ -148,6 +152,7 @@ const (
 const (
 	sampleFlavorShift = 3
 	sampleFlavorMask  = 7 << sampleFlavorShift
+	sampleStalled     = 1 << 6
 )
 
 func (s *ServerSample) encode() []byte {
@@ -164,6 +169,9 @@ func (s *ServerSample) encode() []byte {
 	}
 	if s.Flavor < numFlavors {
 		flags |= byte(s.Flavor) << sampleFlavorShift
+	}
+	if s.Stalled {
+		flags |= sampleStalled
 	}
 	b = append(b, sampleVersion, flags)
 	for _, v := range [...]int64{s.Time, s.Run, s.LastSeen, s.ClientTokens, s.ClientAnswers, s.ClientUnknown} {
@@ -199,6 +207,7 @@ func decodeSample(b []byte, s *ServerSample) error {
 	}
 	flags := b[1]
 	s.Up, s.Scraped, s.NoMetrics = flags&sampleUp != 0, flags&sampleScraped != 0, flags&sampleNoMetrics != 0
+	s.Stalled = flags&sampleStalled != 0
 	if f := Flavor(flags&sampleFlavorMask) >> sampleFlavorShift; f < numFlavors {
 		s.Flavor = f
 	}

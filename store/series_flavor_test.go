@@ -25,3 +25,19 @@ func TestServerSampleFlavor(t *testing.T) {
 		t.Error("names")
 	}
 }
+
+// TestServerSampleStalled: a sample keeps whether gen found its server
+// stalled, beside the flavor, and one stored before Stalled was kept
+// reads as not stalled with its flavor as stored.
+func TestServerSampleStalled(t *testing.T) {
+	s := ServerSample{Time: 1796137441996, Up: true, Scraped: true, Stalled: true, Flavor: FlavorLlamaCpp}
+	var got ServerSample
+	if err := decodeSample(s.encode(), &got); err != nil || got != s {
+		t.Fatalf("%+v %v", got, err)
+	}
+	b := s.encode()
+	b[1] &^= sampleStalled // as written before Stalled was kept
+	if err := decodeSample(b, &got); err != nil || got.Stalled || got.Flavor != FlavorLlamaCpp || !got.Up {
+		t.Errorf("%+v %v", got, err)
+	}
+}

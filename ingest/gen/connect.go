@@ -278,19 +278,27 @@ func portOf(server string) string {
 }
 
 // writeMetrics writes the requests in flight, whether each server is up
-// and the answers each wrote, labelled by the server's redacted URL.
+// (not while stalled) or stalled, and the answers each wrote, labelled by the server's redacted URL.
 func (a *asker) writeMetrics(p *prom.Writer) {
 	p.Family("gendex_in_flight", "Requests in flight, by server.", prom.Gauge)
 	for _, s := range a.pool.servers {
 		p.Int(s.inFlight.Load(), "server", s.name)
 	}
-	p.Family("gendex_server_up", "Whether a server answers (1) or is waited for (0).", prom.Gauge)
+	p.Family("gendex_server_up", "Whether a server answers (1), or is waited for or stalled (0).", prom.Gauge)
 	for _, s := range a.pool.servers {
 		up := int64(0)
-		if s.up.Load() {
+		if s.up.Load() && !s.stalledNow() {
 			up = 1
 		}
 		p.Int(up, "server", s.name)
+	}
+	p.Family("gendex_server_stalled", "Whether a server holds requests it replies to none of (gen's stall rule).", prom.Gauge)
+	for _, s := range a.pool.servers {
+		stalled := int64(0)
+		if s.stalledNow() {
+			stalled = 1
+		}
+		p.Int(stalled, "server", s.name)
 	}
 	p.Family("gendex_answers_total", "Answers written by this run, by server.", prom.Counter)
 	for _, s := range a.pool.servers {

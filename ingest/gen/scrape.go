@@ -140,6 +140,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 	now := time.Now()
 	smp.Time = now.UnixMilli()
 	smp.Up = s.up.Load()
+	smp.Stalled = smp.Up && s.stalledNow()
 	smp.NoMetrics = sc.noMetrics.Load()
 	smp.Flavor = sc.flavor
 	smp.ClientTokens, smp.ClientAnswers, smp.ClientUnknown = s.tokens.Load(), s.done.Load(), s.unknownTokens.Load()
