@@ -14,7 +14,8 @@ import (
 // TestWaitSaysNothingListens: a server that has refused connections for
 // long (refusedLong; a minute in gen) is said to have nothing listening
 // on its port, to be checked, while gen goes on waiting for it, not only
-// "model loading".
+// "model loading". Not parallel: it sets the package's refusedLong, which
+// every run reads.
 func TestWaitSaysNothingListens(t *testing.T) {
 	defer func(d time.Duration) { refusedLong = d }(refusedLong)
 	refusedLong = 300 * time.Millisecond
@@ -36,6 +37,7 @@ func TestWaitSaysNothingListens(t *testing.T) {
 // answers still in flight says how many were given up (the next run asks
 // them again); none of them is written or marked failed.
 func TestInterruptSaysWhatWasGivenUp(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8})
 	root := t.TempDir()
 	writePrompts(t, root, "B", "ids", 20)

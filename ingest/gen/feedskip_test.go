@@ -46,6 +46,7 @@ func resumedSet(t *testing.T, root string, n, answered int, holes map[int]bool) 
 // send, and knows that line's number; with nothing answered it starts at
 // the first line.
 func TestSkipToAnswersEnd(t *testing.T) {
+	t.Parallel()
 	for _, answered := range []int{4000, 0} {
 		root := t.TempDir()
 		prompts := resumedSet(t, root, 5000, answered, nil)
@@ -96,6 +97,7 @@ func TestSkipToAnswersEnd(t *testing.T) {
 // the sweeper: every prompt is answered exactly once, and only the
 // missing ones are asked.
 func TestResumeSweepsSkippedLines(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	holes := map[int]bool{1: true, 1700: true, 3999: true}
 	resumedSet(t, root, 5000, 4000, holes)

@@ -14,6 +14,7 @@ import (
 // redacted and then escaped as the exposition format asks (a quote, a
 // backslash; a zero-width joiner as it is), and promtool reads them.
 func TestWriteMetrics(t *testing.T) {
+	t.Parallel()
 	var servers []*server
 	for _, u := range []string{"http://alice:hunter2@gpu-1:30000", "http://router/数据\"集\\👩\u200d💻"} {
 		servers = append(servers, &server{name: client.New(u, client.Options{}).Server()})

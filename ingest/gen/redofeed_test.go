@@ -69,6 +69,7 @@ var promptNumber = regexp.MustCompile(`write about (\d+) `)
 // answer; once every prompt is read it says its counts, and the index
 // owes nothing.
 func TestRedoTruncatedAsItGoes(t *testing.T) {
+	t.Parallel()
 	const n, answered = 5000, 4000
 	root := t.TempDir()
 	again := cutSet(t, root, n, answered)
@@ -179,6 +180,7 @@ func TestRedoTruncatedAsItGoes(t *testing.T) {
 // first or as the feeder goes. Before, every cut answer was asked again
 // and each redo line said 64.
 func TestRedoKeepsPromptsOwnLimit(t *testing.T) {
+	t.Parallel()
 	for _, upfront := range []uint64{1000, 0} {
 		t.Run(fmt.Sprint("upfront=", upfront), func(t *testing.T) {
 			root := t.TempDir()

@@ -19,6 +19,7 @@ import (
 // flavor exposes known, what it does not unknown with the note saying
 // why, llama-server without --metrics said once with its own hint.
 func TestServerViewOfFlavoredSimulator(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		cfg     sim.Config
