@@ -3,8 +3,11 @@ package gen
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,12 +41,21 @@ func TestWaitSaysNothingListens(t *testing.T) {
 // them again); none of them is written or marked failed.
 func TestInterruptSaysWhatWasGivenUp(t *testing.T) {
 	t.Parallel()
-	_, url := simServer(t, sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8})
 	root := t.TempDir()
 	writePrompts(t, root, "B", "ids", 20)
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(500*time.Millisecond, cancel) // every answer takes seconds
-	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Concurrency: 4, Grace: 200 * time.Millisecond}, root)
+	// The interrupt comes as the fourth request reaches the server (every
+	// answer takes seconds), however slowly the run started.
+	h := sim.New(sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8}).Handler()
+	var asked atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/generate" && asked.Add(1) == 4 {
+			cancel()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{hs.URL}, Concurrency: 4, Grace: 200 * time.Millisecond}, root)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v\n%s", err, log)
 	}
