@@ -10,6 +10,7 @@ import (
 // TestParseTurns: OpenAI and ShareGPT turns read the same; an error names
 // the turn.
 func TestParseTurns(t *testing.T) {
+	t.Parallel()
 	var raw []json.RawMessage
 	if err := json.Unmarshal([]byte(`[{"from":"system","value":"s"},{"from":"human","value":"q"},{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":null}]`), &raw); err != nil {
 		t.Fatal(err)

@@ -414,8 +414,10 @@ var crashCases = []crashCase{
 // each failure reopen the index, index the same files again, and compare
 // everything with an index built from scratch.
 func TestCrashAtEveryCommit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range crashCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			for k := 1; ; k++ {
 				if runCrash(t, tc, k) {
 					t.Logf("%d commits after the change, each failed once", k-1)
@@ -501,9 +503,11 @@ func runCrash(t *testing.T, tc crashCase, k int) (clean bool) {
 // exact for what is still there), and the next run must finish the removal
 // before reading anything, ending equal to a new index.
 func TestCrashBetweenRemovalBatches(t *testing.T) {
+	t.Parallel()
 	const lines, batch = 3000, 100
 	for _, k := range []int{2, 3, 7, 16, 31} {
 		t.Run(fmt.Sprint("fail-commit-", k), func(t *testing.T) {
+			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "ds")
 			os.MkdirAll(dir, 0o755)
 			fs := crashFiles{}

@@ -18,6 +18,7 @@ import (
 // visits a gone file, so this is CheckDisk's alone (.ci/mutants.txt,
 // disk-forgets-gone).
 func TestCheckDiskForgetsGoneFile(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	dir := filepath.Join(t.TempDir(), "d")
 	os.MkdirAll(dir, 0o755)

@@ -91,6 +91,7 @@ func chunkLine(id, content, finish, usage string) string {
 // the chunk that has one, wherever the transaction and read boundaries
 // fall; the counters equal those of the same record written whole.
 func TestStreamChunks(t *testing.T) {
+	t.Parallel()
 	usage := func(p, c int) string {
 		return fmt.Sprintf(`{"completion_tokens":%d,"prompt_tokens":%d,"total_tokens":%d,"completion_tokens_details":null,"prompt_tokens_details":null}`, c, p, p+c)
 	}
@@ -191,6 +192,7 @@ func TestStreamChunks(t *testing.T) {
 // the file again under its new ids; a line without the id is skipped and
 // named by its line.
 func TestIDPath(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	dir := filepath.Join(t.TempDir(), "mt")
 	os.MkdirAll(dir, 0o755)
@@ -282,6 +284,7 @@ func TestIDPath(t *testing.T) {
 // server's meta_info.id; they are indexed under it, with one warning per
 // file however many lines and reads; a line with no id at all is skipped.
 func TestServerID(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "raw_responses.jsonl")
 	gen := func(rid string, n int) string {
@@ -314,6 +317,7 @@ func TestServerID(t *testing.T) {
 // TestCountsWhereToolsPutThem indexes one line of each shape whose counts
 // gendex once missed, and a stray summary line that must not count.
 func TestCountsWhereToolsPutThem(t *testing.T) {
+	t.Parallel()
 	lines := []string{
 		// old vLLM run-batch: response is the completion itself
 		`{"id":"vllm-1","custom_id":"request-1","response":{"id":"cmpl-1","object":"chat.completion","created":1715633336,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":25,"total_tokens":56,"completion_tokens":31}},"error":null}`,

@@ -17,6 +17,7 @@ import (
 // (.ci/mutants.txt, index-first-bytes). The old first line's record is
 // gone, the new one's counted.
 func TestFirstBytesChangedPastTheTail(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	ix := &Indexer{DB: db}
 	path := filepath.Join(t.TempDir(), "d", "raw_responses.jsonl")

@@ -71,6 +71,7 @@ func appendFile(t *testing.T, path, s string) {
 }
 
 func TestIndexBrokenFile(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "bad", "raw_responses.jsonl")
 	copyFile(t, "../testdata/broken/bad/raw_responses.jsonl", path)
@@ -148,6 +149,7 @@ func line(id string, tokens int) string {
 }
 
 func TestIncremental(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "raw_responses.jsonl")
@@ -224,9 +226,13 @@ func TestIncremental(t *testing.T) {
 	}
 }
 
+// TestLongLine: a line eight times the read buffer (assembled from eight
+// reads) is one record with its exact count, and the line after it keeps
+// its number.
 func TestLongLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("50 MB line")
+		t.Skip("8 MiB line")
 	}
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "raw_responses.jsonl")
@@ -234,7 +240,7 @@ func TestLongLine(t *testing.T) {
 	b.WriteString(line("before", 1))
 	b.WriteString(`{"id":"huge","output_ids":[`)
 	n := 0
-	for b.Len() < 50<<20 {
+	for b.Len() < 8*readBuffer {
 		if n > 0 {
 			b.WriteByte(',')
 		}
@@ -269,6 +275,7 @@ func TestLongLine(t *testing.T) {
 // every counter against a brute-force count, after indexing in several
 // batches and again after one shard is replaced.
 func TestExactCounts(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 5; round++ {
 		db := openDB(t)

@@ -28,7 +28,8 @@ func bytesPerCall(runs int, fn func()) uint64 {
 // the heap, 1.5 KB a line: ingest of output_ids-heavy lines took 16% more
 // CPU than before the table, most of it the collector's). What a line
 // allocates is what its record keeps (its id, its time), far less than the
-// fields themselves. gen --export's ReadAnswerRecord likewise.
+// fields themselves. gen --export's ReadAnswerRecord likewise. Not
+// parallel: it counts the process's allocations.
 func TestLineScratchStaysOnStack(t *testing.T) {
 	limit := uint64(unsafe.Sizeof(fields{}))
 	for k, row := range lineShapes {

@@ -50,6 +50,7 @@ func sameAsAny(t testing.TB, line []byte, stage store.Stage) {
 // TestLineShapes holds each row of the table of line shapes to its
 // example: the rule picks the row, and the row reads it as readAny would.
 func TestLineShapes(t *testing.T) {
+	t.Parallel()
 	for k, row := range lineShapes {
 		line := []byte(row.example)
 		var f fields
@@ -68,6 +69,7 @@ func TestLineShapes(t *testing.T) {
 // are there, through the table and through readAny alone, as a line of
 // each stage: the same record, stage and error each time.
 func TestLineShapesReadAsAny(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, root := range []string{"..", realworld} {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {

@@ -15,6 +15,7 @@ import (
 // "model" and "simulated", across commits (a batch size of 2), and a
 // forgotten file starts its count again.
 func TestFileMakers(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "ds", "raw_responses.jsonl")
 	lines := []string{
@@ -62,6 +63,7 @@ func TestFileMakers(t *testing.T) {
 // id's line is not one, and an answer a redo replaced is taken off its
 // maker's, in its own file or another.
 func TestMakerAnswers(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	dir := filepath.Join(t.TempDir(), "ds")
 	os.MkdirAll(dir, 0o755)

@@ -26,6 +26,7 @@ func ms(s string) int64 {
 // TestNormalizeShapes checks one line of every shape in README.md's table
 // ("Formats it reads").
 func TestNormalizeShapes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		line       string
@@ -128,6 +129,7 @@ func TestNormalizeShapes(t *testing.T) {
 }
 
 func TestNormalizeErrorMessage(t *testing.T) {
+	t.Parallel()
 	var r store.Record
 	st, err := Normalize([]byte(`{"id":"i","status":400,"error":"bad prompt"}`), store.Errors, &r)
 	if err != nil || st != store.Errors || r.Message != "bad prompt" || r.Finish != "http 400" {
@@ -136,6 +138,7 @@ func TestNormalizeErrorMessage(t *testing.T) {
 }
 
 func TestNormalizeRejects(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line string
 		want error // nil means "a syntax error"
@@ -346,6 +349,7 @@ func BenchmarkNormalize(b *testing.B) {
 // TestDecodeCount pins the count rule that reference states: a whole number
 // in [0, 2^53], however the JSON number is written.
 func TestDecodeCount(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want int64 // U: not a count
@@ -375,6 +379,7 @@ func TestDecodeCount(t *testing.T) {
 // TestNormalizeIDPath reads ids from a dotted path, with the rule of the
 // default places for the value: a non-empty string, or a number as written.
 func TestNormalizeIDPath(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		path, line string
 		stage      store.Stage
@@ -421,6 +426,7 @@ func TestNormalizeIDPath(t *testing.T) {
 // line with no other, and says so; it is never a prompt's id, and never
 // wins over "id" or "custom_id".
 func TestNormalizeServerID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line   string
 		stage  store.Stage
@@ -457,6 +463,7 @@ func TestNormalizeServerID(t *testing.T) {
 // TestNormalizeStageRules: a turn line needs its turn number and an
 // excluded line its reason; the error says which field.
 func TestNormalizeStageRules(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line  string
 		stage store.Stage

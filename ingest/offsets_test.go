@@ -17,6 +17,7 @@ import (
 // was kept (tail_len 0), by the newline that ends its last indexed line
 // when that is all there is to check. A file only appended to is not.
 func TestRewrittenInPlaceUnderTheOffset(t *testing.T) {
+	t.Parallel()
 	for _, old := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old=%v", old), func(t *testing.T) {
 			db := openDB(t)

@@ -13,6 +13,7 @@ import (
 // (a forked child that still holds a closed file until it execs) is
 // waited for; one held on is refused, naming the file.
 func TestOpenOutputWaitsForAMomentaryLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokenized.jsonl")
 	hold := func() *os.File {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)

@@ -14,6 +14,7 @@ import (
 // an older ingest --id on its folder did) is read again by its "id" when
 // indexed as gen's (Source.BuiltinIDs), the stored path dropped.
 func TestGenOwnedFiles(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "d")
 	os.MkdirAll(dir, 0o755)
 	write := func(name, content string) string {

@@ -69,6 +69,7 @@ type truth struct {
 // reported. The truth's reasoning/reasoning_content notes describe message
 // text, which gendex does not index.
 func TestRealWorld(t *testing.T) {
+	t.Parallel()
 	names, _ := filepath.Glob(filepath.Join(realworld, "*.truth.json"))
 	if len(names) == 0 {
 		t.Skipf("no samples at %s", realworld)

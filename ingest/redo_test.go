@@ -17,6 +17,7 @@ import (
 // folder; an accidental duplicate still counts once, first wins; a record
 // or exclusion of the replaced answer is marked stale.
 func TestRedoReplacesTheAnswer(t *testing.T) {
+	t.Parallel()
 	lines := []string{
 		`{"id":"a","text":"cut","completion_tokens":16,"finish_reason":"length","finished_at":"2026-12-01T10:00:00Z"}`,
 		`{"id":"b","text":"ok","completion_tokens":5,"finish_reason":"stop","finished_at":"2026-12-01T10:00:01Z"}`,

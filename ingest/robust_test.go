@@ -95,6 +95,7 @@ func contents(t *testing.T, db *store.DB) (store.Summary, map[store.Stage][]stri
 // replaced by equiv (left out when equiv is ""), in the same commit, and
 // names the line by file:line with the kind given.
 func TestOneBadLine(t *testing.T) {
+	t.Parallel()
 	longID := strings.Repeat("x", store.MaxIDLen+1)
 	maxID := strings.Repeat("y", store.MaxIDLen)
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
@@ -181,6 +182,7 @@ func TestOneBadLine(t *testing.T) {
 // TestUnstorableMessage: a huge error message is stored shortened, never
 // refused.
 func TestUnstorableMessage(t *testing.T) {
+	t.Parallel()
 	msg := strings.Repeat("é", 4<<20)
 	got := indexLines(t, store.Errors, append(goodLines(store.Errors, 3), `{"id":"big","status":500,"error":"`+msg+`"}`), 0)
 	err := got.db.View(func(v *store.View) error {
@@ -202,6 +204,7 @@ func TestUnstorableMessage(t *testing.T) {
 // files' skipped lines, through appends and a file forgotten and read
 // again.
 func TestSkippedCounter(t *testing.T) {
+	t.Parallel()
 	longID := strings.Repeat("z", store.MaxIDLen+1)
 	lines := goodLines(store.Raw, 6)
 	lines = append(lines, `not json`, `{"id":"`+longID+`","completion_tokens":1}`, `{"completion_tokens":1}`)

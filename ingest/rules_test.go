@@ -14,6 +14,7 @@ import (
 // with its message, whatever the shape around it; a count inside a
 // choice is read.
 func TestAnswerRules(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line   string
 		stage  store.Stage // the stage the line goes to; 0 with lineID false: skipped (ErrNoID)

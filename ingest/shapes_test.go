@@ -178,6 +178,7 @@ var shapeFixtures = []struct {
 // line, said once per file; a stream's events before its last are no
 // records of their own.
 func TestShapes(t *testing.T) {
+	t.Parallel()
 	for _, fx := range shapeFixtures {
 		t.Run(fx.dir, func(t *testing.T) {
 			path, err := filepath.Abs(filepath.Join(shapesDir, fx.dir, "raw_responses.jsonl"))
@@ -238,6 +239,7 @@ func TestShapes(t *testing.T) {
 // their line id, says they cannot be matched to prompts, and how to give
 // an id.
 func TestShapesNoIDSaysWhy(t *testing.T) {
+	t.Parallel()
 	path, _ := filepath.Abs(filepath.Join(shapesDir, "vertex", "raw_responses.jsonl"))
 	var c collector
 	index(t, &Indexer{DB: openDB(t), Report: c.report}, Source{Path: path, Dataset: "s", Stage: store.Raw})
@@ -258,6 +260,7 @@ func TestShapesNoIDSaysWhy(t *testing.T) {
 // with --id) is one record with the counts and finish reason of its last
 // event, whichever shape it is.
 func TestShapesStreamWithID(t *testing.T) {
+	t.Parallel()
 	lines := `{"req":"s1","index":1,"token":{"id":5,"text":" a","logprob":-0.1,"special":false},"generated_text":null,"details":null}
 {"req":"s2","model":"mistral","created_at":"2025-03-01T10:00:10.1Z","response":"Hi","done":false}
 {"req":"s1","index":2,"token":{"id":2,"text":"</s>","logprob":-0.2,"special":true},"generated_text":" a","details":{"finish_reason":"eos_token","generated_tokens":2,"seed":null}}
@@ -293,6 +296,7 @@ func TestShapesStreamWithID(t *testing.T) {
 // an answer finds its text (and reasoning) where its shape keeps it, or
 // says why it has none.
 func TestReadAnswerShapes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		dir     string
 		line    int
@@ -357,6 +361,7 @@ func TestReadAnswerShapes(t *testing.T) {
 // TestFormatsTable: README's "Formats it reads" table is FormatsTable,
 // the table the code reads by.
 func TestFormatsTable(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Skip(err)
@@ -384,6 +389,7 @@ func TestFormatsTable(t *testing.T) {
 // TestMappingText: a mapping's text form, read back, is the same text;
 // --id alone keeps the form earlier versions stored.
 func TestMappingText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ id, pairs, want string }{
 		{"meta.uid", "", "meta.uid"},
 		{"", "", ""},

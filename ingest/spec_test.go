@@ -13,6 +13,7 @@ import (
 // its turns' counts when every turn has them; a verify count of 0 is no
 // data, and a line without them has none.
 func TestNormalizeSpec(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                 string
 		line                 string

@@ -28,6 +28,7 @@ const weatherTool = `{"type":"function","function":{"name":"get_weather","parame
 // a tool turn's tool_call_id and name, and the top-level tools are read as
 // they are.
 func TestParseChatOpenAITools(t *testing.T) {
+	t.Parallel()
 	got, tools, err := parseChat(t, `[{"role":"system","content":"s"},{"role":"user","content":"weather?"},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
 		{"role":"tool","tool_call_id":"call_1","name":"get_weather","content":"15C"},
@@ -53,6 +54,7 @@ func TestParseChatOpenAITools(t *testing.T) {
 // the tools are wrapped; Hermes <tool_call> blocks in a gpt turn are its
 // calls.
 func TestParseChatShareGPTTools(t *testing.T) {
+	t.Parallel()
 	got, tools, err := parseChat(t, `[{"from":"human","value":"area?"},
 		{"from":"function_call","value":"{\"name\": \"calculate_area\", \"arguments\": {\"shape\": \"rectangle\", \"dimensions\": [5, 3]}}"},
 		{"from":"observation","value":"{\"area\": 15}"},
@@ -90,6 +92,7 @@ func TestParseChatShareGPTTools(t *testing.T) {
 // TestParseChatToolErrors: bad tool input is refused with the turn and
 // what is wrong.
 func TestParseChatToolErrors(t *testing.T) {
+	t.Parallel()
 	call := func(name, args string) string {
 		return `{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"` + name + `","arguments":` + args + `}}]}`
 	}
@@ -126,6 +129,7 @@ func TestParseChatToolErrors(t *testing.T) {
 // record's ToolStop (the index counts it per reason); null or absent is
 // none, and one without a reason string is "unknown".
 func TestNormalizeToolStop(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ line, want string }{
 		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"tool_calls","tool_stop":{"reason":"other_tool","step":2,"detail":"step 2: call 1: ..."}}`, "other_tool"},
 		{`{"id":"a","text":"x","completion_tokens":3,"finish_reason":"stop","tool_stop":{"step":1}}`, "unknown"},

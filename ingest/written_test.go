@@ -21,6 +21,7 @@ import (
 // before the first, CRLF ends, blank and invalid lines, duplicates, errors
 // in a response file, prompts without an id.
 func TestIndexWrittenEqualsIndexFile(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { indexWrittenOnce(t, seed) })
 	}
@@ -207,6 +208,7 @@ func indexDump(t *testing.T, db *store.DB, src Source) dump {
 // given, not read back, when they start where the index stopped; and from
 // the file when they do not.
 func TestIndexWrittenUsesTheBytesGiven(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := store.Open(filepath.Join(dir, "g.db"), store.Options{NoSync: true})
 	if err != nil {
@@ -242,6 +244,7 @@ func TestIndexWrittenUsesTheBytesGiven(t *testing.T) {
 // a count of known lines that is not the file's, a record the store
 // refuses.
 func TestKnownWrittenEqualsIndexFile(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		dir := t.TempDir()

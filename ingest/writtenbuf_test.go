@@ -13,7 +13,8 @@ import (
 // TestIndexWrittenTakesNoReadBuffer: indexing the bytes a writer has just
 // written reads them where they are; it takes no 1 MiB read buffer from
 // the pool (one was taken and never given back, so every flush of gen and
-// of its --export outputs allocated and cleared a fresh one).
+// of its --export outputs allocated and cleared a fresh one). Not
+// parallel: it counts the process's allocations.
 func TestIndexWrittenTakesNoReadBuffer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raw_responses.jsonl")
 	f, err := os.Create(path)

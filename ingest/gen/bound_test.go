@@ -55,6 +55,7 @@ func (b *doneBody) Close() error {
 // crashes the server, retried alone among suspects while the workers go
 // on), no more than --concurrency generation requests are ever in flight.
 func TestConcurrencyIsAHardBound(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	restarting(t, sim.Config{Seed: 22, CrashOn: "BOOM", DecodeTokensPerSec: 300, Slots: 64}, addr, nil)
 	root, out := t.TempDir(), t.TempDir()

@@ -3,8 +3,11 @@ package gen
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +17,8 @@ import (
 // TestWaitSaysNothingListens: a server that has refused connections for
 // long (refusedLong; a minute in gen) is said to have nothing listening
 // on its port, to be checked, while gen goes on waiting for it, not only
-// "model loading".
+// "model loading". Not parallel: it sets the package's refusedLong, which
+// every run reads.
 func TestWaitSaysNothingListens(t *testing.T) {
 	defer func(d time.Duration) { refusedLong = d }(refusedLong)
 	refusedLong = 300 * time.Millisecond
@@ -36,12 +40,22 @@ func TestWaitSaysNothingListens(t *testing.T) {
 // answers still in flight says how many were given up (the next run asks
 // them again); none of them is written or marked failed.
 func TestInterruptSaysWhatWasGivenUp(t *testing.T) {
-	_, url := simServer(t, sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8})
+	t.Parallel()
 	root := t.TempDir()
 	writePrompts(t, root, "B", "ids", 20)
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(500*time.Millisecond, cancel) // every answer takes seconds
-	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{url}, Concurrency: 4, Grace: 200 * time.Millisecond}, root)
+	// The interrupt comes as the fourth request reaches the server (every
+	// answer takes seconds), however slowly the run started.
+	h := sim.New(sim.Config{Seed: 4, DecodeTokensPerSec: 20, Slots: 8}).Handler()
+	var asked atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/generate" && asked.Add(1) == 4 {
+			cancel()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	sum, log, err := runGen(t, ctx, filepath.Join(t.TempDir(), "g.db"), Config{Servers: []string{hs.URL}, Concurrency: 4, Grace: 200 * time.Millisecond}, root)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v\n%s", err, log)
 	}

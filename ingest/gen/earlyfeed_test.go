@@ -23,6 +23,7 @@ import (
 // "nothing to do", its row finished. With a server up the redo says it
 // the same way. Before, the redo waited for a server that never came.
 func TestNothingToDoWithoutServer(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "N")
 	os.MkdirAll(dir, 0o755)

@@ -19,6 +19,7 @@ import (
 // this run) is unknown, not a time that counts its prompts as if they were
 // being answered; nor does it add to the ETA of those after it.
 func TestETAOfADatasetNotStarted(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	root := t.TempDir()
 	db, err := store.Open(filepath.Join(t.TempDir(), "g.db"), store.Options{NoSync: true})

@@ -39,6 +39,7 @@ func eventNames(es []store.Event) string {
 // one server within the burst window are one event with their count and
 // the last message, not 40.
 func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 3, ErrorRate: 1})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "E", "ids", 40)
@@ -64,6 +65,7 @@ func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
 // TestInterruptEvent: Ctrl-C is recorded when it comes, and the stop says
 // the run was interrupted.
 func TestInterruptEvent(t *testing.T) {
+	t.Parallel()
 	s, url := simServer(t, sim.Config{Seed: 7, Slots: 4, DecodeTokensPerSec: 1000})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "I", "ids", 80)

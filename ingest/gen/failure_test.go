@@ -98,6 +98,7 @@ func answer(status int, body string) http.HandlerFunc {
 // marked failed, so the next run tries them all again. A missing route or
 // a model /v1/models does not list is found before any prompt is sent.
 func TestGenStopsOnSetupErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		api      client.API
@@ -174,6 +175,7 @@ func TestGenStopsOnSetupErrors(t *testing.T) {
 // recorded as an error after MaxCrashes crashes, with that reason; the
 // prompts in flight with it are answered; the run ends by itself.
 func TestGenCrashingPrompt(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	starts := restarting(t, sim.Config{Seed: 21, CrashOn: "BOOM", DecodeTokensPerSec: 500}, addr, nil)
 	root, out := t.TempDir(), t.TempDir()
@@ -203,6 +205,7 @@ func TestGenCrashingPrompt(t *testing.T) {
 // /v1/models facts read when it comes up, so its (small) context length
 // clips max_new_tokens instead of every prompt failing there.
 func TestGenReadsModelsWhenBack(t *testing.T) {
+	t.Parallel()
 	_, fast := simServer(t, sim.Config{Seed: 22, DecodeTokensPerSec: 200, Slots: 2})
 	addr := freeAddr(t)
 	up := make(chan struct{})
@@ -252,6 +255,7 @@ func TestGenReadsModelsWhenBack(t *testing.T) {
 // /v1/tokenize); a server without /v1/tokenize gets text prompts unclipped,
 // said once.
 func TestGenClips(t *testing.T) {
+	t.Parallel()
 	var mu = make(chan struct{}, 1)
 	sent := map[string]int{}
 	record := func(h http.Handler) http.HandlerFunc {
@@ -313,6 +317,7 @@ func TestGenClips(t *testing.T) {
 // are not asked again. Those beside the prompts do not: answers in another
 // folder never stand in for this run's.
 func TestGenIndexesOtherShards(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 24})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "O", "ids", 10)
@@ -339,6 +344,7 @@ func TestGenIndexesOtherShards(t *testing.T) {
 // TestGenUnknownTokenCounts: answers without a token count are shown as
 // such, not added as 0 tokens.
 func TestGenUnknownTokenCounts(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{Seed: 25}).Handler()
 	url := wrap(t, h, map[string]http.HandlerFunc{"/generate": func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
@@ -384,6 +390,7 @@ func TestGenUnknownTokenCounts(t *testing.T) {
 // the /metrics labels, the index (its events and series) and the error a
 // run its server stops exits with.
 func TestGenRedactsCredentials(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 26, ContextLength: 64})
 	secret := strings.Replace(url, "http://", "http://alice:hunter2@", 1)
 	root, out := t.TempDir(), t.TempDir()
@@ -436,6 +443,7 @@ func TestGenRedactsCredentials(t *testing.T) {
 // TestGenConnectionFailuresCount: connections lost while the server stays
 // up count toward MaxAttempts, so a prompt does not loop forever.
 func TestGenConnectionFailuresCount(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 27, ResetRate: 1})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "R", "ids", 4)
@@ -458,6 +466,7 @@ func TestGenConnectionFailuresCount(t *testing.T) {
 // starts with the servers that are ready and waits for it in the
 // background.
 func TestGenStartsWithTheFirstServer(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 28})
 	dead := "http://" + freeAddr(t)
 	root, out := t.TempDir(), t.TempDir()

@@ -46,6 +46,7 @@ func resumedSet(t *testing.T, root string, n, answered int, holes map[int]bool) 
 // send, and knows that line's number; with nothing answered it starts at
 // the first line.
 func TestSkipToAnswersEnd(t *testing.T) {
+	t.Parallel()
 	for _, answered := range []int{4000, 0} {
 		root := t.TempDir()
 		prompts := resumedSet(t, root, 5000, answered, nil)
@@ -96,9 +97,13 @@ func TestSkipToAnswersEnd(t *testing.T) {
 // the sweeper: every prompt is answered exactly once, and only the
 // missing ones are asked.
 func TestResumeSweepsSkippedLines(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
+	// 4100 prompts (just over skipMin), 100 of them new: the feeder starts
+	// near line 4000, and the holes before it are the sweeper's.
+	const n, answered = 4100, 4000
 	holes := map[int]bool{1: true, 1700: true, 3999: true}
-	resumedSet(t, root, 5000, 4000, holes)
+	resumedSet(t, root, n, answered, holes)
 	s := sim.New(sim.Config{Seed: 1})
 	var asked atomic.Int64
 	h := s.Handler()
@@ -108,13 +113,13 @@ func TestResumeSweepsSkippedLines(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
-	if want := int64(1000 + len(holes)); sum.Responses != want || asked.Load() != want {
+	if want := int64(n - answered + len(holes)); sum.Responses != want || asked.Load() != want {
 		t.Errorf("%d answers, %d requests; want %d of each\n%s", sum.Responses, asked.Load(), want, log)
 	}
 	lines := outputLines(t, filepath.Join(root, "R", "raw_responses.jsonl"))
-	for i := 1; i <= 5000; i++ {
-		if n := len(lines[fmt.Sprintf("R-%05d", i)]); n != 1 {
-			t.Errorf("R-%05d: %d answers; want 1", i, n)
+	for i := 1; i <= n; i++ {
+		if got := len(lines[fmt.Sprintf("R-%05d", i)]); got != 1 {
+			t.Errorf("R-%05d: %d answers; want 1", i, got)
 		}
 	}
 }

@@ -199,6 +199,7 @@ func checkExactlyOnce(t *testing.T, dbPath, root, name, out, url string, maxNew 
 }
 
 func TestGenShapes(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 1})
 	root, out := t.TempDir(), t.TempDir()
 	for _, shape := range []string{"ids", "text", "messages", "sharegpt"} {
@@ -239,6 +240,7 @@ func TestGenShapes(t *testing.T) {
 }
 
 func TestGenChatAndCompletions(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 2, ReasoningParser: true})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "M", "messages", 10)
@@ -266,6 +268,7 @@ func TestGenChatAndCompletions(t *testing.T) {
 // TestGenFaults: error answers, resets and aborts are retried until every
 // prompt has its one answer; none becomes an error record.
 func TestGenFaults(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 3, ErrorRate: 0.2, ResetRate: 0.1, AbortRate: 0.1})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "F", "ids", 150)
@@ -286,6 +289,7 @@ func TestGenFaults(t *testing.T) {
 // with RetryErrors. (A line with no prompt is not sent and records
 // no error: TestGenUnreadablePrompts, root package.)
 func TestGenPermanentErrors(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 4, ContextLength: 64})
 	root, out := t.TempDir(), t.TempDir()
 	dir := filepath.Join(root, "E")
@@ -338,6 +342,7 @@ func TestGenPermanentErrors(t *testing.T) {
 // TestGenWaitsForServer: a server that refuses connections while it
 // loads, then answers 503 while it warms up, is waited for.
 func TestGenWaitsForServer(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -363,6 +368,7 @@ func TestGenWaitsForServer(t *testing.T) {
 // TestGenServerRestart: the server dies mid-run and comes back on the same
 // address; gen waits for it and finishes by itself.
 func TestGenServerRestart(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -408,6 +414,7 @@ func TestGenServerRestart(t *testing.T) {
 // TestGenInterruptAndResume: an interrupt stops the run; the next run
 // answers the rest, each prompt once.
 func TestGenInterruptAndResume(t *testing.T) {
+	t.Parallel()
 	s, url := simServer(t, sim.Config{Seed: 7, Slots: 4, DecodeTokensPerSec: 1000})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "I", "ids", 80)
@@ -436,6 +443,7 @@ func TestGenInterruptAndResume(t *testing.T) {
 // TestGenCutsTornLine: a torn last line left in the output is cut, and
 // its prompt answered (once).
 func TestGenCutsTornLine(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 8})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "C", "ids", 10)
@@ -451,6 +459,7 @@ func TestGenCutsTornLine(t *testing.T) {
 
 // TestGenSeveralServers: the load is shared.
 func TestGenSeveralServers(t *testing.T) {
+	t.Parallel()
 	a, urlA := simServer(t, sim.Config{Seed: 9, DecodeTokensPerSec: 5000})
 	b, urlB := simServer(t, sim.Config{Seed: 9, DecodeTokensPerSec: 5000})
 	root, out := t.TempDir(), t.TempDir()
@@ -467,6 +476,7 @@ func TestGenSeveralServers(t *testing.T) {
 }
 
 func TestGenAuth(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{APIKey: "sekret"})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "A", "ids", 3)
@@ -484,6 +494,7 @@ func TestGenAuth(t *testing.T) {
 // TestGenPromptWithoutID: a prompt line without an id gets a stable one from
 // its line number, with a warning, and is answered once under it.
 func TestGenPromptWithoutID(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 12})
 	root, out := t.TempDir(), t.TempDir()
 	dir := filepath.Join(root, "N")
@@ -514,6 +525,7 @@ func TestGenPromptWithoutID(t *testing.T) {
 // forever: each attempt runs out, counts as an error, and after
 // MaxAttempts the prompt is recorded as one.
 func TestGenRequestTimeout(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 13, DecodeTokensPerSec: 20})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "T", "ids", 3)
@@ -539,6 +551,7 @@ func TestGenRequestTimeout(t *testing.T) {
 // TestGenTokenizeFallback: a server without /v1/tokenize for messages (older
 // SGLang, or vLLM) gets chat prompts on its chat endpoint instead, said once.
 func TestGenTokenizeFallback(t *testing.T) {
+	t.Parallel()
 	s := sim.New(sim.Config{Seed: 14})
 	h := s.Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ import (
 // after; another max_new_tokens is not, and neither is a key the server
 // no longer tells (its identity read failed: unknown, not another).
 func TestIdentityChange(t *testing.T) {
+	t.Parallel()
 	first := `{"sampling":{"max_new_tokens":20},"unset":"server defaults","server":{"model":"model-one","version":"0.5"}}`
 	for _, c := range []struct{ now, want string }{
 		{first, ""},
@@ -43,6 +44,7 @@ func TestIdentityChange(t *testing.T) {
 // goes on and the rest say model-two; beside another server, it is sent
 // nothing more and the other answers the rest, each prompt once.
 func TestRestartSeenInMetricsRereadsIdentity(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name          string
 		mixed, steady bool

@@ -19,6 +19,7 @@ import (
 // "isolated" event say, with the bomb's id and why; the bomb brings the
 // server down --max-crashes (3) times, no more, and is the only error.
 func TestGenIsolatesAtASecondDown(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	starts := restarting(t, sim.Config{Seed: 31, CrashOn: "BOOM", DecodeTokensPerSec: 200}, addr, nil)
 	root, out := t.TempDir(), t.TempDir()

@@ -43,6 +43,7 @@ func busyLines() []liveLine {
 // to go), and gives up the rest in its order; at 200 columns the lines are
 // whole, as the log has them.
 func TestLiveLinesFit(t *testing.T) {
+	t.Parallel()
 	lines := busyLines()
 	keep := [][]string{
 		{"gen: ", "40.6", "1234 to go", "ETA 2m29s"},
@@ -185,6 +186,7 @@ func (s *screen) text() []string {
 // row of it within the width; a terminal shorter than the block gets as
 // many lines as it has rows, the rest counted.
 func TestLiveLogRedrawsInPlace(t *testing.T) {
+	t.Parallel()
 	scr := &screen{cols: 80, rows: 30}
 	l := &liveLog{w: scr, size: func() (int, int) { return scr.cols, scr.rows }}
 	long := "gen: a message wider than the terminal, that wraps and is never moved over: " + strings.Repeat("x", 90)
@@ -267,6 +269,7 @@ func TestLiveLogRedrawsInPlace(t *testing.T) {
 // hour-old run; a dataset's ETA is the prompts left in it and in the ones
 // before it at the run's rate, so the last one's is the run's.
 func TestRatesCountTheRunOnly(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	old := t0.Add(-time.Hour)
 	root := t.TempDir()
@@ -348,6 +351,7 @@ func TestRatesCountTheRunOnly(t *testing.T) {
 // TestOneOfEachIsSingular: a run of one dataset, one prompt and one answer
 // says so in the singular, in its start line, its events and its summary.
 func TestOneOfEachIsSingular(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "one", "text", 1)
@@ -369,6 +373,7 @@ func TestOneOfEachIsSingular(t *testing.T) {
 
 // TestCounted: "1 dataset", never "1 datasets".
 func TestCounted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n    int64
 		want string

@@ -15,6 +15,7 @@ import (
 // backslash; a zero-width joiner as it is), and promtool reads them. A
 // stalled server is not up, and stalled.
 func TestWriteMetrics(t *testing.T) {
+	t.Parallel()
 	var servers []*server
 	for _, u := range []string{"http://alice:hunter2@gpu-1:30000", "http://router/数据\"集\\👩\u200d💻", "http://gpu-2:30000"} {
 		servers = append(servers, &server{name: client.New(u, client.Options{}).Server()})

@@ -14,6 +14,7 @@ import (
 // earlier says how many, where their answers are and what made them; one
 // with nothing left says the same of all of them.
 func TestGenSaysWhereSkippedAnswersAre(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 5})
 	root := t.TempDir()
 	writePrompts(t, root, "P", "ids", 10)

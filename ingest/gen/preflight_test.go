@@ -22,6 +22,7 @@ import (
 // chat endpoint (where only SGLang would read them); text and chat prompts
 // go to the chat endpoint.
 func TestGenChatSendsTokenIDsAsCompletions(t *testing.T) {
+	t.Parallel()
 	rc, url := recordedSim(t, sim.Config{Seed: 9})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "I", "ids", 6)
@@ -59,6 +60,7 @@ func TestGenChatSendsTokenIDsAsCompletions(t *testing.T) {
 // ids (under half of them read) and a text of 500+ bytes (under one token
 // per 50 bytes read).
 func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{Seed: 11}).Handler()
 	emptied := func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -109,6 +111,7 @@ func TestGenStopsWhenThePromptWasNotRead(t *testing.T) {
 // nothing written: chat prompts are not answered through the chat
 // endpoint first (a fallback that answered 45 before the stop).
 func TestGenChecksRoutesBeforeAnything(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{Seed: 12}).Handler()
 	notFound := answer(404, `{"error":{"message":"File Not Found","type":"not_found_error","code":404}}`)
 	var generations atomic.Int64
@@ -136,6 +139,7 @@ func TestGenChecksRoutesBeforeAnything(t *testing.T) {
 // per slot as meta.n_ctx (no max_model_len): it is read, and
 // max_new_tokens clipped to it.
 func TestGenReadsLlamaCppContext(t *testing.T) {
+	t.Parallel()
 	h := sim.New(sim.Config{Seed: 13, ContextLength: 4096}).Handler()
 	var mu sync.Mutex
 	var maxTokens []float64

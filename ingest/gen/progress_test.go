@@ -18,6 +18,7 @@ import (
 // same way: fed the same finish times, they show the same rates and
 // windows, at whole seconds and in the middle of one.
 func TestProgressRatesMatchThroughput(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	// P1 answers 3 a second from t0+2s to t0+40.9s (20 tokens each, every
 	// fifth without a count); P2 answered 10 over two seconds a minute

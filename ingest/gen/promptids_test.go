@@ -41,6 +41,7 @@ var idsPromptLines = []string{
 // reads the same way; what it leaves, ParsePrompt still reads (or
 // refuses) as before.
 func TestIDsPromptAsJSON(t *testing.T) {
+	t.Parallel()
 	for _, line := range idsPromptLines {
 		checkIDsPrompt(t, []byte(line))
 	}

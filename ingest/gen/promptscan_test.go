@@ -15,6 +15,7 @@ import (
 // is still refused whatever its size, and one whose first sendable line
 // comes late is not.
 func TestScanDatasetBounded(t *testing.T) {
+	t.Parallel()
 	pad := strings.Repeat("y", 1000)
 	n := scanBytes/1000 + 2000 // over scanBytes
 	for _, tc := range []struct {

@@ -14,6 +14,7 @@ import (
 // keys or at a --prompt path; a line whose prompt is at the path is read
 // as ParsePrompt reads the same prompt under gen's key.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line, path string
 		want       lineShape
@@ -93,6 +94,7 @@ func promptString(p *Prompt) string {
 // shape says how many; one that sent a prompt, or was interrupted, or had
 // nothing missing, ends without.
 func TestLeftUnsent(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writePrompts(t, root, "D", "text", 3)
 	db := openDB(t, filepath.Join(t.TempDir(), "g.db"))

@@ -51,6 +51,9 @@ func cutSet(t *testing.T, root string, n, answered int) map[int]bool {
 		}
 		fmt.Fprintf(&raw, `{"id":"R-%05d","text":"ok","completion_tokens":%d,"finish_reason":%q,"finished_at":"2026-12-01T10:00:00Z","model":"sim-model","simulated":true%s}`+"\n", i, tokens, finish, redo)
 	}
+	if p.Len() < skipMin {
+		t.Fatalf("prompts file of %d bytes: under skipMin, nothing is skipped", p.Len())
+	}
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), p.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(dir, "raw_responses.jsonl"), raw.Bytes(), 0o644)
 	return again
@@ -69,7 +72,8 @@ var promptNumber = regexp.MustCompile(`write about (\d+) `)
 // answer; once every prompt is read it says its counts, and the index
 // owes nothing.
 func TestRedoTruncatedAsItGoes(t *testing.T) {
-	const n, answered = 5000, 4000
+	t.Parallel()
+	const n, answered = 4100, 4000 // the prompts file just over skipMin
 	root := t.TempDir()
 	again := cutSet(t, root, n, answered)
 	dbPath := filepath.Join(t.TempDir(), "g.db")
@@ -179,6 +183,7 @@ func TestRedoTruncatedAsItGoes(t *testing.T) {
 // first or as the feeder goes. Before, every cut answer was asked again
 // and each redo line said 64.
 func TestRedoKeepsPromptsOwnLimit(t *testing.T) {
+	t.Parallel()
 	for _, upfront := range []uint64{1000, 0} {
 		t.Run(fmt.Sprint("upfront=", upfront), func(t *testing.T) {
 			root := t.TempDir()

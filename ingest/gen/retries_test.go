@@ -102,6 +102,7 @@ func countingFaults(t *testing.T, h http.Handler) (string, *faultCounts) {
 // exactly the attempts the server failed (counted as it answered them),
 // and the summary by cause.
 func TestGenRetriesCounted(t *testing.T) {
+	t.Parallel()
 	url, f := countingFaults(t, sim.New(sim.Config{Seed: 3, ErrorRate: 0.2, ResetRate: 0.1, AbortRate: 0.1, EnableMetrics: true}).Handler())
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "F", "ids", 150)
@@ -189,6 +190,7 @@ func TestGenRetriesCounted(t *testing.T) {
 // message, on the totals line and the server's line: never just "0 in
 // flight, 1 to go".
 func TestLiveLineShowsBackoff(t *testing.T) {
+	t.Parallel()
 	var asked atomic.Int64
 	url := wrap(t, sim.New(sim.Config{Seed: 41}).Handler(), map[string]http.HandlerFunc{"/generate": func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
@@ -247,6 +249,7 @@ func TestLiveLineShowsBackoff(t *testing.T) {
 // gen says so. It comes back once gen has counted each of them retried
 // (so no request of the crash is still deciding whether it is down).
 func TestDownEventCountsInFlight(t *testing.T) {
+	t.Parallel()
 	const n = 32
 	h := sim.New(sim.Config{Seed: 42}).Handler()
 	var down atomic.Bool
@@ -309,6 +312,7 @@ func TestDownEventCountsInFlight(t *testing.T) {
 // TestRetryCause: how a failed attempt is named, and how causes are
 // listed.
 func TestRetryCause(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err      error
 		timedOut bool
@@ -337,6 +341,7 @@ func TestRetryCause(t *testing.T) {
 // TestRetrySummaryPerServer: with several servers, the summary says the
 // retries of each that had any.
 func TestRetrySummaryPerServer(t *testing.T) {
+	t.Parallel()
 	a, b, c := &server{name: "http://a"}, &server{name: "http://b"}, &server{name: "http://c"}
 	now := time.Now()
 	for range 3 {

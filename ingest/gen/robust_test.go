@@ -19,6 +19,7 @@ import (
 // either, so gen could never know it was answered and would ask again on
 // every run.
 func TestGenOneUnstorablePrompt(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 7})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "A", "text", 20)

@@ -19,6 +19,7 @@ import (
 // flavor exposes known, what it does not unknown with the note saying
 // why, llama-server without --metrics said once with its own hint.
 func TestServerViewOfFlavoredSimulator(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		cfg     sim.Config
@@ -39,6 +40,7 @@ func TestServerViewOfFlavoredSimulator(t *testing.T) {
 			store.FlavorLlamaCpp, "no /metrics (HTTP 501 not_supported_error): start llama-server with --metrics", "start llama-server with --metrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tc.cfg.Seed, tc.cfg.Slots, tc.cfg.DecodeTokensPerSec = 3, 8, 200 // some 3 s: samples over several seconds
 			_, url := simServer(t, tc.cfg)
 			root, out := t.TempDir(), t.TempDir()

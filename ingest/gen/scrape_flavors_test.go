@@ -20,6 +20,7 @@ import (
 // TestServerLineLlamaCpp: gen's live line of a llama-server without
 // --metrics gives its own hint; of another server's /metrics, says so.
 func TestServerLineLlamaCpp(t *testing.T) {
+	t.Parallel()
 	up := &server{name: "http://a"}
 	up.up.Store(true)
 	now := time.Now()
@@ -112,6 +113,7 @@ func oneServerRow(t *testing.T, db *store.DB) (*query.Result, map[string]any) {
 // own names; what llama.cpp does not expose is unknown (never 0) and the
 // note says why.
 func TestQueryServerFlavors(t *testing.T) {
+	t.Parallel()
 	url, _ := flavorServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, metricstest.VLLM) })
 	row, _ := serverRowOf(t, url)
 	got := fmt.Sprint(row["running"], row["queued"], row["token_usage"], row["cache_hit_rate"], row["sample_accept_length"], " [", row["note"], "]")
@@ -139,6 +141,7 @@ func TestQueryServerFlavors(t *testing.T) {
 // the run (not every few milliseconds), the live state and `query server`'s
 // note give the hint, every column is unknown.
 func TestScrapeLlamaCpp501(t *testing.T) {
+	t.Parallel()
 	url, hits := flavorServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotImplemented)
 		fmt.Fprint(w, "{\"error\":{\"code\":501,\"message\":\"This server does not support metrics endpoint. Start it with `--metrics`\",\"type\":\"not_supported_error\"}}")

@@ -28,6 +28,7 @@ import (
 // second (the series keeps one a second), and the stretch is what the run
 // gives, some 5 s.
 func TestServerTokensAgree(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 5, Slots: 32, DecodeTokensPerSec: 400, EnableMetrics: true})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "A", "ids", 2400)
@@ -177,6 +178,7 @@ func BenchmarkScrapeOverhead(b *testing.B) {
 // counters that only grew are not. (What is a restart:
 // servermetrics.TestRestartedSince.)
 func TestCheckRestart(t *testing.T) {
+	t.Parallel()
 	m := &monitor{wake: make(chan struct{}, 1)} // no recorder: the events stay queued
 	var told []string
 	m.restarted = func(s *server, why string) { told = append(told, s.name+": "+why) }
@@ -211,6 +213,7 @@ func TestCheckRestart(t *testing.T) {
 // TestServerLines: gen's live line of a server says up or down, and what
 // its /metrics said, each figure only when known.
 func TestServerLines(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	up := &server{name: "http://a"}
 	up.up.Store(true)
@@ -239,6 +242,7 @@ func TestServerLines(t *testing.T) {
 // is SGLang's own exposition (several ranks, every metric): `query server`
 // shows the server's figures combined over its ranks.
 func TestQueryServerFromSGLangMetrics(t *testing.T) {
+	t.Parallel()
 	s := sim.New(sim.Config{Seed: 9})
 	h := s.Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -26,6 +26,7 @@ import (
 // while it is, the progress line saying it; once it answers again, a recovered event, every prompt
 // answered once, the row finished.
 func TestStallHeldAndRecovered(t *testing.T) {
+	t.Parallel()
 	const n, conc = 30, 4
 	h := sim.New(sim.Config{Seed: 7}).Handler()
 	var asked atomic.Int64
@@ -111,6 +112,7 @@ func TestStallHeldAndRecovered(t *testing.T) {
 // given them again (not kept out for good as stalled), so once it wakes up
 // it answers them and the run finishes, every prompt answered once.
 func TestStallOutlastingRequestTimeout(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	h := sim.New(sim.Config{Seed: 8}).Handler()
 	var asked atomic.Int64

@@ -35,6 +35,7 @@ func saying(text string) *client.Result {
 // one it is a no_call stop; arguments that are not JSON stop the
 // conversation.
 func TestToolConvPairing(t *testing.T) {
+	t.Parallel()
 	const line = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"system","content":"s"},
 		{"role":"user","content":"u1"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}}]},{"role":"tool","content":"ra"},{"role":"assistant","content":"x"},
 		{"role":"user","content":"u2"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}},{"function":{"name":"b","arguments":{}}}]},{"role":"tool","content":"r2a"},{"role":"tool","content":"r2b"},{"role":"assistant","content":"y"}]}`
@@ -88,6 +89,7 @@ func TestToolConvPairing(t *testing.T) {
 // it) and the same answer object for the conversation line; a recorded
 // step the prompt no longer leads to is an error, not a history.
 func TestToolStepsRetake(t *testing.T) {
+	t.Parallel()
 	const line = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +
 		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}}]},{"role":"tool","content":"ra"},{"role":"assistant","content":"x"}]}`
 	p := toolPrompt(t, line)
@@ -131,6 +133,7 @@ func TestToolStepsRetake(t *testing.T) {
 // other_tool, text no_call, calls past the data's more_calls. After a
 // recorded result, the data's next call is open the same way.
 func TestToolConvEndsAtDataCall(t *testing.T) {
+	t.Parallel()
 	const atCall = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"a","arguments":{}}}]}]}`
 	const parallel = `{"tools":[{"name":"a"},{"name":"b"}],"messages":[{"role":"user","content":"u1"},` +

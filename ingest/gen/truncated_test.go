@@ -97,6 +97,7 @@ func cutAt(t *testing.T, line []byte, k int) int {
 // two; the others, three. Without --export every turn is still asked;
 // with --include-truncated too.
 func TestGenExportStopsCutConversation(t *testing.T) {
+	t.Parallel()
 	const n, k = 40, 3
 	odd := func(c int) bool { return c%2 == 1 } // cut at turn 1
 	for _, tc := range []struct {
@@ -222,6 +223,7 @@ func TestGenExportStopsCutConversation(t *testing.T) {
 // (a crash between the two writes) is made again from the raw line, the
 // same one: the line holds what export needs to name the turn.
 func TestGenExportEndsRecordedCutConversation(t *testing.T) {
+	t.Parallel()
 	const n, k = 12, 3
 	rc, url := recordedSim(t, sim.Config{Seed: 5})
 	rc.refuse = func(path string, body []byte) bool { // every turn 2
@@ -318,6 +320,7 @@ func TestGenExportEndsRecordedCutConversation(t *testing.T) {
 // live lines and the dataset's final line count them from the index. A
 // run that cut nothing says nothing of it.
 func TestGenCountsTruncated(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 3, DecodeTokensPerSec: 400, Slots: 8})
 	root, out := t.TempDir(), t.TempDir()
 	writePrompts(t, root, "T", "text", 60)
@@ -369,6 +372,7 @@ func TestGenCountsTruncated(t *testing.T) {
 // run's max_new_tokens (or the server's default when unset) and what
 // --export did with them.
 func TestTruncatedSummary(t *testing.T) {
+	t.Parallel()
 	n := 128
 	for _, tc := range []struct {
 		sampling client.SamplingParams
@@ -403,6 +407,7 @@ func TestTruncatedSummary(t *testing.T) {
 // not at the run's limit, and the advice says to raise the prompts' own.
 // Before, the summary said "cut at 4000 tokens".
 func TestGenSaysOwnLimitCuts(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 3, DecodeTokensPerSec: 4000, Slots: 8})
 	root, out := t.TempDir(), t.TempDir()
 	dir := filepath.Join(root, "O")

@@ -28,6 +28,7 @@ import (
 // turn, each with the regenerated turns before it and no original assistant
 // text; one raw line per conversation, the earlier turns in turns.jsonl.
 func TestTurnsAll(t *testing.T) {
+	t.Parallel()
 	for _, api := range []client.API{client.APIGenerate, client.APIChat, client.APICompletions} {
 		t.Run(string(api), func(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 5})
@@ -75,6 +76,7 @@ func TestTurnsAll(t *testing.T) {
 // always did (the prompt's own assistant turns as context), and writes
 // today's answer line, without turns.jsonl.
 func TestTurnsLast(t *testing.T) {
+	t.Parallel()
 	rc, url := recordedSim(t, sim.Config{Seed: 5})
 	root, out := t.TempDir(), t.TempDir()
 	writeConversations(t, root, "S", "sharegpt", 8, 2)
@@ -140,6 +142,7 @@ func TestTurnsLast(t *testing.T) {
 // A turn line changed since it was indexed is an error for its
 // conversation, not a guess; a torn last line of turns.jsonl is cut.
 func TestTurnsResume(t *testing.T) {
+	t.Parallel()
 	rc, url := recordedSim(t, sim.Config{Seed: 8})
 	rc.refuse = func(path string, body []byte) bool {
 		var b struct {
@@ -251,6 +254,7 @@ func TestTurnsResume(t *testing.T) {
 // objects in order and the sums of their counts; a count that one turn
 // lacks is left out, never summed as if it were 0.
 func TestConversationLine(t *testing.T) {
+	t.Parallel()
 	turns := []turnAnswer{
 		{obj: []byte(`{"text":"a","prompt_tokens":5,"completion_tokens":2}`), counts: [4]int64{5, 2, store.Unknown, 0}},
 		{obj: []byte(`{"text":"b","prompt_tokens":9,"completion_tokens":3,"cached_tokens":4}`), counts: [4]int64{9, 3, 4, 1}},
@@ -274,6 +278,7 @@ func TestConversationLine(t *testing.T) {
 // the prompt's own assistant turns are dropped; a conversations prompt of
 // one user turn (or --turns last) keeps today's messages.
 func TestTurnMessages(t *testing.T) {
+	t.Parallel()
 	line := `{"id":"x","conversations":[{"from":"system","value":"S"},{"from":"human","value":"U1"},{"from":"gpt","value":"A1"},{"from":"human","value":"U2"},{"from":"gpt","value":"A2"},{"from":"human","value":"U3"},{"from":"gpt","value":"A3"}]}`
 	p, err := ParsePrompt([]byte(line), "x", 1)
 	if err != nil {
@@ -304,6 +309,7 @@ func TestTurnMessages(t *testing.T) {
 // TestObjectWithout: a turn line's object is kept byte for byte, in its
 // order, without the keys the conversation line does not repeat.
 func TestObjectWithout(t *testing.T) {
+	t.Parallel()
 	got, err := objectWithout([]byte(`{"id":"a#1","turn":1,"turns":2,"text":"é\u00e9 <x>","e2e_latency":1.50,"x":{"id":1}}`), "id", "turn", "turns")
 	if want := `{"text":"é\u00e9 <x>","e2e_latency":1.50,"x":{"id":1}}`; err != nil || string(got) != want {
 		t.Errorf("%s (%v); want %s", got, err, want)
@@ -317,6 +323,7 @@ func TestObjectWithout(t *testing.T) {
 // carried into the next turn; the conversation is recorded as an error
 // saying so, and nothing of it is written as answered.
 func TestTurnWithoutText(t *testing.T) {
+	t.Parallel()
 	s := sim.New(sim.Config{Seed: 3})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/generate" {
@@ -354,6 +361,7 @@ func TestTurnWithoutText(t *testing.T) {
 // log lines say how many, and how many earlier turns were answered; at the
 // end none is left half done.
 func TestTurnsVisibleWhileHalfDone(t *testing.T) {
+	t.Parallel()
 	_, url := simServer(t, sim.Config{Seed: 4, DecodeTokensPerSec: 200})
 	root, out := t.TempDir(), t.TempDir()
 	writeConversations(t, root, "M", "messages", 16, 3)
@@ -376,6 +384,7 @@ func TestTurnsVisibleWhileHalfDone(t *testing.T) {
 // which holds the <think> section as SGLang returns it, is rendered without
 // it by the chat template (Qwen3's, as the simulator's).
 func TestTurnsReasoning(t *testing.T) {
+	t.Parallel()
 	for _, api := range []client.API{client.APIGenerate, client.APIChat} {
 		t.Run(string(api), func(t *testing.T) {
 			rc, url := recordedSim(t, sim.Config{Seed: 6, ReasoningParser: true})
@@ -428,6 +437,7 @@ func TestTurnsReasoning(t *testing.T) {
 // says so; the next run asks each of their missing turns once and none of
 // the recorded ones again.
 func TestTurnsInterrupted(t *testing.T) {
+	t.Parallel()
 	rc, url := recordedSim(t, sim.Config{Seed: 9, DecodeTokensPerSec: 100})
 	root, out := t.TempDir(), t.TempDir()
 	writeConversations(t, root, "M", "messages", 12, 3)

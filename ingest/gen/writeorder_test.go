@@ -83,6 +83,8 @@ func askedTurnsIn(t *testing.T, path string) map[string]int {
 // after the first fsync of a flush (the answers written, their records
 // not yet) stops the run, as a crash there would; the next run leaves
 // exactly one record or exclusion per answer.
+//
+// Not parallel: it sets the package's afterSync, which every run reads.
 func TestRecordNeverBeforeItsAnswer(t *testing.T) {
 	for _, shape := range []string{"text", "conversations"} {
 		t.Run(shape, func(t *testing.T) {
