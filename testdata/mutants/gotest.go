@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A runner runs go test in one copy of the tree (dir), one run at a time.
+type runner struct {
+	ctx     context.Context
+	dir     string
+	verbose bool
+	timeout time.Duration
+	log     strings.Builder // with verbose, the output of the test runs since the last take
+}
+
+// outcome is what one go test run said.
+type outcome struct {
+	failed []string // the tests that failed, as --- FAIL names them
+	other  string   // the package failed without a failing test: why
+	output string
+	none   bool     // -run matched no test
+	skips  []string // the tests that skipped, with why
+}
+
+var (
+	failLine    = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+	skipLine    = regexp.MustCompile(`^\s*--- SKIP: (\S+)`)
+	buildFailed = regexp.MustCompile(`(?m)^FAIL\s+\S+ \[(build|setup) failed\]|^# \S+`)
+)
+
+// goTest runs t's tests in the copy, without -race (for speed) and
+// without vet (a mutation may leave code vet dislikes).
+func (r *runner) goTest(t testRun) outcome {
+	cmd := exec.CommandContext(r.ctx, "go", "test", "-v", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
+	cmd.Dir = r.dir
+	// Interrupted, the whole group goes: go test and the test binaries
+	// and servers it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	o := outcome{output: out.String()}
+	if r.verbose {
+		r.log.WriteString(o.output)
+	}
+	o.none = strings.Contains(o.output, "[no tests to run]") || strings.Contains(o.output, "testing: warning: no tests to run")
+	lines := strings.Split(o.output, "\n")
+	for i, l := range lines {
+		if m := skipLine.FindStringSubmatch(l); m != nil {
+			why := "" // -v prints t.Skip's message on the line before
+			if i > 0 && strings.Contains(lines[i-1], "_test.go:") {
+				why = " (" + strings.TrimSpace(lines[i-1]) + ")"
+			}
+			o.skips = append(o.skips, m[1]+why)
+		}
+	}
+	for _, m := range failLine.FindAllStringSubmatch(o.output, -1) {
+		o.failed = append(o.failed, m[1])
+	}
+	switch {
+	case err == nil:
+	case buildFailed.MatchString(o.output):
+		o.other = "build failed"
+	case strings.Contains(o.output, "panic: test timed out"):
+		o.other = "timed out"
+	case len(o.failed) == 0 && strings.Contains(o.output, "panic:"):
+		o.other = "panicked"
+	case len(o.failed) == 0:
+		o.other = err.Error()
+	}
+	return o
+}
+
+// baseline runs every entry's tests on the unmutated copy, one go test a
+// package (the -run patterns of top-level tests joined; one of subtests,
+// with a /, goes alone), and fails when one does not pass.
+func (r *runner) baseline(ms []mutant) error {
+	var pkgs []string
+	runs := map[string][]string{}
+	for _, m := range ms {
+		for _, t := range m.tests {
+			if runs[t.pkg] == nil {
+				pkgs = append(pkgs, t.pkg)
+			}
+			if !slices.Contains(runs[t.pkg], t.run) {
+				runs[t.pkg] = append(runs[t.pkg], t.run)
+			}
+		}
+	}
+	var all []testRun
+	for _, pkg := range pkgs {
+		var top []string // patterns of top-level tests join into one
+		for _, run := range runs[pkg] {
+			if strings.Contains(run, "/") {
+				all = append(all, testRun{pkg, run})
+			} else {
+				top = append(top, run)
+			}
+		}
+		if len(top) > 0 {
+			all = append(all, testRun{pkg, "(" + strings.Join(top, ")|(") + ")"})
+		}
+	}
+	for _, t := range all {
+		start := time.Now()
+		o := r.goTest(t)
+		fmt.Print(r.takeLog())
+		if len(o.failed) > 0 || o.other != "" {
+			return fmt.Errorf("unmutated, %s fails (%s%s): fix it first\n%s", t, strings.Join(o.failed, " "), o.other, o.output)
+		}
+		if o.none {
+			return fmt.Errorf("%s runs no test: fix the entries' test: lines", t)
+		}
+		fmt.Printf("baseline: %s passes [%s]\n", t, time.Since(start).Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// takeLog returns the test output logged since the last call.
+func (r *runner) takeLog() string {
+	out := r.log.String()
+	r.log.Reset()
+	return out
+}

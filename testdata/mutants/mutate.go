@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// mutate applies m to the copy, runs its tests and undoes it. It returns
+// the line to print, and an error when m was not caught.
+func (r *runner) mutate(m mutant) (string, error) {
+	path := filepath.Join(r.dir, m.file)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if bytes.Count(orig, []byte(m.original)) != 1 {
+		return "", fmt.Errorf("the copy's %s differs from the tree's", m.file)
+	}
+	mutated := bytes.Replace(orig, []byte(m.original), []byte(m.mutated), 1)
+	if err := os.WriteFile(path, mutated, 0o644); err != nil {
+		return "", err
+	}
+	defer os.WriteFile(path, orig, 0o644)
+	start := time.Now()
+	var caught, notes []string
+	var lastOutput string
+	var notRun []string // test runs whose -run matched no test
+	var skipped []string
+	broken := false
+	for _, t := range m.tests {
+		o := r.goTest(t)
+		lastOutput = o.output
+		if o.none {
+			notRun = append(notRun, t.String())
+		}
+		skipped = append(skipped, o.skips...)
+		caught = append(caught, topLevel(o.failed)...)
+		switch o.other {
+		case "":
+		case "build failed":
+			broken = true
+		default:
+			notes = append(notes, fmt.Sprintf("%s %s", t.pkg, o.other))
+		}
+	}
+	took := time.Since(start).Round(100 * time.Millisecond)
+	head := fmt.Sprintf("%-26s %-28s", m.name, m.file)
+	switch {
+	case broken:
+		return "BROKEN   " + head, fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)
+	case len(caught) > 0 || len(notes) > 0:
+		return fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise), nil
+	}
+	if len(notRun) > 0 {
+		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+			fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))
+	}
+	if len(skipped) > 0 {
+		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+			fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))
+	}
+	var runs []string
+	for _, t := range m.tests {
+		runs = append(runs, t.String())
+	}
+	return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
+		fmt.Errorf("survived: no test failed (%s); the guard lost its test (%s): add one that fails with it, or point the entry at the test that does",
+			strings.Join(runs, "; "), m.why)
+}
+
+// topLevel keeps the tests among names (TestA, TestA/sub) once each, as
+// the top-level test when only its subtests are named too.
+func topLevel(names []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range names {
+		top, _, _ := strings.Cut(n, "/")
+		if !seen[top] {
+			seen[top] = true
+			out = append(out, top)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
