@@ -24,25 +24,45 @@ type runner struct {
 // outcome is what one go test run said.
 type outcome struct {
 	failed []string // the tests that failed, as --- FAIL names them
-	other  string   // the package failed without a failing test: why
+	other  string   // the package failed without a failing test, nor a timeout: why
 	output string
 	none   bool     // -run matched no test
 	skips  []string // the tests that skipped, with why
+	// timedOut says the run ended by a timeout, not by a failure: go
+	// test's -timeout (the tests still running are in running), its kill
+	// at -timeout and a minute, or the runner's own deadline.
+	timedOut bool
+	running  []string
 }
+
+// passed says whether every test that ran passed.
+func (o outcome) passed() bool { return len(o.failed) == 0 && o.other == "" && !o.timedOut }
 
 var (
 	failLine    = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 	skipLine    = regexp.MustCompile(`^\s*--- SKIP: (\S+)`)
 	buildFailed = regexp.MustCompile(`(?m)^FAIL\s+\S+ \[(build|setup) failed\]|^# \S+`)
+	// go test's -timeout: the test binary panics, naming the tests
+	// still running one a line ("\t\tTestX (3m0s)"); a minute later go
+	// test kills it.
+	timeoutPanic = regexp.MustCompile(`(?m)^panic: test timed out after .*\n(?:\s*running tests:\n)?((?:\t\t\S+ \(.*\)\n)*)`)
+	killedLine   = regexp.MustCompile(`(?m)^\*\*\* Test killed.*: ran too long`)
 )
+
+// buildAllowance is how long a go test run may take beyond its -timeout
+// (building the tree, and go test's own minute of grace) before the
+// runner kills it as timed out.
+const buildAllowance = 5 * time.Minute
 
 // goTest runs t's tests in the copy, without -race (for speed) and
 // without vet (a mutation may leave code vet dislikes).
 func (r *runner) goTest(t testRun) outcome {
-	cmd := exec.CommandContext(r.ctx, "go", "test", "-v", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
+	ctx, cancel := context.WithTimeout(r.ctx, r.timeout+buildAllowance)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-v", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
 	cmd.Dir = r.dir
-	// Interrupted, the whole group goes: go test and the test binaries
-	// and servers it started.
+	// Interrupted or past its deadline, the whole group goes: go test and
+	// the test binaries and servers it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
@@ -66,12 +86,21 @@ func (r *runner) goTest(t testRun) outcome {
 	for _, m := range failLine.FindAllStringSubmatch(o.output, -1) {
 		o.failed = append(o.failed, m[1])
 	}
+	if m := timeoutPanic.FindStringSubmatch(o.output); m != nil {
+		o.timedOut = true
+		for _, l := range strings.Split(strings.TrimSpace(m[1]), "\n") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(l), " "); name != "" {
+				o.running = append(o.running, name)
+			}
+		}
+	}
 	switch {
 	case err == nil:
 	case buildFailed.MatchString(o.output):
 		o.other = "build failed"
-	case strings.Contains(o.output, "panic: test timed out"):
-		o.other = "timed out"
+	case o.timedOut:
+	case killedLine.MatchString(o.output) || (ctx.Err() == context.DeadlineExceeded && r.ctx.Err() == nil):
+		o.timedOut = true
 	case len(o.failed) == 0 && strings.Contains(o.output, "panic:"):
 		o.other = "panicked"
 	case len(o.failed) == 0:
@@ -114,7 +143,11 @@ func (r *runner) baseline(ms []mutant) error {
 		start := time.Now()
 		o := r.goTest(t)
 		fmt.Print(r.takeLog())
-		if len(o.failed) > 0 || o.other != "" {
+		if o.timedOut {
+			return fmt.Errorf("unmutated, %s times out (-timeout %s; running: %s): fix it first\n%s",
+				t, r.timeout, strings.Join(o.running, " "), o.output)
+		}
+		if !o.passed() {
 			return fmt.Errorf("unmutated, %s fails (%s%s): fix it first\n%s", t, strings.Join(o.failed, " "), o.other, o.output)
 		}
 		if o.none {

@@ -7,8 +7,13 @@
 // original snippet is not found exactly once in its file (the code moved:
 // the list must be updated, and the message says where its first line is
 // now), when README.md does not name a mutation, or when a mutated tree
-// does not build. The tests run without -race and without vet, for speed;
-// a test that times out (-timeout) counts as catching its mutation.
+// does not build. The tests run without -race and without vet, for speed.
+//
+// A timeout is not a catch: on a loaded machine a slow test times out
+// whether or not its mutation survived. A mutation whose tests timed out
+// (go test's -timeout), none failing, runs again after the others, alone;
+// if its tests time out again it is reported as TIMEOUT, with the tests
+// that were running, and the check fails.
 //
 // The working tree is never touched: the files git knows (tracked, and
 // untracked but not ignored) are copied to one temporary folder per worker
@@ -124,17 +129,13 @@ func check(r *runner, list, only string, workers int, baseline, keep bool) error
 	return nil
 }
 
-// A result is what mutating one entry gave: the line to print, the
-// tests' output (with -v) and an error when it was not caught.
-type result struct {
-	line, output string
-	err          error
-}
-
 // runAll hands ms to the runners (one mutation at a time each, in its own
 // copy) and prints each verdict in list order as soon as it and those
-// before it are done. It returns the mutations not caught, or the
-// context's error when interrupted (after every worker has stopped).
+// before it are done. The mutations whose tests timed out, with none
+// failing, then run again one at a time, alone on the machine: their
+// verdicts are those of this second run, and a second timeout fails the
+// check. It returns the mutations not caught, or the context's error
+// when interrupted (after every worker has stopped).
 func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 	ctx := runners[0].ctx
 	results := make([]result, len(ms))
@@ -143,8 +144,8 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 		go func() {
 			for i := range jobs {
 				if ctx.Err() == nil {
-					line, err := r.mutate(ms[i])
-					results[i] = result{line, r.takeLog(), err}
+					results[i] = r.mutate(ms[i])
+					results[i].output = r.takeLog()
 				}
 				done <- i
 			}
@@ -156,7 +157,7 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 		}
 		close(jobs)
 	}()
-	var failed []string
+	var again []int // the mutations that timed out, in list order
 	finished := make([]bool, len(ms))
 	next := 0
 	for range ms {
@@ -165,12 +166,35 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 			if ctx.Err() != nil {
 				continue
 			}
-			res, m := results[next], ms[next]
+			res := results[next]
 			fmt.Print(res.output)
-			fmt.Printf("%2d/%d %s\n", next+1, len(ms), res.line)
-			if res.err != nil {
-				failed = append(failed, fmt.Sprintf("%s (%s:%d): %v", m.name, list, m.line, res.err))
+			if res.timedOut {
+				again = append(again, next)
+				fmt.Printf("%2d/%d %s: runs again alone\n", next+1, len(ms), strings.Replace(res.line, "TIMEOUT ", "timeout ", 1))
+			} else {
+				fmt.Printf("%2d/%d %s\n", next+1, len(ms), res.line)
 			}
+		}
+	}
+	if len(again) > 0 && ctx.Err() == nil {
+		fmt.Printf("%d mutations timed out, none of their tests failing: each runs again, alone\n", len(again))
+	}
+	for _, i := range again {
+		if ctx.Err() != nil {
+			break
+		}
+		results[i] = runners[0].mutate(ms[i])
+		if res := &results[i]; res.timedOut {
+			res.err = fmt.Errorf("%v, alone too; a timeout does not count as catching a mutation: make the test fail by "+
+				"itself, with a deadline of its own well within -timeout, or point the entry at a test that does (%s)", res.err, ms[i].why)
+		}
+		fmt.Print(runners[0].takeLog())
+		fmt.Printf("%2d/%d %s (alone)\n", i+1, len(ms), results[i].line)
+	}
+	var failed []string
+	for i, res := range results {
+		if res.err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%s:%d): %v", ms[i].name, list, ms[i].line, res.err))
 		}
 	}
 	return failed, ctx.Err()

@@ -10,26 +10,36 @@ import (
 	"time"
 )
 
-// mutate applies m to the copy, runs its tests and undoes it. It returns
-// the line to print, and an error when m was not caught.
-func (r *runner) mutate(m mutant) (string, error) {
+// A result is what mutating one entry gave: the line to print, the
+// tests' output (with -v), an error when it was not caught, and whether
+// its tests timed out without any failing (then the error says so, and
+// the mutation runs again alone).
+type result struct {
+	line, output string
+	err          error
+	timedOut     bool
+}
+
+// mutate applies m to the copy, runs its tests and undoes it.
+func (r *runner) mutate(m mutant) result {
 	path := filepath.Join(r.dir, m.file)
 	orig, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return result{err: err}
 	}
 	if bytes.Count(orig, []byte(m.original)) != 1 {
-		return "", fmt.Errorf("the copy's %s differs from the tree's", m.file)
+		return result{err: fmt.Errorf("the copy's %s differs from the tree's", m.file)}
 	}
 	mutated := bytes.Replace(orig, []byte(m.original), []byte(m.mutated), 1)
 	if err := os.WriteFile(path, mutated, 0o644); err != nil {
-		return "", err
+		return result{err: err}
 	}
 	defer os.WriteFile(path, orig, 0o644)
 	start := time.Now()
 	var caught, notes []string
 	var lastOutput string
-	var notRun []string // test runs whose -run matched no test
+	var notRun []string   // test runs whose -run matched no test
+	var timedOut []string // the tests running when a run timed out
 	var skipped []string
 	broken := false
 	for _, t := range m.tests {
@@ -37,6 +47,13 @@ func (r *runner) mutate(m mutant) (string, error) {
 		lastOutput = o.output
 		if o.none {
 			notRun = append(notRun, t.String())
+		}
+		if o.timedOut {
+			running := topLevel(o.running)
+			if len(running) == 0 {
+				running = []string{t.String()}
+			}
+			timedOut = append(timedOut, running...)
 		}
 		skipped = append(skipped, o.skips...)
 		caught = append(caught, topLevel(o.failed)...)
@@ -52,25 +69,31 @@ func (r *runner) mutate(m mutant) (string, error) {
 	head := fmt.Sprintf("%-26s %-28s", m.name, m.file)
 	switch {
 	case broken:
-		return "BROKEN   " + head, fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)
+		return result{line: "BROKEN   " + head,
+			err: fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)}
 	case len(caught) > 0 || len(notes) > 0:
-		return fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise), nil
+		return result{line: fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise)}
+	case len(timedOut) > 0:
+		// A timeout is no failing test: on a loaded machine a slow test
+		// times out whether or not the mutation survived.
+		return result{line: fmt.Sprintf("TIMEOUT  %s by %s [%s] (%s)", head, strings.Join(timedOut, ", "), took, m.promise),
+			timedOut: true,
+			err:      fmt.Errorf("caught by no failing test: %s timed out (-timeout %s)", strings.Join(timedOut, ", "), r.timeout)}
 	}
+	survived := fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise)
 	if len(notRun) > 0 {
-		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
-			fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))
+		return result{line: survived, err: fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))}
 	}
 	if len(skipped) > 0 {
-		return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
-			fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))
+		return result{line: survived, err: fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))}
 	}
 	var runs []string
 	for _, t := range m.tests {
 		runs = append(runs, t.String())
 	}
-	return fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise),
-		fmt.Errorf("survived: no test failed (%s); the guard lost its test (%s): add one that fails with it, or point the entry at the test that does",
-			strings.Join(runs, "; "), m.why)
+	return result{line: survived,
+		err: fmt.Errorf("survived: no test failed (%s); the guard lost its test (%s): add one that fails with it, or point the entry at the test that does",
+			strings.Join(runs, "; "), m.why)}
 }
 
 // topLevel keeps the tests among names (TestA, TestA/sub) once each, as
