@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -16,6 +17,7 @@ import (
 type runner struct {
 	ctx     context.Context
 	dir     string
+	env     []string // go test's environment (see goEnv)
 	verbose bool
 	timeout time.Duration
 	log     strings.Builder // with verbose, the output of the test runs since the last take
@@ -33,6 +35,7 @@ type outcome struct {
 	// at -timeout and a minute, or the runner's own deadline.
 	timedOut bool
 	running  []string
+	cpu      time.Duration // go test's, its compiles' and its tests' (those it waited for)
 }
 
 // passed says whether every test that ran passed.
@@ -49,6 +52,60 @@ var (
 	killedLine   = regexp.MustCompile(`(?m)^\*\*\* Test killed.*: ran too long`)
 )
 
+// goEnv is the environment of every go command the check runs: this
+// process's, with -trimpath added to GOFLAGS (as go env has it) so that
+// the build cache serves every copy of the tree whatever its folder (go
+// test's and the go builds the tests run themselves, which inherit
+// GOFLAGS), and -ldflags=-w: the binaries are linked without debug
+// information, which nothing here reads.
+func goEnv() ([]string, error) {
+	out, err := exec.Command("go", "env", "GOFLAGS").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOFLAGS: %v", err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFLAGS=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "GOFLAGS="+strings.TrimSpace(strings.TrimSpace(string(out))+" -trimpath -ldflags=-w")), nil
+}
+
+// warm builds, in the unmutated copy, every package the tests of ms
+// import but the tested packages themselves and package main (each
+// mutation rebuilds those), so that the workers start from a warm build
+// cache rather than each building it.
+func (r *runner) warm(ms []mutant) error {
+	start := time.Now()
+	args := []string{"list", "-deps", "-test", "-f", `{{if and (not .ForTest) (ne .Name "main")}}{{.ImportPath}}{{end}}`}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, t := range m.tests {
+			if !seen[t.pkg] {
+				seen[t.pkg] = true
+				args = append(args, t.pkg)
+			}
+		}
+	}
+	list := exec.CommandContext(r.ctx, "go", args...)
+	list.Dir, list.Env = r.dir, r.env
+	out, err := list.Output()
+	if err != nil {
+		return fmt.Errorf("go list: %v", err)
+	}
+	pkgs := strings.Fields(string(out))
+	build := exec.CommandContext(r.ctx, "go", append([]string{"build"}, pkgs...)...)
+	build.Dir, build.Env = r.dir, r.env
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build, before any mutation: %v\n%s", err, out)
+	}
+	cpu := build.ProcessState.UserTime() + build.ProcessState.SystemTime()
+	fmt.Printf("build cache warmed: %d packages [%s, %s CPU]\n", len(pkgs), time.Since(start).Round(100*time.Millisecond),
+		cpu.Round(100*time.Millisecond))
+	return nil
+}
+
 // buildAllowance is how long a go test run may take beyond its -timeout
 // (building the tree, and go test's own minute of grace) before the
 // runner kills it as timed out.
@@ -60,7 +117,7 @@ func (r *runner) goTest(t testRun) outcome {
 	ctx, cancel := context.WithTimeout(r.ctx, r.timeout+buildAllowance)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-v", "-count=1", "-vet=off", "-timeout", r.timeout.String(), "-run", t.run, t.pkg)
-	cmd.Dir = r.dir
+	cmd.Dir, cmd.Env = r.dir, r.env
 	// Interrupted or past its deadline, the whole group goes: go test and
 	// the test binaries and servers it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -69,6 +126,9 @@ func (r *runner) goTest(t testRun) outcome {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	o := outcome{output: out.String()}
+	if cmd.ProcessState != nil {
+		o.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if r.verbose {
 		r.log.WriteString(o.output)
 	}

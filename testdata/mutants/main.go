@@ -17,9 +17,14 @@
 //
 // The working tree is never touched: the files git knows (tracked, and
 // untracked but not ignored) are copied to one temporary folder per worker
-// (-j, 2 by default; they share Go's build cache), and each worker applies
-// its mutations to its own copy, one at a time, undoing each before the
-// next. The verdicts are printed in the list's order.
+// (-j, 2 by default), and each worker applies its mutations to its own
+// copy, one at a time, undoing each before the next. The copies share
+// Go's build cache: they build with -trimpath, so that their folders do
+// not enter the cache's keys, and the unmutated packages are built once,
+// before the workers start. The mutations whose tests are in the root
+// package (the longest) run first; each verdict is printed as it is
+// known, with its CPU time, and the mutations not caught are listed at
+// the end in the list's order.
 //
 // Usage (from the repository's root; .ci/mutants runs it):
 //
@@ -33,6 +38,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -100,6 +107,10 @@ func check(r *runner, list, only string, workers int, baseline, keep bool) error
 	if err := findAll(list, ms); err != nil {
 		return err
 	}
+	env, err := goEnv()
+	if err != nil {
+		return err
+	}
 	runners := make([]*runner, min(workers, len(ms)))
 	for w := range runners {
 		dir, err := copyTree()
@@ -111,18 +122,21 @@ func check(r *runner, list, only string, workers int, baseline, keep bool) error
 		} else {
 			defer os.RemoveAll(dir)
 		}
-		runners[w] = &runner{ctx: r.ctx, dir: dir, verbose: r.verbose, timeout: r.timeout}
+		runners[w] = &runner{ctx: r.ctx, dir: dir, env: env, verbose: r.verbose, timeout: r.timeout}
+	}
+	if err := runners[0].warm(ms); err != nil {
+		return err
 	}
 	if baseline {
 		if err := runners[0].baseline(ms); err != nil {
 			return err
 		}
 	}
-	failed, err := runAll(runners, ms, list)
+	failed, cpu, err := runAll(runners, ms, list)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d mutations in %s (%d at a time)\n", len(ms), time.Since(start).Round(time.Second), len(runners))
+	fmt.Printf("%d mutations in %s (%d at a time, %s CPU)\n", len(ms), time.Since(start).Round(time.Second), len(runners), cpu.Round(time.Second))
 	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d mutations not caught:\n  %s", len(failed), len(ms), strings.Join(failed, "\n  "))
 	}
@@ -130,13 +144,15 @@ func check(r *runner, list, only string, workers int, baseline, keep bool) error
 }
 
 // runAll hands ms to the runners (one mutation at a time each, in its own
-// copy) and prints each verdict in list order as soon as it and those
-// before it are done. The mutations whose tests timed out, with none
-// failing, then run again one at a time, alone on the machine: their
-// verdicts are those of this second run, and a second timeout fails the
-// check. It returns the mutations not caught, or the context's error
-// when interrupted (after every worker has stopped).
-func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
+// copy), those whose tests build the root package first (the longest:
+// the root's tests build gendex too), and prints each verdict as soon as
+// it is known. The mutations whose tests timed out, with none failing,
+// then run again one at a time, alone on the machine: their verdicts are
+// those of this second run, and a second timeout fails the check. It
+// returns the mutations not caught (in list order) and the CPU time the
+// tests took, or the context's error when interrupted (after every
+// worker has stopped).
+func runAll(runners []*runner, ms []mutant, list string) ([]string, time.Duration, error) {
 	ctx := runners[0].ctx
 	results := make([]result, len(ms))
 	jobs, done := make(chan int), make(chan int)
@@ -152,38 +168,38 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 		}()
 	}
 	go func() {
-		for i := range ms {
+		for _, i := range longestFirst(ms) {
 			jobs <- i
 		}
 		close(jobs)
 	}()
-	var again []int // the mutations that timed out, in list order
-	finished := make([]bool, len(ms))
-	next := 0
+	var again []int // the mutations that timed out
+	var cpu time.Duration
 	for range ms {
-		finished[<-done] = true
-		for ; next < len(ms) && finished[next]; next++ {
-			if ctx.Err() != nil {
-				continue
-			}
-			res := results[next]
-			fmt.Print(res.output)
-			if res.timedOut {
-				again = append(again, next)
-				fmt.Printf("%2d/%d %s: runs again alone\n", next+1, len(ms), strings.Replace(res.line, "TIMEOUT ", "timeout ", 1))
-			} else {
-				fmt.Printf("%2d/%d %s\n", next+1, len(ms), res.line)
-			}
+		i := <-done
+		if ctx.Err() != nil {
+			continue
+		}
+		res := results[i]
+		cpu += res.cpu
+		fmt.Print(res.output)
+		if res.timedOut {
+			again = append(again, i)
+			fmt.Printf("%2d/%d %s: runs again alone\n", i+1, len(ms), strings.Replace(res.line, "TIMEOUT ", "timeout ", 1))
+		} else {
+			fmt.Printf("%2d/%d %s\n", i+1, len(ms), res.line)
 		}
 	}
 	if len(again) > 0 && ctx.Err() == nil {
 		fmt.Printf("%d mutations timed out, none of their tests failing: each runs again, alone\n", len(again))
 	}
+	sort.Ints(again)
 	for _, i := range again {
 		if ctx.Err() != nil {
 			break
 		}
 		results[i] = runners[0].mutate(ms[i])
+		cpu += results[i].cpu
 		if res := &results[i]; res.timedOut {
 			res.err = fmt.Errorf("%v, alone too; a timeout does not count as catching a mutation: make the test fail by "+
 				"itself, with a deadline of its own well within -timeout, or point the entry at a test that does (%s)", res.err, ms[i].why)
@@ -197,5 +213,21 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, error) {
 			failed = append(failed, fmt.Sprintf("%s (%s:%d): %v", ms[i].name, list, ms[i].line, res.err))
 		}
 	}
-	return failed, ctx.Err()
+	return failed, cpu, ctx.Err()
+}
+
+// longestFirst orders ms's indexes for the runners: the mutations whose
+// tests are in the root package first (each builds the root's large test
+// package and the gendex binary), then the others, each in list order;
+// so no worker is left with a long one while the other has finished.
+func longestFirst(ms []mutant) []int {
+	var root, rest []int
+	for i, m := range ms {
+		if slices.ContainsFunc(m.tests, func(t testRun) bool { return t.pkg == "." }) {
+			root = append(root, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return append(root, rest...)
 }

@@ -18,6 +18,7 @@ type result struct {
 	line, output string
 	err          error
 	timedOut     bool
+	cpu          time.Duration
 }
 
 // mutate applies m to the copy, runs its tests and undoes it.
@@ -36,6 +37,7 @@ func (r *runner) mutate(m mutant) result {
 	}
 	defer os.WriteFile(path, orig, 0o644)
 	start := time.Now()
+	var cpu time.Duration
 	var caught, notes []string
 	var lastOutput string
 	var notRun []string   // test runs whose -run matched no test
@@ -44,6 +46,7 @@ func (r *runner) mutate(m mutant) result {
 	broken := false
 	for _, t := range m.tests {
 		o := r.goTest(t)
+		cpu += o.cpu
 		lastOutput = o.output
 		if o.none {
 			notRun = append(notRun, t.String())
@@ -65,33 +68,33 @@ func (r *runner) mutate(m mutant) result {
 			notes = append(notes, fmt.Sprintf("%s %s", t.pkg, o.other))
 		}
 	}
-	took := time.Since(start).Round(100 * time.Millisecond)
+	took := fmt.Sprintf("%s, %s CPU", time.Since(start).Round(100*time.Millisecond), cpu.Round(100*time.Millisecond))
 	head := fmt.Sprintf("%-26s %-28s", m.name, m.file)
 	switch {
 	case broken:
-		return result{line: "BROKEN   " + head,
+		return result{cpu: cpu, line: "BROKEN   " + head,
 			err: fmt.Errorf("the mutated tree does not build: fix the entry's '+++ mutated' snippet\n%s", lastOutput)}
 	case len(caught) > 0 || len(notes) > 0:
-		return result{line: fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise)}
+		return result{cpu: cpu, line: fmt.Sprintf("caught   %s by %s [%s] (%s)", head, strings.Join(append(caught, notes...), ", "), took, m.promise)}
 	case len(timedOut) > 0:
 		// A timeout is no failing test: on a loaded machine a slow test
 		// times out whether or not the mutation survived.
-		return result{line: fmt.Sprintf("TIMEOUT  %s by %s [%s] (%s)", head, strings.Join(timedOut, ", "), took, m.promise),
+		return result{cpu: cpu, line: fmt.Sprintf("TIMEOUT  %s by %s [%s] (%s)", head, strings.Join(timedOut, ", "), took, m.promise),
 			timedOut: true,
 			err:      fmt.Errorf("caught by no failing test: %s timed out (-timeout %s)", strings.Join(timedOut, ", "), r.timeout)}
 	}
 	survived := fmt.Sprintf("SURVIVED %s [%s] (%s)", head, took, m.promise)
 	if len(notRun) > 0 {
-		return result{line: survived, err: fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))}
+		return result{cpu: cpu, line: survived, err: fmt.Errorf("survived: %s ran no test: fix the entry's test: line", strings.Join(notRun, "; "))}
 	}
 	if len(skipped) > 0 {
-		return result{line: survived, err: fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))}
+		return result{cpu: cpu, line: survived, err: fmt.Errorf("survived, but tests skipped: %s; run the check as CI does", strings.Join(skipped, "; "))}
 	}
 	var runs []string
 	for _, t := range m.tests {
 		runs = append(runs, t.String())
 	}
-	return result{line: survived,
+	return result{cpu: cpu, line: survived,
 		err: fmt.Errorf("survived: no test failed (%s); the guard lost its test (%s): add one that fails with it, or point the entry at the test that does",
 			strings.Join(runs, "; "), m.why)}
 }
