@@ -393,6 +393,25 @@ func TestNoWriter(t *testing.T) {
 	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, live.ErrNoWriter) {
 		t.Errorf("no socket: %v", err)
 	}
+	// A writer that exits as it is asked: it takes the connection and
+	// closes it unanswered. The caller asks the index then.
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := r.Ask(t.Context(), q, time.Now(), &query.Collect{}); !errors.Is(err, live.ErrNoWriter) {
+		t.Errorf("a writer that closed the connection unanswered: %v, want ErrNoWriter", err)
+	}
 }
 
 // TestSocketPathFits: a database path too long for a socket address gets

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gendex/query"
@@ -122,6 +123,13 @@ func Dial(ctx context.Context, socket string) (*Remote, error) {
 	return r, nil
 }
 
+// closedUnanswered says err is a connection closed before any answer
+// came: the end of the file, or a reset.
+func closedUnanswered(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
 // unwrapURL drops net/http's `Get "http://gendex/...":` prefix, which
 // names no real URL.
 func unwrapURL(err error) error {
@@ -168,6 +176,12 @@ func (r *Remote) Ask(ctx context.Context, q query.Query, now time.Time, out quer
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errSilent) {
 			return r.notAnswering(fmt.Sprintf("no answer began within %v", first))
+		}
+		if closedUnanswered(err) {
+			// The writer let go of the connection before any answer: it
+			// is exiting. Nothing was given to out, so the caller asks
+			// the index (or, if a writer holds it still, the socket again).
+			return fmt.Errorf("%w: %s closed the connection unanswered (%v)", ErrNoWriter, r.Socket, unwrapURL(err))
 		}
 		return fmt.Errorf("asking the writer at %s: %w", r.Socket, unwrapURL(err))
 	}
