@@ -67,6 +67,9 @@ func (r *runner) mutate(m mutant) result {
 		default:
 			notes = append(notes, fmt.Sprintf("%s %s", t.pkg, o.other))
 		}
+		if len(o.failed) > 0 {
+			break // caught: the entry's other tests need not run
+		}
 	}
 	took := fmt.Sprintf("%s, %s CPU", time.Since(start).Round(100*time.Millisecond), cpu.Round(100*time.Millisecond))
 	head := fmt.Sprintf("%-26s %-28s", m.name, m.file)
