@@ -124,10 +124,12 @@ func Dial(ctx context.Context, socket string) (*Remote, error) {
 }
 
 // closedUnanswered says err is a connection closed before any answer
-// came: the end of the file, or a reset.
+// came: the end of the file, a reset, or what net/http's transport says
+// when the close came before it read a byte (its errServerClosedIdle,
+// not exported: told by its words).
 func closedUnanswered(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE)
+		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // unwrapURL drops net/http's `Get "http://gendex/...":` prefix, which
