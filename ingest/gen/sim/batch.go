@@ -29,12 +29,17 @@ import (
 // tokens so far.
 // SGLang admits an item only if its prompt and max_new_tokens (clipped to
 // sglangClipNewTokens) fit beside what the running items reserve, so it
-// queues and never retracts (schedule_policy.py, PrefillAdder with
-// new_token_ratio 1); vLLM admits while the prompt fits now, and when the
+// queues and never retracts (python/sglang/srt/managers/
+// schedule_policy.py, PrefillAdder: a running request reserves
+// min(max_new_tokens - output, CLIP_MAX_NEW_TOKENS) × new_token_ratio, here
+// with a ratio of 1, so the decode retraction SGLang keeps for a lower
+// ratio never happens); vLLM admits while the prompt fits now, and when the
 // running items' next tokens do not fit it preempts the newest running
 // item: its KV is freed, it goes back to the head of the queue and, when
 // admitted again, recomputes its prompt and output so far as a prefill
-// (v1/core/sched/scheduler.py, _preempt_request).
+// (vllm/v1/core/sched/scheduler.py: schedule() serves the running items
+// first, preempts with running.pop() when allocate_slots fails, and admits
+// waiting items only in a step that preempted none; _preempt_request).
 type batcher struct {
 	cfg   Config
 	slots *slotPool
@@ -140,10 +145,11 @@ func (b *batcher) loop() {
 			b.mu.Unlock()
 			return
 		}
-		if b.cfg.Flavor == FlavorVLLM {
-			b.preempt()
+		prefill := 0
+		// vLLM admits waiting items only in a step that preempted none.
+		if b.cfg.Flavor != FlavorVLLM || !b.preempt() {
+			prefill = b.admit()
 		}
-		prefill := b.admit()
 		batch := append([]*seq(nil), b.running...)
 		d := b.stepTime(len(batch), prefill)
 		b.mu.Unlock()
@@ -225,7 +231,7 @@ func (b *batcher) fits(s *seq) bool {
 	case FlavorSGLang:
 		reserved := 0
 		for _, r := range b.running {
-			reserved += r.kv + min(r.it.budget, sglangClipNewTokens) - r.done
+			reserved += r.kv + min(r.it.budget-r.done, sglangClipNewTokens)
 		}
 		return reserved+s.prefill+min(s.it.budget, sglangClipNewTokens) <= pool
 	}
@@ -235,9 +241,10 @@ func (b *batcher) fits(s *seq) bool {
 }
 
 // preempt evicts the newest running items, vLLM's way, until every running
-// item's next token fits in the pool; one item always keeps running.
-// b.mu is held.
-func (b *batcher) preempt() {
+// item's next token fits in the pool; one item always keeps running. It
+// reports whether it evicted any. b.mu is held.
+func (b *batcher) preempt() bool {
+	evicted := false
 	for len(b.running) > 1 && b.held+len(b.running) > b.cfg.MaxTotalTokens {
 		s := b.running[len(b.running)-1]
 		b.running = b.running[:len(b.running)-1]
@@ -248,7 +255,9 @@ func (b *batcher) preempt() {
 		b.preemptions++
 		b.slots.release()
 		b.waiting = append([]*seq{s}, b.waiting...)
+		evicted = true
 	}
+	return evicted
 }
 
 // batchSnapshot is the batcher's state at one moment.
