@@ -103,6 +103,12 @@ func TestKneePoolQueuesOrPreempts(t *testing.T) {
 	if peak := sg.slots.snapshot().maxRunning; peak != 1000/250 {
 		t.Errorf("sglang: at most %d running, want %d (the pool over prompt + max_new_tokens)", peak, 1000/250)
 	}
+	// Without a pool, Slots (SGLang's max_running_requests, what
+	// /server_info reports) caps the batch.
+	capped := runBatch(t, Config{StepBase: time.Millisecond, Slots: 8}, 40, 50, 150, 200)
+	if peak := capped.slots.snapshot().maxRunning; peak != 8 {
+		t.Errorf("8 slots: at most %d running, want 8", peak)
+	}
 	vl := runBatch(t, withFlavor(cfg, FlavorVLLM), 40, 50, 150, 200)
 	if vl.preemptions == 0 || vl.recomputed <= 50*vl.preemptions {
 		t.Errorf("vllm: %d preemptions, %d tokens recomputed, want some, each its prompt and output", vl.preemptions, vl.recomputed)

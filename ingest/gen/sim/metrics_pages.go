@@ -79,6 +79,8 @@ func (m *meters) sglangPage(w http.ResponseWriter, r *http.Request) {
 
 // vllmPage serves /metrics (always mounted in vLLM) with vLLM's
 // names; every series carries engine and model_name.
+// num_preemptions_total counts the knee scheduler's preemptions (batch.go;
+// 0 without it, as vLLM's counter before its first).
 func (m *meters) vllmPage(w http.ResponseWriter, r *http.Request) {
 	st := m.stats()
 	f := m.fstats.snapshot()
