@@ -22,7 +22,10 @@ func TestSimKnee(t *testing.T) {
 	var wg sync.WaitGroup
 	for n := range 20 {
 		wg.Go(func() {
-			body := fmt.Sprintf(`{"model":"sim-model","prompt":"question %d with some context","max_tokens":100}`, n)
+			// 20 prompts of about 150 tokens (a token a byte) and 100 new
+			// tokens each: 5,000 tokens, past the pool of 1,200.
+			prompt := fmt.Sprintf("question %d", n) + strings.Repeat(" with some context", 8)
+			body := `{"model":"sim-model","prompt":"` + prompt + `","max_tokens":100,"ignore_eos":true}`
 			resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 			if err != nil {
 				t.Error(err)
