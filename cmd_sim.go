@@ -30,6 +30,9 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	if err := checkSimTools(*cfg, "--"); err != nil {
 		return err
 	}
+	if err := checkSimKnee(*cfg, "--"); err != nil {
+		return err
+	}
 	s := sim.New(*cfg)
 	eff := s.Config()
 	if eff.StartupDelay > 0 {
@@ -48,6 +51,9 @@ func runSim(ctx context.Context, c *call, args []string) error {
 	if ctx.Err() != nil {
 		st := s.Stats()
 		fmt.Fprintf(messages(c.env), "gendex sim: %d requests, %d completed, %d generated tokens\n", st.Requests, st.Completed, st.GeneratedTokens)
+		if eff.Knee() {
+			fmt.Fprintf(messages(c.env), "gendex sim: %d preemptions, %d tokens recomputed\n", st.Preemptions, st.RecomputedTokens)
+		}
 		return nil
 	}
 	return err
@@ -100,11 +106,29 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.BoolVar(&cfg.EnableMetrics, prefix+"metrics", false, "simulator: serve /metrics")
 	fs.IntVar(&cfg.SpecDraftTokens, prefix+"spec-draft-tokens", 0, "simulator: speculative decoding with N draft tokens per verify step (--speculative-num-draft-tokens; 0: off): spec fields in meta_info, sglang:spec_accept_length on /metrics")
 	fs.IntVar(&cfg.MaxTotalTokens, prefix+"max-total-tokens", 0, "simulator: KV cache pool in tokens, for sglang:token_usage (0: slots × context)")
+	fs.DurationVar(&cfg.StepBase, prefix+"step-base", 0, "simulator: a decode step's fixed time: with it (or --step-per-req or --kv-tokens) requests decode in batched steps of base + per-req × batch, one token each (0 and no --step-per-req: a step is 1/--decode-tps)")
+	fs.DurationVar(&cfg.StepPerReq, prefix+"step-per-req", 0, "simulator: a decode step's time per request in the batch (the total tokens/s flattens at 1/this)")
+	fs.IntVar(&cfg.KVTokens, prefix+"kv-tokens", 0, "simulator: a KV cache pool in tokens that bounds the batch (prompt + output so far): sglang queues past it, vllm preempts and recomputes (0: unbounded)")
 	fs.BoolVar(&cfg.ToolCalls, prefix+"tool-calls", false, "simulator: a tool-calling model: given tools, it calls one of them on some turns (chosen per prompt and --seed), answers the others in text")
 	fs.StringVar(&cfg.ToolCallParser, prefix+"tool-call-parser", "", "simulator: the server's --tool-call-parser (sglang: qwen25, qwen, hermes, kimi_k2; vllm: hermes, kimi_k2): chat answers parsed tool_calls; kimi_k2 makes the model write Kimi-K2's markup, the others Qwen's")
 	fs.BoolVar(&cfg.EnableAutoToolChoice, prefix+"enable-auto-tool-choice", false, "simulator: vLLM's --enable-auto-tool-choice (with --tool-call-parser; without both, vLLM refuses tools with tool_choice auto)")
 	fs.BoolVar(&cfg.NoJinja, prefix+"no-jinja", false, "simulator: llama-server's --no-jinja: requests with tools answered 500 \"tools param requires --jinja flag\"")
 	return cfg
+}
+
+// checkSimKnee refuses knee settings whose steps would take no time (a
+// loop that spins); prefix is how its flags are spelled.
+func checkSimKnee(cfg sim.Config, prefix string) error {
+	if cfg.StepBase < 0 || cfg.StepPerReq < 0 || cfg.KVTokens < 0 {
+		return usagef("%sstep-base, %sstep-per-req and %skv-tokens cannot be negative", prefix, prefix, prefix)
+	}
+	if cfg.KVTokens > 0 && cfg.Flavor == sim.FlavorLlamaCpp {
+		return usagef("%skv-tokens: llama.cpp gives each slot its own context, so only %sslots bounds its batch", prefix, prefix)
+	}
+	if cfg.KVTokens > 0 && cfg.StepBase == 0 && cfg.StepPerReq == 0 && cfg.DecodeTokensPerSec <= 0 {
+		return usagef("%skv-tokens needs a step time: give %sstep-base, %sstep-per-req or %sdecode-tps", prefix, prefix, prefix, prefix)
+	}
+	return nil
 }
 
 // checkSimTools refuses tool settings the simulator cannot honour; prefix
@@ -147,6 +171,9 @@ func startSim(ctx context.Context, cfg sim.Config) (url string, stop func(), err
 		return "", nil, err
 	}
 	if err := checkSimTools(cfg, "--sim-"); err != nil {
+		return "", nil, err
+	}
+	if err := checkSimKnee(cfg, "--sim-"); err != nil {
 		return "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -92,6 +92,16 @@ type Config struct {
 	// retracts or queues for KV space).
 	MaxTotalTokens int
 
+	// StepBase and StepPerReq make the knee scheduler's decode step take
+	// StepBase + StepPerReq × (items in the batch): one item's tokens/s
+	// fall as the batch grows, the total rises toward 1/StepPerReq and
+	// flattens (batch.go). KVTokens, when positive, is a KV pool in tokens
+	// that binds (and is MaxTotalTokens): SGLang queues past it, vLLM
+	// preempts. Any of the three runs the knee scheduler (Knee); all zero,
+	// the default, keeps the slot model above (Slots, DecodeTokensPerSec).
+	StepBase, StepPerReq time.Duration
+	KVTokens             int
+
 	// Flavor is the server the simulator speaks as: "" or FlavorSGLang
 	// (SGLang, the default), FlavorVLLM (vLLM's OpenAI-compatible server)
 	// or FlavorLlamaCpp (llama.cpp's llama-server). Each flavor has its
@@ -161,6 +171,9 @@ func (c Config) withDefaults() Config {
 	if c.SpecDraftTokens < 2 {
 		c.SpecDraftTokens = 0
 	}
+	if c.KVTokens > 0 {
+		c.MaxTotalTokens = c.KVTokens
+	}
 	if c.MaxTotalTokens <= 0 {
 		c.MaxTotalTokens = c.Slots * c.ContextLength
 	}
@@ -171,5 +184,14 @@ func (c Config) withDefaults() Config {
 }
 
 // maxReqInputLen is SGLang's max_req_input_len: min(context-1, pool-1) - 5,
-// with a KV pool that never binds.
-func (c Config) maxReqInputLen() int { return c.ContextLength - 1 - 5 }
+// the pool counted only when it binds (KVTokens).
+func (c Config) maxReqInputLen() int {
+	if c.KVTokens > 0 {
+		return min(c.ContextLength-1, c.KVTokens-1) - 5
+	}
+	return c.ContextLength - 1 - 5
+}
+
+// Knee reports whether the knee scheduler (batch.go) runs: a step time
+// that grows with the batch or a KV pool that binds.
+func (c Config) Knee() bool { return c.StepBase > 0 || c.StepPerReq > 0 || c.KVTokens > 0 }

@@ -51,6 +51,13 @@ Queues grow without bound, as in SGLang by default. A client disconnect frees
 the slot.
 Stats and OccupancySeries report load.
 
+With Config.StepBase, StepPerReq or KVTokens (Config.Knee) the knee
+scheduler (batcher, batch.go) runs instead: decode steps over a batch that
+take StepBase + StepPerReq × batch, one token per item per step, so the
+total throughput rises and then flattens; the batch is capped by Slots and
+by a KV pool in tokens, past which SGLang queues and vLLM preempts the
+newest item, which recomputes its prompt and output when readmitted.
+
 # Speculative decoding and /metrics
 
 With Config.SpecDraftTokens N the model decodes speculatively: each answer's
@@ -121,6 +128,8 @@ and what it may not touch:
 	                           outputs (model.go, lengths.go, spec.go,
 	                           params.go, tokenizer.go), rids, decode slots
 	                           (slots.go), the time an item takes
+	batcher      batch.go      the knee scheduler: batched steps, the KV
+	                           pool, SGLang's queue, vLLM's preemption
 	toolModel    tools*.go     the tool-calling model: calls in answers, the
 	                           tools a prompt renders, /parse_function_call
 	meters       metrics*.go   counters, gauges and histograms (Stats),

@@ -17,14 +17,16 @@ import (
 type engine struct {
 	cfg   Config
 	slots *slotPool
+	batch *batcher // the knee scheduler, or nil for the slot model
 	reqs  registry
 	meter *meters
 	tools *toolModel
 }
 
-// newEngine returns the engine of cfg, running items in slots.
-func newEngine(cfg Config, slots *slotPool, m *meters, tools *toolModel) *engine {
-	return &engine{cfg: cfg, slots: slots, meter: m, tools: tools}
+// newEngine returns the engine of cfg, running items in slots, or through
+// batch when it is not nil (Config.Knee).
+func newEngine(cfg Config, slots *slotPool, batch *batcher, m *meters, tools *toolModel) *engine {
+	return &engine{cfg: cfg, slots: slots, batch: batch, meter: m, tools: tools}
 }
 
 // register adds it to the items in flight; a rid already in flight is
@@ -144,6 +146,10 @@ func (e *engine) drive(ctx context.Context, it *item) {
 		it.finish = &finishReason{kind: finishAbortStatus, message: it.schedErr, statusCode: 400}
 		return
 	}
+	if e.batch != nil {
+		e.driveBatch(ctx, it)
+		return
+	}
 	if err := e.slots.acquire(ctx); err != nil {
 		it.canceled = true
 		return
@@ -172,6 +178,24 @@ func (e *engine) drive(ctx context.Context, it *item) {
 		return
 	}
 	it.produced = stop
+	if stop < len(it.plan.ids) {
+		it.finish = &finishReason{kind: finishAbort, message: "Aborted"}
+	} else {
+		it.finish = &it.plan.finish
+	}
+}
+
+// driveBatch is drive's work under the knee scheduler: the batcher paces
+// the tokens and owns the slots.
+func (e *engine) driveBatch(ctx context.Context, it *item) {
+	stop := len(it.plan.ids)
+	if it.abortAt >= 0 && it.abortAt < stop {
+		stop = it.abortAt
+	}
+	if !e.batch.run(ctx, it, stop) {
+		it.canceled = true
+		return
+	}
 	if stop < len(it.plan.ids) {
 		it.finish = &finishReason{kind: finishAbort, message: "Aborted"}
 	} else {

@@ -19,6 +19,7 @@ import (
 type meters struct {
 	cfg     Config
 	slots   *slotPool // the engine's; read for Running, Queued and occupancy
+	batch   *batcher  // the knee scheduler, or nil; read for its queue and pool
 	created int64     // unix seconds, for /v1/models and llama.cpp's start header
 	// startedAt is when the server started, as prometheus_client's process
 	// collector gives it (process_start_time_seconds: Unix seconds, to the
@@ -38,15 +39,15 @@ type counters struct {
 }
 
 // newMeters returns the meters of a server started at now.
-func newMeters(cfg Config, slots *slotPool, now time.Time) *meters {
-	return &meters{cfg: cfg, slots: slots, created: now.Unix(), startedAt: float64(now.UnixMilli()/10) / 100}
+func newMeters(cfg Config, slots *slotPool, batch *batcher, now time.Time) *meters {
+	return &meters{cfg: cfg, slots: slots, batch: batch, created: now.Unix(), startedAt: float64(now.UnixMilli()/10) / 100}
 }
 
 // stats returns a snapshot of the counters.
 func (m *meters) stats() Stats {
 	p := m.slots.snapshot()
 	c := &m.counts
-	return Stats{
+	st := Stats{
 		Requests:        c.requests.Load(),
 		Completed:       c.completed.Load(),
 		Errors:          c.errors.Load(),
@@ -62,6 +63,23 @@ func (m *meters) stats() Stats {
 		GeneratedTokens: c.generated.Load(),
 		PromptTokens:    c.promptTokens.Load(),
 	}
+	if m.batch != nil {
+		b := m.batch.snapshot()
+		st.Queued = int64(b.queued)
+		st.Preemptions, st.RecomputedTokens = b.preemptions, b.recomputed
+		st.KVTokensHeld, st.StepTokens, st.StepSeconds = int64(b.held), b.decoded, b.clock.Seconds()
+	}
+	return st
+}
+
+// loadNow is what the scheduler gauges report now: under the knee
+// scheduler the KV tokens are the batcher's pool.
+func (m *meters) loadNow() loadSnapshot {
+	ld := m.load.snapshot(time.Now(), m.cfg.DecodeTokensPerSec)
+	if m.batch != nil {
+		ld.usedTokens = int64(m.batch.snapshot().held)
+	}
+	return ld
 }
 
 // occupancy is the busy fraction of the slots per second (see

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"gendex/store/prom"
 )
@@ -34,7 +33,7 @@ import (
 // first), as SGLang's gauges keep theirs between log intervals.
 func (m *meters) sglangPage(w http.ResponseWriter, r *http.Request) {
 	st := m.stats()
-	ld := m.load.snapshot(time.Now(), m.cfg.DecodeTokensPerSec)
+	ld := m.loadNow()
 	var b bytes.Buffer
 	p := prom.NewWriter(&b)
 	scheduler := func(name string, help string, v float64) {
@@ -80,10 +79,12 @@ func (m *meters) sglangPage(w http.ResponseWriter, r *http.Request) {
 
 // vllmPage serves /metrics (always mounted in vLLM) with vLLM's
 // names; every series carries engine and model_name.
+// num_preemptions_total counts the knee scheduler's preemptions (batch.go;
+// 0 without it, as vLLM's counter before its first).
 func (m *meters) vllmPage(w http.ResponseWriter, r *http.Request) {
 	st := m.stats()
 	f := m.fstats.snapshot()
-	ld := m.load.snapshot(time.Now(), m.cfg.DecodeTokensPerSec)
+	ld := m.loadNow()
 	var b bytes.Buffer
 	p := prom.NewWriter(&b)
 	labels := []string{"engine", "0", "model_name", m.cfg.Model}
@@ -98,6 +99,7 @@ func (m *meters) vllmPage(w http.ResponseWriter, r *http.Request) {
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(st.Running))
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(st.Queued))
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", float64(ld.usedTokens)/float64(m.cfg.MaxTotalTokens))
+	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", float64(st.Preemptions))
 	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", float64(st.PromptTokens))
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", 0)
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))

@@ -12,7 +12,7 @@ import (
 func testEngine(cfg Config) *engine {
 	cfg = cfg.withDefaults()
 	slots := newSlotPool(cfg.Slots)
-	return newEngine(cfg, slots, newMeters(cfg, slots, time.Now()), &toolModel{cfg: cfg})
+	return newEngine(cfg, slots, nil, newMeters(cfg, slots, nil, time.Now()), &toolModel{cfg: cfg})
 }
 
 // params returns verified sampling params from a JSON object.

@@ -51,6 +51,14 @@ type Stats struct {
 	BusySlotSeconds float64
 	// GeneratedTokens and PromptTokens count tokens of finished items.
 	GeneratedTokens, PromptTokens int64
+	// Under the knee scheduler (Config.Knee): Preemptions counts running
+	// items vLLM evicted, RecomputedTokens what they prefilled again,
+	// KVTokensHeld the pool's tokens in use now, and StepTokens and
+	// StepSeconds the tokens decoded and the simulated time of all steps
+	// (StepTokens / StepSeconds is the throughput, whatever the real
+	// clock did).
+	Preemptions, RecomputedTokens, KVTokensHeld, StepTokens int64
+	StepSeconds                                             float64
 }
 
 // New returns a server simulating cfg. It does not listen; see Handler,
@@ -58,10 +66,14 @@ type Stats struct {
 func New(cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	slots := newSlotPool(cfg.Slots)
-	m := newMeters(cfg, slots, time.Now())
+	var batch *batcher
+	if cfg.Knee() {
+		batch = newBatcher(cfg, slots)
+	}
+	m := newMeters(cfg, slots, batch, time.Now())
 	f := newFaults(cfg, m)
 	tools := &toolModel{cfg: cfg}
-	parts := flavorParts{cfg: cfg, created: m.created, eng: newEngine(cfg, slots, m, tools), faults: f, meters: m, tools: tools}
+	parts := flavorParts{cfg: cfg, created: m.created, eng: newEngine(cfg, slots, batch, m, tools), faults: f, meters: m, tools: tools}
 	s := &Server{cfg: cfg, faults: f, meters: m}
 	s.handler = s.router(newFlavorRouter(parts))
 	return s
