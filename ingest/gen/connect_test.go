@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -59,7 +60,14 @@ func TestInterruptSaysWhatWasGivenUp(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v\n%s", err, log)
 	}
-	if sum.GivenUp != 4 || sum.Responses != 0 || sum.Errors != 0 || !strings.Contains(log, "gen: interrupted: 4 answers in flight were given up after --grace 200ms; the next run asks them again") {
-		t.Errorf("summary %+v; want 4 given up, none written or failed:\n%s", sum, log)
+	// How many were in flight when the interrupt came depends on where the
+	// fourth's worker was (a loaded machine moves it): from 1 to 4, and the
+	// line says the same number as the summary.
+	said := fmt.Sprintf("gen: interrupted: %d answers in flight were given up after --grace 200ms; the next run asks them again", sum.GivenUp)
+	if sum.GivenUp == 1 {
+		said = "gen: interrupted: 1 answer in flight was given up after --grace 200ms; the next run asks them again"
+	}
+	if sum.GivenUp < 1 || sum.GivenUp > 4 || sum.Responses != 0 || sum.Errors != 0 || !strings.Contains(log, said) {
+		t.Errorf("summary %+v; want 1-4 given up, said so, none written or failed:\n%s", sum, log)
 	}
 }

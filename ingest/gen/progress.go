@@ -396,7 +396,11 @@ func (pr *progress) final(sum *Summary) {
 	}
 	switch {
 	case sum.Interrupted && sum.GivenUp > 0:
-		pr.ctl.logf("gen: interrupted: %s in flight were given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), pr.cfg.Grace)
+		were := "were"
+		if sum.GivenUp == 1 {
+			were = "was"
+		}
+		pr.ctl.logf("gen: interrupted: %s in flight %s given up after --grace %s; the next run asks them again", counted(sum.GivenUp, "answer", "answers"), were, pr.cfg.Grace)
 	case sum.Interrupted:
 		pr.ctl.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
 	}
