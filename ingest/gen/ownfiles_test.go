@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +48,36 @@ func TestOpenOwnWaitsForAFile(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the answer file: %v", err)
+	}
+}
+
+// TestOpenOwnGivesUpWhenAbandoned: a run that abandons its requests (a
+// failure, a second interrupt) while it waits for a file descriptor stops
+// waiting at once, with the open's error.
+func TestOpenOwnGivesUpWhenAbandoned(t *testing.T) {
+	t.Parallel()
+	reqs, cancel := context.WithCancel(t.Context())
+	var log bytes.Buffer
+	ctl := &control{log: &log, reqs: reqs}
+	opens := 0
+	outOfFiles := func(string) (*os.File, error) {
+		if opens++; opens == 3 {
+			cancel()
+		}
+		return nil, &os.PathError{Op: "open", Path: "raw_responses.jsonl", Err: syscall.EMFILE}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := openOwn(ctl, "raw_responses.jsonl", outOfFiles)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EMFILE) || opens != 3 {
+			t.Errorf("abandoned after the third open: %v after %d opens; want EMFILE after 3", err, opens)
+		}
+	case <-time.After(time.Minute): // ownFileWait is 2 minutes
+		t.Fatal("openOwn still waits for a file descriptor after the run abandoned its requests")
 	}
 }
 
