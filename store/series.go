@@ -39,6 +39,7 @@ const (
 	MetricStartTime                   // process_start_time_seconds (Unix seconds)
 	MetricSpecDrafts                  // vllm:spec_decode_num_drafts_total (counter; vLLM and llama.cpp)
 	MetricSpecAccepted                // vllm:spec_decode_num_accepted_tokens_total (counter; vLLM and llama.cpp)
+	MetricPreemptions                 // vllm:num_preemptions_total (counter; SGLang's retracted requests)
 	NumMetrics
 )
 
@@ -87,6 +88,11 @@ type ServerSample struct {
 	// counts (see query's acceptSpan). 0 in samples stored before they were
 	// kept.
 	ClientSpecTokens, ClientSpecVerify int64
+	// Limit is gen's limit then on the requests it keeps in flight on this
+	// server (its capacity as gen found it, or its share of
+	// --concurrency), and InFlight gen's requests in flight on it; 0 in
+	// samples stored before they were kept (Limit 0: not known).
+	Limit, InFlight int64
 
 	has    uint16
 	values [NumMetrics]float64
@@ -195,6 +201,10 @@ func (s *ServerSample) encode() []byte {
 	for _, v := range [...]int64{s.ClientSpecTokens, s.ClientSpecVerify} {
 		b = binary.AppendVarint(b, v)
 	}
+	// gen's limit and its requests in flight follow, for the same reason.
+	for _, v := range [...]int64{s.Limit, s.InFlight} {
+		b = binary.AppendVarint(b, v)
+	}
 	return b
 }
 
@@ -255,6 +265,16 @@ func decodeSample(b []byte, s *ServerSample) error {
 		return nil // stored before the spec counts were kept
 	}
 	for _, p := range [...]*int64{&s.ClientSpecTokens, &s.ClientSpecVerify} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return errBadSample
+		}
+		*p, b = v, b[n:]
+	}
+	if len(b) == 0 {
+		return nil // stored before gen's limit was kept
+	}
+	for _, p := range [...]*int64{&s.Limit, &s.InFlight} {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return errBadSample

@@ -16,7 +16,7 @@ func TestServerSampleRetries(t *testing.T) {
 	old := s
 	old.Retries, old.InBackoff, old.LastError, old.LastErrorAt = 0, 0, "", 0
 	b := old.encode()
-	b = b[:len(b)-6] // three varints 0, an empty string and two spec varints 0: what a sample had before
+	b = b[:len(b)-8] // three varints 0, an empty string, two spec and two limit varints 0: what a sample had before
 	if err := decodeSample(b, &got); err != nil || got != old {
 		t.Errorf("an older sample: %+v %v\nwant %+v", got, err, old)
 	}
@@ -27,11 +27,22 @@ func TestServerSampleRetries(t *testing.T) {
 		t.Errorf("spec counts: %+v %v", got, err)
 	}
 	b = s.encode()
-	if err := decodeSample(b[:len(b)-2], &got); err != nil || got != s {
+	if err := decodeSample(b[:len(b)-4], &got); err != nil || got != s {
 		t.Errorf("a sample without spec counts: %+v %v\nwant %+v", got, err, s)
 	}
+	// gen's limit and in flight come back; a sample stored before them
+	// reads with none (0: not known).
+	lim := s
+	lim.Limit, lim.InFlight = 1040, 1031
+	if err := decodeSample(lim.encode(), &got); err != nil || got != lim {
+		t.Errorf("limit: %+v %v", got, err)
+	}
+	b = lim.encode()
+	if err := decodeSample(b[:len(b)-4], &got); err != nil || got != s {
+		t.Errorf("a sample without a limit: %+v %v\nwant %+v", got, err, s)
+	}
 	full := s.encode()
-	for _, cut := range []int{1, 5, len(s.LastError) + 1} {
+	for _, cut := range []int{3, 7, len(s.LastError) + 3} {
 		if err := decodeSample(full[:len(full)-cut], &got); err == nil {
 			t.Errorf("cut by %d: decoded %+v", cut, got)
 		}

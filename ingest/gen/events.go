@@ -23,6 +23,7 @@ const (
 	EventErrors    = "errors"    // prompts failed for good on a server, counted per burst
 	EventRetries   = "retries"   // attempts on a server failed and were sent again, counted per burst (detail: the most frequent cause)
 	EventIsolated  = "isolated"  // prompts in flight at a second down of a server, sent one at a time from then on, per burst (isolate.go)
+	EventLimit     = "limit"     // gen changed how many requests it keeps in flight on a server (detail: from, to, and why: queue grew, preemptions, KV full, room)
 )
 
 // burstWindow: final errors on one server within this long of the first
