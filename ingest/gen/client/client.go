@@ -244,12 +244,16 @@ func (c *Client) NewRID() string {
 	if prefix == "" {
 		prefix = "gendex"
 	}
+	return ridOf(prefix, ridCounter.Add(1), rand.Uint32())
+}
+
+// ridOf is the rid numbered n with the random suffix r.
+func ridOf(prefix string, n uint64, r uint32) string {
 	b := make([]byte, 0, len(prefix)+30)
 	b = append(b, prefix...)
 	b = append(b, '-')
-	b = strconv.AppendUint(b, ridCounter.Add(1), 10)
+	b = strconv.AppendUint(b, n, 10)
 	b = append(b, '-')
-	r := rand.Uint32()
 	for shift := 28; shift >= 0; shift -= 4 {
 		b = append(b, hexDigits[(r>>shift)&0xf])
 	}
@@ -295,6 +299,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
 	}
+	pendingIn(ctx).answered() // any status: the server is done with it
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := c.statusError(op, resp)
 		drainClose(resp.Body)

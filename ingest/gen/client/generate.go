@@ -68,6 +68,7 @@ func (c *Client) Generate(ctx context.Context, req GenerateRequest) (*Result, er
 	}
 	var resp generateResponse
 	start := time.Now()
+	pendingIn(ctx).sent(body.RID)
 	end, err := c.call(ctx, http.MethodPost, "/generate", body, &resp)
 	if err != nil {
 		return nil, err
@@ -295,6 +296,7 @@ func (c *Client) openAIBody(model string, p SamplingParams, extra map[string]any
 func (c *Client) openAI(ctx context.Context, op, path string, api API, body map[string]any) (*Result, error) {
 	var resp openAIResponse
 	start := time.Now()
+	pendingIn(ctx).sent(body["rid"].(string))
 	end, err := c.call(ctx, http.MethodPost, path, body, &resp)
 	if err != nil {
 		return nil, err
