@@ -98,6 +98,7 @@ func simFlags(fs *flag.FlagSet, prefix string) *sim.Config {
 	fs.Float64Var(&cfg.ErrorRate, prefix+"error-rate", 0, "simulator: fraction of requests answered 500/503")
 	fs.Float64Var(&cfg.ResetRate, prefix+"reset-rate", 0, "simulator: fraction of connections reset")
 	fs.Float64Var(&cfg.AbortRate, prefix+"abort-rate", 0, "simulator: fraction of requests aborted (200, finish_reason abort)")
+	fs.DurationVar(&cfg.DisconnectCheck, prefix+"disconnect-check", 0, "simulator: sglang: how often it looks whether a request's client left (SGLANG_REQUEST_STATE_WAIT_TIMEOUT, 4s in SGLang); until then the request runs on (0: it stops at once); /abort_request stops it at once")
 	fs.IntVar(&cfg.CrashAfter, prefix+"crash-after", 0, "simulator: crash after this many answers (0: never)")
 	fs.StringVar(&cfg.CrashOn, prefix+"crash-on", "", "simulator: crash when a request's prompt holds this text (a prompt that kills the server)")
 	fs.Int64Var(&cfg.Seed, prefix+"seed", 0, "simulator: seed for answers and faults")

@@ -340,7 +340,8 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 		return r.notConnected(errNothingFed)
 	}
 
-	sum = &Summary{Elapsed: time.Since(r.ctl.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil}
+	sum = &Summary{Elapsed: time.Since(r.ctl.started), GivenUp: r.givenUp.Load(), Interrupted: ctx.Err() != nil,
+		AbortedOnServer: r.asker.aborts.onServer.Load(), ClosedOnly: r.asker.aborts.closed.Load()}
 	for _, ds := range r.sets {
 		sum.Responses += ds.ok.Load()
 		sum.Errors += ds.failed.Load()
@@ -377,6 +378,7 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.redo = &redoChooser{ctl: r.ctl, cfg: &r.cfg, db: db}
 	r.asker = &asker{ctl: r.ctl, cfg: &r.cfg, redoLine: r.redo.redoLine, askedOf: r.wr.askedOf,
 		checkServerKind: r.wr.checkServerKind, checkProvenance: r.wr.checkProvenance}
+	r.asker.aborts.ctl = r.ctl
 	r.talk = &conversations{ctl: r.ctl, cfg: &r.cfg, db: db, ask: r.asker, redoLine: r.redo.redoLine, keepTurn: r.redo.keepTurn}
 	r.asker.talk = r.talk
 	r.wr.halfDone = r.talk.countHalfDone

@@ -63,6 +63,7 @@ func (a *asker) checkIdentity(s *server, prov []byte) error {
 		return nil
 	}
 	s.retired.Store(true)
+	a.aborts.retire(s) // its answers in flight would not be kept (abort.go)
 	left := 0
 	for _, o := range a.pool.servers {
 		if !o.retired.Load() {

@@ -404,6 +404,9 @@ func (pr *progress) final(sum *Summary) {
 	case sum.Interrupted:
 		pr.ctl.logf("gen: interrupted: no request was in flight when it stopped; the prompts still missing are asked by the next run")
 	}
+	if t := givenUpText(sum); t != "" { // abort.go
+		pr.ctl.logf("%s", t)
+	}
 	if t := pr.truncatedSummary(sum); t != "" {
 		pr.ctl.logf("%s", t)
 	}

@@ -29,4 +29,10 @@ type Summary struct {
 	GivenUp     int64
 	Interrupted bool
 	Elapsed     time.Duration
+	// AbortedOnServer counts the requests gen gave up (--request-timeout,
+	// an interrupt past --grace, a fatal error, a retired server) that the
+	// server was asked to stop (SGLang's /abort_request); ClosedOnly those
+	// given up by closing their connection alone (other servers, or one
+	// that refused the abort), which the server stops when it notices.
+	AbortedOnServer, ClosedOnly int64
 }

@@ -42,7 +42,8 @@ type asker struct {
 	pool    *pool // the servers, once connect made them
 	jobs    <-chan job
 	results chan<- result
-	talk    talker // a conversation's turns and steps (turns.go, toolturns.go)
+	talk    talker  // a conversation's turns and steps (turns.go, toolturns.go)
+	aborts  aborter // the requests given up, stopped on the server (abort.go)
 	workers sync.WaitGroup
 	suspect chan struct{} // held by the one crash suspect in flight
 	iso     isolation     // the crash suspects isolated (isolate.go)
@@ -162,8 +163,10 @@ func (a *asker) ask(j *job, p *Prompt) *client.Result {
 		if a.cfg.RequestTimeout > 0 {
 			ctx, cancel = context.WithTimeout(a.ctl.reqs, a.cfg.RequestTimeout)
 		}
+		actx, at := a.aborts.begin(ctx, s)
 		fl := s.flights.begin(j.ds.Name, p.ID)
-		res, err := a.send(ctx, s, p)
+		res, err := a.send(actx, s, p)
+		retiredMidway := a.aborts.end(at, err) // abort.go: given up, stopped on the server
 		s.flights.end(fl, err)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
@@ -172,7 +175,7 @@ func (a *asker) ask(j *job, p *Prompt) *client.Result {
 		if !errors.Is(err, errTooLong) { // refused before it was sent
 			j.attempts++
 		}
-		if err == nil && s.retired.Load() {
+		if (err == nil || retiredMidway) && s.retired.Load() {
 			// s was found to be another server while this was in flight
 			// (identity.go): the answer may be the new one's; ask again.
 			a.unsuspect(j)

@@ -67,6 +67,13 @@ type Config struct {
 	// AbortRate is the fraction of generation requests whose items are
 	// aborted part way: 200 with finish_reason type "abort".
 	AbortRate float64
+	// DisconnectCheck is how often the SGLang flavor looks whether a
+	// request's client is still there (SGLang's
+	// SGLANG_REQUEST_STATE_WAIT_TIMEOUT, 4 s): a request whose client left
+	// runs on, holding its slot, until the next look. 0, the default, stops
+	// it at once, as vLLM and llama.cpp do (they ignore this setting).
+	// /abort_request stops a request at once either way (abort.go).
+	DisconnectCheck time.Duration
 	// CrashAfter, if positive, crashes the server once that many generation
 	// requests have completed: the listener and every connection close.
 	CrashAfter int

@@ -5,8 +5,8 @@ and tests of clients that talk to SGLang.
 It serves the endpoints gendex gen calls, with the request and response
 shapes, status codes and error messages of SGLang's own HTTP server
 (README.md, "sim"): /generate, /v1/chat/completions, /v1/completions,
-/v1/tokenize, /health, /v1/models, /parse_function_call, /server_info
-and, with Config.EnableMetrics, /metrics.
+/v1/tokenize, /health, /v1/models, /parse_function_call, /server_info,
+/abort_request (abort.go) and, with Config.EnableMetrics, /metrics.
 It does not stream: a request with "stream": true gets a 400, since gen
 reads whole answers. Nor does it batch: like gen, a request carries one
 prompt (a text or one input_ids list; for /v1/completions one string or one
@@ -48,7 +48,8 @@ section, is prompted as through chat.
 Each generation item waits FIFO for one of Config.Slots decode slots, then
 sleeps prompt/PrefillTokensPerSec plus completion/DecodeTokensPerSec
 Queues grow without bound, as in SGLang by default. A client disconnect frees
-the slot.
+the slot (on the SGLang flavor with Config.DisconnectCheck, at its next
+look, as SGLang); /abort_request frees it at once.
 Stats and OccupancySeries report load.
 
 With Config.StepBase, StepPerReq or KVTokens (Config.Knee) the knee

@@ -60,6 +60,10 @@ type item struct {
 	finished time.Time
 	// prefilled is when the prompt was processed (the first token's time).
 	prefilled time.Time
+	// stop ends the item's context and abortAsked says /abort_request
+	// named it (abort.go); both guarded by the registry's mutex.
+	stop       context.CancelFunc
+	abortAsked bool
 }
 
 // reasoningTokens is meta_info.reasoning_tokens of the output so far.
@@ -132,6 +136,8 @@ func perToken(n int, rate float64) time.Duration {
 // there. On return it.finish is set unless the client went away
 // (it.canceled).
 func (e *engine) run(ctx context.Context, it *item) bool {
+	ctx, release := e.itemContext(ctx, it) // abort.go
+	defer release()
 	e.drive(ctx, it)
 	return !it.canceled
 }
@@ -139,6 +145,7 @@ func (e *engine) run(ctx context.Context, it *item) bool {
 // drive is run's work: it records the item, however it ends.
 func (e *engine) drive(ctx context.Context, it *item) {
 	defer func() {
+		e.settleAbort(it) // abort.go
 		it.finished = time.Now()
 		e.meter.record(it)
 	}()

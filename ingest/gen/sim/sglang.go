@@ -31,6 +31,7 @@ func (s *sglang) routes() flavorRouter {
 		"/parse_function_call": {post, s.tools.handleParseFunctionCall},
 		"/server_info":         {get, s.meters.serverInfo},
 		"/get_server_info":     {get, s.meters.serverInfo},
+		"/abort_request":       {post, s.handleAbort},
 	}
 	if s.cfg.EnableMetrics {
 		table["/metrics"] = route{get, s.meters.sglangPage}
