@@ -118,7 +118,7 @@ func (ab *aborter) stop(s *server, rid string) {
 		ab.refused[s] = true
 		ab.mu.Unlock()
 	}
-	ab.ctl.once("abort "+s.name, "gen: %s: /abort_request failed (%v); a request gen gives up there is stopped by closing its connection (SGLang notices within 4s); under the server's --admin-api-key, /abort_request does not take the API key", s.name, err)
+	ab.ctl.once("abort "+s.name, "gen: /abort_request failed (%v): requests given up there are stopped by closing the connection (SGLang notices within 4s; under --admin-api-key, /abort_request wants that key)", err)
 }
 
 // givenUpText is the summary's line on the requests given up, or "".
@@ -127,11 +127,11 @@ func givenUpText(sum *Summary) string {
 	switch {
 	case on > 0 && closed > 0:
 		return "gen: given up: " + counted(on, "request", "requests") + " aborted on the server, " +
-			counted(closed, "request", "requests") + " by closing the connection (the server stops them when it notices)"
+			counted(closed, "request", "requests") + " by closing the connection"
 	case on > 0:
 		return "gen: " + counted(on, "request", "requests") + " given up and aborted on the server"
 	case closed > 0:
-		return "gen: " + counted(closed, "request", "requests") + " given up by closing the connection: the server stops them when it notices"
+		return "gen: " + counted(closed, "request", "requests") + " given up by closing the connection"
 	}
 	return ""
 }

@@ -22,7 +22,9 @@ callers that do.
 	line = res.AppendJSONL(line[:0], promptID)
 
 Endpoints used: GET /health, GET /v1/models, POST /v1/tokenize, POST /generate,
-POST /v1/chat/completions and POST /v1/completions, never streaming. The
+POST /v1/chat/completions and POST /v1/completions, never streaming; and
+POST /abort_request (SGLang) to stop a request the caller gave up, named by
+the rid its context's Pending recorded (abort.go). The
 request and response shapes follow SGLang's source, including its version
 differences: output_ids and text may each be absent, /generate's
 finish_reason is an object, and token counts are nested in /generate's

@@ -19,6 +19,7 @@ import (
 //	context length     max_model_len        max_model_len              meta.n_ctx (per slot)
 //	chat input_ids     read (its extension)  ignored                    ignored
 //	repetition penalty repetition_penalty   repetition_penalty         repeat_penalty
+//	stop one request   /abort_request (rid) the connection closed      the connection closed
 //
 // (../shared/sglang-api.md sections 3, 4, 13 and 15, and the simulator's
 // package doc, name the sources.) An unknown flavor is spoken to through the
