@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -52,14 +53,16 @@ func (c *Client) Abort(ctx context.Context, rid string) error {
 }
 
 // Pending is the generation request (Generate, Chat or Complete) made
-// under a context it is attached to (WithPending), from the moment it is
-// sent until the server answers it with any status: the request a caller
-// that gives up may ask the server to abort. One Pending serves one
-// attempt, its requests made one after another. The zero value is ready;
-// it is safe for concurrent use.
+// under a context it is attached to (WithPending), from the moment its
+// headers are written to the server until the server answers it with any
+// status: the request a caller that gives up may ask the server to abort
+// (one still waiting for a connection in the transport is not). One
+// Pending serves one attempt, its requests made one after another. The
+// zero value is ready; it is safe for concurrent use.
 type Pending struct {
-	mu  sync.Mutex
-	rid string
+	mu    sync.Mutex
+	rid   string
+	wrote bool // rid's headers reached the server
 }
 
 type pendingKey struct{}
@@ -81,6 +84,9 @@ func pendingIn(ctx context.Context) *Pending {
 func (p *Pending) RID() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.wrote {
+		return ""
+	}
 	return p.rid
 }
 
@@ -90,8 +96,21 @@ func (p *Pending) sent(rid string) {
 		return
 	}
 	p.mu.Lock()
-	p.rid = rid
+	p.rid, p.wrote = rid, false
 	p.mu.Unlock()
+}
+
+// traced returns ctx with a trace that records in p (if any) when a
+// request's headers are written.
+func (p *Pending) traced(ctx context.Context) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() {
+		p.mu.Lock()
+		p.wrote = true
+		p.mu.Unlock()
+	}})
 }
 
 // answered records that the server answered: a non-streaming answer's

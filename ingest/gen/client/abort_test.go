@@ -93,6 +93,21 @@ func TestPendingNamesTheUnansweredRequest(t *testing.T) {
 	if p.RID() != rid {
 		t.Errorf("pending rid %q after the cancel; want %q (never answered)", p.RID(), rid)
 	}
+
+	// One connection, held: a request waiting for it never reached the
+	// server, so there is nothing to abort.
+	one := f.client(Options{HTTP: &http.Client{Transport: NewTransport(1)}})
+	hctx, release := context.WithCancel(t.Context())
+	go one.Generate(hctx, GenerateRequest{Text: "hold"})
+	<-arrived
+	var q Pending
+	qctx, qcancel := context.WithTimeout(WithPending(t.Context(), &q), 100*time.Millisecond)
+	_, err := one.Generate(qctx, GenerateRequest{Text: "answer"})
+	qcancel()
+	release()
+	if q.RID() != "" || err == nil {
+		t.Errorf("a request that never had a connection: %v, pending rid %q; want an error and none", err, q.RID())
+	}
 }
 
 // TestCancelClosesTheConnection: canceling a request closes its HTTP/1.1

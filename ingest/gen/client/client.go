@@ -282,7 +282,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 		e.Err = err
 		return nil, e
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	req, err := http.NewRequestWithContext(pendingIn(ctx).traced(ctx), method, target, body)
 	if err != nil {
 		e := c.requestError(op, c.redact(err.Error()))
 		e.Err = err
