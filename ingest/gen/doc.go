@@ -57,5 +57,8 @@
 // retried, the server waited for and its /v1/models read again when it
 // comes back, with a budget per prompt (Config.MaxAttempts,
 // Config.MaxCrashes); a run-level one (401/403, 404/405 on the route, an
-// unknown model) stops the run at once and records nothing.
+// unknown model) stops the run at once and records nothing. A request gen
+// gives up (--request-timeout, an interrupt past --grace, a fatal error, a
+// retired server) is stopped on the server too: its connection closed and,
+// on SGLang, /abort_request by its rid (abort.go).
 package gen

@@ -166,8 +166,8 @@ func (a *asker) ask(j *job, p *Prompt) *client.Result {
 		actx, at := a.aborts.begin(ctx, s)
 		fl := s.flights.begin(j.ds.Name, p.ID)
 		res, err := a.send(actx, s, p)
-		retiredMidway := a.aborts.end(at, err) // abort.go: given up, stopped on the server
 		s.flights.end(fl, err)
+		retiredMidway := a.aborts.end(at, err) // abort.go: given up, stopped on the server
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		a.pool.ended(s, err)
