@@ -61,6 +61,18 @@ func TestAbortRequest(t *testing.T) {
 	if st := s.Stats(); st.Aborts != 3 || st.Running != 0 {
 		t.Errorf("after abort_all: %+v; want 3 aborted, none running", st)
 	}
+
+	// The OpenAI routes take the rid too.
+	var chat []byte
+	wg.Go(func() {
+		_, chat = post(t, url+"/v1/chat/completions", `{"rid":"chat7","messages":[{"role":"user","content":"x"}],"max_tokens":1000,"ignore_eos":true}`)
+	})
+	waitFor(t, func() bool { return s.Stats().Running == 1 })
+	post(t, url+"/abort_request", `{"rid":"chat7"}`)
+	wg.Wait()
+	if fr := obj(t, arr(t, obj(t, decode(t, chat))["choices"])[0])["finish_reason"]; fr != "abort" {
+		t.Errorf("aborted chat answered %s; want finish_reason abort", chat)
+	}
 }
 
 // TestDisconnectCheck: with DisconnectCheck, the SGLang flavor keeps a
