@@ -21,7 +21,7 @@ const (
 // time span; then one panel per series (a header line, "NAME  mean M, max
 // X UNIT", and its plot in braille dots, y labelled at the top, middle and
 // 0); then the time axis, with a ┬ at each labelled time and the marks'
-// glyphs (↓ down, ↑ up, ↻ restarted) at their moments, and the times under
+// glyphs (↓ down, ↑ up, ↻ restarted, ↕ limit) at their moments, and the times under
 // it; last, when there are marks, a legend of them. The first series gets
 // the most lines; series that do not fit at 3 lines each (header and 2
 // plot lines) are left out, and a line says how many.
