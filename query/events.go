@@ -65,10 +65,10 @@ func eventList(v *store.View, q Query, now time.Time, out Sink) error {
 	return nil
 }
 
-// sinceText says --since in a note: " in the last 10m0s", or "".
+// sinceText says --since in a note: " in the last 10m", or "".
 func sinceText(d time.Duration) string {
 	if d <= 0 {
 		return ""
 	}
-	return " in the last " + d.String()
+	return " in the last " + StepString(d)
 }

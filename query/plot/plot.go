@@ -44,7 +44,7 @@ var metrics = []metric{
 	{word: "answers", title: "answers/s", unit: "answers/s", column: "answers_per_s", scale: 1, total: true},
 	{word: "queue", title: "requests queued (the server's own count)", unit: "requests", servers: true, column: "queued", scale: 1, total: true},
 	{word: "kv", title: "KV cache use (the server's token_usage)", unit: "%", servers: true, column: "token_usage", scale: 100, yMax: 100},
-	{word: "limit", title: "gen's limit on requests in flight", unit: "requests", servers: true, column: "limit", scale: 1, total: true},
+	{word: "limit", title: "gen's in-flight limit", unit: "requests", servers: true, column: "limit", scale: 1, total: true},
 	{word: "accept", title: "accept length (tokens per verify step)", unit: "tokens/step", column: "accept_length", scale: 1},
 }
 

@@ -78,6 +78,23 @@ var serverCols = []col{
 	{"note", "note", ""},
 }
 
+// serverColsOf is serverCols for the answer srv: without gen's limit,
+// its in flight and the preemptions when no server knows them (an index
+// a gen older than the limit wrote; servers that count no preemptions).
+func serverColsOf(srv *query.Result) []col {
+	return slices.DeleteFunc(slices.Clone(serverCols), func(c col) bool {
+		if c.name != "limit" && c.name != "in_flight" && c.name != "preemptions" {
+			return false
+		}
+		for _, row := range srv.Rows {
+			if srv.Get(row, c.name) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 var eventCols = []col{{"time", "time", ""}, {"server", "server", ""}, {"event", "event", ""}, {"detail", "detail", ""}}
 
 // runView is the run page's live part.
@@ -158,7 +175,7 @@ func (s *server) runView(r *http.Request) *runView {
 	v.Rate30s = newTable(short, rateCols, toDataset)
 	v.Rate30m = newTable(long, rateCols, toDataset)
 	srv := get("server")
-	v.Servers = newTable(srv, serverCols, nil)
+	v.Servers = newTable(srv, serverColsOf(srv), nil)
 	for _, row := range srv.Rows {
 		v.HasLimit = v.HasLimit || srv.Get(row, "limit") != nil
 	}
