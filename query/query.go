@@ -33,7 +33,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
-	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
+	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, preemptions, its tokens/s against gendex's; gen's limit on its requests in flight there and those in flight; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers and errors (a killed run's read from the index: counts), its last answer"},
 	{"events", "events [--since DURATION] [--kind KIND,...] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered, limit (gen's limit on a server's requests in flight changed, and why); --kind: only those"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys"},
@@ -175,19 +175,10 @@ func Parse(args []string) (Query, error) {
 			return q, err
 		}
 	case "events":
-		if *since != "" {
-			d, err := time.ParseDuration(*since)
-			if err != nil || d <= 0 {
-				return q, usageErr("bad --since %q (want a duration such as 10m, 24h)", *since)
-			}
-			q.Since = d
+		if err := parseEvents(&q, pos, *since, *kinds); err != nil {
+			return q, err
 		}
-		for k := range strings.SplitSeq(*kinds, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				q.Kinds = append(q.Kinds, k)
-			}
-		}
-		q.Servers, pos = pos, nil
+		pos = nil
 	case "server":
 		q.Servers, pos = pos, nil
 		fallthrough
@@ -283,6 +274,25 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseEvents reads events' flags, --since and --kind, after which the
+// names are servers.
+func parseEvents(q *Query, pos []string, since, kinds string) error {
+	if since != "" {
+		d, err := time.ParseDuration(since)
+		if err != nil || d <= 0 {
+			return usageErr("bad --since %q (want a duration such as 10m, 24h)", since)
+		}
+		q.Since = d
+	}
+	for k := range strings.SplitSeq(kinds, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			q.Kinds = append(q.Kinds, k)
+		}
+	}
+	q.Servers = pos
+	return nil
 }
 
 func parseWindow(s string) (time.Duration, error) {
