@@ -27,7 +27,7 @@ import (
 const Usage = "plot [tokens|answers|queue|kv|limit|accept] [FLAGS] [DATASET...|SERVER...]"
 
 // Summary says what plot does, in one line.
-const Summary = "draw tokens/s (answers/s, queue, KV use, gen's limit, accept) over the run, or an SVG"
+const Summary = "draw tokens/s (answers/s, queue, KV use, limit, accept) over the run, or an SVG"
 
 // A metric is what one word of plot draws.
 type metric struct {
