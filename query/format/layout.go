@@ -101,7 +101,7 @@ var Layouts = map[string]Layout{
 		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "accept_length", Drop: 2, Short: "acc_len"},
 		{Name: "in_backoff", Drop: 5, Short: "backoff"}, {Name: "agreement", Drop: 5, Short: "agree"},
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
-		{Name: "limit", Drop: 2}, {Name: "in_flight", Drop: 3}, {Name: "preemptions", Drop: 4},
+		{Name: "limit", Drop: 3}, {Name: "in_flight", Drop: 4}, {Name: "preemptions", Drop: 5},
 	}, Rest: 6},
 	"runs": {Cols: []Col{
 		{Name: "start"}, {Name: "state"}, {Name: "to_go"}, {Name: "note", Drop: 1, Text: 20}, {Name: "pid", Drop: 2},
