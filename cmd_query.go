@@ -59,6 +59,7 @@ func questionFlags() *flag.FlagSet {
 	fs.String("since", "", "events and series: how far back, such as 10m or 24h (default: all)")
 	fs.String("step", "", "series: the length of a row, such as 10s or 1m (default: chosen from the span)")
 	fs.Bool("servers", false, "series: rows per server, from their /metrics samples")
+	fs.String("kind", "", "events: only events of these kinds, comma-separated, such as limit or down,up (default: all)")
 	fs.Duration("quiet", 5*time.Minute, "shards: a shard with no answer for longer than this is quiet")
 	return fs
 }

@@ -25,8 +25,8 @@
 //	    tell the index that its files moved (or were copied) to NEW_FOLDER
 //	gendex query QUESTION [ARGS] [--format table|tsv|csv|json] [--no-header]
 //	    answer a question from the index, instantly, even while gen writes it
-//	gendex plot [tokens|answers|queue|kv|accept] [FLAGS] [DATASET...|SERVER...]
-//	    draw tokens/s (answers/s, queue, KV use, accept) over the run, or an SVG
+//	gendex plot [tokens|answers|queue|kv|limit|accept] [FLAGS] [DATASET...|SERVER...]
+//	    draw tokens/s (answers/s, queue, KV use, limit, accept) over the run, or an SVG
 //	gendex shell
 //	    ask the same questions interactively (type help there); watch a run
 //	gendex web [--listen HOST:PORT]

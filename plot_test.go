@@ -278,7 +278,7 @@ func TestPlotInShell(t *testing.T) {
 	if len(lines) < 24 || lines[0] != "completion tokens/s, total and per dataset, "+rangeIn(time.Local) || !strings.HasPrefix(lines[22], "events: ") {
 		t.Errorf("shell plot:\n%s", r.stdout)
 	}
-	if !strings.Contains(r.stdout, "  plot [tokens|answers|queue|kv|accept]") {
+	if !strings.Contains(r.stdout, "  plot [tokens|answers|queue|kv|limit|accept]") {
 		t.Errorf("shell help has no plot:\n%s", r.stdout)
 	}
 }

@@ -50,8 +50,10 @@ func contractIndex(t *testing.T) string {
 			up := &store.ServerSample{Time: at, Up: true, Scraped: true, Run: run, LastSeen: at,
 				ClientTokens: int64(1000 * (i + 1)), ClientAnswers: int64(10 * (i + 1)), Retries: int64(i), InBackoff: 1,
 				LastError: "HTTP 500 'Failed to parse input'", LastErrorAt: at - 100,
-				ClientSpecTokens: int64(300 * (i + 1)), ClientSpecVerify: int64(100 * (i + 1))}
+				ClientSpecTokens: int64(300 * (i + 1)), ClientSpecVerify: int64(100 * (i + 1)),
+				Limit: 256, InFlight: int64(250 + i)}
 			up.Set(store.MetricRunning, 4)
+			up.Set(store.MetricPreemptions, float64(3*i))
 			up.Set(store.MetricQueued, 2)
 			up.Set(store.MetricTokenUsage, 0.5)
 			up.Set(store.MetricCacheHitRate, 0.25)

@@ -80,7 +80,7 @@ func TestAcceptLengthOverTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, row := range res.Rows {
-		if got := row[6]; !near(got, want[row[0].(string)]) {
+		if got := row[9]; !near(got, want[row[0].(string)]) {
 			t.Errorf("%s: accept_length %v over the window, want %v", row[0], got, want[row[0].(string)])
 		}
 	}
@@ -89,7 +89,7 @@ func TestAcceptLengthOverTheWindow(t *testing.T) {
 	if err != nil || len(res.Rows) != 1 {
 		t.Fatal(res, err)
 	}
-	if got := res.Rows[0][6]; got != (Fixed{4, 2}) {
+	if got := res.Rows[0][9]; got != (Fixed{4, 2}) {
 		t.Errorf("last pair only: accept_length %v, want 4", got)
 	}
 	// series --servers with one step over the whole run: the same figures.
@@ -100,7 +100,7 @@ func TestAcceptLengthOverTheWindow(t *testing.T) {
 	got := map[string]any{}
 	for _, row := range res.Rows {
 		if row[3] != uint64(0) {
-			got[row[1].(string)] = row[9]
+			got[row[1].(string)] = row[11]
 		}
 	}
 	for name, w := range want {
@@ -168,7 +168,7 @@ func TestAcceptLengthFromTheServersStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, row := range res.Rows {
-		if got := row[6]; !near(got, want[row[0].(string)]) {
+		if got := row[9]; !near(got, want[row[0].(string)]) {
 			t.Errorf("%s: accept_length %v over the window, want %v", row[0], got, want[row[0].(string)])
 		}
 	}
@@ -177,8 +177,8 @@ func TestAcceptLengthFromTheServersStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, row := range res.Rows {
-		if name := row[1].(string); row[3] != uint64(0) && !near(row[9], want[name]) {
-			t.Errorf("series --servers %s: accept_length %v, want %v", name, row[9], want[name])
+		if name := row[1].(string); row[3] != uint64(0) && !near(row[11], want[name]) {
+			t.Errorf("series --servers %s: accept_length %v, want %v", name, row[11], want[name])
 		}
 	}
 }

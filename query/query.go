@@ -33,9 +33,9 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
 	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
-	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, its tokens/s against gendex's; gen's retries on it and their last error"},
+	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, preemptions, its tokens/s against gendex's; gen's limit on its requests in flight there and those in flight; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers and errors (a killed run's read from the index: counts), its last answer"},
-	{"events", "events [--since DURATION] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered"},
+	{"events", "events [--since DURATION] [--kind KIND,...] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, stalled, recovered, limit (gen's limit on a server's requests in flight changed, and why); --kind: only those"},
 	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys"},
 	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [--allow-simulated] [--allow-no-prompt] [--ids REASON] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it; --ids: the ids of the answers it counts for REASON (see 'gendex check')"},
 	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
@@ -52,6 +52,7 @@ type Query struct {
 	// the last hour too.
 	AllServers bool
 	Servers    []string    // server, events
+	Kinds      []string    // events: the kinds kept (none: all)
 	Stage      store.Stage // missing (Raw or Tokenized), show
 	StageSet   bool        // show: --stage given
 	ID         string      // show
@@ -146,6 +147,7 @@ func Parse(args []string) (Query, error) {
 	fs.BoolVar(&q.Check.AllowSimulated, "allow-simulated", false, "check: accept answers made by the simulator")
 	fs.StringVar(&q.Check.IDs, "ids", "", "check: the ids of the answers the check counts for this reason, instead of the verdicts")
 	fs.BoolVar(&q.Check.AllowNoPrompt, "allow-no-prompt", false, "check: accept answers whose id matches no prompt (no record is made of them)")
+	kinds := fs.String("kind", "", "events: only events of these kinds, comma-separated")
 	fs.BoolVar(&q.AllServers, "all-servers", false, "server: every server the index holds, not only the last run's and the last hour's")
 	pos, err := ParseFlags(fs, args)
 	if err != nil {
@@ -173,14 +175,10 @@ func Parse(args []string) (Query, error) {
 			return q, err
 		}
 	case "events":
-		if *since != "" {
-			d, err := time.ParseDuration(*since)
-			if err != nil || d <= 0 {
-				return q, usageErr("bad --since %q (want a duration such as 10m, 24h)", *since)
-			}
-			q.Since = d
+		if err := parseEvents(&q, pos, *since, *kinds); err != nil {
+			return q, err
 		}
-		q.Servers, pos = pos, nil
+		pos = nil
 	case "server":
 		q.Servers, pos = pos, nil
 		fallthrough
@@ -276,6 +274,25 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseEvents reads events' flags, --since and --kind, after which the
+// names are servers.
+func parseEvents(q *Query, pos []string, since, kinds string) error {
+	if since != "" {
+		d, err := time.ParseDuration(since)
+		if err != nil || d <= 0 {
+			return usageErr("bad --since %q (want a duration such as 10m, 24h)", since)
+		}
+		q.Since = d
+	}
+	for k := range strings.SplitSeq(kinds, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			q.Kinds = append(q.Kinds, k)
+		}
+	}
+	q.Servers = pos
+	return nil
 }
 
 func parseWindow(s string) (time.Duration, error) {

@@ -167,7 +167,9 @@ func unixTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeForm
 // of each server's /metrics (see serverList): samples is how many fall in
 // the row's seconds, up the share of them in which gen had the server in
 // rotation, running, queued, token_usage and cache_hit_rate the mean of
-// the server's own values over the samples that have them, accept_length
+// the server's own values over the samples that have them, limit and
+// in_flight the mean of gen's (see serverList) over the samples that keep
+// them, accept_length
 // the row's (acceptSpan, over the pairs whose later sample falls in it),
 // and the token rates as server's, over the pairs of consecutive samples
 // of one gen run whose later sample falls in the row.
@@ -251,7 +253,7 @@ func serverSeries(v *store.View, q Query, now time.Time, out Sink) error {
 	if err := sp.bound(len(names), out); err != nil {
 		return err
 	}
-	out.Columns([]string{"time", "server", "seconds", "samples", "up", "running", "queued", "token_usage", "cache_hit_rate",
+	out.Columns([]string{"time", "server", "seconds", "samples", "up", "running", "queued", "limit", "in_flight", "token_usage", "cache_hit_rate",
 		"accept_length", "server_tokens_per_s", "client_tokens_per_s"})
 	// Each server's samples are read once, from a minute before the span
 	// (so that its first row has the pair its first sample closes), and
@@ -306,6 +308,9 @@ type stepSamples struct {
 	server, client tokenSpan
 	paired         bool // a pair had the server's counter: server's rate is known
 	accept         acceptSpan
+	// gen's limit and its requests in flight, summed over the samples
+	// that keep them (limited of them).
+	limit, inFlight, limited int64
 }
 
 var seriesGauges = []store.Metric{store.MetricRunning, store.MetricQueued, store.MetricTokenUsage, store.MetricCacheHitRate}
@@ -315,6 +320,11 @@ func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool, from int6
 	st.accept.add(s, prev, havePrev, from)
 	if s.Up {
 		st.up++
+	}
+	if s.Limit > 0 {
+		st.limit += s.Limit
+		st.inFlight += max(s.InFlight, 0)
+		st.limited++
 	}
 	if s.Scraped {
 		for _, m := range seriesGauges {
@@ -339,27 +349,29 @@ func (st *stepSamples) add(s, prev *store.ServerSample, havePrev bool, from int6
 }
 
 func (st *stepSamples) row(t, name string, seconds any) []any {
-	row := []any{t, name, seconds, uint64(st.samples), nil, nil, nil, nil, nil, nil, nil, nil}
+	row := []any{t, name, seconds, uint64(st.samples), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	if st.samples == 0 {
 		return row
 	}
 	row[4] = Fixed{float64(st.up) / float64(st.samples), 2}
-	for i, m := range seriesGauges {
+	gauge := func(m store.Metric, prec int) any {
 		if g := st.gauges[m]; g.n > 0 {
-			prec := 3
-			switch m {
-			case store.MetricRunning, store.MetricQueued:
-				prec = 1
-			}
-			row[5+i] = Fixed{g.sum / float64(g.n), prec}
+			return Fixed{g.sum / float64(g.n), prec}
 		}
+		return nil
 	}
-	row[9] = st.accept.fixed()
+	row[5], row[6] = gauge(store.MetricRunning, 1), gauge(store.MetricQueued, 1)
+	if st.limited > 0 {
+		n := float64(st.limited)
+		row[7], row[8] = Fixed{float64(st.limit) / n, 1}, Fixed{float64(st.inFlight) / n, 1}
+	}
+	row[9], row[10] = gauge(store.MetricTokenUsage, 3), gauge(store.MetricCacheHitRate, 3)
+	row[11] = st.accept.fixed()
 	if r, ok := st.server.perSecond(); ok && st.paired {
-		row[10] = Fixed{r, 1}
+		row[12] = Fixed{r, 1}
 	}
 	if r, ok := st.client.perSecond(); ok {
-		row[11] = Fixed{r, 1}
+		row[13] = Fixed{r, 1}
 	}
 	return row
 }

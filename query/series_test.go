@@ -275,19 +275,19 @@ func TestSeriesServers(t *testing.T) {
 	r := answer(t, db, t0.Add(2*time.Minute), "series", "--servers", "--step", "30s")
 	want := [][]any{
 		// 0, 10, 20: 2000 tokens over 20 s; queued 0, 1, 2.
-		{"2026-12-01T10:00:00.000Z", "http://s", int64(30), int64(3), "1.00", nil, "1.0", nil, nil, nil, "100.0", nil},
+		{"2026-12-01T10:00:00.000Z", "http://s", int64(30), int64(3), "1.00", nil, "1.0", nil, nil, nil, nil, nil, "100.0", nil},
 		// 30 (restart: +500 over 10 s), 40 and 50 down.
-		{"2026-12-01T10:00:30.000Z", "http://s", int64(30), int64(3), "0.33", nil, "3.0", nil, nil, nil, "50.0", nil},
+		{"2026-12-01T10:00:30.000Z", "http://s", int64(30), int64(3), "0.33", nil, "3.0", nil, nil, nil, nil, nil, "50.0", nil},
 		// 60 (after a down sample: no pair), 70 (+1000 over 10 s).
-		{"2026-12-01T10:01:00.000Z", "http://s", int64(30), int64(2), "1.00", nil, "6.5", nil, nil, nil, "100.0", nil},
-		{"2026-12-01T10:01:30.000Z", "http://s", int64(30), int64(0), nil, nil, nil, nil, nil, nil, nil, nil},
+		{"2026-12-01T10:01:00.000Z", "http://s", int64(30), int64(2), "1.00", nil, "6.5", nil, nil, nil, nil, nil, "100.0", nil},
+		{"2026-12-01T10:01:30.000Z", "http://s", int64(30), int64(0), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	}
 	if len(r.Rows) != len(want) {
 		t.Fatalf("rows %v", r.Rows)
 	}
 	for i, row := range r.Rows {
 		got := normRow(row)
-		got[11] = nil // client rates: no client counts in this series
+		got[13] = nil // client rates: no client counts in this series
 		for j := range want[i] {
 			if got[j] != want[i][j] {
 				t.Errorf("row %d %s = %v, want %v (row %v)", i, r.Columns[j], got[j], want[i][j], got)

@@ -23,6 +23,15 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 //     waited for; a table shows yes and no); running, queued, token_usage and cache_hit_rate are
 //     the server's own, from the last sample, unknown when that reading
 //     lacks them (the server was down, or does not report them);
+//   - limit is gen's limit then on its requests in flight on the server
+//     (the capacity gen found for it, or its share of --concurrency), and
+//     in_flight gen's requests in flight on it, from the last sample;
+//     both unknown when that sample does not keep them (a gen older than
+//     the limit: store.ServerSample.Limit 0);
+//   - preemptions is the increase of the server's preemption counter
+//     (vLLM's num_preemptions_total, SGLang's retracted requests) over the
+//     pairs of samples of one gen run in the window, as
+//     server_tokens_per_s pairs them; unknown when no pair has it;
 //   - accept_length is the window's, from the server's spec counters or
 //     the answers' per-request counts (acceptSpan), unknown when nothing
 //     was drafted in it;
@@ -64,7 +73,7 @@ func serverList(v *store.View, q Query, now time.Time, out Sink) error {
 			return err
 		}
 	}
-	out.Columns([]string{"server", "up", "running", "queued", "token_usage", "cache_hit_rate", "accept_length",
+	out.Columns([]string{"server", "up", "running", "queued", "limit", "in_flight", "preemptions", "token_usage", "cache_hit_rate", "accept_length",
 		"last_seen", "server_tokens_per_s", "client_tokens_per_s", "agreement", "retries", "in_backoff", "last_error", "last_error_at", "note"})
 	to := now.Unix()
 	from := to - max(1, int64(q.Window/time.Second))
@@ -136,6 +145,7 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 	var server, clientPaired, clientAll tokenSpan
 	var retries int64
 	var accept acceptSpan
+	var preempt counterSpan
 	err := v.ServerSamples(name, from, to, func(s *store.ServerSample) error {
 		accept.add(s, &prev, havePrev, from*1000)
 		switch {
@@ -154,6 +164,7 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 				server.add(tokenSpan{counterIncrease(a, b), 0, ms})
 				clientPaired.add(client)
 			}
+			preempt.add(&prev, s, store.MetricPreemptions)
 		}
 		prev, havePrev = *s, true
 		last, have = *s, true
@@ -217,9 +228,45 @@ func serverRow(v *store.View, name string, from, to int64) ([]any, error) {
 			lastErrorAt = time.UnixMilli(last.LastErrorAt).UTC().Format(timeFormat)
 		}
 	}
-	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), gauge(store.MetricTokenUsage, 3),
+	limit, inFlight := limitCells(&last, have)
+	return []any{name, up, gauge(store.MetricRunning, -1), gauge(store.MetricQueued, -1), limit, inFlight, preempt.count(),
+		gauge(store.MetricTokenUsage, 3),
 		gauge(store.MetricCacheHitRate, 3), accept.fixed(), lastSeen, srvRate, cliRate, agreement,
 		retried, inBackoff, lastError, lastErrorAt, note}, nil
+}
+
+// limitCells are the limit and in_flight columns of a server whose last
+// sample in the window is last (have: there is one): unknown, never 0,
+// when the sample does not keep gen's limit (store.ServerSample.Limit 0).
+func limitCells(last *store.ServerSample, have bool) (limit, inFlight any) {
+	if !have || last.Limit <= 0 {
+		return nil, nil
+	}
+	return uint64(last.Limit), uint64(max(last.InFlight, 0))
+}
+
+// counterSpan sums a server counter's increase over pairs of samples.
+type counterSpan struct {
+	sum   float64
+	known bool // a pair had the counter at both ends
+}
+
+// add adds the counter m's increase from prev to s, when both have it.
+func (c *counterSpan) add(prev, s *store.ServerSample, m store.Metric) {
+	a, ok1 := prev.Get(m)
+	b, ok2 := s.Get(m)
+	if ok1 && ok2 {
+		c.sum += counterIncrease(a, b)
+		c.known = true
+	}
+}
+
+// count is the sum as a column: unknown when no pair had the counter.
+func (c counterSpan) count() any {
+	if !c.known {
+		return nil
+	}
+	return uint64(math.Round(max(c.sum, 0)))
 }
 
 func (t *tokenSpan) add(o tokenSpan) {

@@ -70,26 +70,26 @@ func TestServerCounterReset(t *testing.T) {
 	// Whole series: 1000+1000+500 (the reset)+1000 over the four pairs of
 	// 10 s with a counter at both ends: 3500/40 s; gendex's over the same.
 	row := ask(t0.Add(61*time.Second), "--window", "2m")
-	if got := row[8]; got != (Fixed{87.5, 1}) {
+	if got := row[11]; got != (Fixed{87.5, 1}) {
 		t.Errorf("server_tokens_per_s %v, want 87.5 (row %v)", got, row)
 	}
-	if got := row[9]; got != (Fixed{87.5, 1}) {
+	if got := row[12]; got != (Fixed{87.5, 1}) {
 		t.Errorf("client_tokens_per_s %v, want 87.5 (row %v)", got, row)
 	}
-	if got := row[10]; got != (Fixed{1, 3}) {
+	if got := row[13]; got != (Fixed{1, 3}) {
 		t.Errorf("agreement %v", got)
 	}
-	if row[1] != true || row[2] != uint64(4) || row[4] != nil || row[15] != "" {
+	if row[1] != true || row[2] != uint64(4) || row[7] != nil || row[18] != "" {
 		t.Errorf("row %v", row)
 	}
 	// A window whose last sample is the down one: gauges unknown, up no.
 	row = ask(t0.Add(36*time.Second), "--window", "5s")
-	if row[1] != false || row[2] != nil || row[8] != nil || row[7] == nil {
+	if row[1] != false || row[2] != nil || row[11] != nil || row[10] == nil {
 		t.Errorf("down: %v", row)
 	}
 	// Long after the run: nothing in the window; last_seen still known.
 	row = ask(t0.Add(time.Hour))
-	if row[1] != nil || row[2] != nil || row[8] != nil || row[9] != nil || row[7] != "2026-12-01T10:01:00.000Z" || row[15] == "" {
+	if row[1] != nil || row[2] != nil || row[11] != nil || row[12] != nil || row[10] != "2026-12-01T10:01:00.000Z" || row[18] == "" {
 		t.Errorf("stale: %v", row)
 	}
 	if _, err := Answer(db, Query{Question: "server", Servers: []string{"http://nope"}, Window: time.Minute}, t0); err == nil || !strings.Contains(err.Error(), "http://s") {

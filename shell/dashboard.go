@@ -235,18 +235,21 @@ func extends(wide, narrow string) bool {
 
 // serverLines writes, after the datasets, one line per server gen read in
 // the last 30 s (servers of earlier runs are left out):
-// up or down, the server's own running and queued requests, its KV use
+// up or down, the server's own running and queued requests, gen's limit
+// on its requests in flight there and those in flight (unknown when gen
+// did not keep them: query server's limit and in_flight), its KV use
 // (token_usage, in percent as gen shows it) and its tokens/s over the last 30 s, with gendex's own
 // tokens/s from it, gen's retries on it over the same 30 s with the last
 // one's error, and the note of `query server`. Nothing when no
 // server has a series, or when the writer asked is too old to know the
-// question.
+// question. The limit columns are left out when no server's is known (a
+// gen older than the limit).
 func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Result, error), f query.Format) error {
 	srv, err := collect("server", "--window", "30s")
 	if err != nil || len(srv.Rows) == 0 {
 		return nil
 	}
-	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "kv_pct", "tokens/s server 30s", "tokens/s gendex 30s",
+	res := &query.Result{Columns: []string{"server", "up", "running", "queued", "limit", "in flight", "kv_pct", "tokens/s server 30s", "tokens/s gendex 30s",
 		"retries 30s", "last error", "note"}}
 	for _, row := range srv.Rows {
 		if srv.Get(row, "up") == nil {
@@ -257,12 +260,28 @@ func (s *Shell) serverLines(w io.Writer, collect func(args ...string) (*query.Re
 			kv = query.Fixed{V: 100 * u.V, Prec: 0}
 		}
 		res.Rows = append(res.Rows, []any{row[0], srv.Get(row, "up"), srv.Get(row, "running"), srv.Get(row, "queued"),
-			kv, srv.Get(row, "server_tokens_per_s"), srv.Get(row, "client_tokens_per_s"),
+			srv.Get(row, "limit"), srv.Get(row, "in_flight"), kv, srv.Get(row, "server_tokens_per_s"), srv.Get(row, "client_tokens_per_s"),
 			srv.Get(row, "retries"), srv.Get(row, "last_error"), srv.Get(row, "note")})
 	}
 	if len(res.Rows) == 0 {
 		return nil
 	}
+	dropUnknownLimits(res)
 	io.WriteString(w, "\n")
 	return format.Write(w, res, format.Options{Format: f, Width: s.width(), Layout: "watch-servers"})
+}
+
+// dropUnknownLimits removes the limit and in flight columns of res, the
+// server lines, when no row knows them.
+func dropUnknownLimits(res *query.Result) {
+	for _, row := range res.Rows {
+		if res.Get(row, "limit") != nil {
+			return
+		}
+	}
+	i := slices.Index(res.Columns, "limit")
+	res.Columns = slices.Delete(res.Columns, i, i+2)
+	for k, row := range res.Rows {
+		res.Rows[k] = slices.Delete(row, i, i+2)
+	}
 }

@@ -45,7 +45,7 @@ type Series struct {
 // Mark is one event.
 type Mark struct {
 	Time  time.Time
-	Kind  string // "down", "up" or "restarted"; anything else is drawn as "*"
+	Kind  string // "down", "up", "restarted" or "limit"; anything else is drawn as "*"
 	Label string // what the legend says after the time and the glyph
 	// Detail follows Label in the SVG's legend, in brackets (the
 	// terminal's has no room for it).
@@ -61,18 +61,23 @@ func Glyph(kind string) rune {
 		return '↑'
 	case "restarted":
 		return '↻'
+	case "limit":
+		return '↕'
 	}
 	return '*'
 }
 
-// rank orders the glyphs that share a column: the first drawn wins.
+// rank orders the glyphs that share a column: the highest wins (a limit
+// change, frequent, never hides a down, an up or a restart).
 func rank(kind string) int {
 	switch kind {
 	case "down":
-		return 3
+		return 4
 	case "restarted":
-		return 2
+		return 3
 	case "up":
+		return 2
+	case "limit":
 		return 1
 	}
 	return 0

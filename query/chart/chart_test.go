@@ -2,6 +2,8 @@ package chart
 
 import (
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,56 @@ func TestMeanWeighsSteps(t *testing.T) {
 	}
 	if mean, _, _ := c.stats(Series{Values: []float64{math.NaN(), 20, 0}}); math.Abs(mean-20*60/60.5) > 1e-9 {
 		t.Errorf("an unknown step weighs nothing: mean %v", mean)
+	}
+}
+
+// TestLimitMarks: a limit change is marked ↕ on the time axis and in the
+// legend, never over a down in its column nor before it in a legend too
+// small for all; the SVG draws it lighter than
+// a down (its own colour and dashes); and an SVG with more marks than its
+// legend holds lists the downs, ups and restarts first, in time order,
+// and counts the limit changes it leaves out.
+func TestLimitMarks(t *testing.T) {
+	c := sample()
+	t0 := c.Times[0]
+	// In time order, as the events come: a limit change before the down,
+	// one with it, one after the up.
+	c.Marks = []Mark{{t0.Add(10 * time.Minute), "limit", "http://s limit 64→128", "64 -> 128: room"}, c.Marks[0],
+		{t0.Add(20 * time.Minute), "limit", "http://s limit 128→512", "128 -> 512: room"}, c.Marks[1],
+		{t0.Add(45 * time.Minute), "limit", "http://s limit 512→390", "512 -> 390: preemptions (37 in 5s)"}}
+	out := c.Text(200, 30)
+	axis := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "└") {
+			axis = l
+		}
+	}
+	if strings.Count(axis, "↕") != 2 || strings.Count(axis, "↓") != 1 || !strings.Contains(out, "11:45:00 ↕ http://s limit 512→390") {
+		t.Errorf("two ↕ on the axis (the third under the down), and their legend entries:\n%s", out)
+	}
+	// A legend too narrow for all: the down first, not the limit change
+	// before it.
+	if out := c.Text(80, 12); !strings.Contains(out, "\nevents: 11:20:00 ↓ http://s down  (+4 more: gendex query events)\n") {
+		t.Errorf("a narrow legend does not list the down and up before the limit changes:\n%s", out)
+	}
+	s := string(c.SVG(1000))
+	if !strings.Contains(s, `stroke="#6a3fb5" stroke-dasharray="2 4"><title>http://s limit 512→390 512 -&gt; 390: preemptions (37 in 5s)</title>`) ||
+		!strings.Contains(s, `>11:45:00 ↕ http://s limit 512→390 (512 -&gt; 390: preemptions (37 in 5s))</text>`) {
+		t.Errorf("SVG limit mark:\n%s", s)
+	}
+
+	var many []Mark
+	for i := range 50 {
+		many = append(many, Mark{t0.Add(time.Duration(i) * time.Minute), "limit", "l" + strconv.Itoa(i), ""})
+	}
+	many[40] = Mark{t0.Add(40 * time.Minute), "down", "d", ""}
+	c.Marks = many
+	s = string(c.SVG(1000))
+	entries := regexp.MustCompile(`<text x="70" y="[0-9.]+" fill="[^"]*">([^<]*)</text>`).FindAllStringSubmatch(s, -1)
+	if len(entries) != svgLegendLines || entries[len(entries)-1][1] != "(+21 more: gendex query events)" {
+		t.Fatalf("legend of 50 marks: %d lines, the last %q", len(entries), entries[len(entries)-1])
+	}
+	if got := entries[len(entries)-2][1]; got != "11:40:00 ↓ d" {
+		t.Errorf("the down, the latest mark kept, is not the legend's last entry: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,8 +12,15 @@ import (
 // SVG palette: a line per panel, and the marks' colours.
 var (
 	lineColors = []string{"#1f5fbf", "#d0661a", "#2a9a48", "#8a3fb8", "#b8323a", "#2a8f9a", "#7a6a20", "#c4478f"}
-	markColors = map[string]string{"down": "#c62828", "up": "#2e7d32", "restarted": "#ef6c00"}
+	markColors = map[string]string{"down": "#c62828", "up": "#2e7d32", "restarted": "#ef6c00", "limit": "#6a3fb5"}
+	// markDashes: a limit change, frequent, is drawn lighter than a down.
+	markDashes = map[string]string{"limit": "2 4"}
 )
+
+// svgLegendLines bounds the SVG's legend: past it, the marks of the
+// highest rank are listed (a down before a limit change), in time order,
+// and a last line counts the others.
+const svgLegendLines = 30
 
 // SVG draws the same chart as Text as a self-contained SVG document, width
 // pixels wide: the title, one panel per series (the first taller) with its
@@ -25,7 +33,7 @@ func (c *Chart) SVG(width int) []byte {
 	from, to := c.span()
 	loc := c.loc()
 	marks := c.marks()
-	legend := c.legend(marks, true)
+	legend := svgLegend(marks, c.legend(marks, true))
 
 	const (
 		left, right = 70, 34
@@ -118,19 +126,61 @@ func (c *Chart) SVG(width int) []byte {
 		if color == "" {
 			color = "#555"
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"><title>%s</title></line>`+"\n",
-			x, titleH, x, axisY, color, esc(strings.TrimSpace(m.Label+" "+m.Detail)))
+		dash := markDashes[m.Kind]
+		if dash == "" {
+			dash = "4 3"
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="%s"><title>%s</title></line>`+"\n",
+			x, titleH, x, axisY, color, dash, esc(strings.TrimSpace(m.Label+" "+m.Detail)))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="14" fill="%s">%c</text>`+"\n", x, axisY+34, color, Glyph(m.Kind))
 	}
 	for i, l := range legend {
-		color := markColors[marks[i].Kind]
+		color := markColors[l.kind]
 		if color == "" {
 			color = "#555"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s">%s</text>`+"\n", left, axisY+axisH+float64(legendLine*(i+1))-4, color, esc(l))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s">%s</text>`+"\n", left, axisY+axisH+float64(legendLine*(i+1))-4, color, esc(l.text))
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
+}
+
+// legendEntry is one line of the SVG's legend and the kind of its mark
+// ("" for the line counting those left out).
+type legendEntry struct{ kind, text string }
+
+// svgLegend returns the legend's lines for marks (entries, one each): all
+// of them when they fit in svgLegendLines, else those of the highest rank
+// that fit, in time order, and a line saying how many more there are.
+func svgLegend(marks []Mark, entries []string) []legendEntry {
+	keep := make([]bool, len(marks))
+	room := len(marks)
+	if room > svgLegendLines {
+		room = svgLegendLines - 1 // and the line that counts the rest
+		order := make([]int, len(marks))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return rank(marks[b].Kind) - rank(marks[a].Kind) })
+		order = order[:room]
+		for _, i := range order {
+			keep[i] = true
+		}
+	} else {
+		for i := range keep {
+			keep[i] = true
+		}
+	}
+	var out []legendEntry
+	for i, m := range marks {
+		if keep[i] {
+			out = append(out, legendEntry{m.Kind, entries[i]})
+		}
+	}
+	if left := len(marks) - room; left > 0 {
+		out = append(out, legendEntry{"", fmt.Sprintf("(+%d more: gendex query events)", left)})
+	}
+	return out
 }
 
 func esc(s string) string { return html.EscapeString(s) }

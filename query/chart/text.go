@@ -21,8 +21,9 @@ const (
 // time span; then one panel per series (a header line, "NAME  mean M, max
 // X UNIT", and its plot in braille dots, y labelled at the top, middle and
 // 0); then the time axis, with a ┬ at each labelled time and the marks'
-// glyphs (↓ down, ↑ up, ↻ restarted) at their moments, and the times under
-// it; last, when there are marks, a legend of them. The first series gets
+// glyphs (↓ down, ↑ up, ↻ restarted, ↕ limit) at their moments, and the
+// times under it; last, when there are marks, a legend of them (the limit
+// changes after the others). The first series gets
 // the most lines; series that do not fit at 3 lines each (header and 2
 // plot lines) are left out, and a line says how many.
 func (c *Chart) Text(width, height int) string {
@@ -33,7 +34,7 @@ func (c *Chart) Text(width, height int) string {
 
 	var legend []string
 	if len(marks) > 0 {
-		legend = packLegend(c.legend(marks, false), width, 1+height/20)
+		legend = packLegend(c.legend(limitsLast(marks), false), width, 1+height/20)
 	}
 	tops := make([]float64, len(c.Series))
 	gutter := 2
@@ -266,6 +267,21 @@ func cut(s string, width int) string {
 	}
 	r := []rune(s)
 	return string(r[:width-1]) + "…"
+}
+
+// limitsLast returns marks with the limit changes after the others, each
+// kind in time order: they are many, and the legend's room goes to the
+// downs, ups and restarts first.
+func limitsLast(marks []Mark) []Mark {
+	out := make([]Mark, 0, len(marks))
+	for _, limits := range []bool{false, true} {
+		for _, m := range marks {
+			if (m.Kind == "limit") == limits {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // packLegend puts the entries on at most n lines of width, "  " between

@@ -224,8 +224,11 @@ var zeroHidden = map[string]bool{"skipped": true, "excluded": true, "turns": tru
 	"tool_stops": true}
 
 // blankHidden are the columns a table leaves out when no row has a value
-// in them (list's tool_stop: only a stopped tool conversation has one).
-var blankHidden = map[string]bool{"tool_stop": true}
+// in them (list's tool_stop: only a stopped tool conversation has one;
+// server's limit, in_flight and preemptions: unknown for every server of
+// an index a gen older than the limit wrote, or a server that counts no
+// preemptions).
+var blankHidden = map[string]bool{"tool_stop": true, "limit": true, "in_flight": true, "preemptions": true}
 
 // zeroOrBlankHidden are the columns a table leaves out when every row has
 // 0 or no value in them (progress's no_prompt: answers whose prompts

@@ -101,6 +101,7 @@ var Layouts = map[string]Layout{
 		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "accept_length", Drop: 2, Short: "acc_len"},
 		{Name: "in_backoff", Drop: 5, Short: "backoff"}, {Name: "agreement", Drop: 5, Short: "agree"},
 		{Name: "last_seen", Drop: 6, Short: "seen"}, {Name: "last_error_at", Drop: 7, Short: "error_at"},
+		{Name: "limit", Drop: 3}, {Name: "in_flight", Drop: 4}, {Name: "preemptions", Drop: 5},
 	}, Rest: 6},
 	"runs": {Cols: []Col{
 		{Name: "start"}, {Name: "state"}, {Name: "to_go"}, {Name: "note", Drop: 1, Text: 20}, {Name: "pid", Drop: 2},
@@ -118,6 +119,7 @@ var Layouts = map[string]Layout{
 		{Name: "token_usage", Drop: 2, Short: "kv"}, {Name: "completion_tokens", Drop: 3, Short: "tokens"},
 		{Name: "queued", Drop: 3, Short: "queue"}, {Name: "server_tokens_per_s", Drop: 3, Short: "srv_tok/s"},
 		{Name: "client_tokens_per_s", Drop: 3, Short: "gdx_tok/s"}, {Name: "accept_length", Drop: 4, Short: "acc_len"},
+		{Name: "limit", Drop: 3}, {Name: "in_flight", Drop: 4},
 		{Name: "cache_hit_rate", Drop: 4, Short: "cache"}, {Name: "seconds", Drop: 5, Short: "secs"},
 		{Name: "samples", Drop: 5}, {Name: "unknown_tokens", Drop: 6, Short: "unk"},
 	}, Rest: 6},
@@ -149,7 +151,8 @@ var Layouts = map[string]Layout{
 		{Name: "kv_pct", Drop: 1, Short: "kv%"}, {Name: "queued", Drop: 2, Short: "queue"},
 		{Name: "tokens/s server 30s", Drop: 2, Short: "srv tok/s"}, {Name: "tokens/s gendex 30s", Drop: 3, Short: "gdx tok/s"},
 		{Name: "note", Drop: 2, Text: 12}, {Name: "retries 30s", Drop: 4, Short: "retries"},
-		{Name: "last error", Drop: 4, Text: 12, Short: "error"},
+		{Name: "last error", Drop: 4, Text: 12, Short: "error"}, {Name: "limit", Drop: 2},
+		{Name: "in flight", Drop: 3},
 	}, Rest: 5},
 }
 

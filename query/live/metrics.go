@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"runtime"
+	"time"
 
 	"gendex/store"
 	"gendex/store/prom"
@@ -13,8 +14,8 @@ import (
 // stage, turns and excluded among them), token sums, open errors, records
 // without a token count, missing answers, exclusions and answers not
 // exported, the speculative decoding accept length (only for datasets
-// whose answers carry it) and the answers that carry it;
-// then the Extra samples, the serving process's goroutine count and the
+// whose answers carry it) and the answers that carry it; gen's limit on
+// each server of its run (serverLimits); then the Extra samples, the serving process's goroutine count and the
 // read transactions open for answers.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// Written to memory inside the read transaction, sent after it.
@@ -69,7 +70,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		gauge("gendex_spec_records", "Responses that carry speculative decoding counts (spec_verify_ct).", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).SpecRecords }))
-		return nil
+		return serverLimits(v, p, time.Now())
 	})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -84,6 +85,44 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	p.Int(s.Answering())
 	w.Header().Set("Content-Type", prom.ContentType)
 	bw.WriteTo(w)
+}
+
+// limitFresh is how old a server's last sample may be for /metrics to
+// give its limit: gen samples each server every few seconds while it
+// runs, so an older one is of a run that is over (a limit no longer kept).
+const limitFresh = time.Minute
+
+// serverLimits writes gendex_server_limit: gen's limit on its requests in
+// flight on each server, as its last sample of the server has it, for the
+// servers of the newest gen run sampled within limitFresh of now. A
+// server whose sample does not keep a limit (a gen older than the limit)
+// has no sample: not known, not 0. The requests in flight themselves are
+// gendex_in_flight, which gen writes live.
+func serverLimits(v *store.View, p *prom.Writer, now time.Time) error {
+	names := v.Servers()
+	var last []store.ServerSample
+	var run int64
+	for _, name := range names {
+		s, ok, err := v.LastServerSample(name)
+		if err != nil {
+			return err
+		}
+		if ok && now.Sub(time.UnixMilli(s.Time)) <= limitFresh {
+			last = append(last, s)
+			run = max(run, s.Run)
+		} else {
+			last = append(last, store.ServerSample{})
+		}
+	}
+	p.Family("gendex_server_limit", "gen's limit on its requests in flight on a server "+
+		"(the capacity it found, or its share of --concurrency; gendex_in_flight: those in flight), "+
+		"as of its last sample of the server; no sample when not known.", prom.Gauge)
+	for i, name := range names {
+		if s := last[i]; s.Limit > 0 && s.Run == run {
+			p.Int(s.Limit, "server", name)
+		}
+	}
+	return nil
 }
 
 // sample is one value of a metrics family for a dataset, with the labels

@@ -24,10 +24,10 @@ import (
 )
 
 // Usage is plot's usage line, without "gendex ".
-const Usage = "plot [tokens|answers|queue|kv|accept] [FLAGS] [DATASET...|SERVER...]"
+const Usage = "plot [tokens|answers|queue|kv|limit|accept] [FLAGS] [DATASET...|SERVER...]"
 
 // Summary says what plot does, in one line.
-const Summary = "draw tokens/s (answers/s, queue, KV use, accept) over the run, or an SVG"
+const Summary = "draw tokens/s (answers/s, queue, KV use, limit, accept) over the run, or an SVG"
 
 // A metric is what one word of plot draws.
 type metric struct {
@@ -44,6 +44,7 @@ var metrics = []metric{
 	{word: "answers", title: "answers/s", unit: "answers/s", column: "answers_per_s", scale: 1, total: true},
 	{word: "queue", title: "requests queued (the server's own count)", unit: "requests", servers: true, column: "queued", scale: 1, total: true},
 	{word: "kv", title: "KV cache use (the server's token_usage)", unit: "%", servers: true, column: "token_usage", scale: 100, yMax: 100},
+	{word: "limit", title: "gen's in-flight limit", unit: "requests", servers: true, column: "limit", scale: 1, total: true},
 	{word: "accept", title: "accept length (tokens per verify step)", unit: "tokens/step", column: "accept_length", scale: 1},
 }
 
@@ -81,8 +82,8 @@ func Flags(fs *flag.FlagSet) *flagValues {
 }
 
 // Parse reads plot's arguments, flags anywhere: an optional first word
-// saying what to draw (tokens, the default, answers, queue, kv or accept),
-// then datasets (servers for queue and kv).
+// saying what to draw (tokens, the default, answers, queue, kv, limit or
+// accept), then datasets (servers for queue, kv and limit).
 func Parse(args []string) (*Args, error) {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -256,6 +257,9 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 		}
 		return nil, fmt.Errorf("nothing to plot: no accept length in the index: no answer carries SGLang's per-request speculative counts, and no server's /metrics reports a drafter (a server without one has no accept length; SGLang's /metrics needs --enable-metrics)")
 	}
+	if a.metric.column == "limit" && len(c.Series) > 0 && allUnknown(c.Series) {
+		return nil, fmt.Errorf("nothing to plot: no server sample in the index keeps gen's limit on its requests in flight (an older gen's samples have none)")
+	}
 	if len(c.Series) == 0 {
 		what := "answer"
 		if a.metric.servers {
@@ -263,7 +267,7 @@ func (a *Args) Chart(ctx context.Context, ask query.Asker, now time.Time, points
 		}
 		return nil, fmt.Errorf("nothing to plot: no %s in the index", what)
 	}
-	// The servers' downs, ups and restarts within the span.
+	// The servers' downs, ups, restarts and limit changes within the span.
 	ev, err := collect("events", "--since", (time.Duration(to-from+1) * time.Second).String())
 	if err != nil {
 		return nil, err
@@ -336,14 +340,14 @@ func (a *Args) seriesChart(r *query.Result, now time.Time) (*chart.Chart, error)
 	return c, nil
 }
 
-// addMarks adds to c the servers' downs, ups and restarts of ev, the
-// answer to events (only the servers asked for, when a.names names
-// servers), and returns each mark's server.
+// addMarks adds to c the servers' downs, ups, restarts and limit changes
+// of ev, the answer to events (only the servers asked for, when a.names
+// names servers), and returns each mark's server.
 func (a *Args) addMarks(c *chart.Chart, ev *query.Result) (servers []string, err error) {
 	for _, row := range ev.Rows {
 		kind, _ := row[2].(string)
 		server, _ := row[1].(string)
-		if kind != "down" && kind != "up" && kind != "restarted" {
+		if kind != "down" && kind != "up" && kind != "restarted" && kind != "limit" {
 			continue
 		}
 		if a.metric.servers && len(a.names) > 0 && !slices.Contains(a.names, server) {
@@ -354,10 +358,25 @@ func (a *Args) addMarks(c *chart.Chart, ev *query.Result) (servers []string, err
 			return nil, err
 		}
 		detail, _ := row[3].(string)
-		c.Marks = append(c.Marks, chart.Mark{Time: t, Kind: kind, Label: server + " " + kind, Detail: detail})
+		c.Marks = append(c.Marks, chart.Mark{Time: t, Kind: kind, Label: server + " " + markWhat(kind, detail), Detail: detail})
 		servers = append(servers, server)
 	}
 	return servers, nil
+}
+
+// markWhat is what a mark's label says after its server: its kind, and
+// for a limit change the change itself ("limit 128→512", from gen's detail
+// "128 -> 512: room (...)"), which the terminal's legend has room for.
+func markWhat(kind, detail string) string {
+	if kind != "limit" {
+		return kind
+	}
+	change, _, _ := strings.Cut(detail, ":")
+	from, to, ok := strings.Cut(change, "->")
+	if !ok {
+		return kind
+	}
+	return kind + " " + strings.TrimSpace(from) + "→" + strings.TrimSpace(to)
 }
 
 // shortServers names the servers of c's panels (per server) and of its
@@ -401,7 +420,8 @@ func (a *Args) shortServers(c *chart.Chart, servers []string) {
 		}
 	}
 	for i, s := range servers {
-		c.Marks[i].Label = short[s] + " " + c.Marks[i].Kind
+		m := &c.Marks[i]
+		m.Label = short[s] + " " + markWhat(m.Kind, m.Detail)
 	}
 }
 

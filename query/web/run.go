@@ -67,12 +67,32 @@ var serverCols = []col{
 	{"up", "up", ""},
 	{"running", "running", "requests the server is running"},
 	{"queued", "queued", "requests waiting in the server's queue"},
+	{"limit", "limit", "gen's limit on its requests in flight on the server: the capacity gen found for it (or its share of --concurrency)"},
+	{"in_flight", "gen's in flight", "gen's requests in flight on the server"},
+	{"preemptions", "preempted", "requests the server preempted in the last 30 s (their work is done again)"},
 	{"token_usage", "KV use", "the server's KV cache use"},
 	{"server_tokens_per_s", "its tokens/s", "the server's own generation throughput"},
 	{"client_tokens_per_s", "gendex's tokens/s", "what gendex counted from this server"},
 	{"retries", "retries", ""},
 	{"last_error", "last error", ""},
 	{"note", "note", ""},
+}
+
+// serverColsOf is serverCols for the answer srv: without gen's limit,
+// its in flight and the preemptions when no server knows them (an index
+// a gen older than the limit wrote; servers that count no preemptions).
+func serverColsOf(srv *query.Result) []col {
+	return slices.DeleteFunc(slices.Clone(serverCols), func(c col) bool {
+		if c.name != "limit" && c.name != "in_flight" && c.name != "preemptions" {
+			return false
+		}
+		for _, row := range srv.Rows {
+			if srv.Get(row, c.name) != nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 var eventCols = []col{{"time", "time", ""}, {"server", "server", ""}, {"event", "event", ""}, {"detail", "detail", ""}}
@@ -83,6 +103,8 @@ type runView struct {
 	ShortWindow                                         string // the short rates' window: 30s, or the run's seconds when it is younger
 	Errors                                              []string
 	HasAnswers                                          bool
+	// HasLimit: a server's sample keeps gen's limit (the page charts it).
+	HasLimit bool
 	// RunLine is the last run's state (query.RunLine), "" for none.
 	RunLine string
 }
@@ -152,7 +174,11 @@ func (s *server) runView(r *http.Request) *runView {
 	v.Tokens = newTable(get("tokens"), tokenCols, toDataset)
 	v.Rate30s = newTable(short, rateCols, toDataset)
 	v.Rate30m = newTable(long, rateCols, toDataset)
-	v.Servers = newTable(get("server"), serverCols, nil)
+	srv := get("server")
+	v.Servers = newTable(srv, serverColsOf(srv), nil)
+	for _, row := range srv.Rows {
+		v.HasLimit = v.HasLimit || srv.Get(row, "limit") != nil
+	}
 	v.Servers.Empty = "no server seen in this run or the last hour (gen reads each server's /metrics while it runs)"
 	ev := get("events")
 	if n := len(ev.Rows); n > 20 {
