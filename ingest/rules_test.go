@@ -31,7 +31,6 @@ func TestAnswerRules(t *testing.T) {
 		{`{"content":[{"type":"text","text":"hi"}],"finish_reason":"COMPLETE"}`, store.Raw, true, "stop", "", U},
 		// No answers: a count alone, a text alone, a log line, nothing.
 		{`{"completion_tokens":54181,"benchmark":"mtbench","throughput":1321.8}`, 0, false, "", "", 0},
-		{`{"phase":"generate_result","prompt":"q","text":"a","raw":{"meta_info":{"id":"r","completion_tokens":4}}}`, 0, false, "", "", 0},
 		{`{"text":"a","finish_reason":null}`, 0, false, "", "", 0},
 		{`{"phase":"engine_ready","tp_size":4}`, 0, false, "", "", 0},
 		// Bodies that report a failure in their own status fields.

@@ -225,8 +225,24 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 		end--
 	}
 	top := span{s: i, e: end}
+	if info.nested.ok() { // the answer is an object in the line: its parts are there
+		var in store.Record
+		a, _, err = readAnswerInner(line[info.nested.s:info.nested.e], nil, &in)
+		a.Shape += " (nested at " + info.nestedPath + ")"
+		a.Finish, a.PromptTokens, a.CompletionTokens = rec.Finish, rec.PromptTokens, rec.CompletionTokens
+		return a, recErr, err
+	}
 	fm := formOf(b, top, &f, rec, &info, m)
 	a = Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
+	if fm == fFlat && !m.fields() && !f.isAnswer(b) && !namesOf(b, top).answer.ok() {
+		// Answers nested in the line, and none at its top level: its
+		// text (an input document) is none of them.
+		var nf nestedFind
+		if findNested(b, top, 0, false, "", &nf); nf.n > 1 {
+			a.NoText = "several answers are nested in the line (the first at " + nf.path + ") and none is at its top level, whose text is not one: say which with ingest --map text=PATH"
+			return a, recErr, nil
+		}
+	}
 	if v := f.turns; v.ok() && !isNull(b, v) {
 		a.Turns = val(b, v)
 	}
@@ -425,3 +441,10 @@ func getTop(b []byte, top span, f *fields, key string) span {
 func walkTop(b []byte, top span, f *fields, path []string) span {
 	return walk(b, getTop(b, top, f, path[0]), path[1:])
 }
+
+// readAnswerInner is ReadAnswerRecord, called through a func value (a
+// nested answer's parts): a direct call would put every line's fields on
+// the heap (see readInner).
+var readAnswerInner func(line []byte, m IDPath, rec *store.Record) (Answer, error, error)
+
+func init() { readAnswerInner = ReadAnswerRecord }

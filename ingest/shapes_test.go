@@ -141,12 +141,13 @@ var shapeFixtures = []struct {
 	}},
 	// Answers with no id at any known place, of shapes no row names: an
 	// OpenAI chat answer without "id", a flat answer, a generation with
-	// its text and finish reason (its counts under meta.billed_units are
-	// not read: unknown). Each is known by its line.
-	{dir: "noid_answers", lineIDs: true, unknown: 1, recs: []rec{
+	// its text and finish reason, its counts read where their names say
+	// (meta.billed_units.input_tokens, output_tokens). Each is known by
+	// its line.
+	{dir: "noid_answers", lineIDs: true, recs: []rec{
 		{store.Raw, "raw_responses.jsonl:1", 21, 12, U, U, "stop"},
 		{store.Raw, "raw_responses.jsonl:2", 14, 10, U, U, "stop"},
-		{store.Raw, "raw_responses.jsonl:3", U, U, U, U, "length"},
+		{store.Raw, "raw_responses.jsonl:3", 9, 16, U, U, "length"},
 	}},
 	// Bodies that came with HTTP 200 and report a failure in their own
 	// status fields (a code neither 0 nor 2xx, a message, no reply): each
