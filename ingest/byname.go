@@ -32,7 +32,9 @@ func holds(b []byte, sp span) bool {
 // topNames is what the names of an object's keys say of it.
 type topNames struct {
 	answer span // the first field named as an answer that holds one
-	errorV span // the first field named as an error that holds one
+	// errorV is the first field named as an error that holds one, or an
+	// object named as an answer that is an error (errorObject).
+	errorV span
 	status span // "status" or "state", a string
 }
 
@@ -50,6 +52,10 @@ func namesOf(b []byte, sp span) topNames {
 		}
 		w := wordsOf(k)
 		switch {
+		case isAnswerName(w) && b[vs] == '{' && errorObject(b, v): // an error in the answer's place
+			if !t.errorV.ok() {
+				t.errorV = v
+			}
 		case isAnswerName(w):
 			if holds(b, v) && !t.answer.ok() {
 				t.answer = v
@@ -86,17 +92,49 @@ func failedByName(b []byte, top span, f *fields, rec *store.Record) bool {
 
 // asError makes rec the error an object reports, t what its keys' names
 // say: its status word as the finish when it says the request failed,
-// else "error"; its error's message, else its status.
+// else the error's own code (errorCode), else "error"; its error's
+// message, else its status.
 func asError(b []byte, t topNames, rec *store.Record) {
 	*rec = store.Record{File: rec.File, Offset: rec.Offset, Length: rec.Length, Line: rec.Line, Sum: rec.Sum, ID: rec.ID,
 		PromptTokens: store.Unknown, CompletionTokens: store.Unknown, CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
-		Shape: store.ShapeError, Finish: "error", Message: errorText(b, t.errorV, 0)}
+		Shape: store.ShapeError, Finish: errorCode(b, t.errorV, 0), Message: errorText(b, t.errorV, 0)}
+	if rec.Finish == "" {
+		rec.Finish = "error"
+	}
 	if st := str(b, t.status); lifecycleOf(st) == lifeFailed {
 		rec.Finish = strings.ToLower(st)
 		if rec.Message == "" {
 			rec.Message = "the request's status is " + st
 		}
 	}
+}
+
+// answerKeyOf is the name of the object's first key named as an answer
+// whose value is text: a string, or a list (of strings or text parts);
+// "" for none.
+func answerKeyOf(b []byte, sp span) string {
+	name := ""
+	_, _ = eachField(b, sp.s, 1, func(k []byte, escaped bool, vs, ve, n int) error {
+		if name == "" && (b[vs] == '"' || b[vs] == '[') && holds(b, span{vs, ve, n}) && isAnswerName(wordsOf(k)) {
+			name = decodeKey(k, escaped)
+		}
+		return nil
+	})
+	return name
+}
+
+// errorCode is an error object's own word for it: its "code" or "type"
+// when a string, or its inner error object's; "" for none.
+func errorCode(b []byte, sp span, depth int) string {
+	if !isObject(b, sp) || depth > 3 {
+		return ""
+	}
+	for _, k := range [...]string{"code", "type"} {
+		if c := str(b, get(b, sp, k)); c != "" && c != "error" {
+			return c
+		}
+	}
+	return errorCode(b, get(b, sp, "error"), depth+1)
 }
 
 // errorText is the message of an error value: a string, the first of a
@@ -344,12 +382,17 @@ func (l *lineScan) answerLike(b []byte, nested *nestedFind) bool {
 	return nested.search(b, l.top).n == 1
 }
 
-// byName reads a response line that no shape gave a count: when it holds
-// no answer at its top level (isAnswer, or a field named as one), its
-// only nested answer is its answer (done, with its stage); else its
-// counts are read where their names say (countsByName).
+// byName reads a response line that no shape gave a count: when an
+// error is in its answer's place, it is that error; when it holds no
+// answer at its top level (isAnswer, or a field named as one that is no
+// object), its only nested answer is its answer (done, with its stage);
+// else its counts are read where their names say (countsByName).
 func (l *lineScan) byName(b []byte, rec *store.Record, info *lineInfo, nested *nestedFind) (store.Stage, bool) {
-	if !l.f.isAnswer(b) && !l.topNames(b).answer.ok() {
+	if t := l.topNames(b); t.errorV.ok() && !t.answer.ok() && !l.f.isAnswer(b) && noReply(b, l.f, rec) {
+		asError(b, *t, rec) // an error in the answer's place ("response": {"error": ...})
+		return store.Errors, true
+	}
+	if a := l.topNames(b).answer; !l.f.isAnswer(b) && (!a.ok() || b[a.s] == '{') {
 		if nf := nested.search(b, l.top); nf.n == 1 {
 			return readNested(b, nf, rec, info), true
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"gendex/store"
 	"os"
+	"sort"
 )
 
 // Committing a parsed batch of a file's lines: its records stored, the
@@ -48,6 +49,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 				return err
 			}
 		}
+		t.warnUncounted(src)
 		if err := t.fileState(f, &st, c); err != nil {
 			return err
 		}
@@ -92,6 +94,38 @@ type commitTally struct {
 	added, dups, errDups, refused int
 	unknown                       int64 // stream records without a count, net of merges
 	problems                      []Problem
+	// uncounted holds the streams this commit touched whose record has
+	// no completion count after it (id: the record's line), for their
+	// warnings (warnUncounted).
+	uncounted map[string]int64
+}
+
+// streamSeen notes a stream record as this commit leaves it.
+func (t *commitTally) streamSeen(r *store.Record) {
+	if r.CompletionTokens >= 0 {
+		delete(t.uncounted, r.ID)
+		return
+	}
+	if t.uncounted == nil {
+		t.uncounted = map[string]int64{}
+	}
+	t.uncounted[r.ID] = r.Line
+}
+
+// warnUncounted warns of each stream whose chunks read so far hold no
+// count, at its record's line, as every line without one is warned of
+// (a stream's count comes with a later chunk, when it comes: so only
+// once the commit's chunks are merged).
+func (t *commitTally) warnUncounted(src Source) {
+	ids := make([]string, 0, len(t.uncounted))
+	for id := range t.uncounted {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return t.uncounted[ids[i]] < t.uncounted[ids[j]] })
+	for _, id := range ids {
+		t.problems = append(t.problems, Problem{Path: src.Path, Line: t.uncounted[id], Kind: NoTokens,
+			Msg: fmt.Sprintf("no token count in the chunks of stream %q read so far (none has usage: was stream_options.include_usage off?); indexed with its tokens unknown", id)})
+	}
 }
 
 // put stores one parsed line's record in tx (unless it is another
@@ -110,6 +144,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 		}
 		if old != nil {
 			t.unknown += unknownOf(&p.rec) - unknownOf(old)
+			t.streamSeen(&p.rec)
 			return nil
 		}
 	}
@@ -149,6 +184,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 		st.CountAnswer(&p.rec, 1)
 		if p.chunk {
 			t.unknown += unknownOf(&p.rec)
+			t.streamSeen(&p.rec)
 		}
 		return nil
 	}

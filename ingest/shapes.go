@@ -234,7 +234,7 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 	}
 	fm := formOf(b, top, &f, rec, &info, m)
 	a = Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
-	if fm == fFlat && !m.fields() && !f.isAnswer(b) && !namesOf(b, top).answer.ok() {
+	if fm == fFlat && !m.fields() && !f.completion.ok() && !f.outputIDs.ok() && !f.turns.ok() && !f.isAnswer(b) && !namesOf(b, top).answer.ok() {
 		// Answers nested in the line, and none at its top level: its
 		// text (an input document) is none of them.
 		var nf nestedFind
@@ -256,6 +256,14 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 		a.ToolCalls = val(b, v)
 	}
 	textAt, reasoningAt := forms[fm].textAt, forms[fm].reasoningAt
+	if fm == fFlat && !f.completion.ok() && !f.outputIDs.ok() && !m.fields() {
+		// No count of its own beside its text: a field named as the
+		// answer ("text_output", "generation") is its text before any
+		// "text" (which may be the input).
+		if key := answerKeyOf(b, top); key != "" {
+			textAt = append([][]string{{key}}, textAt...)
+		}
+	}
 	if fm == fMapped {
 		textAt, reasoningAt = [][]string{m.paths[mText]}, nil
 		if m.paths[mReasoning] != nil {
@@ -263,22 +271,17 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 		}
 	}
 	var reasoning strings.Builder
-	for _, p := range textAt {
-		v := walkTop(b, top, &f, p)
-		if !v.ok() || isNull(b, v) {
-			continue
-		}
-		switch b[v.s] {
-		case '"':
-			a.TextRaw = val(b, v)
-		case '[':
-			if s, ok := joinParts(b, v, &reasoning); ok {
-				a.Text = &s
+	if err := readText(b, top, &f, textAt, &a, &reasoning); err != nil {
+		return a, recErr, err
+	}
+	if a.TextRaw == nil && a.Text == nil && fm != fMapped && fm != fChunk {
+		// None where the shape keeps it: a field named as the answer
+		// ("response" beside a usage object) is.
+		if key := answerKeyOf(b, top); key != "" {
+			if err := readText(b, top, &f, [][]string{{key}}, &a, &reasoning); err != nil {
+				return a, recErr, err
 			}
-		default:
-			return a, recErr, fmt.Errorf("%q is not a string", strings.Join(p, "."))
 		}
-		break
 	}
 	for _, p := range reasoningAt {
 		v := walkTop(b, top, &f, p)
@@ -448,3 +451,27 @@ func walkTop(b []byte, top span, f *fields, path []string) span {
 var readAnswerInner func(line []byte, m IDPath, rec *store.Record) (Answer, error, error)
 
 func init() { readAnswerInner = ReadAnswerRecord }
+
+// readText sets a's text from the first of paths that holds one: a
+// string, or a list of parts (joinParts; thinking parts go to
+// reasoning). A value of another kind is an error.
+func readText(b []byte, top span, f *fields, paths [][]string, a *Answer, reasoning *strings.Builder) error {
+	for _, p := range paths {
+		v := walkTop(b, top, f, p)
+		if !v.ok() || isNull(b, v) {
+			continue
+		}
+		switch b[v.s] {
+		case '"':
+			a.TextRaw = val(b, v)
+		case '[':
+			if s, ok := joinParts(b, v, reasoning); ok {
+				a.Text = &s
+			}
+		default:
+			return fmt.Errorf("%q is not a string", strings.Join(p, "."))
+		}
+		return nil
+	}
+	return nil
+}
