@@ -448,3 +448,42 @@ func readNested(b []byte, nf *nestedFind, rec *store.Record, info *lineInfo) sto
 var readInner func(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error)
 
 func init() { readInner = readLine }
+
+// onlyObject is the span of the one element of a line that is a list
+// holding one object and nothing else (a server's body for one request,
+// as the Hugging Face Inference API answers [{"generated_text": ...}]);
+// ok is false for any other line.
+func onlyObject(b []byte) (one span, ok bool) {
+	i := skipSpace(b, 0)
+	end := len(b)
+	for end > i && isSpace(b[end-1]) {
+		end--
+	}
+	if i >= end || b[i] != '[' {
+		return one, false
+	}
+	n := 0
+	eachElement(b, span{s: i, e: end}, func(e span) bool {
+		n++
+		one = e
+		return n < 2
+	})
+	return one, n == 1 && b[one.s] == '{'
+}
+
+// readOnly is readTop for a response line that is a list of one object
+// (onlyObject): that object is the line's (ErrNotObject for any other
+// list or value). The line was validated by readTop.
+func readOnly(b []byte, f *fields, idPath []string) (top, at span, err error) {
+	one, ok := onlyObject(b)
+	if !ok {
+		return top, at, ErrNotObject
+	}
+	*f = fields{}
+	if idPath == nil {
+		_, err = readObject(b, one.s, f)
+	} else {
+		_, at, err = readObjectKey(b, one.s, f, idPath[0])
+	}
+	return one, at, err
+}

@@ -99,16 +99,23 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 func normalizeFields(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
 	st, info, err := readLine(line, stage, path, rec, f)
 	if err == nil && (st == store.Raw || st == store.Turns) {
-		switch rec.Finish {
-		case "", store.FinishStop, store.FinishLength: // the common cases, without a lookup
-		default:
-			if notAFinish(rec.Finish) { // a request's lifecycle, not why its generation stopped
-				rec.Finish = ""
-			}
-		}
-		rec.Finish = store.FinishReason(rec.Finish)
+		rec.Finish = answerFinish(rec.Finish)
 	}
 	return st, info, err
+}
+
+// answerFinish is gendex's finish reason for an answer's as its line
+// writes it (store.FinishReason); a request's lifecycle written there
+// (notAFinish) is none.
+func answerFinish(written string) string {
+	switch written {
+	case "", store.FinishStop, store.FinishLength: // the common cases, without a lookup
+		return written
+	}
+	if notAFinish(written) {
+		return ""
+	}
+	return store.FinishReason(written)
 }
 
 // readLine is normalize, with the finish reason as the line writes it. It
@@ -123,6 +130,9 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
 	}
 	top, at, err := readTop(line, f, path.idPath())
+	if err == ErrNotObject && stage == store.Raw {
+		top, at, err = readOnly(line, f, path.idPath())
+	}
 	if err != nil {
 		return stage, info, err
 	}

@@ -177,3 +177,30 @@ func TestStreamWithoutCountWarns(t *testing.T) {
 		t.Errorf("%d records, %d unknown; want 3, 2", s.Records, s.UnknownCompletion)
 	}
 }
+
+// TestListOfOneObject: a response line that is a list holding one object
+// (a server's body for one request) is read as that object; a list of
+// more, or a prompt line that is a list, is still no object.
+func TestListOfOneObject(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line  string
+		stage store.Stage
+		want  error
+	}{
+		{` [ {"generated_text":"x","details":{"generated_tokens":3}} ] `, store.Raw, ErrNoID},
+		{`[{"id":"a","completion_tokens":3}]`, store.Raw, nil},
+		{`[{"generated_text":"x"},{"generated_text":"y"}]`, store.Raw, ErrNotObject},
+		{`[{"role":"user","content":"hi"}]`, store.Prompts, ErrNotObject},
+		{`[]`, store.Raw, ErrNotObject},
+	} {
+		var r store.Record
+		_, err := Normalize([]byte(c.line), c.stage, &r)
+		if !errors.Is(err, c.want) && err != c.want {
+			t.Errorf("%s (%s): err %v; want %v", c.line, c.stage, err, c.want)
+		}
+		if c.want != ErrNotObject && r.CompletionTokens != 3 {
+			t.Errorf("%s: completion %d; want 3", c.line, r.CompletionTokens)
+		}
+	}
+}

@@ -215,16 +215,20 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 	}
 	b := line
 	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return Answer{}, recErr, errNoAnswer
-	}
-	// The normalizer read the object whole, with nothing but space after
-	// it: its fields are those of the line, scanned once.
+	// The normalizer read the object whole (the line, or a list's one
+	// object), with nothing but space after it: its fields are those of
+	// the line, scanned once.
 	end := len(b)
 	for end > i && isSpace(b[end-1]) {
 		end--
 	}
 	top := span{s: i, e: end}
+	if i < len(b) && b[i] == '[' {
+		top, _ = onlyObject(b)
+	}
+	if !top.ok() || b[top.s] != '{' {
+		return Answer{}, recErr, errNoAnswer
+	}
 	if info.nested.ok() { // the answer is an object in the line: its parts are there
 		var in store.Record
 		a, _, err = readAnswerInner(line[info.nested.s:info.nested.e], nil, &in)

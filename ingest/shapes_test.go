@@ -220,6 +220,13 @@ var shapeFixtures = []struct {
 		{store.Raw, "raw_responses.jsonl:4", 9, 2, U, U, ""},
 		{store.Errors, "raw_responses.jsonl:5", U, U, U, U, "error"},
 	}},
+	// Bodies that are a list of one object (the Hugging Face Inference
+	// API's): that object is the line's, an answer known by its line.
+	{dir: "hf_inference", lineIDs: true, unknown: 1, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", U, U, U, U, ""},
+		{store.Raw, "raw_responses.jsonl:2", U, 8, U, U, "length"},
+		{store.Errors, "raw_responses.jsonl:3", U, U, U, U, "error"},
+	}},
 	{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure", recs: []rec{
 		{store.Raw, "m-1", 30, 12, U, U, "stop"},
 		{store.Raw, "m-2", 8, 64, U, U, "length"},
@@ -393,6 +400,7 @@ func TestReadAnswerShapes(t *testing.T) {
 		{dir: "datatrove", line: 1, shape: "OpenAI chat", text: "The committee approved funding for a new library wing."},
 		{dir: "datatrove", line: 3, shape: "gendex", noText: "several answers are nested in the line (the first at metadata.inference_results.0)"},
 		{dir: "error_in_answer", line: 4, shape: "OpenAI chat", text: "Four."},
+		{dir: "hf_inference", line: 1, shape: "TGI", text: "Gravity pulls objects toward one another in proportion to their mass."},
 	}
 	for _, tt := range tests {
 		data, err := os.ReadFile(filepath.Join(shapesDir, tt.dir, "raw_responses.jsonl"))
