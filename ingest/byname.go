@@ -254,9 +254,10 @@ func errorObject(b []byte, sp span) bool {
 // under a name that says what it counts (countFamily: num_input_tokens,
 // output_token_count, token_usage.output), in the object at sp or an
 // object in it, or one in that (never in one named as an input or a
-// setting). The nearest is read; two of one count at the same depth
-// that disagree are none. It fills the prompt and completion counts rec
-// does not have, and reports whether it found a completion count.
+// setting). The nearest is read (as near: the one in an object named as
+// counts); two as near that disagree are none. It fills the prompt and
+// completion counts rec does not have, and reports whether it found a
+// completion count.
 func countsByName(b []byte, sp span, rec *store.Record) bool {
 	var c [2]nameCount // the prompt's, the answer's
 	scanCounts(b, sp, 0, false, &c)
@@ -270,18 +271,23 @@ func countsByName(b []byte, sp span, rec *store.Record) bool {
 	return false
 }
 
-// nameCount is the nearest count of one family found by countsByName.
+// nameCount is the nearest count of one family found by countsByName;
+// usage says its object's name is of counts ("tokens", "usage").
 type nameCount struct {
-	n         int64
-	depth     int
-	ok, clash bool
+	n                int64
+	depth            int
+	ok, usage, clash bool
 }
 
-func (c *nameCount) see(n int64, depth int) {
+// see keeps the count n found at depth (usage: as nameCount's) when it
+// is nearer, or as near and in an object named as counts where the one
+// kept is not (meta.tokens over meta.billed_units); two as near that
+// disagree are none.
+func (c *nameCount) see(n int64, depth int, usage bool) {
 	switch {
-	case !c.ok || depth < c.depth:
-		*c = nameCount{n: n, depth: depth, ok: true}
-	case depth == c.depth && n != c.n:
+	case !c.ok || depth < c.depth || depth == c.depth && usage && !c.usage:
+		*c = nameCount{n: n, depth: depth, ok: true, usage: usage}
+	case depth == c.depth && usage == c.usage && n != c.n:
 		c.clash = true
 	}
 }
@@ -307,9 +313,9 @@ func scanCounts(b []byte, sp span, depth int, usage bool, c *[2]nameCount) {
 		}
 		if n, ok := decodeCount(val(b, v)); ok {
 			if fam == wInput {
-				c[0].see(n, depth)
+				c[0].see(n, depth, usage)
 			} else {
-				c[1].see(n, depth)
+				c[1].see(n, depth, usage)
 			}
 		}
 		return nil

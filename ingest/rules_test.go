@@ -137,6 +137,7 @@ func TestNamesSayWhat(t *testing.T) {
 		{`{"id":"a","generation":"x","output_tokens":3,"stats":{"output_tokens":9}}`, U, 3},
 		{`{"id":"a","generation":"x","a":{"output_tokens":3},"b":{"output_tokens":9}}`, U, U},
 		{`{"id":"a","generation":"x","token_usage":{"input":7}}`, 7, U},
+		{`{"id":"a","response_id":"r","text":"x","generation_id":"g","finish_reason":"COMPLETE","meta":{"billed_units":{"input_tokens":9,"output_tokens":16},"tokens":{"input_tokens":75,"output_tokens":16}}}`, 75, 16},
 	} {
 		var r store.Record
 		_, err := Normalize([]byte(c.line), store.Raw, &r)
