@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"gendex/store"
 	"os"
+	"sort"
 )
 
 // Committing a parsed batch of a file's lines: its records stored, the
@@ -78,6 +79,7 @@ func (ix *Indexer) commit(f *os.File, src Source, state *store.FileState, c *chu
 	for _, p := range t.problems {
 		ix.report(p)
 	}
+	ix.noteStreams(src, &t, res, c.last)
 	res.Added += t.added
 	res.Duplicates += t.dups
 	res.Skipped += countSkips(c.problems) + t.refused
@@ -92,6 +94,44 @@ type commitTally struct {
 	added, dups, errDups, refused int
 	unknown                       int64 // stream records without a count, net of merges
 	problems                      []Problem
+	// streams are the stream records this commit left, each with or
+	// without a completion count (streamSeen).
+	streams []*store.Record
+}
+
+// streamSeen notes a stream record as this commit leaves it.
+func (t *commitTally) streamSeen(r *store.Record) { t.streams = append(t.streams, r) }
+
+// noteStreams keeps in res the streams of this read whose record has no
+// completion count after the commit, and at the read's end (last) warns
+// of each at its record's line, as every line without a count is warned
+// of. (A stream's count comes with a later chunk, when it comes: so only
+// once the read's chunks are merged; a chunk a later read appends may
+// still bring it.)
+func (ix *Indexer) noteStreams(src Source, t *commitTally, res *FileResult, last bool) {
+	for _, r := range t.streams {
+		if r.CompletionTokens >= 0 {
+			delete(res.uncounted, r.ID)
+			continue
+		}
+		if res.uncounted == nil {
+			res.uncounted = map[string]int64{}
+		}
+		res.uncounted[r.ID] = r.Line
+	}
+	if !last {
+		return
+	}
+	ids := make([]string, 0, len(res.uncounted))
+	for id := range res.uncounted {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return res.uncounted[ids[i]] < res.uncounted[ids[j]] })
+	for _, id := range ids {
+		ix.report(Problem{Path: src.Path, Line: res.uncounted[id], Kind: NoTokens,
+			Msg: fmt.Sprintf("no chunk of stream %q read so far has its usage (stream_options.include_usage off, or the stream cut); indexed with its tokens unknown", id)})
+	}
+	res.uncounted = nil
 }
 
 // put stores one parsed line's record in tx (unless it is another
@@ -110,6 +150,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 		}
 		if old != nil {
 			t.unknown += unknownOf(&p.rec) - unknownOf(old)
+			t.streamSeen(&p.rec)
 			return nil
 		}
 	}
@@ -149,6 +190,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 		st.CountAnswer(&p.rec, 1)
 		if p.chunk {
 			t.unknown += unknownOf(&p.rec)
+			t.streamSeen(&p.rec)
 		}
 		return nil
 	}

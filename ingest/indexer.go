@@ -77,6 +77,10 @@ type FileResult struct {
 	Bytes      int64 // bytes read
 	Torn       int   // bytes of an unfinished last line, not indexed
 	NextLine   int64 // the line number of that unfinished line
+	// uncounted holds the streams this read touched whose record has no
+	// completion count after it (id: the record's line), for their
+	// warnings at the read's end (commit).
+	uncounted map[string]int64
 }
 
 // report passes p on; a file's ServerID warning only the first time.

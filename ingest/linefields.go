@@ -19,6 +19,8 @@ type fields struct {
 	outputIDs, inputIDs, text, messages, convos span
 	promptIDs, content, reasoningContent        span // for ReadAnswer
 	toolCalls                                   span // for ReadAnswer
+	delta                                       span // a stream event's piece of an answer
+	errorNamed                                  span // another key named as an error (response_errors), that holds one
 	status, statusCode, body, message           span
 	promptDetails, completionDetails            span
 	sentTS, finishedTS, typ, code               span
@@ -77,6 +79,8 @@ func (f *fields) set(key []byte, sp span) {
 		f.reasoningContent = sp
 	case "tool_calls":
 		f.toolCalls = sp
+	case "delta":
+		f.delta = sp
 	case "text":
 		f.text = sp
 	case "messages":
@@ -145,6 +149,10 @@ func (f *fields) set(key []byte, sp span) {
 		f.turns = sp
 	case "sglext":
 		f.ext = sp
+	default:
+		if !f.errorNamed.ok() && hasErrorWord(key) {
+			f.errorNamed = sp
+		}
 	}
 }
 
@@ -219,4 +227,16 @@ func isNull(b []byte, sp span) bool { return sp.ok() && b[sp.s] == 'n' }
 func (f *fields) noID(b []byte) bool {
 	empty := func(sp span) bool { return isNull(b, sp) || string(val(b, sp)) == `""` }
 	return empty(f.customID) || empty(f.id)
+}
+
+// hasErrorWord says key may be named as an error: it holds "rror" (error,
+// errors, Error, response_errors). A cheap look, on every key no case
+// names; isErrorName decides.
+func hasErrorWord(key []byte) bool {
+	for i := 0; i+4 <= len(key); i++ {
+		if key[i] == 'r' && key[i+1] == 'r' && key[i+2] == 'o' && key[i+3] == 'r' {
+			return true
+		}
+	}
+	return false
 }

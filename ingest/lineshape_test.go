@@ -19,12 +19,15 @@ func readAsAny(line []byte, stage store.Stage, rec *store.Record) (store.Stage, 
 	var f fields
 	*rec = store.Record{PromptTokens: store.Unknown, CompletionTokens: store.Unknown, CachedTokens: store.Unknown, ReasoningTokens: store.Unknown}
 	top, at, err := readTop(line, &f, nil)
+	if err == ErrNotObject && stage == store.Raw {
+		top, at, err = readOnly(line, &f, nil)
+	}
 	if err != nil {
 		return stage, info, err
 	}
 	st, err := readAny(line, top, at, stage, nil, rec, &f, &info, false)
 	if err == nil && (st == store.Raw || st == store.Turns) {
-		rec.Finish = store.FinishReason(rec.Finish)
+		rec.Finish = answerFinish(rec.Finish)
 	}
 	return st, info, err
 }

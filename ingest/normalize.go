@@ -68,6 +68,10 @@ type lineInfo struct {
 	// emptyID says the line's id is empty or null: an answer with no id
 	// (known by its file and line, as lineID says).
 	emptyID bool
+	// nested is where the line's answer is when it is nested in the line
+	// (findNested), for ReadAnswer; nestedPath names it.
+	nested     span
+	nestedPath string
 	// countsOff says why the line's counts were made unknown: they state
 	// a total no reading of them adds up to ("" when they do, or state
 	// none).
@@ -95,9 +99,23 @@ func normalize(line []byte, stage store.Stage, path IDPath, rec *store.Record) (
 func normalizeFields(line []byte, stage store.Stage, path IDPath, rec *store.Record, f *fields) (store.Stage, lineInfo, error) {
 	st, info, err := readLine(line, stage, path, rec, f)
 	if err == nil && (st == store.Raw || st == store.Turns) {
-		rec.Finish = store.FinishReason(rec.Finish)
+		rec.Finish = answerFinish(rec.Finish)
 	}
 	return st, info, err
+}
+
+// answerFinish is gendex's finish reason for an answer's as its line
+// writes it (store.FinishReason); a request's lifecycle written there
+// (notAFinish) is none.
+func answerFinish(written string) string {
+	switch written {
+	case "", store.FinishStop, store.FinishLength: // the common cases, without a lookup
+		return written
+	}
+	if notAFinish(written) {
+		return ""
+	}
+	return store.FinishReason(written)
 }
 
 // readLine is normalize, with the finish reason as the line writes it. It
@@ -112,6 +130,9 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 		CachedTokens: store.Unknown, ReasoningTokens: store.Unknown,
 	}
 	top, at, err := readTop(line, f, path.idPath())
+	if err == ErrNotObject && stage == store.Raw {
+		top, at, err = readOnly(line, f, path.idPath())
+	}
 	if err != nil {
 		return stage, info, err
 	}
@@ -126,11 +147,12 @@ func readLine(line []byte, stage store.Stage, path IDPath, rec *store.Record, f 
 // the line already.
 func readAny(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.Record, f *fields, info *lineInfo, triedOther bool) (store.Stage, error) {
 	l := lineScan{f: f, top: top, triedOther: triedOther}
+	var nested nestedFind
 	idPath := path.idPath()
 	l.meta, l.hasMeta = sub(b, f.metaInfo)
 	id, ok := l.id(b, stage, idPath, at, info)
 	if !ok && stage != store.Prompts {
-		if st, done, err := l.withoutID(b, stage, path, idPath, rec, info); done {
+		if st, done, err := l.withoutID(b, stage, path, idPath, rec, info, &nested); done {
 			return st, err
 		}
 	}
@@ -142,7 +164,7 @@ func readAny(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.
 		return store.Errors, nil
 	}
 	info.countsOff = l.counts(b, rec)
-	if stage == store.Raw && !path.fields() && noReply(b, f, rec) && failedStatus(b, l.top, rec) {
+	if stage == store.Raw && !path.fields() && (noReply(b, f, rec) && failedStatus(b, l.top, rec) || failedByName(b, l.top, f, rec)) {
 		return store.Errors, nil
 	}
 	rec.Finish = l.finishReason(b)
@@ -162,6 +184,11 @@ func readAny(b []byte, top, at span, stage store.Stage, path IDPath, rec *store.
 			// No count and no envelope of a built-in shape: one of the
 			// others, or none.
 			if st, ok := other(b, l.top, rec, info); ok {
+				return st, nil
+			}
+		}
+		if !path.fields() && rec.Shape == store.ShapeUnknown {
+			if st, done := l.byName(b, rec, info, &nested); done {
 				return st, nil
 			}
 		}
@@ -200,6 +227,11 @@ type lineScan struct {
 	hasUsage bool
 	// triedOther says other found none of its shapes in the line.
 	triedOther bool
+	// names is what the names of the top-level keys say, read once
+	// (hasNames). (The line's nested answer is readAny's nested: it holds a
+	// string, which would take f to the heap with it.)
+	names    topNames
+	hasNames bool
 }
 
 // responseFields is the fields of the line's Responses API object.
@@ -266,7 +298,7 @@ func (l *lineScan) id(b []byte, stage store.Stage, idPath []string, at span, inf
 // withoutID decides what becomes of a line of a stage but Prompts that has
 // no id: an error, a record known by its line (info.lineID), or a line of
 // other's shapes, read whole (done, with its stage).
-func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []string, rec *store.Record, info *lineInfo) (st store.Stage, done bool, err error) {
+func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []string, rec *store.Record, info *lineInfo, nested *nestedFind) (st store.Stage, done bool, err error) {
 	f := l.f
 	switch {
 	case idPath != nil:
@@ -284,8 +316,9 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 		}
 		// An answer with no id (none at a known place, or "" or null) is
 		// known by its line, as the answers of a shape without ids are;
-		// so is a body that reports its request failed.
-		if !f.isAnswer(b) && !(noReply(b, f, rec) && failedStatus(b, l.top, rec)) {
+		// so is a body that reports its request failed. A stream's event
+		// is none: with no id to merge it by, it is a piece of an answer.
+		if isStreamEvent(b, f) || !l.answerLike(b, nested) && !(noReply(b, f, rec) && failedStatus(b, l.top, rec)) {
 			return stage, true, ErrNoID
 		}
 		info.lineID, info.emptyID = true, f.noID(b)

@@ -153,8 +153,8 @@ func other(b []byte, top span, rec *store.Record, info *lineInfo) (store.Stage, 
 		// line carries).
 		info.chunk = !info.lineID
 	}
-	if rec.CompletionTokens < 0 && stage == store.Raw && rec.Shape != store.ShapeError && !info.partial {
-		rec.Shape = store.ShapeUnknown
+	if rec.CompletionTokens < 0 && stage == store.Raw && rec.Shape != store.ShapeError && !info.partial && !countsByName(b, top, rec) {
+		rec.Shape = store.ShapeUnknown // no count where the shape keeps it, nor where a name says (byname.go)
 	}
 	return stage, true
 }

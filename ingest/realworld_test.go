@@ -22,7 +22,9 @@ const realworld = "../../shared/realworld"
 // realworldFiles says how each sample is read. A file with read false is
 // a shape README.md ("Formats it reads") says gendex does not read as
 // responses; the test checks that every one of its lines is reported and
-// none is counted.
+// none is counted. A file read whose truth names no id field has answers
+// known by their file and line; a truth record whose id is null is a line
+// with no answer, skipped and reported as having no id.
 var realworldFiles = map[string]struct {
 	stage  store.Stage
 	idPath string // --id
@@ -35,7 +37,7 @@ var realworldFiles = map[string]struct {
 	"batch_output.jsonl":                       {stage: store.Raw, read: true},
 	"batch_output_vllm_legacy.jsonl":           {stage: store.Raw, read: true},
 	"dashscope_native.jsonl":                   {stage: store.Raw, read: true},
-	"distilabel_records.jsonl":                 {stage: store.Raw},
+	"distilabel_records.jsonl":                 {stage: store.Raw, read: true},
 	"edge_doc_edited.jsonl":                    {stage: store.Raw, read: true},
 	"fastchat_mtbench_answers.jsonl":           {stage: store.Raw, idPath: "question_id", read: true},
 	"openai_chat_completions.jsonl":            {stage: store.Raw, read: true},
@@ -44,7 +46,7 @@ var realworldFiles = map[string]struct {
 	"prompts_mtbench_questions.jsonl":          {stage: store.Prompts, idPath: "question_id", read: true},
 	"prompts_sharegpt_fastchat.jsonl":          {stage: store.Prompts, read: true},
 	"sglang_generate.jsonl":                    {stage: store.Raw, read: true},
-	"sglang_generate_wrapped_log.jsonl":        {stage: store.Raw},
+	"sglang_generate_wrapped_log.jsonl":        {stage: store.Raw, read: true},
 	"specforge_bench_results.jsonl":            {stage: store.Raw},
 	"specforge_conversations.jsonl":            {stage: store.Prompts, read: true},
 }
@@ -106,7 +108,7 @@ func TestRealWorld(t *testing.T) {
 				checkNotRead(t, db, &tr, res, &c)
 				return
 			}
-			checkRead(t, db, &tr, how.stage, how.merge, res, &c)
+			checkRead(t, db, &tr, path, how.stage, how.merge, res, &c)
 		})
 	}
 }
@@ -141,19 +143,23 @@ type want struct {
 	checkCached                bool
 }
 
-func checkRead(t *testing.T, db *store.DB, tr *truth, stage store.Stage, merge bool, res FileResult, c *collector) {
-	if tr.IDField == nil {
-		t.Fatal("a file read as records must have an id field in its truth")
-	}
+func checkRead(t *testing.T, db *store.DB, tr *truth, path string, stage store.Stage, merge bool, res FileResult, c *collector) {
 	var order []string
 	byID := map[string]*want{}
-	var dupLines []int64
+	var dupLines, noIDLines []int64
 	for _, r := range tr.Records {
-		v, ok := r[*tr.IDField]
-		if !ok {
-			t.Fatalf("truth record %v has no %s", r, *tr.IDField)
+		id := LineID(path, num(t, r["line"])) // no id field: the answers are known by their line
+		if tr.IDField != nil {
+			v, ok := r[*tr.IDField]
+			if !ok {
+				t.Fatalf("truth record %v has no %s", r, *tr.IDField)
+			}
+			if v == nil { // a line with no answer
+				noIDLines = append(noIDLines, num(t, r["line"]))
+				continue
+			}
+			id = fmt.Sprint(v) // json.Number: the number as written
 		}
-		id := fmt.Sprint(v) // json.Number: the number as written
 		w := want{id: id, line: num(t, r["line"]), prompt: count(t, r, "prompt_tokens", tr.PromptField),
 			completion: count(t, r, "completion_tokens", tr.CompleteField), cached: count(t, r, "cached_tokens", tr.CachedField),
 			finish: finish(t, r["finish_reason"])}
@@ -230,8 +236,8 @@ func checkRead(t *testing.T, db *store.DB, tr *truth, stage store.Stage, merge b
 		t.Errorf("counters %s; truth says %s", got, exp)
 	}
 	k := c.kinds()
-	if n := len(k[Invalid]) + len(k[NoID]); n > 0 || res.Skipped > 0 {
-		t.Errorf("%d lines skipped: %v", res.Skipped, c.problems)
+	if len(k[Invalid]) > 0 || !slices.Equal(k[NoID], noIDLines) || res.Skipped != len(noIDLines) {
+		t.Errorf("%d lines skipped, lines %v reported as having no id; want only the lines with no answer, %v: %v", res.Skipped, k[NoID], noIDLines, c.problems)
 	}
 	if !slices.Equal(k[Duplicate], dupLines) {
 		t.Errorf("duplicates reported at lines %v; truth has the ids repeat at %v", k[Duplicate], dupLines)
@@ -239,9 +245,9 @@ func checkRead(t *testing.T, db *store.DB, tr *truth, stage store.Stage, merge b
 	if stage == store.Raw && int(unknown) != len(k[NoTokens]) {
 		t.Errorf("%d records without a count reported; truth has %d", len(k[NoTokens]), unknown)
 	}
-	server := *tr.IDField == "meta_info.id" || *tr.IDField == "request_id"
+	server := tr.IDField == nil || strings.HasSuffix(*tr.IDField, "meta_info.id") || *tr.IDField == "request_id"
 	if got := k[ServerID]; server != (len(got) == 1) || len(got) > 1 {
-		t.Errorf("server request id warnings at lines %v; want one when the id is the server's (%s)", got, *tr.IDField)
+		t.Errorf("warnings of ids no prompt carries at lines %v; want one when the id is the server's or the line's (truth's id field %v)", got, tr.IDField)
 	}
 }
 

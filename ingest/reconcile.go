@@ -57,25 +57,39 @@ func responseOf(b []byte, top *fields, topAt span, body *fields, bodyAt span) (*
 }
 
 // isResponse reports whether fl is a Responses API object: its "object"
-// says so, or it has a status string beside an output list.
+// says so, or it has a status string beside a list of output items
+// (objects with a "type"; a list of strings beside a status is another
+// tool's answer and its lifecycle).
 func isResponse(b []byte, fl *fields) bool {
 	if !isString(b, fl.status) {
 		return false
 	}
-	return string(val(b, fl.object)) == `"response"` || fl.output.ok() && b[fl.output.s] == '['
+	if string(val(b, fl.object)) == `"response"` {
+		return true
+	}
+	items := false
+	eachElement(b, fl.output, func(e span) bool {
+		items = isObject(b, e) && get(b, e, "type").ok()
+		return false
+	})
+	return items
 }
 
-// responseFinish is a Responses API object's finish reason: "completed",
-// or an incomplete one's incomplete_details.reason ("max_output_tokens",
+// responseFinish is a Responses API object's finish reason: stop for a
+// "completed" one, an incomplete one's incomplete_details.reason ("max_output_tokens",
 // "content_filter"), or its status as written.
 func responseFinish(b []byte, fl *fields, at span) string {
-	st := str(b, fl.status)
-	if st == "incomplete" {
+	switch st := str(b, fl.status); st {
+	case "completed": // the generation ended by itself (not a lifecycle word here: notAFinish)
+		return store.FinishStop
+	case "incomplete":
 		if r := str(b, get(b, get(b, at, "incomplete_details"), "reason")); r != "" {
 			return r
 		}
+		return st
+	default:
+		return st
 	}
-	return st
 }
 
 // otherUsage reads the counts a usage object keeps under names of its

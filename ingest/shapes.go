@@ -215,18 +215,38 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 	}
 	b := line
 	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return Answer{}, recErr, errNoAnswer
-	}
-	// The normalizer read the object whole, with nothing but space after
-	// it: its fields are those of the line, scanned once.
+	// The normalizer read the object whole (the line, or a list's one
+	// object), with nothing but space after it: its fields are those of
+	// the line, scanned once.
 	end := len(b)
 	for end > i && isSpace(b[end-1]) {
 		end--
 	}
 	top := span{s: i, e: end}
+	if i < len(b) && b[i] == '[' {
+		top, _ = onlyObject(b)
+	}
+	if !top.ok() || b[top.s] != '{' {
+		return Answer{}, recErr, errNoAnswer
+	}
+	if info.nested.ok() { // the answer is an object in the line: its parts are there
+		var in store.Record
+		a, _, err = readAnswerInner(line[info.nested.s:info.nested.e], nil, &in)
+		a.Shape += " (nested at " + info.nestedPath + ")"
+		a.Finish, a.PromptTokens, a.CompletionTokens = rec.Finish, rec.PromptTokens, rec.CompletionTokens
+		return a, recErr, err
+	}
 	fm := formOf(b, top, &f, rec, &info, m)
 	a = Answer{Shape: forms[fm].name, Finish: rec.Finish, PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}
+	if fm == fFlat && !m.fields() && !f.completion.ok() && !f.outputIDs.ok() && !f.turns.ok() && !f.isAnswer(b) && !namesOf(b, top).answer.ok() {
+		// Answers nested in the line, and none at its top level: its
+		// text (an input document) is none of them.
+		var nf nestedFind
+		if findNested(b, top, 0, false, "", &nf); nf.n > 1 {
+			a.NoText = "several answers are nested in the line (the first at " + nf.path + ") and none is at its top level, whose text is not one: say which with ingest --map text=PATH"
+			return a, recErr, nil
+		}
+	}
 	if v := f.turns; v.ok() && !isNull(b, v) {
 		a.Turns = val(b, v)
 	}
@@ -240,6 +260,14 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 		a.ToolCalls = val(b, v)
 	}
 	textAt, reasoningAt := forms[fm].textAt, forms[fm].reasoningAt
+	if fm == fFlat && !f.completion.ok() && !f.outputIDs.ok() && !m.fields() {
+		// No count of its own beside its text: a field named as the
+		// answer ("text_output", "generation") is its text before any
+		// "text" (which may be the input).
+		if key := answerKeyOf(b, top); key != "" {
+			textAt = append([][]string{{key}}, textAt...)
+		}
+	}
 	if fm == fMapped {
 		textAt, reasoningAt = [][]string{m.paths[mText]}, nil
 		if m.paths[mReasoning] != nil {
@@ -247,22 +275,17 @@ func ReadAnswerRecord(line []byte, m IDPath, rec *store.Record) (a Answer, recEr
 		}
 	}
 	var reasoning strings.Builder
-	for _, p := range textAt {
-		v := walkTop(b, top, &f, p)
-		if !v.ok() || isNull(b, v) {
-			continue
-		}
-		switch b[v.s] {
-		case '"':
-			a.TextRaw = val(b, v)
-		case '[':
-			if s, ok := joinParts(b, v, &reasoning); ok {
-				a.Text = &s
+	if err := readText(b, top, &f, textAt, &a, &reasoning); err != nil {
+		return a, recErr, err
+	}
+	if a.TextRaw == nil && a.Text == nil && fm != fMapped && fm != fChunk {
+		// None where the shape keeps it: a field named as the answer
+		// ("response" beside a usage object) is.
+		if key := answerKeyOf(b, top); key != "" {
+			if err := readText(b, top, &f, [][]string{{key}}, &a, &reasoning); err != nil {
+				return a, recErr, err
 			}
-		default:
-			return a, recErr, fmt.Errorf("%q is not a string", strings.Join(p, "."))
 		}
-		break
 	}
 	for _, p := range reasoningAt {
 		v := walkTop(b, top, &f, p)
@@ -424,4 +447,35 @@ func getTop(b []byte, top span, f *fields, key string) span {
 // key), its first key found by getTop.
 func walkTop(b []byte, top span, f *fields, path []string) span {
 	return walk(b, getTop(b, top, f, path[0]), path[1:])
+}
+
+// readAnswerInner is ReadAnswerRecord, called through a func value (a
+// nested answer's parts): a direct call would put every line's fields on
+// the heap (see readInner).
+var readAnswerInner func(line []byte, m IDPath, rec *store.Record) (Answer, error, error)
+
+func init() { readAnswerInner = ReadAnswerRecord }
+
+// readText sets a's text from the first of paths that holds one: a
+// string, or a list of parts (joinParts; thinking parts go to
+// reasoning). A value of another kind is an error.
+func readText(b []byte, top span, f *fields, paths [][]string, a *Answer, reasoning *strings.Builder) error {
+	for _, p := range paths {
+		v := walkTop(b, top, f, p)
+		if !v.ok() || isNull(b, v) {
+			continue
+		}
+		switch b[v.s] {
+		case '"':
+			a.TextRaw = val(b, v)
+		case '[':
+			if s, ok := joinParts(b, v, reasoning); ok {
+				a.Text = &s
+			}
+		default:
+			return fmt.Errorf("%q is not a string", strings.Join(p, "."))
+		}
+		return nil
+	}
+	return nil
 }

@@ -141,12 +141,13 @@ var shapeFixtures = []struct {
 	}},
 	// Answers with no id at any known place, of shapes no row names: an
 	// OpenAI chat answer without "id", a flat answer, a generation with
-	// its text and finish reason (its counts under meta.billed_units are
-	// not read: unknown). Each is known by its line.
-	{dir: "noid_answers", lineIDs: true, unknown: 1, recs: []rec{
+	// its text and finish reason, its counts read where their names say
+	// (meta.billed_units.input_tokens, output_tokens). Each is known by
+	// its line.
+	{dir: "noid_answers", lineIDs: true, recs: []rec{
 		{store.Raw, "raw_responses.jsonl:1", 21, 12, U, U, "stop"},
 		{store.Raw, "raw_responses.jsonl:2", 14, 10, U, U, "stop"},
-		{store.Raw, "raw_responses.jsonl:3", U, U, U, U, "length"},
+		{store.Raw, "raw_responses.jsonl:3", 9, 16, U, U, "length"},
 	}},
 	// Bodies that came with HTTP 200 and report a failure in their own
 	// status fields (a code neither 0 nor 2xx, a message, no reply): each
@@ -165,6 +166,66 @@ var shapeFixtures = []struct {
 		{store.Raw, "chatcmpl-67b4e0a9c1d2e3f4a5b6c7d8", 19, 3, U, U, "stop"},
 		{store.Raw, "chatcmpl-67b4e1d5f6a7b8c9d0e1f2a3", 40, 8, 32, U, "length"},
 		{store.Raw, "chatcmpl-67b4e2aa0b1c2d3e4f5a6b7c", 12, 2, U, U, "stop"},
+	}},
+	// Issue 54's classes, each by rule. A server's own body with no id
+	// (Triton's generate: text_output) is an answer known by its line,
+	// its counts unknown; its error body an error.
+	{dir: "triton_generate", lineIDs: true, unknown: 3, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", U, U, U, U, ""},
+		{store.Raw, "raw_responses.jsonl:2", U, U, U, U, ""},
+		{store.Errors, "raw_responses.jsonl:3", U, U, U, U, "error"},
+		{store.Raw, "raw_responses.jsonl:4", U, U, U, U, ""},
+	}},
+	// curator: no id; response_message is the answer (a string or an
+	// object), token_usage.{input,output} its counts (nearer than the
+	// raw response's usage); response_errors beside a null message is an
+	// error.
+	{dir: "curator", lineIDs: true, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", 19, 15, U, U, "stop"},
+		{store.Errors, "raw_responses.jsonl:2", U, U, U, U, "error"},
+		{store.Raw, "raw_responses.jsonl:3", 31, 17, U, U, "length"},
+	}},
+	// Replicate predictions: metrics.input_token_count and
+	// output_token_count; "succeeded" is a lifecycle, no finish reason;
+	// "failed" (with its error) and "canceled" (with part of an answer)
+	// are errors with that reason; line 4 states no counts.
+	{dir: "replicate", unknown: 1, recs: []rec{
+		{store.Raw, "q8x2mzk1h5rm80cmj4bbtv7yg4", 24, 11, U, U, ""},
+		{store.Errors, "r7k1nq2v9hrm80cmj4cc3bz0ta", U, U, U, U, "failed"},
+		{store.Errors, "s3m9xw0t2drm80cmj4dd5gh8qc", U, U, U, U, "canceled"},
+		{store.Raw, "t5p0vr6e1srm80cmj4ee7kd2wm", U, U, U, U, ""},
+	}},
+	// Ray Data LLM rows: num_input_tokens and num_generated_tokens, under
+	// its request_id (a server's id: one warning).
+	{dir: "ray_data", lineIDs: true, recs: []rec{
+		{store.Raw, "0", 18, 9, U, U, ""},
+		{store.Raw, "1", 15, 3, U, U, ""},
+	}},
+	// datatrove documents: the top-level text is the input; the answer is
+	// the only one in metadata.inference_results; an error there is an
+	// error; two answers there are none (unknown: which is not said).
+	{dir: "datatrove", unknown: 1, recs: []rec{
+		{store.Raw, "doc-000", 48, 11, U, U, "stop"},
+		{store.Errors, "doc-001", U, U, U, U, "error"},
+		{store.Raw, "doc-002", U, U, U, U, ""},
+		{store.Raw, "doc-003", 39, 64, U, U, "length"},
+	}},
+	// An error object in the answer's place (a batch line's response or
+	// result, a gateway body's errors beside a null result); a result
+	// object that is an answer is read as one.
+	{dir: "error_in_answer", lineIDs: true, recs: []rec{
+		{store.Raw, "req-1", 12, 2, U, U, "stop"},
+		{store.Errors, "req-2", U, U, U, U, "model_not_found"},
+		{store.Errors, "req-3", U, U, U, U, "rate_limit_exceeded"},
+		{store.Raw, "raw_responses.jsonl:4", 9, 2, U, U, ""},
+		{store.Errors, "raw_responses.jsonl:5", U, U, U, U, "error"},
+	}},
+	// Bodies that are a list of one object (the Hugging Face Inference
+	// API's): that object is the line's, an answer known by its line.
+	{dir: "hf_inference", lineIDs: true, unknown: 1, recs: []rec{
+		{store.Raw, "raw_responses.jsonl:1", U, U, U, U, ""},
+		{store.Raw, "raw_responses.jsonl:2", U, 8, U, U, "length"},
+		{store.Errors, "raw_responses.jsonl:3", U, U, U, U, "error"},
 	}},
 	{dir: "mapped", mapping: "id=uid,prompt_tokens=stats.in,completion_tokens=stats.out,finish_reason=end,text=answer.body,error=failure", recs: []rec{
 		{store.Raw, "m-1", 30, 12, U, U, "stop"},
@@ -330,6 +391,16 @@ func TestReadAnswerShapes(t *testing.T) {
 		{dir: "gemini", line: 1, shape: "Gemini API", text: "91 is not prime.", reason: "Think: 91 = 7 x 13."},
 		{dir: "ollama_chat", line: 3, shape: "Ollama", noText: "the last event of a stream"},
 		{dir: "mapped", line: 1, shape: "any other", text: "Forty-two.", mapping: shapeFixtures[len(shapeFixtures)-1].mapping},
+		// A field named as the answer, or the answer nested in the line:
+		// never a top-level text that is the input.
+		{dir: "triton_generate", line: 1, shape: "gendex", text: "A prime number has exactly two divisors: 1 and itself."},
+		{dir: "curator", line: 1, shape: "gendex", text: "Volcanoes form where magma reaches the surface through cracks in the crust."},
+		{dir: "replicate", line: 1, shape: "gendex", text: "The sky looks blue because air scatters blue light most."},
+		{dir: "ray_data", line: 1, shape: "TGI", text: "7 times 8 is 56."},
+		{dir: "datatrove", line: 1, shape: "OpenAI chat", text: "The committee approved funding for a new library wing."},
+		{dir: "datatrove", line: 3, shape: "gendex", noText: "several answers are nested in the line (the first at metadata.inference_results.0)"},
+		{dir: "error_in_answer", line: 4, shape: "OpenAI chat", text: "Four."},
+		{dir: "hf_inference", line: 1, shape: "TGI", text: "Gravity pulls objects toward one another in proportion to their mass."},
 	}
 	for _, tt := range tests {
 		data, err := os.ReadFile(filepath.Join(shapesDir, tt.dir, "raw_responses.jsonl"))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"gendex/store"
@@ -112,7 +113,8 @@ func unixSeconds(b []byte, sp span) (int64, bool) {
 }
 
 // errorRecord fills rec from a failed request's line: gendex's errors.jsonl
-// ({"id","status","error":"msg"}) or a Batch error ({"error":{"code","message"}}).
+// ({"id","status","error":"msg"}), a Batch error ({"error":{"code","message"}})
+// or another tool's (a status word that says it failed: its finish).
 func errorRecord(b []byte, f *fields, rec *store.Record) {
 	rec.Shape = store.ShapeError
 	if code, ok := decodeCount(val(b, f.status)); ok {
@@ -136,6 +138,9 @@ func errorRecord(b []byte, f *fields, rec *store.Record) {
 	}
 	if rec.Message == "" {
 		rec.Message = str(b, f.message)
+	}
+	if st := str(b, f.status); rec.Finish == "" && lifecycleOf(st) == lifeFailed { // a failed, canceled, expired request
+		rec.Finish = strings.ToLower(st)
 	}
 	if rec.Finish == "" {
 		rec.Finish = "error"
