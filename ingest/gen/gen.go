@@ -26,6 +26,7 @@ type Config struct {
 	API         client.API // default APIAuto: the route each server offers (Flavor.API)
 	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
 	Sampling    client.SamplingParams
+	Mix         Mix // --mix: keys drawn per record (mix.go)
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
 	// Out, when set, holds the output: Out/<dataset>/raw_responses.jsonl.

@@ -3,6 +3,8 @@ package gen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -34,14 +36,18 @@ type provenance struct {
 	Unset    string          `json:"unset"`
 	Server   map[string]any  `json:"server"`
 	Gen      map[string]any  `json:"gen,omitempty"`
+	// Mix is each --mix key's spec; Drawn, in an answer's, the part of
+	// each spec its record drew (mix.go).
+	Mix   map[string]string `json:"mix,omitempty"`
+	Drawn map[string]string `json:"drawn,omitempty"`
 }
 
 // provenanceOf is the compact "provenance" object of the answers a server
 // described by info and ident (client.ServerIdentity, nil: none told)
-// makes, asked with sampling, as asked says (askedOf).
-func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
+// makes, asked with sampling and the mixtures mix, as asked says (askedOf).
+func provenanceOf(sampling client.SamplingParams, mix Mix, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
 	s, _ := json.Marshal(sampling)
-	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked}
+	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked, Mix: mix.specs()}
 	for k, v := range ident {
 		p.Server[k] = v
 	}
@@ -165,7 +171,9 @@ func flatten(prefix string, v any, out map[string]string) {
 
 // provenanceDiff says how two provenance objects differ, "" when they do
 // not (the settings a resume may change aside): "sampling.temperature:
-// 0.7 before, 0 now". A "gen" key one side lacks is unknown there (an
+// 0.7 before, 0 now". What a record drew from a mixture ("drawn") is its
+// own, not the run's: the mixtures' specs ("mix") are compared. A "gen"
+// key one side lacks is unknown there (an
 // older gendex did not record it): not a difference; nor are two prompt
 // rules one of which extends the other (samePromptRule).
 func provenanceDiff(then, now []byte) string {
@@ -187,7 +195,7 @@ func provenanceDiff(then, now []byte) string {
 	for k := range keys {
 		_, inA := fa[k]
 		_, inB := fb[k]
-		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "gen.") && (!inA || !inB) ||
+		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "drawn.") || strings.HasPrefix(k, "gen.") && (!inA || !inB) ||
 			k == "gen.prompt" && samePromptRule(unquote(fa[k]), unquote(fb[k])) {
 			continue
 		}
@@ -220,7 +228,11 @@ func describe(model string, prov []byte) string {
 		}
 		return "model " + model + ", unknown sampling"
 	}
-	return fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
+	s := fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
+	for _, k := range slices.Sorted(maps.Keys(p.Mix)) {
+		s += fmt.Sprintf(", --mix %s=%s", k, p.Mix[k])
+	}
+	return s
 }
 
 // checkProvenance stops the run, before the first request to server,
