@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
