@@ -293,8 +293,21 @@ func (w *writer) checkProvenance(server, model string, prov []byte) error {
 			diff += "; " + ds.promptClash
 		}
 		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
-			filepath.Dir(ds.Raw), then.Lines, describe(then.Model, then.Provenance), server, describe(model, prov), diff),
-			hint: "a resume keeps the run one run: give the same sampling, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
+			filepath.Dir(ds.Raw), sameWay(ds.makers.made, then), describe(then.Model, then.Provenance), server, describe(model, prov), diff),
+			hint: "a resume keeps the run one run: give the same sampling, --mix, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 	}
 	return nil
+}
+
+// sameWay counts the answer lines made as then was: by its model, with a
+// provenance that differs from its in nothing compared (a record's own
+// draw from a --mix aside).
+func sameWay(made []store.Maker, then *store.Maker) uint64 {
+	var n uint64
+	for _, mk := range made {
+		if mk.Model == then.Model && (mk.Provenance == nil) == (then.Provenance == nil) && provenanceDiff(mk.Provenance, then.Provenance) == "" {
+			n += mk.Lines
+		}
+	}
+	return n
 }
