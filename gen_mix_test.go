@@ -28,7 +28,7 @@ import (
 
 const mixTemp = "temperature=0:0.15,1.0:0.70,u(0.2,1.0):0.15"
 
-// drawsOf reads each answer's "drawn" from the dataset's answer files
+// drawsOf reads each answer's "drawn" and "mix_values" from the dataset's answer files
 // under dir (raw_responses*.jsonl: a shard writes its own), by id; an id
 // answered twice (a redo) must have drawn the same both times.
 func drawsOf(t *testing.T, dir string) map[string]string {
@@ -42,11 +42,12 @@ func drawsOf(t *testing.T, dir string) map[string]string {
 				Provenance struct {
 					Drawn map[string]string `json:"drawn"`
 				}
+				MixValues map[string]any `json:"mix_values"`
 			}
 			if err := json.Unmarshal(l, &a); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			b, _ := json.Marshal(a.Provenance.Drawn)
+			b, _ := json.Marshal([]any{a.Provenance.Drawn, a.MixValues})
 			if old, ok := draws[a.ID]; ok && old != string(b) {
 				t.Errorf("%s: %s drew %s, then %s", f, a.ID, old, b)
 			}
@@ -198,6 +199,7 @@ func TestGenMixSharesWithinNoise(t *testing.T) {
 		var a struct {
 			ID         string
 			Provenance struct{ Drawn map[string]string }
+			MixValues  map[string]any `json:"mix_values"`
 		}
 		json.Unmarshal(l, &a)
 		var i int
@@ -208,11 +210,12 @@ func TestGenMixSharesWithinNoise(t *testing.T) {
 		temp, _ := body["temperature"].(float64)
 		kw, _ := body["chat_template_kwargs"].(map[string]any)
 		switch d := a.Provenance.Drawn; {
-		case d["temperature"] == "u(0.2,1.0)" && (temp < 0.2 || temp >= 1.0),
+		case temp != a.MixValues["temperature"], kw["enable_thinking"] != a.MixValues["enable_thinking"],
+			d["temperature"] == "u(0.2,1.0)" && (temp < 0.2 || temp >= 1.0),
 			d["temperature"] != "u(0.2,1.0)" && fmt.Sprint(temp) != strings.TrimSuffix(d["temperature"], ".0"),
 			fmt.Sprint(kw["enable_thinking"]) != d["enable_thinking"]:
 			if n++; n < 5 {
-				t.Errorf("%s drew %v; its request sent temperature %v, chat_template_kwargs %v", a.ID, d, body["temperature"], kw)
+				t.Errorf("%s drew %v, mix_values %v; its request sent temperature %v, chat_template_kwargs %v", a.ID, d, a.MixValues, body["temperature"], kw)
 			}
 		}
 	})

@@ -365,6 +365,23 @@ func (d drawn) labels() map[string]string {
 	return s
 }
 
+// values is an answer's "mix_values": the value of each key as sent (a
+// uniform part's number, which "drawn" names by its part), nil for none.
+// A key that was not sent (unsentLabel) is left out.
+func (d drawn) values() []byte {
+	m := make(map[string]any, len(d))
+	for _, k := range d {
+		if k.value != nil {
+			m[k.key] = k.value
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m) // keys sorted
+	return b
+}
+
 // provenanceDrawn is prov, an answer's provenance for ds
 // (dsRun.provenanceOf), with the record's draw in its "drawn" part; made
 // once per provenance and draw.

@@ -182,6 +182,7 @@ func (a *asker) ask(j *job, p *Prompt) *client.Result {
 			a.unsuspect(j)
 			s.answered(res)
 			res.Provenance = j.ds.provenanceDrawn(j.ds.provenanceOf(res.Provenance), p.mix)
+			res.MixValues = p.mix.values()
 			return res
 		}
 		var e *client.Error
