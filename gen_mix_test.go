@@ -323,3 +323,25 @@ func TestGenMixThinkingReachesEveryTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestGenMixThinkingNeedsATemplate: enable_thinking drawn for a text
+// prompt sent raw to /generate (no chat template to read it) stops the
+// run before it is sent, saying what to do; with --api chat the text goes
+// as a user turn, and is answered.
+func TestGenMixThinkingNeedsATemplate(t *testing.T) {
+	t.Parallel()
+	root := promptsRoot(t, "T", 5)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "gen", "--server", "sim", "--mix", "enable_thinking=true:0.5,false:0.5", root}
+	r := gendex(t, testEnv(nil), args...)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "--mix enable_thinking reaches the model only through one: give --api chat") {
+		t.Errorf("text prompts to /generate with --mix enable_thinking: %s\nwant exit %d saying to give --api chat", r, exitRefused)
+	}
+	if n := lines(t, filepath.Join(root, "T", "raw_responses.jsonl")); n != 0 {
+		t.Errorf("%d answers written without their draw", n)
+	}
+	mustGendex(t, testEnv(nil), append([]string{"--db", db, "gen", "--api", "chat", "--server", "sim", "--mix", "enable_thinking=true:0.5,false:0.5"}, root)...)
+	if n := lines(t, filepath.Join(root, "T", "raw_responses.jsonl")); n != 5 {
+		t.Errorf("--api chat: %d answers, want 5", n)
+	}
+}

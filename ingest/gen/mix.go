@@ -416,10 +416,6 @@ func (d drawn) template() client.Template {
 	return client.Template{Kwargs: d.templateKwargs(), Effort: d.effort()}
 }
 
-// unsentLabel is the "drawn" of a key that could not reach the model: a
-// chat template kwarg of a prompt sent without a chat template.
-const unsentLabel = "unsent (no chat template)"
-
 // applyMix sets p's draw in sp, its sampling (the run's, merged with p's
 // own): the draw replaces what p's own sampling_params set, which is said
 // once per key.
@@ -429,26 +425,25 @@ func (a *asker) applyMix(sp *client.SamplingParams, p *Prompt) {
 	}
 }
 
-// mixUntemplated marks, in p's draw, the keys only a chat template reads
-// (enable_thinking, reasoning_effort) as unsent when p goes to route
-// without one (a text or token-id prompt to /generate or
-// /v1/completions), and says so once: its answer's provenance then does
-// not claim them.
-func (a *asker) mixUntemplated(s *server, p *Prompt, route string) {
+// mixUntemplated is the run's stop when p goes to route without a chat
+// template (a text or token-id prompt to /generate or /v1/completions)
+// and its draw sets what only a template reads (enable_thinking,
+// reasoning_effort): the answer would not be what its provenance says it
+// drew. Nil otherwise.
+func mixUntemplated(s *server, p *Prompt, route string) error {
 	if !p.mix.templated() || p.Messages != nil || route == "/v1/chat/completions" {
-		return
+		return nil
 	}
-	d := slices.Clone(p.mix)
-	for i := range d {
-		if k := d[i].key; k == "enable_thinking" || k == "reasoning_effort" {
-			d[i].label, d[i].value = unsentLabel, nil
-			a.ctl.once("mix untemplated "+k, "gen: --mix %s reaches the model through its chat template, and prompt %s is text or token ids sent to %s's %s without one: not sent for such prompts, and their answers say so (give --api chat to send text prompts as a user turn; said once)",
-				k, p.ID, s.name, route)
+	var keys []string
+	for _, k := range p.mix {
+		if k.key == "enable_thinking" || k.key == "reasoning_effort" {
+			keys = append(keys, k.key)
 		}
 	}
-	p.mix = d
+	return &stopError{msg: fmt.Sprintf("prompt %s is text or token ids, which %s's %s takes without a chat template, and --mix %s reaches the model only through one",
+		p.ID, s.name, route, strings.Join(keys, ", --mix ")),
+		hint: "give --api chat (a text prompt then goes as a user turn through the server's template), or leave " + strings.Join(keys, " and ") + " out of --mix for such prompts"}
 }
-
 // ParseMix parses gen's --mix values (ParseMixKey) into the run's Mix. A
 // key given twice, or also set by its own flag (--temperature and --mix
 // temperature=...: flagGiven says which flags were given), is an error.

@@ -369,7 +369,10 @@ func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client
 	if err != nil {
 		return nil, 0, context.Canceled // the run stops: nothing sent
 	}
-	a.mixUntemplated(s, p, route)
+	if err := mixUntemplated(s, p, route); err != nil {
+		a.ctl.abort(err)
+		return nil, 0, context.Canceled // the run stops: nothing sent
+	}
 	if route != "/generate" && c.Flavor.DropsFields() {
 		a.sayUnread(s, c, p)
 	}
