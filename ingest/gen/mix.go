@@ -444,6 +444,7 @@ func mixUntemplated(s *server, p *Prompt, route string) error {
 		p.ID, s.name, route, strings.Join(keys, ", --mix ")),
 		hint: "give --api chat (a text prompt then goes as a user turn through the server's template), or leave " + strings.Join(keys, " and ") + " out of --mix for such prompts"}
 }
+
 // ParseMix parses gen's --mix values (ParseMixKey) into the run's Mix. A
 // key given twice, or also set by its own flag (--temperature and --mix
 // temperature=...: flagGiven says which flags were given), is an error.
