@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	neturl "net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -222,6 +223,20 @@ func TestGenMixSharesWithinNoise(t *testing.T) {
 	code, out, _ := runGendex(t, bin, "", "--db", db, "check", "--allow-simulated", "--format", "json", filepath.Join(dir, "S"))
 	if !strings.Contains(out, `drawn per record (--mix): enable_thinking=true`) || strings.Contains(out, "mix_share") {
 		t.Errorf("check (exit %d) says no shares in made_by, or blocks them:\n%s", code, out)
+	}
+	// The same answers, every greedy one's provenance edited by hand to
+	// say 1.0: a share far off the spec, which check blocks.
+	b, err := os.ReadFile(filepath.Join(dir, "S", "raw_responses.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(t.TempDir(), "S")
+	writeTestFile(t, filepath.Join(edited, "raw_responses.jsonl"), strings.ReplaceAll(string(b), `"temperature":"0"}`, `"temperature":"1.0"}`))
+	db2 := filepath.Join(t.TempDir(), "g.db")
+	mustRunGendex(t, bin, "--db", db2, "ingest", edited)
+	code, out, _ = runGendex(t, bin, "", "--db", db2, "check", "--allow-simulated", edited)
+	if code == 0 || !strings.Contains(out, "mix_share") || !strings.Contains(out, "temperature=0 0 of 2000 answers, 0.0%") {
+		t.Errorf("check of answers whose greedy share was edited to 0 (exit %d):\n%s", code, out)
 	}
 }
 
