@@ -339,7 +339,8 @@ func TestGenMixThinkingReachesEveryTurn(t *testing.T) {
 	}
 }
 
-// TestGenMixThinkingNeedsATemplate: enable_thinking drawn for a text
+// TestGenMixThinkingNeedsATemplate: the startup line says the mixture;
+// enable_thinking drawn for a text
 // prompt sent raw to /generate (no chat template to read it) stops the
 // run before it is sent, saying what to do; with --api chat the text goes
 // as a user turn, and is answered.
@@ -349,7 +350,8 @@ func TestGenMixThinkingNeedsATemplate(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "gen", "--server", "sim", "--mix", "enable_thinking=true:0.5,false:0.5", root}
 	r := gendex(t, testEnv(nil), args...)
-	if r.code != exitRefused || !strings.Contains(r.stderr, "--mix enable_thinking reaches the model only through one: give --api chat") {
+	if r.code != exitRefused || !strings.Contains(r.stderr, "--mix enable_thinking reaches the model only through one: give --api chat") ||
+		!strings.Contains(r.stderr, "(unset keys: server defaults), drawn per record (--mix): enable_thinking=true:0.5,false:0.5\n") {
 		t.Errorf("text prompts to /generate with --mix enable_thinking: %s\nwant exit %d saying to give --api chat", r, exitRefused)
 	}
 	if n := lines(t, filepath.Join(root, "T", "raw_responses.jsonl")); n != 0 {

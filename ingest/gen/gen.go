@@ -566,7 +566,7 @@ func (r *run) settings() string {
 	if r.cfg.API == client.APIAuto {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
-	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
+	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)%s", api, r.cfg.Concurrency, r.cfg.Turns, export, b, r.cfg.Mix.said())
 }
 
 // sortedByName returns sets by name, a copy.

@@ -445,6 +445,19 @@ func mixUntemplated(s *server, p *Prompt, route string) error {
 		hint: "give --api chat (a text prompt then goes as a user turn through the server's template), or leave " + strings.Join(keys, " and ") + " out of --mix for such prompts"}
 }
 
+// said is the mixtures as gen's startup line says them: ", drawn per
+// record: temperature=SPEC, ..." ("" for none).
+func (m Mix) said() string {
+	if len(m) == 0 {
+		return ""
+	}
+	parts := make([]string, len(m))
+	for i, k := range m {
+		parts[i] = k.Key + "=" + k.Spec
+	}
+	return ", drawn per record (--mix): " + strings.Join(parts, " ")
+}
+
 // ParseMix parses gen's --mix values (ParseMixKey) into the run's Mix. A
 // key given twice, or also set by its own flag (--temperature and --mix
 // temperature=...: flagGiven says which flags were given), is an error.
