@@ -85,7 +85,7 @@ func TestGenMixDrawsTheSameEverywhere(t *testing.T) {
 	url := simURL(t, sim.Config{Seed: 3, Slots: 16, DecodeTokensPerSec: 2000})
 	root := t.TempDir()
 	writeIDPrompts(t, filepath.Join(root, "M"), "M", 300)
-	mix := []string{"--mix", mixTemp, "--mix", "reasoning_effort=low:0.3,high:0.7", "--seed", "5"}
+	mix := []string{"--mix", mixTemp, "--mix", "top_k=20:0.3,-1:0.7", "--seed", "5"}
 	run := func(db, out string, more ...string) []string {
 		return append(append([]string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "8"}, mix...), append(more, root)...)
 	}
