@@ -208,6 +208,23 @@ var fixCases = []fixCase{
 		h.must("export", "data/sharegpt")
 		return "data/sharegpt"
 	}},
+	{reason: "mix_share", make: func(h *fixRun) string {
+		// Answers drawn from a mixture, their provenance then edited by
+		// hand: a value the spec cannot draw.
+		h.must(append(genArgs(h.url, "--db", "other.db", "--mix", "temperature=0:0.5,1.0:0.5"), "data/sharegpt")...)
+		raw := h.path("data", "sharegpt", "raw_responses.jsonl")
+		b, err := os.ReadFile(raw)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		edited := bytes.ReplaceAll(b, []byte(`"drawn":{"temperature":"1.0"}`), []byte(`"drawn":{"temperature":"0.3"}`))
+		if bytes.Equal(edited, b) {
+			h.t.Fatal("no answer drew temperature 1.0")
+		}
+		writeTestFile(h.t, raw, string(edited))
+		runGendex(h.t, h.bin, h.dir, "ingest", "data/sharegpt") // exit 1: the torn last prompt is left out
+		return "data/sharegpt"
+	}},
 	{reason: "simulated", make: func(h *fixRun) string {
 		h.must(append(genArgs("sim", "--export", "conversations"), "data/sharegpt")...)
 		h.fill["FILE"] = h.ids("sharegpt", 0)
@@ -365,7 +382,7 @@ func (h *fixRun) check(args []string, target, ds string) map[string]checkReason 
 	return got
 }
 
-var fixCommand = regexp.MustCompile(`gendex [^,;()]+`)
+var fixCommand = regexp.MustCompile(`gendex (?:'[^']*'|[^,;()'])+`) // a quoted word may hold , ; ( )
 
 // runFix runs a fix as printed: "move P aside" moves P to P.aside, each
 // "gendex ..." in it runs with its placeholders filled (the words after a

@@ -59,6 +59,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	records := recordFlags(fs, "gen")
 	listen := addListenFlags(fs, "")
 	sp := samplingFlags(fs)
+	var mixArgs stringList
+	fs.Var(&mixArgs, "mix", "draw KEY per record from SPEC, VALUE:WEIGHT,... with weights summing to 1: temperature=0:0.15,1.0:0.70,u(0.2,1.0):0.15 (u: uniform in [0.2, 1.0)), enable_thinking=true:0.75,false:0.25 (the chat template's kwarg), reasoning_effort=low:0.3,high:0.7; also top_p, top_k, min_p and the penalties (repeatable, one per key). The draw hashes the dataset, the id and --seed: a resume, a shard or a redo draws what a fresh run draws; a conversation is one record, one draw for all its turns and tool steps; each answer's provenance says what it drew ('gendex query mix')")
 	simCfg := simFlags(fs, "sim-")
 	paths, err := c.parse(fs, args)
 	if err != nil {
@@ -123,6 +125,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		return err
 	}
 	if err := cfg.Sampling.Validate(); err != nil {
+		return usagef("gen: %v", err)
+	}
+	if cfg.Mix, err = gen.ParseMix(mixArgs, func(name string) bool { return flagGiven(fs, name) }); err != nil {
 		return usagef("gen: %v", err)
 	}
 	if cfg.Shard, err = store.ParseShard(*shardFlag); err != nil {

@@ -29,9 +29,9 @@ func contractIndex(t *testing.T) string {
 	db := ingested(t)
 	more := filepath.Join(t.TempDir(), "more")
 	writeTestFile(t, filepath.Join(more, "gamma", "raw_responses.jsonl"), strings.Join([]string{
-		`{"id":"g1","text":"a","completion_tokens":3,"finish_reason":"pause_turn","spec_verify_ct":2,"spec_accepted_drafts":1,"spec_proposed_drafts":2,"finished_at":"2026-11-28T09:59:50.000Z"}`,
-		`{"id":"g2","text":"b","completion_tokens":3,"finish_reason":"pause_turn","spec_verify_ct":1,"spec_accepted_drafts":0,"spec_proposed_drafts":1,"finished_at":"2026-11-28T09:59:51.000Z"}`,
-		`{"id":"g3","text":"c","completion_tokens":3,"finish_reason":"end_turn","finished_at":"2026-11-28T09:59:52.000Z"}`,
+		`{"id":"g1","text":"a","completion_tokens":3,"finish_reason":"pause_turn","spec_verify_ct":2,"spec_accepted_drafts":1,"spec_proposed_drafts":2,"finished_at":"2026-11-28T09:59:50.000Z","provenance":{"mix":{"temperature":"0:0.5,1:0.5"},"drawn":{"temperature":"0"}}}`,
+		`{"id":"g2","text":"b","completion_tokens":3,"finish_reason":"pause_turn","spec_verify_ct":1,"spec_accepted_drafts":0,"spec_proposed_drafts":1,"finished_at":"2026-11-28T09:59:51.000Z","provenance":{"mix":{"temperature":"0:0.5,1:0.5"},"drawn":{"temperature":"0"}}}`,
+		`{"id":"g3","text":"c","completion_tokens":3,"finish_reason":"end_turn","finished_at":"2026-11-28T09:59:52.000Z","provenance":{"mix":{"temperature":"0:0.5,1:0.5"},"drawn":{"temperature":"1"}}}`,
 		`{"id":"g4","text":"d","completion_tokens":3,"finish_reason":"refusal","finished_at":"2026-11-28T09:59:53.000Z"}`,
 		`{"id":"g5","text":"e","completion_tokens":3,"finish_reason":"mystery","finished_at":"2026-11-28T09:59:54.000Z"}`,
 		`{"id":"g6","text":"f","completion_tokens":3,"finished_at":"2026-11-28T09:59:55.000Z"}`,
@@ -259,7 +259,7 @@ func TestExitStatusesOfTheBinary(t *testing.T) {
 var jsonKeyCases = [][]string{
 	{"progress"}, {"tokens"}, {"throughput"}, {"series"}, {"series", "--servers"}, {"spec"},
 	{"missing", "alpha"}, {"missing", "alpha", "--stage", "tokenized"}, {"finish"}, {"stops"}, {"errors"},
-	{"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"runs"}, {"list", "alpha"},
+	{"mix"}, {"datasets"}, {"files"}, {"shards"}, {"server", "--all-servers"}, {"events"}, {"runs"}, {"list", "alpha"},
 	{"list", "alpha", "--stage", "errors"}, {"check", "--max-length", "4"},
 }
 

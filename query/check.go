@@ -82,6 +82,7 @@ const (
 	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
 	ReasonSimulated     = "simulated"         // answers made by the simulator, not a model
 	ReasonMixed         = "mixed_provenance"  // answers made by more than one model, or with other sampling
+	ReasonMixShare      = "mix_share"         // a gen --mix value's share beyond sampling noise of its spec (mix.go)
 	ReasonMadeBy        = "made_by"           // how the answers were made, one way (a note)
 	ReasonFailed        = "failed_prompts"    // prompts that failed for good (a note)
 	ReasonNotRead       = "content_unchecked" // the content checks could not be made (a note)
@@ -216,12 +217,19 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	fs = append(fs, rs.lengths(v, name, o.MaxLength, dir)...)
 	fs = append(fs, rs.content(dir)...)
 	fs = append(fs, simulated(v, name, o.AllowSimulated, dir)...)
+	mixOff, shares := mixFindings(v, name, dir)
+	if shares != "" {
+		shares = "; drawn per record (--mix): " + shares
+	}
 	switch mixed, ways, answers := mixedModels(v, name); {
 	case mixed:
-		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways,
+		fs = append(fs, finding{reason: ReasonMixed, blocks: !o.AllowMixed, count: answers, detail: "answers made in more than one way: " + ways + shares,
 			fix: redoFix(ReasonMixed, dir) + " (the server and flags most were made with), or accept them: check --allow-mixed"})
 	case answers > 0:
-		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways})
+		fs = append(fs, finding{reason: ReasonMadeBy, count: answers, detail: "answers made one way: " + ways + shares})
+	}
+	if mixOff != nil {
+		fs = append(fs, *mixOff)
 	}
 	add(ReasonFailed, false, owed.Failed, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
 	return fs, nil
@@ -359,6 +367,7 @@ func canonicalProvenance(raw []byte) (key, shown string, ok bool) {
 		delete(s, "max_new_tokens")
 	}
 	delete(p, "unset")
+	delete(p, "drawn") // a record's own draw from the run's --mix: one way with the others (mix.go)
 	b, err := json.Marshal(p)
 	if err != nil {
 		return "", "", false

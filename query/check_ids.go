@@ -15,7 +15,7 @@ import (
 
 // IDReasons are the reasons whose answers' ids check --ids lists.
 var IDReasons = []string{ReasonEmpty, ReasonThink, ReasonRepeated, ReasonTooLong, ReasonTruncatedKept,
-	ReasonMixed, ReasonSimulated, ReasonNoTurnLoss}
+	ReasonMixed, ReasonMixShare, ReasonSimulated, ReasonNoTurnLoss}
 
 // idColumns are check --ids' columns: one row per id.
 var idColumns = []string{"dataset", "id"}
@@ -80,6 +80,8 @@ func reasonIDs(v *store.View, name string, o CheckOptions, files map[uint32]*os.
 		return ids, err
 	case ReasonMixed:
 		return mixedIDs(v, name)
+	case ReasonMixShare:
+		return mixShareIDs(v, name)
 	case ReasonNoTurnLoss:
 		var ids []string
 		err := v.Each(name, store.Excluded, func(r *store.Record) error {

@@ -28,6 +28,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
 	{"missing", "missing DATASET [--stage raw|tokenized] [--limit N]", "ids without a response (raw), or without a tokenized record and why (tokenized); --limit: the first N"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
+	{"mix", "mix [DATASET...]", "gen --mix: each value's share of the answers beside its spec's weight, and whether it is beyond sampling noise (off)"},
 	{"stops", "stops [DATASET...]", "tool conversations gen stopped where the model departed from the data, per reason (list --tool-stop lists them)"},
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
@@ -361,6 +362,8 @@ func Run(src Source, q Query, now time.Time, out Sink) error {
 			return missing(v, names[0], q.Stage, q.Bare, limitRows(out, q.Limit))
 		case "finish":
 			return finish(v, names, out)
+		case "mix":
+			return mixList(v, names, out)
 		case "stops":
 			return stops(v, names, out)
 		case "errors":

@@ -293,6 +293,7 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 	if fe.cfg.Export != nil {
 		p.Raw = bytes.Clone(line)
 	}
+	p.mix = fe.cfg.Mix.draw(ds.Name, id, 0, mixSeed(fe.cfg.Sampling))
 	j := job{ds: ds, p: p, redo: redo}
 	if fe.cfg.Turns == TurnsAll && p.Tools != nil {
 		tc, err := fe.convs.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)

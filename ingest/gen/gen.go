@@ -26,6 +26,7 @@ type Config struct {
 	API         client.API // default APIAuto: the route each server offers (Flavor.API)
 	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
 	Sampling    client.SamplingParams
+	Mix         Mix // --mix: keys drawn per record (mix.go)
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
 	// Out, when set, holds the output: Out/<dataset>/raw_responses.jsonl.
@@ -567,7 +568,7 @@ func (r *run) settings() string {
 	if r.cfg.API == client.APIAuto {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
-	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
+	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)%s", api, r.cfg.Concurrency, r.cfg.Turns, export, b, r.cfg.Mix.said())
 }
 
 // sortedByName returns sets by name, a copy.

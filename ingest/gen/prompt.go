@@ -42,6 +42,9 @@ type Prompt struct {
 	// open are the data's calls left without a recorded result, at its
 	// end (a set whose data ends at the assistant's call; toolturns.go).
 	open []client.ToolCall
+	// mix is the record's draw from the run's --mix (mix.go), the same
+	// on each of its turns and steps; nil without one.
+	mix drawn
 }
 
 type promptLine struct {

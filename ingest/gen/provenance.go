@@ -3,7 +3,9 @@ package gen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,14 +36,18 @@ type provenance struct {
 	Unset    string          `json:"unset"`
 	Server   map[string]any  `json:"server"`
 	Gen      map[string]any  `json:"gen,omitempty"`
+	// Mix is each --mix key's spec; Drawn, in an answer's, the part of
+	// each spec its record drew (mix.go).
+	Mix   map[string]string `json:"mix,omitempty"`
+	Drawn map[string]string `json:"drawn,omitempty"`
 }
 
 // provenanceOf is the compact "provenance" object of the answers a server
 // described by info and ident (client.ServerIdentity, nil: none told)
-// makes, asked with sampling, as asked says (askedOf).
-func provenanceOf(sampling client.SamplingParams, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
+// makes, asked with sampling and the mixtures mix, as asked says (askedOf).
+func provenanceOf(sampling client.SamplingParams, mix Mix, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
 	s, _ := json.Marshal(sampling)
-	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked}
+	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked, Mix: mix.specs()}
 	for k, v := range ident {
 		p.Server[k] = v
 	}
@@ -165,7 +171,9 @@ func flatten(prefix string, v any, out map[string]string) {
 
 // provenanceDiff says how two provenance objects differ, "" when they do
 // not (the settings a resume may change aside): "sampling.temperature:
-// 0.7 before, 0 now". A "gen" key one side lacks is unknown there (an
+// 0.7 before, 0 now". What a record drew from a mixture ("drawn") is its
+// own, not the run's: the mixtures' specs ("mix") are compared. A "gen"
+// key one side lacks is unknown there (an
 // older gendex did not record it): not a difference; nor are two prompt
 // rules one of which extends the other (samePromptRule).
 func provenanceDiff(then, now []byte) string {
@@ -187,7 +195,7 @@ func provenanceDiff(then, now []byte) string {
 	for k := range keys {
 		_, inA := fa[k]
 		_, inB := fb[k]
-		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "gen.") && (!inA || !inB) ||
+		if ignoredInComparison[k] || fa[k] == fb[k] || strings.HasPrefix(k, "drawn.") || strings.HasPrefix(k, "gen.") && (!inA || !inB) ||
 			k == "gen.prompt" && samePromptRule(unquote(fa[k]), unquote(fb[k])) {
 			continue
 		}
@@ -220,7 +228,11 @@ func describe(model string, prov []byte) string {
 		}
 		return "model " + model + ", unknown sampling"
 	}
-	return fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
+	s := fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
+	for _, k := range slices.Sorted(maps.Keys(p.Mix)) {
+		s += fmt.Sprintf(", --mix %s=%s", k, p.Mix[k])
+	}
+	return s
 }
 
 // checkProvenance stops the run, before the first request to server,
@@ -281,8 +293,21 @@ func (w *writer) checkProvenance(server, model string, prov []byte) error {
 			diff += "; " + ds.promptClash
 		}
 		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
-			filepath.Dir(ds.Raw), then.Lines, describe(then.Model, then.Provenance), server, describe(model, prov), diff),
-			hint: "a resume keeps the run one run: give the same sampling, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
+			filepath.Dir(ds.Raw), sameWay(ds.makers.made, then), describe(then.Model, then.Provenance), server, describe(model, prov), diff),
+			hint: "a resume keeps the run one run: give the same sampling, --mix, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 	}
 	return nil
+}
+
+// sameWay counts the answer lines made as then was: by its model, with a
+// provenance that differs from its in nothing compared (a record's own
+// draw from a --mix aside).
+func sameWay(made []store.Maker, then *store.Maker) uint64 {
+	var n uint64
+	for _, mk := range made {
+		if mk.Model == then.Model && (mk.Provenance == nil) == (then.Provenance == nil) && provenanceDiff(mk.Provenance, then.Provenance) == "" {
+			n += mk.Lines
+		}
+	}
+	return n
 }

@@ -311,6 +311,7 @@ func conversationLine(id string, turns []turnAnswer, last *client.Result) []byte
 		line = client.AppendJSONString(line, last.Server)
 	}
 	line = client.AppendMaker(line, last.Model, last.Simulated, last.Provenance)
+	line = client.AppendMixValues(line, last.MixValues)
 	return append(line, "}\n"...)
 }
 
@@ -431,6 +432,7 @@ type turnFields struct {
 	Model            string            `json:"model"`
 	Simulated        bool              `json:"simulated"`
 	Provenance       json.RawMessage   `json:"provenance"`
+	MixValues        json.RawMessage   `json:"mix_values"`
 	Redo             bool              `json:"redo"`
 	MaxNewTokens     *int64            `json:"max_new_tokens"`
 	RedoTag          string            `json:"redo_tag"`
@@ -447,6 +449,7 @@ func (l *turnFields) read(line []byte, where string, i int) (turnAnswer, error) 
 		t.text = *l.Text
 	}
 	t.end.FinishReason, t.end.Server, t.end.Model, t.end.Simulated, t.end.Provenance = l.FinishReason, l.Server, l.Model, l.Simulated, l.Provenance
+	t.end.MixValues = l.MixValues
 	t.redo, t.redoLimit, t.redoTag = l.Redo, -1, l.RedoTag
 	if l.MaxNewTokens != nil {
 		t.redoLimit = *l.MaxNewTokens

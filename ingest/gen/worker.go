@@ -184,7 +184,8 @@ func (a *asker) ask(j *job, p *Prompt) *client.Result {
 		if err == nil {
 			a.unsuspect(j)
 			s.answered(res)
-			res.Provenance = j.ds.provenanceOf(res.Provenance)
+			res.Provenance = j.ds.provenanceDrawn(j.ds.provenanceOf(res.Provenance), p.mix)
+			res.MixValues = p.mix.values()
 			return res
 		}
 		var e *client.Error
@@ -322,12 +323,13 @@ func (a *asker) send(ctx context.Context, s *server, p *Prompt) (*client.Result,
 // prompt (0 for text or messages).
 func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.Result, sent int, err error) {
 	sp := a.cfg.Sampling.Merge(p.Sampling)
+	a.applyMix(&sp, p)
 	c := s.client()
 	api := a.cfg.apiFor(c)
 	ids := p.InputIDs
 	ctxLen := int(s.ctxLen.Load())
 	if api == client.APIGenerate && p.Messages != nil && s.tokenize.Load() >= 0 {
-		ids, err = a.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChat(ctx, p.Messages, p.Tools) },
+		ids, err = a.optional(&s.tokenize, "tokenize "+s.name, func() ([]int, error) { return c.TokenizeChatAs(ctx, p.Messages, p.Tools, p.mix.template()) },
 			"gen: %s cannot turn messages into token ids (/v1/tokenize with messages); sending chat prompts to its /v1/chat/completions instead", s.name)
 		if err != nil {
 			return nil, 0, err
@@ -370,6 +372,10 @@ func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client
 	if err != nil {
 		return nil, 0, context.Canceled // the run stops: nothing sent
 	}
+	if err := mixUntemplated(s, p, route); err != nil {
+		a.ctl.abort(err)
+		return nil, 0, context.Canceled // the run stops: nothing sent
+	}
 	if route != "/generate" && c.Flavor.DropsFields() {
 		a.sayUnread(s, c, p)
 	}
@@ -403,6 +409,7 @@ func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client
 		return res, len(ids), err
 	}
 	req := client.ChatRequest{Messages: p.Messages, Sampling: sp, Tools: p.Tools}
+	req.ChatTemplateKwargs, req.Extra = p.mix.template().Kwargs, p.mix.template().Extra()
 	if p.Messages == nil {
 		req.Messages = []client.Message{{Role: "user", Content: p.Text}}
 	}

@@ -77,6 +77,10 @@ var Layouts = map[string]Layout{
 	}},
 	"finish": {Cols: []Col{{Name: "dataset"}, {Name: "records", Drop: 1, Short: "recs"}, {Name: "unknown", Drop: 3, Short: "unk"}}, Rest: 2},
 	"stops":  {Cols: []Col{{Name: "dataset"}, {Name: "tool_stops", Drop: 1, Short: "stops"}}, Rest: 2},
+	"mix": {Cols: []Col{
+		{Name: "dataset"}, {Name: "key"}, {Name: "value"}, {Name: "share", Drop: 1}, {Name: "weight", Drop: 1},
+		{Name: "off", Drop: 1}, {Name: "answers", Drop: 2}, {Name: "z", Drop: 3}, {Name: "spec", Drop: 4, Text: 12},
+	}},
 	"errors": {Cols: []Col{
 		{Name: "id"}, {Name: "dataset", Drop: 2}, {Name: "reason", Drop: 1, Text: 12},
 		{Name: "message", Drop: 2, Text: 12}, {Name: "source", Drop: 3, Text: 16, Left: true},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -241,17 +242,30 @@ type Message struct {
 // ErrTokenizeUnsupported (test with errors.Is); the caller should then use
 // Chat for the rest of the run.
 func (c *Client) TokenizeMessages(ctx context.Context, messages []Message) ([]int, error) {
-	return c.tokenizeMessages(ctx, messages, nil)
+	return c.tokenizeMessages(ctx, messages, nil, Template{})
 }
 
-func (c *Client) tokenizeMessages(ctx context.Context, messages []Message, tools json.RawMessage) ([]int, error) {
+func (c *Client) tokenizeMessages(ctx context.Context, messages []Message, tools json.RawMessage, t Template) ([]int, error) {
 	if len(messages) == 0 {
 		return nil, c.requestError("POST /v1/tokenize", "no messages to tokenize")
 	}
 	body := map[string]any{"messages": messages}
 	addTools(body, tools)
-	if c.ChatTemplateKwargs != nil {
-		body["chat_template_kwargs"] = c.ChatTemplateKwargs
+	kwargs := c.ChatTemplateKwargs
+	if t.Kwargs != nil || t.Effort != "" {
+		kwargs = maps.Clone(c.ChatTemplateKwargs)
+		if kwargs == nil {
+			kwargs = map[string]any{}
+		}
+		maps.Copy(kwargs, t.Kwargs)
+		if t.Effort != "" && c.Flavor == FlavorVLLM {
+			kwargs["reasoning_effort"] = t.Effort
+		} else if t.Effort != "" {
+			body["reasoning_effort"] = t.Effort
+		}
+	}
+	if kwargs != nil {
+		body["chat_template_kwargs"] = kwargs
 	}
 	switch c.Flavor {
 	case FlavorVLLM: // /tokenize: the template adds the special tokens

@@ -75,6 +75,9 @@ type Result struct {
 	// Provenance is how the answer was made (Client.Provenance), written
 	// as the line's "provenance" object; nil: none is written.
 	Provenance []byte
+	// MixValues are the values this answer's record drew from gen --mix,
+	// as sent (a JSON object), written as "mix_values"; nil: none.
+	MixValues []byte
 }
 
 // AppendJSONL appends r as one JSON line with id and returns the extended
@@ -164,7 +167,17 @@ func (r *Result) AppendFields(dst []byte) []byte {
 		dst = append(dst, `,"server":`...)
 		dst = appendString(dst, r.Server)
 	}
-	return AppendMaker(dst, r.Model, r.Simulated, r.Provenance)
+	dst = AppendMaker(dst, r.Model, r.Simulated, r.Provenance)
+	return AppendMixValues(dst, r.MixValues)
+}
+
+// AppendMixValues appends `,"mix_values":VALUES` when values (a JSON
+// object) is set.
+func AppendMixValues(dst, values []byte) []byte {
+	if len(values) > 0 {
+		dst = append(append(dst, `,"mix_values":`...), values...)
+	}
+	return dst
 }
 
 // AppendMaker appends what made an answer: `,"model":MODEL` when model is

@@ -83,7 +83,7 @@ func NeedsFlags(f Flavor) string {
 // TokenizeChat is TokenizeMessages with tools (a wrapped list; nil: none)
 // rendered by the chat template, as the chat endpoint would render them.
 func (c *Client) TokenizeChat(ctx context.Context, messages []Message, tools json.RawMessage) ([]int, error) {
-	return c.tokenizeMessages(ctx, messages, tools)
+	return c.tokenizeMessages(ctx, messages, tools, Template{})
 }
 
 // ToolParser returns the tool-call parser an SGLang server runs
