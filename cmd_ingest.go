@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -20,8 +22,13 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
 	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
-	mapping := fs.String("map", "", "for a shape gendex does not know: where the lines keep its fields, FIELD=PATH pairs joined by commas, FIELD one of "+
-		strings.Join(ingest.MappedFields[:], ", ")+" (e.g. completion_tokens=stats.out,text=answer.body; remembered per file as --id is)")
+	var fields fieldFlags
+	fs.Var(&fields, "field", "for a shape gendex does not know: where the lines keep one of its fields, KEY=PATH (repeat it for each), KEY one of "+
+		strings.Join(ingest.MappedFields[:], ", ")+", PATH as --id's (e.g. --field completion_tokens=stats.out --field text=answer.body); remembered with the file, as --id is, for every later ingest")
+	mapping := fs.String("map", "", "the fields of --field in one flag: KEY=PATH pairs joined by commas (with --field: both)")
+	explain := fs.Bool("explain", false, "write nothing: say how each FILE's first lines read, field by field and from where in the line, or why a line is skipped (with --field, --map, --id as given, else as the index holds the file)")
+	lines := fs.Int("lines", 5, "with --explain: how many of each file's first lines")
+	format := fs.String("format", "text", "with --explain: text (within 80 columns) or json (one object a line)")
 	reread := fs.Bool("reread", false, "forget each FILE given and read it again whole, as the dataset and stage the index holds it under (a file changed where no end of it shows: check's files_changed)")
 	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := c.parse(fs, args)
@@ -42,12 +49,24 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	if strings.Contains(*idPath, "=") || strings.Contains(*idPath, ",") {
 		return usagef("ingest: --id %q: a dotted path (give the other fields with --map FIELD=PATH,...)", *idPath)
 	}
-	spec, err := ingest.JoinMapping(*idPath, *mapping)
+	spec, err := ingest.JoinMapping(*idPath, fields.join(*mapping))
 	if err != nil {
-		return usagef("ingest: --id/--map: %v", err)
+		return usagef("ingest: --id/--field/--map: %v", err)
+	}
+	if *explain {
+		if *follow || *reread || *listen.addr != "" || *listen.queries {
+			return usagef("ingest: --explain writes nothing: give it none of --follow, --reread, --listen")
+		}
+		return ingestExplain(c, paths, spec, *dataset, stage, *lines, *format)
+	}
+	if *format != "text" || *lines != 5 {
+		return usagef("ingest: --format and --lines go with --explain")
 	}
 	if *reread && (*follow || *dataset != "" || stage != nil || spec != "") {
-		return usagef("ingest: --reread reads files as the index holds them (dataset, stage, --id): give it none of --follow, --dataset, --stage, --id, --map")
+		return usagef("ingest: --reread reads files as the index holds them (dataset, stage, --id): give it none of --follow, --dataset, --stage, --id, --field, --map")
+	}
+	if err := checkMappings(paths, spec, *dataset, stage); err != nil {
+		return err
 	}
 	db, err := store.Open(c.db, store.Options{})
 	if err != nil {
@@ -230,4 +249,154 @@ func idPathFor(src ingest.Source, arg, spec string) string {
 		return ""
 	}
 	return spec
+}
+
+// fieldFlags are the values of --field, each KEY=PATH.
+type fieldFlags []string
+
+func (f *fieldFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *fieldFlags) Set(v string) error {
+	key, path, ok := strings.Cut(v, "=")
+	if !ok || key == "" || path == "" || strings.Contains(path, ",") {
+		return fmt.Errorf("want KEY=PATH, KEY one of %s, PATH keys joined by dots (e.g. completion_tokens=stats.out)", strings.Join(ingest.MappedFields[:], ", "))
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+// join is the fields as --map's pairs, after those of mapping (--map).
+func (f fieldFlags) join(mapping string) string {
+	all := []string(f)
+	if mapping != "" {
+		all = append([]string{mapping}, all...)
+	}
+	return strings.Join(all, ",")
+}
+
+// checkMappings checks, before anything is indexed (or the index opened),
+// that each path of the mapping spec matches in the first lines of every
+// file it is given to (ingest.CheckMapping); a path that matches nothing
+// is a usage error (exit 2) naming the file, the path and the keys there.
+// There is no way to insist: the map is kept with the file, so a wrong
+// path would read every later line of it as unknown; a field a line may
+// well lack (an error, reasoning) is checked up to its object only.
+func checkMappings(paths []string, spec, dataset string, stage *store.Stage) error {
+	if spec == "" {
+		return nil
+	}
+	var msgs []string
+	for _, p := range paths {
+		srcs, err := ingest.Discover(p, dataset, stage)
+		if err != nil {
+			return nil // said when the files are indexed
+		}
+		for _, src := range srcs {
+			src.IDPath = idPathFor(src, p, spec)
+			var me *ingest.MappingError
+			if err := ingest.CheckMapping(src); errors.As(err, &me) {
+				msgs = append(msgs, me.Error())
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	if len(msgs) > 0 {
+		return usagef("ingest: %s", strings.Join(msgs, "\n"))
+	}
+	return nil
+}
+
+// ingestExplain says how each FILE's first lines read (ingest.Explain),
+// with the mapping spec, else the one the index keeps for the file; it
+// writes nothing, and opens the index (read-only) only when it exists.
+func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.Stage, lines int, format string) error {
+	if format != "text" && format != "json" {
+		return usagef("ingest: --format %q: want text or json", format)
+	}
+	if lines < 1 {
+		return usagef("ingest: --lines %d: want 1 or more", lines)
+	}
+	var srcs []ingest.Source
+	var names []string // each source's file as given
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return usagef("ingest --explain: %s is a folder; give the files to explain", p)
+		}
+		st := stage
+		if st == nil {
+			if _, err := ingest.Discover(p, dataset, nil); errors.Is(err, ingest.ErrStageNeedsFile) || err != nil {
+				raw := store.Raw // a file of any name: read as answers
+				st = &raw
+			}
+		}
+		found, err := ingest.Discover(p, dataset, st)
+		if err != nil {
+			return err
+		}
+		for range found {
+			names = append(names, p)
+		}
+		srcs = append(srcs, found...)
+	}
+	if spec == "" {
+		if err := storedMappings(c.db, srcs); err != nil {
+			return err
+		}
+	} else {
+		for i := range srcs {
+			srcs[i].IDPath = spec
+		}
+	}
+	out := c.env.Stdout
+	for i, src := range srcs {
+		reps, err := ingest.Explain(src, lines)
+		if err != nil {
+			return err
+		}
+		for j := range reps {
+			reps[j].File = names[i]
+		}
+		if format == "json" {
+			enc := json.NewEncoder(out)
+			for _, r := range reps {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		how := "the built-in rules"
+		if src.IDPath != "" {
+			how = "the map " + src.IDPath
+		}
+		wrapTo(out, fmt.Sprintf("%s: %d lines read as stage %s, with %s", names[i], len(reps), src.Stage, how), "", "  ")
+		ingest.WriteExplained(out, reps)
+	}
+	return nil
+}
+
+// storedMappings gives each source the mapping the index at dbPath keeps
+// for its file, if the index exists and holds it.
+func storedMappings(dbPath string, srcs []ingest.Source) error {
+	if _, err := os.Stat(dbPath); err != nil {
+		return nil // no index: nothing kept
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("%w (--explain reads the map the index keeps for the file; give --field/--map/--id to read without it)", err)
+	}
+	defer db.Close()
+	return db.View(func(v *store.View) error {
+		for i := range srcs {
+			st, ok, err := v.File(srcs[i].Path)
+			if err != nil {
+				return err
+			}
+			if ok {
+				srcs[i].IDPath = st.IDPath
+			}
+		}
+		return nil
+	})
 }
