@@ -368,9 +368,13 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 		}
 		how := "the built-in rules"
 		if src.IDPath != "" {
-			how = "the map " + src.IDPath
+			how = "the map " + ingest.MappingFlags(src.IDPath)
 		}
-		wrapTo(out, fmt.Sprintf("%s: %d lines read as stage %s, with %s", names[i], len(reps), src.Stage, how), "", "  ")
+		n := fmt.Sprintf("its first %d lines", len(reps))
+		if len(reps) == 1 {
+			n = "its first line"
+		}
+		wrapTo(out, fmt.Sprintf("%s: %s, read as stage %s, with %s", names[i], n, src.Stage, how), "", "  ")
 		ingest.WriteExplained(out, reps)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -209,6 +210,9 @@ func readFor(src Source, m IDPath, line []byte, no int64) reading {
 	}
 	r.shape, r.noText = a.Shape, a.NoText
 	r.form = formNamed(a.Shape)
+	if n := turnsOf(a.Turns); n > 0 && a.TextRaw == nil && a.Text == nil {
+		r.noText = fmt.Sprintf("%s: a conversation's line; each of its %d turns holds its own (turns.0.text, ...)", inTurns, n)
+	}
 	switch {
 	case a.TextRaw != nil:
 		s, _ := decodeString(a.TextRaw)
@@ -236,7 +240,7 @@ func ruleOf(line []byte, stage store.Stage, m IDPath, got store.Stage, info line
 	}
 	switch {
 	case m.fields():
-		row += ", with the file's map (" + m.String() + ")"
+		row += ", with the file's map"
 	case m != nil:
 		row += ", with the id at " + m.String()
 	case info.other:
@@ -271,7 +275,10 @@ func whyNot(k int, r *reading, m IDPath, line []byte) string {
 		return "at " + strings.Join(p, ".") + " (the map's), no value of that kind"
 	}
 	shape := "the line's shape"
-	if r.form < numForms {
+	switch {
+	case m.fields() && k != xError && k != xReasoning:
+		return "not in the line where the built-in rules look (give --field " + MappedFields[mappedOf[k]] + "=PATH)"
+	case r.form < numForms:
 		shape = unquote(forms[r.form].name)
 	}
 	switch k {
@@ -299,6 +306,17 @@ func whyNot(k int, r *reading, m IDPath, line []byte) string {
 		return "none in the line"
 	}
 	return ""
+}
+
+// inTurns starts the why of a conversation line's text, which is in its
+// turns, not unknown.
+const inTurns = "in its turns"
+
+// turnsOf is how many elements the JSON array turns has.
+func turnsOf(turns []byte) int {
+	n := 0
+	eachElement(turns, span{s: 0, e: len(turns)}, func(span) bool { n++; return true })
+	return n
 }
 
 // pathOf is field k's path in the map, nil when the map gives none.

@@ -22,8 +22,11 @@ func WriteExplained(w io.Writer, reps []LineReport) {
 			wrapWords(w, head+"skipped: "+r.Skipped, "", "    ")
 		} else {
 			how := "read as " + unquote(r.Shape)
-			if r.Shape == "" {
+			switch r.Shape {
+			case "":
 				how = "read as a line of " + r.Stage
+			case forms[fMapped].name:
+				how = "read with the file's map"
 			}
 			wrapWords(w, head+how+" (rule: "+r.Rule+")", "", "    ")
 		}
@@ -49,11 +52,17 @@ func writeField(w io.Writer, f FieldReport) {
 		if f.Field == "error" || f.Field == "reasoning" {
 			word = "none"
 		}
+		if strings.HasPrefix(f.Why, inTurns) {
+			word = ""
+		}
 		why := strings.TrimPrefix(f.Why, "none: ")
 		if why == "none" || why == "none in the line" {
 			why = ""
 		}
-		if why != "" {
+		switch {
+		case word == "":
+			word = why
+		case why != "":
 			word += ": " + why
 		}
 		wrapWords(w, word, name, indent)

@@ -264,6 +264,55 @@ func (m *Mapping) apply(b []byte, top span, rec *store.Record) (failed bool) {
 	return true
 }
 
+// MappingFlags is a mapping's text form as the flags that give it:
+// "--id meta.uid", "--field id=uid --field text=answer.body".
+func MappingFlags(spec string) string {
+	m, err := ParseIDPath(spec)
+	if err != nil || m == nil {
+		return spec
+	}
+	if m.onlyID() {
+		return "--id " + m.String()
+	}
+	return "--field " + strings.ReplaceAll(m.String(), ",", " --field ")
+}
+
+// mappingChange says how the mapping now (a text form, "" for the
+// built-in rules) differs from the one a file was indexed with (was),
+// field by field: "its map changed: completion_tokens now at stats.out
+// (was usage.out); text now by the built-in rules (was answer.body)".
+func mappingChange(now, was string) string {
+	a, errA := ParseIDPath(now)
+	b, errB := ParseIDPath(was)
+	if errA != nil || errB != nil {
+		return fmt.Sprintf("its map is now %q (was %q)", now, was)
+	}
+	at := func(m *Mapping, k int) string {
+		if p := m.pathOf(k); p != nil {
+			return strings.Join(p, ".")
+		}
+		if k == mID {
+			return "custom_id or id"
+		}
+		return "the built-in rules"
+	}
+	var diffs []string
+	for k := range MappedFields {
+		n, w := at(a, k), at(b, k)
+		if n == w {
+			continue
+		}
+		how := func(s string) string {
+			if s == "the built-in rules" {
+				return "by " + s
+			}
+			return "at " + s
+		}
+		diffs = append(diffs, fmt.Sprintf("%s now %s (was %s)", MappedFields[k], how(n), strings.TrimPrefix(how(w), "at ")))
+	}
+	return "its map changed: " + strings.Join(diffs, "; ")
+}
+
 // miss says how far path goes from the value at sp (a line's top-level
 // object): "" when it names a value there, else where it stops and what
 // is there instead, e.g. "meta.usage.out: no such key; meta.usage has
@@ -341,22 +390,28 @@ type MappingError struct {
 }
 
 func (e *MappingError) Error() string {
-	return fmt.Sprintf("%s: %d of the map's paths match nothing in the file's first %d lines:\n  %s\n"+
-		"  the lines' top-level keys: %s\n"+
-		"nothing was indexed; fix the PATH ('gendex ingest --explain FILE' with the\n"+
-		"same --field shows how each line reads)",
-		e.Path, len(e.Misses), e.Lines, strings.Join(e.Misses, "\n  "), e.Keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:\n", e.Path)
+	wrapWords(&b, fmt.Sprintf("%d of the map's paths match nothing in the file's first %d lines:", len(e.Misses), e.Lines), "  ", "  ")
+	for _, m := range e.Misses {
+		wrapWords(&b, m, "    ", "      ")
+	}
+	wrapWords(&b, "the lines' top-level keys: "+e.Keys, "  ", "    ")
+	b.WriteString("nothing was indexed; fix the PATH ('gendex ingest --explain FILE' with the\nsame --field shows how each line reads)")
+	return b.String()
 }
 
 // seldom are the fields a line may well not carry (a file's first lines
-// may all be answers with no error and no reasoning): for them only the
-// object that would hold the key must be there.
-var seldom = [numMapped]bool{mCached: true, mReasoningTokens: true, mReasoning: true, mError: true}
+// may all be answers with no reasoning, no cached tokens): for them only
+// the object that would hold the key must be there. An error is not
+// checked: its object too may be there only when a request failed.
+var seldom = [numMapped]bool{mCached: true, mReasoningTokens: true, mReasoning: true}
 
 // CheckMapping reads the first non-empty lines of src's file and returns
 // a *MappingError when a path of src's mapping (IDPath) that src's stage
 // reads (the id alone, but for answers) matches nothing in any of them:
-// the whole path, or for a field in seldom its object. A line whose
+// the whole path, or for a field in seldom its object (an error's path
+// is not checked). A line whose
 // mapped error holds an error is left out of the other fields' check (a
 // failed request has no answer). A file with no valid line yet passes.
 func CheckMapping(src Source) error {
@@ -393,11 +448,11 @@ func CheckMapping(src Source) error {
 	}
 	e := &MappingError{Path: src.Path, Lines: len(lines), Keys: strings.Join(keys, ", ")}
 	for k, p := range m.paths {
-		if p == nil || k != mID && src.Stage != store.Raw && src.Stage != store.Turns {
+		if p == nil || k == mError || k != mID && src.Stage != store.Raw && src.Stage != store.Turns {
 			continue
 		}
 		if why, i := m.missIn(valid, tops, k); why != "" {
-			e.Misses = append(e.Misses, fmt.Sprintf("%s=%s: %s (line %d)", MappedFields[k], strings.Join(p, "."), why, nos[i]))
+			e.Misses = append(e.Misses, fmt.Sprintf("%s (line %d): %s", MappedFields[k], nos[i], why))
 		}
 	}
 	if len(e.Misses) > 0 {
@@ -430,8 +485,8 @@ func (m *Mapping) missIn(lines [][]byte, tops []span, k int) (why string, line i
 			best, why, line = depth, w, i
 		}
 	}
-	if why == "" {
-		why = "every line read holds an error"
+	if best < 0 {
+		return "every line read holds an error (the map's error)", 0
 	}
 	return why, line
 }
