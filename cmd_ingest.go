@@ -23,8 +23,8 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
 	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
 	var fields fieldFlags
-	fs.Var(&fields, "field", "for a shape gendex does not know: where the lines keep one of its fields, KEY=PATH (repeat it for each), KEY one of "+
-		strings.Join(ingest.MappedFields[:], ", ")+", PATH as --id's (e.g. --field completion_tokens=stats.out --field text=answer.body); remembered with the file, as --id is, for every later ingest")
+	fs.Var(&fields, "field", "for a shape gendex does not know: where its lines keep a field, once per field, KEY one of "+
+		strings.Join(ingest.MappedFields[:], ", ")+", PATH as --id's (e.g. completion_tokens=stats.out); kept with the file for every later ingest; checked in its first lines")
 	mapping := fs.String("map", "", "the fields of --field in one flag: KEY=PATH pairs joined by commas (with --field: both)")
 	explain := fs.Bool("explain", false, "write nothing: say how each FILE's first lines read, field by field and from where in the line, or why a line is skipped (with --field, --map, --id as given, else as the index holds the file)")
 	lines := fs.Int("lines", 5, "with --explain: how many of each file's first lines")
@@ -374,7 +374,8 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 		if len(reps) == 1 {
 			n = "its first line"
 		}
-		wrapTo(out, fmt.Sprintf("%s: %s, read as stage %s, with %s", names[i], n, src.Stage, how), "", "  ")
+		fmt.Fprintln(out, names[i])
+		wrapTo(out, fmt.Sprintf("%s, read as stage %s, with %s", n, src.Stage, how), "  ", "    ")
 		ingest.WriteExplained(out, reps)
 	}
 	return nil

@@ -12,14 +12,14 @@ import (
 const explainWidth = 80
 
 // WriteExplained writes Explain's reports for a person, within 80
-// columns: a line's file:line and how it was read (or why it is
-// skipped), then one row per field, its value and where from (or why
+// columns (but for a long path): a line's file:line, on a line of its
+// own, and how it was read (or why it is skipped), then one row per field, its value and where from (or why
 // unknown), then what ingest says of it.
 func WriteExplained(w io.Writer, reps []LineReport) {
 	for _, r := range reps {
-		head := fmt.Sprintf("%s:%d: ", r.File, r.Line)
+		fmt.Fprintf(w, "%s:%d:\n", r.File, r.Line)
 		if r.Skipped != "" {
-			wrapWords(w, head+"skipped: "+r.Skipped, "", "    ")
+			wrapWords(w, "skipped: "+r.Skipped, "  ", "    ")
 		} else {
 			how := "read as " + unquote(r.Shape)
 			switch r.Shape {
@@ -28,7 +28,7 @@ func WriteExplained(w io.Writer, reps []LineReport) {
 			case forms[fMapped].name:
 				how = "read with the file's map"
 			}
-			wrapWords(w, head+how+" (rule: "+r.Rule+")", "", "    ")
+			wrapWords(w, how+" (rule: "+r.Rule+")", "  ", "    ")
 		}
 		for _, f := range r.Fields {
 			writeField(w, f)
