@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,14 +22,8 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 	follow := fs.Bool("follow", false, "keep indexing new lines and files until interrupted")
 	dataset := fs.String("dataset", "", "dataset name for a single file (default: its folder's name)")
 	stageName := fs.String("stage", "", "stage for a single file: prompts, raw, tokenized or errors")
-	idPath := fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
-	var fields fieldFlags
-	fs.Var(&fields, "field", "for a shape gendex does not know: where its lines keep a field, once per field, KEY one of "+
-		strings.Join(ingest.MappedFields[:], ", ")+", PATH as --id's (e.g. completion_tokens=stats.out); kept with the file for every later ingest; checked in its first lines")
-	mapping := fs.String("map", "", "the fields of --field in one flag: KEY=PATH pairs joined by commas (with --field: both)")
-	explain := fs.Bool("explain", false, "write nothing: say how each FILE's first lines read, field by field and from where in the line, or why a line is skipped (with --field, --map, --id as given, else as the index holds the file)")
-	lines := fs.Int("lines", 5, "with --explain: how many of each file's first lines")
-	format := fs.String("format", "text", "with --explain: text (within 80 columns) or json (one object a line)")
+	mf := addMapFlags(fs)
+	ex := addExplainFlags(fs)
 	reread := fs.Bool("reread", false, "forget each FILE given and read it again whole, as the dataset and stage the index holds it under (a file changed where no end of it shows: check's files_changed)")
 	listen := addListenFlags(fs, "with --follow: ")
 	paths, err := c.parse(fs, args)
@@ -46,21 +41,12 @@ func runIngest(ctx context.Context, c *call, args []string) error {
 		}
 		stage = &st
 	}
-	if strings.Contains(*idPath, "=") || strings.Contains(*idPath, ",") {
-		return usagef("ingest: --id %q: a dotted path (give the other fields with --map FIELD=PATH,...)", *idPath)
-	}
-	spec, err := ingest.JoinMapping(*idPath, fields.join(*mapping))
+	spec, err := mf.spec()
 	if err != nil {
-		return usagef("ingest: --id/--field/--map: %v", err)
+		return err
 	}
-	if *explain {
-		if *follow || *reread || *listen.addr != "" || *listen.queries {
-			return usagef("ingest: --explain writes nothing: give it none of --follow, --reread, --listen")
-		}
-		return ingestExplain(c, paths, spec, *dataset, stage, *lines, *format)
-	}
-	if *format != "text" || *lines != 5 {
-		return usagef("ingest: --format and --lines go with --explain")
+	if done, err := ex.run(c, paths, spec, *dataset, stage, *follow || *reread || *listen.addr != "" || *listen.queries); done {
+		return err
 	}
 	if *reread && (*follow || *dataset != "" || stage != nil || spec != "") {
 		return usagef("ingest: --reread reads files as the index holds them (dataset, stage, --id): give it none of --follow, --dataset, --stage, --id, --field, --map")
@@ -251,6 +237,34 @@ func idPathFor(src ingest.Source, arg, spec string) string {
 	return spec
 }
 
+// mapFlags are the flags that say where a file's lines keep gendex's
+// fields: --id, --field (repeated) and --map.
+type mapFlags struct {
+	id, mapping *string
+	fields      fieldFlags
+}
+
+func addMapFlags(fs *flag.FlagSet) *mapFlags {
+	m := &mapFlags{}
+	m.id = fs.String("id", "", "where the lines keep their id: a dotted path such as question_id or meta.uid (remembered per file; a file indexed under another path is indexed again)")
+	fs.Var(&m.fields, "field", "for a shape gendex does not know: where its lines keep a field, once per field, KEY one of "+
+		strings.Join(ingest.MappedFields[:], ", ")+", PATH as --id's (e.g. completion_tokens=stats.out); kept with the file for every later ingest; checked in its first lines")
+	m.mapping = fs.String("map", "", "the fields of --field in one flag: KEY=PATH pairs joined by commas (with --field: both)")
+	return m
+}
+
+// spec is the mapping the flags give, in its text form ("" for none).
+func (m *mapFlags) spec() (string, error) {
+	if strings.Contains(*m.id, "=") || strings.Contains(*m.id, ",") {
+		return "", usagef("ingest: --id %q: a dotted path (give the other fields with --field KEY=PATH)", *m.id)
+	}
+	spec, err := ingest.JoinMapping(*m.id, m.fields.join(*m.mapping))
+	if err != nil {
+		return "", usagef("ingest: --id/--field/--map: %v", err)
+	}
+	return spec, nil
+}
+
 // fieldFlags are the values of --field, each KEY=PATH.
 type fieldFlags []string
 
@@ -305,6 +319,36 @@ func checkMappings(paths []string, spec, dataset string, stage *store.Stage) err
 		return usagef("ingest: %s", strings.Join(msgs, "\n"))
 	}
 	return nil
+}
+
+// explainFlags are ingest --explain and its own flags.
+type explainFlags struct {
+	on     *bool
+	lines  *int
+	format *string
+}
+
+func addExplainFlags(fs *flag.FlagSet) *explainFlags {
+	return &explainFlags{
+		on:     fs.Bool("explain", false, "write nothing: say how each FILE's first lines read, field by field and from where in the line, or why a line is skipped (with --field, --map, --id as given, else as the index holds the file)"),
+		lines:  fs.Int("lines", 5, "with --explain: how many of each file's first lines"),
+		format: fs.String("format", "text", "with --explain: text (within 80 columns) or json (one object a line)"),
+	}
+}
+
+// run explains the files at paths when --explain is given (done), and
+// refuses --lines and --format without it; writing says a flag that
+// writes (--follow, --reread, --listen) was given too.
+func (e *explainFlags) run(c *call, paths []string, spec, dataset string, stage *store.Stage, writing bool) (done bool, err error) {
+	switch {
+	case !*e.on && (*e.format != "text" || *e.lines != 5):
+		return true, usagef("ingest: --format and --lines go with --explain")
+	case !*e.on:
+		return false, nil
+	case writing:
+		return true, usagef("ingest: --explain writes nothing: give it none of --follow, --reread, --listen")
+	}
+	return true, ingestExplain(c, paths, spec, dataset, stage, *e.lines, *e.format)
 }
 
 // ingestExplain says how each FILE's first lines read (ingest.Explain),

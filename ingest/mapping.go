@@ -413,7 +413,8 @@ var seldom = [numMapped]bool{mCached: true, mReasoningTokens: true, mReasoning: 
 // the whole path, or for a field in seldom its object (an error's path
 // is not checked). A line whose
 // mapped error holds an error is left out of the other fields' check (a
-// failed request has no answer). A file with no valid line yet passes.
+// failed request has no answer; a file whose lines read are all failed
+// passes). A file with no valid line yet passes.
 func CheckMapping(src Source) error {
 	m, err := ParseIDPath(src.IDPath)
 	if m == nil || err != nil {
@@ -485,10 +486,7 @@ func (m *Mapping) missIn(lines [][]byte, tops []span, k int) (why string, line i
 			best, why, line = depth, w, i
 		}
 	}
-	if best < 0 {
-		return "every line read holds an error (the map's error)", 0
-	}
-	return why, line
+	return why, line // "" when every line read holds an error: nothing to check
 }
 
 // A headLine is one of a file's first lines, with its number (from 1).
