@@ -383,8 +383,10 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 		}
 		srcs = append(srcs, found...)
 	}
+	busy := false // the index is held by a writer: its maps unread
 	if spec == "" {
-		if err := storedMappings(c.db, srcs); err != nil {
+		err := storedMappings(c.db, srcs)
+		if busy = errors.Is(err, store.ErrLocked); err != nil && !busy {
 			return err
 		}
 	} else {
@@ -411,6 +413,9 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 			continue
 		}
 		how := "the built-in rules"
+		if busy {
+			how += " (the index is in use by a writer: a map it keeps for the file is not read; give it with --field)"
+		}
 		if src.IDPath != "" {
 			how = "the map " + ingest.MappingFlags(src.IDPath)
 		}
@@ -426,14 +431,15 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 }
 
 // storedMappings gives each source the mapping the index at dbPath keeps
-// for its file, if the index exists and holds it.
+// for its file, if the index exists and holds it; store.ErrLocked when a
+// writer holds the index.
 func storedMappings(dbPath string, srcs []ingest.Source) error {
 	if _, err := os.Stat(dbPath); err != nil {
 		return nil // no index: nothing kept
 	}
 	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("%w (--explain reads the map the index keeps for the file; give --field/--map/--id to read without it)", err)
+		return err
 	}
 	defer db.Close()
 	return db.View(func(v *store.View) error {

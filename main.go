@@ -94,9 +94,8 @@ func init() { // not a plain initializer: help reads the table
 		Summary: "a simulator of SGLang (or vLLM, llama.cpp), for dry runs and tests",
 		Run:     runSim,
 	}, {
-		Name: "ingest",
-		Usage: []string{"ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] [--field KEY=PATH]... PATH...",
-			"ingest --explain [--lines N] [--field KEY=PATH]... [--format text|json] FILE..."},
+		Name:    "ingest",
+		Usage:   []string{"ingest [--follow] [--dataset NAME --stage STAGE] [--id PATH] PATH..."},
 		Summary: "index JSONL files: a root of dataset folders, one folder, or one file",
 		Run:     runIngest,
 	}, {

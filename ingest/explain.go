@@ -63,9 +63,8 @@ type LineReport struct {
 	// counts that do not add up, ...).
 	Notes  []string      `json:"notes,omitempty"`
 	Fields []FieldReport `json:"fields,omitempty"`
-	// Tried is false when the line has more values than were changed to
-	// find the sources (the first maxLeaves): a source past them is not
-	// named.
+	// Partial says the line has more values than were changed to find
+	// the sources (the first maxLeaves): a source past them is not named.
 	Partial bool `json:"partial,omitempty"`
 }
 
@@ -239,8 +238,7 @@ func ruleOf(line []byte, stage store.Stage, m IDPath, got store.Stage, info line
 		row = row[:i]
 	}
 	switch {
-	case m.fields():
-		row += ", with the file's map"
+	case m.fields(): // the file's map: the header and the shape say so
 	case m != nil:
 		row += ", with the id at " + m.String()
 	case info.other:
