@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gendex/store"
+	"gendex/store/terminal"
 )
 
 // TestMissSaysWherePathStops: a path that names nothing says where it
@@ -140,14 +141,14 @@ func TestExplainFindsWhereFrom(t *testing.T) {
 // columns, a word longer than a line broken.
 func TestWriteExplainedWidth(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", 130)
+	long := strings.Repeat("x", 130) + strings.Repeat("好", 50)
 	var b bytes.Buffer
 	WriteExplained(&b, []LineReport{{File: "f.jsonl", Line: 1, Rule: "any other " + long, Shape: "s",
 		Fields: []FieldReport{{Field: "text", Known: true, Value: long, From: []string{long + ".a", "b"}},
 			{Field: "prompt_tokens", Why: "not in the line " + long}},
 		Notes: []string{long}}})
 	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-		if n := len([]rune(l)); n > explainWidth {
+		if n := terminal.Width(l); n > explainWidth {
 			t.Errorf("%d columns: %q", n, l)
 		}
 	}

@@ -5,7 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"gendex/store/terminal"
 )
 
 // explainWidth is the width WriteExplained keeps to.
@@ -69,10 +70,10 @@ func writeField(w io.Writer, f FieldReport) {
 		return
 	}
 	v := f.Value
-	if _, err := strconv.ParseInt(v, 10, 64); err != nil && f.Field != "finish_reason" {
+	if _, err := strconv.ParseInt(v, 10, 64); err != nil && (f.Field != "finish_reason" || strconv.Quote(v) != `"`+v+`"`) {
 		v = strconv.Quote(v)
 	}
-	v = cut(v, 24)
+	v = terminal.Cut(v, 24, false)
 	where := ""
 	switch {
 	case len(f.From) > 0:
@@ -82,7 +83,7 @@ func writeField(w io.Writer, f FieldReport) {
 	default:
 		where = f.Why
 	}
-	first := name + v + strings.Repeat(" ", max(25-utf8.RuneCountInString(v), 1))
+	first := name + v + strings.Repeat(" ", max(25-terminal.Width(v), 1))
 	if where == "" {
 		fmt.Fprintln(w, strings.TrimRight(first, " "))
 		return
@@ -90,29 +91,25 @@ func writeField(w io.Writer, f FieldReport) {
 	wrapWords(w, where, first, strings.Repeat(" ", len(first)))
 }
 
-// cut shortens s to n runes, its end an ellipsis when cut.
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
 // wrapWords writes text from first on, its words wrapped at
-// explainWidth, each next line starting with indent; a word longer than
-// a line is broken.
+// explainWidth columns, each next line starting with indent; a word wider
+// than a line is broken.
 func wrapWords(w io.Writer, text, first, indent string) {
 	line := first
 	fresh := true // nothing on the line but its prefix
 	for _, word := range strings.Fields(text) {
-		for !fresh && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > explainWidth ||
-			fresh && utf8.RuneCountInString(line)+utf8.RuneCountInString(word) > explainWidth {
-			if fresh { // one word too long for a line: break it
-				r := []rune(word)
-				k := max(explainWidth-utf8.RuneCountInString(line), 1)
-				fmt.Fprintln(w, line+string(r[:k]))
-				word = string(r[k:])
+		for {
+			room := explainWidth - terminal.Width(line)
+			if !fresh {
+				room-- // the space before the word
+			}
+			if terminal.Width(word) <= room {
+				break
+			}
+			if fresh { // a word too wide for a line: break it
+				head := widthPrefix(word, max(room, 1))
+				fmt.Fprintln(w, line+head)
+				word = word[len(head):]
 			} else {
 				fmt.Fprintln(w, line)
 			}
@@ -125,4 +122,17 @@ func wrapWords(w io.Writer, text, first, indent string) {
 		fresh = false
 	}
 	fmt.Fprintln(w, strings.TrimRight(line, " "))
+}
+
+// widthPrefix is the longest start of s (one rune at least) that fits n
+// columns.
+func widthPrefix(s string, n int) string {
+	end := 0
+	for i, r := range s {
+		if i > 0 && terminal.Width(s[:i+len(string(r))]) > n {
+			break
+		}
+		end = i + len(string(r))
+	}
+	return s[:end]
 }
