@@ -156,3 +156,21 @@ func TestWriteExplainedWidth(t *testing.T) {
 		t.Errorf("a long word lost:\n%s", b.String())
 	}
 }
+
+// TestOneEach: paths that differ in one list index alone are said once.
+func TestOneEach(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		paths []string
+		want  string
+	}{
+		{[]string{"a.0.text", "a.1.text", "a.2999.text"}, "a.N.text (each N)"},
+		{[]string{"usage.in", "usage.cache"}, "usage.in, usage.cache"},
+		{[]string{"a.0.b.0", "a.1.b.1"}, "a.0.b.0, a.1.b.1"},
+		{[]string{"text"}, "text"},
+	} {
+		if got := oneEach(c.paths); got != c.want {
+			t.Errorf("oneEach(%q) = %q; want %q", c.paths, got, c.want)
+		}
+	}
+}

@@ -15,6 +15,10 @@ const mark = "\u2042"
 // maxLeaves is how many of a line's values Explain changes, at most.
 const maxLeaves = 2000
 
+// sampled is how many of a list's first elements Explain looks in (and
+// its last).
+const sampled = 3
+
 // A leaf is a value of a line that Explain changes: a string, a number,
 // true or false, or a list of no strings and no objects (token ids: its
 // length may be a count), which gets one more element.
@@ -49,12 +53,16 @@ func leaves(b []byte, sp span, path string, out []leaf) []leaf {
 		if flat {
 			return append(out, leaf{path, sp.s, sp.e})
 		}
-		i := 0
-		eachElement(b, sp, func(e span) bool {
-			out = leaves(b, e, join(strconv.Itoa(i)), out)
-			i++
-			return true
-		})
+		// A long list of objects (an answer's parts, a conversation's
+		// messages) is tried at its first elements and its last: its
+		// elements are alike, and a line is read again for each value.
+		var elems []span
+		eachElement(b, sp, func(e span) bool { elems = append(elems, e); return true })
+		for i, e := range elems {
+			if i < sampled || i == len(elems)-1 {
+				out = leaves(b, e, join(strconv.Itoa(i)), out)
+			}
+		}
 	case 'n':
 	default:
 		out = append(out, leaf{path, sp.s, sp.e})

@@ -77,18 +77,49 @@ func writeField(w io.Writer, f FieldReport) {
 	where := ""
 	switch {
 	case len(f.From) > 0:
-		where = "from " + strings.Join(f.From, ", ")
+		where = "from " + oneEach(f.From)
 	case len(f.By) > 0:
 		where = "decided by " + strings.Join(f.By, ", ")
 	default:
 		where = f.Why
 	}
 	first := name + v + strings.Repeat(" ", max(25-terminal.Width(v), 1))
-	if where == "" {
+	switch {
+	case where == "":
 		fmt.Fprintln(w, strings.TrimRight(first, " "))
-		return
+	case terminal.Width(first)+terminal.Width(where) > explainWidth: // on a line of its own
+		fmt.Fprintln(w, strings.TrimRight(first, " "))
+		wrapWords(w, where, indent, indent)
+	default:
+		fmt.Fprintln(w, first+where)
 	}
-	wrapWords(w, where, first, strings.Repeat(" ", len(first)))
+}
+
+// oneEach joins paths, and says paths that differ in one list index
+// alone ("a.0.text", "a.1.text", "a.7.text") once: "a.N.text (each N)".
+func oneEach(paths []string) string {
+	if len(paths) < 2 {
+		return strings.Join(paths, ", ")
+	}
+	first := strings.Split(paths[0], ".")
+	at := -1
+	for _, p := range paths[1:] {
+		keys := strings.Split(p, ".")
+		if len(keys) != len(first) {
+			return strings.Join(paths, ", ")
+		}
+		for i := range keys {
+			if keys[i] == first[i] {
+				continue
+			}
+			if _, err := strconv.Atoi(keys[i]); err != nil || at >= 0 && at != i {
+				return strings.Join(paths, ", ")
+			}
+			at = i
+		}
+	}
+	first[at] = "N"
+	return strings.Join(first, ".") + " (each N)"
 }
 
 // wrapWords writes text from first on, its words wrapped at
