@@ -42,7 +42,7 @@ var helpTopics = []helpTopic{
 	{"shell", "## shell", "the interactive shell and watch"},
 	{"live", "## Live answers while a run writes", "the writer's socket, readers, and /metrics"},
 	{"web", "## web: the run in a browser", "the run and every answer in a local page, live; ssh -L"},
-	{"ingest", "## ingest", "indexing JSONL files, incrementally; bad input"},
+	{"ingest", "## ingest", "indexing JSONL files, incrementally; bad input; --field, --explain"},
 	{"export", "## export: training records", "conversations and ids records, exclusions"},
 	{"check", "## check: the gate before training", "is each dataset fit to train on: the reasons"},
 	{"query", "## query", "every question's columns and what the numbers mean"},

@@ -270,7 +270,7 @@ func reindexReason(f *os.File, src Source, state *store.FileState, known bool, f
 	case state.Dataset != src.Dataset || state.Stage != src.Stage:
 		return fmt.Sprintf("now indexed as dataset %s, stage %s (was %s, %s)", src.Dataset, src.Stage, state.Dataset, state.Stage), nil
 	case !sameIDPath:
-		return fmt.Sprintf("its ids are now read from %s (were from %s)", idRules(src.IDPath), idRules(state.IDPath)), nil
+		return mappingChange(src.IDPath, state.IDPath), nil
 	case !sameShard:
 		return fmt.Sprintf("it is now read for shard %s (was %q)", src.Shard, state.Shard), nil
 	case state.Dev != fs.dev || state.Ino != fs.ino:
@@ -473,14 +473,6 @@ func (ix *Indexer) rereadForgotten(ctx context.Context, src Source, siblings []s
 		}
 	}
 	return nil
-}
-
-// idRules names where ids were read from under a stored id path.
-func idRules(path string) string {
-	if path == "" {
-		return "custom_id or id"
-	}
-	return path
 }
 
 // LineID is the id given to a prompt line that has none: the file's name

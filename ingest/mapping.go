@@ -9,7 +9,7 @@ import (
 )
 
 // Mapping says where a file's lines keep what gendex reads, for a shape
-// no one built in (`ingest --map`), and where they keep their id
+// no one built in (`ingest --field KEY=PATH`, or --map's pairs), and where they keep their id
 // (`ingest --id`): for each of gendex's fields a dotted path ("meta.uid",
 // "choices.0.text": a number indexes an array). A field without a path
 // is read by the built-in rules; a path that is given is the only place
@@ -32,7 +32,7 @@ const (
 	numMapped
 )
 
-// MappedFields names the fields a mapping can place, as --map takes them.
+// MappedFields names the fields a mapping can place, as --field takes them.
 var MappedFields = [numMapped]string{"id", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
 	"finish_reason", "text", "reasoning", "error"}
 
@@ -62,12 +62,12 @@ func ParseIDPath(s string) (IDPath, error) {
 		if !ok || k < 0 {
 			return nil, fmt.Errorf("mapping %q: %q is not FIELD=PATH with FIELD one of %s", s, pair, strings.Join(MappedFields[:], ", "))
 		}
-		if m.paths[k] != nil {
-			return nil, fmt.Errorf("mapping %q gives %s twice", s, field)
-		}
 		p, err := parsePath(path, field+" path")
 		if err != nil {
 			return nil, err
+		}
+		if m.paths[k] != nil {
+			return nil, fmt.Errorf("%s is given twice (%s and %s): give each field once", field, strings.Join(m.paths[k], "."), path)
 		}
 		m.paths[k] = p
 	}
@@ -258,4 +258,53 @@ func (m *Mapping) apply(b []byte, top span, rec *store.Record) (failed bool) {
 	rec.Shape, rec.Finish = store.ShapeError, "error"
 	rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens, rec.ReasoningTokens = store.Unknown, store.Unknown, store.Unknown, store.Unknown
 	return true
+}
+
+// MappingFlags is a mapping's text form as the flags that give it:
+// "--id meta.uid", "--field id=uid --field text=answer.body".
+func MappingFlags(spec string) string {
+	m, err := ParseIDPath(spec)
+	if err != nil || m == nil {
+		return spec
+	}
+	if m.onlyID() {
+		return "--id " + m.String()
+	}
+	return "--field " + strings.ReplaceAll(m.String(), ",", " --field ")
+}
+
+// mappingChange says how the mapping now (a text form, "" for the
+// built-in rules) differs from the one a file was indexed with (was),
+// field by field: "its map changed: completion_tokens now at stats.out
+// (was usage.out); text now by the built-in rules (was answer.body)".
+func mappingChange(now, was string) string {
+	a, errA := ParseIDPath(now)
+	b, errB := ParseIDPath(was)
+	if errA != nil || errB != nil {
+		return fmt.Sprintf("its map is now %q (was %q)", now, was)
+	}
+	at := func(m *Mapping, k int) string {
+		if p := m.pathOf(k); p != nil {
+			return strings.Join(p, ".")
+		}
+		if k == mID {
+			return "custom_id or id"
+		}
+		return "the built-in rules"
+	}
+	var diffs []string
+	for k := range MappedFields {
+		n, w := at(a, k), at(b, k)
+		if n == w {
+			continue
+		}
+		how := func(s string) string {
+			if s == "the built-in rules" {
+				return "by " + s
+			}
+			return "at " + s
+		}
+		diffs = append(diffs, fmt.Sprintf("%s now %s (was %s)", MappedFields[k], how(n), strings.TrimPrefix(how(w), "at ")))
+	}
+	return "its map changed: " + strings.Join(diffs, "; ")
 }
