@@ -24,7 +24,11 @@ import (
 type Config struct {
 	Servers     []string
 	API         client.API // default APIAuto: the route each server offers (Flavor.API)
-	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
+	// Concurrency bounds the requests in flight over all servers, a hard
+	// bound (a crash suspect's retry takes one too; see MaxCrashes). 0:
+	// adaptive: each server is kept at its own capacity, learned from its
+	// /metrics (limit.go), within InFlightBound.
+	Concurrency int
 	Sampling    client.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
@@ -121,6 +125,17 @@ type Config struct {
 	// other sampling or by another server identity (--allow-mixed).
 	AllowMixed bool
 	Paths      PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
+
+	adaptive bool // Concurrency was 0 (defaults)
+}
+
+// InFlightBound is the most requests in flight a run of c keeps:
+// Concurrency, or when it is 0 (adaptive) AdaptiveBound.
+func (c *Config) InFlightBound() int {
+	if c.Concurrency > 0 {
+		return c.Concurrency
+	}
+	return AdaptiveBound()
 }
 
 func (c *Config) defaults() {
@@ -131,7 +146,7 @@ func (c *Config) defaults() {
 		c.API = client.APIAuto
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 128
+		c.adaptive, c.Concurrency = true, AdaptiveBound()
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 20
@@ -565,7 +580,16 @@ func (r *run) settings() string {
 	if r.cfg.API == client.APIAuto {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
-	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.Concurrency, r.cfg.Turns, export, b)
+	return fmt.Sprintf("api %s, %s, turns %s%s, sampling %s (unset keys: server defaults)", api, r.cfg.concurrencyText(), r.cfg.Turns, export, b)
+}
+
+// concurrencyText says the run's concurrency: the number given, or
+// adaptive and its bound.
+func (c *Config) concurrencyText() string {
+	if !c.adaptive {
+		return fmt.Sprintf("concurrency %d", c.Concurrency)
+	}
+	return fmt.Sprintf("concurrency adaptive (up to %d)", c.Concurrency)
 }
 
 // sortedByName returns sets by name, a copy.
