@@ -24,7 +24,9 @@ import (
 //     limit, and the server holding what gen sent, not the way there or
 //     back): grow, doubling before the first cut (slow start), by 1/16
 //     after it; never past what the KV cache holds (KV use per running
-//     request times the new limit at most kvTarget).
+//     request times the new limit at most kvTarget), nor, while it runs
+//     the capacity it states (SGLang's max_running_requests), past that
+//     and the small queue.
 //
 // A cut waits until gen's requests in flight are down to the limit (the
 // last cut took effect), so one queue is not cut for twice.
@@ -41,6 +43,9 @@ type limitRule struct {
 	preLastTime bool
 	// queueLastTime: the reading before found a long queue too.
 	queueLastTime bool
+	// capacity is what the server states (0: none): while that
+	// many run, the limit grows no further than it and the small queue.
+	capacity int
 }
 
 // limitReading is what one look at a server gives the rule.
@@ -88,7 +93,7 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 		return r.limit, "" // nothing to go by
 	}
 	run, queued, f := int(rd.running), int(rd.queued), rd.inFlight
-	keep := queueKeep(run)
+	keep := queueKeep(max(run, f-queued)) // what runs, or is on its way
 	settled := f <= r.limit+keep // the last cut took effect
 	long := queued > 2*keep+2
 	longAgain := long && r.queueLastTime // not one step's arrivals
@@ -119,6 +124,9 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 				to = most
 				why = fmt.Sprintf("%s (running %d, KV %.0f%% used)", whyRoom, run, 100*rd.kv)
 			}
+		}
+		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && run >= r.capacity && most < to {
+			to = most // it runs all it says it can
 		}
 		if to <= r.limit {
 			return r.limit, ""
@@ -161,6 +169,7 @@ func (r *limitRule) grow(to int, why string) (int, string) {
 // max_running_requests) plus the small queue, unless it was cut already.
 func (r *limitRule) stated(capacity int) (int, string) {
 	to := min(capacity+queueKeep(capacity), r.bound)
+	r.capacity = max(capacity, 0)
 	if r.cut || capacity <= 0 || to == r.limit {
 		return r.limit, ""
 	}
