@@ -24,11 +24,7 @@ import (
 type Config struct {
 	Servers     []string
 	API         client.API // default APIAuto: the route each server offers (Flavor.API)
-	// Concurrency bounds the requests in flight over all servers, a hard
-	// bound (a crash suspect's retry takes one too; see MaxCrashes). 0:
-	// adaptive: each server is kept at its own capacity, learned from its
-	// /metrics (limit.go), within InFlightBound.
-	Concurrency int
+	Concurrency int        // requests in flight at most over all servers, a hard bound (a crash suspect's retry takes one too; see MaxCrashes); 0: adaptive, each server kept at its own capacity (limit.go), within InFlightBound
 	Sampling    client.SamplingParams
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints

@@ -1,8 +1,8 @@
 package gen
 
 import (
-	"os"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 

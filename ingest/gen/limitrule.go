@@ -52,12 +52,12 @@ type limitRule struct {
 type limitReading struct {
 	inFlight int // gen's requests in flight on the server
 	// The server's own gauges; has* false: not reported.
-	running, queued, kv     float64
-	hasRunning, hasQueued   bool
-	hasKV                   bool
-	preemptions             float64 // counter
-	hasPreemptions          bool
-	secs                    float64 // since the reading before (for the reason's text)
+	running, queued, kv   float64
+	hasRunning, hasQueued bool
+	hasKV                 bool
+	preemptions           float64 // counter
+	hasPreemptions        bool
+	secs                  float64 // since the reading before (for the reason's text)
 }
 
 // Why a limit changed, the start of an event's detail.
@@ -94,7 +94,7 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 	}
 	run, queued, f := int(rd.running), int(rd.queued), rd.inFlight
 	keep := queueKeep(max(run, f-queued)) // what runs, or is on its way
-	settled := f <= r.limit+keep // the last cut took effect
+	settled := f <= r.limit+keep          // the last cut took effect
 	long := queued > 2*keep+2
 	longAgain := long && r.queueLastTime // not one step's arrivals
 	r.queueLastTime = long

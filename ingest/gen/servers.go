@@ -39,13 +39,13 @@ type server struct {
 	countChat atomic.Int32
 
 	inFlight atomic.Int64
-	// limit bounds inFlight: pick sends it no more while inFlight is at
-	// it (0: no limit of its own). The governor sets it (limit.go).
-	limit atomic.Int64
-	done  atomic.Int64
+	done     atomic.Int64
 	up       atomic.Bool
 	everUp   atomic.Bool  // was up once in this run
 	downAt   atomic.Int64 // unix ms when last marked down, or when the run began
+	// limit bounds inFlight: pick sends it no more while inFlight is at
+	// it (0: no limit of its own). The governor sets it (limit.go).
+	limit atomic.Int64
 	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
 	tokenize atomic.Int32
 	// tokens and unknownTokens count, like done, what this server answered
