@@ -2,7 +2,6 @@ package gen
 
 import (
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
@@ -153,9 +152,6 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	st.last = smp.Time
 	from := st.rule.limit
 	to, why := st.rule.next(rd)
-	if os.Getenv("GENDEX_DEBUG_LIMIT") != "" {
-		g.ctl.logf("DEBUG %s f=%d run=%.0f q=%.0f kv=%.3f pre=%.0f lim=%d -> %d %s", s.name, rd.inFlight, rd.running, rd.queued, rd.kv, rd.preemptions, from, to, why)
-	}
 	g.apply(s, st, smp.Time, from, to, why)
 }
 

@@ -13,8 +13,9 @@ import (
 //
 // The rule, per reading:
 //   - preemptions (vLLM; SGLang's retractions) at a sustained rate (new
-//     ones in two readings in a row, or many in one): cut to 3/4 of what
-//     runs;
+//     ones in two readings in a row, or many in one): cut to what of gen's
+//     runs and the small queue, at most 3/4 of the limit, at least a
+//     quarter of it;
 //   - a queue longer than a small one (queueKeep, for a running batch of
 //     that size) in two readings in a row: cut to what of gen's runs plus that small queue (at most
 //     to a quarter of the limit in one cut), so no slot waits for gen and
@@ -28,8 +29,9 @@ import (
 //     the capacity it states (SGLang's max_running_requests), past that
 //     and the small queue.
 //
-// A cut waits until gen's requests in flight are down to the limit (the
-// last cut took effect), so one queue is not cut for twice.
+// A cut for preemptions waits until gen's requests in flight are down to
+// the limit (the last cut took effect), so one burst is not cut for twice;
+// a cut for the queue need not: it goes to what runs, however many wait.
 type limitRule struct {
 	bound int // the most the limit may be (the run's slots)
 	limit int
@@ -100,12 +102,19 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 	r.queueLastTime = long
 	switch {
 	case settled && (sustained || newPre >= float64(max(8, run/16))):
-		to := max(minLimit, min(r.limit, run)*3/4)
+		// What of gen's runs (the preempted wait in the queue) and the
+		// small queue, at most 3/4 of the limit: what runs right after a
+		// preemption is less than fits, so no more than a quarter at once.
+		to := min(f-queued+keep, r.limit*3/4)
+		to = max(minLimit, r.limit/4, to)
 		return r.set(to, fmt.Sprintf("%s (%.0f in %s)", whyPreemptions, newPre, secsText(rd.secs)))
-	case settled && longAgain:
+	case longAgain:
 		// What of gen's runs (its requests less the queue, when the
 		// queue is its own), plus the small queue kept.
-		to := min(f-queued+keep, r.limit*7/8)
+		to := f - queued + keep
+		if to >= r.limit && settled {
+			to = r.limit * 7 / 8 // the queue is others': a fair share less
+		}
 		to = max(minLimit, r.limit/4, to)
 		why := fmt.Sprintf("%s (%d)", whyQueue, queued)
 		if rd.hasKV && rd.kv >= 0.95 {

@@ -109,7 +109,9 @@ func TestLimitBacksOffOnQueue(t *testing.T) {
 
 // TestLimitBacksOffOnPreemptions: one preemption now and then is no
 // cut; preemptions in two readings in a row, or many in one, cut the
-// limit to 3/4 of what runs.
+// limit to 3/4 of it, or to what runs and the small queue when that is
+// less, but no more than to a quarter (what runs right after preempting
+// is less than fits).
 func TestLimitBacksOffOnPreemptions(t *testing.T) {
 	r := newLimitRule(200, 4096)
 	rd := full(200, 1<<20)
@@ -127,6 +129,7 @@ func TestLimitBacksOffOnPreemptions(t *testing.T) {
 	rd.preemptions = 2
 	r.next(rd)
 	rd.preemptions = 5
+	r.limit = 200 // as the reading before found it (gen sends 200)
 	got, why := r.next(rd)
 	if got != 150 || !strings.HasPrefix(why, whyPreemptions+" (3 in 0.2s)") {
 		t.Errorf("preemptions in two readings in a row: %d (%q), want 150", got, why)
@@ -135,6 +138,7 @@ func TestLimitBacksOffOnPreemptions(t *testing.T) {
 	rd.preemptions = 0
 	r.next(rd)
 	rd.preemptions = 40
+	r.limit = 200
 	if got, _ := r.next(rd); got != 150 {
 		t.Errorf("40 preemptions in one reading: %d, want 150", got)
 	}
@@ -142,6 +146,14 @@ func TestLimitBacksOffOnPreemptions(t *testing.T) {
 	rd.preemptions = 0
 	if got, why := r.next(rd); why != "" && got < 150 {
 		t.Errorf("counter back to 0: cut to %d (%s)", got, why)
+	}
+	// vLLM preempted down to 3 running, 37 waiting: a quarter at most.
+	r = newLimitRule(40, 4096)
+	rd = limitReading{inFlight: 40, running: 3, queued: 37, hasRunning: true, hasQueued: true, hasPreemptions: true, preemptions: 0}
+	r.next(rd)
+	rd.preemptions = 20
+	if got, _ := r.next(rd); got != 10 {
+		t.Errorf("preempted down to 3 running: cut to %d, want 10 (a quarter)", got)
 	}
 }
 
