@@ -100,7 +100,7 @@ func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
 		p.setLimit(s, int64(st.rule.limit))
 	}
 	if !reads {
-		ctl.logf("gen: --scrape-every 0: no server's /metrics is read, so each is sent %d requests at once at most (--concurrency N sets a number)", min(DefaultConcurrency, g.bound))
+		ctl.logf("gen: --scrape-every 0 reads no /metrics: %d requests at once a server", min(DefaultConcurrency, g.bound))
 	}
 	return g
 }
@@ -195,7 +195,7 @@ func (g *governor) settled(s *server, st *governed) {
 	g.record(s, st)
 	if !st.found && st.rule.cut {
 		st.found = true
-		g.ctl.logf("gen: %s: capacity found: %d requests in flight at most on it (from its /metrics; the limit follows them)", s.name, st.rule.limit)
+		g.ctl.logf("gen: %s: capacity %d requests at once (from its /metrics)", s.name, st.rule.limit)
 	}
 }
 
@@ -221,7 +221,11 @@ func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
 		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
 		g.apply(s, st, smp.Time, from, fixed, "no signal (no queue in its /metrics)")
 	}
-	g.ctl.once("fixed limit "+s.name, "gen: %s: its /metrics tell no queue (or there are none): it is sent %d requests at once at most (--concurrency N sets a number)", s.name, fixed)
+	what := "no queue in its /metrics"
+	if smp.NoMetrics {
+		what = "no /metrics"
+	}
+	g.ctl.once("fixed limit "+s.name, "gen: %s: %s: %d requests at once", s.name, what, fixed)
 }
 
 // limitOf is s's limit as a sample keeps it: its own, or its share of
