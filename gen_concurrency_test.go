@@ -332,7 +332,10 @@ func TestConcurrencyDefaultIsTheServersCapacity(t *testing.T) {
 	if gen < 384 || server < 384 {
 		t.Errorf("without --concurrency: at most %d in flight (gen's count), %d at the server; want most of its 512 slots\n%s", gen, server, log)
 	}
-	if queue > 128 {
+	// A small queue: the limit is 544 while all 512 run; on a loaded
+	// machine the simulator admits late and gen may go past it for a
+	// moment, but never to the 1,536 a fixed 2048 queues.
+	if queue > 256 {
 		t.Errorf("without --concurrency: %d queued at the server at once; want a small queue\n%s", queue, log)
 	}
 	events, err := queryJSON[map[string]any](t, bin, db, "events")

@@ -89,12 +89,14 @@ type counterPoint struct {
 // loop reads the server's /metrics every interval, or at adaptEvery
 // while the governor moves its limit, until ctx ends.
 func (sc *scraper) loop(ctx context.Context, every time.Duration) {
+	fast := false
 	for {
-		sc.scrape(ctx)
+		sc.scrape(ctx, fast)
 		wait := every
 		if sc.m.gov.fast(sc.s) {
 			wait = min(adaptEvery, every)
 		}
+		fast = wait < every
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -103,6 +105,7 @@ func (sc *scraper) loop(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		case <-sc.poke:
 			t.Stop()
+			fast = false
 		}
 	}
 }
@@ -115,8 +118,10 @@ func (sc *scraper) wake() {
 	}
 }
 
-// scrape takes one sample and hands it to the recorder.
-func (sc *scraper) scrape(ctx context.Context) {
+// scrape takes one sample and hands it to the recorder; a fast one (read
+// at adaptEvery, between two of the monitor's interval) only when the
+// limit changed with it, or the interval has passed since the last stored.
+func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	s, m := sc.s, sc.m
 	smp := &store.ServerSample{Run: m.run}
 	var cur *servermetrics.Reading
@@ -170,7 +175,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 	limit := s.limit.Load()
 	m.gov.observe(s, smp) // the limit follows the reading (limit.go); sets smp.Limit
 	sc.remember(smp)
-	if smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit {
+	if !fast || smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit {
 		sc.stored = smp.Time
 		m.add(pending{server: s.name, sample: smp})
 	}
@@ -435,7 +440,7 @@ func (m *monitor) close(final bool, stop *store.Event) {
 		var wg sync.WaitGroup
 		for _, sc := range *p {
 			if sc.s.up.Load() {
-				wg.Go(func() { sc.scrape(context.Background()) })
+				wg.Go(func() { sc.scrape(context.Background(), false) })
 			}
 		}
 		wg.Wait()
