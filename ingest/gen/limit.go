@@ -168,9 +168,16 @@ func (g *governor) stated(s *server, capacity int, at int64) {
 }
 
 // apply sets s's limit to to when it changed, folding the change into the
-// event open, and records that event once the limit settles or turns.
+// event open, and records that event once the limit settles or turns. A
+// reading without a change counts toward settling only while gen presses
+// on the limit (half of it in flight: one taken before the requests
+// start, or in a lull, says nothing of it) and the rule waits for no
+// second reading (a long queue, preemptions).
 func (g *governor) apply(s *server, st *governed, at int64, from, to int, why string) {
 	if to == from || why == "" {
+		if !st.fixed && (2*s.inFlight.Load() < int64(from) || st.rule.pending()) {
+			return
+		}
 		st.calm++
 		if st.calm == settleReadings {
 			g.settled(s, st)

@@ -145,6 +145,10 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 	return r.limit, ""
 }
 
+// pending reports whether the last reading found what a second one in a
+// row would cut for (a long queue, new preemptions).
+func (r *limitRule) pending() bool { return r.queueLastTime || r.preLastTime }
+
 // newPreemptions is how many preemptions the counter gained since the
 // reading before (0 at the first, and when it went back: a restart).
 func (r *limitRule) newPreemptions(rd limitReading) float64 {
