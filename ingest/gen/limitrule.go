@@ -25,9 +25,9 @@ import (
 //     limit, and the server holding what gen sent, not the way there or
 //     back): grow, doubling before the first cut (slow start), by 1/16
 //     after it; never past what the KV cache holds (KV use per running
-//     request times the new limit at most kvTarget), nor, while it runs
-//     the capacity it states (SGLang's max_running_requests), past that
-//     and the small queue.
+//     request times the new limit at most kvTarget), nor past the
+//     capacity it states (SGLang's max_running_requests) and the small
+//     queue.
 //
 // A cut for preemptions waits until gen's requests in flight are down to
 // the limit (the last cut took effect), so one burst is not cut for twice;
@@ -45,8 +45,8 @@ type limitRule struct {
 	preLastTime bool
 	// queueLastTime: the reading before found a long queue too.
 	queueLastTime bool
-	// capacity is what the server states (0: none): while that
-	// many run, the limit grows no further than it and the small queue.
+	// capacity is what the server states (0: none): the limit grows no
+	// further than it and the small queue.
 	capacity int
 }
 
@@ -134,8 +134,8 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 				why = fmt.Sprintf("%s (running %d, KV %.0f%% used)", whyRoom, run, 100*rd.kv)
 			}
 		}
-		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && run >= r.capacity && most < to {
-			to = most // it runs all it says it can
+		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && most < to {
+			to = most // it runs no more than it says it can
 		}
 		if to <= r.limit {
 			return r.limit, ""

@@ -159,7 +159,7 @@ func TestLimitBacksOffOnPreemptions(t *testing.T) {
 
 // TestLimitStaysWithinKV: growth stops where the KV cache would fill
 // (KV use per running request), and past the capacity an SGLang server
-// states while it runs that many.
+// states (and the small queue).
 func TestLimitStaysWithinKV(t *testing.T) {
 	r := newLimitRule(100, 4096)
 	rd := full(100, 1<<20)
@@ -180,5 +180,10 @@ func TestLimitStaysWithinKV(t *testing.T) {
 	}
 	if got, why := r.next(full(r.limit, 512)); got != 512+queueKeep(512) {
 		t.Errorf("running all 512 it states: grew to %d (%s)", got, why)
+	}
+	rd = full(r.limit, 512)
+	rd.running, rd.queued = 450, 0 // slots free, the rest on the way
+	if got, why := r.next(rd); got != 512+queueKeep(512) {
+		t.Errorf("running 450 of the 512 it states: grew to %d (%s)", got, why)
 	}
 }
