@@ -35,7 +35,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	var servers stringList
 	fs.Var(&servers, "server", "server URL (repeatable), or sim for the built-in simulator")
 	api := fs.String("api", "auto", "auto: the route each server offers (SGLang: /generate; vLLM, llama.cpp and other OpenAI-compatible servers: chat, token ids to /v1/completions); or force generate, chat or completions")
-	concurrency := fs.Int("concurrency", 128, "requests in flight")
+	concurrency := fs.Int("concurrency", 0, "requests in flight at most, over all servers: a hard bound; by default (or 0) each server is kept at its own capacity, learned from its /metrics (128 on one without them), up to 4096 in all")
 	out := fs.String("out", "", "write DIR/<dataset>/raw_responses.jsonl instead of beside the prompts")
 	waitReady := fs.Duration("wait-ready", 30*time.Minute, "how long to wait for the servers to load and warm up")
 	retryErrors, allowMixed := fs.Bool("retry-errors", false, "send again the prompts whose last outcome was an error"), fs.Bool("allow-mixed", false, "answer a dataset whose answers were made with other sampling or by another model or server (refused by default, before any request; 'gendex check' reports the mix)")
@@ -71,6 +71,9 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	}
 	if len(servers) == 0 {
 		return usagef("gen: give at least one --server URL (or --server sim for a dry run)")
+	}
+	if *concurrency < 0 {
+		return usagef("gen: --concurrency %d: want a number of requests, or leave it out to keep each server at its capacity", *concurrency)
 	}
 	if *stallAfter <= 0 {
 		return usagef("gen: --stall-after %s: want a positive duration such as 10m", *stallAfter)
@@ -206,7 +209,7 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 		if f := metrics.Load(); f != nil {
 			(*f)(p)
 		}
-	}, cfg.Concurrency)
+	}, cfg.InFlightBound())
 	if err != nil {
 		return err
 	}

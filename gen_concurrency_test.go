@@ -277,3 +277,113 @@ func inFlightMetric(url string) (int64, bool) {
 	}
 	return sum, true
 }
+
+// TestConcurrencyDefaultIsTheServersCapacity: without --concurrency, gen
+// keeps a server of 512 slots (`gendex sim` as SGLang, its decode step
+// growing with the batch) at its capacity, learned from its /metrics and
+// /server_info: far more than the old fixed 128 in flight, and a small
+// queue at the server (not the 1,500 a fixed 2048 leaves there); its ready
+// line says so, and the limit is recorded (a limit event, the samples).
+// With --concurrency 64 against the same server, never more than 64 are
+// in flight, as gen counts them and as the server sees them.
+func TestConcurrencyDefaultIsTheServersCapacity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs simulator processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin, "--flavor", "sglang", "--metrics", "--slots", "512", "--step-base", "2ms", "--step-per-req", "4us", "--seed", "5")
+	root := t.TempDir()
+	var b strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&b, `{"id":"p-%d","input_ids":[%d,%d,%d,%d]}`+"\n", i, 100+i%50, 200+i%70, 300+i%90, 400+i)
+	}
+	writePrompts(t, filepath.Join(root, "C"), b.String())
+
+	// run runs gen with flags and returns the most requests it counted in
+	// flight (gendex_in_flight), the most the server ran plus queued, and
+	// the server's longest queue, each read every 10 ms, and its log.
+	run := func(flags ...string) (gen, server, queue int64, log, db string) {
+		db, listen := filepath.Join(t.TempDir(), "g.db"), freeAddr(t)
+		args := append([]string{"--db", db, "gen", "--server", url, "--out", t.TempDir(), "--max-new-tokens", "32", "--listen", listen}, flags...)
+		p := startGendex(t, bin, "", append(args, root)...)
+		for {
+			if n, ok := inFlightMetric("http://" + listen + "/metrics"); ok {
+				gen = max(gen, n)
+			}
+			if r, q, ok := simLoad(url); ok {
+				server, queue = max(server, r+q), max(queue, q)
+			}
+			select {
+			case <-p.Done():
+				if code := p.Wait(); code != 0 {
+					t.Fatalf("gen %v: exit %d\n%s", flags, code, p.Stderr())
+				}
+				return gen, server, queue, p.Stderr(), db
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+
+	gen, server, queue, log, db := run()
+	if !strings.Contains(log, "concurrency adaptive (up to ") {
+		t.Errorf("the start line does not name the adaptive concurrency:\n%s", log)
+	}
+	if gen < 384 || server < 384 {
+		t.Errorf("without --concurrency: at most %d in flight (gen's count), %d at the server; want most of its 512 slots\n%s", gen, server, log)
+	}
+	// A small queue: the limit is 544 while all 512 run; on a loaded
+	// machine the simulator admits late and gen may go past it for a
+	// moment, but never to the 1,536 a fixed 2048 queues.
+	if queue > 256 {
+		t.Errorf("without --concurrency: %d queued at the server at once; want a small queue\n%s", queue, log)
+	}
+	events, err := queryJSON[map[string]any](t, bin, db, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limits []string
+	for _, e := range events {
+		if e["event"] == "limit" {
+			limits = append(limits, fmt.Sprint(e["detail"]))
+		}
+	}
+	if len(limits) == 0 || !strings.HasPrefix(limits[0], "128 -> 544: its max_running_requests (512)") {
+		t.Errorf("limit events %q; want the first 128 -> 544 (512 stated, a queue of 32)", limits)
+	}
+
+	gen, server, _, log, _ = run("--concurrency", "64")
+	if gen > 64 || server > 64 {
+		t.Errorf("--concurrency 64: %d in flight (gen's count), %d at the server\n%s", gen, server, log)
+	}
+	if gen < 32 {
+		t.Errorf("--concurrency 64: at most %d in flight; the test saw no load", gen)
+	}
+}
+
+// simLoad reads the requests an SGLang simulator at url runs and queues
+// (sglang:num_running_reqs, sglang:num_queue_reqs on its /metrics).
+func simLoad(url string) (running, queued int64, ok bool) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, 0, false
+	}
+	var seen int
+	for line := range strings.Lines(string(data)) {
+		var v float64
+		switch {
+		case strings.HasPrefix(line, "sglang:num_running_reqs{"):
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			running, seen = int64(v), seen+1
+		case strings.HasPrefix(line, "sglang:num_queue_reqs{"):
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			queued, seen = int64(v), seen+1
+		}
+	}
+	return running, queued, seen == 2
+}

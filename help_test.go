@@ -49,7 +49,7 @@ func TestHelpGroupsFlags(t *testing.T) {
 		at += i + 1
 	}
 	for _, want := range []string{
-		"  --concurrency N         requests in flight. Default: 128.",
+		"  --concurrency N         requests in flight at most, over all servers: a hard",
 		"  --sim-decode-tps X      decode tokens/s per request (0: instant). Default: 0.",
 		"  --grace DURATION        after an interrupt, how long to wait for the answers",
 	} {

@@ -22,7 +22,7 @@ import (
 func (a *asker) connect() error {
 	hc := a.cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Transport: client.NewTransport(a.cfg.Concurrency)}
+		hc = &http.Client{Transport: client.NewTransport(a.cfg.Concurrency)} // the slots: adaptive, its bound
 	}
 	var servers []*server
 	for _, u := range a.cfg.Servers {
@@ -33,8 +33,10 @@ func (a *asker) connect() error {
 		servers = append(servers, s)
 	}
 	a.pool = newPool(servers)
+	gov := newGovernor(a.ctl, a.cfg, a.pool, a.mon != nil && a.mon.every >= 0) // each server's limit (limit.go)
 	if a.mon != nil {
 		a.pool.notify = a.mon.serverChanged
+		gov.event, a.mon.gov = a.mon.event, gov
 		a.mon.watch(servers)
 		a.mon.track(a.pool)
 	}
@@ -234,9 +236,10 @@ func (s *stopError) Unwrap() error {
 	return s.err
 }
 
-// warm opens the connections the run will use on the servers up now,
-// before the first prompt is sent, so their slots fill at once rather than
-// one dial at a time. It asks for /v1/models, which costs a server nothing.
+// warm opens the connections the run will use on the servers up now (its
+// share of --concurrency, or its limit when that is lower), before the
+// first prompt is sent, so their slots fill at once rather than one dial
+// at a time. It asks for /v1/models, which costs a server nothing.
 func (a *asker) warm() {
 	var up []*server
 	for _, s := range a.pool.servers {
@@ -246,7 +249,11 @@ func (a *asker) warm() {
 	}
 	var wg sync.WaitGroup
 	for _, s := range up {
-		for range max(1, a.cfg.Concurrency/len(a.pool.servers)) {
+		n := max(1, a.cfg.Concurrency/len(a.pool.servers))
+		if lim := int(s.limit.Load()); lim > 0 {
+			n = min(n, lim)
+		}
+		for range n {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(a.ctl.stop, 5*time.Second)
 				defer cancel()

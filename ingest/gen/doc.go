@@ -36,6 +36,11 @@
 //	stalls and the probes that find them; it reads the counts and the
 //	pool and never changes them.
 //	progress (progress.go): the live lines and the summary; it only reads.
+//	governor (limit.go, limitrule.go): each server's limit on gen's
+//	requests in flight there, which the pool's pick honours: moved, with
+//	no --concurrency, by the monitor's readings of the server's /metrics
+//	(its queue, running requests, KV use, preemptions) toward its
+//	capacity and a small queue; it changes the limits and nothing else.
 //
 // The contracts between them are job (a prompt to ask, with its recorded
 // turns) and result (a line for one of the dataset's files, with its

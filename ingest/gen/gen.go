@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Servers     []string
 	API         client.API // default APIAuto: the route each server offers (Flavor.API)
-	Concurrency int        // requests in flight at most, default 128 (a crash suspect's retry takes one too; see MaxCrashes)
+	Concurrency int        // requests in flight at most over all servers, a hard bound (a crash suspect's retry takes one too; see MaxCrashes); 0: adaptive, each server kept at its own capacity (limit.go), within InFlightBound
 	Sampling    client.SamplingParams
 	Mix         Mix // --mix: keys drawn per record (mix.go)
 	APIKey      string
@@ -122,6 +122,17 @@ type Config struct {
 	// other sampling or by another server identity (--allow-mixed).
 	AllowMixed bool
 	Paths      PromptPaths // where the prompt lines keep their id and prompt (--id, --prompt)
+
+	adaptive bool // Concurrency was 0 (defaults)
+}
+
+// InFlightBound is the most requests in flight a run of c keeps:
+// Concurrency, or when it is 0 (adaptive) AdaptiveBound.
+func (c *Config) InFlightBound() int {
+	if c.Concurrency > 0 {
+		return c.Concurrency
+	}
+	return AdaptiveBound()
 }
 
 func (c *Config) defaults() {
@@ -132,7 +143,7 @@ func (c *Config) defaults() {
 		c.API = client.APIAuto
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 128
+		c.adaptive, c.Concurrency = true, AdaptiveBound()
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 20
@@ -568,7 +579,16 @@ func (r *run) settings() string {
 	if r.cfg.API == client.APIAuto {
 		api = "auto (each server's own: SGLang /generate, others chat)"
 	}
-	return fmt.Sprintf("api %s, concurrency %d, turns %s%s, sampling %s (unset keys: server defaults)%s", api, r.cfg.Concurrency, r.cfg.Turns, export, b, r.cfg.Mix.said())
+	return fmt.Sprintf("api %s, %s, turns %s%s, sampling %s (unset keys: server defaults)%s", api, r.cfg.concurrencyText(), r.cfg.Turns, export, b, r.cfg.Mix.said())
+}
+
+// concurrencyText says the run's concurrency: the number given, or
+// adaptive and its bound.
+func (c *Config) concurrencyText() string {
+	if !c.adaptive {
+		return fmt.Sprintf("concurrency %d", c.Concurrency)
+	}
+	return fmt.Sprintf("concurrency adaptive (up to %d)", c.Concurrency)
 }
 
 // sortedByName returns sets by name, a copy.

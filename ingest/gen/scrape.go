@@ -69,6 +69,12 @@ type scraper struct {
 	// interval since; prev the last one while the server was up, for
 	// telling a restart (a counter that went back, another start time).
 	last, prev *servermetrics.Reading
+	// stored is when a sample was last stored (Unix ms): readings taken
+	// faster than the monitor's interval, while the limit moves, are
+	// stored only when the limit changed. askedCapacity: an SGLang
+	// server's stated capacity was asked (once).
+	stored        int64
+	askedCapacity bool
 
 	mu      sync.Mutex
 	live    liveView
@@ -80,16 +86,26 @@ type counterPoint struct {
 	v  float64
 }
 
+// loop reads the server's /metrics every interval, or at adaptEvery
+// while the governor moves its limit, until ctx ends.
 func (sc *scraper) loop(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	fast := false
 	for {
-		sc.scrape(ctx)
+		sc.scrape(ctx, fast)
+		wait := every
+		if sc.m.gov.fast(sc.s) {
+			wait = min(adaptEvery, every)
+		}
+		fast = wait < every
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-tick.C:
+		case <-t.C:
 		case <-sc.poke:
+			t.Stop()
+			fast = false
 		}
 	}
 }
@@ -102,8 +118,10 @@ func (sc *scraper) wake() {
 	}
 }
 
-// scrape takes one sample and hands it to the recorder.
-func (sc *scraper) scrape(ctx context.Context) {
+// scrape takes one sample and hands it to the recorder; a fast one (read
+// at adaptEvery, between two of the monitor's interval) only when the
+// limit changed with it, or the interval has passed since the last stored.
+func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	s, m := sc.s, sc.m
 	smp := &store.ServerSample{Run: m.run}
 	var cur *servermetrics.Reading
@@ -132,6 +150,7 @@ func (sc *scraper) scrape(ctx context.Context) {
 			smp.Scraped = true
 			r.Fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.Flavor()
+			sc.askCapacity(ctx)
 			if r.Flavor() == store.FlavorOther {
 				m.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
@@ -153,8 +172,27 @@ func (sc *scraper) scrape(ctx context.Context) {
 		}
 	}
 	smp.LastSeen = sc.lastSeen
+	limit := s.limit.Load()
+	m.gov.observe(s, smp) // the limit follows the reading (limit.go); sets smp.Limit
 	sc.remember(smp)
-	m.add(pending{server: s.name, sample: smp})
+	if !fast || smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit {
+		sc.stored = smp.Time
+		m.add(pending{server: s.name, sample: smp})
+	}
+}
+
+// askCapacity asks an SGLang server, once, the capacity it states, for the
+// governor to start its limit there (servermetrics.StatedCapacity).
+func (sc *scraper) askCapacity(ctx context.Context) {
+	if sc.askedCapacity || sc.flavor != store.FlavorSGLang || sc.m.gov.state(sc.s) == nil {
+		return
+	}
+	sc.askedCapacity = true
+	cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	defer cancel()
+	if n, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
+		sc.m.gov.stated(sc.s, n, time.Now().UnixMilli())
+	}
 }
 
 // checkRestart compares a reading taken at t (Unix ms) while the server
@@ -260,6 +298,7 @@ type monitor struct {
 	failed   atomic.Bool
 
 	scrapers atomic.Pointer[map[*server]*scraper]
+	gov      *governor // each server's limit, moved by the readings (limit.go); set by connect
 	bursts   bursts
 	row      runRow   // the run's row in the index (runstate.go)
 	stalls   stallLog // the run's stalls, for its summary (stall.go)
@@ -401,12 +440,13 @@ func (m *monitor) close(final bool, stop *store.Event) {
 		var wg sync.WaitGroup
 		for _, sc := range *p {
 			if sc.s.up.Load() {
-				wg.Go(func() { sc.scrape(context.Background()) })
+				wg.Go(func() { sc.scrape(context.Background(), false) })
 			}
 		}
 		wg.Wait()
 	}
 	m.bursts.flushAll()
+	m.gov.flush()
 	if stop != nil {
 		stop.Time = time.Now().UnixMilli()
 		m.add(pending{event: stop})
@@ -431,7 +471,11 @@ func (m *monitor) serverLines(now time.Time) []string {
 		}
 		state := stallState(s, now) // stall.go
 		if state == "" || !s.up.Load() {
-			state = serverState(s, sc.view(), now)
+			v := sc.view()
+			state = serverState(s, v, now)
+			if m.gov.state(s) != nil && s.up.Load() && v.sample.Limit > 0 {
+				state += fmt.Sprintf("; gen's limit %d", v.sample.Limit) // adaptive (limit.go)
+			}
 		}
 		lines = append(lines, "  server "+s.name+": "+state)
 	}

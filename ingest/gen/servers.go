@@ -43,6 +43,9 @@ type server struct {
 	up       atomic.Bool
 	everUp   atomic.Bool  // was up once in this run
 	downAt   atomic.Int64 // unix ms when last marked down, or when the run began
+	// limit bounds inFlight: pick sends it no more while inFlight is at
+	// it (0: no limit of its own). The governor sets it (limit.go).
+	limit atomic.Int64
 	// tokenize is 0 (untried), 1 (works) or -1 (unsupported: use chat).
 	tokenize atomic.Int32
 	// tokens and unknownTokens count, like done, what this server answered
@@ -66,14 +69,21 @@ type server struct {
 	retired  atomic.Bool
 }
 
-// pool spreads requests over servers by least outstanding requests and
-// keeps the ones that are not ready (yet, or any more) out until they
-// answer. probe waits for a server to be ready and reads its facts; it
-// returns early only when its context ends or the run stops.
+// pool spreads requests over servers by least outstanding requests (for
+// its limit: the lowest share of it in use) and keeps the ones that are
+// not ready (yet, or any more) out until they answer, and the ones at
+// their limit until a request to them ends or the limit rises. probe
+// waits for a server to be ready and reads its facts; it returns early
+// only when its context ends or the run stops.
 type pool struct {
 	servers []*server
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when a server comes up
+	// room wakes one pick waiting while every server up is at its limit
+	// (waiting counts them): a request ended or a limit rose. The one
+	// woken passes it on when room is left.
+	room    chan struct{}
+	waiting atomic.Int64
 	probe   func(ctx context.Context, s *server)
 	// notify, when set, is told when a server goes down or comes up
 	// (wasUp: it was up before in this run; down: how long it was out).
@@ -83,37 +93,96 @@ type pool struct {
 // newPool returns a pool of servers that are all down: each is put in
 // rotation by markUp once it is ready.
 func newPool(servers []*server) *pool {
-	return &pool{servers: servers, changed: make(chan struct{})}
+	return &pool{servers: servers, changed: make(chan struct{}), room: make(chan struct{}, 1)}
 }
 
-// pick returns the up server with the fewest requests in flight (and
-// counts one more on it), waiting while every server is down; a retired
+// pick returns the up server with the lowest share of its limit in flight
+// (the fewest requests, when the limits are equal) and counts one more on
+// it, waiting while every server is down or at its limit; a retired
 // server (identity.go) is never picked.
 func (p *pool) pick(ctx context.Context) (*server, error) {
+	// Counted as waiting before each look, so a request that ends after
+	// the look finds it waiting and wakes it.
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	for {
 		p.mu.Lock()
 		var best *server
+		roomy := 0 // servers with room for one more
 		for _, s := range p.servers {
-			if s.up.Load() && !s.retired.Load() && !s.stalledNow() && (best == nil || s.inFlight.Load() < best.inFlight.Load()) {
+			if !s.up.Load() || s.retired.Load() || s.stalledNow() || !s.hasRoom(0) {
+				continue
+			}
+			roomy++
+			if best == nil || s.busier(best) < 0 {
 				best = s
 			}
 		}
 		if best != nil {
 			best.inFlight.Add(1)
+			left := roomy > 1 || best.hasRoom(0)
 			p.mu.Unlock()
+			if left && p.waiting.Load() > 1 {
+				p.nudge() // another waiting pick may go too
+			}
 			return best, nil
 		}
 		wait := p.changed
 		p.mu.Unlock()
 		select {
 		case <-wait:
+		case <-p.room:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 }
 
-func (p *pool) release(s *server) { s.inFlight.Add(-1) }
+// hasRoom reports whether s may take more than extra requests beyond
+// those in flight under its limit.
+func (s *server) hasRoom(extra int64) bool {
+	lim := s.limit.Load()
+	return lim <= 0 || s.inFlight.Load()+extra < lim
+}
+
+// busier compares the shares of their limits s and o have in flight
+// (by count when either has no limit): below 0 when s's is lower.
+func (s *server) busier(o *server) int {
+	a, b := s.inFlight.Load(), o.inFlight.Load()
+	if la, lb := s.limit.Load(), o.limit.Load(); la > 0 && lb > 0 {
+		a, b = a*lb, b*la
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// nudge wakes one pick waiting for room, if any.
+func (p *pool) nudge() {
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
+}
+
+// setLimit sets s's limit to n (0: none), waking a pick waiting for room
+// when it rose.
+func (p *pool) setLimit(s *server, n int64) {
+	if old := s.limit.Swap(n); (n > old || n <= 0) && p.waiting.Load() > 0 {
+		p.nudge()
+	}
+}
+
+func (p *pool) release(s *server) {
+	s.inFlight.Add(-1)
+	if p.waiting.Load() > 0 {
+		p.nudge()
+	}
+}
 
 // ended releases a request to s that ended with err (nil: answered). One
 // that got no answer at all (no status; not a timeout) is counted as lost,

@@ -60,6 +60,7 @@ const (
 	keyDrafts     = "drafts"     // speculative drafts (counter)
 	keyAccepted   = "accepted"   // accepted draft tokens (counter)
 	keyDecodes    = "decodes"    // decode calls (counter; only a restart's sign)
+	keyPreempted  = "preempted"  // requests preempted or retracted (counter)
 	keyStart      = "start"      // process start time, Unix seconds
 )
 
@@ -98,7 +99,12 @@ var processStart = source{key: keyStart, names: []string{"process_start_time_sec
 //     Process-Start-Time-Unix header) and server-task.cpp (the names: no
 //     labels; kv_cache_usage_ratio is in older builds only,
 //     prompt_tokens_cached_total and spec_decode_* in newer ones; its
-//     prompt_tokens_total leaves out the cached tokens).
+//     prompt_tokens_total leaves out the cached tokens);
+//   - preemptions: vLLM's num_preemptions (a counter, so
+//     num_preemptions_total; the bare name in older copies), SGLang's
+//     scheduler counter num_retracted_requests_total (a request retracted
+//     from a decode batch for want of KV, sglang-api.md §7); llama.cpp
+//     has none (each slot has its own context).
 var flavorSources = map[store.Flavor][]source{
 	store.FlavorSGLang: {
 		{key: keyRunning, names: []string{"sglang:num_running_reqs"}, how: combineSum},
@@ -111,6 +117,7 @@ var flavorSources = map[store.Flavor][]source{
 		{key: keyAccept, names: []string{"sglang:spec_accept_length"}, how: combineMean},
 		{key: keyRequests, names: []string{"sglang:num_requests_total"}, how: combineSum, counter: true},
 		{key: keyCached, names: []string{"sglang:cached_tokens_total"}, how: combineSum, counter: true, partTotal: "cache_source"},
+		{key: keyPreempted, names: []string{"sglang:num_retracted_requests_total"}, how: combineSum, counter: true},
 		processStart,
 	},
 	store.FlavorVLLM: {
@@ -124,6 +131,7 @@ var flavorSources = map[store.Flavor][]source{
 		{key: keyQueries, names: []string{"vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries"}, how: combineSum, counter: true},
 		{key: keyDrafts, names: []string{"vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts"}, how: combineSum, counter: true},
 		{key: keyAccepted, names: []string{"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens"}, how: combineSum, counter: true},
+		{key: keyPreempted, names: []string{"vllm:num_preemptions_total", "vllm:num_preemptions"}, how: combineSum, counter: true},
 		processStart,
 	},
 	store.FlavorLlamaCpp: {
@@ -156,6 +164,7 @@ var directMetrics = []struct {
 	{keyHitRate, store.MetricCacheHitRate}, {keyThroughput, store.MetricGenThroughput}, {keyGen, store.MetricGenTokens},
 	{keyPrompt, store.MetricPromptTokens}, {keyAccept, store.MetricAcceptLength}, {keyRequests, store.MetricRequests},
 	{keyStart, store.MetricStartTime}, {keyDrafts, store.MetricSpecDrafts}, {keyAccepted, store.MetricSpecAccepted},
+	{keyPreempted, store.MetricPreemptions},
 }
 
 // readNames is every name some flavor reads: the others are skipped by

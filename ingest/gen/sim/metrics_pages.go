@@ -70,6 +70,10 @@ func (m *meters) sglangPage(w http.ResponseWriter, r *http.Request) {
 	}
 	streaming("sglang:num_requests_total", "The number of processed requests.", float64(m.counts.items.Load()))
 	tokenizer("sglang:num_aborted_requests_total", "Number of requests aborted.", float64(st.Aborts))
+	// The scheduler's retractions: SGLang's admission reserves every
+	// running request's max_new_tokens (batch.go), so it never retracts.
+	p.Family("sglang:num_retracted_requests_total", "The number of retracted requests.", prom.Counter)
+	p.Float(0, "engine_type", "unified", "model_name", m.cfg.Model, "moe_ep_rank", "0", "pp_rank", "0", "tp_rank", "0")
 	f := m.fstats.snapshot()
 	hl := []string{"engine_type", "unified", "is_streaming", "false", "model_name", m.cfg.Model}
 	writeHistogram(&b, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", f.ttft, hl...)

@@ -32,7 +32,7 @@ func TestMetricsFormat(t *testing.T) {
 	// SGLang's names have colons, which promtool's lint frowns on.
 	var allowed []string
 	for _, name := range []string{"num_running_reqs", "num_queue_reqs", "context_len", "prompt_tokens_total",
-		"generation_tokens_total", "num_requests_total", "num_aborted_requests_total", "num_used_tokens",
+		"generation_tokens_total", "num_requests_total", "num_aborted_requests_total", "num_retracted_requests_total", "num_used_tokens",
 		"token_usage", "gen_throughput", "cache_hit_rate", "max_total_num_tokens", "cached_tokens_total",
 		"time_to_first_token_seconds", "e2e_request_latency_seconds"} {
 		allowed = append(allowed, "sglang:"+name+" metric names should not contain ':'")

@@ -108,8 +108,9 @@ var (
 )
 
 // metricValues reads /metrics into name -> value, checking every sample's
-// labels: the scheduler's gauges carry SGLang's scheduler labels, the
-// tokenizer's counters model_name and engine_type.
+// labels: the scheduler's gauges (and its retractions counter) carry
+// SGLang's scheduler labels, the tokenizer's counters model_name and
+// engine_type.
 func metricValues(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	resp, b := do(t, http.MethodGet, url+"/metrics", "", "")
@@ -127,6 +128,8 @@ func metricValues(t *testing.T, url string) map[string]float64 {
 			continue // one series per cache_source (TestSGLangStreamingLabels)
 		case m[1] == "sglang:prompt_tokens_total", m[1] == "sglang:generation_tokens_total", m[1] == "sglang:num_requests_total":
 			want = `engine_type="unified",is_streaming="false",model_name="sim-model"`
+		case m[1] == "sglang:num_retracted_requests_total":
+			// the scheduler's counter: its labels
 		case strings.HasSuffix(m[1], "_total"):
 			want = `engine_type="unified",model_name="sim-model"`
 		}

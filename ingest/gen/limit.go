@@ -1,0 +1,256 @@
+package gen
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"gendex/query/guard"
+	"gendex/store"
+)
+
+// governor keeps each server's limit on gen's requests in flight on it
+// (server.limit; pool.pick honours it) when the run's concurrency is
+// adaptive (no --concurrency): it starts every server at DefaultConcurrency
+// (or the capacity an SGLang server states), and moves it after each look
+// at the server's own /metrics by limitRule (limitrule.go); a server with
+// no /metrics (or a run that reads none) keeps DefaultConcurrency, said
+// once. Under a given --concurrency it sets no limit: the slots bound all.
+// It records a limit event per change that matters (steps in a row folded
+// into one) and says in the log the capacity first found for each server.
+//
+// Its only inputs are the scraper's samples (scrape.go calls observe, from
+// each server's one scraper goroutine, so a server's state is only ever
+// touched by that goroutine) and what SGLang states; it changes nothing but
+// the limits, never the counts in flight or the slots, and sends nothing.
+type governor struct {
+	ctl      *control
+	pool     *pool
+	adaptive bool
+	bound    int // the run's slots: no limit goes past it
+	// event records an event (the monitor's); nil: none are.
+	event  func(t int64, server, name, detail string)
+	states map[*server]*governed
+}
+
+// DefaultConcurrency is the limit of a server gen has no signal from, and
+// every server's start under an adaptive concurrency: --concurrency's old
+// default.
+const DefaultConcurrency = 128
+
+// MaxAdaptive is the most requests in flight an adaptive run keeps, over
+// all servers (no more than the open-file limit allows: AdaptiveBound).
+const MaxAdaptive = 4096
+
+// adaptEvery is how often a server's /metrics is read while its limit
+// moves; settleReadings readings in a row without a change settle it, and
+// the reads go back to Config.ScrapeEvery.
+const (
+	adaptEvery     = 250 * time.Millisecond
+	settleReadings = 4
+)
+
+// governed is one server's state in the governor.
+type governed struct {
+	rule *limitRule
+	// fixed: the server gives no signal; its limit is DefaultConcurrency.
+	fixed bool
+	calm  int   // readings in a row without a change
+	last  int64 // Unix ms of the last reading
+	fold  limitFold
+	found bool // its capacity was said in the log
+}
+
+// limitFold is a run of changes in one direction, recorded as one event
+// once the limit settles (or turns).
+type limitFold struct {
+	open     bool
+	at       int64
+	from, to int
+	why      string
+}
+
+// AdaptiveBound is the most requests in flight an adaptive run keeps:
+// MaxAdaptive, or fewer when the open-file limit leaves fewer (three file
+// descriptors a request, as the listeners' reserve counts them, beyond
+// guard.DefaultReserve), never below DefaultConcurrency.
+func AdaptiveBound() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return MaxAdaptive
+	}
+	return adaptiveBound(lim.Cur)
+}
+
+func adaptiveBound(nofile uint64) int {
+	free := int64(min(nofile, 1<<30)) - guard.DefaultReserve
+	return int(min(max(free/3, DefaultConcurrency), MaxAdaptive))
+}
+
+// newGovernor sets the first limits of p's servers for cfg; reads says
+// the servers' /metrics are read (the monitor scrapes).
+func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
+	g := &governor{ctl: ctl, pool: p, adaptive: cfg.adaptive, bound: cfg.Concurrency, states: map[*server]*governed{}}
+	if !g.adaptive {
+		return g
+	}
+	for _, s := range p.servers {
+		st := &governed{rule: newLimitRule(DefaultConcurrency, g.bound), fixed: !reads}
+		g.states[s] = st
+		p.setLimit(s, int64(st.rule.limit))
+	}
+	if !reads {
+		ctl.logf("gen: --scrape-every 0 reads no /metrics: %d requests at once a server", min(DefaultConcurrency, g.bound))
+	}
+	return g
+}
+
+// fast reports whether s's /metrics should be read at adaptEvery: its
+// limit is moving.
+func (g *governor) fast(s *server) bool {
+	st := g.state(s)
+	return st != nil && !st.fixed && st.calm < settleReadings && s.up.Load()
+}
+
+func (g *governor) state(s *server) *governed {
+	if g == nil || !g.adaptive {
+		return nil
+	}
+	return g.states[s]
+}
+
+// observe moves s's limit by smp, a reading of its /metrics (scrape.go),
+// and sets the sample's Limit and InFlight.
+func (g *governor) observe(s *server, smp *store.ServerSample) {
+	if g == nil {
+		return
+	}
+	defer func() {
+		smp.Limit, smp.InFlight = g.limitOf(s), s.inFlight.Load()
+	}()
+	st := g.state(s)
+	if st == nil || !smp.Up {
+		return
+	}
+	_, hasQueue := smp.Get(store.MetricQueued)
+	if smp.NoMetrics || smp.Scraped && !hasQueue {
+		g.noSignal(s, st, smp)
+		return
+	}
+	if !smp.Scraped {
+		return // no reading this time: nothing to go by
+	}
+	st.fixed = false
+	rd := limitReading{inFlight: int(s.inFlight.Load())}
+	rd.running, rd.hasRunning = smp.Get(store.MetricRunning)
+	rd.queued, rd.hasQueued = smp.Get(store.MetricQueued)
+	rd.kv, rd.hasKV = smp.Get(store.MetricTokenUsage)
+	rd.preemptions, rd.hasPreemptions = smp.Get(store.MetricPreemptions)
+	if st.last > 0 {
+		rd.secs = float64(smp.Time-st.last) / 1000
+	}
+	st.last = smp.Time
+	from := st.rule.limit
+	to, why := st.rule.next(rd)
+	g.apply(s, st, smp.Time, from, to, why)
+}
+
+// stated starts s at the capacity it states (SGLang's
+// max_running_requests) unless its limit was cut already.
+func (g *governor) stated(s *server, capacity int, at int64) {
+	st := g.state(s)
+	if st == nil {
+		return
+	}
+	from := st.rule.limit
+	to, why := st.rule.stated(capacity)
+	g.apply(s, st, at, from, to, why)
+}
+
+// apply sets s's limit to to when it changed, folding the change into the
+// event open, and records that event once the limit settles or turns. A
+// reading without a change counts toward settling only while gen presses
+// on the limit (half of it in flight: one taken before the requests
+// start, or in a lull, says nothing of it) and the rule waits for no
+// second reading (a long queue, preemptions).
+func (g *governor) apply(s *server, st *governed, at int64, from, to int, why string) {
+	if to == from || why == "" {
+		if !st.fixed && (2*s.inFlight.Load() < int64(from) || st.rule.pending()) {
+			return
+		}
+		st.calm++
+		if st.calm == settleReadings {
+			g.settled(s, st)
+		}
+		return
+	}
+	st.calm = 0
+	g.pool.setLimit(s, int64(to))
+	f := &st.fold
+	if f.open && (to > from) != (f.to > f.from) {
+		g.record(s, st) // it turned: the run before is one event
+	}
+	if !f.open {
+		*f = limitFold{open: true, at: at, from: from}
+	}
+	f.to, f.why = to, why
+}
+
+// settled records the folded change of s, and says the first capacity
+// found in the log.
+func (g *governor) settled(s *server, st *governed) {
+	g.record(s, st)
+	if !st.found && st.rule.cut {
+		st.found = true
+		g.ctl.logf("gen: %s: capacity %d requests at once (from its /metrics)", s.name, st.rule.limit)
+	}
+}
+
+// record records the folded change of s as one event, when it matters
+// (an eighth of the limit, or 2 requests, at least).
+func (g *governor) record(s *server, st *governed) {
+	f := st.fold
+	st.fold = limitFold{}
+	if !f.open || g.event == nil {
+		return
+	}
+	if d := f.to - f.from; max(d, -d) >= max(2, f.from/8) {
+		g.event(f.at, s.name, EventLimit, fmt.Sprintf("%d -> %d: %s", f.from, f.to, f.why))
+	}
+}
+
+// noSignal keeps s at DefaultConcurrency: it has no /metrics, or none
+// with a queue (said once).
+func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
+	fixed := min(DefaultConcurrency, g.bound)
+	if !st.fixed || st.rule.limit != fixed {
+		from := st.rule.limit
+		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
+		g.apply(s, st, smp.Time, from, fixed, "no signal (no queue in its /metrics)")
+	}
+	what := "no queue in its /metrics"
+	if smp.NoMetrics {
+		what = "no /metrics"
+	}
+	g.ctl.once("fixed limit "+s.name, "gen: %s: %s: %d requests at once", s.name, what, fixed)
+}
+
+// limitOf is s's limit as a sample keeps it: its own, or its share of
+// --concurrency.
+func (g *governor) limitOf(s *server) int64 {
+	if lim := s.limit.Load(); lim > 0 {
+		return lim
+	}
+	n := int64(max(len(g.pool.servers), 1))
+	return (int64(g.bound) + n - 1) / n
+}
+
+// flush records the changes still folded (the run ends).
+func (g *governor) flush() {
+	if g == nil {
+		return
+	}
+	for s, st := range g.states {
+		g.record(s, st)
+	}
+}

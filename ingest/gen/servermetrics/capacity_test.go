@@ -1,0 +1,64 @@
+package servermetrics
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"gendex/store"
+)
+
+// TestReadPreemptions: vLLM's num_preemptions (num_preemptions_total as
+// prometheus_client writes a counter, the bare name in older copies) and
+// SGLang's num_retracted_requests_total are the sample's preemptions,
+// summed over the engines; a counter that goes back is a restart.
+func TestReadPreemptions(t *testing.T) {
+	for _, c := range []struct{ text, name string }{
+		{`vllm:num_preemptions_total{engine="0",model_name="m"} 30.0
+vllm:num_preemptions_total{engine="1",model_name="m"} 7.0
+`, "vllm:num_preemptions_total"},
+		{`vllm:num_preemptions{engine="0",model_name="m"} 37.0
+`, "vllm:num_preemptions"},
+		{`sglang:num_retracted_requests_total{engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 37.0
+sglang:num_retracted_requests_total{engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="1"} 37.0
+`, "sglang:num_retracted_requests_total"},
+	} {
+		r, s := readFixture(t, c.text, nil)
+		if v, ok := s.Get(store.MetricPreemptions); !ok || v != 37 || r.names[keyPreempted] != c.name {
+			t.Errorf("%s: preemptions %v %v from %q, want 37", c.name, v, ok, r.names[keyPreempted])
+		}
+		r2, _ := readFixture(t, strings.NewReplacer("37.0", "1.0", "30.0", "1.0").Replace(c.text), nil)
+		if why := r2.RestartedSince(r); why == "" {
+			t.Errorf("%s went back: no restart seen", c.name)
+		}
+	}
+}
+
+// TestStatedCapacity: an SGLang server's capacity from /server_info:
+// max_running_requests when set, else its ranks' effective ones summed;
+// /get_server_info on an older server; an error when neither tells.
+func TestStatedCapacity(t *testing.T) {
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/server_info", `{"max_running_requests":512,"internal_states":[{"effective_max_running_requests_per_dp":100}]}`, 512},
+		{"/server_info", `{"max_running_requests":null,"internal_states":[{"effective_max_running_requests_per_dp":300},{"effective_max_running_requests_per_dp":300}]}`, 600},
+		{"/get_server_info", `{"max_running_requests":48}`, 48},
+		{"/server_info", `{"max_running_requests":null}`, 0},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != c.path || r.Header.Get("Authorization") != "Bearer k" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Write([]byte(c.body))
+		}))
+		got, err := StatedCapacity(t.Context(), srv.Client(), srv.URL+"/", "k")
+		srv.Close()
+		if got != c.want || (err == nil) != (c.want > 0) {
+			t.Errorf("%s %s: %d %v, want %d", c.path, c.body, got, err, c.want)
+		}
+	}
+}
