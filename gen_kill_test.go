@@ -28,7 +28,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	url := simURL(t, sim.Config{Seed: 11, Slots: 32, DecodeTokensPerSec: 400})
+	url := startSimProcess(t, bin, "--seed", "11", "--slots", "32", "--decode-tps", "400")
 	root, out := t.TempDir(), t.TempDir()
 	sets := []string{"K1", "K2"}
 	for _, name := range sets {
@@ -78,7 +78,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	if kills < 20 {
 		t.Errorf("only %d of the runs were killed; the test wants at least 20", kills)
 	}
-	clean := client.New(simURL(t, sim.Config{Seed: 11}), client.Options{})
+	clean := cleanSim(t, bin, 11)
 	for _, name := range sets {
 		checkAnsweredOnce(t, db, filepath.Join(root, name, "prompts.jsonl"), filepath.Join(out, name, "raw_responses.jsonl"), name, clean)
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/client"
-	"gendex/ingest/gen/sim"
 	"gendex/store/terminal"
 )
 
@@ -129,6 +127,6 @@ func TestGenStallFrozenServer(t *testing.T) {
 	if r := lastRun(runsOf(t, bin, db)); r.State != "finished" || r.ToGo == nil || *r.ToGo != 0 {
 		t.Errorf("after the stall: %+v; want finished, 0 to go", r)
 	}
-	clean := client.New(simURL(t, sim.Config{Seed: 12}), client.Options{})
+	clean := cleanSim(t, bin, 12)
 	checkAnsweredOnce(t, db, filepath.Join(root, "S", "prompts.jsonl"), raw, "S", clean)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"gendex/ingest/gen/client"
-	"gendex/ingest/gen/sim"
 )
 
 // TestGenConversationsSurviveSIGKILL kills a running `gendex gen --turns
@@ -33,7 +32,7 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
 	const seed = 13
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
-	clean := client.New(simURL(t, sim.Config{Seed: seed}), client.Options{})
+	clean := cleanSim(t, bin, seed)
 	for _, tc := range []struct {
 		api  string
 		sets map[string][2]int // dataset -> conversations, user turns

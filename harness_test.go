@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/gen/client"
 	"gendex/query/live"
 )
 
@@ -260,6 +261,16 @@ func startSimProcess(t *testing.T, bin string, args ...string) string {
 	addr := freeAddr(t)
 	startSimAt(t, bin, addr, args...)
 	return "http://" + addr
+}
+
+// cleanSim is a client of a `gendex sim --seed seed` process that answers
+// at once: the answers the simulator with that seed gives each prompt,
+// for a test to compare a run's with. (A process, not the simulator in
+// this one: under -race, answering every prompt of a run here costs
+// seconds of CPU.)
+func cleanSim(t *testing.T, bin string, seed int) *client.Client {
+	t.Helper()
+	return client.New(startSimProcess(t, bin, "--seed", strconv.Itoa(seed)), client.Options{})
 }
 
 // startSimAt starts `gendex sim` on addr, waits for it to answer /health
