@@ -167,6 +167,16 @@ func tearLastLine(t *testing.T, path string) bool {
 	return true
 }
 
+// cleanSim is a client of a `gendex sim --seed seed` process that answers
+// at once: the answers the simulator with that seed gives each prompt,
+// for a test to compare a run's with. (A process, not the simulator in
+// this one: under -race, answering every prompt of a run here costs
+// seconds of CPU.)
+func cleanSim(t *testing.T, bin string, seed int) *client.Client {
+	t.Helper()
+	return client.New(startSimProcess(t, bin, "--seed", fmt.Sprint(seed)), client.Options{})
+}
+
 // simURL serves an in-process simulator for the test's lifetime.
 func simURL(t *testing.T, cfg sim.Config) string {
 	t.Helper()

@@ -1,6 +1,6 @@
 // The harness every whole-binary test of package main uses: the binary
 // and testdata's tools built once, before any test (gendexBinary,
-// testdataTool), a command run in this process with an Env of
+// built), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
 // (runGendex, mustRunGendex, runGendexCombined, runGendexWithin) or in the
 // background (startGendex, startGendexWith: a gendexProc the test reads
@@ -34,7 +34,6 @@ import (
 	"testing"
 	"time"
 
-	"gendex/ingest/gen/client"
 	"gendex/query/live"
 )
 
@@ -80,8 +79,9 @@ func goBuild(name, pkg string) (string, error) {
 	return path, nil
 }
 
-// built returns the program name that TestMain built, or fails the test
-// with why it could not.
+// built returns the program name (gendex, or the stdlib program
+// ./testdata/<name>) that TestMain built, or fails the test with why it
+// could not.
 func built(t *testing.T, name string) string {
 	t.Helper()
 	b := builds[name]
@@ -95,13 +95,6 @@ func built(t *testing.T, name string) string {
 func gendexBinary(t *testing.T) string {
 	t.Helper()
 	return built(t, "gendex")
-}
-
-// testdataTool returns the stdlib program ./testdata/<name> (seedgen,
-// seedread).
-func testdataTool(t *testing.T, name string) string {
-	t.Helper()
-	return built(t, name)
 }
 
 // testParallel is how many whole-binary tests run at once unless -parallel
@@ -261,16 +254,6 @@ func startSimProcess(t *testing.T, bin string, args ...string) string {
 	addr := freeAddr(t)
 	startSimAt(t, bin, addr, args...)
 	return "http://" + addr
-}
-
-// cleanSim is a client of a `gendex sim --seed seed` process that answers
-// at once: the answers the simulator with that seed gives each prompt,
-// for a test to compare a run's with. (A process, not the simulator in
-// this one: under -race, answering every prompt of a run here costs
-// seconds of CPU.)
-func cleanSim(t *testing.T, bin string, seed int) *client.Client {
-	t.Helper()
-	return client.New(startSimProcess(t, bin, "--seed", strconv.Itoa(seed)), client.Options{})
 }
 
 // startSimAt starts `gendex sim` on addr, waits for it to answer /health
@@ -685,15 +668,12 @@ func copyPrompts(t *testing.T, from, to string) {
 	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
 }
 
-// copyTree copies the regular files under from to to.
 // copyTree copies every file under from to to.
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()
 	copyFiles(t, from, to, func(string) bool { return true })
 }
 
-// copyFiles copies the files under from whose names keep says, and every
-// folder, to to.
 // copyFiles copies the files under from whose names keep takes to the
 // same places under to.
 func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {

@@ -133,7 +133,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	gen, read := testdataTool(t, "seedgen"), testdataTool(t, "seedread")
+	gen, read := built(t, "seedgen"), built(t, "seedread")
 	for _, fl := range seedFlavors {
 		t.Run(fl.name, func(t *testing.T) {
 			t.Parallel()
