@@ -80,7 +80,7 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	if kills < 20 {
 		t.Errorf("only %d of the runs were killed; the test wants at least 20", kills)
 	}
-	clean := cleanSim(t, bin, 11)
+	clean := client.New(simURL(t, sim.Config{Seed: 11}), client.Options{})
 	for _, name := range sets {
 		checkAnsweredOnce(t, db, filepath.Join(root, name, "prompts.jsonl"), filepath.Join(out, name, "raw_responses.jsonl"), name, clean)
 	}
@@ -167,16 +167,6 @@ func tearLastLine(t *testing.T, path string) bool {
 		t.Fatal(err)
 	}
 	return true
-}
-
-// cleanSim is a client of a `gendex sim --seed seed` process that answers
-// at once: the answers the simulator with that seed gives each prompt,
-// for a test to compare a run's with. (A process, not the simulator in
-// this one: under -race, answering every prompt of a run here costs
-// seconds of CPU.)
-func cleanSim(t *testing.T, bin string, seed int) *client.Client {
-	t.Helper()
-	return client.New(startSimProcess(t, bin, "--seed", fmt.Sprint(seed)), client.Options{})
 }
 
 // simURL serves an in-process simulator for the test's lifetime.

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 )
 
 // TestGenStopsWhenTheServerStaysDown: the server dies mid-run and nothing
@@ -70,5 +73,5 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	}
 	startSim()
 	mustRunGendex(t, bin, args...)
-	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", cleanSim(t, bin, 5))
+	checkAnsweredOnce(t, db, filepath.Join(root, "D", "prompts.jsonl"), raw, "D", client.New(simURL(t, sim.Config{Seed: 5}), client.Options{}))
 }

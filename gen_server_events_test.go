@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 )
 
 // serverRow is a row of `query server --format json`.
@@ -120,7 +123,7 @@ func TestServerRestartEvents(t *testing.T) {
 	if err == nil && len(rows) == 1 && (rows[0].AcceptLength == nil || *rows[0].AcceptLength <= 1 || rows[0].TokenUsage == nil) {
 		t.Errorf("a server with a drafter: accept_length %v, token_usage %v; want both known", rows[0].AcceptLength, rows[0].TokenUsage)
 	}
-	clean := cleanSim(t, bin, 21)
+	clean := client.New(simURL(t, sim.Config{Seed: 21}), client.Options{})
 	checkAnsweredOnce(t, db, filepath.Join(root, "R", "prompts.jsonl"), filepath.Join(out, "R", "raw_responses.jsonl"), "R", clean)
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 	"gendex/store/terminal"
 )
 
@@ -127,6 +129,6 @@ func TestGenStallFrozenServer(t *testing.T) {
 	if r := lastRun(runsOf(t, bin, db)); r.State != "finished" || r.ToGo == nil || *r.ToGo != 0 {
 		t.Errorf("after the stall: %+v; want finished, 0 to go", r)
 	}
-	clean := cleanSim(t, bin, 12)
+	clean := client.New(simURL(t, sim.Config{Seed: 12}), client.Options{})
 	checkAnsweredOnce(t, db, filepath.Join(root, "S", "prompts.jsonl"), raw, "S", clean)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 )
 
 // TestGenConversationsSurviveSIGKILL kills a running `gendex gen --turns
@@ -32,7 +33,7 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
 	const seed = 13
 	url := startSimProcess(t, bin, "--seed", fmt.Sprint(seed), "--slots", "64", "--decode-tps", "100")
-	clean := cleanSim(t, bin, seed)
+	clean := client.New(simURL(t, sim.Config{Seed: seed}), client.Options{})
 	for _, tc := range []struct {
 		api  string
 		sets map[string][2]int // dataset -> conversations, user turns

@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/sim"
 )
 
 // runRow is a row of `query runs --format json`: state and to_go are the
@@ -235,7 +238,7 @@ func TestStallRecorded(t *testing.T) {
 	if r := lastRun(runsOf(t, bin, db)); r.State != "finished" || r.ToGo == nil || *r.ToGo != 0 {
 		t.Errorf("after the stall: %+v; want finished, 0 to go", r)
 	}
-	clean := cleanSim(t, bin, 9)
+	clean := client.New(simURL(t, sim.Config{Seed: 9}), client.Options{})
 	checkAnsweredOnce(t, db, filepath.Join(root, "S", "prompts.jsonl"), raw, "S", clean)
 }
 
