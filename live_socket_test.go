@@ -401,8 +401,17 @@ func TestLongDatabasePath(t *testing.T) {
 	if !strings.HasPrefix(w.socket(), os.Getenv("XDG_RUNTIME_DIR")) {
 		t.Errorf("socket %s is not in the runtime dir", w.socket())
 	}
-	code, stdout, stderr := runGendex(t, gendexBinary(t), "", "--db", db, "query", "progress", "--format", "json")
-	if out := stdout + stderr; code != 0 || !strings.Contains(out, `"prompts": 10`) {
+	// The writer serves its socket before its first pass over root ends:
+	// the answer counts the prompts once it has indexed them.
+	var code int
+	var out string
+	waitFor(t, 30*time.Second, "the writer to answer with the 10 prompts", func() bool {
+		var stdout, stderr string
+		code, stdout, stderr = runGendex(t, gendexBinary(t), "", "--db", db, "query", "progress", "--format", "json")
+		out = stdout + stderr
+		return code != 0 || strings.Contains(out, `"prompts": 10`)
+	})
+	if code != 0 {
 		t.Fatalf("query on a long path: exit %d\n%s", code, out)
 	}
 }
