@@ -41,10 +41,10 @@ func TestGenConversationsSurviveSIGKILL(t *testing.T) {
 		{"generate", map[string][2]int{"C3": {120, 3}, "C2": {80, 2}}},
 		{"chat", map[string][2]int{"H3": {100, 3}}},
 	} {
-		// One after the other, in this test's turn: parallel subtests wait
-		// for every test before them, and these two, the longest, then ran
-		// last, on their own.
-		t.Run(tc.api, func(t *testing.T) { killConversations(t, bin, url, tc.api, tc.sets, clean) })
+		t.Run(tc.api, func(t *testing.T) {
+			t.Parallel()
+			killConversations(t, bin, url, tc.api, tc.sets, clean)
+		})
 	}
 }
 
