@@ -251,7 +251,7 @@ var fixCases = []fixCase{
 		h.url = startSimProcess(h.t, h.bin, "--unmarked", "--flavor", "vllm", "--tool-calls", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 		h.must(append(genArgs(h.url), "data/agent")...)
 		h.must("export", "--format", "ids", "data/agent")
-		out, err := exec.Command(built(h.t, "seedread"), "-root", h.path("data"), "-ids", h.path("data")).Output()
+		out, err := exec.Command(testdataTool(h.t, "seedread"), "-root", h.path("data"), "-ids", h.path("data")).Output()
 		if err != nil {
 			h.t.Fatalf("seedread: %v", err)
 		}
@@ -279,7 +279,7 @@ func TestCheckFixesClearTheirReasons(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	gen := built(t, "seedgen")
+	gen := testdataTool(t, "seedgen")
 	for _, c := range fixCases {
 		name := c.name
 		if name == "" {

@@ -84,7 +84,10 @@ func goBuild(name, pkg string) (string, error) {
 // could not.
 func built(t *testing.T, name string) string {
 	t.Helper()
-	b := builds[name]
+	b, ok := builds[name]
+	if !ok {
+		t.Fatalf("no program %s in builds (harness_test.go): add it there", name)
+	}
 	if b.err != nil {
 		t.Fatal(b.err)
 	}

@@ -88,6 +88,13 @@ func (c seedCounts) excluded() (n int) {
 	return n
 }
 
+// testdataTool returns the stdlib program ./testdata/<name> (seedgen,
+// seedread), built by TestMain before any test started.
+func testdataTool(t *testing.T, name string) string {
+	t.Helper()
+	return built(t, name)
+}
+
 // specForgeRecipe is README's SpecForge section's commands, as written:
 // its gen line for the server (the one whose URL is url), export, and the
 // gate (check) the text after them gives.
@@ -133,7 +140,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	gen, read := built(t, "seedgen"), built(t, "seedread")
+	gen, read := testdataTool(t, "seedgen"), testdataTool(t, "seedread")
 	for _, fl := range seedFlavors {
 		t.Run(fl.name, func(t *testing.T) {
 			t.Parallel()
