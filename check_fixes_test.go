@@ -295,6 +295,7 @@ func TestCheckFixesClearTheirReasons(t *testing.T) {
 		t.Skip("builds the binary and runs servers; skipped with -short")
 	}
 	bin := gendexBinary(t)
+	t.Parallel()
 	gen := testdataTool(t, "seedgen")
 	for _, c := range fixCases {
 		name := c.name

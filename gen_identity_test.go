@@ -23,6 +23,7 @@ func TestGenServerChangesIdentityMidRun(t *testing.T) {
 		t.Skip("builds the binary and kills a real simulator process")
 	}
 	bin := gendexBinary(t)
+	t.Parallel()
 	for _, mixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("allow-mixed=%v", mixed), func(t *testing.T) {
 			t.Parallel()

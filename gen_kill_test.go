@@ -28,11 +28,13 @@ func TestGenSurvivesSIGKILL(t *testing.T) {
 	}
 	bin := gendexBinary(t)
 	t.Parallel()
-	url := simURL(t, sim.Config{Seed: 11, Slots: 32, DecodeTokensPerSec: 400})
+	url := startSimProcess(t, bin, "--seed", "11", "--slots", "32", "--decode-tps", "400")
 	root, out := t.TempDir(), t.TempDir()
 	sets := []string{"K1", "K2"}
+	// The 25 runs answer some 60 prompts before their kills (the first of
+	// K1, one dataset after the other); the final run answers the rest.
 	for _, name := range sets {
-		writeIDPrompts(t, filepath.Join(root, name), name, 200)
+		writeIDPrompts(t, filepath.Join(root, name), name, 100)
 	}
 	db := filepath.Join(t.TempDir(), "g.db")
 	args := []string{"--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +32,8 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	}
 	server := startSim()
 	root := t.TempDir()
-	writeIDPrompts(t, filepath.Join(root, "D"), "D", 300)
+	const n = 100 // the kill comes after 5 answers, at 60 answers a second
+	writeIDPrompts(t, filepath.Join(root, "D"), "D", n)
 	db := filepath.Join(t.TempDir(), "g.db")
 	raw := filepath.Join(root, "D", "raw_responses.jsonl")
 	args := []string{"--db", db, "gen", "--server", "http://" + addr, "--concurrency", "4", "--down-limit", "2s", root}
@@ -63,12 +64,12 @@ func TestGenStopsWhenTheServerStaysDown(t *testing.T) {
 	}
 	b, _ := os.ReadFile(raw)
 	written := bytes.Count(b, []byte("\n"))
-	if written >= 300 {
+	if written >= n {
 		t.Fatalf("every prompt was answered before the server died (%d): the test needs a slower server", written)
 	}
 	code, out, stderr := runGendex(t, bin, "", "--db", db, "query", "progress", "--format", "csv", "--no-header")
-	if code != 0 || !strings.HasPrefix(out, "D,300,"+strconv.Itoa(written)+",") {
-		t.Errorf("query progress after the stop: %s (exit %d: %s); want D with 300 prompts and the %d answers written", out, code, stderr, written)
+	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("D,%d,%d,", n, written)) {
+		t.Errorf("query progress after the stop: %s (exit %d: %s); want D with %d prompts and the %d answers written", out, code, stderr, n, written)
 	}
 	startSim()
 	mustRunGendex(t, bin, args...)

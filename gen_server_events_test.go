@@ -56,9 +56,13 @@ func TestServerRestartEvents(t *testing.T) {
 	first := startSim()
 
 	root, out := t.TempDir(), t.TempDir()
-	writeIDPrompts(t, filepath.Join(root, "R"), "R", 600)
+	// gen reads the server's counters every half second, not every 5 s:
+	// the kill comes after two readings, the restart is seen at the first
+	// reading after it. 300 prompts are 6 s of work, most of it left
+	// when the server comes back.
+	writeIDPrompts(t, filepath.Join(root, "R"), "R", 300)
 	db := filepath.Join(t.TempDir(), "g.db")
-	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", root)
+	gen := startGendex(t, bin, "", "--db", db, "gen", "--server", url, "--out", out, "--concurrency", "16", "--scrape-every", "500ms", root)
 
 	// Kill once the server's tokens/s is known: two readings with its
 	// counter, the second one past 0.

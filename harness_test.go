@@ -1,5 +1,6 @@
 // The harness every whole-binary test of package main uses: the binary
-// built once (gendexBinary), a command run in this process with an Env of
+// and testdata's tools built once, before any test (gendexBinary,
+// built), a command run in this process with an Env of
 // buffers (gendex, mustGendex), the binary run as a user runs it
 // (runGendex, mustRunGendex, runGendexCombined, runGendexWithin) or in the
 // background (startGendex, startGendexWith: a gendexProc the test reads
@@ -38,39 +39,65 @@ import (
 
 // Building the binary.
 
-// The binary gendexBinary built, once, or why it could not.
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// gendexBinary returns the gendex binary, built once per test run. TestMain
-// builds it before any test starts: building it while tests were starting
-// processes made the exec of the new file fail now and then with EACCES (a
-// child forked meanwhile holds the file open for writing).
-func gendexBinary(t *testing.T) string {
-	t.Helper()
-	if err := buildBinary(); err != nil {
-		t.Fatal(err)
-	}
-	return binPath
+// The programs the tests run, each built once before any test starts
+// (TestMain): building one while tests were starting processes made the
+// exec of the new file fail now and then with EACCES (a child forked
+// meanwhile holds the file open for writing).
+var builds = map[string]*build{
+	"gendex":   {pkg: "."},
+	"seedgen":  {pkg: "./testdata/seedgen"},
+	"seedread": {pkg: "./testdata/seedread"},
 }
 
-// buildBinary builds the binary into a folder of its own, once.
-func buildBinary() error {
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gendex-test-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gendex")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	return binErr
+// build is one program built into a folder of its own, or why it could
+// not be.
+type build struct {
+	pkg  string
+	path string
+	err  error
+}
+
+// buildAll builds every program of builds, at once.
+func buildAll() {
+	var wg sync.WaitGroup
+	for name, b := range builds {
+		wg.Go(func() { b.path, b.err = goBuild(name, b.pkg) })
+	}
+	wg.Wait()
+}
+
+// goBuild builds package pkg into a folder of its own as name.
+func goBuild(name, pkg string) (string, error) {
+	dir, err := os.MkdirTemp("", "gendex-test-"+name)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil {
+		return path, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return path, nil
+}
+
+// built returns the program name (gendex, or the stdlib program
+// ./testdata/<name>) that TestMain built, or fails the test with why it
+// could not.
+func built(t *testing.T, name string) string {
+	t.Helper()
+	b, ok := builds[name]
+	if !ok {
+		t.Fatalf("no program %s in builds (harness_test.go): add it there", name)
+	}
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// gendexBinary returns the gendex binary.
+func gendexBinary(t *testing.T) string {
+	t.Helper()
+	return built(t, "gendex")
 }
 
 // testParallel is how many whole-binary tests run at once unless -parallel
@@ -81,9 +108,9 @@ func buildBinary() error {
 // (t.Setenv, t.Chdir) runs in parallel.
 const testParallel = 8
 
-// TestMain builds the binary before any test starts, runs the tests
+// TestMain builds the programs before any test starts, runs the tests
 // testParallel at a time (unless -parallel is given), and removes the
-// binary.
+// programs.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	given := false
@@ -91,12 +118,15 @@ func TestMain(m *testing.M) {
 	if !given {
 		flag.Set("test.parallel", strconv.Itoa(testParallel))
 	}
-	if err := buildBinary(); err != nil {
+	buildAll()
+	if err := builds["gendex"].err; err != nil {
 		fmt.Fprintln(os.Stderr, err) // every test that runs the binary fails with it too
 	}
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	for _, b := range builds {
+		if b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 	os.Exit(code)
 }
@@ -641,15 +671,12 @@ func copyPrompts(t *testing.T, from, to string) {
 	copyFiles(t, from, to, func(name string) bool { return strings.HasPrefix(name, "prompts") })
 }
 
-// copyTree copies the regular files under from to to.
 // copyTree copies every file under from to to.
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()
 	copyFiles(t, from, to, func(string) bool { return true })
 }
 
-// copyFiles copies the files under from whose names keep says, and every
-// folder, to to.
 // copyFiles copies the files under from whose names keep takes to the
 // same places under to.
 func copyFiles(t *testing.T, from, to string, keep func(name string) bool) {

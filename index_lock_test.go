@@ -184,7 +184,7 @@ func TestFrozenWriter(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runGendexWithin(t, time.Minute, gendexOpts{}, gendexBinary(t), "--db", w.db, "query", "progress")
+	code, stdout, stderr := runGendexWithin(t, time.Minute, frozenReader, gendexBinary(t), "--db", w.db, "query", "progress")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "not answering") || !strings.Contains(stderr, fmt.Sprintf("kill -CONT %d", pid)) ||
 		!strings.Contains(stderr, "ingest --follow") {
 		t.Errorf("query with the writer stopped: exit %d, want 1 and a message that the writer (its pid and command) is not answering and how to resume it\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -203,12 +203,18 @@ func TestFrozenWriter(t *testing.T) {
 	}
 }
 
+// frozenReader runs a reader of a stopped writer: it gives up waiting for
+// the answer to begin after 1 s, not 5 s (a test hook of query/live).
+var frozenReader = gendexOpts{env: []string{"GENDEX_FIRST_BYTE_TIMEOUT=1s"}}
+
 // watchFrozen types line into a shell on db whose writer is stopped: two
 // refreshes say the writer is not answering; after resume, a row of
 // dataset d comes.
 func watchFrozen(t *testing.T, db, line string, resume func()) {
 	t.Helper()
-	sh := startGendexWith(t, gendexOpts{converse: true}, gendexBinary(t), "--db", db, "shell")
+	o := frozenReader
+	o.converse = true
+	sh := startGendexWith(t, o, gendexBinary(t), "--db", db, "shell")
 	defer sh.Kill()
 	in := sh.Stdin()
 	io.WriteString(in, line+"\n")

@@ -34,7 +34,7 @@ func TestQueriesWhileGenRuns(t *testing.T) {
 	prompts := filepath.Join(dir, "prompts", "live")
 	os.MkdirAll(prompts, 0o755)
 	var b strings.Builder
-	const n = 200_000 // far more than gen answers before it is interrupted
+	const n = 50_000 // far more than gen answers before it is interrupted (200 a second)
 	for i := range n {
 		fmt.Fprintf(&b, `{"id":"p%05d","text":"prompt %d"}`+"\n", i, i)
 	}
@@ -276,7 +276,15 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	const prompts = 300_000
+	// The missing answer (17 bytes a prompt) is far longer than a socket
+	// holds (Linux's default buffer is 208 KiB): 60,000 prompts make it
+	// 1 MB. Measuring rates (-stall 30s and more) needs prompts left after
+	// two such windows.
+	rates := *stall >= 30*time.Second
+	prompts := 60_000
+	if rates {
+		prompts = 300_000
+	}
 	root := promptsRoot(t, "big", prompts)
 	w := startWriter(t, filepath.Join(t.TempDir(), "g.db"), nil, "gen", "--server", "sim", "--sim-decode-tps", "200",
 		"--concurrency", "16", "--sim-slots", "16", "--max-new-tokens", "10", "--grace", "2s",
@@ -300,7 +308,6 @@ func TestStalledReaderDoesNotHoldGen(t *testing.T) {
 	// machine, vary by more than any useful bound: they are measured, and
 	// the 5% bound checked, over windows of 30 s and more (-stall 30s),
 	// the run README reports.
-	rates := *stall >= 30*time.Second
 	rate := func(d time.Duration) float64 {
 		start, n0 := time.Now(), raw()
 		var n1 int
@@ -394,8 +401,17 @@ func TestLongDatabasePath(t *testing.T) {
 	if !strings.HasPrefix(w.socket(), os.Getenv("XDG_RUNTIME_DIR")) {
 		t.Errorf("socket %s is not in the runtime dir", w.socket())
 	}
-	code, stdout, stderr := runGendex(t, gendexBinary(t), "", "--db", db, "query", "progress", "--format", "json")
-	if out := stdout + stderr; code != 0 || !strings.Contains(out, `"prompts": 10`) {
+	// The writer serves its socket before its first pass over root ends:
+	// the answer counts the prompts once it has indexed them.
+	var code int
+	var out string
+	waitFor(t, 30*time.Second, "the writer to answer with the 10 prompts", func() bool {
+		var stdout, stderr string
+		code, stdout, stderr = runGendex(t, gendexBinary(t), "", "--db", db, "query", "progress", "--format", "json")
+		out = stdout + stderr
+		return code != 0 || strings.Contains(out, `"prompts": 10`)
+	})
+	if code != 0 {
 		t.Fatalf("query on a long path: exit %d\n%s", code, out)
 	}
 }

@@ -148,6 +148,24 @@ func simCounters(t *testing.T, url, accName, draftsName string) (accepted, draft
 // only row.
 func queryCell(t *testing.T, p *placeRun, col string, args ...string) string {
 	t.Helper()
+	return rowCell(t, queryRow(t, p, args...), col)
+}
+
+// rowCell is column col of a queryRow's row; a row without it fails the
+// test.
+func rowCell(t *testing.T, row map[string]string, col string) string {
+	t.Helper()
+	c, ok := row[col]
+	if !ok {
+		t.Fatalf("no column %s in %v", col, row)
+	}
+	return c
+}
+
+// queryRow runs gendex query ARGS in p.dir and returns its only row, by
+// column.
+func queryRow(t *testing.T, p *placeRun, args ...string) map[string]string {
+	t.Helper()
 	code, out, _ := runGendex(t, p.bin, p.dir, append([]string{"query"}, args...)...)
 	if code != 0 {
 		t.Fatalf("query %v: exit %d", args, code)
@@ -156,14 +174,14 @@ func queryCell(t *testing.T, p *placeRun, col string, args ...string) string {
 	if len(lines) != 2 {
 		t.Fatalf("query %v: want one row:\n%s", args, out)
 	}
-	head, row := strings.Split(lines[0], "\t"), strings.Split(lines[1], "\t")
+	head, cells := strings.Split(lines[0], "\t"), strings.Split(lines[1], "\t")
+	row := map[string]string{}
 	for i, h := range head {
-		if h == col && i < len(row) {
-			return row[i]
+		if i < len(cells) {
+			row[h] = cells[i]
 		}
 	}
-	t.Fatalf("query %v: no column %s:\n%s", args, col, out)
-	return ""
+	return row
 }
 
 // The same recipe against the simulator speaking llama.cpp (the facts of

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -89,35 +88,11 @@ func (c seedCounts) excluded() (n int) {
 	return n
 }
 
-var toolBuilds sync.Map // name -> *toolBuild
-
-type toolBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// testdataTool builds the stdlib program ./testdata/<name> once per test
-// run and returns its path.
+// testdataTool returns the stdlib program ./testdata/<name> (seedgen,
+// seedread), built by TestMain before any test started.
 func testdataTool(t *testing.T, name string) string {
 	t.Helper()
-	v, _ := toolBuilds.LoadOrStore(name, &toolBuild{})
-	b := v.(*toolBuild)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gendex-test-"+name)
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, name)
-		if out, err := exec.Command("go", "build", "-o", b.path, "./testdata/"+name).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./testdata/%s: %v\n%s", name, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return built(t, name)
 }
 
 // specForgeRecipe is README's SpecForge section's commands, as written:
@@ -164,6 +139,7 @@ func TestSeedShapesSpecForgeRecipe(t *testing.T) {
 		t.Skip("builds the binary and runs servers; skipped with -short")
 	}
 	bin := gendexBinary(t)
+	t.Parallel()
 	gen, read := testdataTool(t, "seedgen"), testdataTool(t, "seedread")
 	for _, fl := range seedFlavors {
 		t.Run(fl.name, func(t *testing.T) {

@@ -87,11 +87,13 @@ func TestWebInBrowser(t *testing.T) {
 	tb.eval(pageTable+`("progress")`, &prog)
 	tb.eval(pageTable+`("tokens")`, &toks)
 	for _, ds := range []string{"calm", "hostile"} {
+		row := queryRow(t, p, "progress", ds)
 		for _, col := range []string{"prompts", "answered", "failed", "raw", "missing_raw", "truncated", "done_pct"} {
-			sameNumber(t, "progress "+ds+" "+col, prog[ds][col], queryCell(t, p, col, "progress", ds))
+			sameNumber(t, "progress "+ds+" "+col, prog[ds][col], rowCell(t, row, col))
 		}
+		row = queryRow(t, p, "tokens", ds)
 		for _, col := range []string{"records", "completion_tokens", "prompt_tokens", "p50_completion_tokens", "p99_completion_tokens", "avg_completion_tokens"} {
-			sameNumber(t, "tokens "+ds+" "+col, toks[ds][col], queryCell(t, p, col, "tokens", ds))
+			sameNumber(t, "tokens "+ds+" "+col, toks[ds][col], rowCell(t, row, col))
 		}
 	}
 	if prog["TOTAL"]["raw"] == nil || *prog["TOTAL"]["raw"] != "42" {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -58,6 +59,17 @@ const (
 	// blank line every heartbeatEvery while it computes a long answer.
 	DefaultReadTimeout = 15 * time.Second
 )
+
+// firstByteTimeout is DefaultFirstByteTimeout, unless the environment's
+// GENDEX_FIRST_BYTE_TIMEOUT, read once, is a positive duration: a test
+// hook, for the whole-binary tests of a stopped writer, which wait for it
+// again and again.
+var firstByteTimeout = sync.OnceValue(func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GENDEX_FIRST_BYTE_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return DefaultFirstByteTimeout
+})
 
 // ErrNoWriter: no process serves the socket.
 var ErrNoWriter = errors.New("no process serves the socket")
@@ -161,7 +173,7 @@ func (r *Remote) Ask(ctx context.Context, q query.Query, now time.Time, out quer
 	}
 	first, each := r.FirstByteTimeout, r.ReadTimeout
 	if first <= 0 {
-		first = DefaultFirstByteTimeout
+		first = firstByteTimeout()
 	}
 	if each <= 0 {
 		each = DefaultReadTimeout
