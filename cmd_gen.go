@@ -109,20 +109,8 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		cfg.ScrapeEvery = *scrapeEvery
 	}
 	genTestHooks(c.env, &cfg)
-	if *exportFormat != "" {
-		x, err := records(*exportFormat)
-		if err != nil {
-			return err
-		}
-		x.Now = c.env.Now
-		cfg.Export = &x
-		if !flagGiven(fs, "max-new-tokens") { // say so once: cut answers make no records
-			cut := "excluded as length (raise it for training data, or --include-truncated)"
-			if x.IncludeTruncated {
-				cut = "kept, cut, in the records (--include-truncated; raise it for whole answers)"
-			}
-			fmt.Fprintf(messages(c.env), "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
-		}
+	if err := genExport(c, fs, records, *exportFormat, &cfg); err != nil {
+		return err
 	}
 	if cfg.APIKey, err = apiKeyOf(c.env, *apiKey, *apiKeyFile); err != nil {
 		return err
@@ -195,6 +183,28 @@ func genServers(ctx context.Context, c *call, fs *flag.FlagSet, servers stringLi
 
 // runGenOn runs gen of cfg over sets, with the index open and its live
 // view served, and says what it left.
+// genExport sets cfg.Export from --export FORMAT (none when ""), and says
+// once when answers cut at the default --max-new-tokens make no records.
+func genExport(c *call, fs *flag.FlagSet, records func(string) (export.Config, error), format string, cfg *gen.Config) error {
+	if format == "" {
+		return nil
+	}
+	x, err := records(format)
+	if err != nil {
+		return err
+	}
+	x.Now = c.env.Now
+	cfg.Export = &x
+	if !flagGiven(fs, "max-new-tokens") {
+		cut := "excluded as length (raise it for training data, or --include-truncated)"
+		if x.IncludeTruncated {
+			cut = "kept, cut, in the records (--include-truncated; raise it for whole answers)"
+		}
+		fmt.Fprintf(messages(c.env), "gen: --max-new-tokens is the default %d; answers cut there are %s\n", *cfg.Sampling.MaxNewTokens, cut)
+	}
+	return nil
+}
+
 func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, sets []gen.Dataset, listen listenFlags) error {
 	db, err := store.Open(c.db, store.Options{})
 	if err != nil {

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"gendex/ingest/gen"
 	"gendex/query"
+	"gendex/query/guard"
 )
 
 // rebound is the Host a page sends after it rebound its own name to the
@@ -310,4 +312,15 @@ func countLines(p *gendexProc, most int) int {
 	}()
 	p.Wait()
 	return n
+}
+
+// TestFDReserveAgrees: gen's adaptive bound on requests in flight keeps
+// the same file descriptors for its own files as the listeners' cap
+// reserves (writerReserve), so neither counts on descriptors the other
+// takes.
+func TestFDReserveAgrees(t *testing.T) {
+	t.Parallel()
+	if gen.FDReserve != guard.DefaultReserve || writerReserve(0) != gen.FDReserve {
+		t.Errorf("gen.FDReserve %d, guard.DefaultReserve %d, writerReserve(0) %d: one number", gen.FDReserve, guard.DefaultReserve, writerReserve(0))
+	}
 }

@@ -156,7 +156,7 @@ func TestGenListen(t *testing.T) {
 			resp.Body.Close()
 			body = string(b)
 			// gen's own gauges appear once its servers are registered.
-			return resp.StatusCode == http.StatusOK && strings.Contains(body, "gendex_in_flight") || !strings.Contains(path, "metrics")
+			return resp.StatusCode == http.StatusOK && strings.Contains(body, "gendex_in_flight{") || !strings.Contains(path, "metrics")
 		})
 		return body
 	}

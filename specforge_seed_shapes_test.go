@@ -96,8 +96,8 @@ func testdataTool(t *testing.T, name string) string {
 }
 
 // specForgeRecipe is README's SpecForge section's commands, as written:
-// its gen line for the server (the one whose URL is url), export, and the
-// gate (check) the text after them gives.
+// its first gen line for the server (the one whose URL is url), export,
+// and the gate (check) the text after them gives.
 func specForgeRecipe(t *testing.T, url string) [][]string {
 	t.Helper()
 	readme, err := os.ReadFile("README.md")
@@ -109,11 +109,12 @@ func specForgeRecipe(t *testing.T, url string) [][]string {
 		t.Fatal("README has no section \"SpecForge: from a ShareGPT file to training data\"")
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec = strings.ReplaceAll(sec, "\\\n", " ") // a command continued on the next line
 	var cmds [][]string
 	for _, l := range strings.Split(sec, "\n") {
 		l, _, _ = strings.Cut(strings.TrimSpace(l), "#")
-		if strings.HasPrefix(l, "gendex gen ") && !strings.Contains(l, url) {
-			continue // the other server's line
+		if strings.HasPrefix(l, "gendex gen ") && (!strings.Contains(l, url) || len(cmds) > 0) {
+			continue // the other server's line, or the same server's other way (a mixture)
 		}
 		if strings.HasPrefix(l, "gendex ") {
 			cmds = append(cmds, shellWords(t, strings.TrimSpace(l)))

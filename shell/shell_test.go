@@ -83,7 +83,8 @@ func TestComplete(t *testing.T) {
 	}{
 		{"pro", []string{"progress "}},
 		{"w", []string{"watch "}},
-		{"tokens d", []string{"demo "}},
+		{"tokens d", []string{"datatrove ", "demo "}},
+		{"tokens de", []string{"demo "}},
 		{"missing demo --st", []string{"--stage "}},
 		{"missing demo --stage t", []string{"tokenized "}},
 		{"missing demo --stage ", []string{"raw ", "tokenized "}},

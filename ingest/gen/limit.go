@@ -5,7 +5,6 @@ import (
 	"syscall"
 	"time"
 
-	"gendex/query/guard"
 	"gendex/store"
 )
 
@@ -73,7 +72,7 @@ type limitFold struct {
 // AdaptiveBound is the most requests in flight an adaptive run keeps:
 // MaxAdaptive, or fewer when the open-file limit leaves fewer (three file
 // descriptors a request, as the listeners' reserve counts them, beyond
-// guard.DefaultReserve), never below DefaultConcurrency.
+// FDReserve), never below DefaultConcurrency.
 func AdaptiveBound() int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -82,8 +81,14 @@ func AdaptiveBound() int {
 	return adaptiveBound(lim.Cur)
 }
 
+// FDReserve is how many file descriptors gen keeps for its own files
+// beyond its requests in flight: the listeners' reserve, as
+// query/guard.DefaultReserve counts it (ingest imports nothing of query's;
+// the root's TestFDReserveAgrees keeps the two one number).
+const FDReserve = 256
+
 func adaptiveBound(nofile uint64) int {
-	free := int64(min(nofile, 1<<30)) - guard.DefaultReserve
+	free := int64(min(nofile, 1<<30)) - FDReserve
 	return int(min(max(free/3, DefaultConcurrency), MaxAdaptive))
 }
 
