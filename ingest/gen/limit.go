@@ -240,7 +240,11 @@ func (g *governor) record(s *server, st *governed) {
 // with a queue (said once).
 func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
 	fixed := min(DefaultConcurrency, g.bound)
-	if !st.fixed || st.rule.limit != fixed {
+	switch {
+	case st.last == 0 && !st.fold.open: // its first word: the start was a guess, no change
+		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
+		g.pool.setLimit(s, int64(fixed))
+	case !st.fixed || st.rule.limit != fixed:
 		from := st.rule.limit
 		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
 		g.apply(s, st, smp.Time, from, fixed, "no signal (no queue in its /metrics)")
