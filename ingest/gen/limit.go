@@ -5,12 +5,13 @@ import (
 	"syscall"
 	"time"
 
+	"gendex/ingest/gen/servermetrics"
 	"gendex/store"
 )
 
 // governor keeps each server's limit on gen's requests in flight on it
 // (server.limit; pool.pick honours it) when the run's concurrency is
-// adaptive (no --concurrency): it starts every server at DefaultConcurrency
+// adaptive (no --concurrency): it starts every server at AdaptiveStart
 // (or the capacity an SGLang server states), and moves it after each look
 // at the server's own /metrics by limitRule (limitrule.go); a server with
 // no /metrics (or a run that reads none) keeps DefaultConcurrency, said
@@ -27,15 +28,23 @@ type governor struct {
 	pool     *pool
 	adaptive bool
 	bound    int // the run's slots: no limit goes past it
+	// reqTokens is the tokens the server reserves for one of the run's
+	// requests besides its prompt (--max-new-tokens; 0: unknown).
+	reqTokens int
 	// event records an event (the monitor's); nil: none are.
 	event  func(t int64, server, name, detail string)
 	states map[*server]*governed
 }
 
-// DefaultConcurrency is the limit of a server gen has no signal from, and
-// every server's start under an adaptive concurrency: --concurrency's old
-// default.
+// DefaultConcurrency is the limit of a server gen has no signal from:
+// --concurrency's old default.
 const DefaultConcurrency = 128
+
+// AdaptiveStart is every server's first limit under an adaptive
+// concurrency, until its /metrics (or the capacity SGLang states) move
+// it: low, for a server that admits greedily (vLLM) preempts past its KV
+// pool, and doubling with room reaches thousands in a few readings.
+const AdaptiveStart = 32
 
 // MaxAdaptive is the most requests in flight an adaptive run keeps, over
 // all servers (no more than the open-file limit allows: AdaptiveBound).
@@ -99,8 +108,15 @@ func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
 	if !g.adaptive {
 		return g
 	}
+	if n := cfg.Sampling.MaxNewTokens; n != nil && *n > 0 {
+		g.reqTokens = *n
+	}
+	start := AdaptiveStart
+	if !reads {
+		start = DefaultConcurrency
+	}
 	for _, s := range p.servers {
-		st := &governed{rule: newLimitRule(DefaultConcurrency, g.bound), fixed: !reads}
+		st := &governed{rule: newLimitRule(start, g.bound), fixed: !reads}
 		g.states[s] = st
 		p.setLimit(s, int64(st.rule.limit))
 	}
@@ -161,14 +177,15 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 }
 
 // stated starts s at the capacity it states (SGLang's
-// max_running_requests) unless its limit was cut already.
-func (g *governor) stated(s *server, capacity int, at int64) {
+// max_running_requests, or what its KV pool holds of the run's requests)
+// unless its limit was cut already.
+func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 	st := g.state(s)
 	if st == nil {
 		return
 	}
 	from := st.rule.limit
-	to, why := st.rule.stated(capacity)
+	to, why := st.rule.stated(c.Running, c.PoolTokens, g.reqTokens)
 	g.apply(s, st, at, from, to, why)
 }
 
@@ -228,7 +245,11 @@ func (g *governor) record(s *server, st *governed) {
 // with a queue (said once).
 func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
 	fixed := min(DefaultConcurrency, g.bound)
-	if !st.fixed || st.rule.limit != fixed {
+	switch {
+	case st.last == 0 && !st.fold.open: // its first word: the start was a guess, no change
+		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
+		g.pool.setLimit(s, int64(fixed))
+	case !st.fixed || st.rule.limit != fixed:
 		from := st.rule.limit
 		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
 		g.apply(s, st, smp.Time, from, fixed, "no signal (no queue in its /metrics)")

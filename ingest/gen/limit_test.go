@@ -58,8 +58,8 @@ func (tt *govTest) read(s *server, capacity int) *store.ServerSample {
 func TestGovernorPerServer(t *testing.T) {
 	tt := newGovTest("http://big:30000", "http://small:30000")
 	big, small := tt.servers[0], tt.servers[1]
-	if big.limit.Load() != DefaultConcurrency || small.limit.Load() != DefaultConcurrency {
-		t.Fatalf("start: %d and %d, want %d", big.limit.Load(), small.limit.Load(), DefaultConcurrency)
+	if big.limit.Load() != AdaptiveStart || small.limit.Load() != AdaptiveStart {
+		t.Fatalf("start: %d and %d, want %d", big.limit.Load(), small.limit.Load(), AdaptiveStart)
 	}
 	var last *store.ServerSample
 	for range 40 {
@@ -88,8 +88,8 @@ func TestGovernorPerServer(t *testing.T) {
 			bigEvents = append(bigEvents, e.Detail)
 		}
 	}
-	// 128 -> 1024 (folded doublings), then the cut to 512 and its queue.
-	if len(bigEvents) != 2 || !strings.HasPrefix(bigEvents[0], "128 -> 1024: room") || !strings.Contains(bigEvents[1], ": queue grew (512)") {
+	// 32 -> 1024 (folded doublings), then the cut to 512 and its queue.
+	if len(bigEvents) != 2 || !strings.HasPrefix(bigEvents[0], "32 -> 1024: room") || !strings.Contains(bigEvents[1], ": queue grew (512)") {
 		t.Errorf("the big server's events: %q", bigEvents)
 	}
 	for _, s := range tt.servers {

@@ -178,16 +178,27 @@ func (r *limitRule) grow(to int, why string) (int, string) {
 	return to, why
 }
 
-// stated starts the rule at the capacity the server states (SGLang's
-// max_running_requests) plus the small queue, unless it was cut already.
-func (r *limitRule) stated(capacity int) (int, string) {
-	to := min(capacity+queueKeep(capacity), r.bound)
-	r.capacity = max(capacity, 0)
-	if r.cut || capacity <= 0 || to == r.limit {
+// stated starts the rule at the capacity the server states and a small
+// queue, unless it was cut already: its max_running_requests, or fewer
+// when its KV pool (poolTokens, 0: not stated) holds fewer requests of
+// reqTokens (a request's max_new_tokens, what SGLang reserves for it at
+// most besides its prompt; 0: unknown). The limit grows no further than
+// max_running_requests and the small queue; the pool only sets the
+// start, for SGLang reserves less than max_new_tokens once no request
+// was retracted (its new_token_ratio), so the pool holds more.
+func (r *limitRule) stated(running, poolTokens, reqTokens int) (int, string) {
+	r.capacity = max(running, 0)
+	start, why := running, fmt.Sprintf("its max_running_requests (%d)", running)
+	if poolTokens > 0 && reqTokens > 0 && poolTokens/reqTokens < running {
+		start = max(poolTokens/reqTokens, 1)
+		why = fmt.Sprintf("its KV pool (%d tokens: %d requests of %d new tokens)", poolTokens, start, reqTokens)
+	}
+	to := min(start+queueKeep(start), r.bound)
+	if r.cut || running <= 0 || to == r.limit {
 		return r.limit, ""
 	}
 	r.limit = to
-	return to, fmt.Sprintf("its max_running_requests (%d) and a queue of %d", capacity, queueKeep(capacity))
+	return to, fmt.Sprintf("%s and a queue of %d", why, queueKeep(start))
 }
 
 // secsText is a reading's interval as a reason says it: 0.3s, 5s.

@@ -175,7 +175,7 @@ func TestLimitStaysWithinKV(t *testing.T) {
 	}
 
 	r = newLimitRule(128, 4096)
-	if got, _ := r.stated(512); got != 512+queueKeep(512) {
+	if got, _ := r.stated(512, 0, 0); got != 512+queueKeep(512) {
 		t.Fatalf("stated 512: %d", got)
 	}
 	if got, why := r.next(full(r.limit, 512)); got != 512+queueKeep(512) {
@@ -185,5 +185,32 @@ func TestLimitStaysWithinKV(t *testing.T) {
 	rd.running, rd.queued = 450, 0 // slots free, the rest on the way
 	if got, why := r.next(rd); got != 512+queueKeep(512) {
 		t.Errorf("running 450 of the 512 it states: grew to %d (%s)", got, why)
+	}
+}
+
+// TestLimitStartsAtWhatThePoolHolds: an SGLang server whose KV pool holds
+// fewer of the run's requests (max_new_tokens each) than its
+// max_running_requests starts there and a small queue, not at its slots
+// (it would queue the rest); its slots still bound the growth, for the
+// pool holds more once the server reserves less than max_new_tokens; a
+// pool that holds more than its slots, or a request size unknown, starts
+// at the slots.
+func TestLimitStartsAtWhatThePoolHolds(t *testing.T) {
+	r := newLimitRule(AdaptiveStart, 4096)
+	got, why := r.stated(512, 128*64, 64) // the pool holds 128 requests of 64 tokens
+	if got != 128+queueKeep(128) || !strings.Contains(why, "KV pool (8192 tokens: 128 requests of 64 new tokens)") {
+		t.Fatalf("stated 512 slots, a pool of 128 requests: %d (%q), want %d", got, why, 128+queueKeep(128))
+	}
+	for range 10 { // the server runs more than the pool's estimate: room
+		r.next(full(r.limit, 300))
+	}
+	if r.limit <= 300 || r.limit > 512+queueKeep(512) {
+		t.Errorf("a server running 300: limit %d, want above it and within the 512 it states", r.limit)
+	}
+	for _, c := range []struct{ pool, req int }{{1 << 20, 64}, {128 * 64, 0}, {0, 64}} {
+		r := newLimitRule(AdaptiveStart, 4096)
+		if got, _ := r.stated(512, c.pool, c.req); got != 512+queueKeep(512) {
+			t.Errorf("pool %d, requests of %d: %d, want the slots' %d", c.pool, c.req, got, 512+queueKeep(512))
+		}
 	}
 }

@@ -190,8 +190,8 @@ func (sc *scraper) askCapacity(ctx context.Context) {
 	sc.askedCapacity = true
 	cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
-	if n, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
-		sc.m.gov.stated(sc.s, n, time.Now().UnixMilli())
+	if c, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
+		sc.m.gov.stated(sc.s, c, time.Now().UnixMilli())
 	}
 }
 

@@ -37,16 +37,17 @@ sglang:num_retracted_requests_total{engine_type="unified",model_name="m",moe_ep_
 
 // TestStatedCapacity: an SGLang server's capacity from /server_info:
 // max_running_requests when set, else its ranks' effective ones summed;
+// its KV pool (max_total_num_tokens, one rank's, times dp_size);
 // /get_server_info on an older server; an error when neither tells.
 func TestStatedCapacity(t *testing.T) {
 	for _, c := range []struct {
 		path, body string
-		want       int
+		want       Stated
 	}{
-		{"/server_info", `{"max_running_requests":512,"internal_states":[{"effective_max_running_requests_per_dp":100}]}`, 512},
-		{"/server_info", `{"max_running_requests":null,"internal_states":[{"effective_max_running_requests_per_dp":300},{"effective_max_running_requests_per_dp":300}]}`, 600},
-		{"/get_server_info", `{"max_running_requests":48}`, 48},
-		{"/server_info", `{"max_running_requests":null}`, 0},
+		{"/server_info", `{"max_running_requests":512,"max_total_num_tokens":65536,"internal_states":[{"effective_max_running_requests_per_dp":100}]}`, Stated{512, 65536}},
+		{"/server_info", `{"max_running_requests":null,"dp_size":2,"max_total_num_tokens":1000,"internal_states":[{"effective_max_running_requests_per_dp":300},{"effective_max_running_requests_per_dp":300}]}`, Stated{600, 2000}},
+		{"/get_server_info", `{"max_running_requests":48}`, Stated{48, 0}},
+		{"/server_info", `{"max_running_requests":null,"max_total_num_tokens":1000}`, Stated{}},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != c.path || r.Header.Get("Authorization") != "Bearer k" {
@@ -57,8 +58,8 @@ func TestStatedCapacity(t *testing.T) {
 		}))
 		got, err := StatedCapacity(t.Context(), srv.Client(), srv.URL+"/", "k")
 		srv.Close()
-		if got != c.want || (err == nil) != (c.want > 0) {
-			t.Errorf("%s %s: %d %v, want %d", c.path, c.body, got, err, c.want)
+		if got != c.want || (err == nil) != (c.want.Running > 0) {
+			t.Errorf("%s %s: %+v %v, want %+v", c.path, c.body, got, err, c.want)
 		}
 	}
 }
