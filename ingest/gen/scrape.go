@@ -175,7 +175,11 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	limit := s.limit.Load()
 	m.gov.observe(s, smp) // the limit follows the reading (limit.go); sets smp.Limit
 	sc.remember(smp)
-	if !fast || smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit {
+	// The index keeps one sample a second (its key): a fast one in the
+	// second of the last stored would replace it, and the first sample's
+	// counters (the run's baseline, before any answer) would be lost.
+	newSecond := smp.Time/1000 != sc.stored/1000
+	if !fast || newSecond && (smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit) {
 		sc.stored = smp.Time
 		m.add(pending{server: s.name, sample: smp})
 	}
