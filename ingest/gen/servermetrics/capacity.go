@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 )
 
 // Stated is what an SGLang server states of its capacity.
@@ -42,33 +39,17 @@ func StatedCapacity(ctx context.Context, hc *http.Client, base, apiKey string) (
 }
 
 func statedAt(ctx context.Context, hc *http.Client, base, path, apiKey string) (Stated, error) {
-	u, err := url.Parse(base)
+	target, err := routeURL(base, path)
 	if err != nil {
 		return Stated{}, errors.New("bad server URL")
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	u.RawPath = ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return Stated{}, errors.New("bad server URL")
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
+	resp, body, err := get(ctx, hc, target, apiKey, "")
+	switch {
+	case resp == nil:
 		return Stated{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
-	if resp.StatusCode != http.StatusOK {
+	case resp.StatusCode != http.StatusOK:
 		return Stated{}, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
-	}
-	if err != nil {
+	case err != nil:
 		return Stated{}, err
 	}
 	return capacityOf(body)

@@ -23,12 +23,15 @@ const maxMetricsBody = 16 << 20
 
 // URL is base's /metrics, keeping base's query string (which may carry
 // credentials: it is never printed).
-func URL(base string) (string, error) {
+func URL(base string) (string, error) { return routeURL(base, "/metrics") }
+
+// routeURL is base's path route, keeping base's query string.
+func routeURL(base, route string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", err
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/metrics"
+	u.Path = strings.TrimSuffix(u.Path, "/") + route
 	u.RawPath = ""
 	return u.String(), nil
 }
@@ -71,24 +74,10 @@ const StartTimeHeader = "Process-Start-Time-Unix"
 // are the transport's or "HTTP <status>", and never hold the URL (which
 // may carry credentials).
 func Fetch(ctx context.Context, hc *http.Client, target, apiKey string) (*Reading, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return nil, errors.New("bad server URL")
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
+	resp, body, err := get(ctx, hc, target, apiKey, "text/plain;version=0.0.4")
+	if resp == nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, &NoMetricsError{Status: resp.StatusCode}
@@ -106,4 +95,33 @@ func Fetch(ctx context.Context, hc *http.Client, target, apiKey string) (*Readin
 	r := Read(body)
 	r.startHeader = strings.TrimSpace(resp.Header.Get(StartTimeHeader))
 	return r, nil
+}
+
+// get GETs target with apiKey as a bearer token (when set) and accept as
+// its Accept header (when set), and reads at most maxMetricsBody of the
+// answer. A nil response is a failure before any answer (err never holds
+// the URL, which may carry credentials); with a response, err is the
+// body's read error.
+func get(ctx context.Context, hc *http.Client, target, apiKey, accept string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, nil, errors.New("bad server URL")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
+	return resp, body, err
 }
