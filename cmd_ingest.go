@@ -400,6 +400,9 @@ func ingestExplain(c *call, paths []string, spec, dataset string, stage *store.S
 		if err != nil {
 			return err
 		}
+		if len(reps) == 0 { // nothing read is nothing explained: never a silent 0
+			return fmt.Errorf("ingest --explain: %s has no lines: nothing to explain", names[i])
+		}
 		for j := range reps {
 			reps[j].File = names[i]
 		}

@@ -122,3 +122,16 @@ func TestIngestExplainKeptMap(t *testing.T) {
 		t.Error("--explain changed the index")
 	}
 }
+
+// TestIngestExplainEmptyFile: a file with no lines has nothing to explain,
+// which is said and is no success (exit 1), never a header over nothing.
+func TestIngestExplainEmptyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "d", "raw_responses.jsonl")
+	writeTestFile(t, raw, "")
+	r := gendex(t, testEnv(nil), "--db", filepath.Join(dir, "g.db"), "ingest", "--explain", raw)
+	if r.code != 1 || !strings.Contains(r.stderr, "has no lines: nothing to explain") || r.stdout != "" {
+		t.Errorf("an empty file explained: %s", r)
+	}
+}
