@@ -193,7 +193,7 @@ func (c *chunk) add(src Source, idPath IDPath, line []byte, start, lineNo int64,
 			Msg: over + "; indexed with its completion count unknown"})
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && idPath.fields() && idPath.paths[mCompletion] != nil:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
-			Msg: fmt.Sprintf("no token count at %s (--map completion_tokens); indexed as unknown", strings.Join(idPath.paths[mCompletion], "."))})
+			Msg: fmt.Sprintf("no token count at %s (--field completion_tokens); indexed as unknown", strings.Join(idPath.paths[mCompletion], "."))})
 	case stage == store.Raw && p.rec.CompletionTokens < 0 && !p.chunk && info.other:
 		c.problems = append(c.problems, Problem{Path: src.Path, Line: lineNo, Kind: NoTokens,
 			Msg: fmt.Sprintf("no token count where a %s line keeps it (%s); indexed as unknown", forms[info.form].name, forms[info.form].counts)})
@@ -313,7 +313,7 @@ func provenanceOf(raw []byte) json.RawMessage {
 // lineIDNote is the warning for a file whose answers have no id: they are
 // known by their file and line, which no prompt carries.
 func lineIDNote(info lineInfo, id string) string {
-	how := "give --id PATH (or --map id=PATH) if the lines keep the prompt's id somewhere"
+	how := "give --id PATH (or --field id=PATH) if the lines keep the prompt's id somewhere"
 	f := info.form
 	switch {
 	case info.emptyID:

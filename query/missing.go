@@ -99,7 +99,7 @@ func unmatchedNote(v *store.View, name string) (string, error) {
 		what = fmt.Sprintf("1 answer of %s has", name)
 	}
 	return fmt.Sprintf("%s no id (%s); they are indexed by file and line, which no prompt carries, so they cannot be matched to prompts and their prompts are listed as missing; "+
-		"give ingest --id PATH (or --map id=PATH) where the lines keep the prompt's id", what, eg), nil
+		"give ingest --id PATH (or --field id=PATH) where the lines keep the prompt's id", what, eg), nil
 }
 
 // StaleReason is missing's reason for an answer whose record or exclusion
