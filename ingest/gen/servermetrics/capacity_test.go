@@ -63,3 +63,30 @@ func TestStatedCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestReadVLLMPool: vLLM states its KV pool in vllm:cache_config_info's
+// labels (num_gpu_blocks × block_size); with data parallelism every
+// engine's series carries the front end's sum, so it is read once, not
+// added; a series without the numbers states nothing, and another
+// flavor's /metrics none.
+func TestReadVLLMPool(t *testing.T) {
+	const running = "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"
+	info := func(engine, blocks, size string) string {
+		return `vllm:cache_config_info{block_size="` + size + `",cache_dtype="auto",enable_prefix_caching="True",engine="` + engine +
+			`",gpu_memory_utilization="0.9",num_gpu_blocks="` + blocks + `",num_gpu_blocks_override="None"} 1.0` + "\n"
+	}
+	for _, c := range []struct {
+		what, text string
+		want       int
+	}{
+		{"one engine", running + info("0", "2048", "16"), 32768},
+		{"two engines, the sum on each", running + info("0", "4096", "16") + info("1", "4096", "16"), 65536},
+		{"blocks not yet known", running + info("0", "None", "16"), 0},
+		{"no cache_config_info", running, 0},
+		{"SGLang's names", "sglang:num_running_reqs 3\n" + info("0", "2048", "16"), 0},
+	} {
+		if got := Read([]byte(c.text)).PoolTokens(); got != c.want {
+			t.Errorf("%s: pool %d tokens, want %d", c.what, got, c.want)
+		}
+	}
+}
