@@ -34,6 +34,7 @@ func (a *asker) connect() error {
 	}
 	a.pool = newPool(servers)
 	gov := newGovernor(a.ctl, a.cfg, a.pool, a.mon != nil && a.mon.every >= 0) // each server's limit (limit.go)
+	gov.prompts = &a.prompts
 	if a.mon != nil {
 		a.pool.notify = a.mon.serverChanged
 		gov.event, a.mon.gov = a.mon.event, gov

@@ -394,7 +394,7 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.talk = &conversations{ctl: r.ctl, cfg: &r.cfg, db: db, ask: r.asker, redoLine: r.redo.redoLine, keepTurn: r.redo.keepTurn}
 	r.asker.talk = r.talk
 	r.wr.halfDone = r.talk.countHalfDone
-	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r.talk, jobs: r.jobs, results: r.results}
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r.talk, jobs: r.jobs, results: r.results, prompts: &r.asker.prompts}
 	r.asker.nothingFed = r.feed.nothingFed
 	return r
 }

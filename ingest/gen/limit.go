@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 
 // governor keeps each server's limit on gen's requests in flight on it
 // (server.limit; pool.pick honours it) when the run's concurrency is
-// adaptive (no --concurrency): it starts every server at AdaptiveStart
-// (or the capacity an SGLang server states), and moves it after each look
+// adaptive (no --concurrency): it holds every server at holdLimit until
+// its first reading, starts it there at the capacity it states (SGLang's
+// max_running_requests and KV pool, vLLM's pool: limitRule.start, with
+// the run's requests' size) or AdaptiveStart, and moves it after each look
 // at the server's own /metrics by limitRule (limitrule.go); a server with
 // no /metrics (or a run that reads none) keeps DefaultConcurrency, said
 // once. Under a given --concurrency it sets no limit: the slots bound all.
@@ -31,6 +34,9 @@ type governor struct {
 	// reqTokens is the tokens the server reserves for one of the run's
 	// requests besides its prompt (--max-new-tokens; 0: unknown).
 	reqTokens int
+	// prompts counts the run's prompts sent as token ids (the asker's;
+	// nil: none are counted).
+	prompts *promptTally
 	// event records an event (the monitor's); nil: none are.
 	event  func(t int64, server, name, detail string)
 	states map[*server]*governed
@@ -40,11 +46,16 @@ type governor struct {
 // --concurrency's old default.
 const DefaultConcurrency = 128
 
-// AdaptiveStart is every server's first limit under an adaptive
-// concurrency, until its /metrics (or the capacity SGLang states) move
-// it: low, for a server that admits greedily (vLLM) preempts past its KV
-// pool, and doubling with room reaches thousands in a few readings.
+// AdaptiveStart is the first limit of a server that states no capacity,
+// from its first reading until its /metrics move it: low, for a server
+// that admits greedily (vLLM) preempts past its KV pool, and doubling
+// with room reaches thousands in a few readings.
 const AdaptiveStart = 32
+
+// holdLimit is every server's limit before its first reading under an
+// adaptive concurrency: what it states is not known yet, and the
+// reading's counters (preemptions) are the baseline of the next ones.
+const holdLimit = minLimit
 
 // MaxAdaptive is the most requests in flight an adaptive run keeps, over
 // all servers (no more than the open-file limit allows: AdaptiveBound).
@@ -67,6 +78,11 @@ type governed struct {
 	last  int64 // Unix ms of the last reading
 	fold  limitFold
 	found bool // its capacity was said in the log
+	// started: its first limit was set (begin), at its first reading.
+	started bool
+	// stated is what it states of its capacity: SGLang's /server_info,
+	// vLLM's pool in its /metrics.
+	stated servermetrics.Stated
 }
 
 // limitFold is a run of changes in one direction, recorded as one event
@@ -111,7 +127,7 @@ func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
 	if n := cfg.Sampling.MaxNewTokens; n != nil && *n > 0 {
 		g.reqTokens = *n
 	}
-	start := AdaptiveStart
+	start := holdLimit
 	if !reads {
 		start = DefaultConcurrency
 	}
@@ -158,6 +174,9 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 		g.noSignal(s, st, smp)
 		return
 	}
+	if !st.started {
+		g.begin(s, st, smp) // a failed reading too: nothing more will be stated soon
+	}
 	if !smp.Scraped {
 		return // no reading this time: nothing to go by
 	}
@@ -170,23 +189,72 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	if st.last > 0 {
 		rd.secs = float64(smp.Time-st.last) / 1000
 	}
+	rd.perRequest = g.facts(s, st, smp).perRequest()
 	st.last = smp.Time
 	from := st.rule.limit
 	to, why := st.rule.next(rd)
 	g.apply(s, st, smp.Time, from, to, why)
 }
 
-// stated starts s at the capacity it states (SGLang's
-// max_running_requests, or what its KV pool holds of the run's requests)
-// unless its limit was cut already.
+// stated records what s states of its capacity (SGLang's /server_info;
+// vLLM's pool, from each reading) and, once s has started and what it
+// states changed (a restart with other flags), starts it there again.
 func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 	st := g.state(s)
-	if st == nil {
+	if st == nil || c == st.stated {
+		return
+	}
+	st.stated = c
+	if !st.started || st.fixed {
 		return
 	}
 	from := st.rule.limit
-	to, why := st.rule.stated(c.Running, c.PoolTokens, g.reqTokens)
+	to, why := st.rule.start(g.facts(s, st, nil))
 	g.apply(s, st, at, from, to, why)
+}
+
+// begin sets s's first limit at its first reading smp (one that failed
+// too): what it states, with the run's requests' size, else
+// AdaptiveStart (no event: nothing was learned).
+func (g *governor) begin(s *server, st *governed, smp *store.ServerSample) {
+	st.started = true
+	from := st.rule.limit
+	to, why := st.rule.start(g.facts(s, st, smp))
+	if why == "" {
+		g.pool.setLimit(s, int64(to))
+		return
+	}
+	g.apply(s, st, smp.Time, from, to, why)
+}
+
+// facts is what sets s's limit from its pool: what it states, and the
+// size of the run's requests as gen knows it now. A prompt's tokens are
+// the mean of those gen sent as token ids, else what the server holds per
+// running request in smp (its KV use of its pool: the prompts and a few
+// tokens of output); an answer's are --max-new-tokens, or, once gen has
+// answers from s, their mean and a quarter (within --max-new-tokens).
+func (g *governor) facts(s *server, st *governed, smp *store.ServerSample) startFacts {
+	f := startFacts{running: st.stated.Running, poolTokens: st.stated.PoolTokens, outTokens: g.reqTokens}
+	if smp != nil {
+		f.preempts = smp.Flavor == store.FlavorVLLM
+	} else {
+		f.preempts = st.rule.preempts
+	}
+	f.promptTokens = g.prompts.mean()
+	if f.promptTokens == 0 && smp != nil && f.poolTokens > 0 {
+		run, ok1 := smp.Get(store.MetricRunning)
+		kv, ok2 := smp.Get(store.MetricTokenUsage)
+		if ok1 && ok2 && run >= 1 {
+			f.promptTokens = int(kv * float64(f.poolTokens) / run)
+		}
+	}
+	if n := s.done.Load() - s.unknownTokens.Load(); n > 0 {
+		out := int(s.tokens.Load()/n) * 5 / 4
+		if f.outTokens == 0 || out < f.outTokens {
+			f.outTokens = max(out, 1)
+		}
+	}
+	return f
 }
 
 // apply sets s's limit to to when it changed, folding the change into the
@@ -279,4 +347,28 @@ func (g *governor) flush() {
 	for s, st := range g.states {
 		g.record(s, st)
 	}
+}
+
+// promptTally counts the prompts sent as token ids and their tokens; safe
+// for concurrent use, and a nil one counts none.
+type promptTally struct{ n, tokens atomic.Int64 }
+
+// note counts a prompt of ids token ids (none: one not sent as ids).
+func (t *promptTally) note(ids int) {
+	if ids > 0 {
+		t.n.Add(1)
+		t.tokens.Add(int64(ids))
+	}
+}
+
+// mean is the prompts' mean tokens (0: none counted).
+func (t *promptTally) mean() int {
+	if t == nil {
+		return 0
+	}
+	n := t.n.Load()
+	if n == 0 {
+		return 0
+	}
+	return int((t.tokens.Load() + n - 1) / n)
 }

@@ -51,15 +51,21 @@ func (tt *govTest) read(s *server, capacity int) *store.ServerSample {
 }
 
 // TestGovernorPerServer: two servers, one of 512 slots and one of 16,
-// each get their own limit (the capacity and a small queue), the samples
+// held until their first reading, each get their own limit (the capacity
+// and a small queue), the samples
 // keep it and gen's requests in flight, each change that matters is one
 // event (a run of doublings folded into one), and the log says each
 // capacity found once.
 func TestGovernorPerServer(t *testing.T) {
 	tt := newGovTest("http://big:30000", "http://small:30000")
 	big, small := tt.servers[0], tt.servers[1]
+	if big.limit.Load() != holdLimit || small.limit.Load() != holdLimit {
+		t.Fatalf("before a reading: %d and %d, want %d", big.limit.Load(), small.limit.Load(), holdLimit)
+	}
+	tt.read(big, 512)
+	tt.read(small, 16)
 	if big.limit.Load() != AdaptiveStart || small.limit.Load() != AdaptiveStart {
-		t.Fatalf("start: %d and %d, want %d", big.limit.Load(), small.limit.Load(), AdaptiveStart)
+		t.Fatalf("start (nothing stated): %d and %d, want %d", big.limit.Load(), small.limit.Load(), AdaptiveStart)
 	}
 	var last *store.ServerSample
 	for range 40 {

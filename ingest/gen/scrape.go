@@ -71,10 +71,12 @@ type scraper struct {
 	last, prev *servermetrics.Reading
 	// stored is when a sample was last stored (Unix ms): readings taken
 	// faster than the monitor's interval, while the limit moves, are
-	// stored only when the limit changed. askedCapacity: an SGLang
-	// server's stated capacity was asked (once).
-	stored        int64
-	askedCapacity bool
+	// stored only when the limit changed.
+	stored int64
+	// askedCapacity: an SGLang server's stated capacity was asked (once,
+	// and again once it is back from a down or seen restarted: its flags
+	// may be others).
+	askedCapacity atomic.Bool
 
 	mu      sync.Mutex
 	live    liveView
@@ -151,6 +153,9 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 			r.Fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.Flavor()
 			sc.askCapacity(ctx)
+			if pool := r.PoolTokens(); pool > 0 { // vLLM's (cache_config_info)
+				m.gov.stated(s, servermetrics.Stated{PoolTokens: pool}, time.Now().UnixMilli())
+			}
 			if r.Flavor() == store.FlavorOther {
 				m.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
@@ -185,13 +190,14 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	}
 }
 
-// askCapacity asks an SGLang server, once, the capacity it states, for the
-// governor to start its limit there (servermetrics.StatedCapacity).
+// askCapacity asks an SGLang server the capacity it states, once and
+// again after a restart (askedCapacity), for the governor to start its
+// limit there (servermetrics.StatedCapacity).
 func (sc *scraper) askCapacity(ctx context.Context) {
-	if sc.askedCapacity || sc.flavor != store.FlavorSGLang || sc.m.gov.state(sc.s) == nil {
+	if sc.askedCapacity.Load() || sc.flavor != store.FlavorSGLang || sc.m.gov.state(sc.s) == nil {
 		return
 	}
-	sc.askedCapacity = true
+	sc.askedCapacity.Store(true)
 	cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	if c, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
@@ -208,6 +214,7 @@ func (sc *scraper) checkRestart(t int64, cur *servermetrics.Reading) {
 	prev := sc.prev
 	sc.prev = cur
 	if why := cur.RestartedSince(prev); why != "" {
+		sc.askedCapacity.Store(false) // its flags may be others now
 		sc.m.event(t, sc.s.name, EventRestarted, why)
 		if sc.m.restarted != nil {
 			sc.m.restarted(sc.s, why) // run.restartSeen, identity.go
