@@ -52,20 +52,31 @@ const DefaultConcurrency = 128
 // with room reaches thousands in a few readings.
 const AdaptiveStart = 32
 
-// holdLimit is every server's limit before its first reading under an
-// adaptive concurrency: what it states is not known yet, and the
-// reading's counters (preemptions) are the baseline of the next ones.
-const holdLimit = minLimit
+// holdLimit is every server's limit under an adaptive concurrency until
+// its first reading with gen's requests on it (begin): what it states is
+// not known before, nor the size of the run's requests (their prompts are
+// counted as they are fed, or read from the server's KV use), and the
+// first reading's counters (preemptions) are the baseline of the next.
+// It is read every holdEvery meanwhile, and holds no more than
+// maxHoldReadings readings.
+const (
+	holdLimit       = minLimit
+	holdEvery       = 50 * time.Millisecond
+	maxHoldReadings = 5
+)
 
 // MaxAdaptive is the most requests in flight an adaptive run keeps, over
 // all servers (no more than the open-file limit allows: AdaptiveBound).
 const MaxAdaptive = 4096
 
 // adaptEvery is how often a server's /metrics is read while its limit
-// moves; settleReadings readings in a row without a change settle it, and
-// the reads go back to Config.ScrapeEvery.
+// moves, growEvery while it grows before its first cut (doubling: its
+// capacity is far off, and every reading without growth is time the
+// server runs below it); settleReadings readings in a row without a
+// change settle it, and the reads go back to Config.ScrapeEvery.
 const (
 	adaptEvery     = 250 * time.Millisecond
+	growEvery      = 100 * time.Millisecond
 	settleReadings = 4
 )
 
@@ -78,11 +89,16 @@ type governed struct {
 	last  int64 // Unix ms of the last reading
 	fold  limitFold
 	found bool // its capacity was said in the log
-	// started: its first limit was set (begin), at its first reading.
+	// started: its first limit was set (begin); held counts the readings
+	// before.
 	started bool
+	held    int
 	// stated is what it states of its capacity: SGLang's /server_info,
 	// vLLM's pool in its /metrics.
 	stated servermetrics.Stated
+	// promptKV is a prompt's tokens as its first reading with requests
+	// running showed them (KV held per running request; 0: none yet).
+	promptKV int
 }
 
 // limitFold is a run of changes in one direction, recorded as one event
@@ -174,8 +190,8 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 		g.noSignal(s, st, smp)
 		return
 	}
-	if !st.started {
-		g.begin(s, st, smp) // a failed reading too: nothing more will be stated soon
+	if !st.started && g.ready(s, st, smp) {
+		g.begin(s, st, smp)
 	}
 	if !smp.Scraped {
 		return // no reading this time: nothing to go by
@@ -213,6 +229,38 @@ func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 	g.apply(s, st, at, from, to, why)
 }
 
+// readEvery is how often s's /metrics should be read now: holdEvery while
+// it is held, growEvery while it grows before its first cut, adaptEvery
+// while its limit moves; 0: at the monitor's interval.
+func (g *governor) readEvery(s *server) time.Duration {
+	switch st := g.state(s); {
+	case g.held(s):
+		return holdEvery
+	case !g.fast(s):
+		return 0
+	case !st.rule.cut && st.rule.limit < g.bound:
+		return growEvery
+	}
+	return adaptEvery
+}
+
+// held reports whether s is held at holdLimit before its start.
+func (g *governor) held(s *server) bool {
+	st := g.state(s)
+	return st != nil && !st.fixed && !st.started && s.up.Load()
+}
+
+// ready reports whether s may start at smp, a reading of it while held:
+// one that shows gen's requests (their prompts counted when fed as ids,
+// else held in its KV), a failed one (nothing more will be told soon),
+// or the last one it is held for.
+func (g *governor) ready(s *server, st *governed, smp *store.ServerSample) bool {
+	st.held++
+	run, _ := smp.Get(store.MetricRunning)
+	shows := s.inFlight.Load() > 0 && (g.prompts.mean() > 0 || run >= 1)
+	return shows || !smp.Scraped || st.held >= maxHoldReadings
+}
+
 // begin sets s's first limit at its first reading smp (one that failed
 // too): what it states, with the run's requests' size, else
 // AdaptiveStart (no event: nothing was learned).
@@ -232,7 +280,8 @@ func (g *governor) begin(s *server, st *governed, smp *store.ServerSample) {
 // the mean of those gen sent as token ids, else what the server holds per
 // running request in smp (its KV use of its pool: the prompts and a few
 // tokens of output); an answer's are --max-new-tokens, or, once gen has
-// answers from s, their mean and a quarter (within --max-new-tokens).
+// many answers from s (the first are the short ones), their mean and a
+// quarter (within --max-new-tokens).
 func (g *governor) facts(s *server, st *governed, smp *store.ServerSample) startFacts {
 	f := startFacts{running: st.stated.Running, poolTokens: st.stated.PoolTokens, outTokens: g.reqTokens}
 	if smp != nil {
@@ -241,14 +290,19 @@ func (g *governor) facts(s *server, st *governed, smp *store.ServerSample) start
 		f.preempts = st.rule.preempts
 	}
 	f.promptTokens = g.prompts.mean()
-	if f.promptTokens == 0 && smp != nil && f.poolTokens > 0 {
+	if f.promptTokens == 0 && st.promptKV == 0 && smp != nil && f.poolTokens > 0 {
 		run, ok1 := smp.Get(store.MetricRunning)
 		kv, ok2 := smp.Get(store.MetricTokenUsage)
 		if ok1 && ok2 && run >= 1 {
-			f.promptTokens = int(kv * float64(f.poolTokens) / run)
+			st.promptKV = int(kv * float64(f.poolTokens) / run) // later, the answers so far would count
 		}
 	}
-	if n := s.done.Load() - s.unknownTokens.Load(); n > 0 {
+	if f.promptTokens == 0 {
+		f.promptTokens = st.promptKV
+	}
+	// The first answers are the short ones: their mean counts once many
+	// more than were in flight at once have come.
+	if n := s.done.Load() - s.unknownTokens.Load(); n >= max(4*int64(st.rule.limit), answersToTrust) {
 		out := int(s.tokens.Load()/n) * 5 / 4
 		if f.outTokens == 0 || out < f.outTokens {
 			f.outTokens = max(out, 1)
@@ -348,6 +402,10 @@ func (g *governor) flush() {
 		g.record(s, st)
 	}
 }
+
+// answersToTrust is the fewest answers whose mean length sizes a request
+// (and four times the limit).
+const answersToTrust = 256
 
 // promptTally counts the prompts sent as token ids and their tokens; safe
 // for concurrent use, and a nil one counts none.

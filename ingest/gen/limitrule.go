@@ -21,7 +21,9 @@ import (
 //     near full: cut to what of gen's runs plus that small queue (at most
 //     to a quarter of the limit in one cut), so no slot waits for gen and
 //     nothing more waits in the server's queue (a shared server's other
-//     users behind it, and --request-timeout counting);
+//     users behind it, and --request-timeout counting); on a server that
+//     preempts, with gen alone on it, not below what its pool holds (the
+//     queue waits for gen's own requests to free the pool);
 //   - room (no queue, no new preemption, KV not full, gen using its
 //     limit, and the server holding what gen sent, not the way there or
 //     back): grow, doubling before the first cut (slow start), by 1/16
@@ -130,6 +132,11 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 			to = r.limit * 7 / 8 // the queue is others': a fair share less
 		}
 		to = max(minLimit, r.limit/4, to)
+		if fits := r.poolFits(rd); fits > 0 && run+queued <= f+keep {
+			// gen alone on a server that preempts, within what its pool
+			// holds: the queue waits for gen's own requests to free it.
+			to = max(to, min(r.limit, fits))
+		}
 		why := fmt.Sprintf("%s (%d)", whyQueue, queued)
 		if rd.hasKV && rd.kv >= 0.95 {
 			why = fmt.Sprintf("%s (%d queued)", whyKVFull, queued)
@@ -151,10 +158,10 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && most < to {
 			to = most // it runs no more than it says it can
 		}
-		if r.preempts && r.pool > 0 && rd.perRequest > 0 && r.pool/rd.perRequest < to {
+		if fits := r.poolFits(rd); fits > 0 && fits < to {
 			// It admits all it can and preempts when they grow: no more
 			// than its pool holds once each has its answer.
-			to = max(r.pool/rd.perRequest, 1)
+			to = fits
 			why = fmt.Sprintf("%s (running %d, its KV pool holds %d)", whyRoom, run, to)
 		}
 		if to <= r.limit {
@@ -163,6 +170,15 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 		return r.grow(min(to, r.bound), why)
 	}
 	return r.limit, ""
+}
+
+// poolFits is how many of the run's requests the pool of a server that
+// preempts holds once answered (0: it queues, or a size is unknown).
+func (r *limitRule) poolFits(rd limitReading) int {
+	if !r.preempts || r.pool <= 0 || rd.perRequest <= 0 {
+		return 0
+	}
+	return max(r.pool/rd.perRequest, 1)
 }
 
 // pending reports whether the last reading found what a second one in a

@@ -241,6 +241,21 @@ func TestLimitStartsWithinAPoolThatPreempts(t *testing.T) {
 	if got, why := r.next(rd); got != 12 || !strings.Contains(why, "its KV pool holds 12") {
 		t.Errorf("requests of 40 tokens: %d (%q), want the 12 the pool holds", got, why)
 	}
+	// Its queue, gen alone on it, waits for gen's own requests to free
+	// the pool: no cut below what the pool holds; another's queue is cut.
+	r = newLimitRule(holdLimit, 4096)
+	r.start(startFacts{poolTokens: 512 * 64, promptTokens: 32, outTokens: 32, preempts: true})
+	rd = limitReading{inFlight: 512, running: 340, queued: 172, hasRunning: true, hasQueued: true, kv: 0.99, hasKV: true, perRequest: 64}
+	for range 3 {
+		if got, why := r.next(rd); got != 512 {
+			t.Fatalf("gen's 512 in a pool of 512, 172 waiting for it: cut to %d (%s)", got, why)
+		}
+	}
+	rd.queued = 400 // others' too
+	r.next(rd)
+	if got, _ := r.next(rd); got >= 512 {
+		t.Errorf("400 queued, 228 of them others': no cut (%d)", got)
+	}
 	r = newLimitRule(holdLimit, 4096)
 	if got, _ := r.start(startFacts{poolTokens: 1 << 24, promptTokens: 32, outTokens: 32, preempts: true}); got != maxPoolStart {
 		t.Errorf("a pool of 262,144 requests: started at %d, want %d", got, maxPoolStart)

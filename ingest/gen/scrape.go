@@ -88,15 +88,15 @@ type counterPoint struct {
 	v  float64
 }
 
-// loop reads the server's /metrics every interval, or at adaptEvery
-// while the governor moves its limit, until ctx ends.
+// loop reads the server's /metrics every interval, or faster while the
+// governor holds or moves its limit (governor.readEvery), until ctx ends.
 func (sc *scraper) loop(ctx context.Context, every time.Duration) {
 	fast := false
 	for {
 		sc.scrape(ctx, fast)
 		wait := every
-		if sc.m.gov.fast(sc.s) {
-			wait = min(adaptEvery, every)
+		if d := sc.m.gov.readEvery(sc.s); d > 0 {
+			wait = min(d, every)
 		}
 		fast = wait < every
 		t := time.NewTimer(wait)
