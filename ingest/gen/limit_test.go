@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"gendex/ingest/gen/client"
+	"gendex/ingest/gen/servermetrics"
 	"gendex/store"
 )
 
@@ -182,5 +188,136 @@ func TestPickHonoursLimits(t *testing.T) {
 	p.release(b)
 	if s := <-picked; s != b {
 		t.Errorf("a request to b ended: picked %s", s.name)
+	}
+}
+
+// sample is a reading of s at tt's clock, 250 ms after the last: running,
+// queued and KV use as given, gen's requests in flight as they are.
+func (tt *govTest) sample(s *server, flavor store.Flavor, running, queued int, kv float64) *store.ServerSample {
+	tt.now += 250
+	smp := &store.ServerSample{Time: tt.now, Up: true, Scraped: true, Flavor: flavor}
+	smp.Set(store.MetricRunning, float64(running))
+	smp.Set(store.MetricQueued, float64(queued))
+	smp.Set(store.MetricTokenUsage, kv)
+	tt.g.observe(s, smp)
+	return smp
+}
+
+// TestGovernorStartsWithinThePool: a vLLM server that states a pool of
+// 512 tokens (cache_config_info), for prompts of 32 ids fed and 32 new
+// tokens, is held until a reading shows gen's requests, then starts at
+// the 8 requests its pool holds, with no queue (it would admit and
+// preempt them), and grows no further however empty its KV looks.
+func TestGovernorStartsWithinThePool(t *testing.T) {
+	tt := newGovTest("http://vllm:8000")
+	s := tt.servers[0]
+	tt.g.reqTokens = 32
+	tt.g.prompts = &promptTally{}
+	tt.g.stated(s, servermetrics.Stated{PoolTokens: 512}, tt.now)
+	tt.sample(s, store.FlavorVLLM, 0, 0, 0) // no request of gen's yet
+	if got := s.limit.Load(); got != holdLimit || !tt.g.held(s) {
+		t.Fatalf("no request on it yet: limit %d, want held at %d", got, holdLimit)
+	}
+	for range 2 {
+		tt.g.prompts.note(32) // the feeder gives out prompts of 32 ids
+	}
+	s.inFlight.Store(2)
+	tt.sample(s, store.FlavorVLLM, 2, 0, 2*33/512.0)
+	if got := s.limit.Load(); got != 8 {
+		t.Fatalf("a pool of 512 tokens, requests of 32+32: started at %d, want 8", got)
+	}
+	for range 5 {
+		s.inFlight.Store(8)
+		tt.sample(s, store.FlavorVLLM, 8, 0, 8*40/512.0)
+	}
+	if got := s.limit.Load(); got != 8 {
+		t.Errorf("8 young requests in the pool: grew to %d, past the 8 it holds", got)
+	}
+}
+
+// TestGovernorStartsFromTheKVHeld: an SGLang server sent text prompts
+// (no ids to count) that states 2,048 slots and a pool of 32,768 tokens
+// starts at what its pool holds of the run's requests, their prompts read
+// from its KV held per running request (33 tokens) at the first reading
+// that shows them, and a small queue.
+func TestGovernorStartsFromTheKVHeld(t *testing.T) {
+	tt := newGovTest("http://sglang:30000")
+	s := tt.servers[0]
+	tt.g.reqTokens = 32
+	tt.g.stated(s, servermetrics.Stated{Running: 2048, PoolTokens: 32768}, tt.now)
+	s.inFlight.Store(2)
+	tt.sample(s, store.FlavorSGLang, 2, 0, 2*33/32768.0)
+	fits := 32768 / (33 + 32)
+	if got := s.limit.Load(); got != int64(fits+queueKeep(fits)) {
+		t.Errorf("prompts of 33 tokens held, 32 new: started at %d, want %d and a queue of %d", got, fits, queueKeep(fits))
+	}
+}
+
+// TestGovernorStatedAgain: a server restarted with another
+// max_running_requests starts again at what it states now, though its
+// limit was cut since its first start.
+func TestGovernorStatedAgain(t *testing.T) {
+	tt := newGovTest("http://sglang:30000")
+	s := tt.servers[0]
+	tt.g.stated(s, servermetrics.Stated{Running: 512}, tt.now)
+	s.inFlight.Store(2)
+	tt.sample(s, store.FlavorSGLang, 2, 0, 0.01)
+	if got := s.limit.Load(); got != 512+int64(queueKeep(512)) {
+		t.Fatalf("stated 512: started at %d", got)
+	}
+	s.inFlight.Store(544)
+	for range 2 {
+		tt.sample(s, store.FlavorSGLang, 300, 244, 0.5) // another's load: cut
+	}
+	if s.limit.Load() >= 544 {
+		t.Fatalf("no cut for a long queue: %d", s.limit.Load())
+	}
+	tt.g.stated(s, servermetrics.Stated{Running: 1024}, tt.now)
+	if got := s.limit.Load(); got != 1024+int64(queueKeep(1024)) {
+		t.Errorf("restarted stating 1024: limit %d, want %d", got, 1024+queueKeep(1024))
+	}
+}
+
+// TestCapacityAskedAgainAfterARestart: an SGLang server's stated capacity
+// (/server_info) is asked at its first reading, not at every one, and
+// again once its /metrics show it restarted (another process start),
+// where its limit starts again at what it states now.
+func TestCapacityAskedAgainAfterARestart(t *testing.T) {
+	t.Parallel()
+	var running, start, asked atomic.Int64
+	running.Store(512)
+	start.Store(1_700_000_000)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/server_info":
+			asked.Add(1)
+			fmt.Fprintf(w, `{"max_running_requests":%d}`, running.Load())
+		case "/metrics":
+			fmt.Fprintf(w, "sglang:num_running_reqs 2\nsglang:num_queue_reqs 0\nsglang:token_usage 0.01\nprocess_start_time_seconds %d\n", start.Load())
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hs.Close()
+	s := &server{name: hs.URL}
+	s.cl.Store(client.New(hs.URL, client.Options{HTTP: hs.Client()}))
+	s.up.Store(true)
+	s.inFlight.Store(2)
+	m := &monitor{ctl: &control{log: &bytes.Buffer{}}, wake: make(chan struct{}, 1), hc: hs.Client(), every: time.Second}
+	m.gov = newGovernor(m.ctl, &Config{adaptive: true, Concurrency: MaxAdaptive}, newPool([]*server{s}), true)
+	sc := &scraper{m: m, s: s, url: hs.URL + "/metrics"}
+	for range 3 {
+		sc.scrape(t.Context(), false)
+	}
+	if got := s.limit.Load(); asked.Load() != 1 || got != 512+int64(queueKeep(512)) {
+		t.Fatalf("three readings: /server_info asked %d times, limit %d; want once, %d", asked.Load(), got, 512+queueKeep(512))
+	}
+	running.Store(128) // restarted with --max-running-requests 128
+	start.Add(600)
+	for range 3 {
+		sc.scrape(t.Context(), false)
+	}
+	if got := s.limit.Load(); asked.Load() != 2 || got != 128+int64(queueKeep(128)) {
+		t.Errorf("restarted: /server_info asked %d times in all, limit %d; want twice, %d", asked.Load(), got, 128+queueKeep(128))
 	}
 }
