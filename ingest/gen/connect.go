@@ -154,7 +154,10 @@ func (a *asker) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	ident := nc.ServerIdentity(ctx)
+	ident, serverInfo := nc.ServerFacts(ctx)
+	if serverInfo != nil {
+		s.serverInfo.Store(&serverInfo) // its stated capacity (limit.go)
+	}
 	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
 	if err := a.checkIdentity(s, nc.Provenance); err != nil {
 		return err

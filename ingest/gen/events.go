@@ -52,8 +52,7 @@ func (m *monitor) serverChanged(s *server, up, wasUp bool, down time.Duration) {
 	m.event(now, s.name, EventUp, detail)
 	if sc := m.scraper(s); sc != nil {
 		if wasUp {
-			sc.noMetrics.Store(false)     // it may have been restarted with --enable-metrics
-			sc.askedCapacity.Store(false) // and with another --max-running-requests
+			sc.noMetrics.Store(false) // it may have been restarted with --enable-metrics
 		}
 		sc.wake()
 	}

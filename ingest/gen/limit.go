@@ -96,6 +96,8 @@ type governed struct {
 	// stated is what it states of its capacity: SGLang's /server_info,
 	// vLLM's pool in its /metrics.
 	stated servermetrics.Stated
+	// infoSeen is the server's serverInfo last read for what it states.
+	infoSeen *[]byte
 	// promptKV is a prompt's tokens as its first reading with requests
 	// running showed them (KV held per running request; 0: none yet).
 	promptKV int
@@ -185,6 +187,7 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	if st == nil || !smp.Up {
 		return
 	}
+	g.learned(s, st, smp.Time)
 	_, hasQueue := smp.Get(store.MetricQueued)
 	if smp.NoMetrics || smp.Scraped && !hasQueue {
 		g.noSignal(s, st, smp)
@@ -210,6 +213,20 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	from := st.rule.limit
 	to, why := st.rule.next(rd)
 	g.apply(s, st, smp.Time, from, to, why)
+}
+
+// learned passes on what s states of its capacity in what learn last read
+// of it (server.serverInfo), when that is new: at its start, and after a
+// restart (learn reads it again whenever s comes back or restarts).
+func (g *governor) learned(s *server, st *governed, at int64) {
+	p := s.serverInfo.Load()
+	if p == nil || p == st.infoSeen {
+		return
+	}
+	st.infoSeen = p
+	if c, err := servermetrics.CapacityOf(*p); err == nil {
+		g.stated(s, c, at)
+	}
 }
 
 // stated records what s states of its capacity (SGLang's /server_info;
@@ -363,10 +380,15 @@ func (g *governor) record(s *server, st *governed) {
 	}
 }
 
-// noSignal keeps s at DefaultConcurrency: it has no /metrics, or none
-// with a queue (said once).
+// noSignal keeps s at DefaultConcurrency, or at the requests it states it
+// runs at once and a small queue (llama.cpp's total_slots): it has no
+// /metrics, or none with a queue (said once for each limit).
 func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
-	fixed := min(DefaultConcurrency, g.bound)
+	fixed, stated := min(DefaultConcurrency, g.bound), ""
+	if n := st.stated.Running; n > 0 { // llama.cpp's total_slots, SGLang's slots
+		fixed = min(n+queueKeep(n), g.bound)
+		stated = fmt.Sprintf(" (the %d it runs at once, as it states, and a queue)", n)
+	}
 	switch {
 	case st.last == 0 && !st.fold.open: // its first word: the start was a guess, no change
 		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
@@ -380,7 +402,7 @@ func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
 	if smp.NoMetrics {
 		what = "no /metrics"
 	}
-	g.ctl.once("fixed limit "+s.name, "gen: %s: %s: %d requests at once", s.name, what, fixed)
+	g.ctl.once(fmt.Sprint("fixed limit ", s.name, fixed), "gen: %s: %s: %d requests at once%s", s.name, what, fixed, stated)
 }
 
 // limitOf is s's limit as a sample keeps it: its own, or its share of

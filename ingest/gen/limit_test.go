@@ -278,46 +278,68 @@ func TestGovernorStatedAgain(t *testing.T) {
 	}
 }
 
-// TestCapacityAskedAgainAfterARestart: an SGLang server's stated capacity
-// (/server_info) is asked at its first reading, not at every one, and
-// again once its /metrics show it restarted (another process start),
-// where its limit starts again at what it states now.
-func TestCapacityAskedAgainAfterARestart(t *testing.T) {
+// TestCapacityReadOnceAndAgain: what an SGLang server states of its
+// capacity is read from what learn read of it (its /get_server_info, for
+// its identity): its limit starts there and gen asks the server nothing
+// more; once learn reads it again (the server came back, or restarted)
+// with another max_running_requests, the limit starts again there.
+func TestCapacityReadOnceAndAgain(t *testing.T) {
 	t.Parallel()
-	var running, start, asked atomic.Int64
-	running.Store(512)
-	start.Store(1_700_000_000)
+	var asked atomic.Int64
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/server_info":
+		if r.URL.Path != "/metrics" {
 			asked.Add(1)
-			fmt.Fprintf(w, `{"max_running_requests":%d}`, running.Load())
-		case "/metrics":
-			fmt.Fprintf(w, "sglang:num_running_reqs 2\nsglang:num_queue_reqs 0\nsglang:token_usage 0.01\nprocess_start_time_seconds %d\n", start.Load())
-		default:
 			http.NotFound(w, r)
+			return
 		}
+		fmt.Fprint(w, "sglang:num_running_reqs 2\nsglang:num_queue_reqs 0\nsglang:token_usage 0.01\n")
 	}))
 	defer hs.Close()
 	s := &server{name: hs.URL}
 	s.cl.Store(client.New(hs.URL, client.Options{HTTP: hs.Client()}))
 	s.up.Store(true)
 	s.inFlight.Store(2)
+	learn := func(info string) { b := []byte(info); s.serverInfo.Store(&b) }
+	learn(`{"max_running_requests":512,"model_path":"m"}`)
 	m := &monitor{ctl: &control{log: &bytes.Buffer{}}, wake: make(chan struct{}, 1), hc: hs.Client(), every: time.Second}
 	m.gov = newGovernor(m.ctl, &Config{adaptive: true, Concurrency: MaxAdaptive}, newPool([]*server{s}), true)
 	sc := &scraper{m: m, s: s, url: hs.URL + "/metrics"}
 	for range 3 {
 		sc.scrape(t.Context(), false)
 	}
-	if got := s.limit.Load(); asked.Load() != 1 || got != 512+int64(queueKeep(512)) {
-		t.Fatalf("three readings: /server_info asked %d times, limit %d; want once, %d", asked.Load(), got, 512+queueKeep(512))
+	if got := s.limit.Load(); asked.Load() != 0 || got != 512+int64(queueKeep(512)) {
+		t.Fatalf("three readings: limit %d, want %d; the server asked %d more times, want none", got, 512+queueKeep(512), asked.Load())
 	}
-	running.Store(128) // restarted with --max-running-requests 128
-	start.Add(600)
-	for range 3 {
-		sc.scrape(t.Context(), false)
+	learn(`{"max_running_requests":128,"model_path":"m"}`) // restarted with --max-running-requests 128
+	sc.scrape(t.Context(), false)
+	if got := s.limit.Load(); got != 128+int64(queueKeep(128)) {
+		t.Errorf("read again stating 128: limit %d, want %d", got, 128+queueKeep(128))
 	}
-	if got := s.limit.Load(); asked.Load() != 2 || got != 128+int64(queueKeep(128)) {
-		t.Errorf("restarted: /server_info asked %d times in all, limit %d; want twice, %d", asked.Load(), got, 128+queueKeep(128))
+}
+
+// TestGovernorLlamaCppSlots: a llama.cpp server's total_slots (its
+// /props, as learn read it) is its capacity: with no /metrics its limit
+// is its slots and a small queue, not DefaultConcurrency, said once;
+// with /metrics it starts there.
+func TestGovernorLlamaCppSlots(t *testing.T) {
+	tt := newGovTest("http://llama:8080", "http://llama:8081")
+	quiet, read := tt.servers[0], tt.servers[1]
+	for _, s := range tt.servers {
+		b := []byte(`{"default_generation_settings":{"n_ctx":512},"total_slots":8}`)
+		s.serverInfo.Store(&b)
+	}
+	for range 2 {
+		tt.g.observe(quiet, &store.ServerSample{Time: tt.now, Up: true, NoMetrics: true, Flavor: store.FlavorLlamaCpp})
+	}
+	if got := quiet.limit.Load(); got != 8+int64(queueKeep(8)) {
+		t.Errorf("no /metrics, 8 slots stated: limit %d, want %d", got, 8+queueKeep(8))
+	}
+	if said := "gen: http://llama:8080: no /metrics: 10 requests at once (the 8 it runs at once, as it states, and a queue)\n"; strings.Count(tt.log.String(), said) != 1 {
+		t.Errorf("want %q once in the log:\n%s", said, tt.log)
+	}
+	read.inFlight.Store(2)
+	tt.sample(read, store.FlavorLlamaCpp, 2, 0, 0)
+	if got := read.limit.Load(); got != 8+int64(queueKeep(8)) {
+		t.Errorf("its /metrics read, 8 slots stated: started at %d, want %d", got, 8+queueKeep(8))
 	}
 }

@@ -73,10 +73,6 @@ type scraper struct {
 	// faster than the monitor's interval, while the limit moves, are
 	// stored only when the limit changed.
 	stored int64
-	// askedCapacity: an SGLang server's stated capacity was asked (once,
-	// and again once it is back from a down or seen restarted: its flags
-	// may be others).
-	askedCapacity atomic.Bool
 
 	mu      sync.Mutex
 	live    liveView
@@ -152,7 +148,6 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 			smp.Scraped = true
 			r.Fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.Flavor()
-			sc.askCapacity(ctx)
 			if pool := r.PoolTokens(); pool > 0 { // vLLM's (cache_config_info)
 				m.gov.stated(s, servermetrics.Stated{PoolTokens: pool}, time.Now().UnixMilli())
 			}
@@ -190,21 +185,6 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	}
 }
 
-// askCapacity asks an SGLang server the capacity it states, once and
-// again after a restart (askedCapacity), for the governor to start its
-// limit there (servermetrics.StatedCapacity).
-func (sc *scraper) askCapacity(ctx context.Context) {
-	if sc.askedCapacity.Load() || sc.flavor != store.FlavorSGLang || sc.m.gov.state(sc.s) == nil {
-		return
-	}
-	sc.askedCapacity.Store(true)
-	cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-	defer cancel()
-	if c, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
-		sc.m.gov.stated(sc.s, c, time.Now().UnixMilli())
-	}
-}
-
 // checkRestart compares a reading taken at t (Unix ms) while the server
 // is up with the last such reading (servermetrics' RestartedSince): a
 // restart is an event, and the server's identity is read again
@@ -214,7 +194,6 @@ func (sc *scraper) checkRestart(t int64, cur *servermetrics.Reading) {
 	prev := sc.prev
 	sc.prev = cur
 	if why := cur.RestartedSince(prev); why != "" {
-		sc.askedCapacity.Store(false) // its flags may be others now
 		sc.m.event(t, sc.s.name, EventRestarted, why)
 		if sc.m.restarted != nil {
 			sc.m.restarted(sc.s, why) // run.restartSeen, identity.go

@@ -1,8 +1,6 @@
 package servermetrics
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -35,31 +33,26 @@ sglang:num_retracted_requests_total{engine_type="unified",model_name="m",moe_ep_
 	}
 }
 
-// TestStatedCapacity: an SGLang server's capacity from /server_info:
-// max_running_requests when set, else its ranks' effective ones summed;
-// its KV pool (max_total_num_tokens, one rank's, times dp_size);
-// /get_server_info on an older server; an error when neither tells.
-func TestStatedCapacity(t *testing.T) {
+// TestCapacityOf: what a server states of its capacity: SGLang's
+// max_running_requests when set, else its ranks' effective ones summed,
+// and its KV pool (max_total_num_tokens, one rank's, times dp_size);
+// llama.cpp's total_slots (no pool: each slot has its own context); an
+// error when the body tells neither.
+func TestCapacityOf(t *testing.T) {
 	for _, c := range []struct {
-		path, body string
-		want       Stated
+		body string
+		want Stated
 	}{
-		{"/server_info", `{"max_running_requests":512,"max_total_num_tokens":65536,"internal_states":[{"effective_max_running_requests_per_dp":100}]}`, Stated{512, 65536}},
-		{"/server_info", `{"max_running_requests":null,"dp_size":2,"max_total_num_tokens":1000,"internal_states":[{"effective_max_running_requests_per_dp":300},{"effective_max_running_requests_per_dp":300}]}`, Stated{600, 2000}},
-		{"/get_server_info", `{"max_running_requests":48}`, Stated{48, 0}},
-		{"/server_info", `{"max_running_requests":null,"max_total_num_tokens":1000}`, Stated{}},
+		{`{"max_running_requests":512,"max_total_num_tokens":65536,"internal_states":[{"effective_max_running_requests_per_dp":100}]}`, Stated{512, 65536}},
+		{`{"max_running_requests":null,"dp_size":2,"max_total_num_tokens":1000,"internal_states":[{"effective_max_running_requests_per_dp":300},{"effective_max_running_requests_per_dp":300}]}`, Stated{600, 2000}},
+		{`{"max_running_requests":48}`, Stated{48, 0}},
+		{`{"default_generation_settings":{"n_ctx":512},"total_slots":8,"model_path":"/m.gguf"}`, Stated{8, 0}},
+		{`{"max_running_requests":null,"max_total_num_tokens":1000}`, Stated{}},
+		{`{"model_path":"/m.gguf"}`, Stated{}},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != c.path || r.Header.Get("Authorization") != "Bearer k" {
-				http.NotFound(w, r)
-				return
-			}
-			w.Write([]byte(c.body))
-		}))
-		got, err := StatedCapacity(t.Context(), srv.Client(), srv.URL+"/", "k")
-		srv.Close()
+		got, err := CapacityOf([]byte(c.body))
 		if got != c.want || (err == nil) != (c.want.Running > 0) {
-			t.Errorf("%s %s: %+v %v, want %+v", c.path, c.body, got, err, c.want)
+			t.Errorf("%s: %+v %v, want %+v", c.body, got, err, c.want)
 		}
 	}
 }
