@@ -335,6 +335,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.asker.restartSeen)
 	r.mon.begin(r.redo.todoText(todo), r.settings())
 	r.asker.mon = r.mon
+	r.asker.aborts.noted = r.mon.bursts.givenUp // an event a burst (abort.go)
 	defer func() {
 		err = r.asker.refused(err)
 		r.mon.end(sum, err)
