@@ -98,8 +98,8 @@ type burst struct {
 	// onServer counts, of the requests given up, those the server was
 	// asked to stop (the rest: their connections closed).
 	onServer int
-	ids    []string         // isolated: the prompts' ids (maxIsolatedIDs)
-	timer  *time.Timer
+	ids      []string // isolated: the prompts' ids (maxIsolatedIDs)
+	timer    *time.Timer
 }
 
 // finalError counts a prompt that failed for good on server.
