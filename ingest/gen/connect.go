@@ -154,7 +154,7 @@ func (a *asker) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	ident, serverInfo := nc.ServerFacts(ctx)
+	ident, serverInfo := nc.ServerIdentity(ctx)
 	if serverInfo != nil {
 		s.serverInfo.Store(&serverInfo) // its stated capacity (limit.go)
 	}

@@ -27,16 +27,11 @@ var sglangIdentityKeys = []string{"version", "model_path", "tokenizer_path", "ch
 // model path, build and the chat template's SHA-256, the first 16 hex
 // digits). A key the server does not tell is left out; a server that
 // answers none of it gives nil. It never fails the caller: an identity
-// is a record, not a requirement.
-func (c *Client) ServerIdentity(ctx context.Context) map[string]any {
-	ident, _ := c.ServerFacts(ctx)
-	return ident
-}
-
-// ServerFacts is ServerIdentity, and the body it read of SGLang's
-// /get_server_info or llama.cpp's /props (nil: none), for what else gen
-// reads of it (the capacity the server states) without asking again.
-func (c *Client) ServerFacts(ctx context.Context) (ident map[string]any, serverInfo []byte) {
+// is a record, not a requirement. serverInfo is the body it read of
+// SGLang's /get_server_info or llama.cpp's /props (nil: none), for what
+// else gen reads there (the capacity the server states) without asking
+// again.
+func (c *Client) ServerIdentity(ctx context.Context) (ident map[string]any, serverInfo []byte) {
 	ctx, cancel := context.WithTimeout(ctx, identityTimeout)
 	defer cancel()
 	out := map[string]any{}
