@@ -244,6 +244,7 @@ func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 	from := st.rule.limit
 	to, why := st.rule.start(g.facts(s, st, nil))
 	g.apply(s, st, at, from, to, why)
+	g.record(s, st) // a start is its own event: growth after it is not folded in
 }
 
 // readEvery is how often s's /metrics should be read now: holdEvery while
@@ -290,6 +291,7 @@ func (g *governor) begin(s *server, st *governed, smp *store.ServerSample) {
 		return
 	}
 	g.apply(s, st, smp.Time, from, to, why)
+	g.record(s, st) // a start is its own event: growth after it is not folded in
 }
 
 // facts is what sets s's limit from its pool: what it states, and the

@@ -207,7 +207,8 @@ func (tt *govTest) sample(s *server, flavor store.Flavor, running, queued int, k
 // 512 tokens (cache_config_info), for prompts of 32 ids fed and 32 new
 // tokens, is held until a reading shows gen's requests, then starts at
 // the 8 requests its pool holds, with no queue (it would admit and
-// preempt them), and grows no further however empty its KV looks.
+// preempt them), said at once as its own event, and grows no further
+// however empty its KV looks.
 func TestGovernorStartsWithinThePool(t *testing.T) {
 	tt := newGovTest("http://vllm:8000")
 	s := tt.servers[0]
@@ -225,6 +226,9 @@ func TestGovernorStartsWithinThePool(t *testing.T) {
 	tt.sample(s, store.FlavorVLLM, 2, 0, 2*33/512.0)
 	if got := s.limit.Load(); got != 8 {
 		t.Fatalf("a pool of 512 tokens, requests of 32+32: started at %d, want 8", got)
+	}
+	if len(tt.events) != 1 || tt.events[0].Detail != "2 -> 8: its KV pool (512 tokens: 8 requests of 32+32 tokens)" {
+		t.Errorf("the start's events: %+v; want it as one, at once", tt.events)
 	}
 	for range 5 {
 		s.inFlight.Store(8)
