@@ -73,7 +73,8 @@ func checkStoppedOnServer(t *testing.T, url, running string, aborted float64, ou
 // would have been done: SGLang is asked to abort it (/abort_request; the
 // simulator, as SGLang, would notice the closed connection only at its
 // next look), vLLM sees its connection closed; the summary counts them,
-// and no aborted answer is written.
+// so does one given-up event (`query events --kind given-up`: one a
+// burst, not one a request), and no aborted answer is written.
 func TestGivenUpRequestsStopOnTheServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gen")
@@ -81,17 +82,19 @@ func TestGivenUpRequestsStopOnTheServer(t *testing.T) {
 	bin := gendexBinary(t)
 	t.Parallel()
 	for _, tc := range []struct {
-		flavor, running, said string
-		aborted               float64
+		flavor, running, said, event string
+		aborted                      float64
 	}{
-		{"sglang", "sglang:num_running_reqs", "gen: 4 requests given up and aborted on the server", 4},
-		{"vllm", "vllm:num_requests_running", "gen: 4 requests given up by closing the connection", -1},
+		{"sglang", "sglang:num_running_reqs", "gen: 4 requests given up and aborted on the server",
+			"4 requests given up within 10s: 4 at --request-timeout; aborted on the server", 4},
+		{"vllm", "vllm:num_requests_running", "gen: 4 requests given up by closing the connection",
+			"4 requests given up within 10s: 4 at --request-timeout; stopped by closing the connection", -1},
 	} {
 		t.Run(tc.flavor, func(t *testing.T) {
 			t.Parallel()
 			url := startSimProcess(t, bin, "--flavor", tc.flavor, "--decode-tps", "2", "--metrics", "--disconnect-check", "1h")
-			out := filepath.Join(t.TempDir(), "out")
-			r := gendex(t, testEnv(nil), "--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", url,
+			out, db := filepath.Join(t.TempDir(), "out"), filepath.Join(t.TempDir(), "g.db")
+			r := gendex(t, testEnv(nil), "--db", db, "gen", "--server", url,
 				"--request-timeout", "2s", "--max-attempts", "1", "--concurrency", "4", "--max-new-tokens", "100",
 				"--out", out, slowPrompts(t, 4))
 			if !strings.Contains(r.stderr, tc.said) || !strings.Contains(r.stderr, "0 answers") {
@@ -100,6 +103,10 @@ func TestGivenUpRequestsStopOnTheServer(t *testing.T) {
 			checkStoppedOnServer(t, url, tc.running, tc.aborted, out)
 			if n := lines(t, filepath.Join(out, "slow", "errors.jsonl")); n != 4 {
 				t.Errorf("%d errors recorded; want the 4 timeouts", n)
+			}
+			events, err := queryJSON[map[string]any](t, bin, db, "events", "--kind", "given-up")
+			if err != nil || len(events) != 1 || events[0]["server"] != url || events[0]["detail"] != tc.event {
+				t.Errorf("given-up events %v (%v); want one on %s: %q", events, err, url, tc.event)
 			}
 		})
 	}

@@ -348,8 +348,8 @@ func TestConcurrencyDefaultIsTheServersCapacity(t *testing.T) {
 			limits = append(limits, fmt.Sprint(e["detail"]))
 		}
 	}
-	if len(limits) == 0 || !strings.HasPrefix(limits[0], "32 -> 544: its max_running_requests (512)") {
-		t.Errorf("limit events %q; want the first 32 -> 544 (512 stated, a queue of 32)", limits)
+	if len(limits) == 0 || !strings.HasPrefix(limits[0], "2 -> 544: its max_running_requests (512)") {
+		t.Errorf("limit events %q; want the first 2 -> 544 (held at 2 until its first reading; 512 stated, a queue of 32)", limits)
 	}
 
 	gen, server, _, log, _ = run("--concurrency", "64")

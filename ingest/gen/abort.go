@@ -27,6 +27,11 @@ import (
 // the zero value with ctl set is ready.
 type aborter struct {
 	ctl *control
+	// noted is told of each request given up: its server, why (a
+	// timeout, the run stopping, its server retired) and whether the
+	// server was asked to stop it (the monitor's bursts.givenUp: one
+	// event a burst); nil: none is.
+	noted func(server, cause string, onServer bool)
 
 	mu      sync.Mutex
 	live    map[*attempt]struct{}
@@ -71,12 +76,27 @@ func (ab *aborter) end(at *attempt, err error) (retired bool) {
 	delete(ab.live, at)
 	ab.mu.Unlock()
 	givenUp := at.ctx.Err() != nil && err != nil
-	retired = errors.Is(context.Cause(at.ctx), errRetiredMidway)
+	cause := context.Cause(at.ctx)
+	retired = errors.Is(cause, errRetiredMidway)
 	at.cancel(nil)
 	if rid := at.pending.RID(); givenUp && rid != "" {
-		ab.stop(at.s, rid)
+		onServer := ab.stop(at.s, rid)
+		if ab.noted != nil {
+			ab.noted(at.s.name, givenUpCause(cause), onServer)
+		}
 	}
 	return retired
+}
+
+// givenUpCause says why an attempt ended by cause was given up.
+func givenUpCause(cause error) string {
+	switch {
+	case errors.Is(cause, errRetiredMidway):
+		return "as its server retired"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "at --request-timeout"
+	}
+	return "as the run stopped"
 }
 
 // retire ends every attempt in flight on s: its answers would not be
@@ -93,21 +113,22 @@ func (ab *aborter) retire(s *server) {
 
 // stop gives up the request rid on s, whose connection is closed: it asks
 // an SGLang server to abort it, once, unless s refused an abort before.
-// A failed abort is said once per server and is not fatal.
-func (ab *aborter) stop(s *server, rid string) {
+// A failed abort is said once per server and is not fatal. It reports
+// whether the server took the abort.
+func (ab *aborter) stop(s *server, rid string) (onServer bool) {
 	c := s.client()
 	ab.mu.Lock()
 	refused := ab.refused[s]
 	ab.mu.Unlock()
 	if c == nil || !c.Flavor.CanAbort() || refused {
 		ab.closed.Add(1)
-		return
+		return false
 	}
 	// Not under the run's contexts: they may have ended (that is why).
 	err := c.Abort(context.Background(), rid)
 	if err == nil {
 		ab.onServer.Add(1)
-		return
+		return true
 	}
 	ab.closed.Add(1)
 	if client.AbortRefused(err) {
@@ -119,6 +140,7 @@ func (ab *aborter) stop(s *server, rid string) {
 		ab.mu.Unlock()
 	}
 	ab.ctl.once("abort "+s.name, "gen: /abort_request failed (%v): requests given up there are stopped by closing the connection (SGLang notices within 4s; under --admin-api-key, /abort_request wants that key)", err)
+	return false
 }
 
 // givenUpText is the summary's line on the requests given up, or "".

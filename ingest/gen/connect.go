@@ -34,6 +34,7 @@ func (a *asker) connect() error {
 	}
 	a.pool = newPool(servers)
 	gov := newGovernor(a.ctl, a.cfg, a.pool, a.mon != nil && a.mon.every >= 0) // each server's limit (limit.go)
+	gov.prompts = &a.prompts
 	if a.mon != nil {
 		a.pool.notify = a.mon.serverChanged
 		gov.event, a.mon.gov = a.mon.event, gov
@@ -153,7 +154,10 @@ func (a *asker) learn(ctx context.Context, s *server) error {
 		nc.Model = info.ID
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
-	ident := nc.ServerIdentity(ctx)
+	ident, serverInfo := nc.ServerIdentity(ctx)
+	if serverInfo != nil {
+		s.serverInfo.Store(&serverInfo) // its stated capacity (limit.go)
+	}
 	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
 	if err := a.checkIdentity(s, nc.Provenance); err != nil {
 		return err

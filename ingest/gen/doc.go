@@ -37,9 +37,11 @@
 //	pool and never changes them.
 //	progress (progress.go): the live lines and the summary; it only reads.
 //	governor (limit.go, limitrule.go): each server's limit on gen's
-//	requests in flight there, which the pool's pick honours: moved, with
-//	no --concurrency, by the monitor's readings of the server's /metrics
-//	(its queue, running requests, KV use, preemptions) toward its
+//	requests in flight there, which the pool's pick honours: with no
+//	--concurrency, started at what the server states (SGLang's slots and
+//	KV pool, vLLM's pool, llama.cpp's slots; as learn read them, and the
+//	run's requests' size) and moved by the monitor's readings of its
+//	/metrics (its queue, running requests, KV use, preemptions) toward its
 //	capacity and a small queue; it changes the limits and nothing else.
 //
 // The contracts between them are job (a prompt to ask, with its recorded

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ const (
 	EventErrors    = "errors"    // prompts failed for good on a server, counted per burst
 	EventRetries   = "retries"   // attempts on a server failed and were sent again, counted per burst (detail: the most frequent cause)
 	EventIsolated  = "isolated"  // prompts in flight at a second down of a server, sent one at a time from then on, per burst (isolate.go)
+	EventGivenUp   = "given-up"  // requests gen gave up (a timeout, the run stopping, a retired server), counted per burst (abort.go)
 	EventLimit     = "limit"     // gen changed how many requests it keeps in flight on a server (detail: from, to, and why: queue grew, preemptions, KV full, room)
 )
 
@@ -92,9 +94,12 @@ type burst struct {
 	start  int64 // Unix ms
 	n      int
 	last   string
-	causes map[string]int64 // retries: by retryCause
-	ids    []string         // isolated: the prompts' ids (maxIsolatedIDs)
-	timer  *time.Timer
+	causes map[string]int64 // retries: by retryCause; given up: by givenUpCause
+	// onServer counts, of the requests given up, those the server was
+	// asked to stop (the rest: their connections closed).
+	onServer int
+	ids      []string // isolated: the prompts' ids (maxIsolatedIDs)
+	timer    *time.Timer
 }
 
 // finalError counts a prompt that failed for good on server.
@@ -110,8 +115,20 @@ func (b *bursts) retried(server, cause string) {
 	b.count(burstKey{server, EventRetries}, cause)
 }
 
-// count adds one to k's open burst, opening one if there is none.
-func (b *bursts) count(k burstKey, msg string) {
+// givenUp counts a request to server given up for cause (givenUpCause);
+// onServer: the server was asked to stop it.
+func (b *bursts) givenUp(server, cause string, onServer bool) {
+	u := b.count(burstKey{server, EventGivenUp}, cause)
+	if onServer {
+		b.mu.Lock()
+		u.onServer++
+		b.mu.Unlock()
+	}
+}
+
+// count adds one to k's open burst, opening one if there is none, and
+// returns it.
+func (b *bursts) count(k burstKey, msg string) *burst {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.open == nil {
@@ -125,7 +142,7 @@ func (b *bursts) count(k burstKey, msg string) {
 	}
 	u.n++
 	u.last = msg
-	if k.event == EventRetries {
+	if k.event == EventRetries || k.event == EventGivenUp {
 		if u.causes == nil {
 			u.causes = map[string]int64{}
 		}
@@ -134,6 +151,7 @@ func (b *bursts) count(k burstKey, msg string) {
 	if k.event == EventIsolated && len(u.ids) < maxIsolatedIDs {
 		u.ids = append(u.ids, msg)
 	}
+	return u
 }
 
 // end records burst u of k, unless it was recorded already.
@@ -151,6 +169,10 @@ func (b *bursts) end(k burstKey, u *burst) {
 	}
 	if k.event == EventIsolated {
 		b.m.event(u.start, k.server, EventIsolated, isolatedText(u, b.m.cfg.MaxCrashes))
+		return
+	}
+	if k.event == EventGivenUp {
+		b.m.event(u.start, k.server, EventGivenUp, givenUpBurstText(u))
 		return
 	}
 	what := "1 prompt failed for good"
@@ -172,6 +194,35 @@ func retryBurstText(u *burst) string {
 		return "1 attempt retried: " + u.last
 	}
 	return fmt.Sprintf("%d attempts retried within %s: %s", u.n, burstWindow, causesText(u.causes))
+}
+
+// givenUpBurstText describes a burst of requests given up, its causes
+// most frequent first, and how they were stopped: "37 requests given up
+// within 10s: 30 at --request-timeout, 7 as the run stopped; aborted on
+// the server".
+func givenUpBurstText(u *burst) string {
+	what := "1 request given up " + u.last
+	if u.n > 1 {
+		causes := make([]string, 0, len(u.causes))
+		for c := range u.causes {
+			causes = append(causes, c)
+		}
+		sort.Slice(causes, func(i, j int) bool {
+			a, b := causes[i], causes[j]
+			return u.causes[a] > u.causes[b] || u.causes[a] == u.causes[b] && a < b
+		})
+		for i, c := range causes {
+			causes[i] = fmt.Sprintf("%d %s", u.causes[c], c)
+		}
+		what = fmt.Sprintf("%d requests given up within %s: %s", u.n, burstWindow, strings.Join(causes, ", "))
+	}
+	switch closed := u.n - u.onServer; {
+	case closed == 0:
+		return what + "; aborted on the server"
+	case u.onServer == 0:
+		return what + "; stopped by closing the connection"
+	}
+	return fmt.Sprintf("%s; %d aborted on the server, %d by closing the connection", what, u.onServer, u.n-u.onServer)
 }
 
 // flushAll records the bursts still open (the run ends).

@@ -62,8 +62,9 @@ func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
 	}
 }
 
-// TestInterruptEvent: Ctrl-C is recorded when it comes, and the stop says
-// the run was interrupted.
+// TestInterruptEvent: Ctrl-C is recorded when it comes, the requests
+// given up past --grace (if any outlast it) are one given-up event, and
+// the stop says the run was interrupted.
 func TestInterruptEvent(t *testing.T) {
 	t.Parallel()
 	s, url := simServer(t, sim.Config{Seed: 7, Slots: 4, DecodeTokensPerSec: 1000})
@@ -83,10 +84,14 @@ func TestInterruptEvent(t *testing.T) {
 		t.Fatalf("%+v %v\n%s", sum, err, log)
 	}
 	es := events(t, dbPath)
-	if got := eventNames(es); got != "start,up,interrupt,stop" {
+	got := eventNames(es)
+	if got != "start,up,interrupt,stop" && got != "start,up,interrupt,given-up,stop" {
 		t.Fatalf("events %s: %+v", got, es)
 	}
-	if !strings.HasPrefix(es[3].Detail, "interrupted: ") {
-		t.Errorf("stop %+v", es[3])
+	if e := es[3]; e.Name == EventGivenUp && !strings.Contains(e.Detail, " as the run stopped; aborted on the server") {
+		t.Errorf("given-up %+v", e)
+	}
+	if stop := es[len(es)-1]; !strings.HasPrefix(stop.Detail, "interrupted: ") {
+		t.Errorf("stop %+v", stop)
 	}
 }

@@ -37,6 +37,9 @@ type feeder struct {
 
 	jobs    chan<- job    // to the workers; closed once every prompt is read
 	results chan<- result // the final errors of prompts the feeder cannot send
+	// prompts counts the prompts fed as token ids (the asker's: the
+	// size of the run's requests, limit.go); nil: none are counted.
+	prompts *promptTally
 
 	// first is closed when the feeder has given out its first prompt
 	// (firstFed): a sweeper waits for it.
@@ -312,6 +315,9 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 			return fe.feedResult(res)
 		}
 		j.conv = c
+	}
+	if fe.prompts != nil {
+		fe.prompts.note(len(p.InputIDs))
 	}
 	select {
 	case fe.jobs <- j:

@@ -335,6 +335,7 @@ func Run(ctx context.Context, db *store.DB, cfg Config, datasets []Dataset) (sum
 	r.mon = newMonitor(r.ctl, &r.cfg, r.db, r.sets, r.asker.restartSeen)
 	r.mon.begin(r.redo.todoText(todo), r.settings())
 	r.asker.mon = r.mon
+	r.asker.aborts.noted = r.mon.bursts.givenUp // an event a burst (abort.go)
 	defer func() {
 		err = r.asker.refused(err)
 		r.mon.end(sum, err)
@@ -394,7 +395,7 @@ func newRun(db *store.DB, cfg Config) *run {
 	r.talk = &conversations{ctl: r.ctl, cfg: &r.cfg, db: db, ask: r.asker, redoLine: r.redo.redoLine, keepTurn: r.redo.keepTurn}
 	r.asker.talk = r.talk
 	r.wr.halfDone = r.talk.countHalfDone
-	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r.talk, jobs: r.jobs, results: r.results}
+	r.feed = &feeder{ctl: r.ctl, cfg: &r.cfg, db: db, redo: r.redo, convs: r.talk, jobs: r.jobs, results: r.results, prompts: &r.asker.prompts}
 	r.asker.nothingFed = r.feed.nothingFed
 	return r
 }

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 
 // governor keeps each server's limit on gen's requests in flight on it
 // (server.limit; pool.pick honours it) when the run's concurrency is
-// adaptive (no --concurrency): it starts every server at AdaptiveStart
-// (or the capacity an SGLang server states), and moves it after each look
+// adaptive (no --concurrency): it holds every server at holdLimit until
+// its first reading, starts it there at the capacity it states (SGLang's
+// max_running_requests and KV pool, vLLM's pool: limitRule.start, with
+// the run's requests' size) or AdaptiveStart, and moves it after each look
 // at the server's own /metrics by limitRule (limitrule.go); a server with
 // no /metrics (or a run that reads none) keeps DefaultConcurrency, said
 // once. Under a given --concurrency it sets no limit: the slots bound all.
@@ -31,6 +34,9 @@ type governor struct {
 	// reqTokens is the tokens the server reserves for one of the run's
 	// requests besides its prompt (--max-new-tokens; 0: unknown).
 	reqTokens int
+	// prompts counts the run's prompts sent as token ids (the asker's;
+	// nil: none are counted).
+	prompts *promptTally
 	// event records an event (the monitor's); nil: none are.
 	event  func(t int64, server, name, detail string)
 	states map[*server]*governed
@@ -40,21 +46,37 @@ type governor struct {
 // --concurrency's old default.
 const DefaultConcurrency = 128
 
-// AdaptiveStart is every server's first limit under an adaptive
-// concurrency, until its /metrics (or the capacity SGLang states) move
-// it: low, for a server that admits greedily (vLLM) preempts past its KV
-// pool, and doubling with room reaches thousands in a few readings.
+// AdaptiveStart is the first limit of a server that states no capacity,
+// from its first reading until its /metrics move it: low, for a server
+// that admits greedily (vLLM) preempts past its KV pool, and doubling
+// with room reaches thousands in a few readings.
 const AdaptiveStart = 32
+
+// holdLimit is every server's limit under an adaptive concurrency until
+// its first reading with gen's requests on it (begin): what it states is
+// not known before, nor the size of the run's requests (their prompts are
+// counted as they are fed, or read from the server's KV use), and the
+// first reading's counters (preemptions) are the baseline of the next.
+// It is read every holdEvery meanwhile, and holds no more than
+// maxHoldReadings readings.
+const (
+	holdLimit       = minLimit
+	holdEvery       = 50 * time.Millisecond
+	maxHoldReadings = 5
+)
 
 // MaxAdaptive is the most requests in flight an adaptive run keeps, over
 // all servers (no more than the open-file limit allows: AdaptiveBound).
 const MaxAdaptive = 4096
 
 // adaptEvery is how often a server's /metrics is read while its limit
-// moves; settleReadings readings in a row without a change settle it, and
-// the reads go back to Config.ScrapeEvery.
+// moves, growEvery while it grows before its first cut (doubling: its
+// capacity is far off, and every reading without growth is time the
+// server runs below it); settleReadings readings in a row without a
+// change settle it, and the reads go back to Config.ScrapeEvery.
 const (
 	adaptEvery     = 250 * time.Millisecond
+	growEvery      = 100 * time.Millisecond
 	settleReadings = 4
 )
 
@@ -67,6 +89,18 @@ type governed struct {
 	last  int64 // Unix ms of the last reading
 	fold  limitFold
 	found bool // its capacity was said in the log
+	// started: its first limit was set (begin); held counts the readings
+	// before.
+	started bool
+	held    int
+	// stated is what it states of its capacity: SGLang's /server_info,
+	// vLLM's pool in its /metrics.
+	stated servermetrics.Stated
+	// infoSeen is the server's serverInfo last read for what it states.
+	infoSeen *[]byte
+	// promptKV is a prompt's tokens as its first reading with requests
+	// running showed them (KV held per running request; 0: none yet).
+	promptKV int
 }
 
 // limitFold is a run of changes in one direction, recorded as one event
@@ -111,7 +145,7 @@ func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
 	if n := cfg.Sampling.MaxNewTokens; n != nil && *n > 0 {
 		g.reqTokens = *n
 	}
-	start := AdaptiveStart
+	start := holdLimit
 	if !reads {
 		start = DefaultConcurrency
 	}
@@ -153,10 +187,14 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	if st == nil || !smp.Up {
 		return
 	}
+	g.learned(s, st, smp.Time)
 	_, hasQueue := smp.Get(store.MetricQueued)
 	if smp.NoMetrics || smp.Scraped && !hasQueue {
 		g.noSignal(s, st, smp)
 		return
+	}
+	if !st.started && g.ready(s, st, smp) {
+		g.begin(s, st, smp)
 	}
 	if !smp.Scraped {
 		return // no reading this time: nothing to go by
@@ -170,23 +208,126 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 	if st.last > 0 {
 		rd.secs = float64(smp.Time-st.last) / 1000
 	}
+	rd.perRequest = g.facts(s, st, smp).perRequest()
 	st.last = smp.Time
 	from := st.rule.limit
 	to, why := st.rule.next(rd)
 	g.apply(s, st, smp.Time, from, to, why)
 }
 
-// stated starts s at the capacity it states (SGLang's
-// max_running_requests, or what its KV pool holds of the run's requests)
-// unless its limit was cut already.
+// learned passes on what s states of its capacity in what learn last read
+// of it (server.serverInfo), when that is new: at its start, and after a
+// restart (learn reads it again whenever s comes back or restarts).
+func (g *governor) learned(s *server, st *governed, at int64) {
+	p := s.serverInfo.Load()
+	if p == nil || p == st.infoSeen {
+		return
+	}
+	st.infoSeen = p
+	if c, err := servermetrics.CapacityOf(*p); err == nil {
+		g.stated(s, c, at)
+	}
+}
+
+// stated records what s states of its capacity (SGLang's /server_info;
+// vLLM's pool, from each reading) and, once s has started and what it
+// states changed (a restart with other flags), starts it there again.
 func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 	st := g.state(s)
-	if st == nil {
+	if st == nil || c == st.stated {
+		return
+	}
+	st.stated = c
+	if !st.started || st.fixed {
 		return
 	}
 	from := st.rule.limit
-	to, why := st.rule.stated(c.Running, c.PoolTokens, g.reqTokens)
+	to, why := st.rule.start(g.facts(s, st, nil))
 	g.apply(s, st, at, from, to, why)
+	g.record(s, st) // a start is its own event: growth after it is not folded in
+}
+
+// readEvery is how often s's /metrics should be read now: holdEvery while
+// it is held, growEvery while it grows before its first cut, adaptEvery
+// while its limit moves; 0: at the monitor's interval.
+func (g *governor) readEvery(s *server) time.Duration {
+	switch st := g.state(s); {
+	case g.held(s):
+		return holdEvery
+	case !g.fast(s):
+		return 0
+	case !st.rule.cut && st.rule.limit < g.bound:
+		return growEvery
+	}
+	return adaptEvery
+}
+
+// held reports whether s is held at holdLimit before its start.
+func (g *governor) held(s *server) bool {
+	st := g.state(s)
+	return st != nil && !st.fixed && !st.started && s.up.Load()
+}
+
+// ready reports whether s may start at smp, a reading of it while held:
+// one that shows gen's requests (their prompts counted when fed as ids,
+// else held in its KV), a failed one (nothing more will be told soon),
+// or the last one it is held for.
+func (g *governor) ready(s *server, st *governed, smp *store.ServerSample) bool {
+	st.held++
+	run, _ := smp.Get(store.MetricRunning)
+	shows := s.inFlight.Load() > 0 && (g.prompts.mean() > 0 || run >= 1)
+	return shows || !smp.Scraped || st.held >= maxHoldReadings
+}
+
+// begin sets s's first limit at its first reading smp (one that failed
+// too): what it states, with the run's requests' size, else
+// AdaptiveStart (no event: nothing was learned).
+func (g *governor) begin(s *server, st *governed, smp *store.ServerSample) {
+	st.started = true
+	from := st.rule.limit
+	to, why := st.rule.start(g.facts(s, st, smp))
+	if why == "" {
+		g.pool.setLimit(s, int64(to))
+		return
+	}
+	g.apply(s, st, smp.Time, from, to, why)
+	g.record(s, st) // a start is its own event: growth after it is not folded in
+}
+
+// facts is what sets s's limit from its pool: what it states, and the
+// size of the run's requests as gen knows it now. A prompt's tokens are
+// the mean of those gen sent as token ids, else what the server holds per
+// running request in smp (its KV use of its pool: the prompts and a few
+// tokens of output); an answer's are --max-new-tokens, or, once gen has
+// many answers from s (the first are the short ones), their mean and a
+// quarter (within --max-new-tokens).
+func (g *governor) facts(s *server, st *governed, smp *store.ServerSample) startFacts {
+	f := startFacts{running: st.stated.Running, poolTokens: st.stated.PoolTokens, outTokens: g.reqTokens}
+	if smp != nil {
+		f.preempts = smp.Flavor == store.FlavorVLLM
+	} else {
+		f.preempts = st.rule.preempts
+	}
+	f.promptTokens = g.prompts.mean()
+	if f.promptTokens == 0 && st.promptKV == 0 && smp != nil && f.poolTokens > 0 {
+		run, ok1 := smp.Get(store.MetricRunning)
+		kv, ok2 := smp.Get(store.MetricTokenUsage)
+		if ok1 && ok2 && run >= 1 {
+			st.promptKV = int(kv * float64(f.poolTokens) / run) // later, the answers so far would count
+		}
+	}
+	if f.promptTokens == 0 {
+		f.promptTokens = st.promptKV
+	}
+	// The first answers are the short ones: their mean counts once many
+	// more than were in flight at once have come.
+	if n := s.done.Load() - s.unknownTokens.Load(); n >= max(4*int64(st.rule.limit), answersToTrust) {
+		out := int(s.tokens.Load()/n) * 5 / 4
+		if f.outTokens == 0 || out < f.outTokens {
+			f.outTokens = max(out, 1)
+		}
+	}
+	return f
 }
 
 // apply sets s's limit to to when it changed, folding the change into the
@@ -241,10 +382,15 @@ func (g *governor) record(s *server, st *governed) {
 	}
 }
 
-// noSignal keeps s at DefaultConcurrency: it has no /metrics, or none
-// with a queue (said once).
+// noSignal keeps s at DefaultConcurrency, or at the requests it states it
+// runs at once and a small queue (llama.cpp's total_slots): it has no
+// /metrics, or none with a queue (said once for each limit).
 func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
-	fixed := min(DefaultConcurrency, g.bound)
+	fixed, stated := min(DefaultConcurrency, g.bound), ""
+	if n := st.stated.Running; n > 0 { // llama.cpp's total_slots, SGLang's slots
+		fixed = min(n+queueKeep(n), g.bound)
+		stated = fmt.Sprintf(" (the %d it runs at once, as it states, and a queue)", n)
+	}
 	switch {
 	case st.last == 0 && !st.fold.open: // its first word: the start was a guess, no change
 		st.fixed, st.rule = true, newLimitRule(fixed, g.bound)
@@ -258,7 +404,7 @@ func (g *governor) noSignal(s *server, st *governed, smp *store.ServerSample) {
 	if smp.NoMetrics {
 		what = "no /metrics"
 	}
-	g.ctl.once("fixed limit "+s.name, "gen: %s: %s: %d requests at once", s.name, what, fixed)
+	g.ctl.once(fmt.Sprint("fixed limit ", s.name, fixed), "gen: %s: %s: %d requests at once%s", s.name, what, fixed, stated)
 }
 
 // limitOf is s's limit as a sample keeps it: its own, or its share of
@@ -279,4 +425,32 @@ func (g *governor) flush() {
 	for s, st := range g.states {
 		g.record(s, st)
 	}
+}
+
+// answersToTrust is the fewest answers whose mean length sizes a request
+// (and four times the limit).
+const answersToTrust = 256
+
+// promptTally counts the prompts sent as token ids and their tokens; safe
+// for concurrent use, and a nil one counts none.
+type promptTally struct{ n, tokens atomic.Int64 }
+
+// note counts a prompt of ids token ids (none: one not sent as ids).
+func (t *promptTally) note(ids int) {
+	if ids > 0 {
+		t.n.Add(1)
+		t.tokens.Add(int64(ids))
+	}
+}
+
+// mean is the prompts' mean tokens (0: none counted).
+func (t *promptTally) mean() int {
+	if t == nil {
+		return 0
+	}
+	n := t.n.Load()
+	if n == 0 {
+		return 0
+	}
+	return int((t.tokens.Load() + n - 1) / n)
 }

@@ -17,17 +17,23 @@ import (
 //     runs and the small queue, at most 3/4 of the limit, at least a
 //     quarter of it;
 //   - a queue longer than a small one (queueKeep, for a running batch of
-//     that size) in two readings in a row: cut to what of gen's runs plus that small queue (at most
+//     that size) in two readings in a row, or in one with the KV cache
+//     near full: cut to what of gen's runs plus that small queue (at most
 //     to a quarter of the limit in one cut), so no slot waits for gen and
 //     nothing more waits in the server's queue (a shared server's other
-//     users behind it, and --request-timeout counting);
+//     users behind it, and --request-timeout counting); on a server that
+//     preempts, with gen alone on it, not below what its pool holds (the
+//     queue waits for gen's own requests to free the pool);
 //   - room (no queue, no new preemption, KV not full, gen using its
 //     limit, and the server holding what gen sent, not the way there or
 //     back): grow, doubling before the first cut (slow start), by 1/16
 //     after it; never past what the KV cache holds (KV use per running
 //     request times the new limit at most kvTarget), nor past the
 //     capacity it states (SGLang's max_running_requests) and the small
-//     queue.
+//     queue, nor, on a server that preempts (vLLM), past what its stated
+//     pool holds of the run's requests once answered.
+//
+// The first limit is what the server states (start), before any reading.
 //
 // A cut for preemptions waits until gen's requests in flight are down to
 // the limit (the last cut took effect), so one burst is not cut for twice;
@@ -48,6 +54,11 @@ type limitRule struct {
 	// capacity is what the server states (0: none): the limit grows no
 	// further than it and the small queue.
 	capacity int
+	// pool is its KV pool in tokens (0: not stated); preempts: past it
+	// the server preempts (vLLM), so the limit grows no further than the
+	// pool holds of the run's requests (limitReading.perRequest).
+	pool     int
+	preempts bool
 }
 
 // limitReading is what one look at a server gives the rule.
@@ -60,6 +71,9 @@ type limitReading struct {
 	preemptions           float64 // counter
 	hasPreemptions        bool
 	secs                  float64 // since the reading before (for the reason's text)
+	// perRequest is the KV tokens one of the run's requests holds at
+	// most, as gen knows it now (0: unknown).
+	perRequest int
 }
 
 // Why a limit changed, the start of an event's detail.
@@ -98,7 +112,9 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 	keep := queueKeep(max(run, f-queued)) // what runs, or is on its way
 	settled := f <= r.limit+keep          // the last cut took effect
 	long := queued > 2*keep+2
-	longAgain := long && r.queueLastTime // not one step's arrivals
+	// Not one step's arrivals: a long queue twice, or once with the KV
+	// cache near full (what waits cannot be admitted).
+	longAgain := long && (r.queueLastTime || rd.hasKV && rd.kv >= kvTarget)
 	r.queueLastTime = long
 	switch {
 	case settled && (sustained || newPre >= float64(max(8, run/16))):
@@ -116,6 +132,11 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 			to = r.limit * 7 / 8 // the queue is others': a fair share less
 		}
 		to = max(minLimit, r.limit/4, to)
+		if fits := r.poolFits(rd); fits > 0 && run+queued <= f+keep {
+			// gen alone on a server that preempts, within what its pool
+			// holds: the queue waits for gen's own requests to free it.
+			to = max(to, min(r.limit, fits))
+		}
 		why := fmt.Sprintf("%s (%d)", whyQueue, queued)
 		if rd.hasKV && rd.kv >= 0.95 {
 			why = fmt.Sprintf("%s (%d queued)", whyKVFull, queued)
@@ -137,12 +158,27 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && most < to {
 			to = most // it runs no more than it says it can
 		}
+		if fits := r.poolFits(rd); fits > 0 && fits < to {
+			// It admits all it can and preempts when they grow: no more
+			// than its pool holds once each has its answer.
+			to = fits
+			why = fmt.Sprintf("%s (running %d, its KV pool holds %d)", whyRoom, run, to)
+		}
 		if to <= r.limit {
 			return r.limit, ""
 		}
 		return r.grow(min(to, r.bound), why)
 	}
 	return r.limit, ""
+}
+
+// poolFits is how many of the run's requests the pool of a server that
+// preempts holds once answered (0: it queues, or a size is unknown).
+func (r *limitRule) poolFits(rd limitReading) int {
+	if !r.preempts || r.pool <= 0 || rd.perRequest <= 0 {
+		return 0
+	}
+	return max(r.pool/rd.perRequest, 1)
 }
 
 // pending reports whether the last reading found what a second one in a
@@ -178,27 +214,69 @@ func (r *limitRule) grow(to int, why string) (int, string) {
 	return to, why
 }
 
-// stated starts the rule at the capacity the server states and a small
-// queue, unless it was cut already: its max_running_requests, or fewer
-// when its KV pool (poolTokens, 0: not stated) holds fewer requests of
-// reqTokens (a request's max_new_tokens, what SGLang reserves for it at
-// most besides its prompt; 0: unknown). The limit grows no further than
-// max_running_requests and the small queue; the pool only sets the
-// start, for SGLang reserves less than max_new_tokens once no request
-// was retracted (its new_token_ratio), so the pool holds more.
-func (r *limitRule) stated(running, poolTokens, reqTokens int) (int, string) {
-	r.capacity = max(running, 0)
-	start, why := running, fmt.Sprintf("its max_running_requests (%d)", running)
-	if poolTokens > 0 && reqTokens > 0 && poolTokens/reqTokens < running {
-		start = max(poolTokens/reqTokens, 1)
-		why = fmt.Sprintf("its KV pool (%d tokens: %d requests of %d new tokens)", poolTokens, start, reqTokens)
+// startFacts is what sets a server's first limit: what it states of its
+// capacity and what gen knows of its requests (0: unknown).
+type startFacts struct {
+	running    int // the requests it runs at once (SGLang's max_running_requests)
+	poolTokens int // its KV pool in tokens
+	// A request's tokens: its prompt (the mean of those gen sent as ids,
+	// or what the server holds per running request at its first reading)
+	// and its output (max_new_tokens, or less once gen's answers show
+	// they stop sooner; see outTokens).
+	promptTokens, outTokens int
+	// preempts: past its pool the server preempts running requests
+	// (vLLM) rather than queueing new ones (SGLang).
+	preempts bool
+}
+
+// perRequest is the KV tokens one request holds at most (0: unknown).
+func (f startFacts) perRequest() int {
+	if f.outTokens <= 0 {
+		return 0
 	}
-	to := min(start+queueKeep(start), r.bound)
-	if r.cut || running <= 0 || to == r.limit {
-		return r.limit, ""
+	return max(f.promptTokens, 0) + f.outTokens
+}
+
+// fits is how many requests the pool holds at once (0: unknown).
+func (f startFacts) fits() int {
+	if n := f.perRequest(); n > 0 && f.poolTokens > 0 {
+		return max(f.poolTokens/n, 1)
 	}
-	r.limit = to
-	return to, fmt.Sprintf("%s and a queue of %d", why, queueKeep(start))
+	return 0
+}
+
+// maxPoolStart is the most a server that states only its pool starts at:
+// vLLM's largest default max_num_seqs (1,024, on large GPUs), which it
+// does not state; the rule grows on from there while it has room.
+const maxPoolStart = 1024
+
+// start sets the rule's first limit from f, and returns it and why ("":
+// nothing stated, AdaptiveStart): the requests the server runs at once,
+// or fewer when its pool holds fewer of the run's requests (prompt and
+// output), and a small queue where the server queues; a server that
+// preempts gets no queue past its pool (it would admit the queue and
+// preempt), and a ceiling at what its pool holds (pool). The limit grows
+// no further than what the server states it runs and the small queue.
+func (r *limitRule) start(f startFacts) (int, string) {
+	r.capacity, r.preempts, r.pool = max(f.running, 0), f.preempts, max(f.poolTokens, 0)
+	start, why := AdaptiveStart, ""
+	fits := f.fits()
+	switch {
+	case f.running > 0 && (fits == 0 || fits >= f.running):
+		start, why = f.running, fmt.Sprintf("its max_running_requests (%d)", f.running)
+	case fits > 0:
+		start = fits
+		if f.running == 0 {
+			start = min(fits, maxPoolStart)
+		}
+		why = fmt.Sprintf("its KV pool (%d tokens: %d requests of %d+%d tokens)", f.poolTokens, fits, max(f.promptTokens, 0), f.outTokens)
+	}
+	if why != "" && !f.preempts {
+		why += fmt.Sprintf(" and a queue of %d", queueKeep(start))
+		start += queueKeep(start)
+	}
+	r.limit, r.cut = min(max(start, minLimit), r.bound), false
+	return r.limit, why
 }
 
 // secsText is a reading's interval as a reason says it: 0.3s, 5s.

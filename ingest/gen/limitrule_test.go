@@ -97,11 +97,11 @@ func TestLimitBacksOffOnQueue(t *testing.T) {
 	if got, _ := r.next(full(128, 8)); got != 32 {
 		t.Errorf("capacity 8 at 128: cut to %d, want 32 (a quarter)", got)
 	}
-	// The queue of a full KV cache says so.
+	// The queue of a full KV cache says so (and is cut at once:
+	// TestLimitCutsAtOnceWhenKVFull).
 	r = newLimitRule(256, 4096)
 	rd := full(256, 128)
 	rd.kv, rd.hasKV = 0.99, true
-	r.next(rd)
 	if _, why := r.next(rd); !strings.HasPrefix(why, whyKVFull) {
 		t.Errorf("KV 99%% and a queue: why %q", why)
 	}
@@ -175,7 +175,7 @@ func TestLimitStaysWithinKV(t *testing.T) {
 	}
 
 	r = newLimitRule(128, 4096)
-	if got, _ := r.stated(512, 0, 0); got != 512+queueKeep(512) {
+	if got, _ := r.start(startFacts{running: 512}); got != 512+queueKeep(512) {
 		t.Fatalf("stated 512: %d", got)
 	}
 	if got, why := r.next(full(r.limit, 512)); got != 512+queueKeep(512) {
@@ -189,16 +189,17 @@ func TestLimitStaysWithinKV(t *testing.T) {
 }
 
 // TestLimitStartsAtWhatThePoolHolds: an SGLang server whose KV pool holds
-// fewer of the run's requests (max_new_tokens each) than its
+// fewer of the run's requests (prompt and max_new_tokens each) than its
 // max_running_requests starts there and a small queue, not at its slots
 // (it would queue the rest); its slots still bound the growth, for the
 // pool holds more once the server reserves less than max_new_tokens; a
 // pool that holds more than its slots, or a request size unknown, starts
 // at the slots.
 func TestLimitStartsAtWhatThePoolHolds(t *testing.T) {
-	r := newLimitRule(AdaptiveStart, 4096)
-	got, why := r.stated(512, 128*64, 64) // the pool holds 128 requests of 64 tokens
-	if got != 128+queueKeep(128) || !strings.Contains(why, "KV pool (8192 tokens: 128 requests of 64 new tokens)") {
+	r := newLimitRule(holdLimit, 4096)
+	// The pool holds 128 requests of a 32-token prompt and 32 new tokens.
+	got, why := r.start(startFacts{running: 512, poolTokens: 128 * 64, promptTokens: 32, outTokens: 32})
+	if got != 128+queueKeep(128) || !strings.Contains(why, "KV pool (8192 tokens: 128 requests of 32+32 tokens)") {
 		t.Fatalf("stated 512 slots, a pool of 128 requests: %d (%q), want %d", got, why, 128+queueKeep(128))
 	}
 	for range 10 { // the server runs more than the pool's estimate: room
@@ -207,10 +208,72 @@ func TestLimitStartsAtWhatThePoolHolds(t *testing.T) {
 	if r.limit <= 300 || r.limit > 512+queueKeep(512) {
 		t.Errorf("a server running 300: limit %d, want above it and within the 512 it states", r.limit)
 	}
-	for _, c := range []struct{ pool, req int }{{1 << 20, 64}, {128 * 64, 0}, {0, 64}} {
-		r := newLimitRule(AdaptiveStart, 4096)
-		if got, _ := r.stated(512, c.pool, c.req); got != 512+queueKeep(512) {
-			t.Errorf("pool %d, requests of %d: %d, want the slots' %d", c.pool, c.req, got, 512+queueKeep(512))
+	for _, c := range []struct{ pool, prompt, out int }{{1 << 20, 32, 32}, {128 * 64, 32, 0}, {0, 32, 64}} {
+		r := newLimitRule(holdLimit, 4096)
+		if got, _ := r.start(startFacts{running: 512, poolTokens: c.pool, promptTokens: c.prompt, outTokens: c.out}); got != 512+queueKeep(512) {
+			t.Errorf("pool %d, requests of %d+%d: %d, want the slots' %d", c.pool, c.prompt, c.out, got, 512+queueKeep(512))
 		}
+	}
+	r = newLimitRule(holdLimit, 4096)
+	if got, why := r.start(startFacts{}); got != AdaptiveStart || why != "" {
+		t.Errorf("nothing stated: %d (%q), want AdaptiveStart and no reason", got, why)
+	}
+}
+
+// TestLimitStartsWithinAPoolThatPreempts: a server that preempts past
+// its pool (vLLM) and states only the pool starts at what the pool holds
+// of the run's requests, with no queue (it would admit the queue and
+// preempt), at most maxPoolStart; it grows no further than the pool
+// holds of them (perRequest: shorter once answers show it), however
+// empty its KV looks while its requests are young.
+func TestLimitStartsWithinAPoolThatPreempts(t *testing.T) {
+	r := newLimitRule(holdLimit, 4096)
+	got, why := r.start(startFacts{poolTokens: 512, promptTokens: 32, outTokens: 32, preempts: true})
+	if got != 8 || strings.Contains(why, "queue") {
+		t.Fatalf("a pool of 8 requests that preempts: %d (%q), want 8 and no queue", got, why)
+	}
+	rd := full(8, 1<<20)
+	rd.kv, rd.hasKV, rd.perRequest = 0.5, true, 64 // the prompts are in; the answers to come
+	if got, why := r.next(rd); got != 8 {
+		t.Errorf("KV half used by young requests: grew to %d (%s), past what the pool holds", got, why)
+	}
+	rd.perRequest = 40 // answers are shorter than max_new_tokens
+	if got, why := r.next(rd); got != 12 || !strings.Contains(why, "its KV pool holds 12") {
+		t.Errorf("requests of 40 tokens: %d (%q), want the 12 the pool holds", got, why)
+	}
+	// Its queue, gen alone on it, waits for gen's own requests to free
+	// the pool: no cut below what the pool holds; another's queue is cut.
+	r = newLimitRule(holdLimit, 4096)
+	r.start(startFacts{poolTokens: 512 * 64, promptTokens: 32, outTokens: 32, preempts: true})
+	rd = limitReading{inFlight: 512, running: 340, queued: 172, hasRunning: true, hasQueued: true, kv: 0.99, hasKV: true, perRequest: 64}
+	for range 3 {
+		if got, why := r.next(rd); got != 512 {
+			t.Fatalf("gen's 512 in a pool of 512, 172 waiting for it: cut to %d (%s)", got, why)
+		}
+	}
+	rd.queued = 400 // others' too
+	r.next(rd)
+	if got, _ := r.next(rd); got >= 512 {
+		t.Errorf("400 queued, 228 of them others': no cut (%d)", got)
+	}
+	r = newLimitRule(holdLimit, 4096)
+	if got, _ := r.start(startFacts{poolTokens: 1 << 24, promptTokens: 32, outTokens: 32, preempts: true}); got != maxPoolStart {
+		t.Errorf("a pool of 262,144 requests: started at %d, want %d", got, maxPoolStart)
+	}
+}
+
+// TestLimitCutsAtOnceWhenKVFull: a long queue with the KV cache near full
+// is cut at its first reading (what waits cannot be admitted); a long
+// queue alone waits for a second.
+func TestLimitCutsAtOnceWhenKVFull(t *testing.T) {
+	r := newLimitRule(1088, 4096)
+	rd := full(1088, 512)
+	if got, why := r.next(rd); got != 1088 {
+		t.Fatalf("a long queue, KV unknown, once: cut to %d (%s)", got, why)
+	}
+	r = newLimitRule(1088, 4096)
+	rd.kv, rd.hasKV = 0.97, true
+	if got, why := r.next(rd); got != 512+queueKeep(512) || !strings.HasPrefix(why, whyKVFull) {
+		t.Errorf("a long queue, KV full: %d (%q), want %d", got, why, 512+queueKeep(512))
 	}
 }

@@ -71,10 +71,8 @@ type scraper struct {
 	last, prev *servermetrics.Reading
 	// stored is when a sample was last stored (Unix ms): readings taken
 	// faster than the monitor's interval, while the limit moves, are
-	// stored only when the limit changed. askedCapacity: an SGLang
-	// server's stated capacity was asked (once).
-	stored        int64
-	askedCapacity bool
+	// stored only when the limit changed.
+	stored int64
 
 	mu      sync.Mutex
 	live    liveView
@@ -86,15 +84,15 @@ type counterPoint struct {
 	v  float64
 }
 
-// loop reads the server's /metrics every interval, or at adaptEvery
-// while the governor moves its limit, until ctx ends.
+// loop reads the server's /metrics every interval, or faster while the
+// governor holds or moves its limit (governor.readEvery), until ctx ends.
 func (sc *scraper) loop(ctx context.Context, every time.Duration) {
 	fast := false
 	for {
 		sc.scrape(ctx, fast)
 		wait := every
-		if sc.m.gov.fast(sc.s) {
-			wait = min(adaptEvery, every)
+		if d := sc.m.gov.readEvery(sc.s); d > 0 {
+			wait = min(d, every)
 		}
 		fast = wait < every
 		t := time.NewTimer(wait)
@@ -150,7 +148,9 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 			smp.Scraped = true
 			r.Fill(sc.last, smp)
 			cur, sc.last, sc.flavor = r, r, r.Flavor()
-			sc.askCapacity(ctx)
+			if pool := r.PoolTokens(); pool > 0 { // vLLM's (cache_config_info)
+				m.gov.stated(s, servermetrics.Stated{PoolTokens: pool}, time.Now().UnixMilli())
+			}
 			if r.Flavor() == store.FlavorOther {
 				m.ctl.once("otherflavor "+s.name, "gen: %s/metrics has none of SGLang's (sglang:*), vLLM's (vllm:*) or llama.cpp's (llamacpp:*) metrics: its own view is unknown in 'gendex query server'", s.name)
 			}
@@ -182,20 +182,6 @@ func (sc *scraper) scrape(ctx context.Context, fast bool) {
 	if !fast || newSecond && (smp.Time-sc.stored >= m.every.Milliseconds()*9/10 || s.limit.Load() != limit) {
 		sc.stored = smp.Time
 		m.add(pending{server: s.name, sample: smp})
-	}
-}
-
-// askCapacity asks an SGLang server, once, the capacity it states, for the
-// governor to start its limit there (servermetrics.StatedCapacity).
-func (sc *scraper) askCapacity(ctx context.Context) {
-	if sc.askedCapacity || sc.flavor != store.FlavorSGLang || sc.m.gov.state(sc.s) == nil {
-		return
-	}
-	sc.askedCapacity = true
-	cctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-	defer cancel()
-	if c, err := servermetrics.StatedCapacity(cctx, sc.m.hc, sc.s.client().BaseURL, sc.m.apiKey); err == nil {
-		sc.m.gov.stated(sc.s, c, time.Now().UnixMilli())
 	}
 }
 

@@ -63,6 +63,10 @@ type server struct {
 	lost, downInFlight atomic.Int64
 	// flights are its requests in flight and its last replies (stall.go).
 	flights flights
+	// serverInfo is what learn last read of its SGLang /get_server_info
+	// or llama.cpp /props (nil: none): the governor reads the capacity it
+	// states there (limit.go), so neither is asked twice.
+	serverInfo atomic.Pointer[[]byte]
 	// identity is its provenance as first read in this run; retired: it
 	// came back as another server and is sent nothing more (identity.go).
 	identity atomic.Pointer[[]byte]

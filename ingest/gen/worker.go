@@ -49,6 +49,9 @@ type asker struct {
 	iso     isolation     // the crash suspects isolated (isolate.go)
 	slots   chan struct{} // one per request in flight: Concurrency bounds them all
 	sent    sentAny       // a prompt was sent (refused.go)
+	// prompts counts the prompts sent as token ids: fed so (feeder) or
+	// made so (sendOnce), for the size of the run's requests (limit.go).
+	prompts promptTally
 
 	// What the asker asks of the other parts, set by the run (newRun):
 	// a redone answer's line marked (redo.go); the "gen" part of a
@@ -347,6 +350,9 @@ func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client
 	counted, err := a.promptFits(ctx, s, c, p, ids) // promptfit.go
 	if err != nil {
 		return nil, 0, err
+	}
+	if p.InputIDs == nil {
+		a.prompts.note(len(ids)) // made ids (the feeder counted the others)
 	}
 	textOut := ids == nil && p.Messages == nil && (api == client.APIGenerate || api == client.APICompletions)
 	switch {

@@ -27,17 +27,22 @@ var sglangIdentityKeys = []string{"version", "model_path", "tokenizer_path", "ch
 // model path, build and the chat template's SHA-256, the first 16 hex
 // digits). A key the server does not tell is left out; a server that
 // answers none of it gives nil. It never fails the caller: an identity
-// is a record, not a requirement.
-func (c *Client) ServerIdentity(ctx context.Context) map[string]any {
+// is a record, not a requirement. serverInfo is the body it read of
+// SGLang's /get_server_info or llama.cpp's /props (nil: none), for what
+// else gen reads there (the capacity the server states) without asking
+// again.
+func (c *Client) ServerIdentity(ctx context.Context) (ident map[string]any, serverInfo []byte) {
 	ctx, cancel := context.WithTimeout(ctx, identityTimeout)
 	defer cancel()
 	out := map[string]any{}
 	switch c.Flavor {
 	case FlavorSGLang:
+		var body json.RawMessage
 		var info map[string]json.RawMessage
-		if _, err := c.call(ctx, http.MethodGet, "/get_server_info", nil, &info); err != nil {
-			return nil
+		if _, err := c.call(ctx, http.MethodGet, "/get_server_info", nil, &body); err != nil || json.Unmarshal(body, &info) != nil {
+			return nil, nil
 		}
+		serverInfo = body
 		for _, k := range sglangIdentityKeys {
 			var v any
 			if raw, ok := info[k]; ok && json.Unmarshal(raw, &v) == nil && v != nil && v != "" {
@@ -49,18 +54,20 @@ func (c *Client) ServerIdentity(ctx context.Context) map[string]any {
 			Version string `json:"version"`
 		}
 		if _, err := c.call(ctx, http.MethodGet, "/version", nil, &v); err != nil || v.Version == "" {
-			return nil
+			return nil, nil
 		}
 		out["version"] = v.Version
 	case FlavorLlamaCpp:
+		var body json.RawMessage
 		var p struct {
 			ModelPath    string `json:"model_path"`
 			BuildInfo    string `json:"build_info"`
 			ChatTemplate string `json:"chat_template"`
 		}
-		if _, err := c.call(ctx, http.MethodGet, "/props", nil, &p); err != nil {
-			return nil
+		if _, err := c.call(ctx, http.MethodGet, "/props", nil, &body); err != nil || json.Unmarshal(body, &p) != nil {
+			return nil, nil
 		}
+		serverInfo = body
 		if p.ModelPath != "" {
 			out["model_path"] = p.ModelPath
 		}
@@ -73,7 +80,7 @@ func (c *Client) ServerIdentity(ctx context.Context) map[string]any {
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, serverInfo
 	}
-	return out
+	return out, serverInfo
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 )
@@ -9,7 +10,9 @@ import (
 // TestServerIdentity: SGLang's /get_server_info gives the keys that change
 // its answers (an unset one is left out, the rest ignored); vLLM's
 // /version its version; llama.cpp's /props the chat template's hash; a
-// server that answers 404 has no identity to tell.
+// server that answers 404 has no identity to tell. The body of SGLang's
+// and llama.cpp's answer comes back whole (what else gen reads there: the
+// capacity the server states), vLLM's none.
 func TestServerIdentity(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -28,9 +31,20 @@ func TestServerIdentity(t *testing.T) {
 	} {
 		c := serve(t, tc.routes)
 		c.Flavor = tc.flavor
-		got := c.ServerIdentity(t.Context())
+		got, info := c.ServerIdentity(t.Context())
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		var want string
+		for path, h := range tc.routes {
+			if path != "/version" {
+				rec := httptest.NewRecorder()
+				h(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				want = rec.Body.String()
+			}
+		}
+		if string(info) != want {
+			t.Errorf("%s: the body read %q, want %q", tc.name, info, want)
 		}
 	}
 }

@@ -1,63 +1,33 @@
 package servermetrics
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 )
 
-// Stated is what an SGLang server states of its capacity.
+// Stated is what a server states of its capacity.
 type Stated struct {
-	// Running is the requests it runs at once: max_running_requests, the
-	// flag's value, else (it is often null: the server sizes it from its
-	// KV pool) the sum over its data-parallel ranks of internal_states'
+	// Running is the requests it runs at once: llama.cpp's total_slots;
+	// SGLang's max_running_requests, the flag's value, else (it is often
+	// null: the server sizes it from its KV pool) the sum over its
+	// data-parallel ranks of internal_states'
 	// effective_max_running_requests_per_dp.
 	Running int
-	// PoolTokens is its KV pool in tokens (0: not stated): the top-level
-	// max_total_num_tokens (a scheduler's, so one data-parallel rank's)
-	// times dp_size.
+	// PoolTokens is its KV pool in tokens (0: not stated): SGLang's
+	// top-level max_total_num_tokens (a scheduler's, so one data-parallel
+	// rank's) times dp_size; vLLM's in its /metrics (Reading.PoolTokens).
 	PoolTokens int
 }
 
-// StatedCapacity reads what an SGLang server states of its capacity from
-// its GET /server_info (/get_server_info before v0.5.6; sglang-api.md §5).
-// base is the server's root URL (its query string kept: it may carry
-// credentials, and is never printed); apiKey, when set, is sent as a
-// bearer token. It returns an error when the server tells no Running.
-func StatedCapacity(ctx context.Context, hc *http.Client, base, apiKey string) (Stated, error) {
-	var last error
-	for _, path := range []string{"/server_info", "/get_server_info"} {
-		st, err := statedAt(ctx, hc, base, path, apiKey)
-		if err == nil {
-			return st, nil
-		}
-		last = err
-	}
-	return Stated{}, last
-}
-
-func statedAt(ctx context.Context, hc *http.Client, base, path, apiKey string) (Stated, error) {
-	target, err := routeURL(base, path)
-	if err != nil {
-		return Stated{}, errors.New("bad server URL")
-	}
-	resp, body, err := get(ctx, hc, target, apiKey, "")
-	switch {
-	case resp == nil:
-		return Stated{}, err
-	case resp.StatusCode != http.StatusOK:
-		return Stated{}, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
-	case err != nil:
-		return Stated{}, err
-	}
-	return capacityOf(body)
-}
-
-// capacityOf reads a /server_info body (see StatedCapacity).
-func capacityOf(body []byte) (Stated, error) {
+// CapacityOf reads what a server states of its capacity in body: SGLang's
+// /get_server_info (/server_info since v0.5.6, the same; sglang-api.md
+// §5), or llama.cpp's /props, whose total_slots (its --parallel) is the
+// requests it runs at once (tools/server/server-context.cpp, its props
+// handler). It returns an error when the body tells no Running.
+func CapacityOf(body []byte) (Stated, error) {
 	var info struct {
+		TotalSlots     *float64 `json:"total_slots"`
 		MaxRunning     *float64 `json:"max_running_requests"`
 		Pool           *float64 `json:"max_total_num_tokens"`
 		DPSize         *float64 `json:"dp_size"`
@@ -67,6 +37,9 @@ func capacityOf(body []byte) (Stated, error) {
 	}
 	if err := json.Unmarshal(body, &info); err != nil {
 		return Stated{}, fmt.Errorf("server_info: %v", err)
+	}
+	if info.TotalSlots != nil && *info.TotalSlots >= 1 {
+		return Stated{Running: int(*info.TotalSlots)}, nil // each slot has its own context: no pool
 	}
 	var st Stated
 	if info.Pool != nil && *info.Pool >= 1 {

@@ -191,6 +191,9 @@ type Reading struct {
 	flavor store.Flavor
 	values map[string]float64
 	names  map[string]string
+	// poolTokens is the KV pool vLLM states in vllm:cache_config_info
+	// (0: not stated; see statedPool).
+	poolTokens int
 	// startHeader is llama.cpp's Process-Start-Time-Unix header: despite
 	// its name, the server's start on a monotonic clock in µs (ggml_time_us
 	// at its metrics' init), so only compared, never read as a date.
@@ -201,6 +204,10 @@ type Reading struct {
 // the three flavors').
 func (r *Reading) Flavor() store.Flavor { return r.flavor }
 
+// PoolTokens is the KV pool in tokens the server states in its /metrics
+// (vLLM's vllm:cache_config_info; 0: not stated).
+func (r *Reading) PoolTokens() int { return r.poolTokens }
+
 func (r *Reading) get(key string) (float64, bool) {
 	v, ok := r.values[key]
 	return v, ok
@@ -210,8 +217,41 @@ func (r *Reading) get(key string) (float64, bool) {
 // the samples of the names some flavor reads, combined into a Reading; a
 // line that does not parse is skipped.
 func Read(body []byte) *Reading {
-	samples, _ := parseProm(body, func(name string) bool { return readNames[name] })
-	return readExposition(samples)
+	samples, _ := parseProm(body, func(name string) bool { return readNames[name] || name == vllmCacheConfig })
+	r := readExposition(samples)
+	if r.flavor == store.FlavorVLLM {
+		r.poolTokens = statedPool(samples)
+	}
+	return r
+}
+
+// vllmCacheConfig is vLLM's info gauge of its CacheConfig: its labels are
+// the config's fields as text (vllm/v1/metrics/loggers.py,
+// log_metrics_info; CacheConfig.metrics_info), one series per engine.
+const vllmCacheConfig = "vllm:cache_config_info"
+
+// statedPool is the KV pool in tokens vLLM states: num_gpu_blocks ×
+// block_size of its cache_config_info (0: none, or not numbers). With
+// data parallelism the front end sums num_gpu_blocks over its engines
+// into the one config every engine's series is labelled from
+// (core_client's startup handshake), so the largest series is the whole
+// pool, never their sum.
+func statedPool(samples []promSample) int {
+	pool := 0
+	for i := range samples {
+		s := &samples[i]
+		if s.name != vllmCacheConfig {
+			continue
+		}
+		blocks, ok1 := s.label("num_gpu_blocks")
+		size, ok2 := s.label("block_size")
+		b, err1 := strconv.Atoi(blocks)
+		z, err2 := strconv.Atoi(size)
+		if ok1 && ok2 && err1 == nil && err2 == nil && b > 0 && z > 0 && b <= 1<<40/z {
+			pool = max(pool, b*z)
+		}
+	}
+	return pool
 }
 
 // flavorOf tells the server by the names of its samples (read: only the

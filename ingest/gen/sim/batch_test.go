@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gendex/ingest/gen/servermetrics"
 )
 
 // runBatch queues n items of prompt tokens that each decode out tokens
@@ -171,6 +173,29 @@ func TestKneeMetricsAndAnswers(t *testing.T) {
 				t.Errorf("sglang preempted %d times; it queues", st.Preemptions)
 			}
 		})
+	}
+}
+
+// TestVLLMStatesItsPool: the vLLM flavor states a KV pool that binds
+// (Config.KVTokens) in vllm:cache_config_info, as gen reads it; a pool
+// that does not bind, and SGLang (which states its pool in /server_info),
+// state none there.
+func TestVLLMStatesItsPool(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Flavor: FlavorVLLM, StepBase: time.Millisecond, KVTokens: 1024}, 1024},
+		{Config{Flavor: FlavorVLLM, StepBase: time.Millisecond, KVTokens: 1000}, 1000},
+		{Config{Flavor: FlavorVLLM, StepBase: time.Millisecond}, 0},
+		{Config{Flavor: FlavorSGLang, EnableMetrics: true, StepBase: time.Millisecond, KVTokens: 1024}, 0},
+	} {
+		_, url := testServer(t, c.cfg)
+		resp, b := do(t, "GET", url+"/metrics", "", "")
+		if got := servermetrics.Read(b).PoolTokens(); resp.StatusCode != 200 || got != c.want {
+			t.Errorf("%s, --kv-tokens %d: /metrics %d states a pool of %d tokens, want %d", c.cfg.Flavor, c.cfg.KVTokens, resp.StatusCode, got, c.want)
+		}
 	}
 }
 

@@ -84,7 +84,9 @@ func (m *meters) sglangPage(w http.ResponseWriter, r *http.Request) {
 // vllmPage serves /metrics (always mounted in vLLM) with vLLM's
 // names; every series carries engine and model_name.
 // num_preemptions_total counts the knee scheduler's preemptions (batch.go;
-// 0 without it, as vLLM's counter before its first).
+// 0 without it, as vLLM's counter before its first); cache_config_info
+// states the KV pool (Config.KVTokens) as num_gpu_blocks × block_size,
+// only when one binds (a pool of Slots × ContextLength is no real one).
 func (m *meters) vllmPage(w http.ResponseWriter, r *http.Request) {
 	st := m.stats()
 	f := m.fstats.snapshot()
@@ -108,6 +110,18 @@ func (m *meters) vllmPage(w http.ResponseWriter, r *http.Request) {
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", 0)
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", float64(st.PromptTokens))
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", float64(st.GeneratedTokens))
+	if m.cfg.KVTokens > 0 {
+		// vLLM states its pool (and every other CacheConfig field, here
+		// only the ones a client reads and a few beside) as an info gauge
+		// of value 1 (vllm/v1/metrics/loggers.py, log_metrics_info).
+		blocks, size := m.cfg.KVTokens/16, 16
+		if m.cfg.KVTokens%16 != 0 {
+			blocks, size = m.cfg.KVTokens, 1
+		}
+		p.Family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", prom.Gauge)
+		p.Float(1, "block_size", strconv.Itoa(size), "cache_dtype", "auto", "enable_prefix_caching", "True", "engine", "0",
+			"gpu_memory_utilization", "0.9", "num_gpu_blocks", strconv.Itoa(blocks), "num_gpu_blocks_override", "None")
+	}
 	p.Family("vllm:request_success_total", "Count of successfully processed requests.", prom.Counter)
 	for _, reason := range []string{"stop", "length", "abort"} {
 		p.Float(float64(f.finishedReasons[reason]), "engine", "0", "finished_reason", reason, "model_name", m.cfg.Model)
