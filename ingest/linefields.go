@@ -38,6 +38,10 @@ type fields struct {
 	specVerify, specAccepted, specProposed, turns, ext span
 }
 
+// set keeps sp as the value of the top-level key, when it is one the
+// readers read. It must be one piece: one switch over every key is one
+// comparison tree, on the path of every key of every line; split, a key
+// would go through several.
 func (f *fields) set(key []byte, sp span) {
 	switch string(key) { // no allocation: the compiler turns this into a comparison
 	case "id":

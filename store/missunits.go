@@ -22,7 +22,7 @@ func samplesOf(b *bolt.Bucket) int {
 // named (its key), and a unit of another stage is in Prompts when its
 // prompt is. One lookup per key and stage, not a merge: a prompt's units
 // are not in key order.
-func (v *View) missingUnits(b *bolt.Bucket, of Stage, n int, fn func(id string) error, in []Stage) error {
+func missingUnits(v *View, b *bolt.Bucket, of Stage, n int, fn func(id string) error, in []Stage) error {
 	src := b.Bucket(stageBuckets[of])
 	others := make([]*bolt.Bucket, len(in))
 	for i, s := range in {

@@ -108,7 +108,14 @@ type Summary struct {
 	// units (UnitID) have an answer or a final error: absent while no
 	// prompt has two, as in every dataset of one sample per prompt.
 	Done map[string]uint64 `json:"done,omitempty"`
+	// asked is the samples per prompt a caller knows the dataset asks
+	// beyond its records (Ask).
+	asked uint64
 }
+
+// Ask makes s count n samples per prompt when its records name fewer:
+// gen --samples N, before its first answers are in.
+func (s *Summary) Ask(n int) { s.asked = uint64(max(n, 0)) }
 
 // Stage returns the counters of one stage.
 func (s Summary) Stage(st Stage) Stats { return s.Stages[st] }
@@ -162,9 +169,10 @@ func (s Summary) MissingRaw() uint64 {
 }
 
 // Samples is how many samples per prompt the dataset asks for: the
-// largest count its records' lines name (Stats.Samples), 1 when none does.
+// largest count its records' lines name (Stats.Samples) or Ask gave, 1
+// when none does.
 func (s Summary) Samples() uint64 {
-	n := uint64(1)
+	n := max(s.asked, 1)
 	for _, st := range s.Stages {
 		for k, c := range st.Samples {
 			if v, err := strconv.ParseUint(k, 10, 32); err == nil && c > 0 {

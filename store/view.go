@@ -237,7 +237,7 @@ func (v *View) missing(name string, of Stage, fn func(id string) error, useHint 
 		return nil
 	}
 	if n := samplesOf(b); n > 1 {
-		return v.missingUnits(b, of, n, fn, in)
+		return missingUnits(v, b, of, n, fn, in)
 	}
 	var others []*bolt.Cursor
 	for _, s := range in {

@@ -154,7 +154,7 @@ func (a *asker) learn(ctx context.Context, s *server) error {
 	}
 	nc.Simulated, nc.Flavor = info.Simulated, info.Flavor
 	ident := nc.ServerIdentity(ctx)
-	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
+	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, a.cfg.samples(), nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
 	if err := a.checkIdentity(s, nc.Provenance); err != nil {
 		return err
 	}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gendex/ingest/gen/sim"
+)
+
+// gen --samples N: N answers per prompt, each (id, sample) a unit asked
+// exactly once through SIGKILL and resume and across shards, each drawing
+// its own --mix value the same way every time; the index counts units as
+// a fresh ingest of the files does; a resume with another N is refused.
+
+// unitLine is what the samples tests read of a line gen wrote.
+type unitLine struct {
+	ID      string `json:"id"`
+	Sample  *int   `json:"sample"`
+	Samples int    `json:"samples"`
+	Turn    int    `json:"turn"`
+	Prov    struct {
+		Drawn map[string]string `json:"drawn"`
+	} `json:"provenance"`
+}
+
+// unitsIn reads the lines of the files matching pattern under dir by
+// (id, sample[, turn]): each key's lines, and each key's draw.
+func unitsIn(t *testing.T, dir, pattern string, samples int) (lines map[string]int, draws map[string]string) {
+	t.Helper()
+	lines, draws = map[string]int{}, map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, pattern))
+	for _, f := range files {
+		eachJSONLine(t, f, func(b []byte) {
+			var l unitLine
+			if err := json.Unmarshal(b, &l); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if l.Sample == nil || *l.Sample < 0 || *l.Sample >= samples || l.Samples != samples {
+				t.Fatalf("%s: a line without its sample of %d: %s", f, samples, b)
+			}
+			k := fmt.Sprintf("%s/%d", l.ID, *l.Sample)
+			if l.Turn > 0 {
+				k += fmt.Sprintf("#%d", l.Turn)
+			}
+			lines[k]++
+			d, _ := json.Marshal(l.Prov.Drawn)
+			draws[k] = string(d)
+		})
+	}
+	return lines, draws
+}
+
+// checkUnitsOnce fails t unless lines holds want keys, each once.
+func checkUnitsOnce(t *testing.T, what string, lines map[string]int, want int) {
+	t.Helper()
+	if len(lines) != want {
+		t.Errorf("%s: %d distinct (id, sample) lines, want %d", what, len(lines), want)
+	}
+	for k, n := range lines {
+		if n != 1 {
+			t.Errorf("%s: %s written %d times", what, k, n)
+		}
+	}
+}
+
+// samplesData writes a dataset of one-turn prompts (O, 40) and one of
+// three-turn conversations (C, 20) under a new root.
+func samplesData(t *testing.T) string {
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "O"), "O", 40)
+	writeConversationPrompts(t, filepath.Join(root, "C"), "C", 20, 3)
+	return root
+}
+
+// sameIndexAsFresh fails t unless the index db answers progress, tokens
+// and files as a fresh index of the folders does.
+func sameIndexAsFresh(t *testing.T, bin, db string, folders ...string) {
+	t.Helper()
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustRunGendex(t, bin, append([]string{"--db", fresh, "ingest"}, folders...)...)
+	for _, q := range []string{"progress", "tokens", "files"} {
+		ask := func(db string) string {
+			return mustRunGendex(t, bin, "--db", db, "query", q, "--format", "json")
+		}
+		if got, want := ask(db), ask(fresh); got != want {
+			t.Errorf("query %s: the index says\n%s\na fresh index of the files says\n%s", q, got, want)
+		}
+	}
+}
+
+// TestGenSamplesExactlyOnceThroughKills: gen --samples 3 --mix, killed at
+// least four times while writing and resumed, writes each (id, sample) of
+// a one-turn dataset and of a three-turn one exactly once (and each turn
+// of each sample's conversation once), each drawing what an uninterrupted
+// run draws, and its index equals a fresh ingest of the files.
+func TestGenSamplesExactlyOnceThroughKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin, "--seed", "5", "--slots", "16", "--decode-tps", "150")
+	root := samplesData(t)
+	run := func(db, out string) []string {
+		return []string{"--db", db, "gen", "--server", url, "--api", "chat", "--out", out, "--concurrency", "12", "--max-new-tokens", "24",
+			"--samples", "3", "--mix", mixTemp, "--seed", "9", root}
+	}
+	whole := t.TempDir()
+	mustRunGendex(t, bin, run(filepath.Join(whole, "g.db"), whole)...)
+	_, wantO := unitsIn(t, filepath.Join(whole, "O"), "raw_responses*.jsonl", 3)
+	_, wantC := unitsIn(t, filepath.Join(whole, "C"), "raw_responses*.jsonl", 3)
+
+	killed := t.TempDir()
+	db := filepath.Join(killed, "g.db")
+	size := func() (n int64) {
+		for _, f := range []string{"O/raw_responses.jsonl", "C/turns.jsonl", "C/raw_responses.jsonl"} {
+			if fi, err := os.Stat(filepath.Join(killed, f)); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
+	oneTurn := func() int64 { // O is fed after C: kills must land in both
+		fi, err := os.Stat(filepath.Join(killed, "O", "raw_responses.jsonl"))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	kills, oKills := 0, 0
+	for i := 0; i < 24 && (kills < 5 || oKills < 3); i++ {
+		before, oBefore := size(), oneTurn()
+		// C's conversations go first: a kill while O is under way waits
+		// for O's answers (the delay after the first write grows).
+		ok, p := killWhileWriting(t, bin, run(db, killed), func() bool { return size() != before }, time.Duration(60+90*(i%8))*time.Millisecond)
+		if ok {
+			kills++
+			if oneTurn() > oBefore && oBefore > 0 {
+				oKills++ // killed amid O's answers, O begun before
+			}
+		} else if p.Wait() != 0 {
+			t.Fatalf("run %d ended with exit %d\n%s", i, p.Wait(), p.Stderr())
+		}
+	}
+	final := mustRunGendex(t, bin, run(db, killed)...)
+	t.Logf("%d kills, %d with O under way; the final run:\n%s", kills, oKills, final)
+	if kills < 5 || oKills < 3 {
+		t.Errorf("%d runs were killed while writing, %d of them amid O's answers; the test wants 5 and 3", kills, oKills)
+	}
+	if !strings.Contains(final, "prompts done (every sample)") || !strings.Contains(final, "answers") {
+		t.Errorf("the summary does not count prompts done and answers:\n%s", final)
+	}
+	for _, c := range []struct {
+		ds    string
+		n     int
+		turns int
+		want  map[string]string
+	}{{"O", 40, 0, wantO}, {"C", 20, 2, wantC}} {
+		lines, draws := unitsIn(t, filepath.Join(killed, c.ds), "raw_responses*.jsonl", 3)
+		checkUnitsOnce(t, c.ds+" answers", lines, 3*c.n)
+		if c.turns > 0 {
+			turns, _ := unitsIn(t, filepath.Join(killed, c.ds), "turns*.jsonl", 3)
+			checkUnitsOnce(t, c.ds+" earlier turns", turns, 3*c.n*c.turns)
+		}
+		sameDraws(t, c.ds+" killed and resumed", c.want, draws)
+		differ := 0
+		for i := 1; i <= c.n; i++ {
+			id := fmt.Sprintf("%s-%05d", c.ds, i)
+			if draws[id+"/0"] != draws[id+"/1"] || draws[id+"/1"] != draws[id+"/2"] {
+				differ++
+			}
+		}
+		if differ == 0 {
+			t.Errorf("%s: every prompt's samples drew the same value: the draw does not take the sample", c.ds)
+		}
+	}
+	sameIndexAsFresh(t, bin, db, root, killed)
+	type row struct {
+		Dataset     string
+		Prompts     int
+		Raw         int
+		MissingRaw  int `json:"missing_raw"`
+		Samples     int
+		PromptsDone int `json:"prompts_done"`
+	}
+	rows, err := queryJSON[row](t, bin, db, "progress")
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("progress: %v %+v", err, rows)
+	}
+	for _, r := range rows {
+		if r.Samples != 3 || r.Raw != 3*r.Prompts || r.PromptsDone != r.Prompts || r.MissingRaw != 0 {
+			t.Errorf("progress %+v: want 3 samples, 3 answers per prompt, every prompt done", r)
+		}
+	}
+}
+
+// TestGenSamplesShards: the two shards of a run of --samples 2 answer
+// every (id, sample) once between them, each in its own files.
+func TestGenSamplesShards(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 2, Slots: 16, DecodeTokensPerSec: 5000})
+	root := samplesData(t)
+	out := t.TempDir()
+	for _, s := range []string{"0/2", "1/2"} {
+		mustRunGendex(t, bin, "--db", filepath.Join(out, strings.Replace(s, "/", "of", 1)+".db"), "gen", "--server", url, "--out", out,
+			"--max-new-tokens", "8", "--samples", "2", "--shard", s, root)
+	}
+	for _, c := range []struct {
+		ds string
+		n  int
+	}{{"O", 40}, {"C", 20}} {
+		lines, _ := unitsIn(t, filepath.Join(out, c.ds), "raw_responses.shard-*.jsonl", 2)
+		checkUnitsOnce(t, c.ds+" across shards", lines, 2*c.n)
+	}
+}
+
+// TestGenSamplesResumeRefused: a dataset answered with --samples 2 is
+// refused to a run with --samples 3 or none, naming both counts and what
+// to do, before anything is sent.
+func TestGenSamplesResumeRefused(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 2, Slots: 8, DecodeTokensPerSec: 5000})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "O"), "O", 6)
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "gen", "--server", url, "--max-new-tokens", "8", root}
+	mustRunGendex(t, bin, append(args, "--samples", "2")...)
+	raw := filepath.Join(root, "O", "raw_responses.jsonl")
+	// One answer deleted: the refused runs would have one to ask.
+	b, _ := os.ReadFile(raw)
+	os.WriteFile(raw, b[:strings.LastIndexByte(strings.TrimSuffix(string(b), "\n"), '\n')+1], 0o644)
+	mustRunGendex(t, bin, "--db", db, "ingest", root)
+	before, _ := os.ReadFile(raw)
+	for _, more := range [][]string{{"--samples", "3"}, nil} {
+		code, _, stderr := runGendex(t, bin, "", append(args, more...)...)
+		now := "--samples 1"
+		if more != nil {
+			now = "--samples 3"
+		}
+		if code == 0 || !strings.Contains(stderr, "made with --samples 2") || !strings.Contains(stderr, "this run asks "+now) ||
+			!strings.Contains(stderr, "give --samples 2") || !strings.Contains(stderr, "nothing was sent") {
+			t.Errorf("gen %v: exit %d; want refused, naming --samples 2 and %s:\n%s", more, code, now, stderr)
+		}
+		if after, _ := os.ReadFile(raw); string(after) != string(before) {
+			t.Errorf("gen %v was refused but wrote answers", more)
+		}
+	}
+	mustRunGendex(t, bin, append(args, "--samples", "2")...)
+	lines, _ := unitsIn(t, filepath.Join(root, "O"), "raw_responses.jsonl", 2)
+	checkUnitsOnce(t, "resumed with the same --samples", lines, 12)
+}
+
+// TestGenSamplesRecords: gen --samples 2 --export writes one training
+// record per sample, with its id and sample, and so does a fresh
+// `gendex export`; prompt tokens are summed per request (each sample's
+// request counts its prompt).
+func TestGenSamplesRecords(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 2, Slots: 8, DecodeTokensPerSec: 5000})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "O"), "O", 10)
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustRunGendex(t, bin, "--db", db, "gen", "--server", url, "--max-new-tokens", "8", "--samples", "2", "--export", "ids", "--include-truncated", root)
+	dir := filepath.Join(root, "O")
+	recs, _ := unitsIn(t, dir, "tokenized.jsonl", 2)
+	checkUnitsOnce(t, "gen --export's records", recs, 20)
+	if out := mustRunGendex(t, bin, "--db", db, "query", "missing", "O", "--stage", "tokenized", "--format", "tsv", "--no-header"); out != "" {
+		t.Errorf("answers without a record: %q", out)
+	}
+	os.Remove(filepath.Join(dir, "tokenized.jsonl"))
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	mustRunGendex(t, bin, "--db", fresh, "ingest", root)
+	mustRunGendex(t, bin, "--db", fresh, "export", "--format", "ids", "--include-truncated", root)
+	recs, _ = unitsIn(t, dir, "tokenized.jsonl", 2)
+	checkUnitsOnce(t, "gendex export's records", recs, 20)
+	var sum int64
+	eachJSONLine(t, filepath.Join(dir, "raw_responses.jsonl"), func(b []byte) {
+		var a struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		}
+		json.Unmarshal(b, &a)
+		sum += a.PromptTokens
+	})
+	type tokens struct {
+		Prompt int64 `json:"prompt_tokens"`
+	}
+	if rows, err := queryJSON[tokens](t, bin, fresh, "tokens", "O"); err != nil || len(rows) == 0 || rows[0].Prompt != sum || sum == 0 {
+		t.Errorf("tokens %+v %v: want %d prompt tokens, each of the 20 requests' own count", rows, err, sum)
+	}
+}
