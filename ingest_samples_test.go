@@ -118,4 +118,21 @@ func TestIngestSampledAnswers(t *testing.T) {
 	if out := mustRunGendex(t, bin, "--db", db, "query", "missing", "ds", "--format", "tsv", "--no-header"); out != "p2\t1\np4\t2\n" {
 		t.Errorf("missing --no-header = %q, want the ids and samples", out)
 	}
+	// No training record yet: every unit is listed, each with why.
+	type untokenized struct {
+		missingUnit
+		Reason string `json:"reason"`
+	}
+	rows, err := queryJSON[untokenized](t, bin, db, "missing", "ds", "--stage", "tokenized")
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := map[missingUnit]string{}
+	for _, r := range rows {
+		why[r.missingUnit] = r.Reason
+	}
+	if len(rows) != 12 || len(why) != 12 || why[missingUnit{"p4", 2}] != "no answer yet" || why[missingUnit{"p2", 1}] != "no answer yet" ||
+		!strings.HasPrefix(why[missingUnit{"p3", 1}], "failed") || why[missingUnit{"p1", 2}] != "not exported yet" {
+		t.Errorf("missing --stage tokenized: %+v; want the 12 units, each with why", rows)
+	}
 }

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -46,7 +48,7 @@ func missingUnits(v *View, b *bolt.Bucket, of Stage, n int, fn func(id string) e
 			return err
 		}
 		units := []string{string(k)}
-		if of == Prompts {
+		if of == Prompts && len(in) > 0 { // with no stage to look in, the prompts themselves
 			units = units[:0]
 			for s := range n {
 				units = append(units, UnitID(string(k), s))
@@ -61,4 +63,60 @@ func missingUnits(v *View, b *bolt.Bucket, of Stage, n int, fn func(id string) e
 		}
 	}
 	return nil
+}
+
+// keyWalk is a walk over increasing keys, taken one at a time: a
+// follower of a stage, or a unitWalk.
+type keyWalk interface {
+	key() []byte // the next key, nil at the end
+	take(k []byte) bool
+}
+
+// unitWalk walks the unit keys (UnitID) of a prompts stage, n per prompt,
+// in key order: a prompt's units sort after it and before the next prompt
+// (no id holds UnitSep), so sorting each prompt's own keys is enough.
+type unitWalk struct {
+	c     *bolt.Cursor
+	n     int
+	units [][]byte // the current prompt's units not taken yet, sorted
+}
+
+func newUnitWalk(b *bolt.Bucket, n int) *unitWalk {
+	w := &unitWalk{n: n}
+	if b != nil {
+		w.c = b.Cursor()
+		k, _ := w.c.First()
+		w.fill(k)
+	}
+	return w
+}
+
+// fill makes the prompt k's units the walk's next keys.
+func (w *unitWalk) fill(k []byte) {
+	w.units = w.units[:0]
+	if k == nil {
+		return
+	}
+	for s := range w.n {
+		w.units = append(w.units, []byte(UnitID(string(k), s)))
+	}
+	slices.SortFunc(w.units, bytes.Compare)
+}
+
+func (w *unitWalk) key() []byte {
+	if len(w.units) == 0 {
+		return nil
+	}
+	return w.units[0]
+}
+
+func (w *unitWalk) take(k []byte) bool {
+	if len(w.units) == 0 || !bytes.Equal(w.units[0], k) {
+		return false
+	}
+	if w.units = w.units[1:]; len(w.units) == 0 {
+		next, _ := w.c.Next()
+		w.fill(next)
+	}
+	return true
 }

@@ -220,7 +220,8 @@ func (v *View) Each(name string, stage Stage, fn func(*Record) error) error {
 // record in any of the stages `in`: Missing(ds, Prompts, fn, Raw, Errors)
 // lists the prompts not yet answered. In a dataset of several samples per
 // prompt it names units (UnitID; SplitUnit): a prompt stands for each of
-// its samples, in sample order, and a unit's prompt for it.
+// its samples, in sample order (but with no stages in: the prompts), and
+// a unit's prompt for it.
 func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...Stage) error {
 	return v.missing(name, of, fn, true, in...)
 }
