@@ -95,6 +95,9 @@ func TestIngestSampledAnswers(t *testing.T) {
 	if rows, err := queryJSON[tokens](t, bin, db, "tokens", "ds"); err != nil || len(rows) == 0 || rows[0].Prompt != 100 {
 		t.Errorf("tokens: %+v %v; want 100 prompt tokens, 10 for each of the 10 answers' requests", rows, err)
 	}
+	if _, _, stderr := runGendex(t, bin, "", "--db", db, "query", "tokens", "ds"); !strings.Contains(stderr, "its prompt counted 3 times") {
+		t.Errorf("tokens does not say the prompt tokens count each sample's request:\n%s", stderr)
+	}
 
 	// Delete p2's sample 1 and make the index again: it is missing too.
 	raw := filepath.Join(data, "ds", "raw_responses.jsonl")

@@ -22,7 +22,7 @@ import (
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
 	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing (a redo's answers asked again and stale records too) and lines skipped, per dataset"},
-	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
+	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped; prompt tokens as the server counted them per request (with several samples per prompt, each sample's request counts its prompt)"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
