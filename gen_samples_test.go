@@ -296,3 +296,52 @@ func TestGenSamplesRecords(t *testing.T) {
 		t.Errorf("tokens %+v %v: want %d prompt tokens, each of the 20 requests' own count", rows, err, sum)
 	}
 }
+
+// TestGenSamplesToolStepsThroughKills: tool conversations asked step by
+// step with --samples 2, killed while steps are written and resumed:
+// each sample's conversation is its own, its steps written once each and
+// its raw line once, and the index equals a fresh ingest of the folder.
+func TestGenSamplesToolStepsThroughKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin, "--tool-calls", "--tool-call-parser", "qwen25", "--slots", "16", "--decode-tps", "300")
+	dir := simToolDataset(t, 10) // 20 conversations: m0..m9 and g0..g9
+	db := filepath.Join(t.TempDir(), "g.db")
+	args := []string{"--db", db, "gen", "--server", url, "--api", "chat", "--concurrency", "8", "--max-new-tokens", "200", "--samples", "2", dir}
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, "turns.jsonl"))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	kills := 0
+	for i := 0; i < 12 && kills < 4; i++ {
+		before := size()
+		ok, p := killWhileWriting(t, bin, args, func() bool { return size() != before }, time.Duration(30+60*(i%5))*time.Millisecond)
+		if ok {
+			kills++
+		} else if p.Wait() != 0 {
+			t.Fatalf("run %d ended with exit %d\n%s", i, p.Wait(), p.Stderr())
+		}
+	}
+	mustRunGendex(t, bin, args...)
+	if kills < 4 {
+		t.Errorf("%d runs were killed while writing steps; the test wants 4", kills)
+	}
+	lines, _ := unitsIn(t, dir, "raw_responses.jsonl", 2)
+	checkUnitsOnce(t, "tool conversations", lines, 40)
+	steps, _ := unitsIn(t, dir, "turns.jsonl", 2)
+	for k, n := range steps {
+		if n != 1 {
+			t.Errorf("step %s written %d times", k, n)
+		}
+	}
+	if len(steps) == 0 {
+		t.Error("no step was written to turns.jsonl")
+	}
+	sameIndexAsFresh(t, bin, db, filepath.Dir(dir))
+}
