@@ -5,7 +5,7 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version (4; versions 1 to 3 are upgraded on open)
+//	meta/                      "version" -> schema version (5; versions 1 to 4 are upgraded on open)
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed

@@ -1,12 +1,16 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestUnitID: sample 0 is keyed by its id (a dataset of one sample keeps
@@ -227,4 +231,46 @@ func checkUnits(t *testing.T, db *DB, when string) {
 		}
 		return nil
 	})
+}
+
+// TestUpgradeFromVersion4: a version 4 file (no sampled record) is read as
+// it is, and a read-write Open raises its version to 5 without changing a
+// counter, so that a gendex of version 4, which would key a sample's
+// answer by its prompt and drop the unit counters, refuses it; the file
+// then takes sampled answers, counted as units.
+func TestUpgradeFromVersion4(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gendex.db")
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, db, []rec{{Prompts, "a", 1, 1, 1}, {Raw, "a", 1, 1, 1}, {Prompts, "b", 1, 1, 1}})
+	before := state(t, db, "ds")
+	if err := db.bolt.Update(func(btx *bolt.Tx) error { return btx.Bucket(bucketMeta).Put(keyVersion, []byte{4}) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a version 4 file: %v", err)
+	}
+	if got := state(t, ro, "ds"); got != before {
+		t.Errorf("read-only, version 4:\n%s\nwant\n%s", got, before)
+	}
+	ro.Close()
+	if db, err = Open(path, Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.bolt.View(func(btx *bolt.Tx) error {
+		if v := btx.Bucket(bucketMeta).Get(keyVersion); !bytes.Equal(v, []byte{5}) {
+			t.Errorf("version %v after a read-write open; want [5]", v)
+		}
+		return nil
+	})
+	if got := state(t, db, "ds"); got != before {
+		t.Errorf("after the upgrade:\n%s\nwant\n%s", got, before)
+	}
+	addUnits(t, db, []unitRec{{Raw, "b", 1, 2}, {Raw, "b", 0, 2}})
+	checkUnits(t, db, "sampled answers after the upgrade")
 }
