@@ -13,7 +13,7 @@ import (
 // sample per prompt is keyed as it always was.
 
 // UnitSep separates a prompt's id from its sample number in a unit's key.
-// No id holds it (ingest refuses such a line: CheckID), so a key with it
+// No id holds it (CheckRecord refuses one that does), so a key with it
 // is always a unit of a sample above 0, and its prompt is the part before.
 const UnitSep = '\x00'
 
