@@ -345,3 +345,80 @@ func TestGenSamplesToolStepsThroughKills(t *testing.T) {
 	}
 	sameIndexAsFresh(t, bin, db, filepath.Dir(dir))
 }
+
+// TestGenSamplesRedoTruncated: --redo truncated with --samples 2, killed
+// once while it writes and resumed, asks each cut (id, sample) again
+// exactly once, each new answer replacing its own unit's (the index counts
+// every unit once, none owed), as a fresh ingest of the files does.
+func TestGenSamplesRedoTruncated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := startSimProcess(t, bin, "--seed", "4", "--slots", "8", "--decode-tps", "200")
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "O"), "O", 30)
+	db := filepath.Join(t.TempDir(), "g.db")
+	gen := []string{"--db", db, "gen", "--server", url, "--concurrency", "8", "--samples", "2"}
+	mustRunGendex(t, bin, append(gen, "--max-new-tokens", "4", root)...)
+	raw := filepath.Join(root, "O", "raw_responses.jsonl")
+	// One sample's answer deleted: the redo asks it as a missing answer,
+	// not as one asked again, beside its prompt's other sample.
+	b, _ := os.ReadFile(raw)
+	var kept []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, `{"sample":1,"samples":2,"id":"O-00001"`) {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) != 60 { // 59 lines and the empty string after the last
+		t.Fatalf("%d lines kept, want 59", len(kept)-1)
+	}
+	os.WriteFile(raw, []byte(strings.Join(kept, "")), 0o644)
+	mustRunGendex(t, bin, "--db", db, "ingest", root)
+	size := func() int64 {
+		fi, _ := os.Stat(raw)
+		return fi.Size()
+	}
+	redo := append(gen, "--redo", "truncated", "--max-new-tokens", "12", root)
+	before := size()
+	killed, p := killWhileWriting(t, bin, redo, func() bool { return size() != before }, 100*time.Millisecond)
+	if !killed {
+		t.Fatalf("the redo was not killed while it wrote (exit %d)\n%s", p.Wait(), p.Stderr())
+	}
+	mustRunGendex(t, bin, redo...)
+	first, redone := map[string]int{}, map[string]int{}
+	eachJSONLine(t, raw, func(b []byte) {
+		var l struct {
+			ID     string
+			Sample *int
+			Redo   bool
+		}
+		json.Unmarshal(b, &l)
+		if l.Sample == nil {
+			t.Fatalf("a line without its sample: %s", b)
+		}
+		k := fmt.Sprintf("%s/%d", l.ID, *l.Sample)
+		if l.Redo {
+			redone[k]++
+		} else {
+			first[k]++
+		}
+	})
+	checkUnitsOnce(t, "first answers", first, 60)
+	checkUnitsOnce(t, "answers asked again", redone, 59)
+	if redone["O-00001/1"] != 0 || first["O-00001/1"] != 1 {
+		t.Errorf("the deleted answer was asked %d times as a redo, %d as a first answer; want 0 and 1", redone["O-00001/1"], first["O-00001/1"])
+	}
+	type row struct {
+		Raw, Answered, Redo int
+		MissingRaw          int `json:"missing_raw"`
+		PromptsDone         int `json:"prompts_done"`
+	}
+	rows, err := queryJSON[row](t, bin, db, "progress", "O")
+	if err != nil || len(rows) != 1 || rows[0] != (row{Raw: 60, Answered: 60, PromptsDone: 30}) {
+		t.Errorf("progress after the redo: %+v %v; want 60 answers, none owed, every prompt done", rows, err)
+	}
+	sameIndexAsFresh(t, bin, db, root)
+}

@@ -127,8 +127,14 @@ type feedLine struct {
 	start, end int
 	n          int64
 	id         string
-	units      []int
-	redo       bool
+	units      []unitSend
+}
+
+// unitSend is a sample of a prompt to send, and whether it is an answer
+// asked again (--redo).
+type unitSend struct {
+	sample int
+	redo   bool
 }
 
 func (fe *feeder) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.WaitGroup) error {
@@ -229,11 +235,13 @@ func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPat
 		for i := range lines {
 			if l := &lines[i]; l.id != "" {
 				var err error
-				if l.units, l.redo, err = fe.toSendUnits(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
+				if l.units, err = fe.toSendUnits(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
 					return err
 				}
-				if l.redo && ds.redo.asGoes {
-					found = append(found, l.id)
+				for _, u := range l.units {
+					if u.redo && ds.redo.asGoes {
+						found = append(found, store.UnitID(l.id, u.sample))
+					}
 				}
 			}
 		}
@@ -251,7 +259,7 @@ func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPat
 		if len(l.units) == 0 {
 			continue
 		}
-		if err := fe.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.units, l.redo); err != nil {
+		if err := fe.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.units); err != nil {
 			return err
 		}
 	}
@@ -260,24 +268,23 @@ func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPat
 
 // toSendUnits is the samples of the prompt id at line n of the file
 // (state), the prompt line line, that are to be asked (toSend, each
-// unit), none when it is not the first line with its id; redo says they
-// are asked again (--redo, which takes one sample per prompt).
-func (fe *feeder) toSendUnits(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (units []int, redo bool, err error) {
+// unit), each saying whether it is asked again (--redo); none when it is
+// not the first line with its id.
+func (fe *feeder) toSendUnits(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (units []unitSend, err error) {
 	p, ok, err := v.Get(ds.Name, store.Prompts, id)
 	if err != nil || !ok || p.File != state.ID || p.Line != n {
-		return nil, false, err // not the first line with this id
+		return nil, err // not the first line with this id
 	}
 	for s := range fe.cfg.samples() {
 		send, again, err := fe.toSend(v, ds, store.UnitID(id, s), line, files)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if send {
-			units = append(units, s)
+			units = append(units, unitSend{s, again})
 		}
-		redo = redo || again
 	}
-	return units, redo, nil
+	return units, nil
 }
 
 // toSend tells whether the unit key (a prompt's id, or its sample's:
@@ -298,7 +305,7 @@ func (fe *feeder) toSend(v *store.View, ds *dsRun, key string, line []byte, file
 // feedPrompt sends the samples units of the prompt line (id, at line n
 // of path) to the workers, each a job of its own, with its recorded
 // turns when it is asked turn by turn.
-func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, units []int, redo bool) error {
+func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, units []unitSend) error {
 	if !fe.early.fed.Load() {
 		fe.early.fed.Store(true) // the run has work (earlyfeed.go)
 	}
@@ -308,8 +315,8 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 		return nil
 	}
 	if err != nil {
-		for _, s := range units {
-			u := &Prompt{ID: id, Sample: s, Samples: fe.cfg.samples()}
+		for _, us := range units {
+			u := &Prompt{ID: id, Sample: us.sample, Samples: fe.cfg.samples()}
 			if err := fe.feedResult(errorLine(ds, u, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)); err != nil {
 				return err
 			}
@@ -320,12 +327,12 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 	if fe.cfg.Export != nil {
 		p.Raw = bytes.Clone(line)
 	}
-	for _, s := range units {
+	for _, us := range units {
 		q := p
 		if fe.cfg.samples() > 1 {
-			q = p.forSample(s, fe.cfg.samples())
+			q = p.forSample(us.sample, fe.cfg.samples())
 		}
-		if err := fe.feedUnit(ds, files, q, redo); err != nil {
+		if err := fe.feedUnit(ds, files, q, us.redo); err != nil {
 			return err
 		}
 	}

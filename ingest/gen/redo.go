@@ -273,7 +273,7 @@ func (rc *redoChooser) pickRedo() error {
 		defer files.close()
 		for _, ds := range rc.sets {
 			err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-				if !rc.cfg.Shard.Has(rec.ID) {
+				if !rc.cfg.Shard.Has(store.PromptID(store.Raw, rec.ID)) { // a sample's shard is its prompt's
 					return nil
 				}
 				ask, err := rc.cutToAsk(v, ds, rec, nil, files, maxNew)

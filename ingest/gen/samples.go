@@ -18,9 +18,10 @@ import (
 // unit, its turns by the unit's key with "#i", and a fresh ingest of the
 // files finds the same units; the mix draw takes the sample (mix.go). A
 // run with another N than the answers already made is refused
-// (checkSamples, and the provenance's "samples"). --redo with --samples is
-// refused (cmd_gen.go): not built, since a redo's list, its marks of the
-// answers asked again and its counts are per prompt id.
+// (checkSamples, and the provenance's "samples"). --redo truncated asks
+// each cut unit again, its own (toSendUnits: a redo flag per unit; the
+// marks of the answers asked again are unit keys); --redo FILE with
+// --samples is refused (cmd_gen.go): not built, its list names ids.
 //
 // One request per unit, never one with SGLang's sampling_params.n (or
 // OpenAI's n): the N answers of such a request come back as one list,
