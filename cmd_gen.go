@@ -126,9 +126,6 @@ func runGen(ctx context.Context, c *call, args []string) error {
 		return usagef("gen: --samples %d: want 1 to %d answers per prompt", *samples, store.MaxSamples)
 	}
 	cfg.Samples = *samples
-	if *redo != "" && *redo != "truncated" && *samples > 1 {
-		return usagef("gen: --redo FILE with --samples is not built yet (--redo truncated is): to ask a sample again, delete its line from raw_responses.jsonl, run 'gendex ingest' on the dataset, and run gen with the same --samples")
-	}
 	if cfg.Shard, err = store.ParseShard(*shardFlag); err != nil {
 		return usagef("gen: --shard: %v", err)
 	}

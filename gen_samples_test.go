@@ -94,8 +94,8 @@ func sameIndexAsFresh(t *testing.T, bin, db string, folders ...string) {
 }
 
 // TestGenSamplesExactlyOnceThroughKills: gen --samples 3 --mix, killed at
-// least four times while writing and resumed, writes each (id, sample) of
-// a one-turn dataset and of a three-turn one exactly once (and each turn
+// least three times while writing each dataset and resumed, writes each
+// (id, sample) of a one-turn dataset and of a three-turn one exactly once (and each turn
 // of each sample's conversation once), each drawing what an uninterrupted
 // run draws, and its index equals a fresh ingest of the files.
 func TestGenSamplesExactlyOnceThroughKills(t *testing.T) {
@@ -106,55 +106,47 @@ func TestGenSamplesExactlyOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	url := startSimProcess(t, bin, "--seed", "5", "--slots", "16", "--decode-tps", "150")
 	root := samplesData(t)
-	run := func(db, out string) []string {
-		return []string{"--db", db, "gen", "--server", url, "--api", "chat", "--out", out, "--concurrency", "12", "--max-new-tokens", "24",
-			"--samples", "3", "--mix", mixTemp, "--seed", "9", root}
+	run := func(db, out string, paths ...string) []string {
+		return append([]string{"--db", db, "gen", "--server", url, "--api", "chat", "--out", out, "--concurrency", "12", "--max-new-tokens", "24",
+			"--samples", "3", "--mix", mixTemp, "--seed", "9"}, paths...)
 	}
 	whole := t.TempDir()
-	mustRunGendex(t, bin, run(filepath.Join(whole, "g.db"), whole)...)
+	if out := mustRunGendex(t, bin, run(filepath.Join(whole, "g.db"), whole, root)...); !strings.Contains(out, "20/20 prompts done (every sample), 60/60 answers") {
+		t.Errorf("the summary does not count prompts done and answers:\n%s", out)
+	}
 	_, wantO := unitsIn(t, filepath.Join(whole, "O"), "raw_responses*.jsonl", 3)
 	_, wantC := unitsIn(t, filepath.Join(whole, "C"), "raw_responses*.jsonl", 3)
 
+	// Each dataset killed on its own at least three times while it
+	// writes (the datasets go one after the other), then the whole root.
 	killed := t.TempDir()
 	db := filepath.Join(killed, "g.db")
-	size := func() (n int64) {
-		for _, f := range []string{"O/raw_responses.jsonl", "C/turns.jsonl", "C/raw_responses.jsonl"} {
-			if fi, err := os.Stat(filepath.Join(killed, f)); err == nil {
-				n += fi.Size()
+	for _, ds := range []string{"C", "O"} {
+		size := func() (n int64) {
+			for _, f := range []string{"raw_responses.jsonl", "turns.jsonl"} {
+				if fi, err := os.Stat(filepath.Join(killed, ds, f)); err == nil {
+					n += fi.Size()
+				}
+			}
+			return n
+		}
+		kills := 0
+		for i := 0; i < 16 && kills < 3; i++ {
+			before := size()
+			ok, p := killWhileWriting(t, bin, run(db, killed, filepath.Join(root, ds)), func() bool { return size() != before }, time.Duration(40+50*(i%5))*time.Millisecond)
+			if ok {
+				kills++
+			} else if p.Wait() != 0 {
+				t.Fatalf("run %d of %s ended with exit %d\n%s", i, ds, p.Wait(), p.Stderr())
+			} else {
+				break // done before a kill
 			}
 		}
-		return n
-	}
-	oneTurn := func() int64 { // O is fed after C: kills must land in both
-		fi, err := os.Stat(filepath.Join(killed, "O", "raw_responses.jsonl"))
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
-	kills, oKills := 0, 0
-	for i := 0; i < 24 && (kills < 5 || oKills < 3); i++ {
-		before, oBefore := size(), oneTurn()
-		// C's conversations go first: a kill while O is under way waits
-		// for O's answers (the delay after the first write grows).
-		ok, p := killWhileWriting(t, bin, run(db, killed), func() bool { return size() != before }, time.Duration(60+90*(i%8))*time.Millisecond)
-		if ok {
-			kills++
-			if oneTurn() > oBefore && oBefore > 0 {
-				oKills++ // killed amid O's answers, O begun before
-			}
-		} else if p.Wait() != 0 {
-			t.Fatalf("run %d ended with exit %d\n%s", i, p.Wait(), p.Stderr())
+		if kills < 3 {
+			t.Errorf("%s: %d runs were killed while writing; the test wants 3", ds, kills)
 		}
 	}
-	final := mustRunGendex(t, bin, run(db, killed)...)
-	t.Logf("%d kills, %d with O under way; the final run:\n%s", kills, oKills, final)
-	if kills < 5 || oKills < 3 {
-		t.Errorf("%d runs were killed while writing, %d of them amid O's answers; the test wants 5 and 3", kills, oKills)
-	}
-	if !strings.Contains(final, "prompts done (every sample)") || !strings.Contains(final, "answers") {
-		t.Errorf("the summary does not count prompts done and answers:\n%s", final)
-	}
+	mustRunGendex(t, bin, run(db, killed, root)...)
 	for _, c := range []struct {
 		ds    string
 		n     int
@@ -419,6 +411,50 @@ func TestGenSamplesRedoTruncated(t *testing.T) {
 	rows, err := queryJSON[row](t, bin, db, "progress", "O")
 	if err != nil || len(rows) != 1 || rows[0] != (row{Raw: 60, Answered: 60, PromptsDone: 30}) {
 		t.Errorf("progress after the redo: %+v %v; want 60 answers, none owed, every prompt done", rows, err)
+	}
+	sameIndexAsFresh(t, bin, db, root)
+}
+
+// TestGenSamplesRedoList: --redo FILE with --samples 3 asks again every
+// sample of a listed id, and only the sample a line names in query
+// missing's form (bare id and sample, or with its header); each once,
+// replacing its own unit's answer.
+func TestGenSamplesRedoList(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 2, Slots: 8, DecodeTokensPerSec: 5000})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "O"), "O", 6)
+	db := filepath.Join(t.TempDir(), "g.db")
+	gen := []string{"--db", db, "gen", "--server", url, "--max-new-tokens", "8", "--samples", "3"}
+	mustRunGendex(t, bin, append(gen, root)...)
+	list := filepath.Join(t.TempDir(), "redo.txt")
+	writeTestFile(t, list, "O-00001\nO-00002\t2\ndataset\tstage\tid\tsample\nO\traw\tO-00004\t0\n")
+	for range 2 { // the second run finds the list's redo done
+		mustRunGendex(t, bin, append(gen, "--redo", list, root)...)
+	}
+	redone := map[string]int{}
+	eachJSONLine(t, filepath.Join(root, "O", "raw_responses.jsonl"), func(b []byte) {
+		var l struct {
+			ID     string
+			Sample int
+			Redo   bool
+		}
+		json.Unmarshal(b, &l)
+		if l.Redo {
+			redone[fmt.Sprintf("%s/%d", l.ID, l.Sample)]++
+		}
+	})
+	want := map[string]int{"O-00001/0": 1, "O-00001/1": 1, "O-00001/2": 1, "O-00002/2": 1, "O-00004/0": 1}
+	if fmt.Sprint(redone) != fmt.Sprint(want) {
+		t.Errorf("asked again: %v; want %v", redone, want)
+	}
+	type row struct {
+		Raw, Answered, Redo int
+		PromptsDone         int `json:"prompts_done"`
+	}
+	if rows, err := queryJSON[row](t, bin, db, "progress", "O"); err != nil || len(rows) != 1 || rows[0] != (row{Raw: 18, Answered: 18, PromptsDone: 6}) {
+		t.Errorf("progress after the redo: %+v %v; want 18 answers, none owed", rows, err)
 	}
 	sameIndexAsFresh(t, bin, db, root)
 }

@@ -20,8 +20,9 @@ import (
 // run with another N than the answers already made is refused
 // (checkSamples, and the provenance's "samples"). --redo truncated asks
 // each cut unit again, its own (toSendUnits: a redo flag per unit; the
-// marks of the answers asked again are unit keys); --redo FILE with
-// --samples is refused (cmd_gen.go): not built, its list names ids.
+// marks of the answers asked again are unit keys); --redo FILE asks
+// every sample of a listed id, or the one sample a line names (query
+// missing's sample column; unitEntry, unitKeys).
 //
 // One request per unit, never one with SGLang's sampling_params.n (or
 // OpenAI's n): the N answers of such a request come back as one list,
@@ -101,4 +102,30 @@ func (ds *dsRun) checkSamples(s store.Summary) error {
 	return &stopError{msg: fmt.Sprintf("%s holds answers made with --samples %d (their lines' \"samples\"); this run asks --samples %d",
 		filepath.Dir(ds.Raw), had, ds.samples),
 		hint: fmt.Sprintf("give --samples %d to go on with the dataset, or --out DIR for a run of its own; nothing was sent", had)}
+}
+
+// unitEntry reads a --redo FILE line of two fields as query missing's
+// bare (id, sample) when the run asks several samples, its first field
+// names none of the run's datasets and its second is a sample number
+// (DATASET<TAB>ID otherwise, as without --samples).
+func (rc *redoChooser) unitEntry(e redoEntry, byName map[string]*dsRun) redoEntry {
+	if n := rc.cfg.samples(); n > 1 && e.dataset != "" && e.sample < 0 && byName[e.dataset] == nil {
+		if s, err := strconv.Atoi(e.id); err == nil && s >= 0 && s < n {
+			return redoEntry{line: e.line, id: e.dataset, sample: s}
+		}
+	}
+	return e
+}
+
+// unitKeys is the unit keys a --redo FILE entry asks again: its sample's,
+// or every sample's of its id.
+func (rc *redoChooser) unitKeys(e redoEntry) []string {
+	if e.sample >= 0 {
+		return []string{store.UnitID(e.id, e.sample)}
+	}
+	keys := make([]string, rc.cfg.samples())
+	for s := range keys {
+		keys[s] = store.UnitID(e.id, s)
+	}
+	return keys
 }
