@@ -53,7 +53,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	shardFlag := fs.String("shard", "", "answer only the prompts whose id hashes to shard I of N (one task of a scheduler's array), into files of its own; give each shard its own --db on local disk")
 	idPath := fs.String("id", "", "where the prompt lines keep their id, a dotted path such as meta.uid (as ingest --id takes it; remembered for the prompts files)")
 	promptPath := fs.String("prompt", "", "where the prompt lines keep their prompt, a dotted path such as data.prompt: text, chat messages or ShareGPT conversations (or token ids)")
-	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID); each new answer replaces the old one everywhere, and its record the old one's")
+	redo := fs.String("redo", "", "truncated: ask again the answers cut at the token limit (those cut below this run's --max-new-tokens); FILE: ask again the ids it lists, one per line (as 'gendex query missing' prints them, or DATASET<TAB>ID; with --samples, every sample of an id, or the one a missing line names); each new answer replaces the old one everywhere, and its record the old one's")
 	toolParser := fs.String("tool-call-parser", "", "for tool prompts sent to SGLang's /generate: the parser POST /parse_function_call reads the model's calls with (qwen25, kimi_k2, glm45, ...); default: the one the server runs (--tool-call-parser)")
 	exportFormat := fs.String("export", "", "conversations or ids: write the training records while answers arrive (tokenized.jsonl, excluded.jsonl), as gendex export makes them")
 	records := recordFlags(fs, "gen")
@@ -61,6 +61,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	sp := samplingFlags(fs)
 	var mixArgs stringList
 	fs.Var(&mixArgs, "mix", "draw KEY per record from SPEC, VALUE:WEIGHT,... with weights summing to 1: temperature=0:0.15,1.0:0.70,u(0.2,1.0):0.15 (u: uniform in [0.2, 1.0)), enable_thinking=true:0.75,false:0.25 (the chat template's kwarg), reasoning_effort=low:0.3,high:0.7; also top_p, top_k, min_p and the penalties (repeatable, one per key). The draw hashes the dataset, the id and --seed: a resume, a shard or a redo draws what a fresh run draws; a conversation is one record, one draw for all its turns and tool steps; each answer's provenance says what it drew ('gendex query mix')")
+	samples := fs.Int("samples", 1, "answers per prompt, each its own request (sampled, so give a --temperature above 0 or a --mix): each answer line carries the prompt's id and its \"sample\" (0 to N-1), each (id, sample) answered exactly once through kills and resumes; a resume gives the same N")
 	simCfg := simFlags(fs, "sim-")
 	paths, err := c.parse(fs, args)
 	if err != nil {
@@ -121,6 +122,10 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	if cfg.Mix, err = gen.ParseMix(mixArgs, func(name string) bool { return flagGiven(fs, name) }); err != nil {
 		return usagef("gen: %v", err)
 	}
+	if *samples < 1 || *samples > store.MaxSamples {
+		return usagef("gen: --samples %d: want 1 to %d answers per prompt", *samples, store.MaxSamples)
+	}
+	cfg.Samples = *samples
 	if cfg.Shard, err = store.ParseShard(*shardFlag); err != nil {
 		return usagef("gen: --shard: %v", err)
 	}

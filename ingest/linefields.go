@@ -30,6 +30,7 @@ type fields struct {
 	model, simulated, redo, provenance          span
 	toolStop                                    span // gen's "tool_stop" {"reason", "step", "detail"}
 	answerSum                                   span // a record's or exclusion's answer (answersum.go)
+	sample, samples                             span // a unit's sample and its prompt's count (sample.go)
 	// Speculative decoding: spec_verify_ct, and the accepted and proposed
 	// draft counts under any of their names (SGLang's recent ones, its
 	// earlier ones, a fork's; an object has one naming); turns (a
@@ -37,6 +38,10 @@ type fields struct {
 	specVerify, specAccepted, specProposed, turns, ext span
 }
 
+// set keeps sp as the value of the top-level key, when it is one the
+// readers read. It must be one piece: one switch over every key is one
+// comparison tree, on the path of every key of every line; split, a key
+// would go through several.
 func (f *fields) set(key []byte, sp span) {
 	switch string(key) { // no allocation: the compiler turns this into a comparison
 	case "id":
@@ -147,6 +152,10 @@ func (f *fields) set(key []byte, sp span) {
 		f.answerSum = sp
 	case "turns":
 		f.turns = sp
+	case "sample":
+		f.sample = sp
+	case "samples":
+		f.samples = sp
 	case "sglext":
 		f.ext = sp
 	default:

@@ -328,9 +328,13 @@ func (l *lineScan) withoutID(b []byte, stage store.Stage, path IDPath, idPath []
 
 // stageRecord fills what a line of a stage that is no answer keeps
 // (prompts, tokenized prompts, errors, exclusions) and is done; a turn
-// gets its key and is read on as an answer. hasID says the line has an
+// gets its key and is read on as an answer; a line of any stage but
+// prompts that names its sample is keyed by its unit (unitOf). hasID says the line has an
 // id of its own.
 func stageRecord(b []byte, f *fields, stage store.Stage, hasID bool, rec *store.Record) (st store.Stage, done bool, err error) {
+	if hasID && stage != store.Prompts {
+		unitOf(b, f, rec) // a sample's answer is its unit's
+	}
 	switch stage {
 	case store.Prompts:
 		rec.Shape = store.ShapePrompt

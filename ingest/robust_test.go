@@ -124,7 +124,9 @@ func TestOneBadLine(t *testing.T) {
 			`{"id":"fin","completion_tokens":2,"finish_reason":"` + hugeFinish[:store.MaxFinish] + `"}`, -1},
 		{"huge-error-reason-errors", store.Errors, `{"id":"e","error":{"code":"` + hugeFinish + `","message":"` + hugeFinish + `"}}`,
 			`{"id":"e","error":{"code":"` + hugeFinish[:store.MaxFinish] + `","message":"m"}}`, -1},
-		{"nul-id-raw", store.Raw, `{"id":"a\u0000b","completion_tokens":1}`, `{"id":"a\u0000b","completion_tokens":1}`, -1},
+		// NUL parts a unit's id from its sample (store.UnitID): no id holds it.
+		{"nul-id-raw", store.Raw, `{"id":"a\u0000b","completion_tokens":1}`, "", Unstorable},
+		{"nul-id-prompts", store.Prompts, `{"id":"a\u00001","text":"t"}`, "", Unstorable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

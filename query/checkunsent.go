@@ -19,7 +19,12 @@ const unsentReadLimit = 20_000
 // (CheckReaders.PromptUnsendable); nil: the prompts are not read, and the
 // fix is gen's run alone.
 func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint32]*os.File, unsendable func([]byte) (bool, string)) finding {
-	f := finding{reason: ReasonUnanswered, blocks: true, count: n, detail: "prompts neither answered nor failed", fix: "gendex gen --server URL " + dir}
+	what, gen := "prompts neither answered nor failed", "gendex gen --server URL "
+	if s, err := v.Summary(name); err == nil && s.Samples() > 1 { // n counts answers: each sample of a prompt
+		what = fmt.Sprintf("answers neither made nor failed (%d samples per prompt, gen --samples)", s.Samples())
+		gen += fmt.Sprintf("--samples %d ", s.Samples())
+	}
+	f := finding{reason: ReasonUnanswered, blocks: true, count: n, detail: what, fix: gen + dir}
 	if unsendable == nil {
 		return f
 	}
@@ -30,7 +35,7 @@ func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint
 			return errStopWalk
 		}
 		read++
-		r, ok, err := v.Get(name, store.Prompts, id)
+		r, ok, err := v.Get(name, store.Prompts, store.PromptID(store.Raw, id)) // a sample's prompt
 		if err != nil || !ok {
 			return err
 		}
@@ -52,18 +57,18 @@ func unansweredFinding(v *store.View, name, dir string, n uint64, files map[uint
 	if path == "" {
 		path = "PATH"
 	}
-	prompt := fmt.Sprintf("gendex gen --server URL --prompt %s %s", path, dir)
+	prompt := fmt.Sprintf("%s--prompt %s %s", gen, path, dir)
 	atLeast := ""
 	if read == unsentReadLimit && unsent < n {
 		atLeast = "at least "
 	}
 	if unsent == n {
-		f.detail = "prompts neither answered nor failed: their lines hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them"
+		f.detail = what + ": their lines hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them"
 		f.fix = prompt
 		return f
 	}
-	f.detail = fmt.Sprintf("prompts neither answered nor failed; %s%d of them hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them", atLeast, unsent)
-	f.fix = fmt.Sprintf("gendex gen --server URL %s, then for those %d: %s", dir, unsent, prompt)
+	f.detail = fmt.Sprintf("%s; %s%d of them hold no prompt at gen's keys (input_ids, text, messages, conversations), so gen does not send them", what, atLeast, unsent)
+	f.fix = fmt.Sprintf("%s%s, then for those %d: %s", gen, dir, unsent, prompt)
 	return f
 }
 

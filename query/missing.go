@@ -12,18 +12,32 @@ import (
 // missing: ids of one dataset without a response (stage raw: prompts with
 // neither a response nor a final error), or without a tokenized record
 // (stage tokenized: prompts and responses, each with the reason; see
-// untokenizedReason).
+// untokenizedReason). In a dataset of several samples per prompt (gen
+// --samples) each row is one missing answer: the id and its sample.
 func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink) error {
 	s, err := v.Summary(name)
 	if err != nil {
 		return err
 	}
+	sampled := s.Samples() > 1
 	cols, row := []string{"dataset", "stage", "id"}, []any{name, stage.String(), ""}
+	if sampled {
+		cols, row = append(cols, "sample"), append(row, 0)
+	}
 	if stage == store.Tokenized {
 		cols, row = append(cols, "reason"), append(row, "")
 	}
 	if bare {
-		cols, row = cols[2:3], row[2:3]
+		n := 3 + boolInt(sampled) // the id, and its sample
+		cols, row = cols[2:n], row[2:n]
+	}
+	setID := func(key string) {
+		if sampled {
+			id, sample := store.SplitUnit(key)
+			row[idCol(bare)], row[idCol(bare)+1] = id, sample
+		} else {
+			row[idCol(bare)] = key
+		}
 	}
 	if stage == store.Raw && s.Stage(store.Prompts).Files == 0 {
 		return fmt.Errorf("dataset %s has no prompts file indexed, so which responses are missing is unknown (index its prompts*.jsonl)", name)
@@ -40,18 +54,33 @@ func missing(v *store.View, name string, stage store.Stage, bare bool, out Sink)
 	out.Columns(cols)
 	if stage == store.Raw {
 		return stopped(v.Missing(name, store.Prompts, func(id string) error {
-			row[len(row)-1] = id
+			setID(id)
 			return out.Row(row)
 		}, store.Raw, store.Errors))
 	}
 	return stopped(v.Untokenized(name, func(u *store.Untokenized) error {
-		if bare {
-			row[0] = u.ID
-		} else {
-			row[2], row[3] = u.ID, untokenizedReason(u)
+		setID(u.ID)
+		if !bare {
+			row[len(row)-1] = untokenizedReason(u)
 		}
 		return out.Row(row)
 	}))
+}
+
+// idCol is missing's column of the id: the first in --bare rows, after
+// dataset and stage in the others.
+func idCol(bare bool) int {
+	if bare {
+		return 0
+	}
+	return 2
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // unmatchedNote is missing's note on a dataset's answers that have no id:

@@ -32,24 +32,36 @@ import (
 // indexed under another id rule, or gone: they get no record), unknown
 // (as prompts) for a dataset without a prompts file, and in an index whose
 // counters predate it until its dataset's next write.
+// samples is the answers asked per prompt (gen --samples; 1 but for a
+// dataset whose answer lines name their "sample"), and prompts_done the
+// prompts every sample of which has an outcome (unknown where prompts
+// is): two columns shown only when a dataset has more than one sample. With samples above 1, raw, errors, missing_raw, answered, failed,
+// redo and done_pct count answers, each sample of a prompt one: answered
+// + failed + missing_raw + redo is prompts times samples.
 func progress(v *store.View, names []string, out Sink) error {
 	sums, err := summaries(v, names)
 	if err != nil {
 		return err
 	}
-	out.Columns([]string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped", "no_prompt"})
+	cols := []string{"dataset", "prompts", "raw", "tokenized", "errors", "missing_raw", "excluded", "missing_tokenized", "done_pct", "truncated", "redo", "stale", "tool_stops", "answered", "failed", "skipped", "no_prompt"}
+	sampled := slices.ContainsFunc(sums, func(s store.Summary) bool { return s.Samples() > 1 })
+	if sampled {
+		cols = append(cols, "samples", "prompts_done")
+	}
+	out.Columns(cols)
 	var tot [7]sum
 	var answeredTot, failedTot, noPromptTot sum
-	var outcomes, truncated, skipped, redo, stale, stops uint64
+	var outcomes, units, truncated, skipped, redo, stale, stops uint64
+	var doneTot sum
 	redoKnown := true
 	for _, s := range sums {
 		owed := s.Owed()
-		var prompts, missingRaw, done, answeredCol, failedCol any
+		var prompts, missingRaw, done, answeredCol, failedCol, promptsDone any
 		if s.Stage(store.Prompts).Files > 0 {
-			prompts = s.Stage(store.Prompts).Records
+			prompts, promptsDone = s.Stage(store.Prompts).Records, s.PromptsDone()
 			missingRaw, failedCol = owed.Prompts, owed.Failed
 			if owed.RedoKnown {
-				done = pct(owed.Answered+owed.Failed, s.Stage(store.Prompts).Records)
+				done = pct(owed.Answered+owed.Failed, s.Units())
 				answeredCol = owed.Answered
 			}
 		}
@@ -62,6 +74,11 @@ func progress(v *store.View, names []string, out Sink) error {
 		row := []any{s.Dataset, prompts, s.Stage(store.Raw).Records, s.Stage(store.Tokenized).Records,
 			s.Overlap.ErrorsOpen, missingRaw, s.Excluded(), owed.Records, done, s.Truncated(), redoCol, owed.Stale, s.ToolStops(), answeredCol, failedCol, s.Skipped(), noPromptOf(s)}
 		noPromptTot.add(row[len(row)-1])
+		if sampled {
+			row = append(row, s.Samples(), promptsDone)
+			doneTot.add(promptsDone)
+		}
+		units += s.Units()
 		for i := range tot {
 			tot[i].add(row[i+1])
 		}
@@ -81,12 +98,16 @@ func progress(v *store.View, names []string, out Sink) error {
 	}
 	var done, redoTot any = nil, redo
 	if !tot[0].unknown && redoKnown {
-		done = pct(outcomes, tot[0].v)
+		done = pct(outcomes, units)
 	}
 	if !redoKnown {
 		redoTot = nil
 	}
-	return out.Total(append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped, noPromptTot.value()))
+	total = append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped, noPromptTot.value())
+	if sampled {
+		total = append(total, nil, doneTot.value())
+	}
+	return out.Total(total)
 }
 
 // noPromptOf is a dataset's no_prompt: its answers whose id matches no

@@ -22,11 +22,11 @@ import (
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
 	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing (a redo's answers asked again and stale records too) and lines skipped, per dataset"},
-	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped"},
+	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped; prompt tokens as the server counted them per request (with several samples per prompt, each sample's request counts its prompt)"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
 	{"spec", "spec [DATASET...]", "speculative decoding: accept length (tokens per verify step), accept rate and accept length percentiles"},
-	{"missing", "missing DATASET [--stage raw|tokenized] [--limit N]", "ids without a response (raw), or without a tokenized record and why (tokenized); --limit: the first N"},
+	{"missing", "missing DATASET [--stage raw|tokenized] [--limit N]", "ids without a response (raw), or without a tokenized record and why (tokenized); with several samples per prompt (gen --samples), each missing (id, sample): columns id and sample; --limit: the first N"},
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"mix", "mix [DATASET...]", "gen --mix: each value's share of the answers beside its spec's weight, and whether it is beyond sampling noise (off)"},
 	{"stops", "stops [DATASET...]", "tool conversations gen stopped where the model departed from the data, per reason (list --tool-stop lists them)"},
@@ -240,7 +240,8 @@ func Parse(args []string) (Query, error) {
 }
 
 // Resolve fixes the output format: Auto becomes a table on a terminal and
-// TSV otherwise. `missing` as headerless TSV prints bare ids, one per line,
+// TSV otherwise. `missing` as headerless TSV prints bare ids (with their
+// sample, tab-separated, in a dataset of several samples), one per line,
 // for xargs and friends.
 func (q *Query) Resolve(terminal bool) {
 	if q.Format == Auto {

@@ -130,6 +130,13 @@ func tokens(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
+	for _, s := range sums {
+		if n := s.Samples(); n > 1 {
+			if err := out.Note(fmt.Sprintf("%s has %d samples per prompt: its prompt_tokens sum each sample's request, its prompt counted %d times, as the server did", s.Dataset, n, n)); err != nil {
+				return err
+			}
+		}
+	}
 	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "reasoning_tokens", "avg_completion_tokens",
 		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"})
 	var all sumHist

@@ -172,7 +172,7 @@ func (t *shardTable) countPrompts(v *store.View) (map[string]bool, error) {
 		each := func(add func(r *shardRow)) func(id string) error {
 			return func(id string) error {
 				for n := range ns {
-					add(t.rows[shardKey{ds, store.Shard{I: store.ShardOf(id, n), N: n}}])
+					add(t.rows[shardKey{ds, store.Shard{I: store.ShardOf(store.PromptID(store.Raw, id), n), N: n}}]) // a sample's shard is its prompt's
 				}
 				return nil
 			}

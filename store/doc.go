@@ -5,7 +5,7 @@
 //
 // Layout of the bbolt file:
 //
-//	meta/                      "version" -> schema version (4; versions 1 to 3 are upgraded on open)
+//	meta/                      "version" -> schema version (5; versions 1 to 4 are upgraded on open)
 //	files/                     absolute path -> FileState (JSON), with its Phase
 //	fileids/                   file id (big-endian uint32) -> absolute path
 //	forgetting/                absolute path -> empty: files whose old records are being removed
@@ -26,6 +26,32 @@
 //	series/<server>/           unix second -> one sample of a server's /metrics and gen's view (series.go)
 //	events/                    unix ms | sequence -> an event of a gen run (JSON; events.go)
 //	runs/                      start unix ms | pid -> a run of gen or ingest --follow (JSON; runs.go)
+//
+// Samples (gen --samples N: N answers per prompt). The unit of
+// exactly-once is a prompt's sample, (id, s): the answer stages (raw,
+// errors, tokenized, excluded, and turns, whose keys are a unit's with
+// "#i") are keyed by UnitID(id, s), the id itself for sample 0 and id,
+// UnitSep (a NUL byte, which no id may hold) and s otherwise; the prompts
+// stage stays keyed by id. So a dataset of one sample keeps every key and
+// byte it had. The index learns N from the answers: each record of a line
+// with "sample" s or "samples" N keeps max(N, s+1) (Record.Samples, an
+// extension field) and its stage counts it (Stats.Samples, N -> records,
+// only N above 1), so N is the largest count held, exact under removal,
+// and a fresh ingest of the files reaches it whatever order it reads
+// them in. The Overlap counters count units: a unit is "prompted" when
+// its prompt id is in the prompts stage (a membership looks the prompt
+// up by the unit's prompt key), and a prompt entering or leaving moves
+// the counters of each of its units held in raw or errors (one cursor
+// range, the units of id sort right after it). MissingRaw is prompts x N
+// less Answered; Summary.Done keeps, per count k of 2 or more, how many
+// prompts have k units with an outcome (moved when a unit gains or loses
+// its outcome, and when a prompt comes or goes), so the prompts done with
+// every sample, PromptsDone, is read for any N without a scan. Why this
+// and not prompts expanded into N units in the prompt stage: N is not
+// known when the prompts are read (it comes with the answers, or a later
+// run), and an expansion would have to be redone, by a scan, each time N
+// grew; the answers already name their unit. A sampled dataset keeps no
+// missing-from hint (Missing walks from the first prompt).
 //
 // Forgetting a file (truncated, replaced) is a state machine whose every
 // step is one transaction: Tx.ForgetFile stores the file reset (ID 0,

@@ -37,7 +37,7 @@ func failedCounted(b *bolt.Bucket, errorsOpen uint64) uint64 {
 	}
 	var n uint64
 	errs.ForEach(func(id, _ []byte) error {
-		if prompts.Get(id) != nil && (raw == nil || raw.Get(id) == nil) {
+		if prompts.Get(unitPrompt(id)) != nil && (raw == nil || raw.Get(id) == nil) {
 			n++
 		}
 		return nil

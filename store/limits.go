@@ -41,9 +41,10 @@ func unstorablef(format string, a ...any) error {
 }
 
 // CheckRecord returns an error matching ErrUnstorable when r cannot be
-// stored: an empty id, an id over MaxIDLen bytes, a count over MaxTokens
-// (or below Unknown), or a negative time. Its message says what is wrong,
-// for a file:line report.
+// stored: an empty id, an id over MaxIDLen bytes, an id holding UnitSep
+// other than as a unit's key (UnitID, with a sample below r.Samples), a
+// count over MaxTokens (or below Unknown), Samples over MaxSamples, or a
+// negative time. Its message says what is wrong, for a file:line report.
 func CheckRecord(r *Record) error {
 	switch {
 	case r.ID == "":
@@ -52,6 +53,10 @@ func CheckRecord(r *Record) error {
 		return unstorablef("id is %d bytes, more than the index's limit of %d (it begins %.40q)", len(r.ID), MaxIDLen, r.ID)
 	case r.Time < 0:
 		return unstorablef("time %d ms is before 1970", r.Time)
+	case r.Samples > MaxSamples:
+		return unstorablef("samples %d is more than the index's limit of %d", r.Samples, MaxSamples)
+	case !unitKeyOK(r.ID, r.Samples):
+		return unstorablef("id holds a NUL byte (the index keeps it to part an id from its sample)")
 	}
 	for _, c := range [...]struct {
 		name string

@@ -117,7 +117,11 @@ func flushHint(d *dsTx) error {
 	if !hintKept {
 		return nil
 	}
-	d.advanceHint(hintBudget + 2*d.answers)
+	if d.sum.Samples() > 1 {
+		d.hint = nil // a sampled dataset keeps none: Missing walks from the first prompt
+	} else {
+		d.advanceHint(hintBudget + 2*d.answers)
+	}
 	v := append(fingerprint(d.byfile.Sequence(), &d.sum), d.hint...)
 	return d.bucket.Put(keyMissFrom, v)
 }

@@ -144,6 +144,11 @@ type Record struct {
 	// newest answer's Sum is stale (owed.go).
 	From    uint32
 	HasFrom bool
+
+	// Samples is how many samples its prompt's dataset asks for, as the
+	// line names them: max("samples", "sample"+1), 0 for a line that names
+	// neither (one sample). Only a count above 1 is stored (Stats.Samples).
+	Samples uint32
 }
 
 // cleanSpec makes r's spec counts what the index stores: a verify count
@@ -209,6 +214,7 @@ const (
 	xToolStop = 1 << iota // ToolStop follows, length-prefixed
 	xMaker                // Maker follows, a uvarint (after ToolStop, if any)
 	xFrom                 // From follows, 4 bytes big-endian (after Maker, if any)
+	xSamples              // Samples follows, a uvarint above 1 (after From, if any)
 )
 
 const maxMessage = 512
@@ -275,6 +281,9 @@ func (r *Record) appendBinary(b []byte) []byte {
 	if r.HasFrom {
 		x |= xFrom
 	}
+	if r.Samples > 1 {
+		x |= xSamples
+	}
 	if x != 0 {
 		b = append(b, x)
 	}
@@ -287,6 +296,9 @@ func (r *Record) appendBinary(b []byte) []byte {
 	}
 	if r.HasFrom {
 		b = binary.BigEndian.AppendUint32(b, r.From)
+	}
+	if r.Samples > 1 {
+		b = binary.AppendUvarint(b, uint64(r.Samples))
 	}
 	return b
 }
@@ -366,7 +378,7 @@ func decodeRecord(b []byte, r *Record) error {
 			return errCorrupt
 		}
 	}
-	r.ToolStop, r.Maker, r.From, r.HasFrom = "", 0, 0, false
+	r.ToolStop, r.Maker, r.From, r.HasFrom, r.Samples = "", 0, 0, false, 0
 	if len(b) > 0 { // the extension
 		x := b[0]
 		b = b[1:]
@@ -388,6 +400,13 @@ func decodeRecord(b []byte, r *Record) error {
 			}
 			r.From, r.HasFrom = binary.BigEndian.Uint32(b), true
 			b = b[4:]
+		}
+		if x&xSamples != 0 {
+			if n := uv(); n > 1 && n <= MaxSamples {
+				r.Samples = uint32(n)
+			} else if b != nil { // never written so
+				return errCorrupt
+			}
 		}
 	}
 	if b == nil {

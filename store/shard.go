@@ -87,12 +87,14 @@ func ShardOfFile(name string) (Shard, bool) {
 var ErrShardCount = errors.New("sharded another number of ways")
 
 // PromptID is the id of the prompt a record of stage s with id belongs to:
-// a turn's id is its prompt's with "#i" after it (TurnID).
+// a turn's id is its unit's with "#i" after it (TurnID), and a unit's is
+// its prompt's, with its sample after UnitSep when above 0 (UnitID).
 func PromptID(s Stage, id string) string {
 	if s == Turns {
 		if i := strings.LastIndexByte(id, '#'); i >= 0 {
-			return id[:i]
+			id = id[:i]
 		}
 	}
-	return id
+	p, _ := SplitUnit(id)
+	return p
 }

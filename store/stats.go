@@ -1,5 +1,7 @@
 package store
 
+import "strconv"
+
 // Stats are the counters kept for one stage of one dataset. Every field is
 // exact: updated in the transaction that adds or removes a record.
 type Stats struct {
@@ -36,6 +38,9 @@ type Stats struct {
 	// conversations gen stopped where the model departed from the data
 	// (absent in a file written before it, which has no such records).
 	ToolStops map[string]uint64 `json:"tool_stops,omitempty"`
+	// Samples counts the records per Record.Samples above 1 (the number
+	// in decimal): the samples per prompt their lines name (Summary.Samples).
+	Samples map[string]uint64 `json:"samples,omitempty"`
 
 	// Speculative decoding, over the records that carry it (absent in a
 	// file written before these counters, which has no such records):
@@ -57,7 +62,9 @@ type Stats struct {
 // counters reads as all unknown).
 func (s *Stats) UnknownSpec() uint64 { return s.Records - s.SpecRecords }
 
-// Overlap counts ids present in several stages of one dataset.
+// Overlap counts ids present in several stages of one dataset: units
+// (UnitID) in a dataset of several samples per prompt, a unit being in
+// the prompts stage when its prompt is (store/doc.go).
 type Overlap struct {
 	// Answered is |prompts ∩ (raw ∪ errors)|: prompts that have an outcome,
 	// an answer or a final error (Summary.Answers counts the answers).
@@ -97,7 +104,18 @@ type Summary struct {
 	Stages  [numStages]Stats `json:"stages"`
 	Overlap Overlap          `json:"overlap"`
 	Pending Pending          `json:"pending"`
+	// Done counts, per k of 2 or more (in decimal), the prompts k of whose
+	// units (UnitID) have an answer or a final error: absent while no
+	// prompt has two, as in every dataset of one sample per prompt.
+	Done map[string]uint64 `json:"done,omitempty"`
+	// asked is the samples per prompt a caller knows the dataset asks
+	// beyond its records (Ask).
+	asked uint64
 }
+
+// Ask makes s count n samples per prompt when its records name fewer:
+// gen --samples N, before its first answers are in.
+func (s *Summary) Ask(n int) { s.asked = uint64(max(n, 0)) }
 
 // Stage returns the counters of one stage.
 func (s Summary) Stage(st Stage) Stats { return s.Stages[st] }
@@ -138,14 +156,51 @@ func (s Summary) ToolStops() uint64 {
 	return n
 }
 
-// Answers is the number of prompts with an answer: Answered less Failed.
+// Answers is the number of units (a prompt's samples; its prompt, with
+// one sample per prompt) with an answer: Answered less Failed.
 func (s Summary) Answers() uint64 {
 	return s.Overlap.Answered - min(s.Overlap.Failed, s.Overlap.Answered)
 }
 
-// MissingRaw is the number of prompts with neither a response nor an error.
+// MissingRaw is the number of units (a prompt's samples, Samples of each)
+// with neither a response nor an error.
 func (s Summary) MissingRaw() uint64 {
-	return s.Stages[Prompts].Records - s.Overlap.Answered
+	return s.Units() - min(s.Overlap.Answered, s.Units())
+}
+
+// Samples is how many samples per prompt the dataset asks for: the
+// largest count its records' lines name (Stats.Samples) or Ask gave, 1
+// when none does.
+func (s Summary) Samples() uint64 {
+	n := max(s.asked, 1)
+	for _, st := range s.Stages {
+		for k, c := range st.Samples {
+			if v, err := strconv.ParseUint(k, 10, 32); err == nil && c > 0 {
+				n = max(n, v)
+			}
+		}
+	}
+	return n
+}
+
+// Units is the number of answers the dataset's prompts ask for: prompts
+// times Samples.
+func (s Summary) Units() uint64 { return s.Stages[Prompts].Records * s.Samples() }
+
+// PromptsDone is the number of prompts every sample of which has an
+// answer or a final error (Summary.Done; with one sample, Answered).
+func (s Summary) PromptsDone() uint64 {
+	n := s.Samples()
+	if n == 1 {
+		return s.Overlap.Answered
+	}
+	var done uint64
+	for k, c := range s.Done {
+		if v, err := strconv.ParseUint(k, 10, 32); err == nil && v >= n {
+			done += c
+		}
+	}
+	return done
 }
 
 // MissingTokenized is the number of responses with neither a tokenized
@@ -228,6 +283,9 @@ func (s *Stats) add(r *Record, sign int) {
 	s.Finish = bump(s.Finish, r.Finish, d)
 	s.Shapes = bump(s.Shapes, r.Shape.String(), d)
 	s.ToolStops = bump(s.ToolStops, r.ToolStop, d)
+	if r.Samples > 1 {
+		s.Samples = bump(s.Samples, strconv.FormatUint(uint64(r.Samples), 10), d)
+	}
 	if r.HasSpec() {
 		s.SpecRecords += d
 		if r.CompletionTokens >= 0 {

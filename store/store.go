@@ -26,8 +26,13 @@ import (
 // stages: a version 3 file has none of their records (so its
 // Overlap.RawExcluded, absent, is rightly 0), so it is read as it is and its
 // version number raised by the first read-write Open (older binaries then
-// refuse it rather than miscount the new stages).
-const SchemaVersion = 4
+// refuse it rather than miscount the new stages). Version 5 keys a
+// sample's answers by its unit (UnitID) and counts units (Record.Samples,
+// Stats.Samples, Summary.Done): a version 4 file has no sampled record, so
+// it is read as it is and raised the same way, so that an older binary,
+// which would key a sample's answer by its prompt and drop the counters it
+// does not know, refuses it.
+const SchemaVersion = 5
 
 // DefaultTimeout is how long Open waits for the file lock held by another process.
 const DefaultTimeout = 2 * time.Second
@@ -131,7 +136,7 @@ func (db *DB) init(readOnly bool) error {
 		if len(v) == 1 && v[0] == 2 {
 			return errNeedInit // Stats.Skipped is summed from the file states
 		}
-		if len(v) == 1 && v[0] == 3 {
+		if len(v) == 1 && (v[0] == 3 || v[0] == 4) {
 			if readOnly {
 				return nil
 			}

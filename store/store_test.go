@@ -476,8 +476,9 @@ func TestForgetV1File(t *testing.T) {
 }
 
 // TestUpgradeFromVersion3: a version 3 file (no turns or excluded stages)
-// is read as it is, and a read-write Open raises its version to 4 without
-// changing a counter; the new stages then take records.
+// is read as it is, and a read-write Open raises its version to the
+// current one (5) without changing a counter; the new stages then take
+// records.
 func TestUpgradeFromVersion3(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gendex.db")
 	db, err := Open(path, Options{NoSync: true})
@@ -505,8 +506,8 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	}
 	defer db.Close()
 	db.bolt.View(func(btx *bolt.Tx) error {
-		if v := btx.Bucket(bucketMeta).Get(keyVersion); !bytes.Equal(v, []byte{SchemaVersion}) || SchemaVersion != 4 {
-			t.Errorf("version %v after a read-write open; want [4]", v)
+		if v := btx.Bucket(bucketMeta).Get(keyVersion); !bytes.Equal(v, []byte{SchemaVersion}) || SchemaVersion != 5 {
+			t.Errorf("version %v after a read-write open; want [5]", v)
 		}
 		return nil
 	})

@@ -112,51 +112,12 @@ func (d *dsTx) countNoPrompt() {
 	if d.sum.Stages[Raw].Records > 0 {
 		c := d.stages[Raw].Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if d.sum.Stages[Prompts].Records == 0 || d.get(Prompts, k) == nil {
+			if d.sum.Stages[Prompts].Records == 0 || d.get(Prompts, unitPrompt(k)) == nil {
 				d.sum.Overlap.RawNoPrompt++
 			}
 		}
 	}
 	d.sum.Overlap.NoPromptKnown = true
-}
-
-// overlapStages[s] is the stages that an Overlap counter moved by s reads
-// besides s: when an id enters or leaves stage s, the counters move by
-// the same amounts whatever the id's membership of the other stages
-// (TestOverlapStages checks every case). Turns moves none.
-var overlapStages = [numStages]membership{
-	Prompts:   1<<Raw | 1<<Errors,
-	Raw:       1<<Prompts | 1<<Errors | 1<<Tokenized | 1<<Excluded,
-	Tokenized: 1<<Raw | 1<<Excluded,
-	Errors:    1<<Prompts | 1<<Raw,
-	Turns:     0,
-	Excluded:  1<<Raw | 1<<Tokenized,
-}
-
-// membership reports which of the stages that matter when id enters or
-// leaves stage (overlapStages) hold id, skipping stages that are empty.
-func (d *dsTx) membership(id []byte, stage Stage) membership {
-	m, _ := d.lookup(id, stage)
-	return m
-}
-
-// lookup is membership that also returns id's answer as Raw stores it
-// when Raw is one of the stages it looks in and holds id (nil
-// otherwise), so that a caller needing the answer does not search for it
-// again. The answer is valid until Raw changes.
-func (d *dsTx) lookup(id []byte, stage Stage) (m membership, answer []byte) {
-	for s := Stage(0); s < numStages; s++ {
-		if !overlapStages[stage].has(s) || d.sum.Stages[s].Records == 0 {
-			continue
-		}
-		if v := d.get(s, id); v != nil {
-			m |= 1 << s
-			if s == Raw {
-				answer = v
-			}
-		}
-	}
-	return m, answer
 }
 
 // get returns stage s's value for id, or nil, through the transaction's
@@ -218,6 +179,7 @@ func (tx *Tx) Add(dataset string, stage Stage, r *Record) (dup *Record, err erro
 		d.lowerHint(id) // a prompt without an answer
 	}
 	d.sum.Overlap.apply(before, before|1<<stage)
+	d.moveUnits(stage, id, r, before, 1)
 	d.count(stage, r, 1)
 	if err := d.moveMarks(stage, id, before, before|1<<stage); err != nil {
 		return nil, err
@@ -357,6 +319,7 @@ func (d *dsTx) remove(stage Stage, k []byte, rec *Record) error {
 		d.lowerHint(k) // a prompt that lost its answer or error
 	}
 	d.sum.Overlap.apply(after|1<<stage, after)
+	d.moveUnits(stage, k, rec, after, -1)
 	d.count(stage, rec, -1)
 	return d.moveMarks(stage, k, after|1<<stage, after)
 }

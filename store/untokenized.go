@@ -55,6 +55,8 @@ func (f *follower) at(k []byte) ([]byte, bool) {
 	return nil, false
 }
 
+func (f *follower) key() []byte { return f.k }
+
 // take reports whether the cursor stands at k, and if so moves it on.
 func (f *follower) take(k []byte) bool {
 	if f.k == nil || !bytes.Equal(f.k, k) {
@@ -65,7 +67,8 @@ func (f *follower) take(k []byte) bool {
 }
 
 // Untokenized calls fn, in id order, for every id of a dataset's prompts
-// or raw stage that has no tokenized record, or an answer and a stale one
+// (every unit of a prompt, UnitID, in a dataset of several samples per
+// prompt) or raw stage that has no tokenized record, or an answer and a stale one
 // (Untokenized.Stale), with what the index knows of
 // why: its response, exclusion, error record and answered turns. It walks
 // the keys of the prompts, raw, tokenized, excluded and errors stages
@@ -78,7 +81,11 @@ func (v *View) Untokenized(name string, fn func(u *Untokenized) error) error {
 		return nil
 	}
 	bucket := func(s Stage) *bolt.Bucket { return b.Bucket(stageBuckets[s]) }
-	prompts, raw := newFollower(bucket(Prompts)), newFollower(bucket(Raw))
+	var prompts keyWalk = newFollower(bucket(Prompts))
+	if n := samplesOf(b); n > 1 {
+		prompts = newUnitWalk(bucket(Prompts), n) // each prompt's units, not its key alone
+	}
+	raw := newFollower(bucket(Raw))
 	tok, excl, errs := newFollower(bucket(Tokenized)), newFollower(bucket(Excluded)), newFollower(bucket(Errors))
 	stale := newFollower(b.Bucket(bucketStale))
 	var turns *bolt.Cursor
@@ -89,7 +96,7 @@ func (v *View) Untokenized(name string, fn func(u *Untokenized) error) error {
 	var xr, fr Record
 	for {
 		// The next id of prompts ∪ raw.
-		k := prompts.k
+		k := prompts.key()
 		if k == nil || raw.k != nil && bytes.Compare(raw.k, k) < 0 {
 			k = raw.k
 		}

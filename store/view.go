@@ -218,7 +218,10 @@ func (v *View) Each(name string, stage Stage, fn func(*Record) error) error {
 
 // Missing calls fn, in id order, for every id of stage `of` that has no
 // record in any of the stages `in`: Missing(ds, Prompts, fn, Raw, Errors)
-// lists the prompts not yet answered.
+// lists the prompts not yet answered. In a dataset of several samples per
+// prompt it names units (UnitID; SplitUnit): a prompt stands for each of
+// its samples, in sample order (but with no stages in: the prompts), and
+// a unit's prompt for it.
 func (v *View) Missing(name string, of Stage, fn func(id string) error, in ...Stage) error {
 	return v.missing(name, of, fn, true, in...)
 }
@@ -233,6 +236,9 @@ func (v *View) missing(name string, of Stage, fn func(id string) error, useHint 
 	src := b.Bucket(stageBuckets[of])
 	if src == nil {
 		return nil
+	}
+	if n := samplesOf(b); n > 1 {
+		return missingUnits(v, b, of, n, fn, in)
 	}
 	var others []*bolt.Cursor
 	for _, s := range in {

@@ -69,7 +69,7 @@ func (c *Config) DecideLine(ctx context.Context, id string, answer []byte, answe
 	if c.Now != nil {
 		now = c.Now
 	}
-	return Decision{Line: exclusionLine(nil, id, o.reason, o.detail, now(), e.rec.Sum), Reason: o.reason}, nil
+	return Decision{Line: exclusionLine(nil, id, e.rec.Samples, o.reason, o.detail, now(), e.rec.Sum), Reason: o.reason}, nil
 }
 
 // leftText says why an answer is left.

@@ -542,7 +542,7 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]b
 		}
 		res.OwnTurns += o.ownTurns
 	default:
-		*exc = exclusionLine(*exc, e.id, o.reason, o.detail, x.Now(), e.rec.Sum)
+		*exc = exclusionLine(*exc, e.id, e.rec.Samples, o.reason, o.detail, x.Now(), e.rec.Sum)
 		res.Excluded[o.reason]++
 	}
 	return nil

@@ -239,12 +239,13 @@ func (c *Config) conversation(j *job, a answer, turnOf func(int) string) (outcom
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	id, head := unitHead(j.id, j.rec.Samples)
 	err := enc.Encode(struct {
 		ID            string          `json:"id"`
 		Conversations []message       `json:"conversations"`
 		Tools         json.RawMessage `json:"tools,omitempty"`
-	}{j.id, msgs, p.tools})
-	o.record = append(j.dst, buf.Bytes()...)
+	}{id, msgs, p.tools})
+	o.record = append(append(j.dst, head...), buf.Bytes()[1:]...)
 	return o, err
 }
 
@@ -277,8 +278,10 @@ func (c *Config) ids(ctx context.Context, j *job, a answer, turnOf func(int) str
 		}
 		promptIDs, mask, o.ownTurns = ids, m, own
 	}
-	rec := append(j.dst, `{"id":`...)
-	rec = appendString(rec, j.id)
+	id, head := unitHead(j.id, j.rec.Samples)
+	rec := append(j.dst, head...)
+	rec = append(rec, `"id":`...)
+	rec = appendString(rec, id)
 	rec = append(rec, `,"input_ids":[`...)
 	rec, np, ok := appendIDs(rec, promptIDs)
 	if !ok {
@@ -512,8 +515,10 @@ func appendString(dst []byte, s string) []byte {
 
 // exclusionLine is an excluded.jsonl line (contract: id, reason, detail,
 // excluded_at, then the answer_sum of the answer it excludes).
-func exclusionLine(dst []byte, id, reason, detail string, at time.Time, answer uint32) []byte {
-	dst = append(dst, `{"id":`...)
+func exclusionLine(dst []byte, key string, samples uint32, reason, detail string, at time.Time, answer uint32) []byte {
+	id, head := unitHead(key, samples)
+	dst = append(dst, head...)
+	dst = append(dst, `"id":`...)
 	dst = appendString(dst, id)
 	dst = append(dst, `,"reason":`...)
 	dst = appendString(dst, reason)
@@ -523,4 +528,17 @@ func exclusionLine(dst []byte, id, reason, detail string, at time.Time, answer u
 	dst = at.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
 	dst = ingest.AppendAnswerSum(append(dst, '"'), answer)
 	return append(dst, "}\n"...)
+}
+
+// unitHead is the id a record or exclusion of the answer keyed key
+// (store.UnitID) writes, and what its object begins with: `{` and, for
+// a sample of a dataset of more than one (samples, the answer's
+// store.Record.Samples), its "sample" and "samples", as gen writes them
+// on the answer, so that the record is indexed under the answer's unit.
+func unitHead(key string, samples uint32) (id, head string) {
+	id, s := store.SplitUnit(key)
+	if samples <= 1 && s == 0 {
+		return id, "{"
+	}
+	return id, `{"sample":` + strconv.Itoa(s) + `,"samples":` + strconv.FormatUint(uint64(max(samples, uint32(s)+1)), 10) + `,`
 }

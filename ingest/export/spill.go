@@ -59,6 +59,7 @@ func (s *spill) add(e *entry) error {
 	b = binary.AppendVarint(b, e.rec.CompletionTokens)
 	b = binary.AppendUvarint(b, uint64(len(e.rec.Finish)))
 	b = append(b, e.rec.Finish...)
+	b = binary.AppendUvarint(b, uint64(e.rec.Samples)) // a sample's record names them (unitHead)
 	if e.hasPrompt {
 		b = append(b, 1)
 		b = appendRec(b, &e.prompt)
@@ -167,6 +168,7 @@ func (s *spill) next(dst []entry) (int, error) {
 		} else {
 			e.rec.Finish = string(finish)
 		}
+		e.rec.Samples = uint32(d.uvarint())
 		if flag := d.bytes(1); len(flag) == 1 && flag[0] == 1 {
 			e.hasPrompt = true
 			d.rec(&e.prompt)

@@ -109,10 +109,11 @@ func (x *Exporter) todo(dataset string) (*spill, map[uint32]string, error) {
 				p, pok = prompts()
 				first = false
 			}
-			for pok && p.ID < id {
+			pid := store.PromptID(store.Raw, id) // a sample's answer is its prompt's
+			for pok && p.ID < pid {
 				p, pok = prompts()
 			}
-			if pok && p.ID == id {
+			if pok && p.ID == pid {
 				e.prompt, e.hasPrompt = p, true
 				path(p.File)
 			}

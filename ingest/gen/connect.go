@@ -158,7 +158,7 @@ func (a *asker) learn(ctx context.Context, s *server) error {
 	if serverInfo != nil {
 		s.serverInfo.Store(&serverInfo) // its stated capacity (limit.go)
 	}
-	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
+	nc.Provenance = provenanceOf(a.cfg.Sampling, a.cfg.Mix, a.cfg.samples(), nc.Model, info, ident, a.askedOf(a.cfg.apiFor(&nc), ident))
 	if err := a.checkIdentity(s, nc.Provenance); err != nil {
 		return err
 	}

@@ -57,7 +57,8 @@
 // runs),
 // a torn last line of gen's own files is cut off (gen is their only
 // writer), and the prompts already answered, per the index, are skipped.
-// One prompt is never in flight twice.
+// One prompt is never in flight twice (with --samples N, one unit: a
+// prompt's sample; samples.go).
 //
 // Failures, by scope: a prompt-level error (HTTP 400 for one prompt) is
 // recorded in errors.jsonl; a server-level one (refused, reset, 5xx) is

@@ -161,7 +161,7 @@ func decideExport(ctx context.Context, x *export.Config, res *result, p *Prompt)
 	if x == nil {
 		return
 	}
-	d, err := x.DecideLine(ctx, p.ID, res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
+	d, err := x.DecideLine(ctx, p.unitKey(), res.line, res.ds.Raw, p.Raw, p.Path, p.Line)
 	if err != nil { // gen gives DecideLine no tokenizer: not expected
 		d = export.Decision{Left: err.Error()}
 	}

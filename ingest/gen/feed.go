@@ -124,12 +124,20 @@ func (fe *feeder) feedFailed(path string, err error) {
 // dataset (its files are locked), and only the prompts it sent.
 const feedBatch = 128
 
-// feedLine is one prompt line read ahead, at arena[start:end].
+// feedLine is one prompt line read ahead, at arena[start:end]: units
+// are its samples to send (toSendUnits).
 type feedLine struct {
 	start, end int
 	n          int64
 	id         string
-	send, redo bool
+	units      []unitSend
+}
+
+// unitSend is a sample of a prompt to send, and whether it is an answer
+// asked again (--redo).
+type unitSend struct {
+	sample int
+	redo   bool
 }
 
 func (fe *feeder) feedFile(ds *dsRun, path string, files turnFiles, sweeps *sync.WaitGroup) error {
@@ -230,11 +238,13 @@ func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPat
 		for i := range lines {
 			if l := &lines[i]; l.id != "" {
 				var err error
-				if l.send, l.redo, err = fe.toSend(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
+				if l.units, err = fe.toSendUnits(v, ds, state, l.id, l.n, arena[l.start:l.end], files); err != nil {
 					return err
 				}
-				if l.redo && ds.redo.asGoes {
-					found = append(found, l.id)
+				for _, u := range l.units {
+					if u.redo && ds.redo.asGoes {
+						found = append(found, store.UnitID(l.id, u.sample))
+					}
 				}
 			}
 		}
@@ -249,38 +259,56 @@ func (fe *feeder) feedLines(ds *dsRun, path string, state store.FileState, idPat
 		if fe.ctl.stopping() {
 			return errStop
 		}
-		if !l.send {
+		if len(l.units) == 0 {
 			continue
 		}
-		if err := fe.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.redo); err != nil {
+		if err := fe.feedPrompt(ds, path, files, arena[l.start:l.end], l.id, l.n, l.units); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// toSend tells whether the prompt id at line n of the file (state), the
-// prompt line line, is to be asked: it is the first line with its id, and
-// has no answer (or one to redo: askAgain, which reads lines through
-// files; nil: decides none) and no final error (or --retry-errors).
-func (fe *feeder) toSend(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (send, redo bool, err error) {
+// toSendUnits is the samples of the prompt id at line n of the file
+// (state), the prompt line line, that are to be asked (toSend, each
+// unit), each saying whether it is asked again (--redo); none when it is
+// not the first line with its id.
+func (fe *feeder) toSendUnits(v *store.View, ds *dsRun, state store.FileState, id string, n int64, line []byte, files turnFiles) (units []unitSend, err error) {
 	p, ok, err := v.Get(ds.Name, store.Prompts, id)
 	if err != nil || !ok || p.File != state.ID || p.Line != n {
-		return false, false, err // not the first line with this id
+		return nil, err // not the first line with this id
 	}
-	if raw, done, _ := v.Get(ds.Name, store.Raw, id); done {
+	for s := range fe.cfg.samples() {
+		send, again, err := fe.toSend(v, ds, store.UnitID(id, s), line, files)
+		if err != nil {
+			return nil, err
+		}
+		if send {
+			units = append(units, unitSend{s, again})
+		}
+	}
+	return units, nil
+}
+
+// toSend tells whether the unit key (a prompt's id, or its sample's:
+// store.UnitID) of the prompt line line is to be asked: it has no answer
+// (or one to redo: askAgain, which reads lines through files; nil:
+// decides none) and no final error (or --retry-errors).
+func (fe *feeder) toSend(v *store.View, ds *dsRun, key string, line []byte, files turnFiles) (send, redo bool, err error) {
+	if raw, done, _ := v.Get(ds.Name, store.Raw, key); done {
 		send, err = fe.redo.askAgain(v, ds, &raw, line, files)
 		return send, send, err
 	}
-	if _, failed, _ := v.Get(ds.Name, store.Errors, id); failed && !fe.cfg.RetryErrors {
+	if _, failed, _ := v.Get(ds.Name, store.Errors, key); failed && !fe.cfg.RetryErrors {
 		return false, false, nil
 	}
 	return true, false, nil
 }
 
-// feedPrompt sends the prompt line (id, at line n of path) to the
-// workers, with its recorded turns when it is asked turn by turn.
-func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, redo bool) error {
+// feedPrompt sends the samples units of the prompt line (id, at line n
+// of path) to the workers, each a job of its own, with its recorded
+// turns when it is asked turn by turn.
+func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byte, id string, n int64, units []unitSend) error {
 	if !fe.early.fed.Load() {
 		fe.early.fed.Store(true) // the run has work (earlyfeed.go)
 	}
@@ -290,18 +318,38 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 		return nil
 	}
 	if err != nil {
-		return fe.feedResult(errorLine(ds, id, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0))
+		for _, us := range units {
+			u := &Prompt{ID: id, Sample: us.sample, Samples: fe.cfg.samples()}
+			if err := fe.feedResult(errorLine(ds, u, 0, fmt.Sprintf("%s:%d: %v", path, n, err), "", 0)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	p.Path = path // a refusal names it (promptfit.go)
 	if fe.cfg.Export != nil {
 		p.Raw = bytes.Clone(line)
 	}
-	p.mix = fe.cfg.Mix.draw(ds.Name, id, 0, mixSeed(fe.cfg.Sampling))
+	for _, us := range units {
+		q := p
+		if fe.cfg.samples() > 1 {
+			q = p.forSample(us.sample, fe.cfg.samples())
+		}
+		if err := fe.feedUnit(ds, files, q, us.redo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feedUnit sends p, one unit of a prompt, to the workers.
+func (fe *feeder) feedUnit(ds *dsRun, files turnFiles, p *Prompt, redo bool) error {
+	p.mix = fe.cfg.Mix.draw(ds.Name, p.ID, p.Sample, mixSeed(fe.cfg.Sampling))
 	j := job{ds: ds, p: p, redo: redo}
 	if fe.cfg.Turns == TurnsAll && p.Tools != nil {
 		tc, err := fe.convs.recordedTools(ds, p, files, redo) // asked step by step (toolturns.go)
 		if err != nil {
-			res := errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, p, 0, err.Error(), "", 0)
 			res.closes = tc.counted
 			fe.results <- res
 			return nil
@@ -310,7 +358,7 @@ func (fe *feeder) feedPrompt(ds *dsRun, path string, files turnFiles, line []byt
 	} else if fe.cfg.Turns == TurnsAll && p.Turns >= 2 {
 		c, err := fe.convs.recorded(ds, p, files, redo)
 		if err != nil {
-			res := errorLine(ds, id, 0, err.Error(), "", 0)
+			res := errorLine(ds, p, 0, err.Error(), "", 0)
 			res.closes = c.counted
 			return fe.feedResult(res)
 		}

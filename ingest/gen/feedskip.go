@@ -98,7 +98,8 @@ func (fe *feeder) probe(ds *dsRun, f *os.File, buf []byte, off, end int64, state
 				continue // another shard's, or not the first line with its id
 			}
 			at, n, found = c.at, p.Line, true
-			send, _, err = fe.toSend(v, ds, state, c.id, p.Line, nil, nil) // a look: it decides no redo
+			units, err := fe.toSendUnits(v, ds, state, c.id, p.Line, nil, nil) // a look: it decides no redo
+			send = len(units) > 0
 			return err
 		}
 		return nil

@@ -27,6 +27,7 @@ type Config struct {
 	Concurrency int        // requests in flight at most over all servers, a hard bound (a crash suspect's retry takes one too; see MaxCrashes); 0: adaptive, each server kept at its own capacity (limit.go), within InFlightBound
 	Sampling    client.SamplingParams
 	Mix         Mix // --mix: keys drawn per record (mix.go)
+	Samples     int // --samples: answers per prompt, each its own unit (samples.go); 0 or 1: one
 	APIKey      string
 	Model       string // "model" for the OpenAI-compatible endpoints
 	// Out, when set, holds the output: Out/<dataset>/raw_responses.jsonl.
@@ -222,9 +223,8 @@ type dsRun struct {
 	rate             rateWindow
 	held             []store.FileState
 	makers           makerCounts
-	// todo is the prompts to send at the start (reconcile; prepare adds
-	// the redo chooser's).
-	todo int64
+	todo             int64 // the units to send at the start (reconcile; prepare adds the redo chooser's)
+	samples          int   // the run's answers per prompt (Config.samples)
 	// idRule is where its prompts keep their id (--id, else the path the
 	// index remembers, else builtinIDRule), in its answers' provenance;
 	// provs its server provenances with it (provenanceOf).
@@ -505,7 +505,7 @@ func (r *run) nothingToDo() (*Summary, error) {
 	var failed uint64
 	r.db.View(func(v *store.View) error {
 		for _, ds := range r.sets {
-			if s, err := v.Summary(ds.Name); err == nil {
+			if s, err := ds.summary(v); err == nil {
 				failed += s.Overlap.Failed
 			}
 		}

@@ -318,7 +318,7 @@ func (w *writer) sayAnswered() {
 func (w *writer) saySkipped() {
 	w.db.View(func(v *store.View) error {
 		for _, ds := range sortedByName(w.sets) {
-			s, err := v.Summary(ds.Name)
+			s, err := ds.summary(v)
 			if err != nil || s.Overlap.Answered == 0 {
 				continue
 			}
@@ -331,6 +331,10 @@ func (w *writer) saySkipped() {
 			}
 			if ds.redo != nil && ds.redo.asGoes {
 				w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+				continue
+			}
+			if ds.samples > 1 { // units: each sample of a prompt
+				w.ctl.logf("  %s: %d of %d answers (%d samples of %d prompts) already made or failed, not asked again: %s", ds.Name, kept, s.Units(), ds.samples, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
 				continue
 			}
 			w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))

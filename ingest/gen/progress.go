@@ -209,7 +209,7 @@ func (pr *progress) status(now time.Time) []liveLine {
 	var known bool // what is to go (a redo still finding its answers: a lower bound)
 	pr.db.View(func(v *store.View) error {
 		for i, ds := range pr.sets {
-			if s, err := v.Summary(ds.Name); err == nil {
+			if s, err := ds.summary(v); err == nil {
 				sums[ds.Name] = s
 			}
 			firsts[i].sec, firsts[i].ok = v.FirstSecond(ds.Name)
@@ -257,7 +257,7 @@ func (pr *progress) status(now time.Time) []liveLine {
 	var ahead int64 // prompts left in the datasets being answered so far
 	for i, ds := range pr.sets {
 		s := sums[ds.Name]
-		owed, total := s.Owed(), s.Stage(store.Prompts).Records
+		owed, total := s.Owed(), s.Units()
 		left := min(owed.ToGo(), total) // a redo's answers asked again are to go
 		rate := rates[i]
 		if left == 0 && owed.RedoKnown && ds.ok.Load()+ds.failed.Load() == 0 {
@@ -265,6 +265,9 @@ func (pr *progress) status(now time.Time) []liveLine {
 		}
 		eta := etaWords(store.DatasetETA(int64(min(left, math.MaxInt64)), ds.rate.answering(now), &ahead, all.PerSecond()))
 		counts, eta := doneParts(owed, total, eta)
+		if ds.samples > 1 {
+			counts = unitParts(s, owed)
+		}
 		l := append(liveLine{{text: "  "}, {text: ds.Name, flex: true}}, counts...)
 		if t := ds.turnsText(); t != "" {
 			l = append(l, part{text: t, short: fmt.Sprintf(", %d turns, %d half done", ds.turnsDone.Load(), ds.halfDone.Load()), drop: 5})
@@ -428,7 +431,7 @@ func (pr *progress) final(sum *Summary) {
 	}
 	pr.db.View(func(v *store.View) error {
 		for _, ds := range sortedByName(pr.sets) {
-			s, err := v.Summary(ds.Name)
+			s, err := ds.summary(v)
 			if err != nil {
 				continue
 			}
@@ -438,8 +441,12 @@ func (pr *progress) final(sum *Summary) {
 				left = fmt.Sprintf(", %s left out of the index", counted(n, "line", "lines"))
 			}
 			owed := s.Owed()
-			pr.ctl.logf("  %s: %d/%d answered (%d this run), %d failed, %d to go%s%s%s -> %s",
-				ds.Name, owed.Answered, total, ds.ok.Load(), owed.Failed, owed.ToGo(), ds.turnsText(), truncatedText(s), left, ds.Raw)
+			done := fmt.Sprintf("%d/%d answered", owed.Answered, total)
+			if ds.samples > 1 {
+				done = unitsText(s, owed)
+			}
+			pr.ctl.logf("  %s: %s (%d this run), %d failed, %d to go%s%s%s -> %s",
+				ds.Name, done, ds.ok.Load(), owed.Failed, owed.ToGo(), ds.turnsText(), truncatedText(s), left, ds.Raw)
 			if t := ds.unsentText(); t != "" {
 				pr.ctl.logf("%s", t)
 			}

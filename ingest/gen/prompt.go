@@ -45,6 +45,9 @@ type Prompt struct {
 	// mix is the record's draw from the run's --mix (mix.go), the same
 	// on each of its turns and steps; nil without one.
 	mix drawn
+	// Sample is which of its prompt's Samples answers this is (0 to
+	// Samples-1), Samples 0 or 1 for one answer per prompt (samples.go).
+	Sample, Samples int
 }
 
 type promptLine struct {

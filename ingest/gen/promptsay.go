@@ -193,7 +193,7 @@ func (fe *feeder) leftUnsent(sum *Summary) error {
 	var missing uint64
 	fe.db.View(func(v *store.View) error {
 		for _, ds := range fe.sets {
-			if s, err := v.Summary(ds.Name); err == nil {
+			if s, err := ds.summary(v); err == nil {
 				missing += s.MissingRaw()
 			}
 		}

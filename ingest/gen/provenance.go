@@ -40,14 +40,20 @@ type provenance struct {
 	// each spec its record drew (mix.go).
 	Mix   map[string]string `json:"mix,omitempty"`
 	Drawn map[string]string `json:"drawn,omitempty"`
+	// Samples is the run's answers per prompt (--samples), absent for
+	// one: compared as 1 (provenanceDiff).
+	Samples int `json:"samples,omitempty"`
 }
 
 // provenanceOf is the compact "provenance" object of the answers a server
 // described by info and ident (client.ServerIdentity, nil: none told)
 // makes, asked with sampling and the mixtures mix, as asked says (askedOf).
-func provenanceOf(sampling client.SamplingParams, mix Mix, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
+func provenanceOf(sampling client.SamplingParams, mix Mix, samples int, model string, info client.ModelInfo, ident, asked map[string]any) []byte {
 	s, _ := json.Marshal(sampling)
 	p := provenance{Sampling: s, Unset: "server defaults", Server: map[string]any{}, Gen: asked, Mix: mix.specs()}
+	if samples > 1 {
+		p.Samples = samples
+	}
 	for k, v := range ident {
 		p.Server[k] = v
 	}
@@ -172,7 +178,8 @@ func flatten(prefix string, v any, out map[string]string) {
 // provenanceDiff says how two provenance objects differ, "" when they do
 // not (the settings a resume may change aside): "sampling.temperature:
 // 0.7 before, 0 now". What a record drew from a mixture ("drawn") is its
-// own, not the run's: the mixtures' specs ("mix") are compared. A "gen"
+// own, not the run's: the mixtures' specs ("mix") are compared, and the
+// samples per prompt ("samples", 1 where absent). A "gen"
 // key one side lacks is unknown there (an
 // older gendex did not record it): not a difference; nor are two prompt
 // rules one of which extends the other (samePromptRule).
@@ -184,6 +191,11 @@ func provenanceDiff(then, now []byte) string {
 	fa, fb := map[string]string{}, map[string]string{}
 	flatten("", a, fa)
 	flatten("", b, fb)
+	for _, f := range []map[string]string{fa, fb} {
+		if _, ok := f["samples"]; !ok {
+			f["samples"] = "1" // one answer per prompt, as before --samples
+		}
+	}
 	keys := map[string]bool{}
 	for k := range fa {
 		keys[k] = true
@@ -231,6 +243,9 @@ func describe(model string, prov []byte) string {
 	s := fmt.Sprintf("model %v, sampling %s", p.Server["model"], p.Sampling)
 	for _, k := range slices.Sorted(maps.Keys(p.Mix)) {
 		s += fmt.Sprintf(", --mix %s=%s", k, p.Mix[k])
+	}
+	if p.Samples > 1 {
+		s += fmt.Sprintf(", --samples %d", p.Samples)
 	}
 	return s
 }
@@ -294,7 +309,7 @@ func (w *writer) checkProvenance(server, model string, prov []byte) error {
 		}
 		return &stopError{msg: fmt.Sprintf("%s holds %d answers made with %s; %s would answer the rest with %s (what differs: %s)",
 			filepath.Dir(ds.Raw), sameWay(ds.makers.made, then), describe(then.Model, then.Provenance), server, describe(model, prov), diff),
-			hint: "a resume keeps the run one run: give the same sampling, --mix, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
+			hint: "a resume keeps the run one run: give the same sampling, --mix, --samples, server, --api, --turns, --id, --prompt and --tool-call-parser as before, or --allow-mixed to answer the rest anyway ('gendex check' then reports the dataset as mixed), or --out DIR for a run of its own; nothing was sent"}
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 	ds := &dsRun{Dataset: d,
 		raw:   ingest.Source{Path: d.Raw, Dataset: d.Name, Stage: store.Raw, BuiltinIDs: true},
 		errs:  ingest.Source{Path: d.Errors, Dataset: d.Name, Stage: store.Errors, BuiltinIDs: true},
-		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns, BuiltinIDs: true}}
+		turns: ingest.Source{Path: d.Turns, Dataset: d.Name, Stage: store.Turns, BuiltinIDs: true}, samples: w.cfg.samples()}
 	ds.exp = exportOut{tok: ingest.Source{Path: d.Tokenized, Dataset: d.Name, Stage: store.Tokenized},
 		exc: ingest.Source{Path: d.Excluded, Dataset: d.Name, Stage: store.Excluded}, reasons: map[string]int64{}}
 	for _, p := range d.Prompts {
@@ -99,6 +99,10 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 		if err != nil {
 			return err
 		}
+		if err := ds.checkSamples(s); err != nil {
+			return err
+		}
+		s.Ask(ds.samples)
 		ds.todo = int64(s.MissingRaw())
 		if w.cfg.RetryErrors {
 			ds.todo += int64(s.Overlap.ErrorsOpen) // an upper bound: errors whose prompt is gone are not sent

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -62,11 +63,14 @@ type Redo struct {
 type redoEntry struct {
 	line        int
 	dataset, id string
+	// sample is the one sample the line names (query missing's sample
+	// column, with gen --samples), -1 for every sample of the id.
+	sample int
 }
 
 // ParseRedo reads --redo's value: "truncated", or a FILE of ids, one per
 // line (as `gendex query missing` prints them, with or without its
-// header, or DATASET<TAB>ID).
+// header, with its sample column under gen --samples, or DATASET<TAB>ID).
 func ParseRedo(arg string) (*Redo, error) {
 	if arg == "truncated" {
 		return &Redo{Truncated: true}, nil
@@ -86,17 +90,22 @@ func ParseRedo(arg string) (*Redo, error) {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		e := redoEntry{line: n}
+		e := redoEntry{line: n, sample: -1}
 		switch fields := strings.Split(line, "\t"); {
 		case len(fields) == 1:
 			e.id = fields[0]
 		case len(fields) == 2:
 			e.dataset, e.id = fields[0], fields[1]
-		default: // query missing's dataset, stage, id[, reason]
+		default: // query missing's dataset, stage, id[, sample][, reason]
 			if fields[0] == "dataset" && fields[2] == "id" {
 				continue // its header
 			}
 			e.dataset, e.id = fields[0], fields[2]
+			if len(fields) > 3 { // a sample column, or a reason (never a number)
+				if s, err := strconv.Atoi(fields[3]); err == nil && s >= 0 {
+					e.sample = s
+				}
+			}
 		}
 		r.entries = append(r.entries, e)
 	}
@@ -273,7 +282,7 @@ func (rc *redoChooser) pickRedo() error {
 		defer files.close()
 		for _, ds := range rc.sets {
 			err := v.Each(ds.Name, store.Raw, func(rec *store.Record) error {
-				if !rc.cfg.Shard.Has(rec.ID) {
+				if !rc.cfg.Shard.Has(store.PromptID(store.Raw, rec.ID)) { // a sample's shard is its prompt's
 					return nil
 				}
 				ask, err := rc.cutToAsk(v, ds, rec, nil, files, maxNew)

@@ -193,7 +193,7 @@ func doneParts(o store.Owed, total uint64, eta string) (liveLine, string) {
 // else the run's, maxNew (-1: none).
 func (rc *redoChooser) limitFor(v *store.View, ds *dsRun, id string, prompt []byte, files turnFiles, maxNew int64) (limit int64, own bool) {
 	if prompt == nil {
-		p, ok, err := v.Get(ds.Name, store.Prompts, id)
+		p, ok, err := v.Get(ds.Name, store.Prompts, store.PromptID(store.Raw, id)) // a sample's prompt
 		if err != nil || !ok {
 			return maxNew, false
 		}

@@ -73,10 +73,11 @@ func (rc *redoChooser) pickList(v *store.View, red *Redo, byName map[string]*dsR
 	files := turnFiles{} // the answer files, each opened once
 	defer files.close()
 	for _, e := range red.entries {
-		if seen[redoEntry{dataset: e.dataset, id: e.id}] {
+		e = rc.unitEntry(e, byName)
+		if seen[redoEntry{dataset: e.dataset, id: e.id, sample: e.sample}] {
 			continue
 		}
-		seen[redoEntry{dataset: e.dataset, id: e.id}] = true
+		seen[redoEntry{dataset: e.dataset, id: e.id, sample: e.sample}] = true
 		var sets []*dsRun
 		if e.dataset != "" {
 			if ds := byName[e.dataset]; ds != nil {
@@ -93,16 +94,18 @@ func (rc *redoChooser) pickList(v *store.View, red *Redo, byName map[string]*dsR
 				continue
 			}
 			found = true
-			rec, answered, err := v.Get(ds.Name, store.Raw, e.id)
-			switch {
-			case err != nil:
-				return err
-			case !answered:
-				ds.redo.notAnswered.Add(1)
-			case !ds.redo.newMark && redoTagOf(readLine(v, &rec, files)) == ds.redo.tag:
-				ds.redo.done.Add(1) // its newest line is this redo's
-			default:
-				ds.redo.ids[e.id] = true
+			for _, key := range rc.unitKeys(e) {
+				rec, answered, err := v.Get(ds.Name, store.Raw, key)
+				switch {
+				case err != nil:
+					return err
+				case !answered:
+					ds.redo.notAnswered.Add(1)
+				case !ds.redo.newMark && redoTagOf(readLine(v, &rec, files)) == ds.redo.tag:
+					ds.redo.done.Add(1) // its newest line is this redo's
+				default:
+					ds.redo.ids[key] = true
+				}
 			}
 		}
 		if !found {

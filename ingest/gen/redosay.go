@@ -154,6 +154,9 @@ func (rc *redoChooser) sayAsGoes(ds *dsRun) {
 // answer", and the answers an asGoes redo finds, not known yet.
 func (rc *redoChooser) todoText(todo int64) string {
 	s := counted(todo, "prompt", "prompts") + " to answer"
+	if n := rc.cfg.samples(); n > 1 {
+		s = fmt.Sprintf("%s to ask (%d samples per prompt)", counted(todo, "answer", "answers"), n)
+	}
 	if rc.choosing() {
 		s += ", and the cut answers the redo finds as it reads the prompts (how many is not known yet)"
 	}

@@ -196,7 +196,7 @@ func toGo(v *store.View, sets []*dsRun) (left int64, known bool) {
 	var n uint64
 	known = true
 	for _, ds := range sets {
-		if s, err := v.Summary(ds.Name); err == nil {
+		if s, err := ds.summary(v); err == nil {
 			o := s.Owed()
 			n += o.ToGo()
 			known = known && o.RedoKnown
@@ -210,6 +210,9 @@ func (m *monitor) sayRow(row store.Run) {
 	toGo := "unknown"
 	if row.ToGo != nil {
 		toGo = counted(*row.ToGo, "prompt", "prompts")
+		if m.cfg.samples() > 1 {
+			toGo = counted(*row.ToGo, "answer", "answers")
+		}
 	}
 	if row.State == store.RunRefused {
 		m.ctl.logf("gen: this run (pid %d, started %s) is recorded as refused: nothing was sent, and the same command is refused again: change it as said below ('gendex query runs' shows it)",

@@ -45,7 +45,7 @@ func (cv *conversations) recordedTools(ds *dsRun, p *Prompt, files turnFiles, re
 	var found []at
 	if err := cv.db.View(func(v *store.View) error {
 		for i := 1; ; i++ {
-			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.ID, i))
+			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.unitKey(), i))
 			if err != nil || !ok {
 				return err
 			}

@@ -315,7 +315,7 @@ func (cv *conversations) toolStepLine(j *job, tc *toolConv) result {
 	line = client.AppendJSONString(line, j.p.ID)
 	line = fmt.Appendf(line, `,"turn":%d,`, n)
 	line = append(line, s.t.obj[1:]...)
-	line = append(line, '\n')
+	line = unitLine(j.p, append(line, '\n'))
 	if j.redo {
 		line = cv.redoLine(j, line)
 	}
@@ -335,7 +335,7 @@ func (cv *conversations) toolResult(j *job, tc *toolConv) result {
 	ls := tc.steps[len(tc.steps)-1]
 	last := ls.res
 	turns[len(turns)-1] = stepAnswer(last, ls.user, ls.results)
-	line := conversationLine(j.p.ID, turns, last)
+	line := unitLine(j.p, conversationLine(j.p.ID, turns, last))
 	if st := tc.stop; st != nil {
 		line = line[:len(line)-2] // "}\n"
 		line = fmt.Appendf(line, `,"tool_stop":{"reason":"%s","step":%d,"detail":`, st.reason, st.step)

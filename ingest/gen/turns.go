@@ -208,7 +208,7 @@ func (cv *conversations) turnAnswered(j *job, res *client.Result) bool {
 		line = res.AppendFields(line)
 		t.obj = append([]byte{'{'}, line[fields:]...)
 		t.obj = append(t.obj, '}')
-		line = append(line, "}\n"...)
+		line = unitLine(j.p, append(line, "}\n"...))
 		if j.redo {
 			line = cv.redoLine(j, line)
 		}
@@ -242,7 +242,7 @@ func (cv *conversations) conversationResult(j *job, all []turnAnswer, last *clie
 	if n := j.conv.k - len(all); n > 0 {
 		turns = append(slices.Clip(all), slices.Repeat([]turnAnswer{notAsked}, n)...)
 	}
-	line := conversationLine(j.p.ID, turns, last)
+	line := unitLine(j.p, conversationLine(j.p.ID, turns, last))
 	if j.redo {
 		line = cv.redoLine(j, line)
 	}
@@ -339,7 +339,7 @@ func (cv *conversations) recorded(ds *dsRun, p *Prompt, files turnFiles, redo bo
 	var found []at
 	if err := cv.db.View(func(v *store.View) error {
 		for i := 1; i < c.k; i++ {
-			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.ID, i))
+			rec, ok, err := v.Get(ds.Name, store.Turns, ingest.TurnID(p.unitKey(), i))
 			if err != nil || !ok {
 				return err
 			}

@@ -117,7 +117,7 @@ func (a *asker) answer(j job) {
 		return
 	}
 	tokens, unknown := countOf(res.CompletionTokens)
-	line := res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID)
+	line := unitLine(j.p, res.AppendJSONL(make([]byte, 0, 256+8*(len(res.OutputIDs)+len(res.PromptIDs))), j.p.ID))
 	if j.redo {
 		line = a.redoLine(&j, line)
 	}
@@ -474,13 +474,13 @@ func (a *asker) jobError(j *job, status int, msg, server string) result {
 	if a.mon != nil { // for the run's events (one per burst)
 		a.mon.bursts.finalError(server, msg)
 	}
-	res := errorLine(j.ds, j.p.ID, status, msg, server, j.attempts)
+	res := errorLine(j.ds, j.p, status, msg, server, j.attempts)
 	res.closes = j.conv != nil && j.conv.counted || j.tc != nil && j.tc.counted
 	return res
 }
 
 // errorLine builds an errors.jsonl line.
-func errorLine(ds *dsRun, id string, status int, msg, server string, attempts int) result {
+func errorLine(ds *dsRun, p *Prompt, status int, msg, server string, attempts int) result {
 	rec := struct {
 		ID       string `json:"id"`
 		Status   int    `json:"status,omitempty"`
@@ -488,12 +488,12 @@ func errorLine(ds *dsRun, id string, status int, msg, server string, attempts in
 		Server   string `json:"server,omitempty"`
 		Attempts int    `json:"attempts,omitempty"`
 		FailedAt string `json:"failed_at"`
-	}{id, status, msg, server, attempts, time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	}{p.ID, status, msg, server, attempts, time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.Encode(rec) // ends in \n
-	return result{ds: ds, line: b.Bytes(), kind: errLine}
+	return result{ds: ds, line: unitLine(p, b.Bytes()), kind: errLine}
 }
 
 // unread returns a Setup error when a server's prompt_tokens show it did

@@ -52,7 +52,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		gauge("gendex_completion_tokens", "Completion tokens of the responses that carry the count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).CompletionTokens }))
 		gauge("gendex_unknown_token_records", "Responses without a completion token count.", one(func(sm store.Summary) uint64 { return sm.Stage(store.Raw).UnknownCompletion }))
 		gauge("gendex_errors", "Prompts that failed for good and have no response since.", one(func(sm store.Summary) uint64 { return sm.Overlap.ErrorsOpen }))
-		gauge("gendex_missing_raw", "Prompts with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
+		gauge("gendex_missing_raw", "Prompts (answers, one per sample, in a dataset of several samples per prompt) with neither a response nor a final error.", one(func(sm store.Summary) uint64 { return sm.MissingRaw() }))
 		gauge("gendex_excluded", "Responses left out of the training records with a reason, and not tokenized since.", one(func(sm store.Summary) uint64 { return sm.Excluded() }))
 		gauge("gendex_missing_tokenized", "Responses with neither a training record nor an exclusion, or with one built from an answer a redo replaced.", one(func(sm store.Summary) uint64 { return sm.MissingTokenized() }))
 		gauge("gendex_redo", "Answers a redo is asking again and has not answered yet (to go, with gendex_missing_raw); no sample while the redo is still finding them (not known).", func(sm store.Summary) []sample {

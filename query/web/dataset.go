@@ -54,7 +54,7 @@ var (
 	}
 )
 
-var missingCols = []col{{"id", "id", ""}, {"stage", "stage", ""}, {"reason", "why", ""}}
+var missingCols = []col{{"id", "id", ""}, {"sample", "sample", "which of its prompt's samples (gen --samples)"}, {"stage", "stage", ""}, {"reason", "why", ""}}
 
 // missingShown is how many missing ids the page lists; the count says
 // how many there are in all.

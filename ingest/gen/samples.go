@@ -1,0 +1,131 @@
+package gen
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"gendex/store"
+)
+
+// Samples (--samples N): each prompt is asked N times, and each answer,
+// a unit (store.UnitID), is asked exactly once through kills, resumes and
+// shards, as one prompt's answer is without it: the feeder makes one job
+// per unit not answered nor failed for good (toSend, per sample), every
+// line gen writes for a unit (answer, turn, error, training record) names
+// it with "sample" and "samples" (unitLine), so the index keys it by its
+// unit, its turns by the unit's key with "#i", and a fresh ingest of the
+// files finds the same units; the mix draw takes the sample (mix.go). A
+// run with another N than the answers already made is refused
+// (checkSamples, and the provenance's "samples"). --redo truncated asks
+// each cut unit again, its own (toSendUnits: a redo flag per unit; the
+// marks of the answers asked again are unit keys); --redo FILE asks
+// every sample of a listed id, or the one sample a line names (query
+// missing's sample column; unitEntry, unitKeys).
+//
+// One request per unit, never one with SGLang's sampling_params.n (or
+// OpenAI's n): the N answers of such a request come back as one list,
+// and its failure fails all N, where a unit's own request is retried,
+// failed, written and indexed alone, so exactly-once stays per unit.
+
+// samples is the run's samples per prompt: 1 unless --samples says more.
+func (c *Config) samples() int { return max(c.Samples, 1) }
+
+// unitKey is the index's key of the unit p is: its id, and its sample
+// when above 0.
+func (p *Prompt) unitKey() string { return store.UnitID(p.ID, p.Sample) }
+
+// forSample is a copy of p, the prompt read once, as the job of its
+// sample s of n: its slices are its own, so that no two jobs share one.
+func (p *Prompt) forSample(s, n int) *Prompt {
+	q := *p
+	q.Sample, q.Samples = s, n
+	q.InputIDs, q.Messages, q.chat, q.open = slices.Clone(p.InputIDs), slices.Clone(p.Messages), slices.Clone(p.chat), slices.Clone(p.open)
+	return &q
+}
+
+// unitLine names the unit p in line, a JSON object gen writes for it:
+// "sample" and "samples" first, when the run asks more than one sample;
+// the line is left as it is otherwise (a run of one sample writes what
+// it always did).
+func unitLine(p *Prompt, line []byte) []byte {
+	if p == nil || p.Samples <= 1 || len(line) == 0 || line[0] != '{' {
+		return line
+	}
+	head := `{"sample":` + strconv.Itoa(p.Sample) + `,"samples":` + strconv.Itoa(p.Samples) + `,`
+	out := make([]byte, 0, len(line)+len(head))
+	out = append(out, head...)
+	return append(out, line[1:]...)
+}
+
+// summary is the index's counters of ds, counting the run's samples per
+// prompt before its answers name them (store.Summary.Ask).
+func (ds *dsRun) summary(v *store.View) (store.Summary, error) {
+	s, err := v.Summary(ds.Name)
+	s.Ask(ds.samples)
+	return s, err
+}
+
+// unitsText is a dataset's counts with more than one sample per prompt:
+// "1200/3000 prompts done (every sample), 5310/12000 answers" (an answer
+// of a redo asks again not counted); failed and to go count answers.
+func unitsText(s store.Summary, o store.Owed) string {
+	return fmt.Sprintf("%d/%d prompts done (every sample), %d/%d answers", s.PromptsDone(), s.Stage(store.Prompts).Records, min(o.Answered, s.Units()), s.Units())
+}
+
+// unitParts is doneParts for a dataset of more than one sample per
+// prompt: its prompts done and its answers (unitsText), then its failed
+// answers and those to go.
+func unitParts(s store.Summary, o store.Owed) liveLine {
+	prompts, units := s.Stage(store.Prompts).Records, s.Units()
+	l := liveLine{
+		{text: fmt.Sprintf(" %d/%d prompts done (every sample)", s.PromptsDone(), prompts), short: fmt.Sprintf(" %d/%d prompts", s.PromptsDone(), prompts)},
+		{text: fmt.Sprintf(", %d/%d answers", min(o.Answered, units), units), short: fmt.Sprintf(", %d/%d ans", min(o.Answered, units), units), drop: 4},
+	}
+	if o.Failed > 0 {
+		l = append(l, part{text: fmt.Sprintf(", %d failed", o.Failed), short: fmt.Sprintf(", %d fail", o.Failed), drop: 2})
+	}
+	return append(l, part{text: fmt.Sprintf(", %d to go", min(o.ToGo(), units)), drop: 5})
+}
+
+// checkSamples refuses a run whose samples per prompt are not those of
+// the answers ds already holds (s, its counters as the records say:
+// their lines' "samples"), before anything is sent: fewer would leave
+// samples owed that no run of it asks, more would make the dataset two
+// runs'. Not even --allow-mixed lets it through.
+func (ds *dsRun) checkSamples(s store.Summary) error {
+	had := s.Samples()
+	if s.Stage(store.Raw).Records+s.Stage(store.Errors).Records == 0 || had == uint64(ds.samples) {
+		return nil
+	}
+	return &stopError{msg: fmt.Sprintf("%s holds answers made with --samples %d (their lines' \"samples\"); this run asks --samples %d",
+		filepath.Dir(ds.Raw), had, ds.samples),
+		hint: fmt.Sprintf("give --samples %d to go on with the dataset, or --out DIR for a run of its own; nothing was sent", had)}
+}
+
+// unitEntry reads a --redo FILE line of two fields as query missing's
+// bare (id, sample) when the run asks several samples, its first field
+// names none of the run's datasets and its second is a sample number
+// (DATASET<TAB>ID otherwise, as without --samples).
+func (rc *redoChooser) unitEntry(e redoEntry, byName map[string]*dsRun) redoEntry {
+	if n := rc.cfg.samples(); n > 1 && e.dataset != "" && e.sample < 0 && byName[e.dataset] == nil {
+		if s, err := strconv.Atoi(e.id); err == nil && s >= 0 && s < n {
+			return redoEntry{line: e.line, id: e.dataset, sample: s}
+		}
+	}
+	return e
+}
+
+// unitKeys is the unit keys a --redo FILE entry asks again: its sample's,
+// or every sample's of its id.
+func (rc *redoChooser) unitKeys(e redoEntry) []string {
+	if e.sample >= 0 {
+		return []string{store.UnitID(e.id, e.sample)}
+	}
+	keys := make([]string, rc.cfg.samples())
+	for s := range keys {
+		keys[s] = store.UnitID(e.id, s)
+	}
+	return keys
+}

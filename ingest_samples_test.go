@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sampledData writes a dataset "ds" of four prompts with three samples
+// each, as someone's tool writes them ("sample" and "samples" on each
+// answer line): every sample of p1 and p2 answered, p3's sample 1 failed
+// for good, p4's sample 2 not asked. Each answer counts its prompt's 10
+// prompt tokens, as a server counts a request.
+func sampledData(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data", "ds")
+	var prompts, raw, errs strings.Builder
+	for p := 1; p <= 4; p++ {
+		fmt.Fprintf(&prompts, `{"id":"p%d","text":"q"}`+"\n", p)
+		for s := range 3 {
+			switch {
+			case p == 3 && s == 1:
+				fmt.Fprintf(&errs, `{"id":"p%d","sample":%d,"samples":3,"status":400,"error":"bad"}`+"\n", p, s)
+			case p == 4 && s == 2:
+			default:
+				fmt.Fprintf(&raw, `{"id":"p%d","sample":%d,"samples":3,"text":"a","prompt_tokens":10,"completion_tokens":%d,"finish_reason":"stop"}`+"\n", p, s, 1+s)
+			}
+		}
+	}
+	writeTestFile(t, filepath.Join(dir, "prompts.jsonl"), prompts.String())
+	writeTestFile(t, filepath.Join(dir, "raw_responses.jsonl"), raw.String())
+	writeTestFile(t, filepath.Join(dir, "errors.jsonl"), errs.String())
+	return filepath.Dir(dir)
+}
+
+type sampledProgress struct {
+	Prompts     uint64  `json:"prompts"`
+	Raw         uint64  `json:"raw"`
+	Errors      uint64  `json:"errors"`
+	MissingRaw  uint64  `json:"missing_raw"`
+	Answered    uint64  `json:"answered"`
+	Failed      uint64  `json:"failed"`
+	Samples     uint64  `json:"samples"`
+	PromptsDone uint64  `json:"prompts_done"`
+	DonePct     float64 `json:"done_pct"`
+}
+
+type missingUnit struct {
+	ID     string `json:"id"`
+	Sample int    `json:"sample"`
+}
+
+// Answer lines that name their "sample" are indexed one per (id, sample):
+// progress counts the prompts, the answers and the prompts done with every
+// sample; missing names each missing (id, sample), also after a line is
+// deleted and the index made again; prompt tokens are summed per answer.
+func TestIngestSampledAnswers(t *testing.T) {
+	t.Parallel()
+	bin := gendexBinary(t)
+	data := sampledData(t)
+	db := filepath.Join(t.TempDir(), "g.db")
+	mustRunGendex(t, bin, "--db", db, "ingest", data)
+	prog := func(want sampledProgress) {
+		t.Helper()
+		rows, err := queryJSON[sampledProgress](t, bin, db, "progress", "ds")
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("progress: %v %+v", err, rows)
+		}
+		if rows[0] != want {
+			t.Errorf("progress %+v\nwant     %+v", rows[0], want)
+		}
+	}
+	missing := func(want ...missingUnit) {
+		t.Helper()
+		rows, err := queryJSON[missingUnit](t, bin, db, "missing", "ds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(rows, want) && (len(rows) > 0 || len(want) > 0) {
+			t.Errorf("missing %+v, want %+v", rows, want)
+		}
+	}
+	prog(sampledProgress{Prompts: 4, Raw: 10, Errors: 1, MissingRaw: 1, Answered: 10, Failed: 1, Samples: 3, PromptsDone: 3, DonePct: 91.67})
+	missing(missingUnit{"p4", 2})
+	out := mustRunGendex(t, bin, "--db", db, "query", "missing", "ds", "--format", "tsv")
+	if !strings.HasPrefix(out, "dataset\tstage\tid\tsample\n") || !strings.Contains(out, "ds\traw\tp4\t2\n") {
+		t.Errorf("missing's tsv does not name the id and sample:\n%s", out)
+	}
+	type tokens struct {
+		Prompt uint64 `json:"prompt_tokens"`
+	}
+	if rows, err := queryJSON[tokens](t, bin, db, "tokens", "ds"); err != nil || len(rows) == 0 || rows[0].Prompt != 100 {
+		t.Errorf("tokens: %+v %v; want 100 prompt tokens, 10 for each of the 10 answers' requests", rows, err)
+	}
+	if _, _, stderr := runGendex(t, bin, "", "--db", db, "query", "tokens", "ds"); !strings.Contains(stderr, "its prompt counted 3 times") {
+		t.Errorf("tokens does not say the prompt tokens count each sample's request:\n%s", stderr)
+	}
+
+	// Delete p2's sample 1 and make the index again: it is missing too.
+	raw := filepath.Join(data, "ds", "raw_responses.jsonl")
+	b, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(l, `"id":"p2","sample":1,`) {
+			kept = append(kept, l)
+		}
+	}
+	if err := os.WriteFile(raw, []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(db)
+	mustRunGendex(t, bin, "--db", db, "ingest", data)
+	prog(sampledProgress{Prompts: 4, Raw: 9, Errors: 1, MissingRaw: 2, Answered: 9, Failed: 1, Samples: 3, PromptsDone: 2, DonePct: 83.33})
+	missing(missingUnit{"p2", 1}, missingUnit{"p4", 2})
+	if out := mustRunGendex(t, bin, "--db", db, "query", "missing", "ds", "--format", "tsv", "--no-header"); out != "p2\t1\np4\t2\n" {
+		t.Errorf("missing --no-header = %q, want the ids and samples", out)
+	}
+	// No training record yet: every unit is listed, each with why.
+	type untokenized struct {
+		missingUnit
+		Reason string `json:"reason"`
+	}
+	rows, err := queryJSON[untokenized](t, bin, db, "missing", "ds", "--stage", "tokenized")
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := map[missingUnit]string{}
+	for _, r := range rows {
+		why[r.missingUnit] = r.Reason
+	}
+	if len(rows) != 12 || len(why) != 12 || why[missingUnit{"p4", 2}] != "no answer yet" || why[missingUnit{"p2", 1}] != "no answer yet" ||
+		!strings.HasPrefix(why[missingUnit{"p3", 1}], "failed") || why[missingUnit{"p1", 2}] != "not exported yet" {
+		t.Errorf("missing --stage tokenized: %+v; want the 12 units, each with why", rows)
+	}
+}
