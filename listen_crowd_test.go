@@ -147,7 +147,10 @@ func TestWebLetsGoOfIdleAndRefused(t *testing.T) {
 	t.Parallel()
 	p := newPlaceRun(t)
 	p.mustRun("ingest", "demo")
-	base, printed := startWeb(t, p, []string{"GENDEX_WEB_IDLE=500ms"})
+	// 2 s, not less: each request is written right after its dial, and
+	// a test process descheduled that long under load (CI's -race, every
+	// package at once) saw its 421 request cut as one that sent nothing.
+	base, printed := startWeb(t, p, []string{"GENDEX_WEB_IDLE=2s"})
 	token := tokenOf(t, base, printed)
 	addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
 	dial := func() (net.Conn, *bufio.Reader) {
