@@ -26,6 +26,13 @@ func abortServer(t *testing.T, check time.Duration, gate func(w http.ResponseWri
 		}
 	}))
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		// A test that failed may leave a request running for minutes:
+		// stop them all (past the gate), so that Close need not wait.
+		r := httptest.NewRequest(http.MethodPost, "/abort_request", strings.NewReader(`{"abort_all":true}`))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	})
 	c := client.New(hs.URL, client.Options{})
 	c.Flavor = client.FlavorSGLang
 	s := &server{name: c.Server()}
@@ -71,6 +78,11 @@ func TestRetiredServerRequestsAborted(t *testing.T) {
 	ab.retire(s)
 	if retired := <-done; !retired {
 		t.Error("end did not report the retirement")
+	}
+	// end returns once the server was asked: a request only disconnected
+	// would run on there for an hour (the test's DisconnectCheck).
+	if ab.onServer.Load() != 1 {
+		t.Fatalf("ended: %d aborted on the server, %d closed only; want the request aborted on the server", ab.onServer.Load(), ab.closed.Load())
 	}
 	simWait(t, sv, "the request ends on the server", func(st sim.Stats) bool { return st.InFlight == 0 })
 	if st := sv.Stats(); st.Aborts != 1 || st.Running != 0 || ab.onServer.Load() != 1 || ab.closed.Load() != 0 {

@@ -174,8 +174,12 @@ func TestNewServerClosesRefused(t *testing.T) {
 		}
 		br := bufio.NewReader(c)
 		get(t, c, br, "/ok")
-		if resp := get(t, c, br, path); resp.StatusCode != map[string]int{"/401": 401, "/421": 421}[path] {
+		resp := get(t, c, br, path)
+		if resp.StatusCode != map[string]int{"/401": 401, "/421": 421}[path] {
 			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		if !resp.Close { // a server closing the connection says so first
+			t.Fatalf("GET %s: the answer does not say the connection closes (Connection: close)", path)
 		}
 		waitClosed(t, c, 10*time.Second, "after GET "+path)
 		c.Close()

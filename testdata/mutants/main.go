@@ -23,8 +23,9 @@
 // not enter the cache's keys, and the unmutated packages are built once,
 // before the workers start. The mutations whose tests are in the root
 // package (the longest) run first; each verdict is printed as it is
-// known, with its CPU time, and the mutations not caught are listed at
-// the end in the list's order.
+// known, with its wall and CPU time, the five slowest are named at the
+// end, and the mutations not caught are listed after them in the list's
+// order.
 //
 // Usage (from the repository's root; .ci/mutants runs it):
 //
@@ -160,7 +161,9 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, time.Duratio
 		go func() {
 			for i := range jobs {
 				if ctx.Err() == nil {
+					start := time.Now()
 					results[i] = r.mutate(ms[i])
+					results[i].wall = time.Since(start)
 					results[i].output = r.takeLog()
 				}
 				done <- i
@@ -198,7 +201,9 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, time.Duratio
 		if ctx.Err() != nil {
 			break
 		}
+		start := time.Now()
 		results[i] = runners[0].mutate(ms[i])
+		results[i].wall = time.Since(start)
 		cpu += results[i].cpu
 		if res := &results[i]; res.timedOut {
 			res.err = fmt.Errorf("%v, alone too; a timeout does not count as catching a mutation: make the test fail by "+
@@ -207,6 +212,9 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, time.Duratio
 		fmt.Print(runners[0].takeLog())
 		fmt.Printf("%2d/%d %s (alone)\n", i+1, len(ms), results[i].line)
 	}
+	if ctx.Err() == nil {
+		fmt.Println(slowest(ms, results, 5))
+	}
 	var failed []string
 	for i, res := range results {
 		if res.err != nil {
@@ -214,6 +222,21 @@ func runAll(runners []*runner, ms []mutant, list string) ([]string, time.Duratio
 		}
 	}
 	return failed, cpu, ctx.Err()
+}
+
+// slowest names the n mutations that took the longest (wall time), the
+// longest first: where to look when the check grows slow.
+func slowest(ms []mutant, results []result, n int) string {
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return results[order[a]].wall > results[order[b]].wall })
+	var parts []string
+	for _, i := range order[:min(n, len(order))] {
+		parts = append(parts, fmt.Sprintf("%s %s", ms[i].name, results[i].wall.Round(100*time.Millisecond)))
+	}
+	return "slowest: " + strings.Join(parts, ", ")
 }
 
 // longestFirst orders ms's indexes for the runners: the mutations whose

@@ -19,6 +19,7 @@ type result struct {
 	err          error
 	timedOut     bool
 	cpu          time.Duration
+	wall         time.Duration // the whole of mutate: applying, building, testing
 }
 
 // mutate applies m to the copy, runs its tests and undoes it.
