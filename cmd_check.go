@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,16 +208,26 @@ func checkTargets(ctx context.Context, a *live.Asker, c *call, args []string) ([
 
 // writeIDs writes check --ids' answer: an id a line, or, when the check
 // covers more than one dataset, DATASET<TAB>ID (both as gen --redo FILE
-// reads them). mixed_provenance's are always DATASET<TAB>ID: the other
+// reads them; for a dataset of several samples each unit's sample too:
+// ID<TAB>SAMPLE, or query missing's DATASET<TAB>raw<TAB>ID<TAB>SAMPLE).
+// mixed_provenance's are always DATASET<TAB>ID: the other
 // way's ids are often exactly a --redo list's, and gen takes the same
 // list again for that redo, over (it would ask nothing); this list is
 // another. No id is an error (exit 1).
 func writeIDs(w io.Writer, res *query.Result, reason string, names []string) error {
+	sampled := slices.Contains(res.Columns, "sample")
 	for _, row := range res.Rows {
 		ds, _ := res.Get(row, "dataset").(string)
 		id, _ := res.Get(row, "id").(string)
 		line := id
-		if len(names) > 1 || reason == query.ReasonMixed {
+		switch {
+		case sampled && (len(names) > 1 || reason == query.ReasonMixed):
+			// query missing's row (DATASET, STAGE, ID, SAMPLE): the one
+			// form of four fields gen --redo FILE reads as one unit
+			line = fmt.Sprintf("%s\traw\t%s\t%v", ds, id, res.Get(row, "sample"))
+		case sampled: // query missing --no-header's: ID<TAB>SAMPLE
+			line = fmt.Sprintf("%s\t%v", id, res.Get(row, "sample"))
+		case len(names) > 1 || reason == query.ReasonMixed:
 			line = ds + "\t" + id
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {

@@ -458,3 +458,50 @@ func TestGenSamplesRedoList(t *testing.T) {
 	}
 	sameIndexAsFresh(t, bin, db, root)
 }
+
+// TestCheckIDsNameSamples: check --ids lists a sampled dataset's answers
+// by unit, as gen --redo FILE reads them (ID<TAB>SAMPLE for one dataset,
+// query missing's DATASET, raw, ID, SAMPLE for several), never the
+// index's unit key with its NUL byte; and that list redoes each unit once.
+func TestCheckIDsNameSamples(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 3, Slots: 8, DecodeTokensPerSec: 5000})
+	root := t.TempDir()
+	writeIDPrompts(t, filepath.Join(root, "A"), "A", 2)
+	writeIDPrompts(t, filepath.Join(root, "B"), "B", 1)
+	db := filepath.Join(t.TempDir(), "g.db")
+	gen := []string{"--db", db, "gen", "--server", url, "--max-new-tokens", "8", "--samples", "2"}
+	mustRunGendex(t, bin, append(gen, root)...)
+
+	code, one, stderr := runGendex(t, bin, "", "--db", db, "check", "--ids", "simulated", filepath.Join(root, "B"))
+	if code != 0 || one != "B-00001\t0\nB-00001\t1\n" {
+		t.Errorf("check --ids simulated B: exit %d, %q %s; want each sample of B-00001, ID<TAB>SAMPLE", code, one, stderr)
+	}
+	code, both, stderr := runGendex(t, bin, "", "--db", db, "check", "--ids", "simulated", root)
+	want := "A\traw\tA-00001\t0\nA\traw\tA-00001\t1\nA\traw\tA-00002\t0\nA\traw\tA-00002\t1\nB\traw\tB-00001\t0\nB\traw\tB-00001\t1\n"
+	if code != 0 || both != want {
+		t.Errorf("check --ids simulated ROOT: exit %d,\n%q %s; want\n%q", code, both, stderr, want)
+	}
+
+	list := filepath.Join(t.TempDir(), "redo.txt")
+	writeTestFile(t, list, both)
+	mustRunGendex(t, bin, append(gen, "--redo", list, root)...)
+	redone := map[string]int{}
+	for _, ds := range []string{"A", "B"} {
+		eachJSONLine(t, filepath.Join(root, ds, "raw_responses.jsonl"), func(b []byte) {
+			var l struct {
+				ID     string
+				Sample int
+				Redo   bool
+			}
+			json.Unmarshal(b, &l)
+			if l.Redo {
+				redone[fmt.Sprintf("%s/%d", l.ID, l.Sample)]++
+			}
+		})
+	}
+	if want := map[string]int{"A-00001/0": 1, "A-00001/1": 1, "A-00002/0": 1, "A-00002/1": 1, "B-00001/0": 1, "B-00001/1": 1}; fmt.Sprint(redone) != fmt.Sprint(want) {
+		t.Errorf("gen --redo of check's list asked again %v; want each unit once: %v", redone, want)
+	}
+}

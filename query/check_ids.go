@@ -17,7 +17,8 @@ import (
 var IDReasons = []string{ReasonEmpty, ReasonThink, ReasonRepeated, ReasonTooLong, ReasonTruncatedKept,
 	ReasonMixed, ReasonMixShare, ReasonSimulated, ReasonNoTurnLoss}
 
-// idColumns are check --ids' columns: one row per id.
+// idColumns are check --ids' columns: one row per id (and "sample" after
+// them when a dataset named has several samples: gen --samples).
 var idColumns = []string{"dataset", "id"}
 
 // idsElsewhere says where the ids of a reason check --ids does not list
@@ -50,14 +51,31 @@ func checkIDs(v *store.View, names []string, o CheckOptions, files map[uint32]*o
 	if err := checkIDsAsked(o); err != nil {
 		return err
 	}
-	out.Columns(idColumns)
+	sampled := false // a dataset of several samples: each row names its unit's sample
+	for _, name := range names {
+		s, err := v.Summary(name)
+		if err != nil {
+			return err
+		}
+		sampled = sampled || s.Samples() > 1
+	}
+	cols := idColumns
+	if sampled {
+		cols = append(cols[:len(cols):len(cols)], "sample")
+	}
+	out.Columns(cols)
 	for _, name := range names {
 		ids, err := reasonIDs(v, name, o, files)
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if err := out.Row([]any{name, id}); err != nil {
+		for _, key := range ids {
+			row := []any{name, key}
+			if sampled {
+				id, sample := store.SplitUnit(key)
+				row = []any{name, id, sample}
+			}
+			if err := out.Row(row); err != nil {
 				return err
 			}
 		}
