@@ -505,3 +505,44 @@ func TestCheckIDsNameSamples(t *testing.T) {
 		t.Errorf("gen --redo of check's list asked again %v; want each unit once: %v", redone, want)
 	}
 }
+
+// TestGenSamplesSeededDiffer: with --seed, each sample of a prompt is sent
+// a seed of its own (the seed plus the sample), so a seeded server (the
+// simulator honours sampling_seed as SGLang does) answers the samples
+// apart, and a second run from nothing answers each sample as the first.
+func TestGenSamplesSeededDiffer(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 4, Slots: 8, DecodeTokensPerSec: 5000})
+	outputs := func() map[string]string {
+		root := t.TempDir()
+		writeIDPrompts(t, filepath.Join(root, "S"), "S", 5)
+		db := filepath.Join(t.TempDir(), "g.db")
+		mustRunGendex(t, bin, "--db", db, "gen", "--server", url, "--max-new-tokens", "24", "--ignore-eos", "--seed", "7", "--samples", "3", root)
+		out := map[string]string{}
+		eachJSONLine(t, filepath.Join(root, "S", "raw_responses.jsonl"), func(b []byte) {
+			var l struct {
+				ID        string
+				Sample    int
+				OutputIDs []int `json:"output_ids"`
+			}
+			json.Unmarshal(b, &l)
+			out[fmt.Sprintf("%s/%d", l.ID, l.Sample)] = fmt.Sprint(l.OutputIDs)
+		})
+		return out
+	}
+	first := outputs()
+	if len(first) != 15 {
+		t.Fatalf("%d answers; want 15 (5 prompts, 3 samples)", len(first))
+	}
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("S-%05d", i)
+		a, b, c := first[id+"/0"], first[id+"/1"], first[id+"/2"]
+		if a == b || b == c || a == c {
+			t.Errorf("%s: samples answered alike under one --seed: %s | %s | %s", id, a, b, c)
+		}
+	}
+	if again := outputs(); fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Errorf("a second run from nothing answered the samples otherwise:\n%v\nwant\n%v", again, first)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"gendex/ingest/gen/client"
 	"gendex/store"
 )
 
@@ -28,6 +29,19 @@ import (
 // OpenAI's n): the N answers of such a request come back as one list,
 // and its failure fails all N, where a unit's own request is retried,
 // failed, written and indexed alone, so exactly-once stays per unit.
+
+// sampleSeed gives sample s of a prompt a seed of its own when its request
+// carries one (--seed, or the prompt's own sampling_seed): the seed plus
+// s. One seed for all N would make a seeded server (SGLang's
+// sampling_seed) answer the N samples alike; seed + s keeps them apart
+// and each the same again on a resume or redo. Sample 0 keeps the seed as
+// given, so one sample per prompt sends what it always did.
+func sampleSeed(sp *client.SamplingParams, p *Prompt) {
+	if p.Sample > 0 && sp.SamplingSeed != nil {
+		s := *sp.SamplingSeed + int64(p.Sample)
+		sp.SamplingSeed = &s
+	}
+}
 
 // samples is the run's samples per prompt: 1 unless --samples says more.
 func (c *Config) samples() int { return max(c.Samples, 1) }

@@ -327,6 +327,7 @@ func (a *asker) send(ctx context.Context, s *server, p *Prompt) (*client.Result,
 func (a *asker) sendOnce(ctx context.Context, s *server, p *Prompt) (res *client.Result, sent int, err error) {
 	sp := a.cfg.Sampling.Merge(p.Sampling)
 	a.applyMix(&sp, p)
+	sampleSeed(&sp, p)
 	c := s.client()
 	api := a.cfg.apiFor(c)
 	ids := p.InputIDs
