@@ -433,18 +433,7 @@ func TestGenSamplesRedoList(t *testing.T) {
 	for range 2 { // the second run finds the list's redo done
 		mustRunGendex(t, bin, append(gen, "--redo", list, root)...)
 	}
-	redone := map[string]int{}
-	eachJSONLine(t, filepath.Join(root, "O", "raw_responses.jsonl"), func(b []byte) {
-		var l struct {
-			ID     string
-			Sample int
-			Redo   bool
-		}
-		json.Unmarshal(b, &l)
-		if l.Redo {
-			redone[fmt.Sprintf("%s/%d", l.ID, l.Sample)]++
-		}
-	})
+	redone := redoneUnits(t, filepath.Join(root, "O", "raw_responses.jsonl"))
 	want := map[string]int{"O-00001/0": 1, "O-00001/1": 1, "O-00001/2": 1, "O-00002/2": 1, "O-00004/0": 1}
 	if fmt.Sprint(redone) != fmt.Sprint(want) {
 		t.Errorf("asked again: %v; want %v", redone, want)
@@ -487,20 +476,7 @@ func TestCheckIDsNameSamples(t *testing.T) {
 	list := filepath.Join(t.TempDir(), "redo.txt")
 	writeTestFile(t, list, both)
 	mustRunGendex(t, bin, append(gen, "--redo", list, root)...)
-	redone := map[string]int{}
-	for _, ds := range []string{"A", "B"} {
-		eachJSONLine(t, filepath.Join(root, ds, "raw_responses.jsonl"), func(b []byte) {
-			var l struct {
-				ID     string
-				Sample int
-				Redo   bool
-			}
-			json.Unmarshal(b, &l)
-			if l.Redo {
-				redone[fmt.Sprintf("%s/%d", l.ID, l.Sample)]++
-			}
-		})
-	}
+	redone := redoneUnits(t, filepath.Join(root, "A", "raw_responses.jsonl"), filepath.Join(root, "B", "raw_responses.jsonl"))
 	if want := map[string]int{"A-00001/0": 1, "A-00001/1": 1, "A-00002/0": 1, "A-00002/1": 1, "B-00001/0": 1, "B-00001/1": 1}; fmt.Sprint(redone) != fmt.Sprint(want) {
 		t.Errorf("gen --redo of check's list asked again %v; want each unit once: %v", redone, want)
 	}
@@ -545,4 +521,25 @@ func TestGenSamplesSeededDiffer(t *testing.T) {
 	if again := outputs(); fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Errorf("a second run from nothing answered the samples otherwise:\n%v\nwant\n%v", again, first)
 	}
+}
+
+// redoneUnits counts the answer lines of files that say they replace an
+// earlier answer ("redo"), by unit: "ID/SAMPLE" -> lines.
+func redoneUnits(t *testing.T, files ...string) map[string]int {
+	t.Helper()
+	redone := map[string]int{}
+	for _, f := range files {
+		eachJSONLine(t, f, func(b []byte) {
+			var l struct {
+				ID     string
+				Sample int
+				Redo   bool
+			}
+			json.Unmarshal(b, &l)
+			if l.Redo {
+				redone[fmt.Sprintf("%s/%d", l.ID, l.Sample)]++
+			}
+		})
+	}
+	return redone
 }
