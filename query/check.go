@@ -80,6 +80,7 @@ const (
 	ReasonThink         = "think_in_content"  // <think> markers in content, reasoning kept apart
 	ReasonEmpty         = "empty_content"     // records of answers with an empty assistant turn
 	ReasonRepeated      = "repeated_text"     // one answer text for many prompts
+	ReasonSamplesAlike  = "samples_alike"     // a prompt's samples all one text (a note)
 	ReasonSimulated     = "simulated"         // answers made by the simulator, not a model
 	ReasonMixed         = "mixed_provenance"  // answers made by more than one model, or with other sampling
 	ReasonMixShare      = "mix_share"         // a gen --mix value's share beyond sampling noise of its spec (mix.go)

@@ -44,8 +44,15 @@ type recordStats struct {
 	read                  bool
 	why                   string
 	think, empty, records uint64
-	texts                 map[uint64]uint64 // a hash of a text -> the answers with it
-	mappings              map[uint32]string // an answer file's mapping (ingest --map), by file id
+	// The texts: a hash of a text -> the prompts with it (texts) and the
+	// answers with it (textAnswers); prompt, the prompt being read;
+	// prompts, those with a record; the prompts whose samples were alike
+	// and their answers.
+	texts, textAnswers         map[uint64]uint64
+	prompt                     promptTexts
+	prompts                    uint64
+	alikePrompts, alikeAnswers uint64
+	mappings                   map[uint32]string // an answer file's mapping (ingest --map), by file id
 	// listing is the reason whose ids the walk collects (CheckOptions.IDs;
 	// "": none, nothing is kept); ids are its ids, in id order, and
 	// textsOf, for repeated_text, each answer's texts until the walk ends.
@@ -71,7 +78,7 @@ func (rs *recordStats) list(reason, id string) {
 // answer's counts and, for the content checks and a conversation's
 // length, its answer's line.
 func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*os.File) (recordStats, error) {
-	rs := recordStats{read: o.Answers != nil, texts: map[uint64]uint64{}, mappings: map[uint32]string{}, listing: o.IDs}
+	rs := recordStats{read: o.Answers != nil, texts: map[uint64]uint64{}, textAnswers: map[uint64]uint64{}, mappings: map[uint32]string{}, listing: o.IDs}
 	if !rs.read {
 		rs.why = "this reader of the index cannot read answers"
 	}
@@ -91,6 +98,7 @@ func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*
 		}
 		if read {
 			j := rs.judge(a)
+			rs.count(tr.ID, j.texts)
 			if j.empty {
 				rs.list(ReasonEmpty, tr.ID)
 			}
@@ -103,6 +111,7 @@ func checkRecords(v *store.View, name string, o CheckOptions, files map[uint32]*
 		}
 		return nil
 	})
+	rs.endPrompt()
 	return rs, err
 }
 
