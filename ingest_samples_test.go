@@ -61,6 +61,7 @@ func TestIngestSampledAnswers(t *testing.T) {
 	t.Parallel()
 	bin := gendexBinary(t)
 	data := sampledData(t)
+	copyTree(t, filepath.Join(data, "ds"), filepath.Join(data, "ds2")) // for a TOTAL row
 	db := filepath.Join(t.TempDir(), "g.db")
 	mustRunGendex(t, bin, "--db", db, "ingest", data)
 	prog := func(want sampledProgress) {
@@ -85,6 +86,9 @@ func TestIngestSampledAnswers(t *testing.T) {
 	}
 	prog(sampledProgress{Prompts: 4, Raw: 10, Errors: 1, MissingRaw: 1, Answered: 10, Failed: 1, Samples: 3, PromptsDone: 3, DonePct: 91.67})
 	missing(missingUnit{"p4", 2})
+	if f := strings.Fields(lastLine(mustRunGendex(t, bin, "--db", db, "query", "progress", "--format", "table"))); len(f) < 2 || f[0] != "TOTAL" || f[len(f)-2] != "3" {
+		t.Errorf("progress's TOTAL row %q: want the datasets' one samples, 3, not unknown", f)
+	}
 	out := mustRunGendex(t, bin, "--db", db, "query", "missing", "ds", "--format", "tsv")
 	if !strings.HasPrefix(out, "dataset\tstage\tid\tsample\n") || !strings.Contains(out, "ds\traw\tp4\t2\n") {
 		t.Errorf("missing's tsv does not name the id and sample:\n%s", out)
@@ -138,4 +142,10 @@ func TestIngestSampledAnswers(t *testing.T) {
 		!strings.HasPrefix(why[missingUnit{"p3", 1}], "failed") || why[missingUnit{"p1", 2}] != "not exported yet" {
 		t.Errorf("missing --stage tokenized: %+v; want the 12 units, each with why", rows)
 	}
+}
+
+// lastLine is out's last line, its newline dropped.
+func lastLine(out string) string {
+	out = strings.TrimRight(out, "\n")
+	return out[strings.LastIndexByte(out, '\n')+1:]
 }

@@ -35,7 +35,8 @@ import (
 // samples is the answers asked per prompt (gen --samples; 1 but for a
 // dataset whose answer lines name their "sample"), and prompts_done the
 // prompts every sample of which has an outcome (unknown where prompts
-// is): two columns shown only when a dataset has more than one sample. With samples above 1, raw, errors, missing_raw, answered, failed,
+// is): two columns shown only when a dataset has more than one sample
+// (the total's samples: the datasets' one N, unknown when they differ). With samples above 1, raw, errors, missing_raw, answered, failed,
 // redo and done_pct count answers, each sample of a prompt one: answered
 // + failed + missing_raw + redo is prompts times samples.
 func progress(v *store.View, names []string, out Sink) error {
@@ -105,9 +106,20 @@ func progress(v *store.View, names []string, out Sink) error {
 	}
 	total = append(total, done, truncated, redoTot, stale, stops, answeredTot.value(), failedTot.value(), skipped, noPromptTot.value())
 	if sampled {
-		total = append(total, nil, doneTot.value())
+		total = append(total, sameSamples(sums), doneTot.value())
 	}
 	return out.Total(total)
+}
+
+// sameSamples is the total's samples: the datasets' one N when they all
+// ask the same, else nil (no one number says it).
+func sameSamples(sums []store.Summary) any {
+	for _, s := range sums[1:] {
+		if s.Samples() != sums[0].Samples() {
+			return nil
+		}
+	}
+	return sums[0].Samples()
 }
 
 // noPromptOf is a dataset's no_prompt: its answers whose id matches no
