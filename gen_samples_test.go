@@ -485,7 +485,8 @@ func TestCheckIDsNameSamples(t *testing.T) {
 // TestGenSamplesSeededDiffer: with --seed, each sample of a prompt is sent
 // a seed of its own (the seed plus the sample), so a seeded server (the
 // simulator honours sampling_seed as SGLang does) answers the samples
-// apart, and a second run from nothing answers each sample as the first.
+// apart, and a second run from nothing answers each sample as the first;
+// each answer's provenance says which seed its sample was sent.
 func TestGenSamplesSeededDiffer(t *testing.T) {
 	bin := gendexBinary(t)
 	t.Parallel()
@@ -501,8 +502,19 @@ func TestGenSamplesSeededDiffer(t *testing.T) {
 				ID        string
 				Sample    int
 				OutputIDs []int `json:"output_ids"`
+				Prov      struct {
+					Sampling struct {
+						Seed int `json:"sampling_seed"`
+					}
+					Gen map[string]any
+				} `json:"provenance"`
 			}
 			json.Unmarshal(b, &l)
+			// What was sent: the seed as given is sample 0's, and the
+			// provenance says each sample s is sent it + s.
+			if l.Prov.Sampling.Seed != 7 || l.Prov.Gen["sample_seed"] != "sampling_seed + sample" {
+				t.Errorf("%s sample %d: provenance %+v; want sampling_seed 7 and gen.sample_seed %q", l.ID, l.Sample, l.Prov, "sampling_seed + sample")
+			}
 			out[fmt.Sprintf("%s/%d", l.ID, l.Sample)] = fmt.Sprint(l.OutputIDs)
 		})
 		return out

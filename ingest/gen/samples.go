@@ -43,6 +43,11 @@ func sampleSeed(sp *client.SamplingParams, p *Prompt) {
 	}
 }
 
+// sampleSeedRule is sampleSeed as the provenance's "gen" part says it
+// ("sample_seed"), in a run of several samples per prompt: the seed in
+// "sampling" (or a prompt's own) is sample 0's, sample s is sent it + s.
+const sampleSeedRule = "sampling_seed + sample"
+
 // samples is the run's samples per prompt: 1 unless --samples says more.
 func (c *Config) samples() int { return max(c.Samples, 1) }
 
