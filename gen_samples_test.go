@@ -535,6 +535,44 @@ func TestGenSamplesSeededDiffer(t *testing.T) {
 	}
 }
 
+// TestGenSamplesGreedyNote: gen --samples N says once, before it starts,
+// when some answers may be asked greedily, where a server answers a
+// prompt's samples alike (--temperature 0 even with a seed, a --mix
+// temperature part of 0, no temperature at all: the server's default),
+// and goes on; it says nothing with a temperature above 0 for every
+// answer or with one sample per prompt.
+func TestGenSamplesGreedyNote(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 5, Slots: 8, DecodeTokensPerSec: 5000})
+	for _, c := range []struct {
+		args []string
+		note string // "": none
+	}{
+		{[]string{"--samples", "3", "--temperature", "0", "--seed", "7"}, "gen: --samples 3 with --temperature 0: greedy decoding answers a prompt's 3 samples alike"},
+		{[]string{"--samples", "2"}, "gen: --samples 2 without --temperature: the server's default"},
+		{[]string{"--samples", "2", "--mix", "temperature=0:0.25,1.0:0.75"}, "the answers that draw 0 (25%) are greedy"},
+		{[]string{"--samples", "2", "--mix", "temperature=u(0.2,1.0):1"}, ""},
+		{[]string{"--samples", "2", "--temperature", "0.7"}, ""},
+		{[]string{"--temperature", "0"}, ""},
+	} {
+		root := t.TempDir()
+		writeIDPrompts(t, filepath.Join(root, "G"), "G", 2)
+		args := append([]string{"--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", url, "--max-new-tokens", "4"}, append(c.args, root)...)
+		code, _, stderr := runGendex(t, bin, "", args...)
+		if code != 0 {
+			t.Fatalf("gen %q: exit %d\n%s", c.args, code, stderr)
+		}
+		said := strings.Count(stderr, "are answered alike") + strings.Count(stderr, "samples alike")
+		switch {
+		case c.note == "" && said != 0:
+			t.Errorf("gen %q: a greedy note where every answer is sampled or asked once:\n%s", c.args, stderr)
+		case c.note != "" && (said != 1 || !strings.Contains(stderr, c.note)):
+			t.Errorf("gen %q: want the note %q once; stderr:\n%s", c.args, c.note, stderr)
+		}
+	}
+}
+
 // redoneUnits counts the answer lines of files that say they replace an
 // earlier answer ("redo"), by unit: "ID/SAMPLE" -> lines.
 func redoneUnits(t *testing.T, files ...string) map[string]int {
