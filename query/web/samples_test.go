@@ -25,7 +25,7 @@ func newSampledSite(t *testing.T) *httptest.Server {
 		fmt.Fprintf(&prompts, `{"id":"p%02d","prompt":"prompt %d"}`+"\n", i, i)
 		for s := range 3 {
 			if i <= 40 && (i != 5 || s != 1) {
-				fmt.Fprintf(&answers, `{"sample":%d,"samples":3,"id":"p%02d","text":"answer p%02d/%d","completion_tokens":3,"finish_reason":"stop"}`+"\n", s, i, i, s)
+				fmt.Fprintf(&answers, `{"sample":%d,"samples":3,"id":"p%02d","text":"answer p%02d/%d","completion_tokens":3,"spec_verify_ct":%d,"finish_reason":"stop"}`+"\n", s, i, i, s, 1+s)
 			}
 		}
 	}
@@ -101,6 +101,12 @@ func TestSampledPages(t *testing.T) {
 	}
 	if code, body, _ := get(t, srv.Client(), srv.URL+"/answer?d=s&id=p05&sample=1&stage=errors"); code != http.StatusOK || !strings.Contains(body, "too long") {
 		t.Errorf("p05 sample 1's error page: %d\n%s", code, body)
+	}
+	// The accept view, worst first: sample 2's answers (3 tokens in 3
+	// verify steps), each linked as its own.
+	_, body, _ = get(t, srv.Client(), srv.URL+"/dataset?d=s&view=accept")
+	if m := row.FindStringSubmatch(body); m == nil || m[3] != "2" || !strings.Contains(m[2], "sample=2") {
+		t.Errorf("the accept view's first row: %q; want a sample 2 answer, linked as it\n%s", m, body)
 	}
 	if n := crawl(t, srv, 400); n < 20 {
 		t.Errorf("the site links %d pages: the crawl does not test", n)
