@@ -67,7 +67,7 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	allowSimulated := fs.Bool("allow-simulated", false, "accept answers made by the simulator, a dry run's (still named)")
 	allowNoPrompt := fs.Bool("allow-no-prompt", false, "accept answers whose id matches no prompt (their prompts changed ids or left the prompts files): no record is made of them (still named)")
 	formatName := fs.String("format", "table", "table (the verdicts, within 80 columns), json (one object, for CI), tsv or csv (one row per reason)")
-	ids := fs.String("ids", "", "instead of the verdicts, print the ids of the answers the check counts for this reason, one a line (for gen --redo FILE): "+strings.Join(query.IDReasons, ", "))
+	ids := fs.String("ids", "", "instead of the verdicts, print the ids of the answers the check counts for this reason, one a line (for gen --redo FILE; --format json: an array of dataset, id, sample): "+strings.Join(query.IDReasons, ", "))
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -111,6 +111,9 @@ func runCheck(ctx context.Context, c *call, args []string) error {
 	res, err := query.AskWords(ctx, asker, now, append(append(words, "--"), names...)...)
 	if err != nil {
 		return err
+	}
+	if *ids != "" && f == query.JSON {
+		return writeIDsJSON(c.env.Stdout, res, *ids, names)
 	}
 	if *ids != "" {
 		return writeIDs(c.env.Stdout, res, *ids, names)
@@ -233,6 +236,31 @@ func writeIDs(w io.Writer, res *query.Result, reason string, names []string) err
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
+	}
+	if len(res.Rows) == 0 {
+		return fmt.Errorf("check --ids %s: no answer of %s is counted for %s", reason, strings.Join(names, ", "), reason)
+	}
+	return nil
+}
+
+// writeIDsJSON writes check --ids --format json's answer: an array of
+// {"dataset", "id", "sample"}, one per answer, as query's JSON is laid
+// out; sample is 0 in a dataset of one sample per prompt. No id is [] and
+// the error writeIDs gives (exit 1).
+func writeIDsJSON(w io.Writer, res *query.Result, reason string, names []string) error {
+	out := format.NewWriter(w, format.Options{Format: query.JSON})
+	out.Columns([]string{"dataset", "id", "sample"})
+	for _, row := range res.Rows {
+		sample := res.Get(row, "sample")
+		if sample == nil {
+			sample = 0
+		}
+		if err := out.Row([]any{res.Get(row, "dataset"), res.Get(row, "id"), sample}); err != nil {
+			return err
+		}
+	}
+	if err := out.Close(); err != nil {
+		return err
 	}
 	if len(res.Rows) == 0 {
 		return fmt.Errorf("check --ids %s: no answer of %s is counted for %s", reason, strings.Join(names, ", "), reason)

@@ -232,6 +232,9 @@ func runGenOn(ctx context.Context, c *call, fs *flag.FlagSet, cfg gen.Config, se
 	// A second interrupt quits at once: what is written is fsynced and the
 	// index catches up from the files on the next start.
 	exitOnSecondInterrupt(ctx, c.env.Stderr, &quitNow)
+	if note := cfg.GreedyNote(); note != "" {
+		fmt.Fprintln(messages(c.env), note)
+	}
 	sum, err := gen.Run(ctx, db, cfg, sets)
 	if errors.Is(err, gen.ErrRedoUsage) || errors.Is(err, gen.ErrPromptPath) {
 		return usagef("gen: %v", err)

@@ -293,6 +293,40 @@ func TestExportLeftAnswers(t *testing.T) {
 	}
 }
 
+// TestExportBadPromptNamedOnce: the answers of a prompt asked several
+// times (gen --samples 3) whose prompt line is not a prompt are left, and
+// export's message names that line once, not once per sample, for a
+// prompt of ids and for one of messages.
+func TestExportBadPromptNamedOnce(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for ds, bad := range map[string]string{"L": `{"id":"p1","foo":1}`, "M": `{"id":"p1","messages":"hi"}`} {
+		dir := filepath.Join(root, ds)
+		os.MkdirAll(dir, 0o755)
+		writeTestFile(t, filepath.Join(dir, "prompts.jsonl"), bad+"\n"+`{"id":"p2","input_ids":[1,4]}`+"\n")
+		var answers strings.Builder
+		for s := range 3 {
+			for _, id := range []string{"p1", "p2"} {
+				fmt.Fprintf(&answers, `{"sample":%d,"samples":3,"id":%q,"output_ids":[5,2],"text":"hi","completion_tokens":2,"finish_reason":"stop"}`+"\n", s, id)
+			}
+		}
+		writeTestFile(t, filepath.Join(dir, "raw_responses.jsonl"), answers.String())
+	}
+	db := filepath.Join(t.TempDir(), "g.db")
+	r := gendex(t, testEnv(nil), "--db", db, "export", "--format", "ids", root)
+	for _, ds := range []string{"L", "M"} {
+		line := fmt.Sprintf("export: %s: 3 answers left: their prompt lines are not prompts (", ds)
+		i := strings.Index(r.stderr, line)
+		if r.code != 1 || i < 0 {
+			t.Fatalf("export of %s: %s", ds, r)
+		}
+		said, _, _ := strings.Cut(r.stderr[i+len(line):], "\n")
+		if n := strings.Count(said, "prompts.jsonl:1:"); n != 1 || strings.Contains(said, "; ") {
+			t.Errorf("%s: the bad prompt line named %d times, want once: %s", ds, n, said)
+		}
+	}
+}
+
 // TestExportMultiTurnFromSim: conversation lines in the contract's format
 // (gen --turns all: one request per user turn, each sent with the
 // regenerated turns before it, Tk carrying prompt_ids), generated here

@@ -485,7 +485,8 @@ func TestCheckIDsNameSamples(t *testing.T) {
 // TestGenSamplesSeededDiffer: with --seed, each sample of a prompt is sent
 // a seed of its own (the seed plus the sample), so a seeded server (the
 // simulator honours sampling_seed as SGLang does) answers the samples
-// apart, and a second run from nothing answers each sample as the first.
+// apart, and a second run from nothing answers each sample as the first;
+// each answer's provenance says which seed its sample was sent.
 func TestGenSamplesSeededDiffer(t *testing.T) {
 	bin := gendexBinary(t)
 	t.Parallel()
@@ -501,8 +502,19 @@ func TestGenSamplesSeededDiffer(t *testing.T) {
 				ID        string
 				Sample    int
 				OutputIDs []int `json:"output_ids"`
+				Prov      struct {
+					Sampling struct {
+						Seed int `json:"sampling_seed"`
+					}
+					Gen map[string]any
+				} `json:"provenance"`
 			}
 			json.Unmarshal(b, &l)
+			// What was sent: the seed as given is sample 0's, and the
+			// provenance says each sample s is sent it + s.
+			if l.Prov.Sampling.Seed != 7 || l.Prov.Gen["sample_seed"] != "sampling_seed + sample" {
+				t.Errorf("%s sample %d: provenance %+v; want sampling_seed 7 and gen.sample_seed %q", l.ID, l.Sample, l.Prov, "sampling_seed + sample")
+			}
 			out[fmt.Sprintf("%s/%d", l.ID, l.Sample)] = fmt.Sprint(l.OutputIDs)
 		})
 		return out
@@ -520,6 +532,44 @@ func TestGenSamplesSeededDiffer(t *testing.T) {
 	}
 	if again := outputs(); fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Errorf("a second run from nothing answered the samples otherwise:\n%v\nwant\n%v", again, first)
+	}
+}
+
+// TestGenSamplesGreedyNote: gen --samples N says once, before it starts,
+// when some answers may be asked greedily, where a server answers a
+// prompt's samples alike (--temperature 0 even with a seed, a --mix
+// temperature part of 0, no temperature at all: the server's default),
+// and goes on; it says nothing with a temperature above 0 for every
+// answer or with one sample per prompt.
+func TestGenSamplesGreedyNote(t *testing.T) {
+	bin := gendexBinary(t)
+	t.Parallel()
+	url := simURL(t, sim.Config{Seed: 5, Slots: 8, DecodeTokensPerSec: 5000})
+	for _, c := range []struct {
+		args []string
+		note string // "": none
+	}{
+		{[]string{"--samples", "3", "--temperature", "0", "--seed", "7"}, "gen: --samples 3 with --temperature 0: greedy decoding answers a prompt's 3 samples alike"},
+		{[]string{"--samples", "2"}, "gen: --samples 2 without --temperature: the server's default"},
+		{[]string{"--samples", "2", "--mix", "temperature=0:0.25,1.0:0.75"}, "the answers that draw 0 (25%) are greedy"},
+		{[]string{"--samples", "2", "--mix", "temperature=u(0.2,1.0):1"}, ""},
+		{[]string{"--samples", "2", "--temperature", "0.7"}, ""},
+		{[]string{"--temperature", "0"}, ""},
+	} {
+		root := t.TempDir()
+		writeIDPrompts(t, filepath.Join(root, "G"), "G", 2)
+		args := append([]string{"--db", filepath.Join(t.TempDir(), "g.db"), "gen", "--server", url, "--max-new-tokens", "4"}, append(c.args, root)...)
+		code, _, stderr := runGendex(t, bin, "", args...)
+		if code != 0 {
+			t.Fatalf("gen %q: exit %d\n%s", c.args, code, stderr)
+		}
+		said := strings.Count(stderr, "are answered alike") + strings.Count(stderr, "samples alike")
+		switch {
+		case c.note == "" && said != 0:
+			t.Errorf("gen %q: a greedy note where every answer is sampled or asked once:\n%s", c.args, stderr)
+		case c.note != "" && (said != 1 || !strings.Contains(stderr, c.note)):
+			t.Errorf("gen %q: want the note %q once; stderr:\n%s", c.args, c.note, stderr)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"gendex/store"
@@ -22,13 +23,21 @@ const MoreAfter = "more after"
 // checkList reads list's arguments into q.
 func checkList(q *Query, pos []string) error {
 	if len(pos) != 1 {
-		return usageErr("usage: list DATASET [--stage STAGE] [--after ID|--before ID] [--limit N] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]")
+		return usageErr("usage: list DATASET [--stage STAGE] [--after ID [--after-sample S]|--before ID [--before-sample S]] [--limit N] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]")
 	}
 	if !q.StageSet {
 		q.Stage = store.Raw
 	}
 	if q.After != "" && q.Before != "" {
 		return usageErr("list: give --after or --before, not both")
+	}
+	switch {
+	case q.AfterSample < 0 || q.BeforeSample < 0:
+		return usageErr("list --after-sample/--before-sample: want a sample, 0 or more")
+	case q.AfterSample > 0 && q.After == "":
+		return usageErr("list --after-sample %d: the sample of --after's id; give --after ID too", q.AfterSample)
+	case q.BeforeSample > 0 && q.Before == "":
+		return usageErr("list --before-sample %d: the sample of --before's id; give --before ID too", q.BeforeSample)
 	}
 	if q.ToolStop != "" && (q.Stage != store.Raw || q.Sample > 0) {
 		return usageErr("list --tool-stop: the answers (--stage raw), without --sample")
@@ -57,6 +66,15 @@ func checkList(q *Query, pos []string) error {
 // departed from the data.
 var listColumns = []string{"id", "finish", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finished", "message", "source", "tool_stop"}
 
+// listCols are a list's columns: listColumns, with "sample" after the id
+// when the records are named by id and sample (sampledStage).
+func listCols(sampled bool) []string {
+	if !sampled {
+		return listColumns
+	}
+	return append([]string{"id", "sample"}, listColumns[1:]...)
+}
+
 // list: a page of a stage's records in id order, from a cursor's seek;
 // walking back (--before) the rows still come in id order. When records
 // remain past the page, a total row says after which id they start.
@@ -64,27 +82,38 @@ func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
 	if q.Sort == SortAccept {
 		return listByAccept(v, name, q, out)
 	}
-	out.Columns(listColumns)
+	sampled, err := sampledStage(v, name, q.Stage)
+	if err != nil {
+		return err
+	}
+	cols := listCols(sampled)
+	out.Columns(cols)
 	if q.Sample > 0 {
 		recs, err := v.Sample(name, q.Stage, q.Sample, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0)))
 		if err != nil {
 			return err
 		}
 		for i := range recs {
-			if err := out.Row(listRow(v, &recs[i])); err != nil {
+			if err := out.Row(listRow(v, &recs[i], q.Stage, sampled)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	r := store.PageRequest{Dataset: name, Stage: q.Stage, After: q.After, Before: q.Before, Back: q.Before != ""}
+	r := store.PageRequest{Dataset: name, Stage: q.Stage, Back: q.Before != ""}
+	if q.After != "" {
+		r.After = unitKey(q.Stage, q.After, q.AfterSample)
+	}
+	if q.Before != "" {
+		r.Before = unitKey(q.Stage, q.Before, q.BeforeSample)
+	}
 	if q.Finish != "" || q.ToolStop != "" {
 		r.Scan = ListScan
 	}
 	var rows [][]any
 	end, err := v.Page(r, func(rec *store.Record) (bool, error) {
 		if (q.Finish == "" || store.FinishReason(rec.Finish) == store.FinishReason(q.Finish)) && toolStopped(rec, q.ToolStop) {
-			rows = append(rows, listRow(v, rec))
+			rows = append(rows, listRow(v, rec, q.Stage, sampled))
 		}
 		return len(rows) < q.Limit, nil
 	})
@@ -102,12 +131,23 @@ func list(v *store.View, name string, q Query, now time.Time, out Sink) error {
 		}
 	}
 	if end.More {
-		return out.Total([]any{MoreAfter, end.Last, nil, nil, nil, nil, fmt.Sprintf("%d records looked at", end.Looked), nil, nil})
+		// The cursor of the next page (or, walking back, of the page
+		// before), as --after (--after-sample) take it.
+		total := make([]any, len(cols))
+		total[0] = MoreAfter
+		total[1] = end.Last
+		if sampled {
+			total[1], total[2] = unitOf(q.Stage, end.Last)
+		}
+		total[slices.Index(cols, "message")] = fmt.Sprintf("%d records looked at", end.Looked)
+		return out.Total(total)
 	}
 	return nil
 }
 
-func listRow(v *store.View, r *store.Record) []any {
+// listRow is a record's row of list's columns (listCols(sampled)): a
+// record of stage st named by id and sample when sampled.
+func listRow(v *store.View, r *store.Record, st store.Stage, sampled bool) []any {
 	source := any(nil)
 	if path, ok := v.FilePath(r.File); ok {
 		source = fmt.Sprintf("%s:%d", path, r.Line)
@@ -124,8 +164,13 @@ func listRow(v *store.View, r *store.Record) []any {
 	if r.ToolStop != "" {
 		stop = r.ToolStop
 	}
-	return []any{r.ID, finish, count(r.PromptTokens), count(r.CompletionTokens), count(r.ReasoningTokens),
+	row := []any{r.ID, finish, count(r.PromptTokens), count(r.CompletionTokens), count(r.ReasoningTokens),
 		time.UnixMilli(r.Time).UTC().Format(timeFormat), msg, source, stop}
+	if sampled {
+		id, sample := unitOf(st, r.ID)
+		row = append([]any{id, sample}, row[1:]...)
+	}
+	return row
 }
 
 // toolStopped reports whether r is kept by list's --tool-stop reason

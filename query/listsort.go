@@ -49,11 +49,15 @@ func (h *acceptHeap) Pop() any {
 // the answers without the figure. One walk of the stage's records,
 // keeping at most --limit of them.
 func listByAccept(v *store.View, name string, q Query, out Sink) error {
-	cols := append(append([]string(nil), listColumns...), "accept_length")
+	sampled, err := sampledStage(v, name, q.Stage)
+	if err != nil {
+		return err
+	}
+	cols := append(append([]string(nil), listCols(sampled)...), "accept_length")
 	out.Columns(cols)
 	h := &acceptHeap{}
 	var without, with uint64
-	err := v.Each(name, q.Stage, func(r *store.Record) error {
+	err = v.Each(name, q.Stage, func(r *store.Record) error {
 		bin, ok := r.SpecBin()
 		if !ok {
 			without++
@@ -76,7 +80,7 @@ func listByAccept(v *store.View, name string, q Query, out Sink) error {
 	rows := []acceptEntry(*h)
 	sort.Slice(rows, func(i, j int) bool { return worse(&rows[i], &rows[j]) })
 	for i := range rows {
-		if err := out.Row(append(listRow(v, &rows[i].rec), Fixed{float64(rows[i].bin) / 100, 2})); err != nil {
+		if err := out.Row(append(listRow(v, &rows[i].rec, q.Stage, sampled), Fixed{float64(rows[i].bin) / 100, 2})); err != nil {
 			return err
 		}
 	}

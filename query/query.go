@@ -37,9 +37,9 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, preemptions, its tokens/s against gendex's; gen's limit on its requests in flight there and those in flight; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers and errors (a killed run's read from the index: counts), its last answer"},
 	{"events", "events [--since DURATION] [--kind KIND,...] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, given-up, stalled, recovered, limit (gen's limit on a server's requests in flight changed, and why); --kind: only those"},
-	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID|--before ID] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys"},
+	{"list", "list DATASET [--stage raw|errors|excluded|...] [--after ID [--after-sample S]|--before ID [--before-sample S]] [--limit 50] [--finish REASON] [--tool-stop REASON|any] [--sample N] [--sort accept]", "a page of a stage's records in id order (--finish: only those that ended so; --tool-stop: only tool conversations gen stopped so; --sample: N at random; --sort accept: the answers the drafter predicts worst first, lowest accept length), from the index's keys; with several samples per prompt (gen --samples), columns id and sample, and a page after (--after-sample) or before (--before-sample) that sample of the id"},
 	{"check", "check [--max-length N] [--include-truncated] [--allow-mixed] [--allow-simulated] [--allow-no-prompt] [--ids REASON] [DATASET...]", "is each dataset fit to train on: every reason it is not, with its count and the command that fixes it; --ids: the ids of the answers it counts for REASON (see 'gendex check')"},
-	{"show", "show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN)"},
+	{"show", "show DATASET ID [--sample S] [--stage raw|prompts|tokenized|errors|turns|excluded]", "the stored line of one record, read at its offset (a turn's id is ID#TURN); --sample: that sample of the id (gen --samples; a prompt's line is the same for each)"},
 }
 
 // Query is a parsed question.
@@ -63,11 +63,14 @@ type Query struct {
 	// Args are the words Parse read, to ask the same question elsewhere.
 	Args []string
 	// list: the page's start, its length, a finish reason to keep, or a
-	// sample of Sample records at random.
-	After, Before string
-	Limit         int
-	Finish        string
-	Sample        int
+	// sample of Sample records at random. With several samples per prompt
+	// (gen --samples) the page's start is a unit: After and its sample
+	// AfterSample (Before, BeforeSample). show: Sample is ID's sample.
+	After, Before             string
+	AfterSample, BeforeSample int
+	Limit                     int
+	Finish                    string
+	Sample                    int
 	// ToolStop keeps, in list, the answers of tool conversations gen
 	// stopped for this reason ("any": every one).
 	ToolStop string
@@ -139,7 +142,9 @@ func Parse(args []string) (Query, error) {
 	fs.StringVar(&q.Before, "before", "", "list: the page before this id")
 	fs.IntVar(&q.Limit, "limit", 0, "list: records in a page (default 50)")
 	fs.StringVar(&q.Finish, "finish", "", "list: only records with this finish reason (length: cut at the token limit)")
-	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random")
+	fs.IntVar(&q.Sample, "sample", 0, "list: N records at random; show: which of the id's samples (gen --samples)")
+	fs.IntVar(&q.AfterSample, "after-sample", 0, "list: the sample of --after's id (gen --samples)")
+	fs.IntVar(&q.BeforeSample, "before-sample", 0, "list: the sample of --before's id (gen --samples)")
 	fs.StringVar(&q.ToolStop, "tool-stop", "", "list: only tool conversations gen stopped for this reason (any: every one)")
 	fs.StringVar(&q.Sort, "sort", "", "list: accept: the answers with the lowest accept length first")
 	maxLength := fs.String("max-length", "", "check: the drafter's training length in tokens")
@@ -204,7 +209,10 @@ func Parse(args []string) (Query, error) {
 		}
 	case "show":
 		if len(pos) != 2 {
-			return q, usageErr("usage: show DATASET ID [--stage raw|prompts|tokenized|errors|turns|excluded]")
+			return q, usageErr("usage: show DATASET ID [--sample S] [--stage raw|prompts|tokenized|errors|turns|excluded]")
+		}
+		if q.Sample < 0 || q.Sample >= store.MaxSamples {
+			return q, usageErr("show --sample %d: want the id's sample, 0 to %d", q.Sample, store.MaxSamples-1)
 		}
 		q.ID = pos[1]
 		pos = pos[:1]

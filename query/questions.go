@@ -357,14 +357,31 @@ func fileList(v *store.View, names []string, out Sink) error {
 
 // show: the stored line of one record, read at its offset. Without --stage
 // it looks in raw, errors, prompts, tokenized, excluded and turns (whose
-// ids are ID#TURN), in that order.
+// ids are ID#TURN), in that order. --sample S names sample S of the id
+// (unitKey); the prompts stage holds one line for all its samples.
 func show(v *store.View, name string, q Query, out Sink) error {
 	order := []store.Stage{store.Raw, store.Errors, store.Prompts, store.Tokenized, store.Excluded, store.Turns}
 	if q.StageSet {
 		order = []store.Stage{q.Stage}
 	}
+	asked := fmt.Sprintf("id %q", q.ID)
+	if q.Sample > 0 {
+		asked += fmt.Sprintf(" sample %d", q.Sample)
+	}
+	if q.Sample > 0 {
+		s, err := v.Summary(name)
+		if err != nil {
+			return err
+		}
+		switch n := s.Samples(); {
+		case n == 1:
+			return store.NotFound("dataset %s has one sample per prompt (0): no sample %d", name, q.Sample)
+		case uint64(q.Sample) >= n:
+			return store.NotFound("dataset %s has %d samples per prompt (0 to %d): no sample %d", name, n, n-1, q.Sample)
+		}
+	}
 	for _, st := range order {
-		r, ok, err := v.Get(name, st, q.ID)
+		r, ok, err := v.Get(name, st, unitKey(st, q.ID, q.Sample))
 		if err != nil {
 			return err
 		}
@@ -373,24 +390,24 @@ func show(v *store.View, name string, q Query, out Sink) error {
 		}
 		path, ok := v.FilePath(r.File)
 		if !ok {
-			return fmt.Errorf("dataset %s id %q: its file (id %d) is no longer in the index", name, q.ID, r.File)
+			return fmt.Errorf("dataset %s %s: its file (id %d) is no longer in the index", name, asked, r.File)
 		}
 		line, err := readLine(path, r.Offset, r.Length)
 		if err != nil {
-			return fmt.Errorf("dataset %s id %q: %w", name, q.ID, err)
+			return fmt.Errorf("dataset %s %s: %w", name, asked, err)
 		}
 		if store.LineSum(line) != r.Sum {
-			return fmt.Errorf("dataset %s id %q: %s:%d no longer holds this record (the file changed since it was indexed; gendex ingest --reread %s reads it again)", name, q.ID, path, r.Line, quoteArg(path))
+			return fmt.Errorf("dataset %s %s: %s:%d no longer holds this record (the file changed since it was indexed; gendex ingest --reread %s reads it again)", name, asked, path, r.Line, quoteArg(path))
 		}
 		return out.Line(line)
 	}
 	if q.StageSet && q.Stage == store.Turns && !strings.Contains(q.ID, "#") {
-		return store.NotFound("dataset %s has no turns record with id %q (a turn's id is ID#TURN, e.g. %s#1)", name, q.ID, q.ID)
+		return store.NotFound("dataset %s has no turns record with %s (a turn's id is ID#TURN, e.g. %s#1)", name, asked, q.ID)
 	}
 	if q.StageSet {
-		return store.NotFound("dataset %s has no %s record with id %q", name, q.Stage, q.ID)
+		return store.NotFound("dataset %s has no %s record with %s", name, q.Stage, asked)
 	}
-	return store.NotFound("dataset %s has no record with id %q", name, q.ID)
+	return store.NotFound("dataset %s has no record with %s", name, asked)
 }
 
 func readLine(path string, off, n int64) ([]byte, error) {

@@ -449,8 +449,10 @@ func questionFlags(q string) []string {
 		flags = append(flags, "--window")
 	case "server":
 		flags = append(flags, "--window", "--all-servers")
-	case "missing", "show":
+	case "missing":
 		flags = append(flags, "--stage")
+	case "show":
+		flags = append(flags, "--stage", "--sample")
 	case "events":
 		flags = append(flags, "--since")
 	case "series":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -180,6 +181,15 @@ func (r *Result) then(next *Result) {
 	r.OwnTurns += next.OwnTurns
 	r.AnswerBytes += next.AnswerBytes
 	r.Unwritten = r.Unwritten || next.Unwritten
+}
+
+// noteBadPrompt keeps note (a bad prompt line's file:line: why) among
+// the first few BadPrompts, once: the samples of one prompt (gen
+// --samples) share its line, and the message names each line once.
+func (r *Result) noteBadPrompt(note string) {
+	if len(r.BadPrompts) < 5 && !slices.Contains(r.BadPrompts, note) {
+		r.BadPrompts = append(r.BadPrompts, note)
+	}
 }
 
 // LeftNoPrompt, LeftNeedsServer and LeftBadPrompt count the answers left
@@ -531,8 +541,8 @@ func (x *Exporter) one(ctx context.Context, e *entry, read reader, tok, exc *[]b
 	switch {
 	case o.left:
 		res.Left[o.why]++
-		if o.why == leftBadPrompt && len(res.BadPrompts) < 5 {
-			res.BadPrompts = append(res.BadPrompts, o.note)
+		if o.why == leftBadPrompt {
+			res.noteBadPrompt(o.note)
 		}
 	case o.record != nil:
 		*tok = o.record

@@ -118,9 +118,7 @@ func (x *Exporter) take(out *outputs, h *helper, res *Result) error {
 		res.Left[i] += r.Left[i]
 	}
 	for _, b := range r.BadPrompts {
-		if len(res.BadPrompts) < 5 {
-			res.BadPrompts = append(res.BadPrompts, b)
-		}
+		res.noteBadPrompt(b)
 	}
 	res.Records += r.Records
 	res.LenUnknown += r.LenUnknown

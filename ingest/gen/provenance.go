@@ -82,7 +82,8 @@ const (
 // askedOf is the "gen" part of the provenance of the answers a server
 // makes in this run: api, the one it is asked with (run.apiFor; so the route: raw
 // /generate on ids gen made, or the server's chat template), --turns, the
-// prompt key (--prompt) and, on /generate, the tool-call parser
+// prompt key (--prompt), with several samples per prompt the seed each is
+// sent (sampleSeedRule: "sampling" holds the seed as given) and, on /generate, the tool-call parser
 // /parse_function_call reads the calls with (--tool-call-parser, else the
 // server's own, from ident). The dataset's id rule is added per dataset
 // (dsRun.provenanceOf).
@@ -90,6 +91,9 @@ func (w *writer) askedOf(api client.API, ident map[string]any) map[string]any {
 	g := map[string]any{"api": string(api), "turns": w.cfg.Turns, "prompt": builtinPromptRule}
 	if p := w.cfg.Paths.Prompt; p != "" {
 		g["prompt"] = p
+	}
+	if w.cfg.samples() > 1 {
+		g["sample_seed"] = sampleSeedRule
 	}
 	if api == client.APIGenerate {
 		parser := w.cfg.ToolCallParser

@@ -43,6 +43,48 @@ func sampleSeed(sp *client.SamplingParams, p *Prompt) {
 	}
 }
 
+// sampleSeedRule is sampleSeed as the provenance's "gen" part says it
+// ("sample_seed"), in a run of several samples per prompt: the seed in
+// "sampling" (or a prompt's own) is sample 0's, sample s is sent it + s.
+const sampleSeedRule = "sampling_seed + sample"
+
+// GreedyNote is what gen says once, before it starts, when a run of
+// several samples per prompt may ask some of them greedily (temperature
+// 0), where a server answers a prompt's samples alike: --temperature 0
+// (a seed does not part greedy answers), --mix temperature with a part
+// of 0 (the samples that draw it), or no temperature at all (the
+// server's default decides, which gen cannot know). "" when none of
+// these holds: one sample, or a temperature above 0 for every answer. A
+// note, not a refusal: N greedy answers measure a server's determinism.
+func (c *Config) GreedyNote() string {
+	n := c.samples()
+	if n <= 1 {
+		return ""
+	}
+	for _, m := range c.Mix {
+		if m.Key != "temperature" {
+			continue
+		}
+		zero := 0.0
+		for _, p := range m.parts {
+			if v, ok := p.value.(float64); ok && !p.uniform && v == 0 {
+				zero += p.weight
+			}
+		}
+		if zero == 0 {
+			return ""
+		}
+		return fmt.Sprintf("gen: --samples %d with --mix temperature=%s: the answers that draw 0 (%.0f%%) are greedy, so a prompt's samples that draw it are answered alike", n, m.Spec, 100*zero)
+	}
+	switch t := c.Sampling.Temperature; {
+	case t == nil:
+		return fmt.Sprintf("gen: --samples %d without --temperature: the server's default (or a prompt's own) decides; where it is 0 (greedy) a prompt's %d samples are answered alike: give --temperature 1.0 (or --mix temperature=...) to sample them apart", n, n)
+	case *t == 0:
+		return fmt.Sprintf("gen: --samples %d with --temperature 0: greedy decoding answers a prompt's %d samples alike (a seed does not part them); give --temperature 1.0 (or --mix temperature=...) to sample them apart", n, n)
+	}
+	return ""
+}
+
 // samples is the run's samples per prompt: 1 unless --samples says more.
 func (c *Config) samples() int { return max(c.Samples, 1) }
 

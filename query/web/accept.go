@@ -19,6 +19,7 @@ const acceptShown = 100
 // acceptCols are the accept view's columns.
 var acceptCols = []col{
 	{"id", "id", ""},
+	sampleCol,
 	{"accept_length", "accept length", "completion tokens per verify step (spec_verify_ct): how far the drafter ran ahead; the lowest first"},
 	{"completion_tokens", "completion tokens", ""},
 	{"finish", "finish", "the finish reason (length: cut at the token limit)"},
@@ -52,8 +53,8 @@ func (s *server) fillAccept(r *http.Request, d *datasetView) error {
 	}
 	res.Total = nil
 	d.List = newTable(res, acceptCols, func(row []any) string {
-		id, _ := row[0].(string)
-		return link("/answer", "d", d.Dataset, "id", id, "stage", "raw")
+		id, sample := unitOf(res, row)
+		return link("/answer", "d", d.Dataset, "id", id, "sample", sample, "stage", "raw")
 	})
 	d.List.Empty = "no answer carries spec_verify_ct (the server reports no speculative counts per answer)"
 	return nil

@@ -34,6 +34,7 @@ type fact struct {
 type answerView struct {
 	Page           frame
 	Dataset, ID    string
+	Sample         string // which of the prompt's samples (gen --samples); "": the first, or the only
 	Stage          string
 	Back           string
 	Prev, Next     string
@@ -61,19 +62,23 @@ type answerView struct {
 // its stored line as it is, with links to the records before and after.
 func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	name, id, stage := q.Get("d"), q.Get("id"), cmp.Or(q.Get("stage"), "raw")
+	name, u, stage := q.Get("d"), unit{q.Get("id"), q.Get("sample")}, cmp.Or(q.Get("stage"), "raw")
+	if u.sample == "0" || stage == "prompts" {
+		u.sample = "" // a prompt's line is every sample's
+	}
+	id := u.id
 	if name == "" || id == "" {
 		s.fail(w, http.StatusBadRequest, errors.New("which answer? (/answer?d=DATASET&id=ID)"))
 		return
 	}
-	a := &answerView{Page: s.page(name + " " + id), Dataset: name, ID: id, Stage: stage, Back: link("/dataset", "d", name, "view", viewOf(stage))}
+	a := &answerView{Page: s.page(name + " " + u.String()), Dataset: name, ID: id, Sample: u.sample, Stage: stage, Back: link("/dataset", "d", name, "view", viewOf(stage))}
 	row, cols, err := s.neighbours(r, a)
 	if err != nil {
 		s.fail(w, http.StatusNotFound, err)
 		return
 	}
 	a.Facts = factsOf(row, cols)
-	line, err := s.ask(r.Context(), "show", "--stage", stage, "--", name, id)
+	line, err := s.ask(r.Context(), "show", "--stage", stage, "--sample", cmp.Or(u.sample, "0"), "--", name, id)
 	if err != nil {
 		a.LineError = err.Error()
 	} else {
@@ -150,32 +155,32 @@ func viewOf(stage string) string {
 // from there.
 func (s *server) neighbours(r *http.Request, a *answerView) ([]any, []string, error) {
 	ctx := r.Context()
-	prev, err := s.ask(ctx, "list", "--stage", a.Stage, "--before", a.ID, "--limit", "1", "--", a.Dataset)
+	prev, err := s.ask(ctx, "list", "--stage", a.Stage, "--before", a.ID, "--before-sample", cmp.Or(a.Sample, "0"), "--limit", "1", "--", a.Dataset)
 	if err != nil {
 		return nil, nil, err
 	}
 	args := []string{"list", "--stage", a.Stage, "--limit", "2"}
 	if len(prev.Rows) > 0 {
-		p, _ := prev.Rows[0][0].(string)
-		a.Prev = link("/answer", "d", a.Dataset, "id", p, "stage", a.Stage)
-		args = append(args, "--after", p)
+		p, ps := unitOf(prev, prev.Rows[0])
+		a.Prev = link("/answer", "d", a.Dataset, "id", p, "sample", ps, "stage", a.Stage)
+		args = append(args, "--after", p, "--after-sample", cmp.Or(ps, "0"))
 	}
 	here, err := s.ask(ctx, append(args, "--", a.Dataset)...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(here.Rows) == 0 || here.Rows[0][0] != a.ID {
-		return nil, nil, fmt.Errorf("dataset %s has no %s record with id %q", a.Dataset, a.Stage, a.ID)
+	if len(here.Rows) == 0 || unitFrom(unitOf(here, here.Rows[0])) != (unit{a.ID, a.Sample}) {
+		return nil, nil, fmt.Errorf("dataset %s has no %s record with id %q%s", a.Dataset, a.Stage, a.ID, unit{a.ID, a.Sample}.of())
 	}
 	if len(here.Rows) > 1 {
-		n, _ := here.Rows[1][0].(string)
-		a.Next = link("/answer", "d", a.Dataset, "id", n, "stage", a.Stage)
+		n, ns := unitOf(here, here.Rows[1])
+		a.Next = link("/answer", "d", a.Dataset, "id", n, "sample", ns, "stage", a.Stage)
 	}
 	return here.Rows[0], here.Columns, nil
 }
 
 var factLabels = map[string]string{
-	"finish": "finish reason", "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
+	"sample": "sample", "finish": "finish reason", "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
 	"reasoning_tokens": "reasoning tokens", "finished": "finished", "message": "message", "source": "file:line",
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,7 @@ var views = []struct{ Name, Label, Stage, Finish string }{
 var (
 	answerCols = []col{
 		{"id", "id", ""},
+		sampleCol,
 		{"finish", "finish", "the finish reason (length: cut at the token limit)"},
 		{"prompt_tokens", "prompt tokens", ""},
 		{"completion_tokens", "completion tokens", ""},
@@ -39,6 +41,7 @@ var (
 	// stopCols are a tool stops view's: why gen stopped each.
 	stopCols = []col{
 		{"id", "id", ""},
+		sampleCol,
 		{"tool_stop", "stopped", "why gen stopped the tool conversation (README: Tool conversations)"},
 		{"finish", "finish", "the finish reason of the model's last turn"},
 		{"completion_tokens", "completion tokens", ""},
@@ -47,6 +50,7 @@ var (
 	}
 	reasonCols = []col{
 		{"id", "id", ""},
+		sampleCol,
 		{"finish", "reason", ""},
 		{"message", "message", ""},
 		{"finished", "when", ""},
@@ -54,7 +58,12 @@ var (
 	}
 )
 
-var missingCols = []col{{"id", "id", ""}, {"sample", "sample", "which of its prompt's samples (gen --samples)"}, {"stage", "stage", ""}, {"reason", "why", ""}}
+// sampleCol is a list's sample column: a list has it only for a dataset
+// of several samples per prompt, and a table leaves out the columns its
+// answer lacks.
+var sampleCol = col{"sample", "sample", "which of its prompt's samples (gen --samples)"}
+
+var missingCols = []col{{"id", "id", ""}, sampleCol, {"stage", "stage", ""}, {"reason", "why", ""}}
 
 // missingShown is how many missing ids the page lists; the count says
 // how many there are in all.
@@ -90,7 +99,7 @@ func (s *server) dataset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id := q.Get("id"); id != "" {
-		s.find(w, r, name, strings.TrimSpace(id))
+		s.find(w, r, name, unit{strings.TrimSpace(id), q.Get("sample")})
 		return
 	}
 	prog, err := s.ask(r.Context(), "progress", "--", name)
@@ -162,10 +171,10 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 		args = append(args, "--sample", "20")
 	} else {
 		if a := q.Get("after"); a != "" {
-			args = append(args, "--after", a)
+			args = append(args, "--after", a, "--after-sample", cmp.Or(q.Get("after_sample"), "0"))
 		}
 		if b := q.Get("before"); b != "" {
-			args = append(args, "--before", b)
+			args = append(args, "--before", b, "--before-sample", cmp.Or(q.Get("before_sample"), "0"))
 		}
 	}
 	res, err := s.ask(r.Context(), append(args, "--", d.Dataset)...)
@@ -183,12 +192,12 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 		cols = stopCols
 	}
 	d.List = newTable(res, cols, func(row []any) string {
-		id, _ := row[0].(string)
-		return link("/answer", "d", d.Dataset, "id", id, "stage", v.Stage)
+		id, sample := unitOf(res, row)
+		return link("/answer", "d", d.Dataset, "id", id, "sample", sample, "stage", v.Stage)
 	})
 	d.List.Empty = "none"
-	page := func(dir, id string) string {
-		return link("/dataset", "d", d.Dataset, "view", v.Name, "finish", q.Get("finish"), "stop", q.Get("stop"), dir, id)
+	page := func(dir string, u unit) string {
+		return link("/dataset", "d", d.Dataset, "view", v.Name, "finish", q.Get("finish"), "stop", q.Get("stop"), dir, u.id, dir+"_sample", u.sample)
 	}
 	if v.Name == "sample" {
 		d.Next, d.Note = link("/dataset", "d", d.Dataset, "view", "sample"), "20 drawn at random; the link draws again"
@@ -197,23 +206,29 @@ func (s *server) fill(r *http.Request, d *datasetView, prog *query.Result) error
 	// A walk ends at the last key it looked at (Total's id): the next page
 	// starts past it; walking back, the page before starts below it.
 	more := len(total) > 1 && total[0] == query.MoreAfter
-	var last string
+	var last unit
 	if more {
-		last, _ = total[1].(string)
+		// The total row's cells after its label are the cursor: the id,
+		// then its sample when the list has a sample column.
+		last.id, _ = total[1].(string)
+		if n, ok := query.AsFloat(total[2]); ok && n > 0 && slices.Contains(res.Columns, "sample") {
+			last.sample = strconv.Itoa(int(n))
+		}
 	}
-	firstID, lastID := "", ""
+	var first, end unit
 	if n := len(res.Rows); n > 0 {
-		firstID, _ = res.Rows[0][0].(string)
-		lastID, _ = res.Rows[n-1][0].(string)
+		first.id, first.sample = unitOf(res, res.Rows[0])
+		end.id, end.sample = unitOf(res, res.Rows[n-1])
 	}
+	asked := func(dir string) unit { return unit{q.Get(dir), q.Get(dir + "_sample")} }
 	if q.Get("before") != "" {
 		if more {
 			d.Prev = page("before", last)
 		}
-		d.Next = page("after", cmp.Or(lastID, q.Get("before")))
+		d.Next = page("after", cmp.Or(end, asked("before")))
 	} else {
 		if q.Get("after") != "" {
-			d.Prev = page("before", cmp.Or(firstID, q.Get("after")))
+			d.Prev = page("before", cmp.Or(first, asked("after")))
 		}
 		if more {
 			d.Next = page("after", last)
@@ -290,23 +305,55 @@ func (s *server) fillMissing(r *http.Request, d *datasetView, prog *query.Result
 		d.Note = fmt.Sprintf("the first %d of %s; gendex query missing %s --stage %s lists them all", missingShown, thousands(int64(n)), d.Dataset, stage)
 	}
 	d.List = newTable(res, missingCols, func(row []any) string {
-		id, _ := res.Get(row, "id").(string)
+		id, sample := unitOf(res, row)
 		// find goes to its answer, error or prompt, whichever it has.
-		return link("/dataset", "d", d.Dataset, "id", id)
+		return link("/dataset", "d", d.Dataset, "id", id, "sample", sample)
 	})
 	// missing's rows begin with the dataset; the id is the link.
 	d.List.Empty = "none missing"
 	return nil
 }
 
-// find goes to the record with an id, or says there is none.
-func (s *server) find(w http.ResponseWriter, r *http.Request, name, id string) {
+// find goes to the record with an id (and sample), or says there is none.
+func (s *server) find(w http.ResponseWriter, r *http.Request, name string, u unit) {
 	for _, stage := range []string{"raw", "errors", "excluded", "prompts"} {
 		// A record whose file is gone is still found: its page says so.
-		if _, err := s.ask(r.Context(), "show", "--stage", stage, "--", name, id); err == nil || !strings.Contains(err.Error(), " has no ") {
-			http.Redirect(w, r, link("/answer", "d", name, "id", id, "stage", stage), http.StatusSeeOther)
+		if _, err := s.ask(r.Context(), "show", "--stage", stage, "--sample", cmp.Or(u.sample, "0"), "--", name, u.id); err == nil || !strings.Contains(err.Error(), " has no ") {
+			if stage == "prompts" {
+				u.sample = "" // a prompt's line is every sample's
+			}
+			http.Redirect(w, r, link("/answer", "d", name, "id", u.id, "sample", u.sample, "stage", stage), http.StatusSeeOther)
 			return
 		}
 	}
-	s.fail(w, http.StatusNotFound, fmt.Errorf("dataset %s has no answer, error, exclusion or prompt with id %q", name, id))
+	s.fail(w, http.StatusNotFound, fmt.Errorf("dataset %s has no answer, error, exclusion or prompt with id %q%s", name, u.id, u.of()))
+}
+
+// A unit names one answer as the pages do: the prompt's id and, in a
+// dataset of several samples per prompt, its sample ("" for sample 0, so
+// a one-sample dataset's links are as they were).
+type unit struct{ id, sample string }
+
+// String is the unit as a page says it: the id, and " sample S".
+func (u unit) String() string { return u.id + u.of() }
+
+// of is " sample S", or "" for sample 0.
+func (u unit) of() string {
+	if u.sample == "" {
+		return ""
+	}
+	return " sample " + u.sample
+}
+
+// unitFrom is a unit of unitOf's two results.
+func unitFrom(id, sample string) unit { return unit{id, sample} }
+
+// unitOf is the unit a row of list or missing names: its id, and its
+// sample when the answer has a sample column ("" for sample 0).
+func unitOf(res *query.Result, row []any) (id, sample string) {
+	id, _ = res.Get(row, "id").(string)
+	if n, ok := query.AsFloat(res.Get(row, "sample")); ok && n > 0 {
+		sample = strconv.Itoa(int(n))
+	}
+	return id, sample
 }

@@ -40,6 +40,15 @@ var (
 		}
 		return fmt.Errorf("no view %q (want answers, cut, errors, excluded, missing, norecord, sample, stops or accept)", v)
 	}
+	// sampleParam is which of a prompt's samples (gen --samples) a unit
+	// is: the id's is "sample", a page cursor's "after_sample" or
+	// "before_sample".
+	sampleParam check = func(v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n >= store.MaxSamples {
+			return fmt.Errorf("%q: want a sample, 0 to %d", v, store.MaxSamples-1)
+		}
+		return nil
+	}
 	// metricParam is what a chart draws.
 	metricParam check = func(v string) error {
 		if !slices.Contains(plot.Metrics(), v) {

@@ -91,9 +91,10 @@ func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.withParams(nil, s.run))
 	mux.HandleFunc("GET /live", s.withParams(nil, s.runLive))
-	mux.HandleFunc("GET /dataset", s.withParams(params{"d": nameParam, "id": nameParam, "view": viewParam,
-		"finish": nameParam, "stop": nameParam, "after": nameParam, "before": nameParam}, s.dataset))
-	mux.HandleFunc("GET /answer", s.withParams(params{"d": nameParam, "id": nameParam, "stage": stageParam}, s.answer))
+	mux.HandleFunc("GET /dataset", s.withParams(params{"d": nameParam, "id": nameParam, "sample": sampleParam, "view": viewParam,
+		"finish": nameParam, "stop": nameParam, "after": nameParam, "before": nameParam,
+		"after_sample": sampleParam, "before_sample": sampleParam}, s.dataset))
+	mux.HandleFunc("GET /answer", s.withParams(params{"d": nameParam, "id": nameParam, "sample": sampleParam, "stage": stageParam}, s.answer))
 	mux.HandleFunc("GET /chart.svg", s.withParams(params{"metric": metricParam, "since": sinceParam, "w": widthParam}, s.chart))
 	static, _ := fs.Sub(assets, "static")
 	mux.Handle("GET /static/", s.withParams(nil, http.StripPrefix("/static/", http.FileServerFS(static)).ServeHTTP))
