@@ -371,7 +371,7 @@ func (g *governor) apply(s *server, st *governed, at int64, from, to int, why st
 // found in the log.
 func (g *governor) settled(s *server, st *governed) {
 	g.record(s, st)
-	if !st.found && st.rule.cut {
+	if !st.found && st.rule.cut && !st.rule.slow.probing() { // a probe's half is no capacity
 		st.found = true
 		g.ctl.logf("gen: %s: capacity %d requests at once (from its /metrics)", s.name, st.rule.limit)
 	}

@@ -1,6 +1,9 @@
 package gen
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // slowWatch is the rule's "answers slow" signal (limitRule.next asks it
 // at each reading the rest of the rule leaves the limit alone): it
@@ -141,7 +144,7 @@ func (w *slowWatch) judge(m slowMeasure, limit int, at int64) (int, string) {
 	if w.timeout > 0 && m.secs > timeoutShare*w.timeout {
 		to := max(minLimit, limit/4, int(float64(limit)*w.timeout/3/m.secs))
 		w.probeFrom, w.ceiling, w.ceilingUntil = 0, to, at+reprobeAfter
-		return to, fmt.Sprintf("%s (%s each, --request-timeout %s)", whySlow, secsText(m.secs), secsText(w.timeout))
+		return to, fmt.Sprintf("%s (%s each, --request-timeout %s)", whySlow, waitText(m.secs), waitText(w.timeout))
 	}
 	if from := w.probeFrom; from > 0 {
 		// The doubling from limit to from: what it raised the total by,
@@ -159,18 +162,19 @@ func (w *slowWatch) judge(m slowMeasure, limit int, at int64) (int, string) {
 			return from, fmt.Sprintf("answers not slow (%s at %d, %s at %d)", m.rateText(w.fromRate), from, m.rateText(m.rate), limit)
 		}
 		w.ceiling, w.ceilingUntil = from, at+reprobeAfter
-		rate := w.fromRate
+		rate, secs := w.fromRate, w.fromSecs
 		if from == limit {
-			rate = m.rate
+			rate, secs = m.rate, m.secs
 		}
-		return from, fmt.Sprintf("%s (%s at %d, %s at %d; %s each at %d)", whySlow, m.rateText(w.topRate), w.top, m.rateText(rate), from, secsText(w.topSecs), w.top)
+		return from, fmt.Sprintf("%s (%s at %d, %s at %d; %s each at %d, %s at %d)", whySlow,
+			m.rateText(w.topRate), w.top, m.rateText(rate), from, waitText(w.topSecs), w.top, waitText(secs), from)
 	}
 	if m.secs < slowAfter || at < w.quietTo || limit < minProbe {
 		return limit, ""
 	}
 	w.probeFrom, w.fromRate, w.fromSecs = limit, m.rate, m.secs
 	w.top, w.topRate, w.topSecs = limit, m.rate, m.secs
-	return limit / 2, fmt.Sprintf("%s? (%s each at %d: trying %d)", whySlow, secsText(m.secs), limit, limit/2)
+	return limit / 2, fmt.Sprintf("%s? (%s each at %d: trying %d)", whySlow, waitText(m.secs), limit, limit/2)
 }
 
 // answerTime is when the answers rd counts had come.
@@ -179,6 +183,16 @@ func (rd limitReading) answerTime() int64 {
 		return rd.answeredAt
 	}
 	return rd.at
+}
+
+// waitText is an answer's time (or --request-timeout) as a reason says
+// it: 350ms, 1.3s, 1m30s.
+func waitText(secs float64) string {
+	d := time.Duration(secs * float64(time.Second))
+	if d < 10*time.Second {
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // rateText is a window's output rate as a reason says it: 5120 tok/s.

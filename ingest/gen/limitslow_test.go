@@ -115,7 +115,7 @@ func TestSlowAnswersNearTheTimeout(t *testing.T) {
 	// at 1,024 running and 64 queued an answer of 16 tokens takes 3.5 s.
 	s := &stepServer{base: 102400 * time.Microsecond, per: 100 * time.Microsecond, slots: 1024, out: 16}
 	r, whys := runSteps(s, 4*time.Second, 80, 250*time.Millisecond)
-	if len(whys) != 1 || !strings.HasPrefix(whys[0], whySlow+" (3.5s each, --request-timeout 4.0s)") {
+	if len(whys) != 1 || !strings.HasPrefix(whys[0], whySlow+" (3.48s each, --request-timeout 4s)") {
 		t.Fatalf("reasons %q, want a cut for the timeout", whys)
 	}
 	cut := r.limit
