@@ -260,7 +260,7 @@ func (g *governor) readEvery(s *server) time.Duration {
 	switch st := g.state(s); {
 	case g.held(s):
 		return holdEvery
-	case st != nil && st.rule.slow.probing():
+	case st != nil && st.rule.slow.probing() && s.up.Load():
 		return growEvery // its windows want many readings
 	case !g.fast(s):
 		return 0

@@ -13,10 +13,11 @@ import (
 // A window opens once the batch turned over at the limit (twice as many
 // answers as the limit came since it was set: those in flight before, and
 // one batch at it) and closes after windowTurns times as many, over
-// minWindowReadings readings and minWindowSecs at least; any change of the
-// limit by more than an eighth, or gen not pressing on it (a lull, the
-// run's end), starts it again. A window gives the output tokens/s (gen's, as counted) and, by
-// Little's law, the mean answer time (requests in flight / answers per s).
+// minWindowReadings readings and minWindowSecs at least, timed from
+// answer to answer; any change of the limit by more than an eighth, or
+// gen not pressing on it (a lull, the run's end), starts it again. A
+// window gives the output tokens/s (gen's, as counted) and, by Little's
+// law, the mean answer time (requests in flight / answers per s).
 // Readings every 100-250 ms are noisy; a window of several batches is not.
 //
 // At a window's close:
@@ -131,7 +132,7 @@ func (w *slowWatch) most() int {
 }
 
 // probing reports whether a probe is under way (its windows want
-// readings at adaptEvery).
+// readings often: growEvery).
 func (w *slowWatch) probing() bool { return w.probeFrom > 0 }
 
 // restart starts the window at limit again from rd.
