@@ -32,8 +32,11 @@ import (
 //     worse, or at minProbe, the limit goes back to the last that paid
 //     and is held there as a ceiling for reprobeAfter ("answers slow");
 //     when the first half did worse, it goes back to where it began and
-//     is not probed again for reprobeAfter. A window at each half takes
-//     less time than the one before (fewer answers, each sooner).
+//     is not probed again for reprobeAfter, or 50 times what the probe
+//     took if longer (a probe at half costs a server whose total rises a
+//     third of its throughput for a few answer times: a fiftieth of that).
+//     A window at each half takes less time than the one before (fewer
+//     answers, each sooner).
 //
 // It touches nothing but its own state; its clock is the readings' times.
 type slowWatch struct {
@@ -54,6 +57,7 @@ type slowWatch struct {
 	fromSecs              float64
 	top                   int
 	topRate, topSecs      float64
+	topAt                 int64 // Unix ms
 	ceiling               int   // the most the limit may grow to (0: none)
 	ceilingUntil, quietTo int64 // Unix ms: the ceiling lifts; probes may start again
 }
@@ -158,11 +162,13 @@ func (w *slowWatch) judge(m slowMeasure, limit int, at int64) (int, string) {
 			}
 			from = limit // as low as it goes
 		}
-		w.probeFrom, w.quietTo = 0, at+reprobeAfter
+		// Probes and ceilings last a long while: reprobeAfter, and 50
+		// times what this probe took (its windows' cost, a fiftieth).
+		w.probeFrom, w.quietTo = 0, at+max(reprobeAfter, 50*(at-w.topAt))
 		if from == w.top {
 			return from, fmt.Sprintf("answers not slow (%s at %d, %s at %d)", m.rateText(w.fromRate), from, m.rateText(m.rate), limit)
 		}
-		w.ceiling, w.ceilingUntil = from, at+reprobeAfter
+		w.ceiling, w.ceilingUntil = from, w.quietTo
 		rate, secs := w.fromRate, w.fromSecs
 		if from == limit {
 			rate, secs = m.rate, m.secs
@@ -174,7 +180,7 @@ func (w *slowWatch) judge(m slowMeasure, limit int, at int64) (int, string) {
 		return limit, ""
 	}
 	w.probeFrom, w.fromRate, w.fromSecs = limit, m.rate, m.secs
-	w.top, w.topRate, w.topSecs = limit, m.rate, m.secs
+	w.top, w.topRate, w.topSecs, w.topAt = limit, m.rate, m.secs, at
 	return limit / 2, fmt.Sprintf("%s? (%s each at %d: trying %d)", whySlow, waitText(m.secs), limit, limit/2)
 }
 

@@ -80,7 +80,9 @@ func TestSlowAnswersCutToTheKnee(t *testing.T) {
 // half at each doubling up to its slots (the bench's steps servers: a
 // step of base = per x slots), answers taking seconds, is probed at half
 // and goes back to its slots and queue, its answers found not slow, under
-// noise too; answers under a second are never probed.
+// noise too, and is not probed again for a long while (a probe costs it a
+// third of its total for a few answer times); answers under a second are
+// never probed.
 func TestSlowAnswersNotWhileTotalRises(t *testing.T) {
 	for seed := range uint64(20) {
 		s := &stepServer{base: 102400 * time.Microsecond, per: 100 * time.Microsecond, slots: 1024, out: 16,
@@ -89,15 +91,18 @@ func TestSlowAnswersNotWhileTotalRises(t *testing.T) {
 		if want := 1024 + queueKeep(1024); r.limit != want {
 			t.Errorf("seed %d: limit %d, want %d (%q)", seed, r.limit, want, whys)
 		}
-		back := false
+		back, probes := false, 0
 		for _, w := range whys {
 			back = back || strings.HasPrefix(w, "answers not slow")
+			if strings.HasPrefix(w, whySlow+"?") {
+				probes++
+			}
 			if strings.HasPrefix(w, whySlow+" (") {
 				t.Errorf("seed %d: cut for %q", seed, w)
 			}
 		}
-		if !back {
-			t.Errorf("seed %d: never probed: %q", seed, whys)
+		if !back || probes != 1 {
+			t.Errorf("seed %d: %d probes in 5 minutes, want 1 (found not slow): %q", seed, probes, whys)
 		}
 	}
 	s := &stepServer{base: 2 * time.Millisecond, per: 100 * time.Microsecond, slots: 1024, out: 4}
