@@ -151,6 +151,7 @@ func newGovernor(ctl *control, cfg *Config, p *pool, reads bool) *governor {
 	}
 	for _, s := range p.servers {
 		st := &governed{rule: newLimitRule(start, g.bound), fixed: !reads}
+		st.rule.slow.timeout = cfg.RequestTimeout.Seconds()
 		g.states[s] = st
 		p.setLimit(s, int64(st.rule.limit))
 	}
@@ -209,6 +210,10 @@ func (g *governor) observe(s *server, smp *store.ServerSample) {
 		rd.secs = float64(smp.Time-st.last) / 1000
 	}
 	rd.perRequest = g.facts(s, st, smp).perRequest()
+	rd.at, rd.answers, rd.tokens = smp.Time, float64(s.done.Load()), float64(s.tokens.Load())
+	s.flights.mu.Lock()
+	rd.answeredAt = s.flights.lastAnswer // at or after the answers counted
+	s.flights.mu.Unlock()
 	st.last = smp.Time
 	from := st.rule.limit
 	to, why := st.rule.next(rd)
@@ -248,12 +253,15 @@ func (g *governor) stated(s *server, c servermetrics.Stated, at int64) {
 }
 
 // readEvery is how often s's /metrics should be read now: holdEvery while
-// it is held, growEvery while it grows before its first cut, adaptEvery
-// while its limit moves; 0: at the monitor's interval.
+// it is held, growEvery while it grows before its first cut or a probe for
+// slow answers is under way, adaptEvery while its limit moves; 0: at the
+// monitor's interval.
 func (g *governor) readEvery(s *server) time.Duration {
 	switch st := g.state(s); {
 	case g.held(s):
 		return holdEvery
+	case st != nil && st.rule.slow.probing() && s.up.Load():
+		return growEvery // its windows want many readings
 	case !g.fast(s):
 		return 0
 	case !st.rule.cut && st.rule.limit < g.bound:
@@ -363,7 +371,7 @@ func (g *governor) apply(s *server, st *governed, at int64, from, to int, why st
 // found in the log.
 func (g *governor) settled(s *server, st *governed) {
 	g.record(s, st)
-	if !st.found && st.rule.cut {
+	if !st.found && st.rule.cut && !st.rule.slow.probing() { // a probe's half is no capacity
 		st.found = true
 		g.ctl.logf("gen: %s: capacity %d requests at once (from its /metrics)", s.name, st.rule.limit)
 	}

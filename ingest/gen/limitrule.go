@@ -31,7 +31,10 @@ import (
 //     request times the new limit at most kvTarget), nor past the
 //     capacity it states (SGLang's max_running_requests) and the small
 //     queue, nor, on a server that preempts (vLLM), past what its stated
-//     pool holds of the run's requests once answered.
+//     pool holds of the run's requests once answered;
+//   - else gen's own answers (slowWatch): cut where they near
+//     --request-timeout, or where a probe shows that half the requests at
+//     once answer nearly as many tokens/s ("answers slow").
 //
 // The first limit is what the server states (start), before any reading.
 //
@@ -59,6 +62,9 @@ type limitRule struct {
 	// pool holds of the run's requests (limitReading.perRequest).
 	pool     int
 	preempts bool
+	// slow watches gen's answers for the limit past which they slow
+	// for too little (limitslow.go).
+	slow slowWatch
 }
 
 // limitReading is what one look at a server gives the rule.
@@ -74,6 +80,15 @@ type limitReading struct {
 	// perRequest is the KV tokens one of the run's requests holds at
 	// most, as gen knows it now (0: unknown).
 	perRequest int
+	// at is the reading's time (Unix ms; 0: none, answers not watched);
+	// answers and tokens count gen's answers from the server so far and
+	// their output tokens.
+	at              int64
+	answers, tokens float64
+	// answeredAt is when the last of those answers came (Unix ms; 0:
+	// at): a window measured from answer to answer is exact where
+	// answers come in lumps (a batch started together ends together).
+	answeredAt int64
 }
 
 // Why a limit changed, the start of an event's detail.
@@ -100,8 +115,24 @@ func newLimitRule(start, bound int) *limitRule {
 }
 
 // next reads rd and returns the new limit and why it changed ("" when it
-// did not; why is the event's detail after "from -> to: ").
+// did not; why is the event's detail after "from -> to: "): by the
+// server's gauges (step), else by gen's answers from it (slowWatch).
 func (r *limitRule) next(rd limitReading) (int, string) {
+	if to, why := r.step(rd); why != "" {
+		r.slow.observe(rd, to) // a new limit: its window starts
+		return to, why
+	}
+	switch to, why := r.slow.observe(rd, r.limit); {
+	case to < r.limit:
+		return r.set(to, why)
+	case to > r.limit:
+		return r.grow(min(to, r.bound), why)
+	}
+	return r.limit, ""
+}
+
+// step is the rule by the server's gauges.
+func (r *limitRule) step(rd limitReading) (int, string) {
 	newPre := r.newPreemptions(rd)
 	sustained := newPre > 0 && r.preLastTime
 	r.preLastTime = newPre > 0
@@ -157,6 +188,9 @@ func (r *limitRule) next(rd limitReading) (int, string) {
 		}
 		if most := r.capacity + queueKeep(r.capacity); r.capacity > 0 && most < to {
 			to = most // it runs no more than it says it can
+		}
+		if most := r.slow.most(); most > 0 && most < to {
+			to = most // answers slow past it, or a probe is under way
 		}
 		if fits := r.poolFits(rd); fits > 0 && fits < to {
 			// It admits all it can and preempts when they grow: no more
@@ -259,6 +293,7 @@ const maxPoolStart = 1024
 // no further than what the server states it runs and the small queue.
 func (r *limitRule) start(f startFacts) (int, string) {
 	r.capacity, r.preempts, r.pool = max(f.running, 0), f.preempts, max(f.poolTokens, 0)
+	r.slow = slowWatch{timeout: r.slow.timeout} // a new start: what was measured is of the server before
 	start, why := AdaptiveStart, ""
 	fits := f.fits()
 	switch {
