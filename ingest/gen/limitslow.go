@@ -26,9 +26,9 @@ import (
 //     quarter at once: a request past the timeout is GPU work thrown away;
 //   - answers that take slowAfter or more, at a limit that was not probed
 //     lately, start a probe: half the limit for a window. While the half
-//     does nearly as well (the doubling from it raised the total tokens/s
-//     by less than slowGain of the rise, and made answers slower), answers
-//     slowed for nothing: it halves again. At the first half that does
+//     does nearly as well as the top (its total tokens/s within slowGain
+//     of the top's, its answers sooner), the top slowed answers for
+//     nothing: it halves again. At the first half that does
 //     worse, or at minProbe, the limit goes back to the last that paid
 //     and is held there as a ceiling for reprobeAfter ("answers slow");
 //     when the first half did worse, it goes back to where it began and
@@ -77,9 +77,12 @@ const (
 	// slowAfter is the mean answer time past which a probe may start:
 	// under it nobody waits long, and a window is too short to measure.
 	slowAfter = 1.0
-	// slowGain: a doubling that raised the total by less than this share
-	// of the rise slowed answers for too little.
-	slowGain     = 0.25
+	// slowGain: a limit whose total is within this share of the top's
+	// (the probe's start) holds (the top slowed answers for too little):
+	// the total kept is within it of the top's, whatever the halvings, so
+	// the signal never costs a 20-hour run more than that of its
+	// throughput for answers that come sooner.
+	slowGain     = 1.0 / 16
 	timeoutShare = 0.5
 	minProbe     = 8              // the least limit halved by a probe
 	reprobeAfter = 10 * 60 * 1000 // ms
@@ -152,10 +155,10 @@ func (w *slowWatch) judge(m slowMeasure, limit int, at int64) (int, string) {
 		return to, fmt.Sprintf("%s (%s each, --request-timeout %s)", whySlow, waitText(m.secs), waitText(w.timeout))
 	}
 	if from := w.probeFrom; from > 0 {
-		// The doubling from limit to from: what it raised the total by,
-		// against what it cost each answer.
-		gain := w.fromRate/max(m.rate, 1e-9) - 1
-		if gain < slowGain*float64(from-limit)/float64(limit) && w.fromSecs > m.secs {
+		// What the halvings from top to limit cost the total, against
+		// what they saved each answer.
+		loss := w.topRate/max(m.rate, 1e-9) - 1
+		if loss < slowGain && w.topSecs > m.secs {
 			if limit/2 >= minLimit && limit >= minProbe {
 				w.probeFrom, w.fromRate, w.fromSecs = limit, m.rate, m.secs
 				return limit / 2, fmt.Sprintf("%s? (%s at %d, %s at %d: trying %d)", whySlow, m.rateText(w.topRate), w.top, m.rateText(m.rate), limit, limit/2)
