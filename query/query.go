@@ -33,7 +33,7 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
-	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
+	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing answers (with gen --samples, each sample of a prompt)"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, preemptions, its tokens/s against gendex's; gen's limit on its requests in flight there and those in flight; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers and errors (a killed run's read from the index: counts), its last answer"},
 	{"events", "events [--since DURATION] [--kind KIND,...] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, given-up, stalled, recovered, limit (gen's limit on a server's requests in flight changed, and why); --kind: only those"},
