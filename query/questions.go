@@ -312,9 +312,20 @@ func finish(v *store.View, names []string, out Sink) error {
 	return out.Total(total)
 }
 
-// errorList: failed requests with no response since, one row each.
+// errorList: failed requests with no response since, one row each. When
+// a dataset listed has several samples per prompt (gen --samples), each
+// row names the id and its sample (column sample), as missing does.
 func errorList(v *store.View, names []string, out Sink) error {
-	out.Columns([]string{"dataset", "id", "reason", "message", "source"})
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	sampled := slices.ContainsFunc(sums, func(s store.Summary) bool { return s.Samples() > 1 })
+	if sampled {
+		out.Columns([]string{"dataset", "id", "sample", "reason", "message", "source"})
+	} else {
+		out.Columns([]string{"dataset", "id", "reason", "message", "source"})
+	}
 	for _, n := range names {
 		var ids []string
 		if err := v.Missing(n, store.Errors, func(id string) error { ids = append(ids, id); return nil }, store.Raw); err != nil {
@@ -326,7 +337,12 @@ func errorList(v *store.View, names []string, out Sink) error {
 				return err
 			}
 			path, _ := v.FilePath(r.File)
-			if err := out.Row([]any{n, id, r.Finish, r.Message, fmt.Sprintf("%s:%d", path, r.Line)}); err != nil {
+			row := []any{n, id, r.Finish, r.Message, fmt.Sprintf("%s:%d", path, r.Line)}
+			if sampled {
+				pid, sample := store.SplitUnit(id)
+				row = append([]any{n, pid, sample}, row[2:]...)
+			}
+			if err := out.Row(row); err != nil {
 				return err
 			}
 		}
