@@ -11,7 +11,8 @@ import (
 // TestQueryErrorsNameSamples: with gen --samples 3, query errors names
 // each failed answer by its id and sample (a column, as missing has), no
 // unit key with its NUL byte, one row per line of the errors files (every
-// seed shape, requests failing at once).
+// seed shape, requests failing at once); check's note counts those
+// failures as answers, not prompts.
 func TestQueryErrorsNameSamples(t *testing.T) {
 	t.Parallel()
 	p := newPlaceRun(t)
@@ -55,5 +56,9 @@ func TestQueryErrorsNameSamples(t *testing.T) {
 		if !got[k] {
 			t.Errorf("query errors does not name %s", k)
 		}
+	}
+	_, _, out := p.checkJSON("--db", "e.db", root)
+	if !strings.Contains(out, `"answers that failed for good (3 samples per prompt`) || strings.Contains(out, "prompts that failed for good") {
+		t.Errorf("check's failed_prompts does not count answers:\n%s", out)
 	}
 }
