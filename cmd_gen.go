@@ -60,7 +60,7 @@ func runGen(ctx context.Context, c *call, args []string) error {
 	listen := addListenFlags(fs, "")
 	sp := samplingFlags(fs)
 	var mixArgs stringList
-	fs.Var(&mixArgs, "mix", "draw KEY per record from SPEC, VALUE:WEIGHT,... with weights summing to 1: temperature=0:0.15,1.0:0.70,u(0.2,1.0):0.15 (u: uniform in [0.2, 1.0)), enable_thinking=true:0.75,false:0.25 (the chat template's kwarg), reasoning_effort=low:0.3,high:0.7; also top_p, top_k, min_p and the penalties (repeatable, one per key). The draw hashes the dataset, the id and --seed: a resume, a shard or a redo draws what a fresh run draws; a conversation is one record, one draw for all its turns and tool steps; each answer's provenance says what it drew ('gendex query mix')")
+	fs.Var(&mixArgs, "mix", "draw KEY per record from SPEC, VALUE:WEIGHT,... with weights summing to 1: temperature=0:0.15,1.0:0.70,u(0.2,1.0):0.15 (u: uniform in [0.2, 1.0)), enable_thinking=true:0.75,false:0.25 (the chat template's kwarg), reasoning_effort=low:0.3,high:0.7; also top_p, top_k, min_p and the penalties (repeatable, one per key). The draw hashes the dataset, the id, the sample (--samples: each its own draw) and --seed: a resume, a shard or a redo draws what a fresh run draws; a conversation is one record, one draw for all its turns and tool steps; each answer's provenance says what it drew ('gendex query mix')")
 	samples := fs.Int("samples", 1, "answers per prompt, each its own request (sampled, so give a --temperature above 0 or a --mix): each answer line carries the prompt's id and its \"sample\" (0 to N-1), each (id, sample) answered exactly once through kills and resumes; a resume gives the same N; with --seed S, sample s is sent seed S+s")
 	simCfg := simFlags(fs, "sim-")
 	paths, err := c.parse(fs, args)

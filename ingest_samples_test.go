@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -148,4 +149,51 @@ func TestIngestSampledAnswers(t *testing.T) {
 func lastLine(out string) string {
 	out = strings.TrimRight(out, "\n")
 	return out[strings.LastIndexByte(out, '\n')+1:]
+}
+
+// TestIngestNamesDuplicateSamples: a line written twice in a sampled
+// dataset (an answer and an earlier turn of the chat seed shape, sample
+// above 0) is named in ingest's warning by its id, turn and sample, not by
+// the index's unit key (it printed "c4\x002").
+func TestIngestNamesDuplicateSamples(t *testing.T) {
+	t.Parallel()
+	p := newPlaceRun(t)
+	root := filepath.Join(p.dir, "seeds")
+	seedShapes(t, root)
+	p.mustRun(append(append([]string{"--db", "g.db"}, simToolArgs...), "--samples", "3", "--seed", "7", root)...)
+	var wants []string
+	for _, f := range []string{"raw_responses.jsonl", "turns.jsonl"} {
+		path := filepath.Join(root, "chat", f)
+		var again []byte
+		eachJSONLine(t, path, func(b []byte) {
+			var l struct {
+				ID     string `json:"id"`
+				Sample int    `json:"sample"`
+				Turn   int    `json:"turn"`
+			}
+			if json.Unmarshal(b, &l) == nil && l.Sample > 0 && again == nil {
+				again = append(append([]byte(nil), b...), '\n') // b is the reader's buffer
+				id := l.ID
+				if l.Turn > 0 {
+					id += fmt.Sprintf("#%d", l.Turn)
+				}
+				wants = append(wants, fmt.Sprintf("duplicate id %q sample %d (first at ", id, l.Sample))
+			}
+		})
+		out, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil || again == nil {
+			t.Fatalf("%s: no line of a sample above 0 (%v)", path, err)
+		}
+		out.Write(again)
+		out.Close()
+	}
+	_, _, stderr := runGendex(t, p.bin, p.dir, "--db", "fresh.db", "ingest", root)
+	for _, w := range wants {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("ingest does not say %q:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, `\x00`) || strings.ContainsRune(stderr, 0) {
+		t.Errorf("ingest names a unit key:\n%s", stderr)
+	}
 }

@@ -74,3 +74,50 @@ func TestQueryShardsStates(t *testing.T) {
 		t.Errorf("the shards' prompts add up to %d; want %d\n%s", total, n, out)
 	}
 }
+
+// TestQueryShardsCountsSamples: with gen --samples 3, query shards counts
+// a shard's answers and its missing ones by (id, sample), as progress
+// does: a whole run of every seed shape is done with nothing missing (it
+// said prompts minus answers, which wrapped below zero, and "stopped
+// short"), and of a sharded one the shard never started misses every
+// sample of its prompts.
+func TestQueryShardsCountsSamples(t *testing.T) {
+	t.Parallel()
+	p := newPlaceRun(t)
+	whole := filepath.Join(p.dir, "whole")
+	seedShapes(t, whole)
+	p.mustRun(append(append([]string{"--db", "whole.db"}, simToolArgs...), "--samples", "3", "--seed", "7", whole)...)
+	sharded := filepath.Join(p.dir, "sharded")
+	writeIDPrompts(t, filepath.Join(sharded, "O"), "O", 30)
+	p.mustRun("--db", "shard0.db", "gen", "--server", "sim", "--samples", "3", "--shard", "0/2", sharded)
+	p.mustRun("--db", "sharded.db", "ingest", sharded) // a login index sees every shard's prompts
+	type row struct {
+		Dataset, Shard, State             string
+		Prompts, Answers, Errors, Missing *int
+	}
+	check := func(db string, wantRows int) []row {
+		rows := mustQueryJSON[row](t, p.bin, filepath.Join(p.dir, db), "shards")
+		if len(rows) != wantRows {
+			t.Fatalf("%s: %d rows, want %d: %+v", db, len(rows), wantRows, rows)
+		}
+		for _, r := range rows {
+			if r.Prompts == nil || r.Answers == nil || r.Errors == nil || r.Missing == nil {
+				t.Errorf("%s %s: a count unknown: %+v", r.Dataset, r.Shard, r)
+				continue
+			}
+			if *r.Missing != 3**r.Prompts-*r.Answers-*r.Errors {
+				t.Errorf("%s %s: %d missing of %d prompts x 3 samples with %d answers, %d errors", r.Dataset, r.Shard, *r.Missing, *r.Prompts, *r.Answers, *r.Errors)
+			}
+		}
+		return rows
+	}
+	for _, r := range check("whole.db", len(seedShapeNames)) {
+		if r.State != "done" || *r.Answers == 0 {
+			t.Errorf("%s: state %q with %d answers; want done", r.Dataset, r.State, *r.Answers)
+		}
+	}
+	rows := check("sharded.db", 2)
+	if rows[0].State != "done" || rows[1].State != "not started" || *rows[1].Missing == 0 {
+		t.Errorf("sharded: %+v; want shard 0 done, shard 1 not started missing its samples", rows)
+	}
+}

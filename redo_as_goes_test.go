@@ -111,3 +111,29 @@ func TestRedoAsGoesNothingLeftNoServer(t *testing.T) {
 		t.Errorf("the redo once the server is back: %+v; want finished, 0 to go", r)
 	}
 }
+
+// TestRedoAsGoesCountsSamples: a --redo truncated decided as the feeder
+// reads (GENDEX_REDO_UPFRONT=1) over every seed shape answered with
+// --samples 3 says what it keeps in answers of the prompts' samples, as
+// a plain resume does: it said "144 of 48 prompts already answered".
+func TestRedoAsGoesCountsSamples(t *testing.T) {
+	t.Parallel()
+	p := newPlaceRun(t)
+	root := filepath.Join(p.dir, "seeds")
+	seedShapes(t, root)
+	gen := append(append([]string{"--db", "s.db"}, simToolArgs...), "--samples", "3", "--seed", "7")
+	p.mustRun(append(gen, "--max-new-tokens", "32", root)...)
+	code, _, errOut := runGendexWithin(t, 2*time.Minute, gendexOpts{dir: p.dir, env: []string{"GENDEX_REDO_UPFRONT=1"}}, p.bin,
+		append(gen, "--max-new-tokens", "64", "--redo", "truncated", root)...)
+	if code != 0 {
+		t.Fatalf("the redo: exit %d\n%s", code, errOut)
+	}
+	progress := p.progress("s.db")
+	for _, ds := range seedShapeNames {
+		prompts := int(progress[ds]["prompts"].(float64))
+		want := fmt.Sprintf("  %s: %d of %d answers (3 samples of %d prompts) already made or failed, not asked again but for the cut answers", ds, 3*prompts, 3*prompts, prompts)
+		if !strings.Contains(errOut, want) {
+			t.Errorf("%s: no line %q\n%s", ds, want, errOut)
+		}
+	}
+}

@@ -201,7 +201,7 @@ func (t *commitTally) put(tx *store.Tx, src Source, st *store.FileState, shard s
 	t.dups++
 	where, _ := tx.FilePath(first.File)
 	t.problems = append(t.problems, Problem{Path: src.Path, Line: p.rec.Line, Kind: Duplicate,
-		Msg: fmt.Sprintf("duplicate id %q (first at %s:%d); counted once", p.rec.ID, where, first.Line)})
+		Msg: fmt.Sprintf("duplicate id %s (first at %s:%d); counted once", store.UnitName(p.rec.ID), where, first.Line)})
 	return nil
 }
 

@@ -232,7 +232,11 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 	if mixOff != nil {
 		fs = append(fs, *mixOff)
 	}
-	add(ReasonFailed, false, owed.Failed, "prompts that failed for good (no record is owed for them)", "gendex query errors "+name)
+	failed := "prompts that failed for good (no record is owed for them)"
+	if n := s.Samples(); n > 1 { // units: each sample of a prompt
+		failed = fmt.Sprintf("answers that failed for good (%d samples per prompt, gen --samples; no record is owed for them)", n)
+	}
+	add(ReasonFailed, false, owed.Failed, failed, "gendex query errors "+name)
 	return fs, nil
 }
 

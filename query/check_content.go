@@ -170,8 +170,12 @@ func (rs *recordStats) content(dir string) []finding {
 			fix:    "check the server's chat template, then " + redoFix(ReasonRepeated, dir)})
 	}
 	if rs.alikePrompts > 0 {
+		prompts := fmt.Sprintf("%d prompts", rs.alikePrompts)
+		if rs.alikePrompts == 1 {
+			prompts = "1 prompt"
+		}
 		fs = append(fs, finding{reason: ReasonSamplesAlike, count: rs.alikeAnswers,
-			detail: fmt.Sprintf("answers of %d prompts whose samples all gave one text, every turn (greedy sampling: temperature 0?): copies, not variety", rs.alikePrompts),
+			detail: "answers of " + prompts + " whose samples all gave one text, every turn (greedy sampling: temperature 0?): copies, not variety",
 			fix:    "ask with a temperature above 0 (or a --mix): gendex gen --server URL --samples N --temperature 0.8 --out NEWDIR " + quoteArg(dir)})
 	}
 	return fs

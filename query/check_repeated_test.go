@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"gendex/store"
@@ -78,8 +79,8 @@ func TestRepeatedTextCountsPromptsNotSamples(t *testing.T) {
 	if f := alike.finding(ReasonRepeated); f != nil {
 		t.Errorf("one prompt's 3 alike samples: %+v; want no repeated_text", *f)
 	}
-	if f := alike.finding(ReasonSamplesAlike); f == nil || f.blocks || f.count != uint64(3) {
-		t.Errorf("one prompt's 3 alike samples: samples_alike %+v; want a note counting 3 answers", f)
+	if f := alike.finding(ReasonSamplesAlike); f == nil || f.blocks || f.count != uint64(3) || !strings.HasPrefix(f.detail, "answers of 1 prompt whose") {
+		t.Errorf("one prompt's 3 alike samples: samples_alike %+v; want a note counting 3 answers of 1 prompt", f)
 	}
 	shared := walk(map[string][]uint64{
 		store.UnitID("p01", 0): {7}, store.UnitID("p01", 1): {9},

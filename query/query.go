@@ -21,7 +21,7 @@ import (
 
 // Questions lists every question with a one-line description, in help order.
 var Questions = []struct{ Name, Usage, Help string }{
-	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing (a redo's answers asked again and stale records too) and lines skipped, per dataset"},
+	{"progress", "progress [DATASET...]", "prompts, responses, tokenized records, errors, exclusions, what is missing (a redo's answers asked again and stale records too) and lines skipped, per dataset; with several samples per prompt (gen --samples), raw, errors, missing_raw, answered, failed and done_pct count answers (each sample), and samples and prompts_done (prompts with every sample answered or failed) are added"},
 	{"tokens", "tokens [DATASET...]", "token sums, average and percentiles of completion tokens, unknown counts, lines skipped; prompt tokens as the server counted them per request (with several samples per prompt, each sample's request counts its prompt)"},
 	{"throughput", "throughput [--window 30s|5m|1h|DURATION] [DATASET...]", "responses and tokens per second over the window ending now"},
 	{"series", "series [--step DURATION] [--since DURATION] [--servers] [DATASET...]", "answers, tokens and tokens/s per step over time, a step without answers as a zero row (--servers: each server's samples per step)"},
@@ -30,10 +30,10 @@ var Questions = []struct{ Name, Usage, Help string }{
 	{"finish", "finish [DATASET...]", "response counts per finish reason"},
 	{"mix", "mix [DATASET...]", "gen --mix: each value's share of the answers beside its spec's weight, and whether it is beyond sampling noise (off)"},
 	{"stops", "stops [DATASET...]", "tool conversations gen stopped where the model departed from the data, per reason (list --tool-stop lists them)"},
-	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason"},
+	{"errors", "errors [DATASET...]", "requests that failed for good and have no response since, with the reason; with several samples per prompt (gen --samples), columns id and sample"},
 	{"datasets", "datasets", "the indexed datasets, their files and records per stage"},
 	{"files", "files [DATASET...]", "every indexed file: how far it is read, its records, duplicates and skipped lines"},
-	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing"},
+	{"shards", "shards [--quiet 5m] [DATASET...]", "a sharded run (gen --shard), every shard: its state, prompts, answers and missing answers (with gen --samples, each sample of a prompt)"},
 	{"server", "server [--window 30s|DURATION] [--all-servers] [SERVER...]", "each server's own view from its /metrics (read by gen): up, load, KV use, preemptions, its tokens/s against gendex's; gen's limit on its requests in flight there and those in flight; gen's retries on it and their last error"},
 	{"runs", "runs", "every run of gen and ingest --follow on this index, newest last: its state (running, waiting, stalled, finished, interrupted, failed, lost), what it still owes (to_go), its answers and errors (a killed run's read from the index: counts), its last answer"},
 	{"events", "events [--since DURATION] [--kind KIND,...] [SERVER...]", "what happened to gen runs and their servers: start, stop, interrupt, down, up, restarted, errors, retries, isolated, given-up, stalled, recovered, limit (gen's limit on a server's requests in flight changed, and why); --kind: only those"},

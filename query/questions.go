@@ -117,6 +117,36 @@ func (h *sumHist) percentiles(qs ...float64) []any {
 	return r.out
 }
 
+// noteSampledPrompts says once per samples count N > 1 which datasets ask
+// N samples per prompt, so their prompt_tokens count each prompt N times.
+func noteSampledPrompts(sums []store.Summary, out Sink) error {
+	by := map[uint64][]string{}
+	var ns []uint64
+	for _, s := range sums {
+		if n := s.Samples(); n > 1 {
+			if by[n] == nil {
+				ns = append(ns, n)
+			}
+			by[n] = append(by[n], s.Dataset)
+		}
+	}
+	slices.Sort(ns)
+	for _, n := range ns {
+		note := fmt.Sprintf("%s has %d samples per prompt: its prompt_tokens sum each sample's request, its prompt counted %d times, as the server did", by[n][0], n, n)
+		if names := by[n]; len(names) > 1 {
+			list := strings.Join(names, ", ")
+			if len(names) > 4 {
+				list = fmt.Sprintf("%s and %d more", strings.Join(names[:3], ", "), len(names)-3)
+			}
+			note = fmt.Sprintf("%d datasets (%s) have %d samples per prompt: their prompt_tokens sum each sample's request, a prompt counted %d times, as the server did", len(names), list, n, n)
+		}
+		if err := out.Note(note); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // tokens: sums over the records that carry a count; unknown_tokens counts
 // responses without a completion count, unknown_prompt_tokens those without
 // a prompt count. A sum over no known record is unknown, not 0:
@@ -130,12 +160,8 @@ func tokens(v *store.View, names []string, out Sink) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range sums {
-		if n := s.Samples(); n > 1 {
-			if err := out.Note(fmt.Sprintf("%s has %d samples per prompt: its prompt_tokens sum each sample's request, its prompt counted %d times, as the server did", s.Dataset, n, n)); err != nil {
-				return err
-			}
-		}
+	if err := noteSampledPrompts(sums, out); err != nil {
+		return err
 	}
 	out.Columns([]string{"dataset", "records", "prompt_tokens", "completion_tokens", "reasoning_tokens", "avg_completion_tokens",
 		"p50_completion_tokens", "p90_completion_tokens", "p99_completion_tokens", "unknown_tokens", "unknown_prompt_tokens", "truncated", "skipped"})
@@ -286,9 +312,20 @@ func finish(v *store.View, names []string, out Sink) error {
 	return out.Total(total)
 }
 
-// errorList: failed requests with no response since, one row each.
+// errorList: failed requests with no response since, one row each. When
+// a dataset listed has several samples per prompt (gen --samples), each
+// row names the id and its sample (column sample), as missing does.
 func errorList(v *store.View, names []string, out Sink) error {
-	out.Columns([]string{"dataset", "id", "reason", "message", "source"})
+	sums, err := summaries(v, names)
+	if err != nil {
+		return err
+	}
+	sampled := slices.ContainsFunc(sums, func(s store.Summary) bool { return s.Samples() > 1 })
+	if sampled {
+		out.Columns([]string{"dataset", "id", "sample", "reason", "message", "source"})
+	} else {
+		out.Columns([]string{"dataset", "id", "reason", "message", "source"})
+	}
 	for _, n := range names {
 		var ids []string
 		if err := v.Missing(n, store.Errors, func(id string) error { ids = append(ids, id); return nil }, store.Raw); err != nil {
@@ -300,7 +337,12 @@ func errorList(v *store.View, names []string, out Sink) error {
 				return err
 			}
 			path, _ := v.FilePath(r.File)
-			if err := out.Row([]any{n, id, r.Finish, r.Message, fmt.Sprintf("%s:%d", path, r.Line)}); err != nil {
+			row := []any{n, id, r.Finish, r.Message, fmt.Sprintf("%s:%d", path, r.Line)}
+			if sampled {
+				pid, sample := store.SplitUnit(id)
+				row = append([]any{n, pid, sample}, row[2:]...)
+			}
+			if err := out.Row(row); err != nil {
 				return err
 			}
 		}

@@ -130,7 +130,8 @@ func (t *shardTable) addFiles(v *store.View, want map[string]bool) error {
 }
 
 // wholeRuns returns, for each dataset of no shard's files (one run), its
-// prompts and missing ones: the dataset's.
+// prompts and missing answers: the dataset's (MissingRaw: each sample of
+// a prompt, as a shard's are counted).
 func (t *shardTable) wholeRuns(v *store.View) (map[string][2]uint64, error) {
 	whole := map[string][2]uint64{}
 	for k := range t.rows {
@@ -142,15 +143,16 @@ func (t *shardTable) wholeRuns(v *store.View) (map[string][2]uint64, error) {
 			return nil, err
 		}
 		if p := s.Stage(store.Prompts); p.Files > 0 {
-			whole[k.dataset] = [2]uint64{p.Records, p.Records - s.Overlap.Answered}
+			whole[k.dataset] = [2]uint64{p.Records, s.MissingRaw()}
 		}
 	}
 	return whole, nil
 }
 
 // countPrompts adds a row for every shard of each count its dataset's
-// files name, and counts each shard's prompts and missing ones by walking
-// the dataset's prompt ids; it returns the datasets that have prompts.
+// files name, and counts each shard's prompts and missing answers (each
+// sample of a prompt with gen --samples) by walking the dataset's prompt
+// ids; it returns the datasets that have prompts.
 func (t *shardTable) countPrompts(v *store.View) (map[string]bool, error) {
 	havePrompts := map[string]bool{}
 	for ds, ns := range t.counts {

@@ -75,7 +75,7 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	res, truncated, records := watchColumns(prog)
+	res, truncated, records, sampled := watchColumns(prog)
 	etas := query.ETAs(prog, short, long) // the one ETA rule
 	line := func(p, sh, lo []any, turns any) []any {
 		prompts := prog.Get(p, "prompts")
@@ -93,6 +93,9 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 		}
 		if truncated {
 			row = slices.Insert(row, 5, prog.Get(p, "truncated"))
+		}
+		if sampled { // beside prompts: answered and done_pct count answers
+			row = slices.Insert(row, 3, prog.Get(p, "samples"))
 		}
 		return row
 	}
@@ -141,8 +144,10 @@ func (s *Shell) dashboard(ctx context.Context, w io.Writer) (err error) {
 
 // watchColumns returns the dashboard's table, its columns only, for the
 // answer to progress: truncated, and records and excluded, are shown only
-// when some dataset has a count in them.
-func watchColumns(prog *query.Result) (res *query.Result, truncated, records bool) {
+// when some dataset has a count in them; samples (after prompts) when
+// progress has it, a dataset of several samples per prompt (gen
+// --samples), whose answered and done_pct count answers.
+func watchColumns(prog *query.Result) (res *query.Result, truncated, records, sampled bool) {
 	some := func(cols ...string) bool {
 		for _, row := range append(slices.Clone(prog.Rows), prog.Total) {
 			for _, col := range cols {
@@ -162,7 +167,10 @@ func watchColumns(prog *query.Result) (res *query.Result, truncated, records boo
 	if truncated {
 		res.Columns = slices.Insert(res.Columns, 5, "truncated")
 	}
-	return res, truncated, records
+	if sampled = slices.Contains(prog.Columns, "samples"); sampled {
+		res.Columns = slices.Insert(res.Columns, 3, "samples")
+	}
+	return res, truncated, records, sampled
 }
 
 // collector returns how the dashboard asks a question: parsed, asked at

@@ -229,6 +229,44 @@ func TestDashboardShowsTruncated(t *testing.T) {
 	}
 }
 
+// TestDashboardShowsSamples: a dataset of 3 samples per prompt (gen
+// --samples) has a samples column beside prompts, as progress has, so its
+// answered (answers: 4 of 30) and done_pct read right against 10 prompts;
+// a dataset of one sample shows the column's 1.
+func TestDashboardShowsSamples(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	root := t.TempDir()
+	writeDataset(t, root, "B", 2, now)
+	writeDataset(t, root, "S", 0, now)
+	var raw strings.Builder
+	for _, u := range [][2]int{{0, 0}, {0, 1}, {0, 2}, {1, 0}} {
+		fmt.Fprintf(&raw, `{"sample":%d,"samples":3,"id":"S%d","text":"a","completion_tokens":10,"finished_at":%q}`+"\n", u[1], u[0], now.Format(time.RFC3339Nano))
+	}
+	if err := os.WriteFile(filepath.Join(root, "S", "raw_responses.jsonl"), []byte(raw.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := ingesttest.Index(t, root)
+	sh := &Shell{Ask: query.Local{Src: db}, Now: func() time.Time { return now }, format: query.TSV}
+	var b strings.Builder
+	if err := sh.dashboard(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{
+		"dataset\tanswered\tprompts\tsamples\tdone_pct\tfailed\tturns\t",
+		"B\t2\t10\t1\t20.00\t0\t0\t",
+		"S\t4\t10\t3\t13.33\t0\t0\t",
+	}
+	if len(rows) < len(want) {
+		t.Fatalf("dashboard:\n%s", b.String())
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rows[i], w) {
+			t.Errorf("row %d: %q; want it to start with %q", i, rows[i], w)
+		}
+	}
+}
+
 // TestSparkline: eight levels scaled to the line's own maximum, a space
 // for a step with nothing, all spaces when nothing at all; in a table
 // cell the blanks at the ends are braille blanks (the table trims spaces).

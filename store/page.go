@@ -102,7 +102,10 @@ func pageNext(c *bolt.Cursor, back bool) (k, val []byte) {
 // is the first id at or after a random key between the stage's first and
 // last ids, so a sample costs n seeks whatever the stage's size. Ids are
 // drawn evenly over the key space, not over the records: a stage whose ids
-// crowd one part of that space is sampled more thinly there.
+// crowd one part of that space is sampled more thinly there. A prompt's
+// units (gen --samples: its samples' keys sort right after its id, in a
+// sliver of the key space) count as one id: the draw then takes one of
+// them at random, so every sample is drawn as often as sample 0.
 func (v *View) Sample(dataset string, stage Stage, n int, rng *rand.Rand) ([]Record, error) {
 	c := v.stageCursor(dataset, stage)
 	if c == nil || n <= 0 {
@@ -129,6 +132,7 @@ func (v *View) Sample(dataset string, stage Stage, n int, rng *rand.Rand) ([]Rec
 				k, val = c.First()
 			}
 		}
+		k, val = oneUnit(c, k, val, seen, rng)
 		seen[string(k)] = true
 		rec := Record{}
 		if err := decodeRecord(val, &rec); err != nil {
@@ -138,6 +142,24 @@ func (v *View) Sample(dataset string, stage Stage, n int, rng *rand.Rand) ([]Rec
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// oneUnit returns, for a key k a sample drew (not seen yet), one of its
+// prompt's units not seen yet, at random (k itself among them); the
+// cursor is left past the prompt's units.
+func oneUnit(c *bolt.Cursor, k, val []byte, seen map[string]bool, rng *rand.Rand) ([]byte, []byte) {
+	p := bytes.Clone(unitPrompt(k))
+	var keys, vals [][]byte
+	for uk, uv := c.Seek(p); uk != nil && isUnitOf(uk, p); uk, uv = c.Next() {
+		if !seen[string(uk)] {
+			keys, vals = append(keys, bytes.Clone(uk)), append(vals, bytes.Clone(uv))
+		}
+	}
+	if len(keys) == 0 { // not a unit key's prompt: k as drawn
+		return k, val
+	}
+	i := rng.IntN(len(keys))
+	return keys[i], vals[i]
 }
 
 // keyBetween returns a random key between lo and hi (lo <= hi) in byte

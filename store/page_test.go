@@ -142,3 +142,48 @@ func TestSample(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleDrawsEverySample: in a stage of 3 samples per prompt, a
+// sample draws samples 1 and 2 about as often as sample 0 (their keys sit
+// in a sliver of the key space right after the prompt's id, where a seek
+// to a random key almost never lands).
+func TestSampleDrawsEverySample(t *testing.T) {
+	db := newDB(t)
+	err := db.Update(func(tx *Tx) error {
+		for i := range 100 {
+			for s := range 3 {
+				r := Record{ID: UnitID(fmt.Sprintf("p%03d", i), s), Samples: 3, PromptTokens: Unknown, CompletionTokens: Unknown, CachedTokens: Unknown, ReasoningTokens: Unknown}
+				if _, err := tx.Add("ds", Raw, &r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var bySample [3]int
+	err = db.View(func(v *View) error {
+		for range 100 {
+			got, err := v.Sample("ds", Raw, 6, rng)
+			if err != nil || len(got) != 6 {
+				return fmt.Errorf("sample of 6: %d records, %v", len(got), err)
+			}
+			for _, r := range got {
+				_, s := SplitUnit(r.ID)
+				bySample[s]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, n := range bySample { // 200 expected each
+		if n < 120 {
+			t.Errorf("sample %d drawn %d times of 600 (by sample: %v); want each about a third", s, n, bySample)
+		}
+	}
+}

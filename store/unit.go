@@ -46,6 +46,21 @@ func SplitUnit(key string) (id string, s int) {
 	return key[:i], s
 }
 
+// UnitName is how a message names a record's key: its id quoted, then
+// " sample S" for a sample above 0 (a turn's "#i" stays on the id), so no
+// message shows the key's UnitSep; a plain id is named as %q names it.
+func UnitName(key string) string {
+	i := strings.IndexByte(key, UnitSep)
+	if i < 0 {
+		return strconv.Quote(key)
+	}
+	sample, turn := key[i+1:], ""
+	if j := strings.IndexByte(sample, '#'); j >= 0 {
+		sample, turn = sample[:j], sample[j:]
+	}
+	return strconv.Quote(key[:i]+turn) + " sample " + sample
+}
+
 // unitPrompt is the prompt key of a unit's key (bytes, for the
 // transaction's lookups): the key up to UnitSep.
 func unitPrompt(key []byte) []byte {

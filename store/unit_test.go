@@ -274,3 +274,18 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	addUnits(t, db, []unitRec{{Raw, "b", 1, 2}, {Raw, "b", 0, 2}})
 	checkUnits(t, db, "sampled answers after the upgrade")
 }
+
+// TestUnitName: a message names a plain id as %q does, and a unit's key
+// (a turn's too) by its id and sample, without UnitSep.
+func TestUnitName(t *testing.T) {
+	for key, want := range map[string]string{
+		"q-1":                    `"q-1"`,
+		"q-1#2":                  `"q-1#2"`,
+		UnitID("q-1", 2):         `"q-1" sample 2`,
+		UnitID("q-1", 12) + "#3": `"q-1#3" sample 12`,
+	} {
+		if got := UnitName(key); got != want {
+			t.Errorf("UnitName(%q) = %s; want %s", key, got, want)
+		}
+	}
+}

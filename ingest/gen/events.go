@@ -179,6 +179,12 @@ func (b *bursts) end(k burstKey, u *burst) {
 	if u.n > 1 {
 		what = fmt.Sprintf("%d prompts failed for good within %s", u.n, burstWindow)
 	}
+	if n := b.m.cfg.samples(); n > 1 { // units: each sample of a prompt
+		what = fmt.Sprintf("1 answer (of %d samples per prompt) failed for good", n)
+		if u.n > 1 {
+			what = fmt.Sprintf("%d answers (of %d samples per prompt) failed for good within %s", u.n, n, burstWindow)
+		}
+	}
 	last := u.last
 	if len(last) > 300 {
 		last = last[:300] + "..."

@@ -62,6 +62,29 @@ func TestFinalErrorsAreOneEventPerBurst(t *testing.T) {
 	}
 }
 
+// TestFinalErrorsOfSamplesCountAnswers: with --samples 3, a burst of
+// final errors counts the answers (a prompt's samples) that failed, and
+// says so: 10 prompts, 30 answers, not "30 prompts".
+func TestFinalErrorsOfSamplesCountAnswers(t *testing.T) {
+	t.Parallel()
+	_, url := simServer(t, sim.Config{Seed: 3, ErrorRate: 1})
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "E", "ids", 10)
+	dbPath := filepath.Join(out, "g.db")
+	sum, log, err := runGen(t, t.Context(), dbPath, Config{Servers: []string{url}, Out: out, MaxAttempts: 1, Samples: 3,
+		Backoff: client.Backoff{Base: time.Millisecond, Max: time.Millisecond}}, root)
+	if err != nil || sum.Errors != 30 {
+		t.Fatalf("%+v %v\n%s", sum, err, log)
+	}
+	es := events(t, dbPath)
+	if got := eventNames(es); got != "start,up,errors,stop" {
+		t.Fatalf("events %s: %+v", got, es)
+	}
+	if d := es[2].Detail; !strings.HasPrefix(d, "30 answers (of 3 samples per prompt) failed for good within 10s; last: ") {
+		t.Errorf("errors event %q", d)
+	}
+}
+
 // TestInterruptEvent: Ctrl-C is recorded when it comes, the requests
 // given up past --grace (if any outlast it) are one given-up event, and
 // the stop says the run was interrupted.

@@ -67,10 +67,10 @@ func (a *asker) isolate(j *job, s *server) {
 	if n := a.iso.logged.Add(1); n <= maxIsolatedLogged {
 		a.ctl.logf("gen: prompt %s (%s) was in flight at %s, the last of %s: isolated, it is sent again alone among such prompts, "+
 			"as it may be what brings the server down (after --max-crashes %d downs it is recorded as an error)%s",
-			j.p.ID, j.ds.Name, downsText(j.crashes), s.name, a.cfg.MaxCrashes, moreIsolated(n))
+			j.p.unitName(), j.ds.Name, downsText(j.crashes), s.name, a.cfg.MaxCrashes, moreIsolated(n))
 	}
 	if a.mon != nil {
-		a.mon.bursts.count(burstKey{s.name, EventIsolated}, j.p.ID)
+		a.mon.bursts.count(burstKey{s.name, EventIsolated}, j.p.unitName())
 	}
 }
 

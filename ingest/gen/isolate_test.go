@@ -68,3 +68,40 @@ func TestGenIsolatesAtASecondDown(t *testing.T) {
 		t.Errorf("isolated events %q; want one that names the bomb and says why", isolated)
 	}
 }
+
+// TestGenIsolatesNamesSamples: with --samples 2, the log and the isolated
+// event name each isolated answer by its prompt's id and sample (they
+// said "prompt bomb" for each sample alike).
+func TestGenIsolatesNamesSamples(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	starts := restarting(t, sim.Config{Seed: 31, CrashOn: "BOOM", DecodeTokensPerSec: 200}, addr, nil)
+	root, out := t.TempDir(), t.TempDir()
+	writePrompts(t, root, "K", "text", 6)
+	pf := filepath.Join(root, "K", "prompts.jsonl")
+	f, _ := os.OpenFile(pf, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"bomb","text":"BOOM"}` + "\n")
+	f.Close()
+	dbPath := filepath.Join(t.TempDir(), "g.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	sum, log, err := runGen(t, ctx, dbPath, Config{Servers: []string{"http://" + addr}, Out: out, Concurrency: 8, Samples: 2,
+		Backoff: client.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}}, root)
+	// Two bombs (the prompt's samples) may take an innocent prompt in
+	// flight beside them to --max-crashes too: every unit has an outcome.
+	if err != nil || sum.Responses+sum.Errors != 14 || sum.Errors < 2 {
+		t.Fatalf("%+v %v (%d server starts)\n%s", sum, err, starts.Load(), log)
+	}
+	if !strings.Contains(log, "gen: prompt bomb sample 1 (K) was in flight at 2 downs") {
+		t.Errorf("the log does not name the bomb's sample 1:\n%s", log)
+	}
+	var isolated []string
+	for _, e := range events(t, dbPath) {
+		if e.Name == EventIsolated {
+			isolated = append(isolated, e.Detail)
+		}
+	}
+	if joined := strings.Join(isolated, "\n"); !strings.Contains(joined, "bomb sample 1") {
+		t.Errorf("isolated events %q; want one that names the bomb's sample 1", isolated)
+	}
+}

@@ -329,15 +329,15 @@ func (w *writer) saySkipped() {
 			if kept == 0 {
 				continue
 			}
-			if ds.redo != nil && ds.redo.asGoes {
-				w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again but for the cut answers the redo finds among them: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
-				continue
-			}
+			of := fmt.Sprintf("%d of %d prompts already answered or failed", kept, s.Stage(store.Prompts).Records)
 			if ds.samples > 1 { // units: each sample of a prompt
-				w.ctl.logf("  %s: %d of %d answers (%d samples of %d prompts) already made or failed, not asked again: %s", ds.Name, kept, s.Units(), ds.samples, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+				of = fmt.Sprintf("%d of %d answers (%d samples of %d prompts) already made or failed", kept, s.Units(), ds.samples, s.Stage(store.Prompts).Records)
+			}
+			if ds.redo != nil && ds.redo.asGoes {
+				w.ctl.logf("  %s: %s, not asked again but for the cut answers the redo finds among them: %s", ds.Name, of, describeAnswers(ds.held))
 				continue
 			}
-			w.ctl.logf("  %s: %d of %d prompts already answered or failed, not asked again: %s", ds.Name, kept, s.Stage(store.Prompts).Records, describeAnswers(ds.held))
+			w.ctl.logf("  %s: %s, not asked again: %s", ds.Name, of, describeAnswers(ds.held))
 		}
 		return nil
 	})

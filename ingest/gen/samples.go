@@ -92,6 +92,15 @@ func (c *Config) samples() int { return max(c.Samples, 1) }
 // when above 0.
 func (p *Prompt) unitKey() string { return store.UnitID(p.ID, p.Sample) }
 
+// unitName names p's unit in a message: its id, and "sample S" after it
+// for a sample above 0.
+func (p *Prompt) unitName() string {
+	if p.Sample > 0 {
+		return fmt.Sprintf("%s sample %d", p.ID, p.Sample)
+	}
+	return p.ID
+}
+
 // forSample is a copy of p, the prompt read once, as the job of its
 // sample s of n: its slices are its own, so that no two jobs share one.
 func (p *Prompt) forSample(s, n int) *Prompt {

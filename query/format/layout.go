@@ -134,7 +134,7 @@ var Layouts = map[string]Layout{
 	}},
 	"watch": {Cols: []Col{
 		{Name: "dataset", Text: 24, Left: true}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
-		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
+		{Name: "done_pct", Drop: 2, Short: "done%"}, {Name: "prompts", Drop: 3}, {Name: "samples", Drop: 3}, {Name: "tokens/s 30s", Drop: 3, Short: "tok/s"},
 		{Name: "failed", Drop: 2, Short: "fail"}, {Name: "truncated", Drop: 4, Short: "trunc"}, {Name: "turns", Drop: 4},
 		{Name: "records", Drop: 5, Short: "recs"}, {Name: "excluded", Drop: 5, Short: "excl"},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
@@ -145,7 +145,7 @@ var Layouts = map[string]Layout{
 	"watch-export": {Cols: []Col{
 		{Name: "dataset", Text: 24, Left: true}, {Name: "answered"}, {Name: "answers/s 30s", Drop: 1, Short: "ans/s"}, {Name: "eta"},
 		{Name: "records", Drop: 2, Short: "recs"}, {Name: "excluded", Drop: 2, Short: "excl"},
-		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "tokens/s 30s", Drop: 4, Short: "tok/s"},
+		{Name: "done_pct", Drop: 3, Short: "done%"}, {Name: "prompts", Drop: 4}, {Name: "samples", Drop: 4}, {Name: "tokens/s 30s", Drop: 4, Short: "tok/s"},
 		{Name: "failed", Drop: 3, Short: "fail"}, {Name: "truncated", Drop: 5, Short: "trunc"}, {Name: "turns", Drop: 5},
 		{Name: "answers/s 5m", Drop: 6, Short: "ans/s 5m"}, {Name: "tokens/s 5m", Drop: 6, Short: "tok/s 5m"},
 		{Name: "last 30m", Drop: 7},
