@@ -108,6 +108,12 @@ type Summary struct {
 	// units (UnitID) have an answer or a final error: absent while no
 	// prompt has two, as in every dataset of one sample per prompt.
 	Done map[string]uint64 `json:"done,omitempty"`
+	// Asked is the samples per prompt the last gen run over the dataset
+	// asks (gen --samples N, N of 2 or more; 0: one, or no gen run),
+	// recorded as it starts (Tx.AskSamples), so every reader counts them
+	// before an answer names them. A fresh index of the files knows N
+	// only from the answers.
+	Asked uint64 `json:"asked,omitempty"`
 	// asked is the samples per prompt a caller knows the dataset asks
 	// beyond its records (Ask).
 	asked uint64
@@ -116,6 +122,21 @@ type Summary struct {
 // Ask makes s count n samples per prompt when its records name fewer:
 // gen --samples N, before its first answers are in.
 func (s *Summary) Ask(n int) { s.asked = uint64(max(n, 0)) }
+
+// AskSamples records that a gen run asks n samples per prompt of dataset
+// (Summary.Asked; n of 1 or less clears it): a run with no answers yet
+// may ask another N than the last, so each run records its own.
+func (tx *Tx) AskSamples(dataset string, n int) error {
+	d, err := tx.dataset(dataset)
+	if err != nil {
+		return err
+	}
+	d.sum.Asked = 0
+	if n > 1 {
+		d.sum.Asked = uint64(n)
+	}
+	return nil
+}
 
 // Stage returns the counters of one stage.
 func (s Summary) Stage(st Stage) Stats { return s.Stages[st] }
@@ -169,10 +190,10 @@ func (s Summary) MissingRaw() uint64 {
 }
 
 // Samples is how many samples per prompt the dataset asks for: the
-// largest count its records' lines name (Stats.Samples) or Ask gave, 1
-// when none does.
+// largest count its records' lines name (Stats.Samples), its last gen
+// run asked (Asked) or Ask gave, 1 when none does.
 func (s Summary) Samples() uint64 {
-	n := max(s.asked, 1)
+	n := max(s.asked, s.Asked, 1)
 	for _, st := range s.Stages {
 		for k, c := range st.Samples {
 			if v, err := strconv.ParseUint(k, 10, 32); err == nil && c > 0 {

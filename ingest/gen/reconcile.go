@@ -94,6 +94,7 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 			w.ctl.logf("warning: %s:%d: cut an unfinished last line (%d bytes) left by an earlier run; %s will be answered again", out.src.Path, res.NextLine, res.Torn, what)
 		}
 	}
+	var asked uint64
 	err = w.db.View(func(v *store.View) error {
 		s, err := v.Summary(d.Name)
 		if err != nil {
@@ -102,6 +103,7 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 		if err := ds.checkSamples(s); err != nil {
 			return err
 		}
+		asked = s.Asked
 		s.Ask(ds.samples)
 		ds.todo = int64(s.MissingRaw())
 		if w.cfg.RetryErrors {
@@ -114,7 +116,20 @@ func (w *writer) reconcile(d Dataset) (*dsRun, error) {
 		}
 		return nil
 	})
+	if err == nil && asked != askedOf(ds.samples) {
+		// Every reader counts the run's samples before its answers name
+		// them (store.Summary.Asked).
+		err = w.db.Update(func(tx *store.Tx) error { return tx.AskSamples(d.Name, ds.samples) })
+	}
 	return ds, err
+}
+
+// askedOf is store.Summary.Asked for a run of n samples per prompt.
+func askedOf(n int) uint64 {
+	if n > 1 {
+		return uint64(n)
+	}
+	return 0
 }
 
 func (ds *dsRun) close() {
