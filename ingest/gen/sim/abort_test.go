@@ -118,7 +118,9 @@ func TestDisconnectCheck(t *testing.T) {
 			}
 			post(t, ts.URL+"/abort_request", `{"rid":"left"}`)
 		}
-		waitFor(t, func() bool { return s.Stats().Running == 0 })
+		// Its slot frees before its request ends and is counted: wait
+		// for the end (InFlight), not the slot (Running).
+		waitFor(t, func() bool { st := s.Stats(); return st.Running == 0 && st.InFlight == 0 })
 		if st := s.Stats(); st.Aborts != tc.aborts {
 			t.Errorf("%s: %+v; want %d aborted", tc.flavor, st, tc.aborts)
 		}
