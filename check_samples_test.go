@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +50,9 @@ func TestCheckSamplesAlikeNotRepeated(t *testing.T) {
 		}
 		if run.alike && alike == 0 {
 			t.Errorf("%s: no samples_alike in any dataset; want the alike samples counted\n%s", run.name, out)
+		}
+		if run.alike && !strings.Contains(out, "--samples 3 --temperature 0.8") {
+			t.Errorf("%s: samples_alike's fix does not ask the dataset's 3 samples:\n%s", run.name, out)
 		}
 	}
 }

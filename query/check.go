@@ -216,6 +216,7 @@ func checkDataset(v *store.View, name string, o CheckOptions, files map[uint32]*
 			"gendex gen --server URL --redo truncated --max-new-tokens N "+dir+" (or accept them: check --include-truncated)")
 	}
 	fs = append(fs, rs.lengths(v, name, o.MaxLength, dir)...)
+	rs.samples = s.Samples()
 	fs = append(fs, rs.content(dir)...)
 	fs = append(fs, simulated(v, name, o.AllowSimulated, dir)...)
 	mixOff, shares := mixFindings(v, name, dir)

@@ -176,7 +176,7 @@ func (rs *recordStats) content(dir string) []finding {
 		}
 		fs = append(fs, finding{reason: ReasonSamplesAlike, count: rs.alikeAnswers,
 			detail: "answers of " + prompts + " whose samples all gave one text, every turn (greedy sampling: temperature 0?): copies, not variety",
-			fix:    "ask with a temperature above 0 (or a --mix): gendex gen --server URL --samples N --temperature 0.8 --out NEWDIR " + quoteArg(dir)})
+			fix:    fmt.Sprintf("ask with a temperature above 0 (or a --mix): gendex gen --server URL --samples %d --temperature 0.8 --out NEWDIR %s", max(rs.samples, 2), quoteArg(dir))})
 	}
 	return fs
 }

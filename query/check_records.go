@@ -52,6 +52,7 @@ type recordStats struct {
 	prompt                     promptTexts
 	prompts                    uint64
 	alikePrompts, alikeAnswers uint64
+	samples                    uint64            // the dataset's samples per prompt (Summary.Samples), for a fix
 	mappings                   map[uint32]string // an answer file's mapping (ingest --map), by file id
 	// listing is the reason whose ids the walk collects (CheckOptions.IDs;
 	// "": none, nothing is kept); ids are its ids, in id order, and
