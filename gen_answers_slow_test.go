@@ -46,17 +46,18 @@ func lastLimit(limits []string) int {
 
 // TestGenCutsWhereAnswersSlow: a server that states 512 slots
 // (max_running_requests) but whose decode step grows so with the batch
-// (1 ms + 60 us a request) that its total tokens/s flattens far below
-// them (at 272 running it is 3% below its total at 512, at 136 9%) has
-// gen's default limit cut below the 544 it starts at, to where the total
-// is within 1/16 of that one's, with an "answers slow" event naming the
-// rates it measured.
+// (1 ms + 200 us a request) that its total tokens/s is flat far below
+// them (at 272 running it is 1% below its total at 512, at 136 3%, at 68
+// 6%) has gen's default limit cut below the 544 it starts at, to where
+// the total is within 1/16 of that one's, with an "answers slow" event
+// naming the rates it measured. (A server whose first halving loses 3%
+// was found not slow once under CI's load: the margin is wide here.)
 func TestGenCutsWhereAnswersSlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs simulator processes")
 	}
 	t.Parallel()
-	limits := limitEvents(t, 8000, "40", "--step-base", "1ms", "--step-per-req", "60us")
+	limits := limitEvents(t, 8000, "16", "--step-base", "1ms", "--step-per-req", "200us")
 	slow := false
 	for _, l := range limits {
 		slow = slow || strings.Contains(l, ": answers slow (") && strings.Contains(l, "tok/s at 544")
@@ -64,8 +65,8 @@ func TestGenCutsWhereAnswersSlow(t *testing.T) {
 	if !slow {
 		t.Errorf("no limit event for slow answers: %q", limits)
 	}
-	if to := lastLimit(limits); to < 136 || to > 272 {
-		t.Errorf("the limit ended at %d; want 272 (136 at worst), below 544: %q", to, limits)
+	if to := lastLimit(limits); to < 34 || to > 272 {
+		t.Errorf("the limit ended at %d; want 68 to 272 (34 at worst), below 544: %q", to, limits)
 	}
 }
 
