@@ -409,8 +409,6 @@ func show(v *store.View, name string, q Query, out Sink) error {
 	asked := fmt.Sprintf("id %q", q.ID)
 	if q.Sample > 0 {
 		asked += fmt.Sprintf(" sample %d", q.Sample)
-	}
-	if q.Sample > 0 {
 		s, err := v.Summary(name)
 		if err != nil {
 			return err
